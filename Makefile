@@ -1,0 +1,48 @@
+# Spillway — make targets. `make` alone lists them.
+SHELL := /bin/bash
+GO ?= go
+PKGS := ./...
+STATICCHECK_VERSION := v0.8.2
+BIN := $(CURDIR)/bin
+FUZZTIME ?= 30s
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the targets.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: test
+test: vet ## go vet, then every test with -race (library, functions, CLI and the CDK stack).
+	$(GO) test -race -count=1 $(PKGS)
+	@if [ -d infra ]; then $(MAKE) test-infra; fi
+
+.PHONY: vet
+vet: ## go vet over both modules.
+	$(GO) vet $(PKGS)
+	@if [ -d infra ]; then cd infra && $(GO) vet ./...; fi
+
+.PHONY: test-infra
+test-infra: infra/node_modules ## Synthesize the CDK stack in tests (needs node; installs the CDK CLI locally).
+	cd infra && $(GO) test -count=1 ./...
+
+infra/node_modules: infra/package.json
+	npm ci --prefix infra --no-audit --no-fund --loglevel=error
+	@touch $@
+
+.PHONY: lint
+lint: $(BIN)/staticcheck ## gofmt, go vet and staticcheck.
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(MAKE) vet
+	$(BIN)/staticcheck $(PKGS)
+
+$(BIN)/staticcheck:
+	GOBIN=$(BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME each (default 30s).
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; done

@@ -1,0 +1,54 @@
+package outbox
+
+import "time"
+
+// Clock is the source of time for every lease decision and every wait.
+// Services hold one; tests use a manual clock (outboxtest.ManualClock) so
+// time only moves when the test says so.
+type Clock interface {
+	// Now returns the current time. Implementations return UTC or a time
+	// whose instant is all that matters: callers convert to ticks.
+	Now() time.Time
+	// NewTimer returns a timer that fires once, d after Now. A timer with
+	// d <= 0 fires at once.
+	NewTimer(d time.Duration) Timer
+}
+
+// Timer is a one-shot timer created by a Clock.
+type Timer interface {
+	// C delivers the time the timer fired, once.
+	C() <-chan time.Time
+	// Stop prevents the timer from firing; it reports whether it did so.
+	Stop() bool
+}
+
+// SystemClock is the wall clock. The zero value is ready to use.
+type SystemClock struct{}
+
+// Now returns time.Now in UTC.
+func (SystemClock) Now() time.Time { return time.Now().UTC() }
+
+// NewTimer wraps time.NewTimer.
+func (SystemClock) NewTimer(d time.Duration) Timer { return systemTimer{time.NewTimer(d)} }
+
+type systemTimer struct{ t *time.Timer }
+
+func (s systemTimer) C() <-chan time.Time { return s.t.C }
+func (s systemTimer) Stop() bool          { return s.t.Stop() }
+
+// Sleep waits for d on clock c or until ctx-like done closes; it reports
+// false when done closed first. It exists so loops wait on the injected
+// clock, never on the wall clock.
+func Sleep(c Clock, d time.Duration, done <-chan struct{}) bool {
+	if d <= 0 {
+		return true
+	}
+	t := c.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return true
+	case <-done:
+		return false
+	}
+}

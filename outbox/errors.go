@@ -1,0 +1,58 @@
+package outbox
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors callers can branch on with errors.Is. Functions wrap them
+// with the operation and the key that failed.
+var (
+	// ErrMisconfigured marks a configuration that cannot work and must not be
+	// retried: bucket counts that differ between writer, store and relay, a
+	// table whose key schema does not match, invalid options. The relay
+	// returns it from Run instead of backing off.
+	ErrMisconfigured = errors.New("outbox: misconfigured")
+
+	// ErrInvalidMessage marks a message that cannot be enqueued as given
+	// (empty topic, negative partition, bucket outside the configured count,
+	// malformed message id).
+	ErrInvalidMessage = errors.New("outbox: invalid message")
+
+	// ErrHeaderFormat marks a header blob that does not decode under codec
+	// version 1.
+	ErrHeaderFormat = errors.New("outbox: malformed header blob")
+
+	// ErrLeaseLost marks work abandoned because the relay no longer holds the
+	// lease it started under; the rows stay for the next owner.
+	ErrLeaseLost = errors.New("outbox: lease lost")
+
+	// ErrInvalidItem marks a stored item that does not follow the table
+	// layout (malformed sort key, missing attribute, number out of range).
+	ErrInvalidItem = errors.New("outbox: invalid item")
+)
+
+// MisconfigurationError reports a configuration that cannot work. It matches
+// ErrMisconfigured with errors.Is and is never retried by the relay.
+type MisconfigurationError struct {
+	// Op is the operation that detected the problem, e.g. "acquire leases".
+	Op string
+	// Detail says what is wrong and how to fix it.
+	Detail string
+}
+
+// Error implements error.
+func (e *MisconfigurationError) Error() string {
+	return fmt.Sprintf("outbox: %s: misconfigured: %s", e.Op, e.Detail)
+}
+
+// Is reports whether target is ErrMisconfigured.
+func (e *MisconfigurationError) Is(target error) bool { return target == ErrMisconfigured }
+
+// Misconfigured returns a *MisconfigurationError for op with a formatted detail.
+func Misconfigured(op, format string, args ...any) error {
+	return &MisconfigurationError{Op: op, Detail: fmt.Sprintf(format, args...)}
+}
+
+// IsMisconfigured reports whether err is, or wraps, a misconfiguration.
+func IsMisconfigured(err error) bool { return errors.Is(err, ErrMisconfigured) }

@@ -1,0 +1,103 @@
+package outbox
+
+import (
+	"cmp"
+	"fmt"
+	"time"
+)
+
+// Message is one outbox record: what a writer stores and a relay publishes.
+//
+// Key and Value are pre-serialized bytes and the relay passes them through
+// unchanged. A nil Key is a keyless record; an empty, non-nil Key is a real
+// key (all empty-key records share one bucket and one Kafka partition). A nil
+// Value is a tombstone; an empty, non-nil Value is an empty value.
+type Message struct {
+	// ID identifies the message end to end; it is stamped on the Kafka
+	// record as the dedup header.
+	ID MessageID
+	// Topic is the destination topic; never empty.
+	Topic string
+	// Key is the serialized record key; nil means keyless.
+	Key []byte
+	// Value is the serialized record value; nil means tombstone.
+	Value []byte
+	// Headers is the header blob in codec version 1 (EncodeHeaders); nil
+	// when the message has no headers.
+	Headers []byte
+	// Partition, when non-nil, is the explicit Kafka partition.
+	Partition *int32
+	// Bucket is the ordering bucket, 0 <= Bucket < the bucket count the
+	// message was built with.
+	Bucket int
+	// CreatedAt is the enqueue time. It drives the oldest-pending-age metric
+	// and the commit-to-ack latency; it is never the record timestamp.
+	CreatedAt time.Time
+	// Sequence is the per-bucket sequence number assigned by the store at
+	// enqueue; zero until the message was stored or fetched.
+	Sequence int64
+}
+
+// MessageOptions are the optional parts of a message. The zero value is
+// ready to use: no headers, no explicit partition, a random id, 8 buckets and
+// the current time.
+type MessageOptions struct {
+	// Headers are encoded with EncodeHeaders; none means no blob.
+	Headers []Header
+	// Partition, when non-nil, is the explicit Kafka partition (>= 0); it
+	// also decides the bucket (partition mod BucketCount).
+	Partition *int32
+	// ID is the message id; the zero id means a new random v4 id. Pass an
+	// id to make a retried enqueue store the same message id.
+	ID MessageID
+	// BucketCount is the table's bucket count, which every writer and relay
+	// must share. Default DefaultBucketCount (8); negative is an error.
+	BucketCount int
+	// CreatedAt is the enqueue time; zero means time.Now().UTC().
+	CreatedAt time.Time
+}
+
+// NewMessage builds a message for topic, computing its bucket at
+// construction (ComputeBucket) so the message carries it to the store.
+//
+// A nil key is keyless and an empty non-nil key is a real key; a nil value
+// is a tombstone and an empty non-nil value is an empty value: NewMessage
+// keeps that distinction. It does not copy key or value: the message aliases
+// them, and the caller must not modify them afterwards (the bucket was
+// computed from the key as it was). Partition is copied.
+//
+// Errors wrap ErrInvalidMessage: empty topic, negative partition, negative
+// bucket count.
+func NewMessage(topic string, key, value []byte, opts MessageOptions) (Message, error) {
+	if topic == "" {
+		return Message{}, fmt.Errorf("%w: new message: topic is empty", ErrInvalidMessage)
+	}
+	if opts.BucketCount < 0 {
+		return Message{}, fmt.Errorf("%w: new message for topic %q: bucket count %d is negative", ErrInvalidMessage, topic, opts.BucketCount)
+	}
+	m := Message{
+		ID:        opts.ID,
+		Topic:     topic,
+		Key:       key,
+		Value:     value,
+		Headers:   EncodeHeaders(opts.Headers),
+		CreatedAt: opts.CreatedAt,
+	}
+	if m.ID.IsZero() {
+		m.ID = NewMessageID()
+	}
+	if m.CreatedAt.IsZero() {
+		m.CreatedAt = time.Now().UTC()
+	}
+	if opts.Partition != nil {
+		p := *opts.Partition
+		m.Partition = &p
+	}
+	bucketCount := cmp.Or(opts.BucketCount, DefaultBucketCount)
+	bucket, err := ComputeBucket(key, m.ID, bucketCount, m.Partition)
+	if err != nil {
+		return Message{}, fmt.Errorf("new message for topic %q: %w", topic, err)
+	}
+	m.Bucket = bucket
+	return m, nil
+}

@@ -1,0 +1,179 @@
+package outbox
+
+import (
+	"fmt"
+	"time"
+)
+
+// Defaults shared by writers, stores and relays. Every writer and relay of one
+// table must agree on DefaultBucketCount's replacement if they change it.
+const (
+	DefaultBucketCount         = 8
+	DefaultBatchSize           = 500
+	DefaultPollInterval        = time.Second
+	DefaultErrorBackoff        = time.Second
+	DefaultLeaseDuration       = 30 * time.Second
+	DefaultLeaseRenewInterval  = 10 * time.Second
+	DefaultMessageIDHeaderName = "x-outbox-message-id"
+	DefaultStopMargin          = 5 * time.Second
+	DefaultIdleTimeout         = 2 * time.Second
+	DefaultMetricsName         = "outbox"
+	// MaxRelayIDLength bounds a relay id in bytes; it is embedded verbatim
+	// in the heartbeat's sort key.
+	MaxRelayIDLength = 128
+)
+
+// ValidateRelayID checks that id is non-empty printable ASCII of at most
+// MaxRelayIDLength bytes. ASCII keeps the ordinal order every relay
+// implementation sorts by identical across languages.
+func ValidateRelayID(id string) error {
+	if id == "" {
+		return Misconfigured("validate relay id", "relay id is empty")
+	}
+	if len(id) > MaxRelayIDLength {
+		return Misconfigured("validate relay id", "relay id is %d bytes, at most %d allowed", len(id), MaxRelayIDLength)
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c < 0x21 || c > 0x7e {
+			return Misconfigured("validate relay id", "relay id %q has byte 0x%02x at %d; use printable ASCII without spaces", id, c, i)
+		}
+	}
+	return nil
+}
+
+func positive(op, name string, d time.Duration) error {
+	if d <= 0 {
+		return Misconfigured(op, "%s must be > 0, got %v", name, d)
+	}
+	return nil
+}
+
+func atLeastOne(op, name string, n int) error {
+	if n < 1 {
+		return Misconfigured(op, "%s must be >= 1, got %d", name, n)
+	}
+	return nil
+}
+
+func bucketRange(bucket, count int) error {
+	if bucket < 0 || bucket >= count {
+		return fmt.Errorf("%w: bucket %d outside [0, %d)", ErrInvalidMessage, bucket, count)
+	}
+	return nil
+}
+
+// Mode says when a relay stops.
+type Mode string
+
+// Relay exit modes.
+const (
+	// ModeDrain stops once every owned bucket is empty, no free bucket has
+	// pending messages and the idle timeout has passed, or at the budget.
+	ModeDrain Mode = "drain"
+	// ModeHold keeps polling until the budget.
+	ModeHold Mode = "hold"
+)
+
+// RelayOptions configure a relay. The zero value of a field means its
+// default; WithDefaults fills them and Validate checks the result.
+type RelayOptions struct {
+	// RelayID identifies the relay in leases and heartbeats (required):
+	// printable ASCII, at most 128 bytes, never shared by two live relays.
+	RelayID string
+	// BucketCount must equal the store's and the writers' count. Default 8.
+	BucketCount int
+	// BatchSize bounds the messages fetched and published per bucket per
+	// round trip. Default 500.
+	BatchSize int
+	// PollInterval is how often owned buckets are probed for work when no
+	// wake-up arrives. Default 1 s.
+	PollInterval time.Duration
+	// ErrorBackoff is the base of the failure backoff. Default 1 s.
+	ErrorBackoff time.Duration
+	// LeaseDuration is how long a claimed lease lasts. Default 30 s.
+	LeaseDuration time.Duration
+	// LeaseRenewInterval is the acquisition (renew and rebalance) cadence;
+	// strictly less than LeaseDuration. Default 10 s.
+	LeaseRenewInterval time.Duration
+	// MessageIDHeaderName is the dedup header stamped on every record.
+	// Default "x-outbox-message-id".
+	MessageIDHeaderName string
+	// Mode says when Run returns before its budget. Default ModeDrain.
+	Mode Mode
+	// IdleTimeout is how long a drain-mode relay lingers with nothing to do
+	// before it stops. Default 2 s.
+	IdleTimeout time.Duration
+	// StopMargin is reserved before the deadline for flushing, deleting and
+	// releasing; it never exceeds a third of the time left at start.
+	// Default 5 s.
+	StopMargin time.Duration
+	// MaxConcurrency bounds buckets drained in parallel. Default 8.
+	MaxConcurrency int
+}
+
+// WithDefaults returns o with every zero field set to its default.
+func (o RelayOptions) WithDefaults() RelayOptions {
+	setInt(&o.BucketCount, DefaultBucketCount)
+	setInt(&o.BatchSize, DefaultBatchSize)
+	setInt(&o.MaxConcurrency, 8)
+	setDur(&o.PollInterval, DefaultPollInterval)
+	setDur(&o.ErrorBackoff, DefaultErrorBackoff)
+	setDur(&o.LeaseDuration, DefaultLeaseDuration)
+	setDur(&o.LeaseRenewInterval, DefaultLeaseRenewInterval)
+	setDur(&o.IdleTimeout, DefaultIdleTimeout)
+	setDur(&o.StopMargin, DefaultStopMargin)
+	if o.MessageIDHeaderName == "" {
+		o.MessageIDHeaderName = DefaultMessageIDHeaderName
+	}
+	if o.Mode == "" {
+		o.Mode = ModeDrain
+	}
+	return o
+}
+
+// Validate reports the first invalid field as a misconfiguration.
+func (o RelayOptions) Validate() error {
+	const op = "validate relay options"
+	if err := ValidateRelayID(o.RelayID); err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		name string
+		n    int
+	}{{"BucketCount", o.BucketCount}, {"BatchSize", o.BatchSize}, {"MaxConcurrency", o.MaxConcurrency}} {
+		if err := atLeastOne(op, c.name, c.n); err != nil {
+			return err
+		}
+	}
+	for _, c := range []struct {
+		name string
+		d    time.Duration
+	}{{"PollInterval", o.PollInterval}, {"ErrorBackoff", o.ErrorBackoff}, {"LeaseDuration", o.LeaseDuration},
+		{"LeaseRenewInterval", o.LeaseRenewInterval}, {"IdleTimeout", o.IdleTimeout}, {"StopMargin", o.StopMargin}} {
+		if err := positive(op, c.name, c.d); err != nil {
+			return err
+		}
+	}
+	if o.LeaseRenewInterval >= o.LeaseDuration {
+		return Misconfigured(op, "LeaseRenewInterval (%v) must be strictly less than LeaseDuration (%v)", o.LeaseRenewInterval, o.LeaseDuration)
+	}
+	if o.MessageIDHeaderName == "" {
+		return Misconfigured(op, "MessageIDHeaderName is empty")
+	}
+	if o.Mode != ModeDrain && o.Mode != ModeHold {
+		return Misconfigured(op, "Mode %q is neither %q nor %q", o.Mode, ModeDrain, ModeHold)
+	}
+	return nil
+}
+
+func setInt(p *int, v int) {
+	if *p == 0 {
+		*p = v
+	}
+}
+
+func setDur(p *time.Duration, v time.Duration) {
+	if *p == 0 {
+		*p = v
+	}
+}

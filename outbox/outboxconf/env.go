@@ -1,0 +1,42 @@
+// Package outboxconf holds the names that the functions, the CLI and the CDK
+// stack must agree on: environment variables and CloudWatch metric names.
+// It imports only the standard library so the stack's module can use it
+// without pulling in the AWS SDK.
+package outboxconf
+
+// Environment variables read by the functions and the CLI and set by the
+// stack. Each is documented in README's configuration table.
+const (
+	EnvTable              = "SPILLWAY_TABLE"
+	EnvKeyPrefix          = "SPILLWAY_KEY_PREFIX"
+	EnvPartitionKey       = "SPILLWAY_PARTITION_KEY"
+	EnvSortKey            = "SPILLWAY_SORT_KEY"
+	EnvBucketCount        = "SPILLWAY_BUCKET_COUNT"
+	EnvDynamoDBEndpoint   = "SPILLWAY_DYNAMODB_ENDPOINT"
+	EnvKafkaBrokers       = "SPILLWAY_KAFKA_BROKERS"
+	EnvKafkaAuth          = "SPILLWAY_KAFKA_AUTH"
+	EnvKafkaTLS           = "SPILLWAY_KAFKA_TLS"
+	EnvKafkaScramSecret   = "SPILLWAY_KAFKA_SCRAM_SECRET_ARN"
+	EnvRelayFunction      = "SPILLWAY_RELAY_FUNCTION"
+	EnvMode               = "SPILLWAY_MODE"
+	EnvPollInterval       = "SPILLWAY_POLL_INTERVAL"
+	EnvIdleTimeout        = "SPILLWAY_IDLE_TIMEOUT"
+	EnvStopMargin         = "SPILLWAY_STOP_MARGIN"
+	EnvLeaseDuration      = "SPILLWAY_LEASE_DURATION"
+	EnvLeaseRenewInterval = "SPILLWAY_LEASE_RENEW_INTERVAL"
+	EnvBatchSize          = "SPILLWAY_BATCH_SIZE"
+	EnvMaxHops            = "SPILLWAY_MAX_HOPS"
+	EnvOutboxName         = "SPILLWAY_OUTBOX_NAME"
+	EnvMetricsNamespace   = "SPILLWAY_METRICS_NAMESPACE"
+	EnvTopics             = "SPILLWAY_TOPICS"
+)
+
+// Kafka authentication modes accepted in EnvKafkaAuth.
+const (
+	KafkaAuthNone  = "none"
+	KafkaAuthScram = "scram-sha-512"
+	KafkaAuthIAM   = "msk-iam"
+)
+
+// DefaultMaxHops bounds a chain of continuation wake-ups.
+const DefaultMaxHops = 10

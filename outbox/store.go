@@ -1,0 +1,154 @@
+package outbox
+
+import (
+	"context"
+	"time"
+)
+
+// LeaseRequest identifies the relay and the lease terms for every lease call.
+type LeaseRequest struct {
+	// RelayID is the relay's identity: printable ASCII, at most 128 bytes.
+	RelayID string
+	// BucketCount must equal the store's bucket count; a difference is a
+	// misconfiguration.
+	BucketCount int
+	// LeaseDuration is how long a claimed or renewed lease lasts.
+	LeaseDuration time.Duration
+}
+
+// Acquisition is the outcome of one acquisition round.
+type Acquisition struct {
+	// Owned lists the buckets the relay holds after the round, ascending.
+	Owned []int
+	// Claimed lists the buckets newly claimed in this round, ascending.
+	Claimed []int
+	// Released lists the buckets handed back in this round, ascending.
+	Released []int
+	// Lost lists buckets the relay held (or tried to keep) whose keep was
+	// refused, ascending.
+	Lost []int
+	// Refused counts the conditional writes the store refused in the round.
+	Refused int
+	// HeartbeatRefused reports that the heartbeat was refused (clock behind a
+	// stored heartbeat); the round claimed nothing.
+	HeartbeatRefused bool
+	// StandbyRank is -1 when the relay has a share, otherwise its place in
+	// the standby queue.
+	StandbyRank int
+	// Rested reports a distant standby's round that sent no request.
+	Rested bool
+}
+
+// Release is the outcome of a graceful release.
+type Release struct {
+	// Released lists the buckets whose lease this call freed, ascending.
+	Released []int
+	// Refused counts release writes a peer's takeover refused.
+	Refused int
+	// Unfinished reports that leases still named the relay after every pass;
+	// they lapse after the lease duration.
+	Unfinished bool
+}
+
+// LeaseState is one bucket's lease as read from the coordination partition.
+type LeaseState struct {
+	Bucket int
+	// Owner is the holding relay; empty when the bucket is free.
+	Owner string
+	// ExpiresAt is the lease expiry; zero when never set.
+	ExpiresAt time.Time
+}
+
+// Expired reports whether the lease is free for others at now.
+func (l LeaseState) Expired(now time.Time) bool { return !l.ExpiresAt.After(now) }
+
+// RelayState is one relay's heartbeat record.
+type RelayState struct {
+	RelayID  string
+	LastSeen time.Time
+	// Stopped reports a record stamped by a graceful stop.
+	Stopped bool
+}
+
+// Active reports whether the relay counts towards fair share at now with
+// lease duration l: not stopped and seen strictly within the last l.
+func (r RelayState) Active(now time.Time, l time.Duration) bool {
+	return !r.Stopped && r.LastSeen.After(now.Add(-l))
+}
+
+// Coordination is one consistent view of the leases and heartbeats.
+type Coordination struct {
+	// ReadAt is the store clock's now when the view was read.
+	ReadAt time.Time
+	// Leases holds the lease items of buckets below the bucket count,
+	// ascending by bucket; buckets never claimed are absent.
+	Leases []LeaseState
+	// Relays holds every heartbeat record, ascending by id.
+	Relays []RelayState
+}
+
+// Backlog is one sample of the pending messages.
+type Backlog struct {
+	// Pending counts the messages, each bucket capped at the store's limit.
+	Pending int64
+	// Oldest is the earliest CreatedAt among the bucket heads; zero when
+	// nothing is pending.
+	Oldest time.Time
+}
+
+// Store is what the relay needs from the table holding the outbox. The
+// DynamoDB implementation is outboxddb.Store. A store holds a Clock and reads
+// it once per call.
+type Store interface {
+	// AcquireLeases runs one acquisition round: heartbeat, consistent read,
+	// plan, keep/release/claim.
+	AcquireLeases(ctx context.Context, req LeaseRequest) (Acquisition, error)
+	// RenewLeases extends still-valid leases on the given buckets during a
+	// slow publish; false means at least one was lost.
+	RenewLeases(ctx context.Context, req LeaseRequest, buckets []int) (bool, error)
+	// ReleaseLeases stamps the relay stopped and frees every lease naming it.
+	ReleaseLeases(ctx context.Context, req LeaseRequest) (Release, error)
+	// ReadCoordination returns one consistent view of leases and heartbeats
+	// without writing anything.
+	ReadCoordination(ctx context.Context) (Coordination, error)
+	// PendingBuckets returns, ascending, which of the given buckets hold at
+	// least one message (a cheap, eventually consistent probe).
+	PendingBuckets(ctx context.Context, buckets []int) ([]int, error)
+	// FetchBatch returns up to max messages of a bucket in enqueue order.
+	FetchBatch(ctx context.Context, bucket, max int) ([]Message, error)
+	// MarkPublished deletes a contiguous prefix of a fetched batch, in order.
+	MarkPublished(ctx context.Context, bucket int, msgs []Message) error
+	// Backlog samples the pending messages of every bucket.
+	Backlog(ctx context.Context) (Backlog, error)
+}
+
+// Publisher sends messages to Kafka. The franz-go implementation is
+// outboxkafka.Publisher.
+type Publisher interface {
+	// Init connects and fetches metadata, bounded by ctx. A relay calls it
+	// before joining the fleet so one that cannot reach Kafka claims nothing.
+	Init(ctx context.Context) error
+	// Publish sends msgs in order and returns how many form the contiguous
+	// acknowledged prefix, and the first error. A row that cannot be built
+	// stops the batch there.
+	Publish(ctx context.Context, msgs []Message) (acked int, err error)
+}
+
+// WakeUp asks a relay to look at some buckets now instead of at the next
+// schedule.
+type WakeUp struct {
+	// Buckets are hinted buckets; empty means unknown.
+	Buckets []int
+	// Hop counts continuation wake-ups in one chain; writers send 0.
+	Hop int
+	// Join asks the woken relay to take a share even if live peers hold the
+	// hinted buckets (fan-out under a large backlog).
+	Join bool
+}
+
+// Notifier delivers wake-ups after a commit or when a relay stops with work
+// left. Implementations must not block the caller for long and their failure
+// never fails the caller's write: the schedule still finds the message.
+type Notifier interface {
+	Notify(ctx context.Context, w WakeUp) error
+}
