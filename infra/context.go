@@ -1,0 +1,299 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/spillway-dev/spillway/infra/spillway"
+)
+
+// contextKey documents one CDK context key (`cdk deploy -c key=value` or the
+// "context" object of cdk.json). README's deploy section lists them all; a
+// test keeps the two in step.
+type contextKey struct {
+	name, doc string
+}
+
+// contextKeys are every key the app reads.
+var contextKeys = []contextKey{
+	{"stackName", "CloudFormation stack name (default Spillway)"},
+	{"account", "target account; with region, pins the stack's environment (default: environment-agnostic)"},
+	{"region", "target region (default: environment-agnostic)"},
+	{"distDir", "directory holding relay.zip and enqueue.zip from `make build`, relative to where cdk runs, the repository root (default dist)"},
+	{"tableName", "physical name of the table to create (default: generated)"},
+	{"existingTableName", "use this existing table instead of creating one"},
+	{"existingTableArn", "use the existing table with this ARN instead of creating one"},
+	{"existingTableStreamArn", "stream ARN of the existing table (needed with streamsTrigger)"},
+	{"partitionKey", "partition key attribute (default PK)"},
+	{"sortKey", "sort key attribute (default SK)"},
+	{"keyPrefix", "prefix of every partition-key value (default OUTBOX)"},
+	{"bucketCount", "number of buckets; writers and relays must agree (default 8)"},
+	{"deletionProtection", "deletion protection of the created table (default true)"},
+	{"outboxName", "Outbox metric dimension (default: keyPrefix)"},
+	{"metricsNamespace", "CloudWatch namespace of the EMF metrics (default Spillway)"},
+	{"relayFunctionName", "physical name of the relay (default <stackName>-Outbox-relay)"},
+	{"relayTimeout", "relay timeout, Go duration (default 15m)"},
+	{"relayMemory", "relay memory in MB (default 512)"},
+	{"enqueueTimeout", "enqueue timeout, Go duration (default 30s)"},
+	{"enqueueMemory", "enqueue memory in MB (default 256)"},
+	{"stopMargin", "time before the deadline when the relay stops starting batches, Go duration (default 5s)"},
+	{"mode", "relay exit mode: drain or hold (default drain)"},
+	{"maxHops", "bound on chains of continuation wake-ups (default 10)"},
+	{"reservedConcurrency", "relay reserved concurrency, 1..bucketCount (default bucketCount)"},
+	{"scheduleRate", "EventBridge Scheduler expression of the sweep (default rate(1 minute))"},
+	{"streamsTrigger", "wake the relay from the table's stream on message inserts (default false)"},
+	{"logRetentionDays", "retention of the functions' log groups in days (default 30)"},
+	{"mskClusterArn", "MSK cluster ARN; scopes MSK IAM and looks the brokers up when brokers is unset"},
+	{"topics", "comma-separated topics the relay publishes to (required with msk-iam)"},
+	{"brokers", "comma-separated bootstrap brokers host:port (default: looked up from mskClusterArn)"},
+	{"kafkaAuth", "msk-iam, scram-sha-512 or none (default: scram-sha-512 with scramSecretArn, msk-iam with mskClusterArn, else none)"},
+	{"kafkaTls", "TLS to the brokers (default true for msk-iam and scram-sha-512)"},
+	{"scramSecretArn", "Secrets Manager secret with the SCRAM credentials"},
+	{"scramSecretKmsKeyArn", "KMS key encrypting the SCRAM secret (relay may decrypt through Secrets Manager only)"},
+	{"brokerPort", "broker port the relay may reach (default 9098 msk-iam, 9096 SCRAM, 9094 TLS, 9092 plaintext)"},
+	{"vpcId", "VPC of the brokers; puts the relay in the VPC (requires vpcCidr and subnetIds)"},
+	{"vpcCidr", "IPv4 CIDR of the VPC"},
+	{"subnetIds", "comma-separated private subnet ids for the relay"},
+	{"routeTableIds", "comma-separated route table ids of those subnets (for dynamoDbEndpoint)"},
+	{"brokerSecurityGroupId", "brokers' security group: egress goes to it and it gets an ingress rule from the relay"},
+	{"dynamoDbEndpoint", "create a DynamoDB gateway endpoint (default false)"},
+	{"lambdaEndpoint", "create a Lambda interface endpoint for the relay's wake-ups (default false)"},
+	{"dynamoDbPrefixListId", "DynamoDB prefix list id; narrows the relay's HTTPS egress to it and the VPC CIDR"},
+	{"alarmTopicArn", "existing SNS topic for alarm notifications"},
+	{"alarmEmail", "e-mail address subscribed to a created, encrypted alarm topic"},
+	{"alarmOldestPendingAgeSeconds", "OldestPendingAge alarm threshold in seconds (default 300)"},
+	{"alarmPublishFailures", "PublishFailures alarm threshold per minute, 5 minutes in a row (default 0)"},
+	{"alarmDurationPercent", "relay p99 duration alarm, percent of the timeout (default: timeout minus half the stop margin)"},
+}
+
+// appConfig is what the context says, before the code assets are loaded.
+type appConfig struct {
+	stackName, account, region, distDir string
+	existingTableName                   string
+	existingTableArn                    string
+	existingTableStreamArn              string
+	outbox                              spillway.OutboxProps
+}
+
+// contextReader reads typed values from CDK context. Values come as strings
+// from `-c key=value` and as JSON values from cdk.json; both are accepted.
+type contextReader struct {
+	get  func(string) any
+	errs []error
+}
+
+func (r *contextReader) fail(key string, v any, want string) {
+	r.errs = append(r.errs, fmt.Errorf("context %q: %v is not %s", key, v, want))
+}
+
+func (r *contextReader) str(key, def string) string {
+	switch v := r.get(key).(type) {
+	case nil:
+		return def
+	case string:
+		return strings.TrimSpace(v)
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	default:
+		r.fail(key, v, "a string")
+		return def
+	}
+}
+
+func (r *contextReader) boolean(key string, def bool) bool {
+	switch v := r.get(key).(type) {
+	case nil:
+		return def
+	case bool:
+		return v
+	case string:
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			r.fail(key, v, "true or false")
+			return def
+		}
+		return b
+	default:
+		r.fail(key, v, "true or false")
+		return def
+	}
+}
+
+func (r *contextReader) number(key string) float64 {
+	switch v := r.get(key).(type) {
+	case nil:
+		return 0
+	case float64:
+		return v
+	case string:
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil {
+			r.fail(key, v, "a number")
+			return 0
+		}
+		return f
+	default:
+		r.fail(key, v, "a number")
+		return 0
+	}
+}
+
+func (r *contextReader) integer(key string) int {
+	f := r.number(key)
+	if f != math.Trunc(f) || f < 0 || f > math.MaxInt32 {
+		r.fail(key, f, "a non-negative integer")
+		return 0
+	}
+	return int(f)
+}
+
+func (r *contextReader) duration(key string) time.Duration {
+	s := r.str(key, "")
+	if s == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		r.fail(key, s, "a Go duration such as 15m or 5s")
+		return 0
+	}
+	return d
+}
+
+func (r *contextReader) list(key string) []string {
+	var items []string
+	switch v := r.get(key).(type) {
+	case nil:
+		return nil
+	case string:
+		items = strings.Split(v, ",")
+	case []any:
+		for _, e := range v {
+			s, ok := e.(string)
+			if !ok {
+				r.fail(key, v, "a list of strings")
+				return nil
+			}
+			items = append(items, s)
+		}
+	default:
+		r.fail(key, v, "a comma-separated string or a list of strings")
+		return nil
+	}
+	var out []string
+	for _, s := range items {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// configFromContext reads every key in contextKeys. It reports all
+// malformed values at once; validating their meaning is OutboxProps'.
+func configFromContext(get func(string) any) (appConfig, error) {
+	r := &contextReader{get: get}
+	c := appConfig{
+		stackName:              r.str("stackName", "Spillway"),
+		account:                r.str("account", ""),
+		region:                 r.str("region", ""),
+		distDir:                r.str("distDir", "dist"),
+		existingTableName:      r.str("existingTableName", ""),
+		existingTableArn:       r.str("existingTableArn", ""),
+		existingTableStreamArn: r.str("existingTableStreamArn", ""),
+	}
+	deletionProtection := r.boolean("deletionProtection", true)
+	c.outbox = spillway.OutboxProps{
+		TableName:           r.str("tableName", ""),
+		PartitionKey:        r.str("partitionKey", ""),
+		SortKey:             r.str("sortKey", ""),
+		KeyPrefix:           r.str("keyPrefix", ""),
+		BucketCount:         r.integer("bucketCount"),
+		DeletionProtection:  &deletionProtection,
+		OutboxName:          r.str("outboxName", ""),
+		MetricsNamespace:    r.str("metricsNamespace", ""),
+		RelayFunctionName:   r.str("relayFunctionName", ""),
+		RelayTimeout:        r.duration("relayTimeout"),
+		RelayMemoryMB:       r.integer("relayMemory"),
+		EnqueueTimeout:      r.duration("enqueueTimeout"),
+		EnqueueMemoryMB:     r.integer("enqueueMemory"),
+		StopMargin:          r.duration("stopMargin"),
+		Mode:                r.str("mode", ""),
+		MaxHops:             r.integer("maxHops"),
+		ReservedConcurrency: r.integer("reservedConcurrency"),
+		ScheduleRate:        r.str("scheduleRate", ""),
+		StreamsTrigger:      r.boolean("streamsTrigger", false),
+		Kafka: spillway.KafkaProps{
+			ClusterArn:           r.str("mskClusterArn", ""),
+			Brokers:              r.list("brokers"),
+			Topics:               r.list("topics"),
+			Auth:                 r.str("kafkaAuth", ""),
+			ScramSecretArn:       r.str("scramSecretArn", ""),
+			ScramSecretKmsKeyArn: r.str("scramSecretKmsKeyArn", ""),
+			Port:                 r.integer("brokerPort"),
+		},
+		Alarms: spillway.AlarmProps{
+			TopicArn:         r.str("alarmTopicArn", ""),
+			Email:            r.str("alarmEmail", ""),
+			OldestPendingAge: time.Duration(r.integer("alarmOldestPendingAgeSeconds")) * time.Second,
+			PublishFailures:  r.integer("alarmPublishFailures"),
+			DurationPercent:  r.number("alarmDurationPercent"),
+		},
+	}
+	if days := r.integer("logRetentionDays"); days != 0 {
+		retention, ok := retentionDays[days]
+		if !ok {
+			r.fail("logRetentionDays", days, "a CloudWatch Logs retention (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, ...)")
+		}
+		c.outbox.LogRetention = retention
+	}
+	if r.get("kafkaTls") != nil {
+		tls := r.boolean("kafkaTls", true)
+		c.outbox.Kafka.TLS = &tls
+	}
+	if vpc := r.str("vpcId", ""); vpc != "" {
+		c.outbox.Network = &spillway.NetworkProps{
+			VpcID:                 vpc,
+			VpcCidr:               r.str("vpcCidr", ""),
+			SubnetIDs:             r.list("subnetIds"),
+			RouteTableIDs:         r.list("routeTableIds"),
+			BrokerSecurityGroupID: r.str("brokerSecurityGroupId", ""),
+			DynamoDBEndpoint:      r.boolean("dynamoDbEndpoint", false),
+			LambdaEndpoint:        r.boolean("lambdaEndpoint", false),
+			DynamoDBPrefixListID:  r.str("dynamoDbPrefixListId", ""),
+		}
+	} else {
+		for _, k := range []string{"vpcCidr", "subnetIds", "routeTableIds", "brokerSecurityGroupId", "dynamoDbEndpoint", "lambdaEndpoint", "dynamoDbPrefixListId"} {
+			if r.get(k) != nil {
+				r.errs = append(r.errs, fmt.Errorf("context %q needs vpcId", k))
+			}
+		}
+	}
+	if c.existingTableName != "" && c.existingTableArn != "" {
+		r.errs = append(r.errs, errors.New("context: give existingTableName or existingTableArn, not both"))
+	}
+	if c.existingTableStreamArn != "" && c.existingTableName == "" && c.existingTableArn == "" {
+		r.errs = append(r.errs, errors.New("context \"existingTableStreamArn\" needs existingTableName or existingTableArn"))
+	}
+	if (c.account == "") != (c.region == "") {
+		r.errs = append(r.errs, errors.New("context: give both account and region, or neither"))
+	}
+	return c, errors.Join(r.errs...)
+}
+
+// retentionDays maps CloudWatch Logs' allowed retentions to CDK's enum.
+var retentionDays = map[int]awslogs.RetentionDays{
+	1: awslogs.RetentionDays_ONE_DAY, 3: awslogs.RetentionDays_THREE_DAYS, 5: awslogs.RetentionDays_FIVE_DAYS,
+	7: awslogs.RetentionDays_ONE_WEEK, 14: awslogs.RetentionDays_TWO_WEEKS, 30: awslogs.RetentionDays_ONE_MONTH,
+	60: awslogs.RetentionDays_TWO_MONTHS, 90: awslogs.RetentionDays_THREE_MONTHS, 120: awslogs.RetentionDays_FOUR_MONTHS,
+	150: awslogs.RetentionDays_FIVE_MONTHS, 180: awslogs.RetentionDays_SIX_MONTHS, 365: awslogs.RetentionDays_ONE_YEAR,
+	400: awslogs.RetentionDays_THIRTEEN_MONTHS, 545: awslogs.RetentionDays_EIGHTEEN_MONTHS, 731: awslogs.RetentionDays_TWO_YEARS,
+	1096: awslogs.RetentionDays_THREE_YEARS, 1827: awslogs.RetentionDays_FIVE_YEARS, 2192: awslogs.RetentionDays_SIX_YEARS,
+	2557: awslogs.RetentionDays_SEVEN_YEARS, 2922: awslogs.RetentionDays_EIGHT_YEARS, 3288: awslogs.RetentionDays_NINE_YEARS,
+	3653: awslogs.RetentionDays_TEN_YEARS,
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/spillway-dev/spillway/infra/spillway"
+	"github.com/spillway-dev/spillway/outbox/outboxconf"
+)
+
+// fromMap reads context from a map and records every key asked for.
+func fromMap(m map[string]any, asked *[]string) func(string) any {
+	return func(key string) any {
+		if asked != nil {
+			*asked = append(*asked, key)
+		}
+		return m[key]
+	}
+}
+
+func TestContextDefaultsLeaveOutboxDefaultsInCharge(t *testing.T) {
+	c, err := configFromContext(fromMap(nil, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.stackName != "Spillway" || c.distDir != "dist" || c.account != "" || c.outbox.Network != nil {
+		t.Errorf("unexpected defaults %+v", c)
+	}
+	p := c.outbox.WithDefaults()
+	if p.BucketCount != spillway.DefaultBucketCount || p.ScheduleRate != spillway.DefaultScheduleRate || !*p.DeletionProtection || p.LogRetention != awslogs.RetentionDays_ONE_MONTH {
+		t.Errorf("outbox defaults not applied: %+v", p)
+	}
+}
+
+func TestEveryContextKeyIsReadAndParsed(t *testing.T) {
+	ctx := map[string]any{
+		// CLI style: strings.
+		"stackName": "Orders", "account": "123456789012", "region": "eu-west-1", "distDir": "/tmp/d",
+		"tableName": "orders-outbox", "existingTableName": "", "existingTableArn": "", "existingTableStreamArn": "",
+		"partitionKey": "pk", "sortKey": "sk", "keyPrefix": "ORDERS", "bucketCount": "16", "deletionProtection": "false",
+		"outboxName": "orders", "metricsNamespace": "Acme", "relayFunctionName": "orders-relay",
+		"relayTimeout": "10m", "relayMemory": "1024", "enqueueTimeout": "20s", "enqueueMemory": "512",
+		"stopMargin": "8s", "mode": "hold", "maxHops": "6", "reservedConcurrency": "12",
+		"scheduleRate": "rate(2 minutes)", "streamsTrigger": "true", "logRetentionDays": "90",
+		"mskClusterArn": "arn:aws:kafka:eu-west-1:123456789012:cluster/c/u", "topics": "a, b,,c",
+		"brokers": "b-1:9096,b-2:9096", "kafkaAuth": "scram-sha-512", "kafkaTls": "true",
+		"scramSecretArn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:AmazonMSK_x", "scramSecretKmsKeyArn": "arn:aws:kms:eu-west-1:123456789012:key/k",
+		"brokerPort": "9096",
+		"vpcId":      "vpc-1", "vpcCidr": "10.0.0.0/16", "subnetIds": "subnet-1,subnet-2", "routeTableIds": "rtb-1",
+		"brokerSecurityGroupId": "sg-1", "dynamoDbEndpoint": "true", "lambdaEndpoint": "true", "dynamoDbPrefixListId": "pl-1",
+		"alarmTopicArn": "arn:aws:sns:eu-west-1:123456789012:ops", "alarmEmail": "ops@example.com",
+		"alarmOldestPendingAgeSeconds": "120", "alarmPublishFailures": "2", "alarmDurationPercent": "95.5",
+	}
+	var asked []string
+	c, err := configFromContext(fromMap(ctx, &asked))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range contextKeys {
+		if !slices.Contains(asked, k.name) {
+			t.Errorf("context key %q is documented but never read", k.name)
+		}
+		if _, ok := ctx[k.name]; !ok {
+			t.Errorf("context key %q is not covered by this test", k.name)
+		}
+	}
+	for _, k := range asked {
+		if !slices.ContainsFunc(contextKeys, func(c contextKey) bool { return c.name == k }) {
+			t.Errorf("context key %q is read but not documented in contextKeys", k)
+		}
+	}
+	p := c.outbox
+	tls := true
+	want := spillway.OutboxProps{
+		TableName: "orders-outbox", PartitionKey: "pk", SortKey: "sk", KeyPrefix: "ORDERS", BucketCount: 16,
+		OutboxName: "orders", MetricsNamespace: "Acme", RelayFunctionName: "orders-relay",
+		RelayTimeout: 10 * time.Minute, RelayMemoryMB: 1024, EnqueueTimeout: 20 * time.Second, EnqueueMemoryMB: 512,
+		StopMargin: 8 * time.Second, Mode: "hold", MaxHops: 6, ReservedConcurrency: 12, ScheduleRate: "rate(2 minutes)",
+		StreamsTrigger: true, LogRetention: awslogs.RetentionDays_THREE_MONTHS,
+		Kafka: spillway.KafkaProps{
+			ClusterArn: "arn:aws:kafka:eu-west-1:123456789012:cluster/c/u", Brokers: []string{"b-1:9096", "b-2:9096"},
+			Topics: []string{"a", "b", "c"}, Auth: outboxconf.KafkaAuthScram, TLS: &tls,
+			ScramSecretArn: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:AmazonMSK_x", ScramSecretKmsKeyArn: "arn:aws:kms:eu-west-1:123456789012:key/k",
+			Port: 9096,
+		},
+		Network: &spillway.NetworkProps{
+			VpcID: "vpc-1", VpcCidr: "10.0.0.0/16", SubnetIDs: []string{"subnet-1", "subnet-2"}, RouteTableIDs: []string{"rtb-1"},
+			BrokerSecurityGroupID: "sg-1", DynamoDBEndpoint: true, LambdaEndpoint: true, DynamoDBPrefixListID: "pl-1",
+		},
+		Alarms: spillway.AlarmProps{
+			TopicArn: "arn:aws:sns:eu-west-1:123456789012:ops", Email: "ops@example.com",
+			OldestPendingAge: 120 * time.Second, PublishFailures: 2, DurationPercent: 95.5,
+		},
+	}
+	if *p.DeletionProtection {
+		t.Error("deletionProtection=false was not read")
+	}
+	p.DeletionProtection = nil
+	if g, w := jsonOf(t, p), jsonOf(t, want); g != w {
+		t.Errorf("props:\n got  %s\n want %s", g, w)
+	}
+	if c.stackName != "Orders" || c.account != "123456789012" || c.region != "eu-west-1" || c.distDir != "/tmp/d" {
+		t.Errorf("app settings: %+v", c)
+	}
+}
+
+func TestCdkJSONValuesAreAcceptedWithTheirJSONTypes(t *testing.T) {
+	c, err := configFromContext(fromMap(map[string]any{
+		"bucketCount": 4.0, "streamsTrigger": true, "topics": []any{"a", "b"}, "logRetentionDays": 7.0,
+	}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.outbox.BucketCount != 4 || !c.outbox.StreamsTrigger || strings.Join(c.outbox.Kafka.Topics, ",") != "a,b" || c.outbox.LogRetention != awslogs.RetentionDays_ONE_WEEK {
+		t.Errorf("typed values misread: %+v", c.outbox)
+	}
+}
+
+func TestMalformedContextIsReportedAllAtOnce(t *testing.T) {
+	_, err := configFromContext(fromMap(map[string]any{
+		"bucketCount":       "eight",
+		"relayTimeout":      "15",
+		"streamsTrigger":    "yes",
+		"logRetentionDays":  "31",
+		"maxHops":           "2.5",
+		"subnetIds":         "subnet-1",
+		"account":           "123456789012",
+		"existingTableName": "a", "existingTableArn": "arn:aws:dynamodb:eu-west-1:123456789012:table/a",
+	}, nil))
+	if err == nil {
+		t.Fatal("malformed context accepted")
+	}
+	for _, want := range []string{
+		`context "bucketCount": eight is not a number`,
+		`context "relayTimeout": 15 is not a Go duration`,
+		`context "streamsTrigger": yes is not true or false`,
+		`context "logRetentionDays": 31 is not a CloudWatch Logs retention`,
+		`context "maxHops": 2.5 is not a non-negative integer`,
+		`context "subnetIds" needs vpcId`,
+		"give both account and region",
+		"existingTableName or existingTableArn, not both",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+func TestReadmeDocumentsEveryContextKey(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range contextKeys {
+		if !strings.Contains(string(readme), "`"+k.name+"`") {
+			t.Errorf("README.md does not document context key `%s`", k.name)
+		}
+	}
+}

@@ -1,0 +1,81 @@
+// Command infra is the Spillway CDK app: one stack holding one outbox,
+// configured by CDK context keys (see contextKeys and README.md). cdk.json
+// at the repository root runs it; `cdk synth` needs no AWS credentials.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+)
+
+// ErrMissingBuild says the function packages have not been built.
+var ErrMissingBuild = errors.New("function package missing: run `make build` first (or point -c distDir at the directory holding relay.zip and enqueue.zip)")
+
+func main() {
+	app := awscdk.NewApp(nil)
+	if _, err := newApp(app); err != nil {
+		fmt.Fprintln(os.Stderr, "spillway infra:", err)
+		jsii.Close()
+		os.Exit(1)
+	}
+	app.Synth(nil)
+	jsii.Close()
+}
+
+// newApp reads the context, checks the function packages and defines the
+// stack with the AwsSolutions checks applied. Every error is reported
+// before any construct is created, so a bad key never half-synthesizes.
+func newApp(app awscdk.App) (SpillwayStack, error) {
+	cfg, err := configFromContext(func(key string) any {
+		return app.Node().TryGetContext(jsii.String(key))
+	})
+	if err != nil {
+		return SpillwayStack{}, err
+	}
+	props := cfg.outbox
+	if props.RelayCode, err = codeFromDist(cfg.distDir, "relay"); err != nil {
+		return SpillwayStack{}, err
+	}
+	if props.EnqueueCode, err = codeFromDist(cfg.distDir, "enqueue"); err != nil {
+		return SpillwayStack{}, err
+	}
+	if err := props.WithDefaults().Validate(); err != nil {
+		return SpillwayStack{}, err
+	}
+	stackProps := awscdk.StackProps{
+		Description: jsii.String("Spillway: transactional outbox from DynamoDB to Kafka"),
+	}
+	if cfg.account != "" {
+		stackProps.Env = &awscdk.Environment{Account: jsii.String(cfg.account), Region: jsii.String(cfg.region)}
+	}
+	stack := NewSpillwayStack(app, cfg.stackName, &SpillwayStackProps{
+		StackProps:             stackProps,
+		Outbox:                 props,
+		ExistingTableName:      cfg.existingTableName,
+		ExistingTableArn:       cfg.existingTableArn,
+		ExistingTableStreamArn: cfg.existingTableStreamArn,
+	})
+	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
+	return stack, nil
+}
+
+// codeFromDist loads a prebuilt package <dir>/<name>.zip (an arm64
+// bootstrap built by `make build`).
+func codeFromDist(dir, name string) (awslambda.Code, error) {
+	path, err := filepath.Abs(filepath.Join(dir, name+".zip"))
+	if err != nil {
+		return nil, fmt.Errorf("resolve %s package in %q: %w", name, dir, err)
+	}
+	info, err := os.Stat(path)
+	if err != nil || info.IsDir() {
+		return nil, fmt.Errorf("%w: %s", ErrMissingBuild, path)
+	}
+	return awslambda.Code_FromAsset(jsii.String(path), nil), nil
+}

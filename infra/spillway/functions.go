@@ -1,0 +1,152 @@
+package spillway
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/spillway-dev/spillway/outbox/outboxconf"
+)
+
+// maxFunctionName is Lambda's limit on a function name.
+const maxFunctionName = 64
+
+var unsafeNameChars = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
+
+// defaultRelayName derives a stable physical name from the stack's name and
+// the construct id: unique per stack, readable in the console, and known at
+// synth time (the relay's own environment and policy need it, see
+// OutboxProps.RelayFunctionName). Names beyond Lambda's limit keep their head
+// and get a hash of the whole, so two long names still differ.
+func defaultRelayName(scope constructs.Construct, id string) string {
+	stack := awscdk.Stack_Of(scope)
+	base := *stack.StackName()
+	if isToken(base) {
+		// A stack named by a token has no literal name to build on; the
+		// construct path is unique within the app and literal.
+		base = *awscdk.Names_UniqueId(scope)
+	}
+	name := unsafeNameChars.ReplaceAllString(base+"-"+id+"-relay", "-")
+	if len(name) <= maxFunctionName {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	suffix := "-" + hex.EncodeToString(sum[:4])
+	return name[:maxFunctionName-len(suffix)] + suffix
+}
+
+// functionArn builds a function's unqualified ARN from its name without
+// referencing the function resource. The relay's role must name the relay
+// (continuation wake-ups) and the function depends on its role, so a
+// reference (Fn::GetAtt) would be a CloudFormation cycle.
+func functionArn(scope constructs.Construct, name string) *string {
+	return awscdk.Stack_Of(scope).FormatArn(&awscdk.ArnComponents{
+		Service:      jsii.String("lambda"),
+		Resource:     jsii.String("function"),
+		ResourceName: jsii.String(name),
+		ArnFormat:    awscdk.ArnFormat_COLON_RESOURCE_NAME,
+	})
+}
+
+// goFunction is what both functions share: provided.al2023 on arm64 with a
+// prebuilt bootstrap, active X-Ray tracing, JSON logs into an explicit log
+// group with retention, and a role of its own that gets only what the
+// caller grants plus log writes to that log group.
+type goFunction struct {
+	fn   awslambda.Function
+	role awsiam.Role
+	logs awslogs.LogGroup
+}
+
+type goFunctionProps struct {
+	description string
+	code        awslambda.Code
+	name        string
+	timeoutSec  float64
+	memoryMB    int
+	env         map[string]*string
+	retention   awslogs.RetentionDays
+	// configure may set the remaining FunctionProps (VPC, concurrency, ...).
+	configure func(*awslambda.FunctionProps)
+}
+
+func newGoFunction(scope constructs.Construct, id string, p goFunctionProps) goFunction {
+	group := constructs.NewConstruct(scope, jsii.String(id))
+	logs := awslogs.NewLogGroup(group, jsii.String("Logs"), &awslogs.LogGroupProps{
+		Retention:     p.retention,
+		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
+	})
+	// Our own role instead of CDK's default keeps AWS managed policies
+	// (AWSLambdaBasicExecutionRole: logs on *) off the function.
+	role := awsiam.NewRole(group, jsii.String("Role"), &awsiam.RoleProps{
+		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
+		Description: jsii.String("Execution role of " + p.description),
+	})
+	role.AddToPrincipalPolicy(statement([]string{"logs:CreateLogStream", "logs:PutLogEvents"}, logs.LogGroupArn()))
+	props := &awslambda.FunctionProps{
+		Description:           jsii.String(p.description),
+		Runtime:               awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture:          awslambda.Architecture_ARM_64(),
+		Handler:               jsii.String("bootstrap"),
+		Code:                  p.code,
+		Role:                  role,
+		Timeout:               awscdk.Duration_Seconds(jsii.Number(p.timeoutSec)),
+		MemorySize:            jsii.Number(float64(p.memoryMB)),
+		Tracing:               awslambda.Tracing_ACTIVE,
+		LoggingFormat:         awslambda.LoggingFormat_JSON,
+		ApplicationLogLevelV2: awslambda.ApplicationLogLevel_INFO,
+		SystemLogLevelV2:      awslambda.SystemLogLevel_WARN,
+		LogGroup:              logs,
+		Environment:           &p.env,
+	}
+	if p.name != "" {
+		props.FunctionName = jsii.String(p.name)
+	}
+	if p.configure != nil {
+		p.configure(props)
+	}
+	fn := awslambda.NewFunction(group, jsii.String("Function"), props)
+	return goFunction{fn: fn, role: role, logs: logs}
+}
+
+// commonEnv is the configuration both functions read: where the outbox
+// lives and how its metrics are named.
+func commonEnv(p OutboxProps, table *string, relayName *string) map[string]*string {
+	return map[string]*string{
+		outboxconf.EnvTable:            table,
+		outboxconf.EnvKeyPrefix:        jsii.String(p.KeyPrefix),
+		outboxconf.EnvPartitionKey:     jsii.String(p.PartitionKey),
+		outboxconf.EnvSortKey:          jsii.String(p.SortKey),
+		outboxconf.EnvBucketCount:      jsii.String(strconv.Itoa(p.BucketCount)),
+		outboxconf.EnvRelayFunction:    relayName,
+		outboxconf.EnvOutboxName:       jsii.String(p.OutboxName),
+		outboxconf.EnvMetricsNamespace: jsii.String(p.MetricsNamespace),
+	}
+}
+
+// relayEnv adds what only the relay reads: Kafka and its lifetime.
+// Durations are Go duration strings (time.ParseDuration).
+func relayEnv(p OutboxProps, table, brokers *string, relayName string) map[string]*string {
+	env := commonEnv(p, table, jsii.String(relayName))
+	env[outboxconf.EnvKafkaBrokers] = brokers
+	env[outboxconf.EnvKafkaAuth] = jsii.String(p.Kafka.Auth)
+	env[outboxconf.EnvKafkaTLS] = jsii.String(strconv.FormatBool(*p.Kafka.TLS))
+	if p.Kafka.Auth == outboxconf.KafkaAuthScram {
+		env[outboxconf.EnvKafkaScramSecret] = jsii.String(p.Kafka.ScramSecretArn)
+	}
+	if len(p.Kafka.Topics) > 0 {
+		env[outboxconf.EnvTopics] = jsii.String(strings.Join(p.Kafka.Topics, ","))
+	}
+	env[outboxconf.EnvMode] = jsii.String(p.Mode)
+	env[outboxconf.EnvStopMargin] = jsii.String(p.StopMargin.String())
+	env[outboxconf.EnvMaxHops] = jsii.String(strconv.Itoa(p.MaxHops))
+	return env
+}

@@ -1,0 +1,238 @@
+package spillway
+
+import (
+	"fmt"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsscheduler"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/spillway-dev/spillway/outbox/outboxconf"
+)
+
+// IAM actions, per facts §13 and design §7.
+var (
+	// RelayTableActions are what a relay does to the table: query buckets
+	// and the coordination partition, write heartbeats and leases, delete
+	// published messages.
+	RelayTableActions = []string{"dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
+	// WriterTableActions are what a writer does: reserve a sequence
+	// (UpdateItem) and put the message (PutItem, alone or in a transaction).
+	WriterTableActions = []string{"dynamodb:PutItem", "dynamodb:UpdateItem"}
+	// StreamReadActions let Lambda's event source mapping read the stream.
+	StreamReadActions = []string{"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"}
+	// InvokeAction sends wake-ups to the relay.
+	InvokeAction = "lambda:InvokeFunction"
+)
+
+// Outbox is a deployed Spillway outbox.
+type Outbox interface {
+	constructs.Construct
+	// Table is the outbox table (created or imported).
+	Table() awsdynamodb.ITable
+	// Relay is the relay function.
+	Relay() awslambda.Function
+	// RelayFunctionName is the relay's physical name, known at synth time.
+	RelayFunctionName() string
+	// Enqueue is the enqueue function.
+	Enqueue() awslambda.Function
+	// WritersPolicy lets a service enqueue: PutItem and UpdateItem on the
+	// table and wake-ups of the relay. Attach it to writers' roles.
+	WritersPolicy() awsiam.ManagedPolicy
+	// Schedule is the EventBridge Scheduler sweep.
+	Schedule() awsscheduler.CfnSchedule
+	// StreamsTrigger is the stream event source mapping, or nil when off.
+	StreamsTrigger() awslambda.EventSourceMapping
+	// RelaySecurityGroup is the relay's security group, or nil outside a VPC.
+	RelaySecurityGroup() awsec2.ISecurityGroup
+	// AlarmTopic is the topic the alarms notify, or nil.
+	AlarmTopic() awssns.ITopic
+	// Alarms are the outbox's alarms.
+	Alarms() []awscloudwatch.Alarm
+	// Dashboard is the outbox's CloudWatch dashboard.
+	Dashboard() awscloudwatch.Dashboard
+	// Props are the effective props, defaults applied.
+	Props() OutboxProps
+}
+
+type outbox struct {
+	constructs.Construct
+	props          OutboxProps
+	table          awsdynamodb.ITable
+	relay          goFunction
+	relayName      string
+	enqueue        goFunction
+	writers        awsiam.ManagedPolicy
+	schedule       awsscheduler.CfnSchedule
+	streamsTrigger awslambda.EventSourceMapping
+	securityGroup  awsec2.ISecurityGroup
+	topic          awssns.ITopic
+	alarms         []awscloudwatch.Alarm
+	dashboard      awscloudwatch.Dashboard
+}
+
+var _ Outbox = (*outbox)(nil)
+
+// NewOutbox defines a Spillway outbox in scope. It applies the defaults
+// and panics with an error wrapping ErrInvalidProps when the props are
+// invalid, the way CDK constructs reject bad input at synth; call
+// props.WithDefaults().Validate() first to handle the error yourself.
+func NewOutbox(scope constructs.Construct, id string, props *OutboxProps) Outbox {
+	p := props.WithDefaults()
+	if err := p.Validate(); err != nil {
+		panic(err)
+	}
+	o := &outbox{props: p}
+	// Override registers o itself as the jsii object, so o can be passed
+	// wherever a construct is expected (scopes, cdk-nag, Stack_Of).
+	constructs.NewConstruct_Override(o, scope, jsii.String(id))
+	o.relayName = p.RelayFunctionName
+	if o.relayName == "" {
+		o.relayName = defaultRelayName(o, id)
+	}
+	o.table = newTable(o, p)
+	var streamArn *string
+	if p.StreamsTrigger {
+		streamArn = o.table.TableStreamArn()
+		if streamArn == nil {
+			panic(fmt.Errorf("%w: the streams trigger needs the existing table's stream ARN (import it with TableStreamArn)", ErrInvalidProps))
+		}
+	}
+	relayArn := functionArn(o, o.relayName)
+
+	var network *relayNetwork
+	if p.Network != nil {
+		rn := newRelayNetwork(o, *p.Network, p.Kafka)
+		network = &rn
+		o.securityGroup = rn.securityGroup
+	}
+	brokers := bootstrapBrokers(o, p.Kafka, p.LogRetention)
+	o.relay = newGoFunction(o, "Relay", goFunctionProps{
+		description: "Spillway relay: publishes outbox messages to Kafka",
+		code:        p.RelayCode,
+		name:        o.relayName,
+		timeoutSec:  p.RelayTimeout.Seconds(),
+		memoryMB:    p.RelayMemoryMB,
+		env:         relayEnv(p, o.table.TableName(), brokers, o.relayName),
+		retention:   p.LogRetention,
+		configure: func(fp *awslambda.FunctionProps) {
+			fp.ReservedConcurrentExecutions = jsii.Number(float64(p.ReservedConcurrency))
+			// A relay that stops with work left wakes a successor, which is
+			// a deliberate self-invocation. Lambda's loop detection would cut
+			// such a chain after ~16 hops; the chain is bounded by the hop
+			// counter in the wake-up (SPILLWAY_MAX_HOPS) and the reserved
+			// concurrency instead.
+			fp.RecursiveLoop = awslambda.RecursiveLoop_ALLOW
+			if network != nil {
+				network.configure(fp)
+			}
+		},
+	})
+	// Wake-ups are hints: no retries after a function error, and no
+	// delivery later than a minute, when the schedule has swept anyway.
+	o.relay.fn.ConfigureAsyncInvoke(&awslambda.EventInvokeConfigOptions{
+		RetryAttempts: jsii.Number(0),
+		MaxEventAge:   awscdk.Duration_Seconds(jsii.Number(DefaultWakeUpMaxEventAge.Seconds())),
+	})
+	o.grantRelay(relayArn, streamArn)
+
+	o.enqueue = newGoFunction(o, "Enqueue", goFunctionProps{
+		description: "Spillway enqueue: stores messages in the outbox for non-Go producers",
+		code:        p.EnqueueCode,
+		timeoutSec:  p.EnqueueTimeout.Seconds(),
+		memoryMB:    p.EnqueueMemoryMB,
+		env:         commonEnv(p, o.table.TableName(), o.relay.fn.FunctionName()),
+		retention:   p.LogRetention,
+	})
+	for _, s := range o.writerStatements() {
+		o.enqueue.role.AddToPrincipalPolicy(s)
+	}
+	o.writers = awsiam.NewManagedPolicy(o, jsii.String("WritersPolicy"), &awsiam.ManagedPolicyProps{
+		Description: jsii.String("Lets a service enqueue into the Spillway outbox and wake its relay"),
+		Statements:  ptr(o.writerStatements()),
+	})
+
+	o.schedule, _ = newSchedule(o, p, o.relay.fn.FunctionArn())
+	if p.StreamsTrigger {
+		o.streamsTrigger = newStreamsTrigger(o, p, o.relay.fn, streamArn)
+	}
+	if network != nil {
+		newEndpoints(o, *p.Network, *network, o.relay.fn.FunctionArn())
+	}
+
+	metrics := emf{namespace: p.MetricsNamespace, outbox: p.OutboxName}
+	o.topic = newAlarmTopic(o, p.Alarms)
+	o.alarms = newAlarms(o, alarmInputs{
+		props: p, emf: metrics, relay: o.relay.fn, relayName: jsii.String(o.relayName),
+		table: o.table, topic: o.topic,
+	})
+	o.dashboard = newDashboard(o, dashboardInputs{
+		emf: metrics, relay: o.relay.fn, enqueue: o.enqueue.fn,
+		relayName: jsii.String(o.relayName), enqueueFn: o.enqueue.fn.FunctionName(),
+		alarms: o.alarms,
+	})
+	o.suppressNagFindings()
+	return o
+}
+
+// grantRelay gives the relay exactly what it calls.
+func (o *outbox) grantRelay(relayArn, streamArn *string) {
+	p := o.props
+	role := o.relay.role
+	role.AddToPrincipalPolicy(statement(RelayTableActions, o.table.TableArn()))
+	// Continuation wake-ups invoke the relay itself; the ARN is built from
+	// the fixed name because a reference would be a cycle (the function
+	// depends on this policy).
+	role.AddToPrincipalPolicy(statement([]string{InvokeAction}, relayArn))
+	switch p.Kafka.Auth {
+	case outboxconf.KafkaAuthIAM:
+		for _, s := range mskStatements(p.Kafka) {
+			role.AddToPrincipalPolicy(s)
+		}
+	case outboxconf.KafkaAuthScram:
+		role.AddToPrincipalPolicy(statement([]string{"secretsmanager:GetSecretValue"}, jsii.String(p.Kafka.ScramSecretArn)))
+		if p.Kafka.ScramSecretKmsKeyArn != "" {
+			// Only through Secrets Manager: the key decrypts the secret
+			// and nothing else for the relay.
+			s := statement([]string{"kms:Decrypt"}, jsii.String(p.Kafka.ScramSecretKmsKeyArn))
+			s.AddCondition(jsii.String("StringEquals"), map[string]interface{}{
+				"kms:ViaService": awscdk.Fn_Sub(jsii.String("secretsmanager.${AWS::Region}.amazonaws.com"), nil),
+			})
+			role.AddToPrincipalPolicy(s)
+		}
+	}
+	if streamArn != nil {
+		role.AddToPrincipalPolicy(statement(StreamReadActions, streamArn))
+	}
+	if p.Network != nil {
+		role.AddToPrincipalPolicy(statement(eniActions, jsii.String("*")))
+	}
+}
+
+func (o *outbox) writerStatements() []awsiam.PolicyStatement {
+	return []awsiam.PolicyStatement{
+		statement(WriterTableActions, o.table.TableArn()),
+		statement([]string{InvokeAction}, o.relay.fn.FunctionArn()),
+	}
+}
+
+func (o *outbox) Table() awsdynamodb.ITable                    { return o.table }
+func (o *outbox) Relay() awslambda.Function                    { return o.relay.fn }
+func (o *outbox) RelayFunctionName() string                    { return o.relayName }
+func (o *outbox) Enqueue() awslambda.Function                  { return o.enqueue.fn }
+func (o *outbox) WritersPolicy() awsiam.ManagedPolicy          { return o.writers }
+func (o *outbox) Schedule() awsscheduler.CfnSchedule           { return o.schedule }
+func (o *outbox) StreamsTrigger() awslambda.EventSourceMapping { return o.streamsTrigger }
+func (o *outbox) RelaySecurityGroup() awsec2.ISecurityGroup    { return o.securityGroup }
+func (o *outbox) AlarmTopic() awssns.ITopic                    { return o.topic }
+func (o *outbox) Alarms() []awscloudwatch.Alarm                { return o.alarms }
+func (o *outbox) Dashboard() awscloudwatch.Dashboard           { return o.dashboard }
+func (o *outbox) Props() OutboxProps                           { return o.props }
+
+func ptr[T any](v T) *T { return &v }

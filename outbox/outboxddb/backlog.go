@@ -1,0 +1,78 @@
+package outboxddb
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/spillway-dev/spillway/outbox"
+)
+
+// Backlog samples the pending messages of every bucket (up to MaxConcurrency
+// buckets at once). DynamoDB has no aggregate and bills a count as a read of
+// every counted item, so each bucket is counted up to PendingCountLimit; a
+// bucket at the limit reports the limit. Oldest is the earliest CreatedAt of
+// the bucket heads, the messages a stalled outbox is stuck on. All reads are
+// eventually consistent.
+func (s *Store) Backlog(ctx context.Context) (outbox.Backlog, error) {
+	n := s.opts.BucketCount
+	counts := make([]int64, n)
+	heads := make([]int64, n)
+	err := forEach(ctx, s.opts.MaxConcurrency, n, func(ctx context.Context, b int) error {
+		var err error
+		heads[b], counts[b], err = s.sampleBucket(ctx, b)
+		return err
+	})
+	if err != nil {
+		return outbox.Backlog{}, err
+	}
+	var sample outbox.Backlog
+	var oldest int64
+	for b := range n {
+		sample.Pending += counts[b]
+		if heads[b] != 0 && (oldest == 0 || heads[b] < oldest) {
+			oldest = heads[b]
+		}
+	}
+	sample.Oldest = timeOf(oldest)
+	return sample, nil
+}
+
+// sampleBucket returns the head's CreatedAtUtc ticks (0 when the bucket is
+// empty or the head has none) and the bucket's count, capped at the limit.
+func (s *Store) sampleBucket(ctx context.Context, bucket int) (head, count int64, err error) {
+	out, err := s.client.Query(ctx, s.headQuery(bucket, attrCreatedAt))
+	if err != nil {
+		s.tel.failed("", OpBacklog, bucket, err)
+		return 0, 0, fmt.Errorf("outboxddb: read the head of bucket %d: %w", bucket, err)
+	}
+	if len(out.Items) == 0 {
+		return 0, 0, nil
+	}
+	head, _ = intAttr(out.Items[0], attrCreatedAt)
+	limit := int64(s.opts.PendingCountLimit)
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(s.opts.TableName),
+		KeyConditionExpression:    aws.String(exprPartitionIs),
+		ExpressionAttributeNames:  names("#pk", s.opts.PartitionKey),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(s.keys.messagePartition(bucket))},
+		Select:                    types.SelectCount,
+	}
+	for count < limit {
+		in.Limit = aws.Int32(int32(min(limit-count, maxInt32)))
+		out, err := s.client.Query(ctx, in)
+		if err != nil {
+			s.tel.failed("", OpBacklog, bucket, err)
+			return 0, 0, fmt.Errorf("outboxddb: count the messages of bucket %d: %w", bucket, err)
+		}
+		count += int64(out.Count)
+		if len(out.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+	return head, min(count, limit), nil
+}

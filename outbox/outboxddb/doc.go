@@ -1,0 +1,36 @@
+// Package outboxddb keeps the Spillway outbox in one Amazon DynamoDB table:
+// the Writer enqueues messages (inside the caller's TransactWriteItems or on
+// their own), the Store implements outbox.Store for relays, and
+// CreateTableInput / CreateIfNotExists provision the table.
+//
+// # Table layout
+//
+// Every item lives under Options.KeyPrefix ({P}, default OUTBOX), in a table
+// with a string partition key and a string sort key (PK and SK by default):
+//
+//	Message           {P}#MESSAGES#{bucket}   19-digit sequence, e.g. 0000000000000000042
+//	Sequence counter  {P}#SEQUENCE#{bucket}   SEQUENCE
+//	Lease             {P}#COORDINATION        LEASE#{bucket, 10 digits}
+//	Relay heartbeat   {P}#COORDINATION        RELAY#{relay id}
+//
+// Timestamps are .NET UTC ticks. The layout, the attribute names and the
+// condition expressions are a contract shared with writers and relays in
+// other languages; this package reproduces them exactly.
+//
+// # Ordering
+//
+// A writer takes each message's sequence number from its bucket's atomic
+// counter before the transaction commits, so the order of two messages in a
+// bucket is the order of their reservations. A reservation that never
+// commits leaves a gap. Queries are only read-committed against
+// transactions, so the store probes the gaps of every fetched batch.
+//
+// # Leases
+//
+// Each acquisition round writes a heartbeat, reads every lease and heartbeat
+// with one strongly consistent query, plans with outbox.PlanLeases and
+// writes only its own part: relays that read the same state write disjoint
+// leases, so a healthy fleet makes no refused conditional write. Every
+// lease write is conditional; the plan orders writes, DynamoDB decides
+// ownership.
+package outboxddb

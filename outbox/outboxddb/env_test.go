@@ -1,0 +1,142 @@
+package outboxddb
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
+)
+
+// env is one outbox table on the embedded DynamoDB server (or on the
+// endpoint in SPILLWAY_DYNAMODB_ENDPOINT), reached through the real SDK
+// client with the request Counter and Faults attached, and a manual clock
+// starting at 2026-09-01T08:00:00Z.
+type env struct {
+	d      *outboxtest.DynamoDB
+	client Client // d.Client, with removeFix on the embedded server
+	clock  *outboxtest.ManualClock
+	opts   Options
+}
+
+func newEnv(t *testing.T, edit ...func(*Options)) *env {
+	t.Helper()
+	clock := outboxtest.NewManualClock(t0)
+	d := outboxtest.NewDynamoDB(t, outboxtest.WithClock(clock))
+	opts := Options{TableName: d.NewTableName(), Clock: clock, Logger: testLogger(t)}
+	for _, e := range edit {
+		e(&opts)
+	}
+	createTable(t, d, opts)
+	return &env{d: d, client: withRemoveFix(d), clock: clock, opts: opts}
+}
+
+// testLogger logs through t, so a failing test shows the store's warnings
+// next to its own output.
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+// createTable creates the table with CreateIfNotExists, so every test also
+// exercises it, and deletes it at the end on an external endpoint.
+func createTable(t *testing.T, d *outboxtest.DynamoDB, opts Options) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	// The table helper waits on the wall clock: on a real endpoint
+	// creation takes seconds.
+	opts.Clock = outbox.SystemClock{}
+	if err := CreateIfNotExists(ctx, d.Client, opts); err != nil {
+		t.Fatal(err)
+	}
+	if d.External {
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if _, err := d.Client.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(opts.TableName)}); err != nil {
+				t.Errorf("delete table %s: %v", opts.TableName, err)
+			}
+		})
+	}
+}
+
+func (e *env) store(t *testing.T, edit ...func(*Options)) *Store {
+	t.Helper()
+	opts := e.opts
+	for _, ed := range edit {
+		ed(&opts)
+	}
+	s, err := NewStore(e.client, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (e *env) writer(t *testing.T, edit ...func(*Options)) *Writer {
+	t.Helper()
+	opts := e.opts
+	for _, ed := range edit {
+		ed(&opts)
+	}
+	w, err := NewWriter(e.client, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// counts runs fn and returns the requests it made.
+func (e *env) counts(fn func()) outboxtest.Counts {
+	before := e.d.Counter.Snapshot()
+	fn()
+	return e.d.Counter.Snapshot().Since(before)
+}
+
+// newMessage builds a message for bucket with key, the default bucket count.
+func newMessage(t *testing.T, topic, key string, bucket int) outbox.Message {
+	t.Helper()
+	return outbox.Message{
+		ID: outbox.NewMessageID(), Topic: topic, Key: []byte(key), Value: []byte("value of " + key),
+		Bucket: bucket, CreatedAt: t0,
+	}
+}
+
+// sequences returns the sequence numbers of msgs.
+func sequences(msgs []outbox.Message) []int64 {
+	out := make([]int64, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.Sequence
+	}
+	return out
+}
+
+func wantRequests(t *testing.T, c outboxtest.Counts, want map[string]int) {
+	t.Helper()
+	if !maps.Equal(c.Requests, want) {
+		t.Fatalf("requests %v, want %v", c.Requests, want)
+	}
+}
+
+func wantInts[T int | int64](t *testing.T, what string, got, want []T) {
+	t.Helper()
+	if !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
+		t.Fatalf("%s = %v, want %v", what, got, want)
+	}
+}

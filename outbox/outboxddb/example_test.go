@@ -1,0 +1,67 @@
+package outboxddb_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxddb"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
+)
+
+// A message is enqueued in the same transaction as the business write: both
+// commit, or neither does.
+func ExampleWriter_TransactItem() {
+	ctx := context.Background()
+	db, err := outboxtest.StartDynamoDB(ctx, outboxtest.WithoutEnvironment())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+
+	opts := outboxddb.Options{TableName: "orders-outbox"}
+	if err := outboxddb.CreateIfNotExists(ctx, db.Client, opts); err != nil {
+		log.Fatal(err)
+	}
+	writer, err := outboxddb.NewWriter(db.Client, opts)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	msg, err := outbox.NewMessage("orders", []byte("order-1"), []byte(`{"total":42}`), outbox.MessageOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Inside the retry loop: a rebuilt transaction reserves again.
+	outboxPut, msg, err := writer.TransactItem(ctx, msg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	items := []types.TransactWriteItem{
+		{Put: &types.Put{TableName: aws.String("orders-outbox"), Item: map[string]types.AttributeValue{
+			"PK": &types.AttributeValueMemberS{Value: "ORDER#1"},
+			"SK": &types.AttributeValueMemberS{Value: "ORDER"},
+		}}},
+		outboxPut,
+	}
+	if _, err := db.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}); err != nil {
+		log.Fatal(writer.ExplainTransactionError(err, items))
+	}
+	writer.NotifyCommitted(ctx, msg)
+
+	store, err := outboxddb.NewStore(db.Client, opts)
+	if err != nil {
+		log.Fatal(err)
+	}
+	batch, err := store.FetchBatch(ctx, msg.Bucket, 10)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("bucket %d: message %d, key %s\n", msg.Bucket, batch[0].Sequence, batch[0].Key)
+	// Output: bucket 6: message 1, key order-1
+}

@@ -1,0 +1,138 @@
+package outboxddb
+
+import (
+	"log/slog"
+	"strings"
+
+	"github.com/spillway-dev/spillway/outbox"
+)
+
+// Defaults of Options. Every writer and relay sharing a table must agree on
+// the table name, the key attribute names, the key prefix and the bucket
+// count.
+const (
+	DefaultPartitionKey      = "PK"
+	DefaultSortKey           = "SK"
+	DefaultKeyPrefix         = "OUTBOX"
+	DefaultMaxConcurrency    = 8
+	DefaultPendingCountLimit = 10000
+)
+
+// reservedAttributes are the item attribute names the outbox writes besides
+// the key; a key attribute with one of these names would collide with them.
+var reservedAttributes = []string{
+	attrMessageID, attrTopic, attrKey, attrValue, attrHeaders, attrPartition,
+	attrCreatedAt, attrBucketCount, attrSequence, attrOwner, attrExpiresAt,
+	attrLastSeen, attrStoppedAt,
+}
+
+// Options configure a Store, a Writer and the table helpers. The zero value
+// of a field means its default; only TableName is required.
+type Options struct {
+	// TableName is the table holding the outbox items (required).
+	TableName string
+	// PartitionKey is the name of the table's string partition key.
+	// Default "PK".
+	PartitionKey string
+	// SortKey is the name of the table's string sort key. Default "SK".
+	SortKey string
+	// KeyPrefix starts every partition key value the outbox writes; distinct
+	// prefixes keep several outboxes, or the outbox and other items, apart
+	// in one table. Default "OUTBOX".
+	KeyPrefix string
+	// BucketCount must equal the relays' and the message constructor's
+	// count; it is stamped on every message item. Default 8.
+	BucketCount int
+	// MaxConcurrency bounds the DynamoDB requests one store or writer call
+	// keeps in flight (lease writes, probes, counter reservations).
+	// Default 8.
+	MaxConcurrency int
+	// PendingCountLimit bounds the messages counted per bucket in one
+	// backlog sample; a bucket at the limit reports the limit. Default 10000.
+	PendingCountLimit int
+	// Clock supplies every timestamp and every wait. Default
+	// outbox.SystemClock.
+	Clock outbox.Clock
+	// Observer receives refused conditional writes and throttles; nil
+	// observes nothing.
+	Observer outbox.Observer
+	// Logger receives warnings (refused heartbeats, skipped keeps, failed
+	// prunes). Default slog.Default().
+	Logger *slog.Logger
+	// Notifier, when set, is told about committed messages by
+	// Writer.NotifyCommitted and the Enqueue methods so a relay wakes up
+	// before its next poll. Optional: without it relays find messages by
+	// polling.
+	Notifier outbox.Notifier
+}
+
+// WithDefaults returns o with every zero field set to its default.
+func (o Options) WithDefaults() Options {
+	if o.PartitionKey == "" {
+		o.PartitionKey = DefaultPartitionKey
+	}
+	if o.SortKey == "" {
+		o.SortKey = DefaultSortKey
+	}
+	if o.KeyPrefix == "" {
+		o.KeyPrefix = DefaultKeyPrefix
+	}
+	if o.BucketCount == 0 {
+		o.BucketCount = outbox.DefaultBucketCount
+	}
+	if o.MaxConcurrency == 0 {
+		o.MaxConcurrency = DefaultMaxConcurrency
+	}
+	if o.PendingCountLimit == 0 {
+		o.PendingCountLimit = DefaultPendingCountLimit
+	}
+	if o.Clock == nil {
+		o.Clock = outbox.SystemClock{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// Validate reports the first invalid field as an error matching
+// outbox.ErrMisconfigured. It checks o as given: call WithDefaults first to
+// accept zero fields.
+func (o Options) Validate() error {
+	const op = "validate dynamodb options"
+	for _, f := range []struct{ name, value string }{
+		{"TableName", o.TableName},
+		{"PartitionKey", o.PartitionKey},
+		{"SortKey", o.SortKey},
+		{"KeyPrefix", o.KeyPrefix},
+	} {
+		if strings.TrimSpace(f.value) == "" {
+			return outbox.Misconfigured(op, "%s is empty", f.name)
+		}
+	}
+	if o.PartitionKey == o.SortKey {
+		return outbox.Misconfigured(op, "PartitionKey and SortKey are both %q; they must differ", o.PartitionKey)
+	}
+	for _, key := range []struct{ field, name string }{{"PartitionKey", o.PartitionKey}, {"SortKey", o.SortKey}} {
+		for _, reserved := range reservedAttributes {
+			if key.name == reserved {
+				return outbox.Misconfigured(op, "%s %q is an attribute name the outbox writes; pick another key attribute name", key.field, key.name)
+			}
+		}
+	}
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"BucketCount", o.BucketCount}, {"MaxConcurrency", o.MaxConcurrency}, {"PendingCountLimit", o.PendingCountLimit}} {
+		if f.n < 1 {
+			return outbox.Misconfigured(op, "%s must be >= 1, got %d", f.name, f.n)
+		}
+	}
+	return nil
+}
+
+// resolve applies the defaults and validates.
+func (o Options) resolve() (Options, error) {
+	o = o.WithDefaults()
+	return o, o.Validate()
+}

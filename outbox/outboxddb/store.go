@@ -1,0 +1,241 @@
+package outboxddb
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/spillway-dev/spillway/outbox"
+)
+
+// Store is the DynamoDB implementation of outbox.Store: leases and
+// heartbeats in one coordination partition, messages in one partition per
+// bucket, deletes in BatchWriteItem chunks, backlog samples by bounded
+// counts.
+//
+// A Store reads its Clock once per call and uses that instant for every
+// request of the call. It keeps a little state in memory per instance: the
+// latest heartbeat timestamp it sent (so a stopped stamp is later than every
+// heartbeat), its round counter (for pruning), the distant-standby rest
+// state, and per bucket the last sequence number it deleted (the baseline
+// of gap probing). A Store is safe for concurrent use; one relay uses one
+// Store.
+type Store struct {
+	client Client
+	opts   Options
+	keys   keys
+	tel    telemetry
+	log    *slog.Logger
+
+	mu                sync.Mutex
+	lastHeartbeatSent int64 // ticks
+	rounds            int
+	standby           *standbyState
+	lastDeleted       map[int]int64
+}
+
+var _ outbox.Store = (*Store)(nil)
+
+// NewStore returns a store for the outbox described by opts.
+func NewStore(client Client, opts Options) (*Store, error) {
+	opts, err := opts.resolve()
+	if err != nil {
+		return nil, err
+	}
+	if client == nil {
+		return nil, outbox.Misconfigured("new store", "DynamoDB client is nil")
+	}
+	return &Store{
+		client:      client,
+		opts:        opts,
+		keys:        newKeys(opts),
+		tel:         telemetry{opts.Observer, opts.Clock},
+		log:         opts.Logger,
+		lastDeleted: map[int]int64{},
+	}, nil
+}
+
+// Options returns the store's options with defaults applied.
+func (s *Store) Options() Options { return s.opts }
+
+// now reads the clock once, in ticks.
+func (s *Store) now() int64 { return outbox.Ticks(s.opts.Clock.Now()) }
+
+// durationTicks converts a duration to .NET ticks (100 ns).
+func durationTicks(d time.Duration) int64 { return int64(d / 100) }
+
+// queryAll runs in and follows LastEvaluatedKey until the result is
+// complete, collecting every item. The pages are read one after another.
+func (s *Store) queryAll(ctx context.Context, op string, in *dynamodb.QueryInput) ([]map[string]types.AttributeValue, error) {
+	var items []map[string]types.AttributeValue
+	for {
+		out, err := s.client.Query(ctx, in)
+		if err != nil {
+			s.tel.failed("", op, -1, err)
+			return nil, err
+		}
+		items = append(items, out.Items...)
+		if len(out.LastEvaluatedKey) == 0 {
+			return items, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+// readCoordinationItems reads the coordination partition with one
+// strongly consistent query (all pages), optionally only the sort keys
+// starting with prefix.
+func (s *Store) readCoordinationItems(ctx context.Context, prefix string) ([]map[string]types.AttributeValue, error) {
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(s.opts.TableName),
+		KeyConditionExpression:    aws.String(exprPartitionIs),
+		ExpressionAttributeNames:  names("#pk", s.opts.PartitionKey),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(s.keys.coordinationPartition())},
+		ConsistentRead:            aws.Bool(true),
+	}
+	if prefix != "" {
+		in.KeyConditionExpression = aws.String(exprPartitionAndPrefix)
+		in.ExpressionAttributeNames["#sk"] = s.opts.SortKey
+		in.ExpressionAttributeValues[":prefix"] = str(prefix)
+	}
+	items, err := s.queryAll(ctx, OpCoordination, in)
+	if err != nil {
+		return nil, fmt.Errorf("outboxddb: read coordination partition %q: %w", s.keys.coordinationPartition(), err)
+	}
+	return items, nil
+}
+
+// ReadCoordination returns one consistent view of the leases (buckets below
+// the bucket count) and the heartbeats, without writing anything. A relay
+// woken for some buckets uses it to decide whether a live peer holds them.
+func (s *Store) ReadCoordination(ctx context.Context) (outbox.Coordination, error) {
+	now := s.opts.Clock.Now()
+	items, err := s.readCoordinationItems(ctx, "")
+	if err != nil {
+		return outbox.Coordination{}, err
+	}
+	leases, relays := s.keys.coordinationItems(items)
+	view := outbox.Coordination{ReadAt: now}
+	for _, l := range leases {
+		if l.bucket >= s.opts.BucketCount {
+			continue
+		}
+		view.Leases = append(view.Leases, outbox.LeaseState{Bucket: l.bucket, Owner: l.owner, ExpiresAt: timeOf(l.expires)})
+	}
+	for _, r := range relays {
+		view.Relays = append(view.Relays, outbox.RelayState{RelayID: r.id, LastSeen: timeOf(r.lastSeen), Stopped: r.stopped})
+	}
+	// The query returns sort-key order: LEASE# before RELAY#, buckets
+	// zero-padded, relay ids as DynamoDB orders bytes. Sort anyway: the
+	// view's order is part of its contract, not the server's.
+	slices.SortFunc(view.Leases, func(a, b outbox.LeaseState) int { return cmp.Compare(a.Bucket, b.Bucket) })
+	slices.SortFunc(view.Relays, func(a, b outbox.RelayState) int { return strings.Compare(a.RelayID, b.RelayID) })
+	return view, nil
+}
+
+// timeOf converts stored ticks to a time; 0 (never set) stays the zero time.
+func timeOf(ticks int64) time.Time {
+	if ticks == 0 {
+		return time.Time{}
+	}
+	return outbox.TimeFromTicks(ticks)
+}
+
+// leaseOutcome is the result of one conditional lease write.
+type leaseOutcome int8
+
+const (
+	outcomeAccepted leaseOutcome = iota + 1
+	outcomeRefused
+)
+
+// updateLeases sends one conditional UpdateItem per bucket, up to
+// MaxConcurrency at once, and splits the buckets into accepted and refused.
+// A refusal is reported to the observer; any other error fails the call.
+func (s *Store) updateLeases(ctx context.Context, relayID, op string, buckets []int, build func(bucket int) *dynamodb.UpdateItemInput) (accepted, refused []int, err error) {
+	outcomes := make([]leaseOutcome, len(buckets))
+	err = forEach(ctx, s.opts.MaxConcurrency, len(buckets), func(ctx context.Context, i int) error {
+		_, err := s.client.UpdateItem(ctx, build(buckets[i]))
+		switch {
+		case err == nil:
+			outcomes[i] = outcomeAccepted
+		case isConditionFailed(err):
+			outcomes[i] = outcomeRefused
+			s.tel.refused(relayID, op, buckets[i])
+		default:
+			s.tel.failed(relayID, op, buckets[i], err)
+			return fmt.Errorf("outboxddb: %s lease of bucket %d for relay %q: %w", op, buckets[i], relayID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, o := range outcomes {
+		switch o {
+		case outcomeAccepted:
+			accepted = append(accepted, buckets[i])
+		case outcomeRefused:
+			refused = append(refused, buckets[i])
+		}
+	}
+	return accepted, refused, nil
+}
+
+func (s *Store) leaseUpdate(bucket int, update, condition string, values map[string]types.AttributeValue) *dynamodb.UpdateItemInput {
+	return &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.opts.TableName),
+		Key:                       s.keys.leaseKey(bucket),
+		UpdateExpression:          aws.String(update),
+		ConditionExpression:       aws.String(condition),
+		ExpressionAttributeNames:  names("#owner", attrOwner, "#expires", attrExpiresAt),
+		ExpressionAttributeValues: values,
+	}
+}
+
+// heartbeat writes the relay's LastSeenUtc = now, conditional on moving it
+// forward, so a request the relay gave up on cannot put an older round
+// back. It reports false when DynamoDB refused it.
+func (s *Store) heartbeat(ctx context.Context, relayID string, now int64) (bool, error) {
+	s.mu.Lock()
+	s.lastHeartbeatSent = max(s.lastHeartbeatSent, now)
+	s.mu.Unlock()
+	item := s.keys.relayKey(relayID)
+	item[attrLastSeen] = num(now)
+	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                 aws.String(s.opts.TableName),
+		Item:                      item,
+		ConditionExpression:       aws.String(exprHeartbeatCondition),
+		ExpressionAttributeNames:  names("#lastSeen", attrLastSeen),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":now": num(now)},
+	})
+	switch {
+	case err == nil:
+		return true, nil
+	case isConditionFailed(err):
+		s.tel.refused(relayID, OpHeartbeat, -1)
+		return false, nil
+	default:
+		s.tel.failed(relayID, OpHeartbeat, -1, err)
+		return false, fmt.Errorf("outboxddb: heartbeat of relay %q: %w", relayID, err)
+	}
+}
+
+func checkLeaseRequest(op string, req outbox.LeaseRequest) error {
+	if err := outbox.ValidateRelayID(req.RelayID); err != nil {
+		return err
+	}
+	if req.LeaseDuration <= 0 {
+		return outbox.Misconfigured(op, "lease duration must be > 0, got %v", req.LeaseDuration)
+	}
+	return nil
+}

@@ -1,0 +1,377 @@
+package outboxddb
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/spillway-dev/spillway/outbox"
+)
+
+// Writer enqueues messages: into the caller's own TransactWriteItems
+// (TransactItem, TransactItems) or on their own (Enqueue, EnqueueBatch).
+//
+// DynamoDB has no auto-increment, so every message first takes the next
+// number of its bucket's counter, outside the transaction. The order of two
+// messages in a bucket is the order of their reservations; a reservation
+// that never commits leaves a harmless gap. Build the items inside your retry
+// loop: a transaction rebuilt from fresh state must reserve again.
+//
+// A Writer is safe for concurrent use.
+type Writer struct {
+	client Client
+	opts   Options
+	keys   keys
+	tel    telemetry
+}
+
+// NewWriter returns a writer for the outbox described by opts.
+func NewWriter(client Client, opts Options) (*Writer, error) {
+	opts, err := opts.resolve()
+	if err != nil {
+		return nil, err
+	}
+	if client == nil {
+		return nil, outbox.Misconfigured("new writer", "DynamoDB client is nil")
+	}
+	return &Writer{client: client, opts: opts, keys: newKeys(opts), tel: telemetry{opts.Observer, opts.Clock}}, nil
+}
+
+// TransactItem reserves msg's sequence number and returns the Put to include
+// in the caller's TransactWriteItems, and msg with its Sequence set. The Put
+// carries attribute_not_exists, so a counter that someone reset fails the
+// transaction instead of overwriting a pending message; pass the error to
+// ExplainTransactionError to learn which message holds the number. Call
+// NotifyCommitted after the transaction committed.
+func (w *Writer) TransactItem(ctx context.Context, msg outbox.Message) (types.TransactWriteItem, outbox.Message, error) {
+	items, msgs, err := w.TransactItems(ctx, []outbox.Message{msg})
+	if err != nil {
+		return types.TransactWriteItem{}, outbox.Message{}, err
+	}
+	return items[0], msgs[0], nil
+}
+
+// TransactItems is TransactItem for several messages: one reservation per
+// distinct bucket (in parallel, up to MaxConcurrency), numbers assigned in
+// list order within each bucket. The items and messages come back in input
+// order. Every message is validated before any request; an empty list makes
+// no request.
+func (w *Writer) TransactItems(ctx context.Context, msgs []outbox.Message) ([]types.TransactWriteItem, []outbox.Message, error) {
+	msgs, puts, err := w.prepare(ctx, msgs)
+	if err != nil || len(puts) == 0 {
+		return nil, nil, err
+	}
+	items := make([]types.TransactWriteItem, len(puts))
+	for i := range puts {
+		items[i] = types.TransactWriteItem{Put: &puts[i]}
+	}
+	return items, msgs, nil
+}
+
+// Enqueue stores one message that has no business write, with one PutItem,
+// and then notifies. It is safe under the SDK's retries: a retried request
+// whose first attempt was applied is refused by its own item, which counts
+// as success. Running Enqueue again after an ambiguous error stores a second
+// copy under a new sequence number with the same message id (consumers
+// deduplicate on the id).
+func (w *Writer) Enqueue(ctx context.Context, msg outbox.Message) (outbox.Message, error) {
+	msgs, puts, err := w.prepare(ctx, []outbox.Message{msg})
+	if err != nil {
+		return outbox.Message{}, err
+	}
+	m, put := msgs[0], puts[0]
+	_, err = w.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                           put.TableName,
+		Item:                                put.Item,
+		ConditionExpression:                 put.ConditionExpression,
+		ExpressionAttributeNames:            put.ExpressionAttributeNames,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err != nil {
+		var ccf *types.ConditionalCheckFailedException
+		if !errors.As(err, &ccf) {
+			w.tel.failed("", OpEnqueue, m.Bucket, err)
+			return outbox.Message{}, fmt.Errorf("outboxddb: enqueue message %s (bucket %d, sequence %d): %w", m.ID, m.Bucket, m.Sequence, err)
+		}
+		w.tel.refused("", OpEnqueue, m.Bucket)
+		held := storedMessageID(ccf.Item)
+		if held != m.ID {
+			return outbox.Message{}, &SequenceTakenError{Bucket: m.Bucket, Sequence: m.Sequence, MessageID: m.ID, HeldBy: held, Err: err}
+		}
+		// The SDK retried a request whose first attempt was applied.
+	}
+	w.NotifyCommitted(ctx, m)
+	return m, nil
+}
+
+// EnqueueBatch stores up to MaxTransactionItems messages that have no
+// business write, all or nothing, in one TransactWriteItems, and then
+// notifies. Each call sends a fresh ClientRequestToken, so the SDK's retries
+// of the call are idempotent; a retry that arrives after the token expired
+// is refused by the call's own items, which counts as success. An empty list
+// makes no request; a longer one is rejected before any request.
+func (w *Writer) EnqueueBatch(ctx context.Context, msgs []outbox.Message) ([]outbox.Message, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	if len(msgs) > MaxTransactionItems {
+		return nil, fmt.Errorf("outboxddb: enqueue %d messages: %w: at most %d per transaction", len(msgs), outbox.ErrInvalidMessage, MaxTransactionItems)
+	}
+	msgs, puts, err := w.prepare(ctx, msgs)
+	if err != nil {
+		return nil, err
+	}
+	items := make([]types.TransactWriteItem, len(puts))
+	for i := range puts {
+		items[i] = types.TransactWriteItem{Put: &puts[i]}
+	}
+	_, err = w.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+		TransactItems:      items,
+		ClientRequestToken: aws.String(newRequestToken()),
+	})
+	if err != nil {
+		if w.ownRetry(err, msgs) {
+			w.tel.refused("", OpEnqueueBatch, -1)
+		} else {
+			w.tel.failed("", OpEnqueueBatch, -1, err)
+			return nil, w.explain(err, items, fmt.Sprintf("outboxddb: enqueue %d messages", len(msgs)))
+		}
+	}
+	w.NotifyCommitted(ctx, msgs...)
+	return msgs, nil
+}
+
+// NotifyCommitted wakes the relays for the buckets of msgs. Call it only
+// after the transaction carrying msgs committed. Without a Notifier it does
+// nothing; a notifier's error is logged, never returned: relays still find
+// the messages by polling.
+func (w *Writer) NotifyCommitted(ctx context.Context, msgs ...outbox.Message) {
+	if w.opts.Notifier == nil || len(msgs) == 0 {
+		return
+	}
+	buckets := make([]int, 0, len(msgs))
+	for _, m := range msgs {
+		buckets = append(buckets, m.Bucket)
+	}
+	slices.Sort(buckets)
+	buckets = slices.Compact(buckets)
+	if err := w.opts.Notifier.Notify(ctx, outbox.WakeUp{Buckets: buckets}); err != nil {
+		w.opts.Logger.WarnContext(ctx, "outboxddb: wake-up after commit failed; the relay finds the messages by polling",
+			"buckets", buckets, "error", err)
+	}
+}
+
+// ExplainTransactionError turns the error of a caller's TransactWriteItems
+// that included items from TransactItems into a *SequenceTakenError when one
+// of those items was refused because its sequence number holds another
+// message. items must be the transaction's items in request order. Any
+// other error comes back unchanged.
+func (w *Writer) ExplainTransactionError(err error, items []types.TransactWriteItem) error {
+	if err == nil {
+		return nil
+	}
+	if taken := w.sequenceTaken(err, items); taken != nil {
+		return taken
+	}
+	return err
+}
+
+// prepare validates msgs, reserves their numbers and builds their Puts.
+func (w *Writer) prepare(ctx context.Context, msgs []outbox.Message) ([]outbox.Message, []types.Put, error) {
+	if len(msgs) == 0 {
+		return nil, nil, nil
+	}
+	out := make([]outbox.Message, len(msgs))
+	total := 0
+	for i, m := range msgs {
+		if m.CreatedAt.IsZero() {
+			m.CreatedAt = w.opts.Clock.Now()
+		}
+		if err := w.validate(m); err != nil {
+			return nil, nil, err
+		}
+		size := itemSize(w.keys.encodeMessage(m, w.opts.BucketCount))
+		if size > MaxItemSize {
+			return nil, nil, &ItemTooLargeError{MessageID: m.ID, Size: size, Limit: MaxItemSize}
+		}
+		total += size
+		out[i] = m
+	}
+	if total > MaxTransactionSize {
+		return nil, nil, &ItemTooLargeError{Size: total, Limit: MaxTransactionSize}
+	}
+	if err := w.reserve(ctx, out); err != nil {
+		return nil, nil, err
+	}
+	puts := make([]types.Put, len(out))
+	for i, m := range out {
+		puts[i] = types.Put{
+			TableName:                           aws.String(w.opts.TableName),
+			Item:                                w.keys.encodeMessage(m, w.opts.BucketCount),
+			ConditionExpression:                 aws.String(exprMessageIsNew),
+			ExpressionAttributeNames:            names("#pk", w.opts.PartitionKey),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}
+	}
+	return out, puts, nil
+}
+
+func (w *Writer) validate(m outbox.Message) error {
+	var problem string
+	switch {
+	case m.Bucket < 0 || m.Bucket >= w.opts.BucketCount:
+		problem = fmt.Sprintf("bucket %d outside [0, %d); was the message built with another bucket count?", m.Bucket, w.opts.BucketCount)
+	case m.ID.IsZero():
+		problem = "message id is zero"
+	case m.Topic == "":
+		problem = "topic is empty"
+	case m.Partition != nil && *m.Partition < 0:
+		problem = fmt.Sprintf("partition %d is negative", *m.Partition)
+	default:
+		return nil
+	}
+	return fmt.Errorf("outboxddb: enqueue message %s: %w: %s", m.ID, outbox.ErrInvalidMessage, problem)
+}
+
+// reserve takes one block of numbers per distinct bucket and hands them out
+// in list order, setting each message's Sequence.
+func (w *Writer) reserve(ctx context.Context, msgs []outbox.Message) error {
+	var buckets []int
+	counts := map[int]int64{}
+	for _, m := range msgs {
+		if counts[m.Bucket] == 0 {
+			buckets = append(buckets, m.Bucket)
+		}
+		counts[m.Bucket]++
+	}
+	last := make([]int64, len(buckets))
+	err := forEach(ctx, w.opts.MaxConcurrency, len(buckets), func(ctx context.Context, i int) error {
+		n, err := w.reserveBlock(ctx, buckets[i], counts[buckets[i]])
+		last[i] = n
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	next := make(map[int]int64, len(buckets))
+	for i, b := range buckets {
+		next[b] = last[i] - counts[b] + 1
+	}
+	for i := range msgs {
+		msgs[i].Sequence = next[msgs[i].Bucket]
+		next[msgs[i].Bucket]++
+	}
+	return nil
+}
+
+// reserveBlock adds n to the bucket's counter and returns the new value, the
+// last number reserved. ADD creates a missing counter at zero, so a bucket's
+// first number is 1.
+func (w *Writer) reserveBlock(ctx context.Context, bucket int, n int64) (int64, error) {
+	out, err := w.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(w.opts.TableName),
+		Key:                       w.keys.counterKey(bucket),
+		UpdateExpression:          aws.String(exprReserve),
+		ExpressionAttributeNames:  names("#sequence", attrSequence),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":count": num(n)},
+		ReturnValues:              types.ReturnValueUpdatedNew,
+	})
+	if err != nil {
+		w.tel.failed("", OpReserve, bucket, err)
+		return 0, fmt.Errorf("outboxddb: reserve %d sequence number(s) in bucket %d: %w", n, bucket, err)
+	}
+	last, ok := intAttr(out.Attributes, attrSequence)
+	if !ok {
+		return 0, fmt.Errorf("outboxddb: reserve %d sequence number(s) in bucket %d: response carries no integer %s", n, bucket, attrSequence)
+	}
+	return last, nil
+}
+
+// ownRetry reports a transaction refused only by its own items: every
+// cancellation reason is a failed condition whose stored item is the
+// message at the same index. That is the SDK retrying a transaction that
+// was applied after its idempotency token expired.
+func (w *Writer) ownRetry(err error, msgs []outbox.Message) bool {
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) || len(tce.CancellationReasons) != len(msgs) {
+		return false
+	}
+	for i, r := range tce.CancellationReasons {
+		if aws.ToString(r.Code) != "ConditionalCheckFailed" || storedMessageID(r.Item) != msgs[i].ID || msgs[i].ID.IsZero() {
+			return false
+		}
+	}
+	return true
+}
+
+func (w *Writer) explain(err error, items []types.TransactWriteItem, op string) error {
+	if taken := w.sequenceTaken(err, items); taken != nil {
+		return taken
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// sequenceTaken finds an outbox Put among items that a cancelled
+// transaction refused on its condition: the first one held by another
+// message, else the first one refused.
+func (w *Writer) sequenceTaken(err error, items []types.TransactWriteItem) *SequenceTakenError {
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) {
+		return nil
+	}
+	var first *SequenceTakenError
+	for i, r := range tce.CancellationReasons {
+		if i >= len(items) || aws.ToString(r.Code) != "ConditionalCheckFailed" {
+			continue
+		}
+		put := items[i].Put
+		if put == nil || aws.ToString(put.TableName) != w.opts.TableName {
+			continue
+		}
+		pk, _ := stringAttr(put.Item, w.opts.PartitionKey)
+		sk, _ := stringAttr(put.Item, w.opts.SortKey)
+		bucket, isMessage := w.keys.parseMessagePartition(pk)
+		seq, isSeq := parseDigits(sk)
+		raw, _ := stringAttr(put.Item, attrMessageID)
+		id, idErr := outbox.ParseMessageID(raw)
+		if !isMessage || !isSeq || idErr != nil {
+			continue
+		}
+		taken := &SequenceTakenError{Bucket: bucket, Sequence: seq, MessageID: id, HeldBy: storedMessageID(r.Item), Err: err}
+		if !taken.HeldBy.IsZero() && taken.HeldBy != id {
+			return taken
+		}
+		if first == nil {
+			first = taken
+		}
+	}
+	return first
+}
+
+// storedMessageID parses the MessageId of an item DynamoDB returned; zero
+// when absent or not a GUID. Ids are compared parsed, so a writer in another
+// language that stored another GUID spelling still matches.
+func storedMessageID(item map[string]types.AttributeValue) outbox.MessageID {
+	raw, ok := stringAttr(item, attrMessageID)
+	if !ok {
+		return outbox.MessageID{}
+	}
+	id, err := outbox.ParseMessageID(raw)
+	if err != nil {
+		return outbox.MessageID{}
+	}
+	return id
+}
+
+// newRequestToken returns a fresh idempotency token: a random GUID as 32
+// lowercase hex digits.
+func newRequestToken() string {
+	id := outbox.NewMessageID()
+	return hex.EncodeToString(id[:])
+}

@@ -1,0 +1,108 @@
+package outboxkafka
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	mskiam "github.com/twmb/franz-go/pkg/sasl/aws"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/spillway-dev/spillway/outbox"
+)
+
+// clientOpts returns the franz-go options for c (defaults applied and
+// validated): the caller's ExtraOpts first, then every setting the
+// publisher's guarantees rest on, so a later option of ours overrides an
+// earlier one of theirs.
+func (c Config) clientOpts() ([]kgo.Opt, error) {
+	opts := make([]kgo.Opt, 0, len(c.ExtraOpts)+8)
+	opts = append(opts, c.ExtraOpts...)
+	opts = append(opts,
+		kgo.SeedBrokers(c.Brokers...),
+		kgo.ClientID(c.ClientID),
+		// The relay deletes an acknowledged prefix; only acks=all makes
+		// that prefix durable.
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordPartitioner(newPartitioner()),
+		kgo.RecordDeliveryTimeout(c.ProduceTimeout),
+	)
+	if c.tlsEnabled() {
+		if c.TLSConfig != nil {
+			opts = append(opts, kgo.DialTLSConfig(c.TLSConfig.Clone()))
+		} else {
+			opts = append(opts, kgo.DialTLS())
+		}
+	}
+	mech, err := c.Auth.mechanism()
+	if err != nil {
+		return nil, err
+	}
+	if mech != nil {
+		opts = append(opts, kgo.SASL(mech))
+	}
+	return opts, nil
+}
+
+// mechanism returns the SASL mechanism for a, nil for none.
+func (a Auth) mechanism() (sasl.Mechanism, error) {
+	switch a.Mechanism {
+	case AuthSCRAMSHA512:
+		return scram.Auth{User: a.SCRAM.User, Pass: a.SCRAM.Password}.AsSha512Mechanism(), nil
+	case AuthMSKIAM:
+		creds := a.IAM.Credentials
+		if creds == nil {
+			// Loading reads the environment and shared files only; the
+			// chain contacts AWS when a connection asks for credentials.
+			cfg, err := awsconfig.LoadDefaultConfig(context.Background(), awsconfig.WithRegion(a.IAM.Region))
+			if err != nil {
+				return nil, outbox.Misconfigured("kafka publisher config", "auth %s: load the default AWS credential chain: %v", AuthMSKIAM, err)
+			}
+			creds = cfg.Credentials
+		}
+		return iamMechanism(creds, a.IAM.UserAgent), nil
+	default:
+		return nil, nil
+	}
+}
+
+// iamMechanism returns the AWS_MSK_IAM mechanism. franz-go calls the
+// callback once per connection's authentication, so every connection signs
+// with credentials current at that moment.
+func iamMechanism(creds aws.CredentialsProvider, userAgent string) sasl.Mechanism {
+	return mskiam.ManagedStreamingIAM(func(ctx context.Context) (mskiam.Auth, error) {
+		v, err := creds.Retrieve(ctx)
+		if err != nil {
+			return mskiam.Auth{}, fmt.Errorf("outboxkafka: retrieve AWS credentials for MSK IAM: %w", err)
+		}
+		return mskiam.Auth{
+			AccessKey:    v.AccessKeyID,
+			SecretKey:    v.SecretAccessKey,
+			SessionToken: v.SessionToken,
+			UserAgent:    userAgent,
+		}, nil
+	})
+}
+
+// checkGuarantees refuses a client whose options switched off something the
+// acknowledged-prefix contract needs and that no later option can switch
+// back on.
+func checkGuarantees(cl *kgo.Client) error {
+	const op = "kafka publisher options"
+	if on, _ := cl.OptValue(kgo.DisableIdempotentWrite).(bool); on {
+		return outbox.Misconfigured(op, "ExtraOpts disable idempotent writes; without them a failed record does not fail the later records of its partition, so an acknowledged prefix could hide a gap")
+	}
+	if vs := cl.OptValues(kgo.TransactionalID); len(vs) == 2 && vs[1] == true {
+		return outbox.Misconfigured(op, "ExtraOpts set transactional id %q; the relay never drives transactions, so every record would fail", vs[0])
+	}
+	if on, _ := cl.OptValue(kgo.AllowIdempotentProduceCancellation).(bool); on {
+		return outbox.Misconfigured(op, "ExtraOpts allow idempotent produce cancellation; a cancelled in-flight record may still land, then land again when the next owner republishes it")
+	}
+	if on, _ := cl.OptValue(kgo.DefaultProduceTopicAlways).(bool); on {
+		return outbox.Misconfigured(op, "ExtraOpts set DefaultProduceTopicAlways; it would send every message to one topic instead of its own")
+	}
+	return nil
+}

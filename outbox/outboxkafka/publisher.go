@@ -1,0 +1,196 @@
+package outboxkafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/spillway-dev/spillway/outbox"
+)
+
+// Publisher publishes outbox messages with one franz-go client. It is safe
+// for concurrent use; create it once per process and reuse it.
+type Publisher struct {
+	cl       *kgo.Client
+	brokers  string
+	idHeader string
+	clock    outbox.Clock
+}
+
+var _ outbox.Publisher = (*Publisher)(nil)
+
+// New validates cfg, applies its defaults and creates the client. It does
+// not contact the brokers (Init does). A configuration that cannot work,
+// including ExtraOpts that switch off a delivery guarantee, is an error
+// matching outbox.ErrMisconfigured.
+func New(cfg Config) (*Publisher, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	opts, err := cfg.clientOpts()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, outbox.Misconfigured("new kafka publisher", "%v", err)
+	}
+	if err := checkGuarantees(cl); err != nil {
+		cl.Close()
+		return nil, err
+	}
+	return &Publisher{
+		cl:       cl,
+		brokers:  strings.Join(cfg.Brokers, ","),
+		idHeader: cfg.MessageIDHeaderName,
+		clock:    cfg.Clock,
+	}, nil
+}
+
+// Init checks, within ctx, that a broker answers and loads the idempotent
+// producer id, so a relay that cannot publish finds out before it claims any
+// bucket. It may be called again after a failure.
+func (p *Publisher) Init(ctx context.Context) error {
+	if err := p.cl.Ping(ctx); err != nil {
+		return fmt.Errorf("outboxkafka: init: reach brokers %s: %w", p.brokers, err)
+	}
+	if _, _, err := p.cl.ProducerID(ctx); err != nil {
+		return fmt.Errorf("outboxkafka: init: load the idempotent producer id from %s: %w", p.brokers, err)
+	}
+	return nil
+}
+
+// Close closes the client. Publish never returns with records of its own
+// still buffered, so there is nothing left to flush; a Publish running
+// concurrently fails its unsent records with kgo.ErrClientClosed.
+func (p *Publisher) Close() { p.cl.Close() }
+
+// Result is the outcome of one batch.
+type Result struct {
+	// Acked is the length of the contiguous prefix of msgs that Kafka
+	// acknowledged; the relay may delete exactly these rows. A later
+	// record can have succeeded too: it is not counted.
+	Acked int
+	// AckedAt holds, for each acknowledged message of the prefix, when its
+	// acknowledgement arrived (on Config.Clock).
+	AckedAt []time.Time
+	// Err is nil when every message was acknowledged. Otherwise it is the
+	// first failure in batch order (a broker error, a row that could not be
+	// built, such as one with a malformed header blob matching
+	// outbox.ErrHeaderFormat), each naming the message, or, when nothing
+	// failed but ctx ended before every message was acknowledged, an error
+	// matching ctx.Err() (context.Canceled or context.DeadlineExceeded):
+	// the caller stopped the batch, Kafka did not refuse it.
+	Err error
+}
+
+// Publish implements outbox.Publisher; see PublishDetailed.
+func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) (int, error) {
+	res := p.PublishDetailed(ctx, msgs)
+	return res.Acked, res.Err
+}
+
+// PublishDetailed publishes msgs in order and waits for every record it
+// started, so the result is final: nothing of this batch is still in flight
+// when it returns.
+//
+// Every record is handed to the client before any is awaited, so the client
+// batches them. A row that cannot be built stops the batch there: the rows
+// before it are still published and awaited. An empty batch produces
+// nothing. ctx bounds the batch: records not yet sent when it ends fail with
+// its error, while records already sent are awaited, because an idempotent
+// producer cannot know whether the broker wrote them.
+func (p *Publisher) PublishDetailed(ctx context.Context, msgs []outbox.Message) Result {
+	if len(msgs) == 0 {
+		return Result{}
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{Err: stopped(0, len(msgs), err)}
+	}
+	outcomes := make([]outcome, len(msgs))
+	var (
+		wg       sync.WaitGroup
+		started  int
+		buildErr error
+	)
+	for i := range msgs {
+		r, err := newRecord(ctx, &msgs[i], p.idHeader)
+		if err != nil {
+			buildErr = err
+			break
+		}
+		wg.Add(1)
+		o := &outcomes[i]
+		p.cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+			// Promises run one at a time on the client's goroutine; the
+			// WaitGroup orders these writes before the reads below.
+			o.err, o.at = err, p.clock.Now()
+			wg.Done()
+		})
+		started++
+	}
+	if started > 0 {
+		// Flush cuts any linger short. Its error is ctx's, which the
+		// records that it stopped report themselves.
+		_ = p.cl.Flush(ctx)
+	}
+	wg.Wait()
+	return settle(ctx, msgs, outcomes[:started], buildErr)
+}
+
+// outcome is one record's promise result.
+type outcome struct {
+	err error
+	at  time.Time
+}
+
+// settle folds per-record outcomes into a Result: the contiguous prefix of
+// successes and the first failure in batch order, where a record stopped by
+// the caller's ctx is not a failure.
+func settle(ctx context.Context, msgs []outbox.Message, outcomes []outcome, buildErr error) Result {
+	res := Result{AckedAt: make([]time.Time, 0, len(outcomes))}
+	prefix := true
+	var stop error
+	for i, o := range outcomes {
+		switch {
+		case o.err == nil:
+			if prefix {
+				res.Acked++
+				res.AckedAt = append(res.AckedAt, o.at)
+			}
+			continue
+		case isStop(ctx, o.err):
+			if stop == nil {
+				stop = o.err
+			}
+		case res.Err == nil:
+			m := &msgs[i]
+			res.Err = fmt.Errorf("outboxkafka: publish message %s (bucket %d, sequence %d) to %s: %w",
+				m.ID, m.Bucket, m.Sequence, m.Topic, o.err)
+		}
+		prefix = false
+	}
+	if res.Err == nil {
+		res.Err = buildErr
+	}
+	if res.Err == nil && stop != nil {
+		res.Err = stopped(res.Acked, len(msgs), stop)
+	}
+	return res
+}
+
+// isStop reports whether err is the caller's ctx ending rather than a
+// refusal by Kafka or the client.
+func isStop(ctx context.Context, err error) bool {
+	return ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
+}
+
+func stopped(acked, n int, cause error) error {
+	return fmt.Errorf("outboxkafka: publish stopped by the caller after %d of %d messages: %w", acked, n, cause)
+}

@@ -1,0 +1,205 @@
+package outboxtest
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+func TestThrottleNext(t *testing.T) {
+	t.Parallel()
+	d := NewDynamoDB(t, WithoutEnvironment(), WithMaxAttempts(1))
+	table := d.CreateTestTable(t)
+
+	d.Faults.ThrottleNext("PutItem", 1)
+	_, err := d.Client.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: key("P", "1")})
+	var exceeded *types.ProvisionedThroughputExceededException
+	if !errors.As(err, &exceeded) {
+		t.Fatalf("got %v, want ProvisionedThroughputExceededException", err)
+	}
+	if get(t, d.Client, table, "P", "1") != nil {
+		t.Fatal("the throttled put reached the server")
+	}
+	d.Faults.ThrottleNextWith("GetItem", 1, Throttling)
+	_, err = d.Client.GetItem(t.Context(), &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("P", "1")})
+	var throttling *types.ThrottlingException
+	if !errors.As(err, &throttling) {
+		t.Fatalf("got %v, want ThrottlingException", err)
+	}
+	if got := d.Counter.Snapshot(); got.Throttles != 2 || got.Requests["PutItem"] != 1 || got.Requests["GetItem"] != 2 || got.OpWriteUnits["PutItem"] != 0 {
+		t.Fatalf("counts %+v", got)
+	}
+
+	// With retries, two throttles cost two extra attempts and then the
+	// put succeeds; without throttle retries the first one is returned.
+	retrying := d.NewClient(func(o *dynamodb.Options) { o.RetryMaxAttempts = 3 })
+	before := d.Counter.Snapshot()
+	d.Faults.ThrottleNext("PutItem", 2)
+	put(t, retrying, table, key("P", "2"))
+	if got := d.Counter.Snapshot().Since(before); got.Requests["PutItem"] != 3 || got.Throttles != 2 || got.WriteUnits != 1 {
+		t.Fatalf("retried put: %+v", got)
+	}
+	strict := NewDynamoDB(t, WithoutEnvironment(), WithoutThrottleRetries())
+	strictTable := strict.CreateTestTable(t)
+	strict.Faults.ThrottleNext("PutItem", 1)
+	_, err = strict.Client.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(strictTable), Item: key("P", "1")})
+	if !errors.As(err, &exceeded) || strict.Counter.Snapshot().Requests["PutItem"] != 1 {
+		t.Fatalf("without throttle retries: %v after %d attempts", err, strict.Counter.Snapshot().Requests["PutItem"])
+	}
+}
+
+func TestUnprocessedDeletes(t *testing.T) {
+	t.Parallel()
+	d := NewDynamoDB(t, WithoutEnvironment())
+	table := d.CreateTestTable(t)
+	deletes := func(sks ...string) map[string][]types.WriteRequest {
+		var writes []types.WriteRequest
+		for _, sk := range sks {
+			writes = append(writes, types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: key("B", sk)}})
+		}
+		return map[string][]types.WriteRequest{table: writes}
+	}
+	for i := range 5 {
+		put(t, d.Client, table, key("B", strconv.Itoa(i)))
+	}
+	before := d.Counter.Snapshot()
+	d.Faults.UnprocessedDeletes(2)
+	out, err := d.Client.BatchWriteItem(t.Context(), &dynamodb.BatchWriteItemInput{RequestItems: deletes("0", "1", "2", "3", "4")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []string
+	for _, w := range out.UnprocessedItems[table] {
+		held = append(held, scalarText(w.DeleteRequest.Key[DefaultSortKey]))
+	}
+	if !slices.Equal(held, []string{"3", "4"}) {
+		t.Fatalf("unprocessed %v, want the last two deletes", held)
+	}
+	rest, err := query(t.Context(), d.Client, table, "B", true)
+	if err != nil || !slices.Equal(sortKeys(rest.Items), []string{"3", "4"}) {
+		t.Fatalf("left in the table: %v, %v", sortKeys(rest.Items), err)
+	}
+	if got := d.Counter.Snapshot().Since(before); got.OpWriteUnits["BatchWriteItem"] != 3 {
+		t.Fatalf("charged %v write units for 3 processed deletes", got.OpWriteUnits["BatchWriteItem"])
+	}
+
+	// A batch left with nothing to send is answered without a round trip.
+	d.Faults.UnprocessedDeletes(10)
+	out, err = d.Client.BatchWriteItem(t.Context(), &dynamodb.BatchWriteItemInput{RequestItems: deletes("3", "4")})
+	if err != nil || len(out.UnprocessedItems[table]) != 2 {
+		t.Fatalf("all held: %v, %v", out, err)
+	}
+	if got := d.Counter.Snapshot().Since(before); got.Requests["BatchWriteItem"] != 2 {
+		t.Fatalf("counted %d batches, want 2", got.Requests["BatchWriteItem"])
+	}
+	out, err = d.Client.BatchWriteItem(t.Context(), &dynamodb.BatchWriteItemInput{RequestItems: deletes("3", "4")})
+	if err != nil || len(out.UnprocessedItems[table]) != 0 {
+		t.Fatalf("the fault outlived its batch: %v, %v", out.UnprocessedItems, err)
+	}
+}
+
+func TestHideFromNextQuery(t *testing.T) {
+	t.Parallel()
+	d := NewDynamoDB(t, WithoutEnvironment())
+	table := d.CreateTestTable(t)
+	for i := 1; i <= 3; i++ {
+		put(t, d.Client, table, key("M", strconv.Itoa(i)))
+	}
+	d.Faults.HideFromNextQuery("M", "2")
+	first, err := query(t.Context(), d.Client, table, "M", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := query(t.Context(), d.Client, table, "M", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sortKeys(first.Items); !slices.Equal(got, []string{"1", "3"}) || first.Count != 2 {
+		t.Fatalf("first query: %v (count %d), want 1 and 3", got, first.Count)
+	}
+	if got := sortKeys(second.Items); !slices.Equal(got, []string{"1", "2", "3"}) {
+		t.Fatalf("second query: %v, want every item", got)
+	}
+}
+
+func TestLatencyRunsOnTheClock(t *testing.T) {
+	t.Parallel()
+	clock := NewManualClock(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
+	d := NewDynamoDB(t, WithoutEnvironment(), WithClock(clock))
+	table := d.CreateTestTable(t)
+	d.Faults.Latency("GetItem", time.Minute)
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := d.Client.GetItem(t.Context(), &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("P", "1")})
+		done <- err
+	}()
+	clock.BlockUntil(1)
+	if got := d.Counter.Snapshot().Requests["GetItem"]; got != 0 {
+		t.Fatalf("%d GetItem answered before the latency passed", got)
+	}
+	clock.Advance(time.Minute)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() {
+		_, err := d.Client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("P", "1")})
+		done <- err
+	}()
+	clock.BlockUntil(1)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled during latency: %v", err)
+	}
+	d.Faults.Latency("GetItem", 0)
+	get(t, d.Client, table, "P", "1")
+}
+
+func TestLoseResponseRetriesAnAppliedRequest(t *testing.T) {
+	t.Parallel()
+	d := NewDynamoDB(t, WithoutEnvironment())
+	table := d.CreateTestTable(t)
+
+	// The writer's PutItem: the retry of an applied put is refused, and
+	// the refusal carries the item the first attempt stored.
+	item := key("OUTBOX#MESSAGES#0", "0000000000000000001")
+	item["MessageId"] = str("33333333-3333-4333-8333-333333333333")
+	d.Faults.LoseResponse("PutItem")
+	_, err := d.Client.PutItem(t.Context(), &dynamodb.PutItemInput{
+		TableName:                           aws.String(table),
+		Item:                                item,
+		ConditionExpression:                 aws.String("attribute_not_exists(PK)"),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) || scalarText(ccf.Item["MessageId"]) != "33333333-3333-4333-8333-333333333333" {
+		t.Fatalf("retry of an applied put: %v, want a refusal carrying the stored item", err)
+	}
+	if got := d.Counter.Snapshot(); got.Requests["PutItem"] != 2 || got.Refused != 1 {
+		t.Fatalf("counts %+v", got)
+	}
+
+	// A transaction's retry carries the same ClientRequestToken and
+	// succeeds without running again.
+	d.Faults.LoseResponse("TransactWriteItems")
+	_, err = d.Client.TransactWriteItems(t.Context(), &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{{Put: &types.Put{
+		TableName:           aws.String(table),
+		Item:                key("OUTBOX#MESSAGES#0", "0000000000000000002"),
+		ConditionExpression: aws.String("attribute_not_exists(PK)"),
+	}}}})
+	if err != nil {
+		t.Fatalf("transaction with a lost response: %v", err)
+	}
+	if got := d.Counter.Snapshot(); got.Requests["TransactWriteItems"] != 2 || got.Refused != 1 {
+		t.Fatalf("counts %+v", got)
+	}
+}

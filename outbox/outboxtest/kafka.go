@@ -1,0 +1,374 @@
+package outboxtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/spillway-dev/spillway/outbox/outboxconf"
+)
+
+// Kafka defaults.
+const (
+	// DefaultPartitions is the partition count of topics created here.
+	DefaultPartitions = 3
+	// DefaultConsumeTimeout bounds Consume and ConsumeAll.
+	DefaultConsumeTimeout = 15 * time.Second
+)
+
+// KafkaConfig configures StartKafka.
+type KafkaConfig struct {
+	// Topics are created at start (see Kafka.Topic for their names).
+	Topics []string
+	// Partitions per topic; DefaultPartitions when zero.
+	Partitions int32
+	// Brokers is the number of embedded brokers; 1 when zero.
+	Brokers int
+	// Endpoint lists external seed brokers, comma-separated; by default
+	// SPILLWAY_KAFKA_BROKERS when set, else the embedded cluster.
+	Endpoint string
+	// IgnoreEnvironment ignores SPILLWAY_KAFKA_BROKERS.
+	IgnoreEnvironment bool
+}
+
+// Kafka is a Kafka cluster for tests and the local mode: an in-process
+// kfake cluster on 127.0.0.1, or external brokers.
+type Kafka struct {
+	// Brokers are the seed broker addresses.
+	Brokers []string
+	// Cluster is the embedded cluster, for fault injection with ControlKey
+	// and Fault; nil for external brokers.
+	Cluster *kfake.Cluster
+	// External reports external brokers: topics get unique names (Topic)
+	// and Close deletes the topics created here.
+	External bool
+
+	partitions int32
+	suffix     string
+	admin      *kgo.Client
+
+	mu      sync.Mutex
+	created []string
+	closed  bool
+}
+
+// TestClientOpts are the client options tests need against kfake: short
+// metadata refresh and retry backoff, without which each injected retriable
+// error costs about five seconds, and a short fetch wait.
+func TestClientOpts() []kgo.Opt {
+	return []kgo.Opt{
+		kgo.MetadataMinAge(50 * time.Millisecond),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond }),
+		kgo.FetchMaxWait(200 * time.Millisecond),
+	}
+}
+
+// StartKafka starts an embedded cluster, or connects to external brokers,
+// and creates the configured topics. Close releases it.
+func StartKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
+	k := &Kafka{partitions: cfg.Partitions}
+	if k.partitions <= 0 {
+		k.partitions = DefaultPartitions
+	}
+	endpoint := cfg.Endpoint
+	if endpoint == "" && !cfg.IgnoreEnvironment {
+		endpoint = os.Getenv(outboxconf.EnvKafkaBrokers)
+	}
+	if endpoint != "" {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		k.External, k.suffix = true, "-"+hex.EncodeToString(b[:])
+		for _, broker := range strings.Split(endpoint, ",") {
+			if broker = strings.TrimSpace(broker); broker != "" {
+				k.Brokers = append(k.Brokers, broker)
+			}
+		}
+	} else {
+		cluster, err := kfake.NewCluster(kfake.NumBrokers(max(1, cfg.Brokers)))
+		if err != nil {
+			return nil, fmt.Errorf("outboxtest: start embedded Kafka: %w", err)
+		}
+		k.Cluster, k.Brokers = cluster, cluster.ListenAddrs()
+	}
+	admin, err := kgo.NewClient(k.ClientOpts()...)
+	if err != nil {
+		k.closeCluster()
+		return nil, fmt.Errorf("outboxtest: Kafka admin client for %v: %w", k.Brokers, err)
+	}
+	k.admin = admin
+	for _, topic := range cfg.Topics {
+		if err := k.CreateTopic(ctx, k.Topic(topic), k.partitions); err != nil {
+			_ = k.Close()
+			return nil, err
+		}
+	}
+	return k, nil
+}
+
+// NewKafka is StartKafka for a test with the given topics: it fails the
+// test on error and closes the cluster when the test ends.
+func NewKafka(t testing.TB, topics ...string) *Kafka {
+	t.Helper()
+	return NewKafkaWith(t, KafkaConfig{Topics: topics})
+}
+
+// NewKafkaWith is NewKafka with a full configuration.
+func NewKafkaWith(t testing.TB, cfg KafkaConfig) *Kafka {
+	t.Helper()
+	k, err := StartKafka(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := k.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return k
+}
+
+// Topic returns the name topic has on this cluster: itself on the embedded
+// cluster, made unique on external brokers so concurrent runs do not meet.
+// Tests that may run against external brokers produce and consume through
+// it.
+func (k *Kafka) Topic(topic string) string { return topic + k.suffix }
+
+// ClientOpts returns the seed brokers and TestClientOpts, the base of every
+// client of this cluster.
+func (k *Kafka) ClientOpts() []kgo.Opt {
+	return append([]kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, TestClientOpts()...)
+}
+
+// CreateTopic creates topic (its full name, see Topic) with the given
+// number of partitions; an existing topic is left as it is. On external
+// brokers Close deletes it.
+func (k *Kafka) CreateTopic(ctx context.Context, topic string, partitions int32) error {
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 30_000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic = topic
+	rt.NumPartitions = partitions
+	rt.ReplicationFactor = -1
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, k.admin)
+	if err != nil {
+		return fmt.Errorf("outboxtest: create topic %s: %w", topic, err)
+	}
+	for _, t := range resp.Topics {
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("outboxtest: create topic %s: %w", topic, err)
+		}
+	}
+	if k.External {
+		k.mu.Lock()
+		k.created = append(k.created, topic)
+		k.mu.Unlock()
+	}
+	return nil
+}
+
+// Consume reads topic from the start until it has n records and returns the
+// first n it read (per-partition order, partitions interleaved), with
+// headers. It fails the test after DefaultConsumeTimeout.
+func (k *Kafka) Consume(t testing.TB, topic string, n int) []*kgo.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), DefaultConsumeTimeout)
+	defer cancel()
+	recs, err := k.ConsumeContext(ctx, topic, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+// ConsumeContext is Consume with an error, returned with the records read
+// so far when ctx ends first.
+func (k *Kafka) ConsumeContext(ctx context.Context, topic string, n int) ([]*kgo.Record, error) {
+	cl, err := kgo.NewClient(append(k.ClientOpts(),
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	)...)
+	if err != nil {
+		return nil, fmt.Errorf("outboxtest: consume %s: %w", topic, err)
+	}
+	defer cl.Close()
+	var recs []*kgo.Record
+	for len(recs) < n {
+		fetches := cl.PollFetches(ctx)
+		recs = append(recs, fetches.Records()...)
+		if ctx.Err() != nil && len(recs) < n {
+			return recs, fmt.Errorf("outboxtest: consumed %d of %d records from %s: %w", len(recs), n, topic, ctx.Err())
+		}
+	}
+	return recs[:n], nil
+}
+
+// ConsumeAll returns every record of topic up to the end offsets it had
+// when called, partition by partition (partition 0 first), with headers.
+// It fails the test after DefaultConsumeTimeout. Offsets are assumed
+// contiguous (no transactional control records), as the outbox producer
+// writes them.
+func (k *Kafka) ConsumeAll(t testing.TB, topic string) []*kgo.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), DefaultConsumeTimeout)
+	defer cancel()
+	recs, err := k.ConsumeAllContext(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+// ConsumeAllContext is ConsumeAll with an error.
+func (k *Kafka) ConsumeAllContext(ctx context.Context, topic string) ([]*kgo.Record, error) {
+	ends, err := k.endOffsets(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	starts := map[int32]kgo.Offset{}
+	for p, end := range ends {
+		if end > 0 {
+			starts[int32(p)] = kgo.NewOffset().AtStart()
+		}
+	}
+	byPartition := make([][]*kgo.Record, len(ends))
+	if len(starts) > 0 {
+		cl, err := kgo.NewClient(append(k.ClientOpts(), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: starts}))...)
+		if err != nil {
+			return nil, fmt.Errorf("outboxtest: consume %s: %w", topic, err)
+		}
+		defer cl.Close()
+		for remaining := len(starts); remaining > 0; {
+			fetches := cl.PollFetches(ctx)
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("outboxtest: consume %s to its end offsets %v: %w", topic, ends, ctx.Err())
+			}
+			for _, r := range fetches.Records() {
+				end := ends[r.Partition]
+				if r.Offset >= end {
+					continue
+				}
+				byPartition[r.Partition] = append(byPartition[r.Partition], r)
+				if r.Offset == end-1 {
+					remaining--
+				}
+			}
+		}
+	}
+	var out []*kgo.Record
+	for _, recs := range byPartition {
+		out = append(out, recs...)
+	}
+	return out, nil
+}
+
+// endOffsets returns the next offset of every partition of topic.
+func (k *Kafka) endOffsets(ctx context.Context, topic string) ([]int64, error) {
+	meta := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(topic)
+	meta.Topics = append(meta.Topics, mt)
+	mresp, err := meta.RequestWith(ctx, k.admin)
+	if err != nil {
+		return nil, fmt.Errorf("outboxtest: metadata of %s: %w", topic, err)
+	}
+	if len(mresp.Topics) != 1 {
+		return nil, fmt.Errorf("outboxtest: metadata of %s: %d topics in answer", topic, len(mresp.Topics))
+	}
+	if err := kerr.ErrorForCode(mresp.Topics[0].ErrorCode); err != nil {
+		return nil, fmt.Errorf("outboxtest: metadata of %s: %w", topic, err)
+	}
+	list := kmsg.NewPtrListOffsetsRequest()
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = topic
+	for _, p := range mresp.Topics[0].Partitions {
+		lp := kmsg.NewListOffsetsRequestTopicPartition()
+		lp.Partition = p.Partition
+		lp.Timestamp = -1 // latest
+		lt.Partitions = append(lt.Partitions, lp)
+	}
+	list.Topics = append(list.Topics, lt)
+	lresp, err := list.RequestWith(ctx, k.admin)
+	if err != nil {
+		return nil, fmt.Errorf("outboxtest: end offsets of %s: %w", topic, err)
+	}
+	ends := make([]int64, len(mresp.Topics[0].Partitions))
+	for _, t := range lresp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return nil, fmt.Errorf("outboxtest: end offset of %s[%d]: %w", topic, p.Partition, err)
+			}
+			if int(p.Partition) < len(ends) {
+				ends[p.Partition] = p.Offset
+			}
+		}
+	}
+	return ends, nil
+}
+
+// Close deletes the topics created on external brokers, or stops the
+// embedded cluster. It is safe to call more than once.
+func (k *Kafka) Close() error {
+	k.mu.Lock()
+	if k.closed {
+		k.mu.Unlock()
+		return nil
+	}
+	k.closed = true
+	topics := k.created
+	k.mu.Unlock()
+
+	var errs []error
+	if len(topics) > 0 && k.admin != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		req := kmsg.NewPtrDeleteTopicsRequest()
+		req.TimeoutMillis = 30_000
+		for _, topic := range topics {
+			dt := kmsg.NewDeleteTopicsRequestTopic()
+			dt.Topic = kmsg.StringPtr(topic)
+			req.Topics = append(req.Topics, dt)
+			req.TopicNames = append(req.TopicNames, topic)
+		}
+		resp, err := req.RequestWith(ctx, k.admin)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("outboxtest: delete topics %v: %w", topics, err))
+		} else {
+			for _, t := range resp.Topics {
+				if err := kerr.ErrorForCode(t.ErrorCode); err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
+					errs = append(errs, fmt.Errorf("outboxtest: delete topic %s: %w", derefString(t.Topic), err))
+				}
+			}
+		}
+	}
+	if k.admin != nil {
+		k.admin.Close()
+	}
+	k.closeCluster()
+	return errors.Join(errs...)
+}
+
+func (k *Kafka) closeCluster() {
+	if k.Cluster != nil {
+		k.Cluster.Close()
+	}
+}
+
+func derefString(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,253 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+)
+
+// RelayConfig wires a relay to its store, publisher and environment.
+type RelayConfig struct {
+	// Options are the relay options; zero fields take their defaults.
+	Options RelayOptions
+	// Store is the outbox table (required).
+	Store Store
+	// Publisher sends to Kafka (required).
+	Publisher Publisher
+	// Clock is the source of time. Default SystemClock.
+	Clock Clock
+	// Notifier sends the wake-up a stopping relay owes when work is left.
+	// Optional: without one the next schedule finds the work.
+	Notifier Notifier
+	// Observer receives events. Optional.
+	Observer Observer
+	// Tracer opens spans around acquire, drain, publish, delete and release.
+	// Default NoopTracer.
+	Tracer Tracer
+	// Logger receives the relay's logs. Default slog.Default().
+	Logger *slog.Logger
+	// MaxHops bounds a chain of continuation wake-ups: a run started by hop
+	// n sends hop n+1 only while n+1 <= MaxHops. Zero sends none.
+	MaxHops int
+}
+
+// Relay moves messages from a Store to a Publisher under fair-share leases.
+// One relay runs one Run at a time; its state (owned buckets, per-bucket
+// head-row backoff) carries over between runs, as a warm Lambda execution
+// environment resumes its own leases.
+type Relay struct {
+	opts     RelayOptions
+	store    Store
+	pub      Publisher
+	clock    Clock
+	notifier Notifier
+	obs      Observer
+	tracer   Tracer
+	log      *slog.Logger
+	maxHops  int
+	jitter   *jitter
+	req      LeaseRequest
+
+	running sync.Mutex
+
+	mu      sync.Mutex
+	lease   leaseState
+	heads   map[int]*headRow
+	lastDel map[int]bool
+}
+
+// NewRelay validates cfg and returns a relay. A nil store or publisher and
+// invalid options are misconfigurations.
+func NewRelay(cfg RelayConfig) (*Relay, error) {
+	opts := cfg.Options.WithDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Store == nil || cfg.Publisher == nil {
+		return nil, Misconfigured("new relay", "a store and a publisher are required")
+	}
+	r := &Relay{
+		opts:     opts,
+		store:    cfg.Store,
+		pub:      cfg.Publisher,
+		clock:    cfg.Clock,
+		notifier: cfg.Notifier,
+		obs:      cfg.Observer,
+		tracer:   cfg.Tracer,
+		log:      cfg.Logger,
+		maxHops:  cfg.MaxHops,
+		jitter:   newJitter(opts.RelayID),
+		req:      LeaseRequest{RelayID: opts.RelayID, BucketCount: opts.BucketCount, LeaseDuration: opts.LeaseDuration},
+		heads:    map[int]*headRow{},
+	}
+	if r.clock == nil {
+		r.clock = SystemClock{}
+	}
+	if r.tracer == nil {
+		r.tracer = NoopTracer{}
+	}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	r.log = r.log.With("relay_id", opts.RelayID)
+	return r, nil
+}
+
+// Options returns the relay's effective options.
+func (r *Relay) Options() RelayOptions { return r.opts }
+
+// Trigger says why a run started; it decides whether the relay joins the
+// fleet at once or first checks that someone must.
+type Trigger string
+
+// Triggers of a run.
+const (
+	// TriggerDirect joins the fleet at once (CLI drain, always-on relays).
+	TriggerDirect Trigger = "direct"
+	// TriggerSchedule is the periodic sweep: probe every bucket with a cheap
+	// read and join only if pending work has no live owner.
+	TriggerSchedule Trigger = "schedule"
+	// TriggerWake is a wake-up for hinted buckets (commit notification,
+	// stream record, continuation): join only if a hinted bucket has no live
+	// owner.
+	TriggerWake Trigger = "wake"
+)
+
+// RunInput parameterises one run.
+type RunInput struct {
+	// Trigger decides how the run starts. Default TriggerDirect.
+	Trigger Trigger
+	// Deadline is when the run must have returned, on the relay's Clock.
+	// Zero means no deadline: the run ends when drained or ctx is done.
+	Deadline time.Time
+	// Buckets are the hinted buckets of a wake-up; empty means unknown.
+	Buckets []int
+	// Hop is the wake-up chain position of this run (0 for writers' wake-ups
+	// and the schedule).
+	Hop int
+	// Join makes a woken relay take a share even when live peers hold its
+	// hinted buckets.
+	Join bool
+}
+
+// StopReason says why a run returned.
+type StopReason string
+
+// Stop reasons.
+const (
+	// StopNothingPending: a sweep found no pending message.
+	StopNothingPending StopReason = "nothing-pending"
+	// StopPeerLive: every bucket with work is held by a live peer that will
+	// drain it.
+	StopPeerLive StopReason = "peer-live"
+	// StopDrained: drain mode found no more work after the idle timeout.
+	StopDrained StopReason = "drained"
+	// StopBudget: the budget (deadline minus stop margin) was reached.
+	StopBudget StopReason = "budget"
+	// StopCancelled: ctx was cancelled.
+	StopCancelled StopReason = "cancelled"
+	// StopFatal: a misconfiguration or publisher initialisation failure.
+	StopFatal StopReason = "fatal"
+)
+
+// RunResult summarises one run.
+type RunResult struct {
+	Reason StopReason
+	// Joined reports that the relay wrote a heartbeat and took part in the
+	// fleet; false for runs that only probed or read.
+	Joined bool
+	// Published counts messages acknowledged by Kafka (retries count again).
+	Published int
+	// Deleted counts messages removed from the table.
+	Deleted int
+	// MaxOwned is the largest number of buckets owned at once.
+	MaxOwned int
+	// Rounds counts acquisition rounds.
+	Rounds int
+	// Refused counts conditional writes the store refused in this run.
+	Refused int
+	// Released lists the buckets released by the stop protocol.
+	Released []int
+	// ReleaseSkipped reports that the stop protocol did not fit before the
+	// deadline; the leases lapse after LeaseDuration instead.
+	ReleaseSkipped bool
+	// WorkLeft lists buckets found pending after the stop, for which a
+	// wake-up was sent when allowed.
+	WorkLeft []int
+	// WakeUpSent reports that the stop sent a wake-up.
+	WakeUpSent bool
+	// Errors counts failed cycles (backed off and retried).
+	Errors int
+	// Started and Ended are on the relay's clock.
+	Started, Ended time.Time
+	// BudgetUsed is the share of the time to the deadline spent, in percent;
+	// zero without a deadline.
+	BudgetUsed float64
+}
+
+// Run is one relay lifetime: it joins the fleet if the trigger calls for it,
+// relays until its work is done or its budget is spent, then stops
+// gracefully if that fits before the deadline. It returns an error only for
+// what must not be retried (misconfiguration) and for a publisher that
+// cannot start; every other failure is backed off and retried inside the run.
+func (r *Relay) Run(ctx context.Context, in RunInput) (RunResult, error) {
+	r.running.Lock()
+	defer r.running.Unlock()
+	run := r.newRun(ctx, in)
+	err := run.execute()
+	run.res.Ended = r.clock.Now()
+	if !in.Deadline.IsZero() {
+		total := in.Deadline.Sub(run.res.Started)
+		if total > 0 {
+			run.res.BudgetUsed = 100 * float64(run.res.Ended.Sub(run.res.Started)) / float64(total)
+		}
+	}
+	Emit(r.obs, Event{Kind: EventStop, Time: run.res.Ended, RelayID: r.opts.RelayID, Bucket: -1,
+		Op: string(run.res.Reason), Duration: run.res.Ended.Sub(run.res.Started), Count: int(run.res.BudgetUsed + 0.5)})
+	r.log.LogAttrs(ctx, slog.LevelInfo, "relay run finished",
+		slog.String("reason", string(run.res.Reason)), slog.Bool("joined", run.res.Joined),
+		slog.Int("published", run.res.Published), slog.Int("deleted", run.res.Deleted),
+		slog.Int("rounds", run.res.Rounds), slog.Int("refused", run.res.Refused),
+		slog.Bool("release_skipped", run.res.ReleaseSkipped), slog.Any("work_left", run.res.WorkLeft))
+	return run.res, err
+}
+
+// stopMargin is the time kept back before the deadline: the configured
+// margin, but never more than a third of the time left, so short deadlines
+// still relay.
+func (r *Relay) stopMargin(now, deadline time.Time) time.Duration {
+	m := r.opts.StopMargin
+	if third := deadline.Sub(now) / 3; third < m {
+		m = third
+	}
+	return max(m, 0)
+}
+
+// ownedBuckets returns a copy of the owned set.
+func (r *Relay) ownedBuckets() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.lease.owned)
+}
+
+func (r *Relay) emit(e Event) {
+	if r.obs == nil {
+		return
+	}
+	if e.Time.IsZero() {
+		e.Time = r.clock.Now()
+	}
+	e.RelayID = r.opts.RelayID
+	Emit(r.obs, e)
+}
+
+// errCycle wraps a cycle failure that is retried after a backoff.
+func errCycle(op string, err error) error { return fmt.Errorf("outbox: relay %s: %w", op, err) }
+
+func isContextErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}

@@ -1,0 +1,328 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+)
+
+// headRow remembers a bucket whose head row Kafka refused: the bucket
+// retries only that row, on its own backoff, while other buckets drain.
+type headRow struct {
+	id       MessageID
+	failures int
+	retryAt  time.Time
+}
+
+// bucketResult is what draining one bucket in a sweep produced.
+type bucketResult struct {
+	bucket    int
+	published int
+	// more: the bucket still has work (full batch, backoff, rebalance due).
+	more bool
+	err  error
+}
+
+// sweep drains the ready buckets in parallel, bounded by MaxConcurrency.
+// Each bucket drains batch after batch until it is empty, a rebalance is due,
+// the budget is reached or its head row fails.
+func (u *run) sweep() (int, error) {
+	r := u.r
+	ready := u.ready
+	results := make([]bucketResult, len(ready))
+	sem := make(chan struct{}, r.opts.MaxConcurrency)
+	var wg sync.WaitGroup
+	for i, b := range ready {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			results[i] = u.drainBucket(b)
+		}()
+	}
+	wg.Wait()
+
+	published := 0
+	var firstErr error
+	u.ready = u.ready[:0:0]
+	for _, res := range results {
+		published += res.published
+		if res.err != nil && firstErr == nil {
+			firstErr = res.err
+		}
+		if res.more && res.err == nil {
+			u.ready = append(u.ready, res.bucket)
+		}
+	}
+	u.res.Published += published
+	return published, firstErr
+}
+
+// drainBucket relays one bucket: fetch, check the lease, publish with
+// in-flight renewal, delete the acknowledged prefix, repeat.
+func (u *run) drainBucket(bucket int) (res bucketResult) {
+	r := u.r
+	res.bucket = bucket
+	ctx, span := r.tracer.Start(u.ctx, SpanDrain)
+	span.Annotate(AnnotationRelayID, r.opts.RelayID)
+	span.Annotate(AnnotationBucket, bucket)
+	defer func() {
+		span.Annotate(AnnotationMessages, res.published)
+		span.End(res.err)
+	}()
+	for {
+		now := r.clock.Now()
+		if ctx.Err() != nil || u.overBudget(now) {
+			res.more = true
+			return res
+		}
+		if r.acquisitionDue(now) {
+			res.more = true
+			return res
+		}
+		size := r.opts.BatchSize
+		head := r.headState(bucket)
+		if head != nil {
+			if now.Before(head.retryAt) {
+				res.more = true
+				return res
+			}
+			size = 1
+			r.emit(Event{Kind: EventHeadRowRetry, Bucket: bucket})
+		}
+		n, more, err := u.relayBatch(ctx, bucket, size, head)
+		res.published += n
+		if err != nil || !more {
+			res.err = err
+			return res
+		}
+		if head != nil && r.headState(bucket) != nil {
+			// The head row failed again: wait out its backoff.
+			res.more = true
+			return res
+		}
+	}
+}
+
+// relayBatch moves one batch. more reports that the bucket may hold more
+// work right away.
+func (u *run) relayBatch(ctx context.Context, bucket, size int, head *headRow) (published int, more bool, err error) {
+	r := u.r
+	msgs, err := r.store.FetchBatch(ctx, bucket, size)
+	if err != nil {
+		return 0, false, errCycle(fmt.Sprintf("fetch bucket %d", bucket), err)
+	}
+	if len(msgs) == 0 {
+		r.clearHead(bucket)
+		return 0, false, nil
+	}
+	r.emit(Event{Kind: EventBatchFetched, Bucket: bucket, Count: len(msgs)})
+	if head != nil && msgs[0].ID != head.id {
+		// A peer published the failing row meanwhile: its backoff no
+		// longer applies.
+		r.clearHead(bucket)
+	}
+	if err := u.prepareLease(ctx, bucket); err != nil {
+		return 0, false, err
+	}
+
+	acked, perr, ackAt := u.publishUnderLease(ctx, bucket, msgs)
+	if !r.holds(bucket, r.clock.Now()) {
+		// Appended records cannot be recalled, but rows published after the
+		// lease ran out stay for the next owner: duplicates, never loss.
+		r.emit(Event{Kind: EventPublish, Bucket: bucket, Err: ErrLeaseLost})
+		return 0, false, errCycle(fmt.Sprintf("publish bucket %d", bucket), fmt.Errorf("lease expired before publishing completed: %w", ErrLeaseLost))
+	}
+	lat := make([]time.Duration, acked)
+	for i := range acked {
+		lat[i] = ackAt.Sub(msgs[i].CreatedAt)
+	}
+	r.emit(Event{Kind: EventPublish, Bucket: bucket, Count: acked, Latencies: lat, Err: perr, Time: ackAt})
+
+	if acked > 0 {
+		dctx, span := r.tracer.Start(ctx, SpanDelete)
+		span.Annotate(AnnotationBucket, bucket)
+		span.Annotate(AnnotationMessages, acked)
+		err := r.store.MarkPublished(dctx, bucket, msgs[:acked])
+		span.End(err)
+		if err != nil {
+			return acked, false, errCycle(fmt.Sprintf("delete %d published messages of bucket %d", acked, bucket), err)
+		}
+		r.emit(Event{Kind: EventDelete, Bucket: bucket, Count: acked})
+		u.resMu.Lock()
+		u.res.Deleted += acked
+		u.resMu.Unlock()
+	}
+	if perr != nil {
+		if isContextErr(perr) && ctx.Err() != nil {
+			return acked, true, nil
+		}
+		delay := r.recordHeadFailure(bucket, msgs[acked].ID)
+		r.log.LogAttrs(ctx, slog.LevelWarn, "publish failed; bucket backs off",
+			slog.Int("bucket", bucket), slog.String("message_id", msgs[acked].ID.String()),
+			slog.Int64("sequence", msgs[acked].Sequence), slog.Duration("backoff", delay), slog.Any("error", perr))
+		r.emit(Event{Kind: EventBackoff, Bucket: bucket, Duration: delay, Err: perr})
+		return acked, true, nil
+	}
+	r.clearHead(bucket)
+	return acked, len(msgs) == size, nil
+}
+
+// prepareLease refuses to publish from a bucket the relay no longer holds and
+// renews the leases first when they are due, so a publish starts with a
+// whole renewal interval ahead of it.
+func (u *run) prepareLease(ctx context.Context, bucket int) error {
+	r := u.r
+	now := r.clock.Now()
+	owned, age, ok := r.leaseAge(now)
+	if !ok || age >= r.opts.LeaseDuration {
+		r.dropOwnership("fetching a batch outlasted LeaseDuration")
+		return errCycle(fmt.Sprintf("prepare bucket %d", bucket), ErrLeaseLost)
+	}
+	if !slices.Contains(owned, bucket) {
+		return errCycle(fmt.Sprintf("prepare bucket %d", bucket), ErrLeaseLost)
+	}
+	if age >= r.opts.LeaseRenewInterval {
+		if err := r.renew(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type publishOutcome struct {
+	acked int
+	err   error
+	at    time.Time
+}
+
+// publishUnderLease publishes msgs while renewing the leases whenever they
+// come due, and always waits for the publish to finish: records already
+// appended cannot be recalled, and the caller decides from the lease whether
+// to delete them.
+func (u *run) publishUnderLease(ctx context.Context, bucket int, msgs []Message) (int, error, time.Time) {
+	r := u.r
+	pctx, span := r.tracer.Start(ctx, SpanPublish)
+	span.Annotate(AnnotationBucket, bucket)
+	span.Annotate(AnnotationMessages, len(msgs))
+	if origins := OriginTraces(msgs); len(origins) > 0 {
+		span.Metadata(MetadataOrigins, origins)
+	}
+	done := make(chan publishOutcome, 1)
+	go func() {
+		acked, err := r.pub.Publish(pctx, msgs)
+		done <- publishOutcome{acked, err, r.clock.Now()}
+	}()
+	for {
+		wait, renewNow := r.renewalWait(r.clock.Now())
+		if renewNow {
+			if err := r.renew(ctx); errors.Is(err, ErrLeaseLost) {
+				out := <-done
+				span.Annotate(AnnotationOutcome, "lease-lost")
+				span.End(ErrLeaseLost)
+				return out.acked, out.err, out.at
+			}
+			continue
+		}
+		t := r.clock.NewTimer(wait)
+		select {
+		case out := <-done:
+			t.Stop()
+			outcome := "ok"
+			if out.err != nil {
+				outcome = "error"
+			}
+			span.Annotate(AnnotationOutcome, outcome)
+			span.End(out.err)
+			return out.acked, out.err, out.at
+		case <-t.C():
+		}
+	}
+}
+
+// renewalWait returns how long a publish may run before the leases need a
+// renewal, or renewNow. After a failed renewal it waits ErrorBackoff (at most
+// half the remaining lease) before trying again.
+func (r *Relay) renewalWait(now time.Time) (time.Duration, bool) {
+	r.mu.Lock()
+	at, errAt := r.lease.at, r.lease.renewErrAt
+	r.mu.Unlock()
+	if at.IsZero() {
+		// Lost: wait for the publish without renewing.
+		return time.Hour, false
+	}
+	age := now.Sub(at)
+	remaining := r.opts.LeaseDuration - age
+	if remaining <= 0 {
+		r.dropOwnership("lease expired while publishing")
+		return time.Hour, false
+	}
+	if age >= r.opts.LeaseRenewInterval {
+		if errAt.After(at) && now.Sub(errAt) < min(r.opts.ErrorBackoff, remaining/2) {
+			return max(min(r.opts.ErrorBackoff, remaining/2)-now.Sub(errAt), time.Millisecond), false
+		}
+		return 0, true
+	}
+	return max(min(r.opts.LeaseRenewInterval-age, remaining/2), time.Millisecond), false
+}
+
+// headState returns a copy of the bucket's head-row state, or nil.
+func (r *Relay) headState(bucket int) *headRow {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if h := r.heads[bucket]; h != nil {
+		c := *h
+		return &c
+	}
+	return nil
+}
+
+func (r *Relay) clearHead(bucket int) {
+	r.mu.Lock()
+	delete(r.heads, bucket)
+	r.mu.Unlock()
+}
+
+// recordHeadFailure counts a failure of the bucket's head row and returns
+// the bucket's backoff. A different head row starts counting again.
+func (r *Relay) recordHeadFailure(bucket int, id MessageID) time.Duration {
+	r.mu.Lock()
+	h := r.heads[bucket]
+	if h == nil || h.id != id {
+		h = &headRow{id: id}
+		r.heads[bucket] = h
+	}
+	h.failures++
+	failures := h.failures
+	r.mu.Unlock()
+	delay := r.jitter.backoff(failures, r.opts.ErrorBackoff, r.opts.LeaseRenewInterval)
+	r.mu.Lock()
+	h.retryAt = r.clock.Now().Add(delay)
+	r.mu.Unlock()
+	return delay
+}
+
+// earliestRetry returns the earliest head-row retry time.
+func (r *Relay) earliestRetry() (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var t time.Time
+	for _, h := range r.heads {
+		if t.IsZero() || h.retryAt.Before(t) {
+			t = h.retryAt
+		}
+	}
+	return t, !t.IsZero()
+}
+
+// backingOff reports whether some bucket waits for a head-row retry.
+func (r *Relay) backingOff() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.heads) > 0
+}

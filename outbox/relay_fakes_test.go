@@ -1,0 +1,319 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/spillway-dev/spillway/outbox"
+)
+
+// memStore is an in-memory Store for engine tests. Its lease handling is
+// deliberately simple (a relay claims every free bucket): the fair-share
+// protocol is tested in outboxddb; here the engine's reactions matter.
+type memStore struct {
+	mu      sync.Mutex
+	clock   outbox.Clock
+	buckets int
+	msgs    map[int][]outbox.Message
+	seq     map[int]int64
+	leases  map[int]outbox.LeaseState
+	relays  map[string]outbox.RelayState
+	calls   map[string]int
+
+	// Scripted faults and hooks.
+	failPending   int
+	failMark      int
+	refuseRenew   bool
+	acquireErr    error
+	onRelease     func()
+	deletedOrder  map[int][]int64
+	renewedBefore []time.Time
+}
+
+func newMemStore(clock outbox.Clock, buckets int) *memStore {
+	return &memStore{
+		clock: clock, buckets: buckets,
+		msgs: map[int][]outbox.Message{}, seq: map[int]int64{},
+		leases: map[int]outbox.LeaseState{}, relays: map[string]outbox.RelayState{},
+		calls: map[string]int{}, deletedOrder: map[int][]int64{},
+	}
+}
+
+func (s *memStore) count(op string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[op]
+}
+
+// add enqueues a message with key k into bucket b.
+func (s *memStore) add(b int, key string) outbox.Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq[b]++
+	m := outbox.Message{ID: outbox.NewMessageID(), Topic: "t", Key: []byte(key), Value: []byte(key),
+		Bucket: b, CreatedAt: s.clock.Now(), Sequence: s.seq[b]}
+	s.msgs[b] = append(s.msgs[b], m)
+	return m
+}
+
+func (s *memStore) pending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, ms := range s.msgs {
+		n += len(ms)
+	}
+	return n
+}
+
+func (s *memStore) hold(b int, owner string, until time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.leases[b] = outbox.LeaseState{Bucket: b, Owner: owner, ExpiresAt: until}
+}
+
+func (s *memStore) heartbeat(id string, stopped bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.relays[id] = outbox.RelayState{RelayID: id, LastSeen: s.clock.Now(), Stopped: stopped}
+}
+
+func (s *memStore) leaseOwner(b int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.leases[b]
+	if l.Expired(s.clock.Now()) {
+		return ""
+	}
+	return l.Owner
+}
+
+func (s *memStore) AcquireLeases(_ context.Context, req outbox.LeaseRequest) (outbox.Acquisition, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls["acquire"]++
+	if s.acquireErr != nil {
+		return outbox.Acquisition{}, s.acquireErr
+	}
+	if req.BucketCount != s.buckets {
+		return outbox.Acquisition{}, outbox.Misconfigured("acquire", "bucket count %d != %d", req.BucketCount, s.buckets)
+	}
+	now := s.clock.Now()
+	s.relays[req.RelayID] = outbox.RelayState{RelayID: req.RelayID, LastSeen: now}
+	acq := outbox.Acquisition{StandbyRank: -1}
+	for b := range s.buckets {
+		l := s.leases[b]
+		switch {
+		case l.Owner == req.RelayID:
+			acq.Owned = append(acq.Owned, b)
+		case l.Owner == "" || l.Expired(now):
+			acq.Owned = append(acq.Owned, b)
+			acq.Claimed = append(acq.Claimed, b)
+		default:
+			continue
+		}
+		s.leases[b] = outbox.LeaseState{Bucket: b, Owner: req.RelayID, ExpiresAt: now.Add(req.LeaseDuration)}
+	}
+	return acq, nil
+}
+
+func (s *memStore) RenewLeases(_ context.Context, req outbox.LeaseRequest, buckets []int) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls["renew"]++
+	now := s.clock.Now()
+	s.renewedBefore = append(s.renewedBefore, now)
+	if s.refuseRenew {
+		return false, nil
+	}
+	for _, b := range buckets {
+		if l := s.leases[b]; l.Owner != req.RelayID || l.Expired(now) {
+			return false, nil
+		}
+	}
+	for _, b := range buckets {
+		s.leases[b] = outbox.LeaseState{Bucket: b, Owner: req.RelayID, ExpiresAt: now.Add(req.LeaseDuration)}
+	}
+	return true, nil
+}
+
+func (s *memStore) ReleaseLeases(_ context.Context, req outbox.LeaseRequest) (outbox.Release, error) {
+	if s.onRelease != nil {
+		s.onRelease()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls["release"]++
+	now := s.clock.Now()
+	s.relays[req.RelayID] = outbox.RelayState{RelayID: req.RelayID, LastSeen: now, Stopped: true}
+	var rel outbox.Release
+	for b := range s.buckets {
+		if l := s.leases[b]; l.Owner == req.RelayID {
+			s.leases[b] = outbox.LeaseState{Bucket: b, ExpiresAt: now}
+			rel.Released = append(rel.Released, b)
+		}
+	}
+	return rel, nil
+}
+
+func (s *memStore) ReadCoordination(context.Context) (outbox.Coordination, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls["coordination"]++
+	c := outbox.Coordination{ReadAt: s.clock.Now()}
+	for b := range s.buckets {
+		if l, ok := s.leases[b]; ok {
+			c.Leases = append(c.Leases, l)
+		}
+	}
+	for _, r := range s.relays {
+		c.Relays = append(c.Relays, r)
+	}
+	return c, nil
+}
+
+func (s *memStore) PendingBuckets(_ context.Context, buckets []int) ([]int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls["pending"]++
+	if s.failPending > 0 {
+		s.failPending--
+		return nil, errors.New("throttled")
+	}
+	var out []int
+	for _, b := range buckets {
+		if len(s.msgs[b]) > 0 {
+			out = append(out, b)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func (s *memStore) FetchBatch(_ context.Context, bucket, max int) ([]outbox.Message, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls["fetch"]++
+	ms := s.msgs[bucket]
+	return slices.Clone(ms[:min(max, len(ms))]), nil
+}
+
+func (s *memStore) MarkPublished(_ context.Context, bucket int, msgs []outbox.Message) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls["mark"]++
+	if s.failMark > 0 {
+		s.failMark--
+		return errors.New("deletes left unprocessed")
+	}
+	ms := s.msgs[bucket]
+	for i, m := range msgs {
+		if i >= len(ms) || ms[i].Sequence != m.Sequence {
+			return fmt.Errorf("mark out of order: bucket %d index %d sequence %d", bucket, i, m.Sequence)
+		}
+		s.deletedOrder[bucket] = append(s.deletedOrder[bucket], m.Sequence)
+	}
+	s.msgs[bucket] = ms[len(msgs):]
+	return nil
+}
+
+func (s *memStore) Backlog(context.Context) (outbox.Backlog, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var bl outbox.Backlog
+	for _, ms := range s.msgs {
+		bl.Pending += int64(len(ms))
+		if len(ms) > 0 && (bl.Oldest.IsZero() || ms[0].CreatedAt.Before(bl.Oldest)) {
+			bl.Oldest = ms[0].CreatedAt
+		}
+	}
+	return bl, nil
+}
+
+// memPublisher records what it published and fails rows on request.
+type memPublisher struct {
+	mu        sync.Mutex
+	published []outbox.Message
+	// failures maps a message id to how many more publishes of it fail.
+	failures map[outbox.MessageID]int
+	initErr  error
+	// delay is how long Kafka takes to answer, on clock: a timer the test's
+	// clock driver advances like any other.
+	delay time.Duration
+	clock outbox.Clock
+}
+
+func newMemPublisher() *memPublisher {
+	return &memPublisher{failures: map[outbox.MessageID]int{}}
+}
+
+func (p *memPublisher) Init(context.Context) error { return p.initErr }
+
+func (p *memPublisher) Publish(ctx context.Context, msgs []outbox.Message) (int, error) {
+	if p.delay > 0 {
+		outbox.Sleep(p.clock, p.delay, ctx.Done())
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, m := range msgs {
+		if n := p.failures[m.ID]; n > 0 {
+			p.failures[m.ID] = n - 1
+			return i, fmt.Errorf("produce %s: MESSAGE_TOO_LARGE", m.ID)
+		}
+		p.published = append(p.published, m)
+	}
+	return len(msgs), nil
+}
+
+func (p *memPublisher) sent() []outbox.Message {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.published)
+}
+
+// recorder is an Observer keeping every event.
+type recorder struct {
+	mu     sync.Mutex
+	events []outbox.Event
+}
+
+func (r *recorder) Observe(e outbox.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
+func (r *recorder) count(k outbox.EventKind) (n, sum int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.events {
+		if e.Kind == k {
+			n++
+			sum += e.Count
+		}
+	}
+	return n, sum
+}
+
+// notifications records wake-ups.
+type notifications struct {
+	mu    sync.Mutex
+	wakes []outbox.WakeUp
+}
+
+func (n *notifications) Notify(_ context.Context, w outbox.WakeUp) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.wakes = append(n.wakes, w)
+	return nil
+}
+
+func (n *notifications) all() []outbox.WakeUp {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.wakes)
+}

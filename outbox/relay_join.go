@@ -1,0 +1,126 @@
+package outbox
+
+import (
+	"slices"
+	"time"
+)
+
+// shouldJoin decides whether this run takes part in the fleet. A schedule
+// sweep or a wake-up costs one cheap read when a live peer already drains the
+// work, instead of a heartbeat, claims, a stop stamp and releases: that churn
+// would cost more than the messages themselves.
+func (u *run) shouldJoin() (bool, error) {
+	r := u.r
+	switch u.in.Trigger {
+	case TriggerDirect:
+		return true, nil
+	case TriggerWake:
+		if u.in.Join {
+			return true, nil
+		}
+	case TriggerSchedule:
+	default:
+		return false, Misconfigured("run relay", "unknown trigger %q", u.in.Trigger)
+	}
+	hinted := u.validHints()
+	if u.in.Trigger == TriggerSchedule || len(hinted) == 0 {
+		pending, err := r.store.PendingBuckets(u.ctx, allBuckets(r.opts.BucketCount))
+		if err != nil {
+			return false, err
+		}
+		if len(pending) == 0 {
+			u.res.Reason = StopNothingPending
+			return false, nil
+		}
+		hinted = pending
+	}
+	coord, err := r.store.ReadCoordination(u.ctx)
+	if err != nil {
+		return false, err
+	}
+	orphans := u.orphaned(coord, hinted, r.clock.Now())
+	if len(orphans) == 0 {
+		u.res.Reason = StopPeerLive
+		return false, nil
+	}
+	u.waitFor = orphans
+	return true, nil
+}
+
+// validHints returns the hinted buckets inside the bucket range, ascending
+// and distinct.
+func (u *run) validHints() []int {
+	var out []int
+	for _, b := range u.in.Buckets {
+		if b >= 0 && b < u.r.opts.BucketCount && !slices.Contains(out, b) {
+			out = append(out, b)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// orphaned returns the buckets of bs that no live peer holds: free, expired,
+// held by a stopped or silent relay, or named after this relay itself (its
+// own lease from an earlier run, which it resumes).
+func (u *run) orphaned(coord Coordination, bs []int, now time.Time) []int {
+	r := u.r
+	live := map[string]bool{}
+	for _, rs := range coord.Relays {
+		if rs.Active(now, r.opts.LeaseDuration) {
+			live[rs.RelayID] = true
+		}
+	}
+	held := map[int]bool{}
+	for _, l := range coord.Leases {
+		if l.Owner != "" && l.Owner != r.opts.RelayID && !l.Expired(now) && live[l.Owner] {
+			held[l.Bucket] = true
+		}
+	}
+	var out []int
+	for _, b := range bs {
+		if !held[b] {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// stillWaiting re-checks the hinted buckets this run waits for: it stops
+// waiting for those a live peer took over or that hold nothing any more.
+func (u *run) stillWaiting(now time.Time) (bool, error) {
+	r := u.r
+	pending, err := r.store.PendingBuckets(u.ctx, u.waitFor)
+	if err != nil {
+		return false, err
+	}
+	if len(pending) == 0 {
+		u.waitFor = nil
+		return false, nil
+	}
+	coord, err := r.store.ReadCoordination(u.ctx)
+	if err != nil {
+		return false, err
+	}
+	u.waitFor = u.orphaned(coord, pending, now)
+	return len(u.waitFor) > 0, nil
+}
+
+func allBuckets(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// intersect returns the elements of a that are in b, in a's order.
+func intersect(a, b []int) []int {
+	var out []int
+	for _, x := range a {
+		if slices.Contains(b, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}

@@ -1,0 +1,293 @@
+package outbox
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+)
+
+// leaseState is what the relay believes it owns. The relay trusts the owned
+// buckets for LeaseDuration measured from at, the start of the last
+// successful acquisition or renewal.
+type leaseState struct {
+	owned []int
+	// at is the lease reference: captured before the call that confirmed
+	// the leases, so the relay's view never outlives the table's.
+	at time.Time
+	// acquiredAt is the start of the last acquisition attempt; the next
+	// one is due LeaseRenewInterval later (renewals do not move it).
+	acquiredAt time.Time
+	attempted  bool
+	force      bool
+	renewMu    sync.Mutex
+	renewErrAt time.Time
+}
+
+// acquisitionDue reports whether an acquisition round must run now.
+func (r *Relay) acquisitionDue(now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.lease.attempted || r.lease.force || now.Sub(r.lease.acquiredAt) >= r.opts.LeaseRenewInterval
+}
+
+// untilRenewal is the time until the next acquisition is due.
+func (r *Relay) untilRenewal(now time.Time) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.lease.attempted || r.lease.force {
+		return 0
+	}
+	return r.lease.acquiredAt.Add(r.opts.LeaseRenewInterval).Sub(now)
+}
+
+// sinceAcquisition is the time since the last acquisition attempt started.
+func (r *Relay) sinceAcquisition(now time.Time) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return now.Sub(r.lease.acquiredAt)
+}
+
+// leaseAge returns the owned buckets and the age of the lease reference; ok
+// is false when there is no reference.
+func (r *Relay) leaseAge(now time.Time) (owned []int, age time.Duration, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.lease.at.IsZero() {
+		return slices.Clone(r.lease.owned), 0, false
+	}
+	return slices.Clone(r.lease.owned), now.Sub(r.lease.at), true
+}
+
+// holds reports whether bucket is owned under a lease younger than
+// LeaseDuration at now.
+func (r *Relay) holds(bucket int, now time.Time) bool {
+	owned, age, ok := r.leaseAge(now)
+	return ok && age < r.opts.LeaseDuration && slices.Contains(owned, bucket)
+}
+
+// dropOwnership forgets the owned set (the table is the authority) and makes
+// the next cycle re-acquire.
+func (r *Relay) dropOwnership(reason string) {
+	r.mu.Lock()
+	lost := len(r.lease.owned)
+	r.lease.owned = nil
+	r.lease.at = time.Time{}
+	r.lease.force = true
+	r.mu.Unlock()
+	if lost > 0 {
+		r.log.Warn("dropping bucket ownership", "reason", reason, "buckets", lost)
+		r.emit(Event{Kind: EventLeaseLost, Bucket: -1, Count: lost, Op: reason})
+		r.emit(Event{Kind: EventOwned, Bucket: -1, Count: 0})
+	}
+}
+
+// forceAcquisition makes the next cycle run an acquisition round.
+func (r *Relay) forceAcquisition() {
+	r.mu.Lock()
+	r.lease.force = true
+	r.mu.Unlock()
+}
+
+// acquire runs one acquisition round and installs its result.
+func (u *run) acquire() error {
+	r := u.r
+	start := r.clock.Now()
+	r.mu.Lock()
+	r.lease.attempted = true
+	r.lease.force = false
+	r.lease.acquiredAt = start
+	prev := r.lease.owned
+	expired := len(prev) > 0 && !r.lease.at.IsZero() && start.Sub(r.lease.at) >= r.opts.LeaseDuration
+	r.mu.Unlock()
+	if expired {
+		r.emit(Event{Kind: EventLeaseLost, Bucket: -1, Count: len(prev), Op: "expired between rounds"})
+	}
+
+	ctx, span := r.tracer.Start(u.ctx, SpanAcquire)
+	span.Annotate(AnnotationRelayID, r.opts.RelayID)
+	acq, err := r.store.AcquireLeases(ctx, r.req)
+	u.res.Rounds++
+	elapsed := r.clock.Now().Sub(start)
+	if err != nil {
+		span.Annotate(AnnotationOutcome, "error")
+		span.End(err)
+		r.emit(Event{Kind: EventRound, Bucket: -1, Duration: elapsed, Err: err})
+		if IsMisconfigured(err) {
+			return err
+		}
+		// Ownership is unknown after a failed lease call: re-acquire.
+		r.dropOwnership("acquisition failed")
+		return errCycle("acquire leases", err)
+	}
+	u.res.Refused += acq.Refused
+
+	r.mu.Lock()
+	r.lease.owned = slices.Clone(acq.Owned)
+	r.lease.at = start
+	for b := range r.heads {
+		if !slices.Contains(acq.Owned, b) {
+			delete(r.heads, b)
+		}
+	}
+	r.mu.Unlock()
+	u.forceDiscover = true
+	u.res.MaxOwned = max(u.res.MaxOwned, len(acq.Owned))
+
+	span.Annotate("owned", len(acq.Owned))
+	span.Annotate(AnnotationOutcome, "ok")
+	span.End(nil)
+	r.emit(Event{Kind: EventRound, Bucket: -1, Count: len(acq.Owned), Duration: elapsed})
+	if n := len(acq.Claimed); n > 0 {
+		r.emit(Event{Kind: EventClaim, Bucket: -1, Count: n})
+	}
+	if n := len(acq.Released); n > 0 {
+		r.emit(Event{Kind: EventRelease, Bucket: -1, Count: n})
+	}
+	if n := len(acq.Lost); n > 0 {
+		r.emit(Event{Kind: EventLeaseLost, Bucket: -1, Count: n, Op: "keep refused"})
+	}
+	r.emit(Event{Kind: EventOwned, Bucket: -1, Count: len(acq.Owned)})
+	if !slices.Equal(prev, acq.Owned) {
+		r.log.LogAttrs(u.ctx, slog.LevelInfo, "owned buckets changed", slog.Any("owned", acq.Owned),
+			slog.Any("claimed", acq.Claimed), slog.Any("released", acq.Released))
+	}
+	return nil
+}
+
+// renew extends every owned lease if the reference is at least
+// LeaseRenewInterval old. Concurrent callers (one per draining bucket)
+// collapse into one renewal. ErrLeaseLost means the relay no longer owns its
+// buckets; other errors keep the last confirmed reference.
+func (r *Relay) renew(ctx context.Context) error {
+	r.lease.renewMu.Lock()
+	defer r.lease.renewMu.Unlock()
+	start := r.clock.Now()
+	owned, age, ok := r.leaseAge(start)
+	if len(owned) == 0 || !ok {
+		return ErrLeaseLost
+	}
+	if age < r.opts.LeaseRenewInterval {
+		return nil
+	}
+	renewed, err := r.store.RenewLeases(ctx, r.req, owned)
+	if err != nil {
+		r.mu.Lock()
+		r.lease.renewErrAt = start
+		r.mu.Unlock()
+		return errCycle("renew leases", err)
+	}
+	if !renewed {
+		r.dropOwnership("in-flight renewal refused")
+		return ErrLeaseLost
+	}
+	r.mu.Lock()
+	// A response that arrives after the previous lease ran out proves
+	// nothing about the time in between.
+	late := r.lease.at.IsZero() || r.clock.Now().Sub(r.lease.at) >= r.opts.LeaseDuration
+	if !late {
+		r.lease.at = start
+	}
+	r.mu.Unlock()
+	if late {
+		r.dropOwnership("renewal answered after the lease expired")
+		return ErrLeaseLost
+	}
+	return nil
+}
+
+// stop is the end of a joined run: release the leases if that fits before
+// the deadline, then look at the released buckets and send the wake-up the
+// relay owes if work is left, so no committed message waits for the schedule.
+func (u *run) stop() {
+	r := u.r
+	r.mu.Lock()
+	attempted := r.lease.attempted
+	owned := slices.Clone(r.lease.owned)
+	r.mu.Unlock()
+	if !attempted {
+		return
+	}
+	now := r.clock.Now()
+	check := owned
+	if !u.in.Deadline.IsZero() && u.in.Deadline.Sub(now) < u.releaseReserve() {
+		u.res.ReleaseSkipped = true
+		r.log.LogAttrs(u.ctx, slog.LevelWarn, "no time left to release leases; they lapse after LeaseDuration",
+			slog.Any("owned", owned), slog.Duration("left", u.in.Deadline.Sub(now)))
+		r.emit(Event{Kind: EventReleaseSkipped, Bucket: -1, Count: len(owned)})
+		r.resetLease()
+		return
+	}
+	ctx, span := r.tracer.Start(u.ctx, SpanRelease)
+	span.Annotate(AnnotationRelayID, r.opts.RelayID)
+	rel, err := r.store.ReleaseLeases(ctx, r.req)
+	span.End(err)
+	r.resetLease()
+	if err != nil {
+		r.log.LogAttrs(u.ctx, slog.LevelError, "releasing leases failed; they lapse after LeaseDuration", slog.Any("error", err))
+	} else {
+		u.res.Released = rel.Released
+		u.res.Refused += rel.Refused
+		if n := len(rel.Released); n > 0 {
+			r.emit(Event{Kind: EventRelease, Bucket: -1, Count: n})
+		}
+		for _, b := range rel.Released {
+			if !slices.Contains(check, b) {
+				check = append(check, b)
+			}
+		}
+	}
+	r.emit(Event{Kind: EventOwned, Bucket: -1, Count: 0})
+	if len(check) == 0 || u.ctx.Err() != nil {
+		return
+	}
+	slices.Sort(check)
+	pending, err := r.store.PendingBuckets(u.ctx, check)
+	if err != nil {
+		r.log.LogAttrs(u.ctx, slog.LevelWarn, "probing released buckets failed", slog.Any("error", err))
+		return
+	}
+	u.res.WorkLeft = pending
+	if len(pending) > 0 {
+		u.wake(pending)
+	}
+}
+
+// wake sends the continuation wake-up, bounded by the hop limit.
+func (u *run) wake(buckets []int) {
+	r := u.r
+	hop := u.in.Hop + 1
+	if r.notifier == nil || hop > r.maxHops {
+		r.log.LogAttrs(u.ctx, slog.LevelInfo, "work left for the next trigger", slog.Any("buckets", buckets),
+			slog.Int("hop", hop), slog.Int("max_hops", r.maxHops))
+		return
+	}
+	err := r.notifier.Notify(u.ctx, WakeUp{Buckets: buckets, Hop: hop})
+	r.emit(Event{Kind: EventWakeUpSent, Bucket: -1, Count: len(buckets), Err: err})
+	if err != nil {
+		r.log.LogAttrs(u.ctx, slog.LevelWarn, "wake-up failed; the schedule will find the work", slog.Any("error", err))
+		return
+	}
+	u.res.WakeUpSent = true
+}
+
+// releaseReserve is the least time before the deadline the stop protocol
+// needs: half the stop margin, at most a second.
+func (u *run) releaseReserve() time.Duration {
+	if u.budgetEnd.IsZero() {
+		return 0
+	}
+	return min(u.in.Deadline.Sub(u.budgetEnd)/2, time.Second)
+}
+
+// resetLease forgets all lease state so the next run starts with an
+// acquisition.
+func (r *Relay) resetLease() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lease.owned = nil
+	r.lease.at = time.Time{}
+	r.lease.attempted = false
+	r.lease.force = false
+}

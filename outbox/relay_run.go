@@ -1,0 +1,310 @@
+package outbox
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+)
+
+// run is the state of one Run call.
+type run struct {
+	r   *Relay
+	ctx context.Context
+	in  RunInput
+	res RunResult
+
+	budgetEnd time.Time // zero: no budget
+	// waitFor are hinted buckets whose holder is stopping or whose lease is
+	// about to lapse: the relay does not linger out before it got them.
+	waitFor []int
+
+	resMu sync.Mutex // guards res fields written by draining buckets
+
+	ready         []int
+	forceDiscover bool
+	lastProbe     time.Time
+	lastWork      time.Time
+	fruitless     int
+}
+
+func (r *Relay) newRun(ctx context.Context, in RunInput) *run {
+	if in.Trigger == "" {
+		in.Trigger = TriggerDirect
+	}
+	now := r.clock.Now()
+	u := &run{r: r, ctx: ctx, in: in, forceDiscover: true, lastWork: now}
+	u.res.Started = now
+	if !in.Deadline.IsZero() {
+		u.budgetEnd = in.Deadline.Add(-r.stopMargin(now, in.Deadline))
+	}
+	return u
+}
+
+func (u *run) execute() error {
+	r := u.r
+	join, err := u.shouldJoin()
+	if err != nil {
+		// A failed probe is no reason to strand work: join and let the
+		// acquisition loop decide.
+		r.log.LogAttrs(u.ctx, slog.LevelWarn, "pre-join check failed; joining", slog.Any("error", err))
+		join = true
+	}
+	if !join {
+		return nil
+	}
+	if err := u.initPublisher(); err != nil {
+		u.res.Reason = StopFatal
+		return err
+	}
+	u.res.Joined = true
+	loopErr := u.loop()
+	u.stop()
+	return loopErr
+}
+
+// overBudget reports whether the run must stop starting new work.
+func (u *run) overBudget(now time.Time) bool {
+	return !u.budgetEnd.IsZero() && !now.Before(u.budgetEnd)
+}
+
+// initPublisher connects to Kafka before the relay claims anything, bounded
+// by the budget, so a relay that cannot reach the brokers leaves its share
+// to peers that can.
+func (u *run) initPublisher() error {
+	ctx := u.ctx
+	if !u.in.Deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, max(u.budgetEnd.Sub(u.r.clock.Now()), time.Millisecond))
+		defer cancel()
+	}
+	if err := u.r.pub.Init(ctx); err != nil {
+		return errCycle("initialise publisher", err)
+	}
+	return nil
+}
+
+// loop runs cycles until the work is done, the budget is spent or ctx ends.
+// It returns only misconfiguration errors.
+func (u *run) loop() error {
+	r := u.r
+	for {
+		now := r.clock.Now()
+		if u.ctx.Err() != nil {
+			u.res.Reason = StopCancelled
+			return nil
+		}
+		if u.overBudget(now) {
+			u.res.Reason = StopBudget
+			return nil
+		}
+		published, err := u.cycle(now)
+		if err != nil {
+			if IsMisconfigured(err) {
+				u.res.Reason = StopFatal
+				r.log.LogAttrs(u.ctx, slog.LevelError, "relay misconfigured; stopping", slog.Any("error", err))
+				return err
+			}
+			if isContextErr(err) && u.ctx.Err() != nil {
+				u.res.Reason = StopCancelled
+				return nil
+			}
+			u.res.Errors++
+			delay := u.errorBackoff(published)
+			r.log.LogAttrs(u.ctx, slog.LevelError, "relay cycle failed", slog.Any("error", err), slog.Duration("backoff", delay))
+			r.emit(Event{Kind: EventBackoff, Bucket: -1, Duration: delay, Err: err})
+			u.forceDiscover = true
+			u.wait(delay)
+			continue
+		}
+		if published > 0 {
+			u.fruitless = 0
+			u.lastWork = r.clock.Now()
+			continue
+		}
+		u.fruitless = 0
+		now = r.clock.Now()
+		if done, err := u.idleExit(now); err != nil {
+			u.res.Errors++
+			u.forceDiscover = true
+			r.log.LogAttrs(u.ctx, slog.LevelWarn, "idle check failed", slog.Any("error", err))
+		} else if done {
+			u.res.Reason = StopDrained
+			return nil
+		}
+		u.wait(u.idleDelay(r.clock.Now()))
+	}
+}
+
+// cycle is one pass: acquire when due, discover, drain. It returns how many
+// messages were published.
+func (u *run) cycle(now time.Time) (int, error) {
+	r := u.r
+	if r.acquisitionDue(now) || u.waitingAcquisitionDue(now) {
+		if err := u.acquire(); err != nil {
+			return 0, err
+		}
+	}
+	owned, age, ok := r.leaseAge(r.clock.Now())
+	if len(owned) == 0 {
+		return 0, nil
+	}
+	if !ok || age >= r.opts.LeaseDuration {
+		r.dropOwnership("lease acquisition took longer than LeaseDuration")
+		return 0, errCycle("check lease", ErrLeaseLost)
+	}
+	if err := u.discover(owned); err != nil {
+		return 0, err
+	}
+	if len(u.ready) == 0 {
+		return 0, nil
+	}
+	return u.sweep()
+}
+
+// waiting reports whether the run still waits for hinted buckets it does not
+// hold yet (their holder stopped, or their lease is about to lapse).
+func (u *run) waiting() bool { return len(u.waitFor) > 0 && !u.holdsAll(u.waitFor) }
+
+// waitingAcquisitionDue makes a waiting run re-acquire every PollInterval
+// instead of every LeaseRenewInterval, so it claims the bucket it was woken
+// for as soon as the stopping holder released it.
+func (u *run) waitingAcquisitionDue(now time.Time) bool {
+	return u.waiting() && u.r.sinceAcquisition(now) >= u.r.opts.PollInterval
+}
+
+// holdsAll reports whether the relay owns every bucket of bs.
+func (u *run) holdsAll(bs []int) bool {
+	owned := u.r.ownedBuckets()
+	for _, b := range bs {
+		if !slices.Contains(owned, b) {
+			return false
+		}
+	}
+	return true
+}
+
+// discover refreshes the ready list when forced, when PollInterval passed
+// since the last probe, or when nothing is ready.
+func (u *run) discover(owned []int) error {
+	r := u.r
+	now := r.clock.Now()
+	if !u.forceDiscover && len(u.ready) > 0 && now.Sub(u.lastProbe) < r.opts.PollInterval {
+		u.ready = intersect(u.ready, owned)
+		return nil
+	}
+	if !u.forceDiscover && now.Sub(u.lastProbe) < r.opts.PollInterval {
+		return nil
+	}
+	pending, err := r.store.PendingBuckets(u.ctx, owned)
+	if err != nil {
+		return errCycle("probe pending buckets", err)
+	}
+	u.forceDiscover = false
+	u.lastProbe = now
+	u.ready = pending
+	return nil
+}
+
+// errorBackoff implements the relay-wide failure backoff: the base after a
+// cycle that still published, otherwise growing with consecutive fruitless
+// failures, and never past the next renewal while buckets are owned.
+func (u *run) errorBackoff(published int) time.Duration {
+	r := u.r
+	base, renew := r.opts.ErrorBackoff, r.opts.LeaseRenewInterval
+	if published > 0 {
+		u.fruitless = 0
+		return base
+	}
+	u.fruitless++
+	d := r.jitter.backoff(u.fruitless, base, renew)
+	if u.fruitless > 1 && len(r.ownedBuckets()) > 0 {
+		if untilRenew := r.untilRenewal(r.clock.Now()); untilRenew < d {
+			d = max(untilRenew, base)
+		}
+	}
+	return d
+}
+
+// idleDelay is how long an idle relay waits: until the next renewal, the
+// next poll of owned buckets, the earliest head-row retry, or the budget.
+func (u *run) idleDelay(now time.Time) time.Duration {
+	r := u.r
+	d := r.untilRenewal(now)
+	if len(r.ownedBuckets()) > 0 {
+		d = min(d, max(r.opts.PollInterval-now.Sub(u.lastProbe), 0))
+	}
+	if u.waiting() {
+		d = min(d, max(r.opts.PollInterval-r.sinceAcquisition(now), 0))
+	}
+	if retry, ok := r.earliestRetry(); ok {
+		d = min(d, max(retry.Sub(now), 0))
+	}
+	if r.opts.Mode == ModeDrain {
+		d = min(d, max(u.lastWork.Add(r.opts.IdleTimeout).Sub(now), 0))
+	}
+	if !u.budgetEnd.IsZero() {
+		d = min(d, max(u.budgetEnd.Sub(now), 0))
+	}
+	if d <= 0 {
+		// Everything is due now: let the loop act instead of spinning on a
+		// zero timer.
+		d = time.Millisecond
+	}
+	return d
+}
+
+// idleExit decides whether a drain-mode relay with nothing to do stops: only
+// after IdleTimeout without work, when it is not waiting for a hinted bucket,
+// and when no bucket outside its set has pending work without a live owner.
+func (u *run) idleExit(now time.Time) (bool, error) {
+	r := u.r
+	if r.opts.Mode != ModeDrain || now.Sub(u.lastWork) < r.opts.IdleTimeout {
+		return false, nil
+	}
+	if u.waiting() && !u.overBudget(now) {
+		still, err := u.stillWaiting(now)
+		if err != nil || still {
+			return false, err
+		}
+	}
+	owned := r.ownedBuckets()
+	if len(u.ready) > 0 || r.backingOff() {
+		return false, nil
+	}
+	others := make([]int, 0, r.opts.BucketCount)
+	for b := range r.opts.BucketCount {
+		if !slices.Contains(owned, b) {
+			others = append(others, b)
+		}
+	}
+	pending, err := r.store.PendingBuckets(u.ctx, append(owned, others...))
+	if err != nil {
+		return false, err
+	}
+	if len(pending) == 0 {
+		return true, nil
+	}
+	if len(intersect(pending, owned)) > 0 {
+		u.ready = intersect(pending, owned)
+		u.lastProbe = now
+		return false, nil
+	}
+	coord, err := r.store.ReadCoordination(u.ctx)
+	if err != nil {
+		return false, err
+	}
+	orphans := u.orphaned(coord, pending, now)
+	if len(orphans) == 0 {
+		return true, nil
+	}
+	// Pending work without a live owner: take part in the next round now
+	// instead of leaving it to the next schedule.
+	r.forceAcquisition()
+	u.lastWork = now
+	return false, nil
+}
+
+// wait pauses the run for d on the relay's clock, or until ctx ends.
+func (u *run) wait(d time.Duration) { Sleep(u.r.clock, d, u.ctx.Done()) }

@@ -1,0 +1,410 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
+)
+
+var t0 = time.Date(2026, 9, 1, 8, 0, 0, 0, time.UTC)
+
+type relayEnv struct {
+	clock *outboxtest.ManualClock
+	store *memStore
+	pub   *memPublisher
+	obs   *recorder
+	wakes *notifications
+	relay *outbox.Relay
+}
+
+func newRelayEnv(t *testing.T, buckets int, tweak func(*outbox.RelayConfig)) *relayEnv {
+	t.Helper()
+	clk := outboxtest.NewManualClock(t0)
+	e := &relayEnv{clock: clk, store: newMemStore(clk, buckets), pub: newMemPublisher(), obs: &recorder{}, wakes: &notifications{}}
+	e.pub.clock = clk
+	cfg := outbox.RelayConfig{
+		Options:   outbox.RelayOptions{RelayID: "relay-a", BucketCount: buckets, BatchSize: 10},
+		Store:     e.store,
+		Publisher: e.pub,
+		Clock:     clk,
+		Notifier:  e.wakes,
+		Observer:  e.obs,
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		MaxHops:   3,
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	r, err := outbox.NewRelay(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.relay = r
+	return e
+}
+
+// run executes one relay run, moving the manual clock to the next timer
+// whenever the relay waits on it, so simulated time passes only while the
+// relay is idle or waiting for a renewal.
+func (e *relayEnv) run(t *testing.T, in outbox.RunInput) outbox.RunResult {
+	t.Helper()
+	res, err := e.runErr(in)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	return res
+}
+
+func (e *relayEnv) runErr(in outbox.RunInput) (outbox.RunResult, error) {
+	type out struct {
+		res outbox.RunResult
+		err error
+	}
+	done := make(chan out, 1)
+	go func() {
+		res, err := e.relay.Run(context.Background(), in)
+		done <- out{res, err}
+	}()
+	// Advance only once the set of pending timers has been stable for a
+	// while: concurrent goroutines (a publish and its renewal timer) create
+	// their timers at nearly the same moment, and jumping to the first one
+	// before the other exists would let time overtake the publish.
+	last, stable := -1, 0
+	for {
+		select {
+		case o := <-done:
+			return o.res, o.err
+		default:
+		}
+		if w := e.clock.Waiters(); w > 0 && w == last {
+			stable++
+		} else {
+			last, stable = w, 0
+		}
+		if stable >= 200 {
+			e.clock.AdvanceToNext()
+			last, stable = -1, 0
+		}
+		runtime.Gosched()
+	}
+}
+
+func TestRelayPublishesEverythingInOrderAndStopsWhenDrained(t *testing.T) {
+	e := newRelayEnv(t, 4, nil)
+	var want []outbox.Message
+	for i := range 95 {
+		want = append(want, e.store.add(i%4, "k"))
+	}
+	res := e.run(t, outbox.RunInput{})
+	if res.Reason != outbox.StopDrained {
+		t.Fatalf("reason = %s, want drained", res.Reason)
+	}
+	if res.Published != 95 || res.Deleted != 95 || e.store.pending() != 0 {
+		t.Fatalf("published %d deleted %d pending %d, want 95/95/0", res.Published, res.Deleted, e.store.pending())
+	}
+	sent := e.pub.sent()
+	for b := range 4 {
+		var got, exp []int64
+		for _, m := range sent {
+			if m.Bucket == b {
+				got = append(got, m.Sequence)
+			}
+		}
+		for _, m := range want {
+			if m.Bucket == b {
+				exp = append(exp, m.Sequence)
+			}
+		}
+		if !slices.Equal(got, exp) {
+			t.Fatalf("bucket %d published %v, want %v", b, got, exp)
+		}
+	}
+	// Lingered for the idle timeout, then released every lease.
+	if got := res.Ended.Sub(res.Started); got < outbox.DefaultIdleTimeout {
+		t.Fatalf("run ended after %v, before the idle timeout", got)
+	}
+	if !slices.Equal(res.Released, []int{0, 1, 2, 3}) {
+		t.Fatalf("released %v", res.Released)
+	}
+	for b := range 4 {
+		if o := e.store.leaseOwner(b); o != "" {
+			t.Fatalf("bucket %d still owned by %q", b, o)
+		}
+	}
+	if len(e.wakes.all()) != 0 {
+		t.Fatalf("a drained relay sent wake-ups: %v", e.wakes.all())
+	}
+}
+
+func TestRelayPartialAckDeletesPrefixAndRetriesOnlyTheFailingBucket(t *testing.T) {
+	e := newRelayEnv(t, 2, nil)
+	var b0 []outbox.Message
+	for range 5 {
+		b0 = append(b0, e.store.add(0, "a"))
+	}
+	for range 30 {
+		e.store.add(1, "b")
+	}
+	// The third row of bucket 0 fails three times, then goes through.
+	e.pub.failures[b0[2].ID] = 3
+	res := e.run(t, outbox.RunInput{})
+	if e.store.pending() != 0 || res.Deleted != 35 {
+		t.Fatalf("pending %d deleted %d", e.store.pending(), res.Deleted)
+	}
+	if got := e.store.deletedOrder[0]; !slices.Equal(got, []int64{1, 2, 3, 4, 5}) {
+		t.Fatalf("bucket 0 deleted in order %v", got)
+	}
+	// Rows behind the failing head are published once more at most: the
+	// retries fetch only the head row.
+	n, _ := e.obs.count(outbox.EventHeadRowRetry)
+	if n != 3 {
+		t.Fatalf("head-row retries = %d, want 3", n)
+	}
+	count := map[int64]int{}
+	for _, m := range e.pub.sent() {
+		if m.Bucket == 0 {
+			count[m.Sequence]++
+		}
+	}
+	if count[1] != 1 || count[2] != 1 || count[3] != 1 || count[4] != 1 || count[5] != 1 {
+		t.Fatalf("bucket 0 deliveries per sequence %v, want each once", count)
+	}
+	// Bucket 1 drained while bucket 0 backed off: its backoffs are per bucket.
+	var bucketBackoffs int
+	for _, ev := range e.obs.events {
+		if ev.Kind == outbox.EventBackoff {
+			if ev.Bucket != 0 {
+				t.Fatalf("backoff event for bucket %d", ev.Bucket)
+			}
+			bucketBackoffs++
+		}
+	}
+	if bucketBackoffs != 3 || res.Errors != 0 {
+		t.Fatalf("bucket backoffs %d, cycle errors %d", bucketBackoffs, res.Errors)
+	}
+}
+
+func TestRelayStopsAtBudgetReleasesAndSendsContinuation(t *testing.T) {
+	e := newRelayEnv(t, 2, nil)
+	e.pub.delay = 5 * time.Second
+	for range 50 {
+		e.store.add(0, "k")
+	}
+	// Budget = deadline − 5 s stop margin = t0+19s: batches start at 0, 5,
+	// 10 and 15 s; the fifth would start after the budget.
+	deadline := t0.Add(24 * time.Second)
+	res := e.run(t, outbox.RunInput{Trigger: outbox.TriggerWake, Buckets: []int{0}, Deadline: deadline, Hop: 1})
+	if res.Reason != outbox.StopBudget {
+		t.Fatalf("reason %s, want budget", res.Reason)
+	}
+	if res.ReleaseSkipped || len(res.Released) == 0 {
+		t.Fatalf("release skipped %v released %v (%+v)", res.ReleaseSkipped, res.Released, res)
+	}
+	if !slices.Equal(res.WorkLeft, []int{0}) || !res.WakeUpSent {
+		t.Fatalf("work left %v wake-up %v", res.WorkLeft, res.WakeUpSent)
+	}
+	w := e.wakes.all()
+	if len(w) != 1 || w[0].Hop != 2 || !slices.Equal(w[0].Buckets, []int{0}) {
+		t.Fatalf("wake-ups %+v, want one for bucket 0 at hop 2", w)
+	}
+	if res.Deleted != 40 || e.store.pending() != 10 {
+		t.Fatalf("deleted %d, pending %d; want 40 and 10", res.Deleted, e.store.pending())
+	}
+	// The continuation finishes the work.
+	res2 := e.run(t, outbox.RunInput{Trigger: outbox.TriggerWake, Buckets: w[0].Buckets, Hop: w[0].Hop})
+	if e.store.pending() != 0 || res2.Reason != outbox.StopDrained {
+		t.Fatalf("continuation left %d pending (%s)", e.store.pending(), res2.Reason)
+	}
+}
+
+func TestRelayHopLimitEndsTheChain(t *testing.T) {
+	e := newRelayEnv(t, 1, nil)
+	e.store.add(0, "k")
+	e.store.onRelease = func() { e.store.add(0, "late") }
+	res := e.run(t, outbox.RunInput{Trigger: outbox.TriggerWake, Buckets: []int{0}, Hop: 3})
+	if len(res.WorkLeft) != 1 || res.WakeUpSent || len(e.wakes.all()) != 0 {
+		t.Fatalf("work left %v sent %v wakes %v: hop 4 > max 3 must not be sent", res.WorkLeft, res.WakeUpSent, e.wakes.all())
+	}
+}
+
+func TestRelaySkipsReleaseWhenTheDeadlineLeavesNoTime(t *testing.T) {
+	e := newRelayEnv(t, 1, nil)
+	e.store.add(0, "k")
+	deadline := t0.Add(3 * time.Second)
+	// Kafka answers 100 ms before the deadline: no time to release.
+	e.pub.delay = 2900 * time.Millisecond
+	res := e.run(t, outbox.RunInput{Deadline: deadline})
+	if !res.ReleaseSkipped || len(res.Released) != 0 {
+		t.Fatalf("release skipped %v released %v", res.ReleaseSkipped, res.Released)
+	}
+	if o := e.store.leaseOwner(0); o != "relay-a" {
+		t.Fatalf("lease owner %q, want the relay's lease left to lapse", o)
+	}
+	if n, sum := e.obs.count(outbox.EventReleaseSkipped); n != 1 || sum != 1 {
+		t.Fatalf("release-skipped events %d (%d leases)", n, sum)
+	}
+}
+
+func TestRelayTrustsALivePeer(t *testing.T) {
+	e := newRelayEnv(t, 4, nil)
+	e.store.add(2, "k")
+	e.store.heartbeat("peer", false)
+	e.store.hold(2, "peer", t0.Add(20*time.Second))
+	res := e.run(t, outbox.RunInput{Trigger: outbox.TriggerWake, Buckets: []int{2}})
+	if res.Reason != outbox.StopPeerLive || res.Joined {
+		t.Fatalf("reason %s joined %v", res.Reason, res.Joined)
+	}
+	if e.store.count("coordination") != 1 || e.store.count("acquire") != 0 || e.store.count("pending") != 0 {
+		t.Fatalf("calls %v: want one coordination read and nothing else", e.store.calls)
+	}
+}
+
+func TestRelayJoinsForABucketOfAStoppedPeer(t *testing.T) {
+	e := newRelayEnv(t, 4, nil)
+	e.store.add(2, "k")
+	e.store.heartbeat("peer", true)
+	// The stopped peer's lease lapses five seconds later.
+	e.store.hold(2, "peer", t0.Add(5*time.Second))
+	res := e.run(t, outbox.RunInput{Trigger: outbox.TriggerWake, Buckets: []int{2}, Deadline: t0.Add(60 * time.Second)})
+	if !res.Joined || res.Published != 1 || e.store.pending() != 0 {
+		t.Fatalf("joined %v published %d pending %d (%s)", res.Joined, res.Published, e.store.pending(), res.Reason)
+	}
+}
+
+func TestRelaySweepWithNothingPendingReadsOnly(t *testing.T) {
+	e := newRelayEnv(t, 8, nil)
+	res := e.run(t, outbox.RunInput{Trigger: outbox.TriggerSchedule, Deadline: t0.Add(time.Minute)})
+	if res.Reason != outbox.StopNothingPending || res.Joined {
+		t.Fatalf("reason %s joined %v", res.Reason, res.Joined)
+	}
+	if e.store.count("pending") != 1 || e.store.count("acquire") != 0 || e.store.count("coordination") != 0 {
+		t.Fatalf("calls %v", e.store.calls)
+	}
+}
+
+func TestRelaySweepJoinsForUnownedWork(t *testing.T) {
+	e := newRelayEnv(t, 8, nil)
+	e.store.add(5, "k")
+	res := e.run(t, outbox.RunInput{Trigger: outbox.TriggerSchedule, Deadline: t0.Add(time.Minute)})
+	if !res.Joined || res.Published != 1 || res.Reason != outbox.StopDrained {
+		t.Fatalf("joined %v published %d reason %s", res.Joined, res.Published, res.Reason)
+	}
+}
+
+func TestRelayMisconfigurationIsFatal(t *testing.T) {
+	e := newRelayEnv(t, 4, nil)
+	e.store.buckets = 8
+	_, err := e.runErr(outbox.RunInput{})
+	if !outbox.IsMisconfigured(err) {
+		t.Fatalf("err = %v, want misconfiguration", err)
+	}
+	if e.store.count("acquire") != 1 {
+		t.Fatalf("a misconfiguration was retried: %d acquisitions", e.store.count("acquire"))
+	}
+}
+
+func TestRelayThatCannotReachKafkaClaimsNothing(t *testing.T) {
+	e := newRelayEnv(t, 4, nil)
+	e.pub.initErr = errors.New("dial tcp 127.0.0.1:1: connection refused")
+	res, err := e.runErr(outbox.RunInput{})
+	if err == nil || res.Reason != outbox.StopFatal || e.store.count("acquire") != 0 {
+		t.Fatalf("err %v reason %s acquisitions %d", err, res.Reason, e.store.count("acquire"))
+	}
+}
+
+func TestRelayRenewsDuringASlowPublish(t *testing.T) {
+	e := newRelayEnv(t, 1, nil)
+	e.store.add(0, "k")
+	// Kafka takes 25 s: longer than the renew interval, within the lease.
+	e.pub.delay = 25 * time.Second
+	res := e.run(t, outbox.RunInput{})
+	if n := e.store.count("renew"); n != 2 {
+		t.Fatalf("in-flight renewals during a 25 s publish = %d, want 2 (at 10 s and 20 s)", n)
+	}
+	if res.Deleted != 1 {
+		t.Fatalf("deleted %d, want the message deleted under the renewed lease", res.Deleted)
+	}
+}
+
+func TestRelayRefusedRenewalKeepsThePublishedRows(t *testing.T) {
+	e := newRelayEnv(t, 1, nil)
+	e.store.add(0, "k")
+	e.store.refuseRenew = true
+	e.pub.delay = 15 * time.Second
+	res := e.run(t, outbox.RunInput{Deadline: t0.Add(40 * time.Second)})
+	if e.store.count("mark") != 0 || res.Deleted != 0 || e.store.pending() != 1 {
+		t.Fatalf("rows published after a refused renewal were deleted (%d)", res.Deleted)
+	}
+	if n, _ := e.obs.count(outbox.EventLeaseLost); n == 0 {
+		t.Fatal("no lease-lost event")
+	}
+}
+
+func TestRelayBacksOffWithJitterBoundedByTheRenewInterval(t *testing.T) {
+	e := newRelayEnv(t, 1, nil)
+	e.store.add(0, "k")
+	e.store.failPending = 6
+	res := e.run(t, outbox.RunInput{})
+	if res.Errors != 6 || e.store.pending() != 0 {
+		t.Fatalf("errors %d pending %d", res.Errors, e.store.pending())
+	}
+	var delays []time.Duration
+	for _, ev := range e.obs.events {
+		if ev.Kind == outbox.EventBackoff {
+			delays = append(delays, ev.Duration)
+		}
+	}
+	if delays[0] != time.Second {
+		t.Fatalf("first backoff %v, want the base", delays[0])
+	}
+	for _, d := range delays {
+		if d < time.Second || d > 10*time.Second {
+			t.Fatalf("backoff %v outside [ErrorBackoff, LeaseRenewInterval]", d)
+		}
+	}
+	if slices.Max(delays) == time.Second {
+		t.Fatalf("backoffs never grew: %v", delays)
+	}
+}
+
+// The stranded-message race: a message commits into a bucket while its
+// owner is stopping; the woken relay trusts the live owner and exits, and
+// the owner's post-release probe sends the wake-up that publishes it.
+func TestRelayStrandedMessageRaceIsResolvedByTheStoppingOwner(t *testing.T) {
+	e := newRelayEnv(t, 2, nil)
+	e.store.add(1, "first")
+	rb, err := outbox.NewRelay(outbox.RelayConfig{Options: outbox.RelayOptions{RelayID: "relay-b", BucketCount: 2},
+		Store: e.store, Publisher: e.pub, Clock: e.clock, Notifier: e.wakes, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxHops: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	woken := &relayEnv{clock: e.clock, store: e.store, pub: e.pub, obs: &recorder{}, wakes: e.wakes, relay: rb}
+	var wokenResult outbox.RunResult
+	e.store.onRelease = func() {
+		e.store.onRelease = nil
+		// Commit lands while relay-a still holds bucket 1; the writer's
+		// wake-up reaches relay-b, which sees a live owner and exits.
+		e.store.add(1, "during-stop")
+		wokenResult = woken.run(t, outbox.RunInput{Trigger: outbox.TriggerWake, Buckets: []int{1}})
+	}
+	res := e.run(t, outbox.RunInput{Trigger: outbox.TriggerWake, Buckets: []int{1}})
+	if wokenResult.Reason != outbox.StopPeerLive {
+		t.Fatalf("woken relay: %s, want it to trust the live owner", wokenResult.Reason)
+	}
+	w := e.wakes.all()
+	if !slices.Equal(res.WorkLeft, []int{1}) || len(w) != 1 {
+		t.Fatalf("owner left %v and sent %v, want one wake-up for bucket 1", res.WorkLeft, w)
+	}
+	res3 := woken.run(t, outbox.RunInput{Trigger: outbox.TriggerWake, Buckets: w[0].Buckets, Hop: w[0].Hop})
+	if !res3.Joined || e.store.pending() != 0 {
+		t.Fatalf("the wake-up did not publish the message: joined %v pending %d", res3.Joined, e.store.pending())
+	}
+}
