@@ -46,3 +46,29 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 30s).
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
 	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; done
+
+# Lambda functions: arm64 build for the stack, local runs under the Runtime
+# Interface Emulator.
+FUNCTIONS := relay enqueue
+DIST := $(CURDIR)/dist
+RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
+FN ?=
+EVENT ?= events/enqueue.single.json,events/relay.notify.json
+
+.PHONY: build
+build: ## Build the Lambda functions for linux/arm64 into dist/relay.zip and dist/enqueue.zip.
+	@set -e; for fn in $(FUNCTIONS); do \
+	  echo "== $$fn"; \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(DIST)/$$fn/bootstrap ./functions/$$fn; \
+	  $(GO) run ./scripts/zip -o $(DIST)/$$fn.zip $(DIST)/$$fn/bootstrap; \
+	done
+
+.PHONY: tools
+tools: $(BIN)/aws-lambda-rie ## Install the tools the tests use into ./bin (aws-lambda-rie for the function binaries' tests).
+
+$(BIN)/aws-lambda-rie:
+	GOBIN=$(BIN) $(GO) install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
+
+.PHONY: invoke
+invoke: $(BIN)/aws-lambda-rie ## Run a function locally under the emulator: EVENT=files (comma-separated), FN=relay|enqueue (default: from each file name).
+	$(GO) run ./scripts/invoke -fn "$(FN)" -event "$(EVENT)" -rie $(BIN)/aws-lambda-rie

@@ -172,6 +172,9 @@ type RunResult struct {
 	Refused int
 	// Released lists the buckets released by the stop protocol.
 	Released []int
+	// ReleaseUnfinished reports that leases still named the relay after
+	// every release pass; they lapse after LeaseDuration.
+	ReleaseUnfinished bool
 	// ReleaseSkipped reports that the stop protocol did not fit before the
 	// deadline; the leases lapse after LeaseDuration instead.
 	ReleaseSkipped bool
@@ -208,7 +211,8 @@ func (r *Relay) Run(ctx context.Context, in RunInput) (RunResult, error) {
 	}
 	Emit(r.obs, Event{Kind: EventStop, Time: run.res.Ended, RelayID: r.opts.RelayID, Bucket: -1,
 		Op: string(run.res.Reason), Duration: run.res.Ended.Sub(run.res.Started), Count: int(run.res.BudgetUsed + 0.5)})
-	r.log.LogAttrs(ctx, slog.LevelInfo, "relay run finished",
+	// Debug: hosts (the Lambda handler, the CLI) log their own summary.
+	r.log.LogAttrs(ctx, slog.LevelDebug, "relay run finished",
 		slog.String("reason", string(run.res.Reason)), slog.Bool("joined", run.res.Joined),
 		slog.Int("published", run.res.Published), slog.Int("deleted", run.res.Deleted),
 		slog.Int("rounds", run.res.Rounds), slog.Int("refused", run.res.Refused),

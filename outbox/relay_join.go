@@ -43,8 +43,38 @@ func (u *run) shouldJoin() (bool, error) {
 		u.res.Reason = StopPeerLive
 		return false, nil
 	}
+	if u.in.Trigger == TriggerWake && len(u.validHints()) > 0 {
+		// A wake-up can arrive after the work it announced was drained (a
+		// queued or duplicate notification). One strongly consistent read
+		// per orphaned bucket is far cheaper than joining for nothing, and
+		// unlike the eventually consistent probe it cannot miss the commit
+		// that sent the wake-up.
+		if orphans, err = u.withMessages(orphans); err != nil {
+			return false, err
+		}
+		if len(orphans) == 0 {
+			u.res.Reason = StopNothingPending
+			return false, nil
+		}
+	}
 	u.waitFor = orphans
 	return true, nil
+}
+
+// withMessages returns the buckets of bs whose head holds a message, read
+// with the consistent fetch.
+func (u *run) withMessages(bs []int) ([]int, error) {
+	var out []int
+	for _, b := range bs {
+		msgs, err := u.r.store.FetchBatch(u.ctx, b, 1)
+		if err != nil {
+			return nil, err
+		}
+		if len(msgs) > 0 {
+			out = append(out, b)
+		}
+	}
+	return out, nil
 }
 
 // validHints returns the hinted buckets inside the bucket range, ascending

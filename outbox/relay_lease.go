@@ -228,6 +228,7 @@ func (u *run) stop() {
 		r.log.LogAttrs(u.ctx, slog.LevelError, "releasing leases failed; they lapse after LeaseDuration", slog.Any("error", err))
 	} else {
 		u.res.Released = rel.Released
+		u.res.ReleaseUnfinished = rel.Unfinished
 		u.res.Refused += rel.Refused
 		if n := len(rel.Released); n > 0 {
 			r.emit(Event{Kind: EventRelease, Bucket: -1, Count: n})

@@ -408,3 +408,19 @@ func TestRelayStrandedMessageRaceIsResolvedByTheStoppingOwner(t *testing.T) {
 		t.Fatalf("the wake-up did not publish the message: joined %v pending %d", res3.Joined, e.store.pending())
 	}
 }
+
+func TestRelayWakeUpForAnAlreadyDrainedBucketDoesNotJoin(t *testing.T) {
+	e := newRelayEnv(t, 4, nil)
+	res := e.run(t, outbox.RunInput{Trigger: outbox.TriggerWake, Buckets: []int{1}})
+	if res.Joined || res.Reason != outbox.StopNothingPending {
+		t.Fatalf("joined %v reason %s", res.Joined, res.Reason)
+	}
+	if e.store.count("acquire") != 0 || e.store.count("fetch") != 1 {
+		t.Fatalf("calls %v: want one coordination read and one consistent fetch", e.store.calls)
+	}
+	// Positive control: the same wake-up with a message joins.
+	e.store.add(1, "k")
+	if res := e.run(t, outbox.RunInput{Trigger: outbox.TriggerWake, Buckets: []int{1}}); !res.Joined || res.Published != 1 {
+		t.Fatalf("joined %v published %d", res.Joined, res.Published)
+	}
+}

@@ -3,6 +3,7 @@ package outboxddb
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -18,27 +19,43 @@ import (
 // the bucket heads, the messages a stalled outbox is stuck on. All reads are
 // eventually consistent.
 func (s *Store) Backlog(ctx context.Context) (outbox.Backlog, error) {
-	n := s.opts.BucketCount
-	counts := make([]int64, n)
-	heads := make([]int64, n)
-	err := forEach(ctx, s.opts.MaxConcurrency, n, func(ctx context.Context, b int) error {
-		var err error
-		heads[b], counts[b], err = s.sampleBucket(ctx, b)
-		return err
-	})
+	buckets, err := s.SampleBuckets(ctx)
 	if err != nil {
 		return outbox.Backlog{}, err
 	}
 	var sample outbox.Backlog
-	var oldest int64
-	for b := range n {
-		sample.Pending += counts[b]
-		if heads[b] != 0 && (oldest == 0 || heads[b] < oldest) {
-			oldest = heads[b]
+	for _, b := range buckets {
+		sample.Pending += b.Pending
+		if !b.Oldest.IsZero() && (sample.Oldest.IsZero() || b.Oldest.Before(sample.Oldest)) {
+			sample.Oldest = b.Oldest
 		}
 	}
-	sample.Oldest = timeOf(oldest)
 	return sample, nil
+}
+
+// BucketSample is one bucket's part of a backlog sample.
+type BucketSample struct {
+	Bucket int
+	// Pending counts the bucket's messages, capped at PendingCountLimit.
+	Pending int64
+	// Oldest is the CreatedAt of the bucket's head; zero when empty.
+	Oldest time.Time
+}
+
+// SampleBuckets samples every bucket as Backlog does and returns the
+// per-bucket figures in bucket order (operators' status view).
+func (s *Store) SampleBuckets(ctx context.Context) ([]BucketSample, error) {
+	n := s.opts.BucketCount
+	out := make([]BucketSample, n)
+	err := forEach(ctx, s.opts.MaxConcurrency, n, func(ctx context.Context, b int) error {
+		head, count, err := s.sampleBucket(ctx, b)
+		out[b] = BucketSample{Bucket: b, Pending: count, Oldest: timeOf(head)}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // sampleBucket returns the head's CreatedAtUtc ticks (0 when the bucket is

@@ -314,6 +314,13 @@ func TestBacklog_CountsUpToTheLimit_AndReportsTheOldestHead(t *testing.T) {
 	if got.Pending != 14 || !got.Oldest.Equal(t0.Add(-time.Hour)) {
 		t.Fatalf("backlog %+v, want 14 pending (10 + 4), oldest %v", got, t0.Add(-time.Hour))
 	}
+	per, err := s.SampleBuckets(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(per) != 8 || per[2].Pending != 10 || !per[2].Oldest.Equal(t0.Add(-time.Hour)) || per[7].Pending != 4 || per[0].Pending != 0 || !per[0].Oldest.IsZero() {
+		t.Fatalf("per-bucket samples %+v", per)
+	}
 }
 
 func TestTwoOutboxes_ShareATableWithCustomKeyNames_WithoutSeeingEachOther(t *testing.T) {

@@ -1,0 +1,419 @@
+package outboxlambda
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxconf"
+	"github.com/spillway-dev/spillway/outbox/outboxddb"
+)
+
+// Defaults of Config that the core does not define.
+const (
+	// DefaultOutboxName is the Outbox metric dimension.
+	DefaultOutboxName = outbox.DefaultMetricsName
+	// DefaultKafkaAuth is the Kafka authentication mode.
+	DefaultKafkaAuth = outboxconf.KafkaAuthNone
+)
+
+// Config is the functions' configuration, read from the environment
+// variables named in outboxconf. LoadConfig fills every default, so a
+// loaded Config has no zero field that means "default".
+type Config struct {
+	// Table is the outbox table (SPILLWAY_TABLE, required).
+	Table string
+	// PartitionKey and SortKey are the table's key attribute names
+	// (SPILLWAY_PARTITION_KEY, SPILLWAY_SORT_KEY). Default "PK" and "SK".
+	PartitionKey, SortKey string
+	// KeyPrefix starts every outbox partition key (SPILLWAY_KEY_PREFIX).
+	// Default "OUTBOX".
+	KeyPrefix string
+	// BucketCount is shared by every writer and relay of the table
+	// (SPILLWAY_BUCKET_COUNT). Default 8.
+	BucketCount int
+	// DynamoDBEndpoint overrides the DynamoDB endpoint URL
+	// (SPILLWAY_DYNAMODB_ENDPOINT): DynamoDB Local, the embedded server.
+	// Default: the SDK's regional endpoint.
+	DynamoDBEndpoint string
+	// KafkaBrokers are the seed brokers as host:port
+	// (SPILLWAY_KAFKA_BROKERS, comma-separated). Required by the relay.
+	KafkaBrokers []string
+	// KafkaAuth is none, scram-sha-512 or msk-iam (SPILLWAY_KAFKA_AUTH).
+	// Default none.
+	KafkaAuth string
+	// KafkaTLS turns on TLS to the brokers (SPILLWAY_KAFKA_TLS). Default
+	// true with scram-sha-512 and msk-iam (Amazon MSK requires it), false
+	// without authentication.
+	KafkaTLS bool
+	// KafkaScramSecretARN is the Secrets Manager secret holding the SCRAM
+	// credentials as {"username":…,"password":…}
+	// (SPILLWAY_KAFKA_SCRAM_SECRET_ARN). Required with scram-sha-512.
+	KafkaScramSecretARN string
+	// Topics lists the topics the relay may publish to (SPILLWAY_TOPICS,
+	// comma-separated). When set, the enqueue function refuses other topics,
+	// which the relay could not publish. Default: any topic.
+	Topics []string
+	// RelayFunction is the relay function's name or ARN, invoked for
+	// wake-ups (SPILLWAY_RELAY_FUNCTION). Default: none, so the enqueue
+	// function sends no wake-up and the relay wakes itself
+	// (AWS_LAMBDA_FUNCTION_NAME).
+	RelayFunction string
+	// Mode is drain or hold (SPILLWAY_MODE). Default drain.
+	Mode outbox.Mode
+	// PollInterval, IdleTimeout, StopMargin, LeaseDuration and
+	// LeaseRenewInterval are the relay's timings (SPILLWAY_POLL_INTERVAL,
+	// SPILLWAY_IDLE_TIMEOUT, SPILLWAY_STOP_MARGIN, SPILLWAY_LEASE_DURATION,
+	// SPILLWAY_LEASE_RENEW_INTERVAL) as Go durations. Defaults 1s, 2s, 5s,
+	// 30s and 10s.
+	PollInterval, IdleTimeout, StopMargin, LeaseDuration, LeaseRenewInterval time.Duration
+	// BatchSize bounds the messages fetched and published per bucket per
+	// round trip (SPILLWAY_BATCH_SIZE). Default 500.
+	BatchSize int
+	// MaxHops bounds a chain of continuation wake-ups (SPILLWAY_MAX_HOPS);
+	// 0 sends none. Default 10.
+	MaxHops int
+	// OutboxName is the Outbox metric dimension (SPILLWAY_OUTBOX_NAME).
+	// Default "outbox".
+	OutboxName string
+	// MetricsNamespace is the CloudWatch namespace
+	// (SPILLWAY_METRICS_NAMESPACE). Default "Spillway".
+	MetricsNamespace string
+}
+
+// ConfigError names the environment variable that makes the configuration
+// unusable, its value and what is wrong. It matches outbox.ErrMisconfigured.
+type ConfigError struct {
+	// Variable is the environment variable, e.g. "SPILLWAY_BATCH_SIZE".
+	Variable string
+	// Value is the variable's value as read.
+	Value string
+	// Problem says what is wrong and what is expected.
+	Problem string
+}
+
+// Error implements error.
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("outboxlambda: configuration: %s=%q: %s", e.Variable, e.Value, e.Problem)
+}
+
+// Is reports whether target is outbox.ErrMisconfigured.
+func (e *ConfigError) Is(target error) bool { return target == outbox.ErrMisconfigured }
+
+// LoadConfig reads every variable through getenv (os.Getenv in the
+// functions), applies the defaults and validates the result. The error is a
+// *ConfigError for the first unusable variable, in the order of Config's
+// fields; cross-field problems name every variable involved.
+func LoadConfig(getenv func(string) string) (Config, error) {
+	p := parser{getenv: getenv}
+	c := Config{
+		Table:               p.required(outboxconf.EnvTable),
+		PartitionKey:        p.name(outboxconf.EnvPartitionKey, outboxddb.DefaultPartitionKey),
+		SortKey:             p.name(outboxconf.EnvSortKey, outboxddb.DefaultSortKey),
+		KeyPrefix:           p.name(outboxconf.EnvKeyPrefix, outboxddb.DefaultKeyPrefix),
+		BucketCount:         p.integer(outboxconf.EnvBucketCount, outbox.DefaultBucketCount, 1, math.MaxInt32),
+		DynamoDBEndpoint:    p.endpoint(outboxconf.EnvDynamoDBEndpoint),
+		KafkaBrokers:        p.brokers(outboxconf.EnvKafkaBrokers),
+		KafkaAuth:           p.oneOf(outboxconf.EnvKafkaAuth, DefaultKafkaAuth, outboxconf.KafkaAuthNone, outboxconf.KafkaAuthScram, outboxconf.KafkaAuthIAM),
+		KafkaScramSecretARN: p.arn(outboxconf.EnvKafkaScramSecret, "secretsmanager"),
+		Topics:              p.topics(outboxconf.EnvTopics),
+		RelayFunction:       p.function(outboxconf.EnvRelayFunction),
+		Mode:                outbox.Mode(p.oneOf(outboxconf.EnvMode, string(outbox.ModeDrain), string(outbox.ModeDrain), string(outbox.ModeHold))),
+		PollInterval:        p.duration(outboxconf.EnvPollInterval, outbox.DefaultPollInterval),
+		IdleTimeout:         p.duration(outboxconf.EnvIdleTimeout, outbox.DefaultIdleTimeout),
+		StopMargin:          p.duration(outboxconf.EnvStopMargin, outbox.DefaultStopMargin),
+		LeaseDuration:       p.duration(outboxconf.EnvLeaseDuration, outbox.DefaultLeaseDuration),
+		LeaseRenewInterval:  p.duration(outboxconf.EnvLeaseRenewInterval, outbox.DefaultLeaseRenewInterval),
+		BatchSize:           p.integer(outboxconf.EnvBatchSize, outbox.DefaultBatchSize, 1, math.MaxInt32),
+		MaxHops:             p.integer(outboxconf.EnvMaxHops, outboxconf.DefaultMaxHops, 0, math.MaxInt32),
+		OutboxName:          p.name(outboxconf.EnvOutboxName, DefaultOutboxName),
+		MetricsNamespace:    p.name(outboxconf.EnvMetricsNamespace, outboxconf.DefaultMetricsNamespace),
+	}
+	c.KafkaTLS = p.boolean(outboxconf.EnvKafkaTLS, c.KafkaAuth != outboxconf.KafkaAuthNone)
+	if p.err != nil {
+		return Config{}, p.err
+	}
+	if err := c.crossCheck(getenv); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// crossCheck validates what no single variable decides.
+func (c Config) crossCheck(getenv func(string) string) error {
+	if c.KafkaAuth == outboxconf.KafkaAuthScram && c.KafkaScramSecretARN == "" {
+		return &ConfigError{Variable: outboxconf.EnvKafkaScramSecret, Value: "",
+			Problem: fmt.Sprintf("required when %s=%s", outboxconf.EnvKafkaAuth, outboxconf.KafkaAuthScram)}
+	}
+	if c.LeaseRenewInterval >= c.LeaseDuration {
+		return &ConfigError{Variable: outboxconf.EnvLeaseRenewInterval, Value: getenv(outboxconf.EnvLeaseRenewInterval),
+			Problem: fmt.Sprintf("the renew interval %v must be shorter than %s (%v), or leases lapse between renewals",
+				c.LeaseRenewInterval, outboxconf.EnvLeaseDuration, c.LeaseDuration)}
+	}
+	if c.PartitionKey == c.SortKey {
+		return &ConfigError{Variable: outboxconf.EnvSortKey, Value: getenv(outboxconf.EnvSortKey),
+			Problem: fmt.Sprintf("the sort key attribute %q equals %s; they must differ", c.SortKey, outboxconf.EnvPartitionKey)}
+	}
+	if err := c.StoreOptions().WithDefaults().Validate(); err != nil {
+		var mis *outbox.MisconfigurationError
+		detail := err.Error()
+		if errors.As(err, &mis) {
+			detail = mis.Detail
+		}
+		return &ConfigError{Variable: outboxconf.EnvPartitionKey + "/" + outboxconf.EnvSortKey,
+			Value: c.PartitionKey + "/" + c.SortKey, Problem: detail}
+	}
+	return nil
+}
+
+// StoreOptions returns the DynamoDB store and writer options of c. The
+// caller adds the clock, observer, logger and notifier.
+func (c Config) StoreOptions() outboxddb.Options {
+	return outboxddb.Options{
+		TableName:    c.Table,
+		PartitionKey: c.PartitionKey,
+		SortKey:      c.SortKey,
+		KeyPrefix:    c.KeyPrefix,
+		BucketCount:  c.BucketCount,
+	}
+}
+
+// RelayOptions returns the relay options of c for the relay relayID.
+func (c Config) RelayOptions(relayID string) outbox.RelayOptions {
+	return outbox.RelayOptions{
+		RelayID:            relayID,
+		BucketCount:        c.BucketCount,
+		BatchSize:          c.BatchSize,
+		PollInterval:       c.PollInterval,
+		LeaseDuration:      c.LeaseDuration,
+		LeaseRenewInterval: c.LeaseRenewInterval,
+		Mode:               c.Mode,
+		IdleTimeout:        c.IdleTimeout,
+		StopMargin:         c.StopMargin,
+	}.WithDefaults()
+}
+
+// parser reads variables and keeps the first error; later reads after an
+// error return zero values that are never used.
+type parser struct {
+	getenv func(string) string
+	err    error
+}
+
+func (p *parser) fail(name, value, format string, args ...any) {
+	if p.err == nil {
+		p.err = &ConfigError{Variable: name, Value: value, Problem: fmt.Sprintf(format, args...)}
+	}
+}
+
+// get returns the value and whether it is set; a value of only spaces is
+// set (and then rejected by the caller) so a typo is never read as unset.
+func (p *parser) get(name string) (string, bool) {
+	v := p.getenv(name)
+	return v, v != ""
+}
+
+func (p *parser) required(name string) string {
+	v, ok := p.get(name)
+	switch {
+	case !ok:
+		p.fail(name, v, "required, not set")
+	case strings.TrimSpace(v) != v || v == "":
+		p.fail(name, v, "has leading or trailing spaces")
+	}
+	return v
+}
+
+// name reads a name-like value: non-blank, no surrounding spaces.
+func (p *parser) name(name, def string) string {
+	v, ok := p.get(name)
+	if !ok {
+		return def
+	}
+	if strings.TrimSpace(v) != v || strings.TrimSpace(v) == "" {
+		p.fail(name, v, "must not be blank or have leading or trailing spaces")
+	}
+	return v
+}
+
+func (p *parser) integer(name string, def, lo, hi int) int {
+	v, ok := p.get(name)
+	if !ok {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		p.fail(name, v, "not a decimal integer")
+		return def
+	}
+	if n < lo || n > hi {
+		p.fail(name, v, "must be between %d and %d", lo, hi)
+	}
+	return n
+}
+
+func (p *parser) duration(name string, def time.Duration) time.Duration {
+	v, ok := p.get(name)
+	if !ok {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		p.fail(name, v, "not a Go duration (write e.g. 500ms, 1s or 2m30s)")
+		return def
+	}
+	if d <= 0 {
+		p.fail(name, v, "must be positive")
+	}
+	return d
+}
+
+func (p *parser) boolean(name string, def bool) bool {
+	v, ok := p.get(name)
+	if !ok {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		p.fail(name, v, "not a boolean (true or false)")
+		return def
+	}
+	return b
+}
+
+func (p *parser) oneOf(name, def string, allowed ...string) string {
+	v, ok := p.get(name)
+	if !ok {
+		return def
+	}
+	for _, a := range allowed {
+		if v == a {
+			return v
+		}
+	}
+	p.fail(name, v, "must be one of %s", strings.Join(allowed, ", "))
+	return def
+}
+
+func (p *parser) endpoint(name string) string {
+	v, ok := p.get(name)
+	if !ok {
+		return ""
+	}
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		p.fail(name, v, "not an http:// or https:// URL with a host")
+	}
+	return v
+}
+
+// list splits a comma-separated value, rejecting empty elements.
+func (p *parser) list(name string) ([]string, string, bool) {
+	v, ok := p.get(name)
+	if !ok {
+		return nil, v, true
+	}
+	var out []string
+	for part := range strings.SplitSeq(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			p.fail(name, v, "has an empty element; separate values with single commas")
+			return nil, v, false
+		}
+		out = append(out, part)
+	}
+	return out, v, true
+}
+
+func (p *parser) brokers(name string) []string {
+	brokers, v, ok := p.list(name)
+	if !ok {
+		return nil
+	}
+	for _, b := range brokers {
+		host, port, err := net.SplitHostPort(b)
+		n, perr := strconv.Atoi(port)
+		if err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+			p.fail(name, v, "broker %q is not host:port", b)
+			return nil
+		}
+	}
+	return brokers
+}
+
+func (p *parser) topics(name string) []string {
+	topics, v, ok := p.list(name)
+	if !ok {
+		return nil
+	}
+	for _, t := range topics {
+		if problem := topicProblem(t); problem != "" {
+			p.fail(name, v, "topic %q: %s", t, problem)
+			return nil
+		}
+	}
+	return topics
+}
+
+// arn reads an ARN of the given service.
+func (p *parser) arn(name, service string) string {
+	v, ok := p.get(name)
+	if !ok {
+		return ""
+	}
+	parts := strings.SplitN(v, ":", 6)
+	if len(parts) != 6 || parts[0] != "arn" || parts[2] != service || parts[5] == "" {
+		p.fail(name, v, "not an ARN of %s (arn:aws:%s:<region>:<account>:…)", service, service)
+	}
+	return v
+}
+
+// function reads a Lambda function name, name:qualifier, partial or full
+// ARN: what lambda:Invoke accepts as FunctionName.
+func (p *parser) function(name string) string {
+	v, ok := p.get(name)
+	if !ok {
+		return ""
+	}
+	const maxLen = 170 // Invoke's FunctionName limit, ARN and qualifier included
+	if len(v) > maxLen {
+		p.fail(name, v, "longer than %d characters", maxLen)
+		return v
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-_:$.", c) >= 0) {
+			p.fail(name, v, "not a Lambda function name or ARN (character %q at %d)", c, i)
+			return v
+		}
+	}
+	return v
+}
+
+// topicProblem says why t is not a valid Kafka topic name; empty when it is.
+// A message for an invalid topic can never be published and would block its
+// bucket, so it is refused at enqueue.
+func topicProblem(t string) string {
+	const maxTopic = 249
+	switch {
+	case t == "":
+		return "is empty"
+	case len(t) > maxTopic:
+		return fmt.Sprintf("is %d characters, Kafka allows at most %d", len(t), maxTopic)
+	case t == "." || t == "..":
+		return "is not a legal Kafka topic name"
+	}
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Sprintf("character %q at %d is not allowed (Kafka topics use ASCII letters, digits, '.', '_' and '-')", c, i)
+		}
+	}
+	return ""
+}

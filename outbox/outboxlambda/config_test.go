@@ -1,0 +1,246 @@
+package outboxlambda
+
+import (
+	"errors"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxconf"
+)
+
+// env returns a getenv over vars.
+func env(vars map[string]string) func(string) string {
+	return func(k string) string { return vars[k] }
+}
+
+// withVars returns the minimal valid environment plus vars.
+func withVars(vars map[string]string) map[string]string {
+	out := map[string]string{outboxconf.EnvTable: "outbox-table"}
+	for k, v := range vars {
+		out[k] = v
+	}
+	return out
+}
+
+func TestLoadConfigDefaults(t *testing.T) {
+	t.Parallel()
+	got, err := LoadConfig(env(withVars(nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{
+		Table:              "outbox-table",
+		PartitionKey:       "PK",
+		SortKey:            "SK",
+		KeyPrefix:          "OUTBOX",
+		BucketCount:        8,
+		KafkaAuth:          "none",
+		Mode:               outbox.ModeDrain,
+		PollInterval:       time.Second,
+		IdleTimeout:        2 * time.Second,
+		StopMargin:         5 * time.Second,
+		LeaseDuration:      30 * time.Second,
+		LeaseRenewInterval: 10 * time.Second,
+		BatchSize:          500,
+		MaxHops:            10,
+		OutboxName:         "outbox",
+		MetricsNamespace:   "Spillway",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("defaults:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestLoadConfigReadsEveryVariable(t *testing.T) {
+	t.Parallel()
+	got, err := LoadConfig(env(map[string]string{
+		outboxconf.EnvTable:              "orders",
+		outboxconf.EnvPartitionKey:       "pk",
+		outboxconf.EnvSortKey:            "sk",
+		outboxconf.EnvKeyPrefix:          "SHOP",
+		outboxconf.EnvBucketCount:        "16",
+		outboxconf.EnvDynamoDBEndpoint:   "http://127.0.0.1:8000",
+		outboxconf.EnvKafkaBrokers:       "b-1.example:9096, b-2.example:9096",
+		outboxconf.EnvKafkaAuth:          "scram-sha-512",
+		outboxconf.EnvKafkaTLS:           "false",
+		outboxconf.EnvKafkaScramSecret:   "arn:aws:secretsmanager:eu-west-1:123456789012:secret:AmazonMSK_relay-AbCdEf",
+		outboxconf.EnvTopics:             "orders,payments.v1",
+		outboxconf.EnvRelayFunction:      "shop-outbox-relay",
+		outboxconf.EnvMode:               "hold",
+		outboxconf.EnvPollInterval:       "250ms",
+		outboxconf.EnvIdleTimeout:        "3s",
+		outboxconf.EnvStopMargin:         "4s",
+		outboxconf.EnvLeaseDuration:      "20s",
+		outboxconf.EnvLeaseRenewInterval: "5s",
+		outboxconf.EnvBatchSize:          "100",
+		outboxconf.EnvMaxHops:            "0",
+		outboxconf.EnvOutboxName:         "shop",
+		outboxconf.EnvMetricsNamespace:   "Shop/Outbox",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{
+		Table:               "orders",
+		PartitionKey:        "pk",
+		SortKey:             "sk",
+		KeyPrefix:           "SHOP",
+		BucketCount:         16,
+		DynamoDBEndpoint:    "http://127.0.0.1:8000",
+		KafkaBrokers:        []string{"b-1.example:9096", "b-2.example:9096"},
+		KafkaAuth:           "scram-sha-512",
+		KafkaTLS:            false,
+		KafkaScramSecretARN: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:AmazonMSK_relay-AbCdEf",
+		Topics:              []string{"orders", "payments.v1"},
+		RelayFunction:       "shop-outbox-relay",
+		Mode:                outbox.ModeHold,
+		PollInterval:        250 * time.Millisecond,
+		IdleTimeout:         3 * time.Second,
+		StopMargin:          4 * time.Second,
+		LeaseDuration:       20 * time.Second,
+		LeaseRenewInterval:  5 * time.Second,
+		BatchSize:           100,
+		MaxHops:             0,
+		OutboxName:          "shop",
+		MetricsNamespace:    "Shop/Outbox",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("\n got %+v\nwant %+v", got, want)
+	}
+	opts := got.RelayOptions("relay-1")
+	if opts.PollInterval != 250*time.Millisecond || opts.Mode != outbox.ModeHold || opts.BatchSize != 100 ||
+		opts.LeaseDuration != 20*time.Second || opts.LeaseRenewInterval != 5*time.Second || opts.StopMargin != 4*time.Second ||
+		opts.IdleTimeout != 3*time.Second || opts.BucketCount != 16 || opts.RelayID != "relay-1" {
+		t.Fatalf("relay options do not carry the configuration: %+v", opts)
+	}
+	if err := opts.Validate(); err != nil {
+		t.Fatalf("relay options of a valid configuration: %v", err)
+	}
+}
+
+func TestLoadConfigTLSDefaultFollowsAuth(t *testing.T) {
+	t.Parallel()
+	for auth, want := range map[string]bool{"none": false, "msk-iam": true, "scram-sha-512": true} {
+		vars := withVars(map[string]string{outboxconf.EnvKafkaAuth: auth})
+		if auth == "scram-sha-512" {
+			vars[outboxconf.EnvKafkaScramSecret] = "arn:aws:secretsmanager:us-east-1:123456789012:secret:AmazonMSK_x"
+		}
+		got, err := LoadConfig(env(vars))
+		if err != nil {
+			t.Fatalf("%s: %v", auth, err)
+		}
+		if got.KafkaTLS != want {
+			t.Errorf("auth %s: TLS %v, want %v", auth, got.KafkaTLS, want)
+		}
+	}
+}
+
+func TestLoadConfigRejectsBadValues(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		variable, value string
+		// extra variables that make the case reach the check
+		extra map[string]string
+		// wantVariable is the variable the error names (default variable)
+		wantVariable string
+		problem      string
+	}{
+		{variable: outboxconf.EnvTable, value: "", problem: "required"},
+		{variable: outboxconf.EnvTable, value: " orders", problem: "spaces"},
+		{variable: outboxconf.EnvPartitionKey, value: "  ", problem: "blank"},
+		{variable: outboxconf.EnvSortKey, value: "SK ", problem: "spaces"},
+		{variable: outboxconf.EnvSortKey, value: "PK", problem: "must differ"},
+		{variable: outboxconf.EnvPartitionKey, value: "Topic", wantVariable: outboxconf.EnvPartitionKey + "/" + outboxconf.EnvSortKey, problem: "attribute name the outbox writes"},
+		{variable: outboxconf.EnvKeyPrefix, value: "\t", problem: "blank"},
+		{variable: outboxconf.EnvBucketCount, value: "eight", problem: "not a decimal integer"},
+		{variable: outboxconf.EnvBucketCount, value: "0", problem: "between 1 and"},
+		{variable: outboxconf.EnvBucketCount, value: "-3", problem: "between 1 and"},
+		{variable: outboxconf.EnvBucketCount, value: "2147483648", problem: "between 1 and"},
+		{variable: outboxconf.EnvDynamoDBEndpoint, value: "127.0.0.1:8000", problem: "http:// or https://"},
+		{variable: outboxconf.EnvDynamoDBEndpoint, value: "ftp://host", problem: "http:// or https://"},
+		{variable: outboxconf.EnvDynamoDBEndpoint, value: "http://", problem: "http:// or https://"},
+		{variable: outboxconf.EnvKafkaBrokers, value: "broker", problem: `broker "broker" is not host:port`},
+		{variable: outboxconf.EnvKafkaBrokers, value: "a:9092,,b:9092", problem: "empty element"},
+		{variable: outboxconf.EnvKafkaBrokers, value: "a:port", problem: "not host:port"},
+		{variable: outboxconf.EnvKafkaBrokers, value: ":9092", problem: "not host:port"},
+		{variable: outboxconf.EnvKafkaBrokers, value: "a:70000", problem: "not host:port"},
+		{variable: outboxconf.EnvKafkaAuth, value: "plain", problem: "one of none, scram-sha-512, msk-iam"},
+		{variable: outboxconf.EnvKafkaAuth, value: "MSK-IAM", problem: "one of"},
+		{variable: outboxconf.EnvKafkaTLS, value: "yes", problem: "not a boolean"},
+		{variable: outboxconf.EnvKafkaScramSecret, value: "AmazonMSK_relay", problem: "not an ARN of secretsmanager"},
+		{variable: outboxconf.EnvKafkaScramSecret, value: "arn:aws:ssm:us-east-1:1:parameter/x", problem: "not an ARN of secretsmanager"},
+		{variable: outboxconf.EnvKafkaAuth, value: "scram-sha-512", wantVariable: outboxconf.EnvKafkaScramSecret, problem: "required when SPILLWAY_KAFKA_AUTH=scram-sha-512"},
+		{variable: outboxconf.EnvTopics, value: "orders,bad topic", problem: `topic "bad topic"`},
+		{variable: outboxconf.EnvTopics, value: "orders,", problem: "empty element"},
+		{variable: outboxconf.EnvTopics, value: "..", problem: "not a legal Kafka topic name"},
+		{variable: outboxconf.EnvTopics, value: strings.Repeat("t", 250), problem: "at most 249"},
+		{variable: outboxconf.EnvRelayFunction, value: "my relay", problem: "not a Lambda function name"},
+		{variable: outboxconf.EnvRelayFunction, value: strings.Repeat("f", 171), problem: "longer than 170"},
+		{variable: outboxconf.EnvMode, value: "drain-all", problem: "one of drain, hold"},
+		{variable: outboxconf.EnvPollInterval, value: "1", problem: "not a Go duration"},
+		{variable: outboxconf.EnvPollInterval, value: "0s", problem: "positive"},
+		{variable: outboxconf.EnvIdleTimeout, value: "two seconds", problem: "not a Go duration"},
+		{variable: outboxconf.EnvIdleTimeout, value: "-1s", problem: "positive"},
+		{variable: outboxconf.EnvStopMargin, value: "5", problem: "not a Go duration"},
+		{variable: outboxconf.EnvStopMargin, value: "0ms", problem: "positive"},
+		{variable: outboxconf.EnvLeaseDuration, value: "30", problem: "not a Go duration"},
+		{variable: outboxconf.EnvLeaseDuration, value: "5s", wantVariable: outboxconf.EnvLeaseRenewInterval, problem: "must be shorter than SPILLWAY_LEASE_DURATION"},
+		{variable: outboxconf.EnvLeaseRenewInterval, value: "10", problem: "not a Go duration"},
+		{variable: outboxconf.EnvLeaseRenewInterval, value: "30s", problem: "must be shorter than SPILLWAY_LEASE_DURATION (30s)"},
+		{variable: outboxconf.EnvBatchSize, value: "1e3", problem: "not a decimal integer"},
+		{variable: outboxconf.EnvBatchSize, value: "0", problem: "between 1 and"},
+		{variable: outboxconf.EnvMaxHops, value: "-1", problem: "between 0 and"},
+		{variable: outboxconf.EnvMaxHops, value: "ten", problem: "not a decimal integer"},
+		{variable: outboxconf.EnvOutboxName, value: " ", problem: "blank"},
+		{variable: outboxconf.EnvMetricsNamespace, value: "Spillway ", problem: "spaces"},
+	}
+	for _, c := range cases {
+		t.Run(c.variable+"="+c.value, func(t *testing.T) {
+			t.Parallel()
+			vars := withVars(c.extra)
+			vars[c.variable] = c.value
+			if c.value == "" {
+				delete(vars, c.variable)
+			}
+			_, err := LoadConfig(env(vars))
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("error %v is not a *ConfigError", err)
+			}
+			if !errors.Is(err, outbox.ErrMisconfigured) {
+				t.Errorf("error does not match outbox.ErrMisconfigured")
+			}
+			wantVar := c.wantVariable
+			if wantVar == "" {
+				wantVar = c.variable
+			}
+			if ce.Variable != wantVar {
+				t.Errorf("error names %s, want %s (%v)", ce.Variable, wantVar, err)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, wantVar) || !strings.Contains(msg, c.problem) {
+				t.Errorf("error %q should name %s and say %q", msg, wantVar, c.problem)
+			}
+			if wantVar == c.variable && !strings.Contains(msg, strconv.Quote(c.value)) {
+				t.Errorf("error %q does not show the bad value %q", msg, c.value)
+			}
+		})
+	}
+}
+
+func TestKafkaConfigNeedsBrokers(t *testing.T) {
+	t.Parallel()
+	cfg, err := LoadConfig(env(withVars(nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cfg.KafkaConfig(t.Context(), nil)
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Variable != outboxconf.EnvKafkaBrokers {
+		t.Fatalf("error %v, want a *ConfigError naming %s", err, outboxconf.EnvKafkaBrokers)
+	}
+}

@@ -1,0 +1,227 @@
+package outboxlambda
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+
+	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxddb"
+)
+
+// MessageWriter stores messages that have no business write of their own.
+// *outboxddb.Writer satisfies it; its Notifier wakes the relay after the
+// commit.
+type MessageWriter interface {
+	Enqueue(ctx context.Context, msg outbox.Message) (outbox.Message, error)
+	EnqueueBatch(ctx context.Context, msgs []outbox.Message) ([]outbox.Message, error)
+}
+
+var _ MessageWriter = (*outboxddb.Writer)(nil)
+
+// EnvTraceID is the environment variable the Lambda runtime sets to the
+// invocation's X-Ray trace header.
+const EnvTraceID = "_X_AMZN_TRACE_ID"
+
+// lambdaTraceKey is the context key under which aws-lambda-go stores the
+// invocation's trace header; a plain string is its own choice.
+const lambdaTraceKey = "x-amzn-trace-id"
+
+// EnqueueHandlerConfig wires an EnqueueHandler.
+type EnqueueHandlerConfig struct {
+	// Config is the loaded environment configuration (required).
+	Config Config
+	// Writer stores the messages (required).
+	Writer MessageWriter
+	// Clock stamps CreatedAt. Default outbox.SystemClock.
+	Clock outbox.Clock
+	// Observer receives outbox.EventEnqueue and outbox.EventEnqueueRejected.
+	// Optional.
+	Observer outbox.Observer
+	// Logger receives one line per request. Default slog.Default().
+	Logger *slog.Logger
+	// Getenv reads _X_AMZN_TRACE_ID when ctx carries no trace header.
+	// Default os.Getenv.
+	Getenv func(string) string
+	// Metrics, when set, is flushed to MetricsOutput (default os.Stdout)
+	// at the end of every invocation.
+	Metrics       MetricsFlusher
+	MetricsOutput io.Writer
+}
+
+// EnqueueHandler is the enqueue function: it validates a request, stores
+// its messages all or nothing, and wakes the relay.
+type EnqueueHandler struct {
+	cfg     Config
+	writer  MessageWriter
+	clock   outbox.Clock
+	obs     outbox.Observer
+	log     *slog.Logger
+	getenv  func(string) string
+	metrics metricsSink
+}
+
+// NewEnqueueHandler validates cfg.
+func NewEnqueueHandler(cfg EnqueueHandlerConfig) (*EnqueueHandler, error) {
+	if cfg.Writer == nil {
+		return nil, outbox.Misconfigured("new enqueue handler", "a writer is required")
+	}
+	if cfg.Config.BucketCount < 1 {
+		return nil, outbox.Misconfigured("new enqueue handler", "bucket count %d; load the configuration with LoadConfig", cfg.Config.BucketCount)
+	}
+	h := &EnqueueHandler{cfg: cfg.Config, writer: cfg.Writer, clock: cfg.Clock, obs: cfg.Observer, log: cfg.Logger, getenv: cfg.Getenv}
+	if h.clock == nil {
+		h.clock = outbox.SystemClock{}
+	}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	if h.getenv == nil {
+		h.getenv = os.Getenv
+	}
+	h.metrics = newMetricsSink(cfg.Metrics, cfg.MetricsOutput, h.clock)
+	return h, nil
+}
+
+// EnqueueResponse is the enqueue function's answer: the stored messages,
+// or a validation error naming the field. Validation errors are answers,
+// not function errors, so a caller reads them like any response.
+type EnqueueResponse struct {
+	// Messages lists the stored messages in request order.
+	Messages []EnqueuedMessage `json:"messages,omitempty"`
+	// Error says why the request was refused; nothing was written.
+	Error string `json:"error,omitempty"`
+	// Field locates the refused value, e.g. "messages[3].key".
+	Field string `json:"field,omitempty"`
+}
+
+// EnqueuedMessage is one stored message.
+type EnqueuedMessage struct {
+	MessageID string `json:"messageId"`
+	Topic     string `json:"topic"`
+	Bucket    int    `json:"bucket"`
+	Sequence  int64  `json:"sequence"`
+}
+
+// Handle validates the request and stores its messages: one PutItem for a
+// single message, one TransactWriteItems for several. Message ids given in
+// the request are kept, so a retry by Lambda after an ambiguous failure
+// stores a copy under the same id, which consumers deduplicate. The
+// writer's notifier then wakes the relay for the messages' buckets.
+//
+// A refused request comes back as a response with Error and Field and no
+// function error; a DynamoDB failure is a function error.
+func (h *EnqueueHandler) Handle(ctx context.Context, payload json.RawMessage) (EnqueueResponse, error) {
+	defer h.metrics.flush(ctx, h.log)
+	msgs, err := ParseEnqueueRequest(payload, RequestOptions{
+		BucketCount: h.cfg.BucketCount,
+		Topics:      h.cfg.Topics,
+		Trace:       h.trace(ctx),
+		CreatedAt:   h.clock.Now(),
+	})
+	if err != nil {
+		return h.refuse(ctx, err, countMessages(payload))
+	}
+	var stored []outbox.Message
+	if len(msgs) == 1 {
+		var m outbox.Message
+		m, err = h.writer.Enqueue(ctx, msgs[0])
+		stored = []outbox.Message{m}
+	} else {
+		stored, err = h.writer.EnqueueBatch(ctx, msgs)
+	}
+	if err != nil {
+		if fe := writerFieldError(err, msgs, isBatchRequest(payload)); fe != nil {
+			return h.refuse(ctx, fe, len(msgs))
+		}
+		h.log.ErrorContext(ctx, "enqueue failed", "messages", len(msgs), "error", err)
+		return EnqueueResponse{}, fmt.Errorf("outboxlambda: enqueue %d message(s): %w", len(msgs), err)
+	}
+	resp := EnqueueResponse{Messages: make([]EnqueuedMessage, len(stored))}
+	buckets := make([]int, 0, len(stored))
+	for i, m := range stored {
+		resp.Messages[i] = EnqueuedMessage{MessageID: m.ID.String(), Topic: m.Topic, Bucket: m.Bucket, Sequence: m.Sequence}
+		buckets = append(buckets, m.Bucket)
+	}
+	slices.Sort(buckets)
+	buckets = slices.Compact(buckets)
+	outbox.Emit(h.obs, outbox.Event{Kind: outbox.EventEnqueue, Time: h.clock.Now(), Bucket: -1, Count: len(stored)})
+	h.log.InfoContext(ctx, "enqueued", "messages", len(stored), "buckets", buckets)
+	return resp, nil
+}
+
+func (h *EnqueueHandler) refuse(ctx context.Context, err error, n int) (EnqueueResponse, error) {
+	fe, ok := asFieldError(err)
+	if !ok {
+		fe = &FieldError{Problem: err.Error()}
+	}
+	outbox.Emit(h.obs, outbox.Event{Kind: outbox.EventEnqueueRejected, Time: h.clock.Now(), Bucket: -1, Count: max(n, 1), Err: fe})
+	h.log.WarnContext(ctx, "enqueue request refused", "field", fe.Field, "problem", fe.Problem)
+	return EnqueueResponse{Error: fe.Problem, Field: fe.Field}, nil
+}
+
+// trace returns the invocation's trace context: what ctx carries
+// (outbox.WithTraceContext), completed with the X-Ray header aws-lambda-go
+// stores in the handler's ctx, or else the runtime's environment variable.
+func (h *EnqueueHandler) trace(ctx context.Context) outbox.TraceContext {
+	tc := outbox.TraceContextFrom(ctx)
+	if tc.AmznTraceID == "" {
+		if v, _ := ctx.Value(lambdaTraceKey).(string); v != "" {
+			tc.AmznTraceID = v
+		} else {
+			tc.AmznTraceID = h.getenv(EnvTraceID)
+		}
+	}
+	return tc
+}
+
+// writerFieldError turns the writer's refusal of a request that passed
+// validation (an item over DynamoDB's size limits, checked before any
+// request) into a FieldError; nil for any other error.
+func writerFieldError(err error, msgs []outbox.Message, batch bool) *FieldError {
+	var tooLarge *outboxddb.ItemTooLargeError
+	if !errors.As(err, &tooLarge) {
+		return nil
+	}
+	if tooLarge.MessageID.IsZero() {
+		return &FieldError{Field: "messages", Problem: fmt.Sprintf("the messages' items total %d bytes, over DynamoDB's %d-byte transaction limit; send fewer per request", tooLarge.Size, tooLarge.Limit)}
+	}
+	field := ""
+	for i, m := range msgs {
+		if m.ID == tooLarge.MessageID {
+			if batch {
+				field = fmt.Sprintf("messages[%d]", i)
+			}
+			break
+		}
+	}
+	return &FieldError{Field: field, Problem: fmt.Sprintf("the message is a %d-byte DynamoDB item, over the %d-byte item limit (key, value, headers and attributes together); keep large payloads elsewhere and send a reference", tooLarge.Size, tooLarge.Limit)}
+}
+
+// isBatchRequest reports a {"messages":…} request, as opposed to the
+// single-message shorthand.
+func isBatchRequest(payload []byte) bool {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(payload, &top) != nil {
+		return false
+	}
+	_, ok := top["messages"]
+	return ok
+}
+
+// countMessages estimates how many messages a refused request carried, for
+// the rejected-messages metric.
+func countMessages(payload []byte) int {
+	var top struct {
+		Messages []json.RawMessage `json:"messages"`
+	}
+	if json.Unmarshal(payload, &top) != nil || top.Messages == nil {
+		return 1
+	}
+	return len(top.Messages)
+}

@@ -1,0 +1,217 @@
+package outboxlambda
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
+
+	"github.com/spillway-dev/spillway/outbox"
+)
+
+// DefaultNotifyTimeout bounds one asynchronous invoke. An Event invoke is
+// only queued by Lambda, so it answers in milliseconds; a slow answer must
+// not hold the writer that committed.
+const DefaultNotifyTimeout = 2 * time.Second
+
+// Invoker is the Lambda call the notifier makes. *lambda.Client satisfies
+// it.
+type Invoker interface {
+	Invoke(ctx context.Context, in *lambda.InvokeInput, optFns ...func(*lambda.Options)) (*lambda.InvokeOutput, error)
+}
+
+var _ Invoker = (*lambda.Client)(nil)
+
+// NotifierConfig configures a Notifier.
+type NotifierConfig struct {
+	// Client invokes the relay function (required).
+	Client Invoker
+	// FunctionName is the relay function's name or ARN (required).
+	FunctionName string
+	// Timeout bounds each invoke. Default DefaultNotifyTimeout.
+	Timeout time.Duration
+	// Observer receives one outbox.EventWakeUpSent per invoke, with Err on
+	// failure. Optional. Leave it nil where the caller reports wake-ups
+	// itself (the relay engine emits its continuation wake-ups), or they
+	// count twice.
+	Observer outbox.Observer
+	// Clock stamps the events. Default outbox.SystemClock.
+	Clock outbox.Clock
+	// Logger receives failed invokes. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Notifier is an outbox.Notifier that wakes the relay function with an
+// asynchronous invoke (InvocationType Event) carrying
+// {"trigger":"wake","buckets":[…],"hop":n,"join":b}.
+//
+// Wake-ups are coalesced per process: while one invoke is in flight, later
+// wake-ups are merged into a single follow-up invoke (the union of their
+// buckets, the highest hop, join if any asked for it; an unknown bucket set
+// absorbs the others) that the caller of the in-flight invoke sends once it
+// returns. Merged callers return at once with a nil error. A burst of
+// commits therefore costs two invokes, not one per commit.
+//
+// A failed invoke is logged, counted (Stats, and the Observer) and returned
+// to its caller, which must not fail its write for it: the relay's schedule
+// finds the messages anyway.
+type Notifier struct {
+	client   Invoker
+	function string
+	timeout  time.Duration
+	obs      outbox.Observer
+	clock    outbox.Clock
+	log      *slog.Logger
+
+	mu       sync.Mutex
+	inFlight bool
+	pending  *outbox.WakeUp
+
+	sent, failed, merged atomic.Int64
+}
+
+var _ outbox.Notifier = (*Notifier)(nil)
+
+// NewNotifier validates cfg and returns a notifier.
+func NewNotifier(cfg NotifierConfig) (*Notifier, error) {
+	if cfg.Client == nil || cfg.FunctionName == "" {
+		return nil, outbox.Misconfigured("new lambda notifier", "a Lambda client and the relay function name are required")
+	}
+	if cfg.Timeout < 0 {
+		return nil, outbox.Misconfigured("new lambda notifier", "negative timeout %v", cfg.Timeout)
+	}
+	n := &Notifier{
+		client:   cfg.Client,
+		function: cfg.FunctionName,
+		timeout:  cfg.Timeout,
+		obs:      cfg.Observer,
+		clock:    cfg.Clock,
+		log:      cfg.Logger,
+	}
+	if n.timeout == 0 {
+		n.timeout = DefaultNotifyTimeout
+	}
+	if n.clock == nil {
+		n.clock = outbox.SystemClock{}
+	}
+	if n.log == nil {
+		n.log = slog.Default()
+	}
+	return n, nil
+}
+
+// NotifierStats counts a notifier's wake-ups since it was created.
+type NotifierStats struct {
+	// Sent counts invokes Lambda accepted.
+	Sent int64
+	// Failed counts invokes that failed or timed out.
+	Failed int64
+	// Merged counts wake-ups folded into a follow-up invoke.
+	Merged int64
+}
+
+// Stats returns the counts so far.
+func (n *Notifier) Stats() NotifierStats {
+	return NotifierStats{Sent: n.sent.Load(), Failed: n.failed.Load(), Merged: n.merged.Load()}
+}
+
+// Notify implements outbox.Notifier. It returns the error of its own invoke;
+// a wake-up merged into a follow-up returns nil at once, and a follow-up's
+// failure is logged and counted only.
+func (n *Notifier) Notify(ctx context.Context, w outbox.WakeUp) error {
+	n.mu.Lock()
+	if n.inFlight {
+		n.pending = mergeWakeUps(n.pending, w)
+		n.mu.Unlock()
+		n.merged.Add(1)
+		return nil
+	}
+	n.inFlight = true
+	n.mu.Unlock()
+
+	// Follow-ups go out on behalf of callers that already returned, so the
+	// first caller's cancellation must not drop them; each invoke has its
+	// own timeout instead.
+	base := context.WithoutCancel(ctx)
+	err := n.invoke(base, w)
+	for {
+		n.mu.Lock()
+		next := n.pending
+		n.pending = nil
+		if next == nil {
+			n.inFlight = false
+			n.mu.Unlock()
+			return err
+		}
+		n.mu.Unlock()
+		_ = n.invoke(base, *next)
+	}
+}
+
+// invoke sends one wake-up and reports it.
+func (n *Notifier) invoke(ctx context.Context, w outbox.WakeUp) error {
+	payload, err := json.Marshal(wakePayload{Trigger: triggerWake, Buckets: nonNil(w.Buckets), Hop: w.Hop, Join: w.Join})
+	if err != nil {
+		return fmt.Errorf("outboxlambda: encode wake-up: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, n.timeout)
+	defer cancel()
+	out, err := n.client.Invoke(ctx, &lambda.InvokeInput{
+		FunctionName:   aws.String(n.function),
+		InvocationType: types.InvocationTypeEvent,
+		Payload:        payload,
+	})
+	if err == nil && out != nil && out.StatusCode != 202 {
+		err = fmt.Errorf("status %d, want 202", out.StatusCode)
+	}
+	if err != nil {
+		err = fmt.Errorf("outboxlambda: wake relay function %s for buckets %v (hop %d): %w", n.function, w.Buckets, w.Hop, err)
+		n.failed.Add(1)
+		n.log.WarnContext(ctx, "wake-up invoke failed; the schedule finds the messages",
+			"function", n.function, "buckets", w.Buckets, "hop", w.Hop, "error", err)
+	} else {
+		n.sent.Add(1)
+	}
+	outbox.Emit(n.obs, outbox.Event{Kind: outbox.EventWakeUpSent, Time: n.clock.Now(), Bucket: -1, Count: len(w.Buckets), Err: err})
+	return err
+}
+
+// mergeWakeUps folds w into acc. An empty bucket list means "unknown" and
+// makes the merged wake-up unknown too; the highest hop keeps a chain's
+// bound; join survives the merge.
+func mergeWakeUps(acc *outbox.WakeUp, w outbox.WakeUp) *outbox.WakeUp {
+	if acc == nil {
+		c := outbox.WakeUp{Buckets: slices.Clone(w.Buckets), Hop: w.Hop, Join: w.Join}
+		slices.Sort(c.Buckets)
+		c.Buckets = slices.Compact(c.Buckets)
+		if len(w.Buckets) == 0 {
+			c.Buckets = nil
+		}
+		return &c
+	}
+	acc.Hop = max(acc.Hop, w.Hop)
+	acc.Join = acc.Join || w.Join
+	if len(acc.Buckets) == 0 || len(w.Buckets) == 0 {
+		acc.Buckets = nil
+		return acc
+	}
+	acc.Buckets = append(acc.Buckets, w.Buckets...)
+	slices.Sort(acc.Buckets)
+	acc.Buckets = slices.Compact(acc.Buckets)
+	return acc
+}
+
+func nonNil(b []int) []int {
+	if b == nil {
+		return []int{}
+	}
+	return b
+}

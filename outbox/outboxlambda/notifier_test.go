@@ -1,0 +1,278 @@
+package outboxlambda
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
+
+	"github.com/spillway-dev/spillway/outbox"
+)
+
+// invocation is one call a fakeInvoker received.
+type invocation struct {
+	function    string
+	kind        types.InvocationType
+	payload     string
+	hasDeadline bool
+}
+
+// fakeInvoker records invocations. With hold set, every call first
+// announces itself on started and then waits until hold is closed.
+type fakeInvoker struct {
+	mu      sync.Mutex
+	calls   []invocation
+	started chan struct{}
+	hold    chan struct{}
+	// wait makes a call block until its ctx ends and return ctx's error.
+	wait   bool
+	err    error
+	status int32
+}
+
+func (f *fakeInvoker) Invoke(ctx context.Context, in *lambda.InvokeInput, _ ...func(*lambda.Options)) (*lambda.InvokeOutput, error) {
+	_, hasDeadline := ctx.Deadline()
+	f.mu.Lock()
+	f.calls = append(f.calls, invocation{function: aws.ToString(in.FunctionName), kind: in.InvocationType, payload: string(in.Payload), hasDeadline: hasDeadline})
+	f.mu.Unlock()
+	if f.started != nil {
+		f.started <- struct{}{}
+	}
+	if f.hold != nil {
+		<-f.hold
+	}
+	if f.wait {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &lambda.InvokeOutput{StatusCode: cmpOr(f.status, 202)}, nil
+}
+
+func (f *fakeInvoker) invocations() []invocation {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]invocation(nil), f.calls...)
+}
+
+func cmpOr(v, def int32) int32 {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// events records observed events.
+type eventLog struct {
+	mu  sync.Mutex
+	got []outbox.Event
+}
+
+func (e *eventLog) Observe(ev outbox.Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.got = append(e.got, ev)
+}
+
+func (e *eventLog) of(kind outbox.EventKind) []outbox.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []outbox.Event
+	for _, ev := range e.got {
+		if ev.Kind == kind {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+func newTestNotifier(t *testing.T, inv Invoker, obs outbox.Observer, timeout time.Duration) *Notifier {
+	t.Helper()
+	n, err := NewNotifier(NotifierConfig{Client: inv, FunctionName: "outbox-relay", Observer: obs, Timeout: timeout, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestNotifierSendsAnAsynchronousWakeUp(t *testing.T) {
+	t.Parallel()
+	inv := &fakeInvoker{}
+	obs := &eventLog{}
+	n := newTestNotifier(t, inv, obs, 0)
+	if err := n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{2, 5}, Hop: 3, Join: true}); err != nil {
+		t.Fatal(err)
+	}
+	want := []invocation{{function: "outbox-relay", kind: types.InvocationTypeEvent,
+		payload: `{"trigger":"wake","buckets":[2,5],"hop":3,"join":true}`, hasDeadline: true}}
+	if got := inv.invocations(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("invocations\n got %+v\nwant %+v", got, want)
+	}
+	if s := n.Stats(); s != (NotifierStats{Sent: 1}) {
+		t.Fatalf("stats %+v", s)
+	}
+	sent := obs.of(outbox.EventWakeUpSent)
+	if len(sent) != 1 || sent[0].Err != nil || sent[0].Count != 2 {
+		t.Fatalf("wake-up events %+v", sent)
+	}
+}
+
+func TestNotifierSendsUnknownBucketsAsAnEmptyList(t *testing.T) {
+	t.Parallel()
+	inv := &fakeInvoker{}
+	if err := newTestNotifier(t, inv, nil, 0).Notify(t.Context(), outbox.WakeUp{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := inv.invocations()[0].payload; got != `{"trigger":"wake","buckets":[],"hop":0,"join":false}` {
+		t.Fatalf("payload %s", got)
+	}
+}
+
+func TestNotifierCoalescesWakeUpsWhileOneIsInFlight(t *testing.T) {
+	t.Parallel()
+	inv := &fakeInvoker{started: make(chan struct{}, 4), hold: make(chan struct{})}
+	n := newTestNotifier(t, inv, nil, 0)
+
+	first := make(chan error, 1)
+	go func() { first <- n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{3}}) }()
+	<-inv.started // the first invoke is in flight
+
+	// Three more commits meanwhile: merged, answered at once.
+	for _, w := range []outbox.WakeUp{{Buckets: []int{6}}, {Buckets: []int{1, 6}, Hop: 2}, {Buckets: []int{4}}} {
+		if err := n.Notify(t.Context(), w); err != nil {
+			t.Fatalf("merged wake-up returned %v", err)
+		}
+	}
+	if got := len(inv.invocations()); got != 1 {
+		t.Fatalf("%d invocations while the first is in flight, want 1", got)
+	}
+	close(inv.hold)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	got := inv.invocations()
+	want := []string{
+		`{"trigger":"wake","buckets":[3],"hop":0,"join":false}`,
+		`{"trigger":"wake","buckets":[1,4,6],"hop":2,"join":false}`,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d invocations, want %d: %+v", len(got), len(want), got)
+	}
+	for i := range want {
+		if got[i].payload != want[i] {
+			t.Errorf("invoke %d payload %s, want %s", i, got[i].payload, want[i])
+		}
+	}
+	if s := n.Stats(); s != (NotifierStats{Sent: 2, Merged: 3}) {
+		t.Fatalf("stats %+v, want 2 sent and 3 merged", s)
+	}
+	// Idle again: the next wake-up is sent by its own caller.
+	if err := n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{0}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(inv.invocations()); got != 3 {
+		t.Fatalf("%d invocations after the burst, want 3", got)
+	}
+}
+
+func TestNotifierCountsAndReportsFailures(t *testing.T) {
+	t.Parallel()
+	for name, inv := range map[string]*fakeInvoker{
+		"error":      {err: errors.New("TooManyRequestsException: Rate Exceeded")},
+		"bad status": {status: 500},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			obs := &eventLog{}
+			n := newTestNotifier(t, inv, obs, 0)
+			for range 2 {
+				if err := n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{1}}); err == nil {
+					t.Fatal("a failed invoke returned no error")
+				}
+			}
+			if s := n.Stats(); s != (NotifierStats{Failed: 2}) {
+				t.Fatalf("stats %+v, want 2 failed", s)
+			}
+			sent := obs.of(outbox.EventWakeUpSent)
+			if len(sent) != 2 || sent[0].Err == nil || sent[1].Err == nil {
+				t.Fatalf("wake-up events %+v, want 2 with Err", sent)
+			}
+		})
+	}
+}
+
+func TestNotifierBoundsEachInvokeByItsTimeout(t *testing.T) {
+	t.Parallel()
+	inv := &fakeInvoker{wait: true}
+	n := newTestNotifier(t, inv, nil, 20*time.Millisecond)
+	// The caller's ctx has no deadline: only the notifier's timeout ends
+	// the call.
+	err := n.Notify(context.Background(), outbox.WakeUp{Buckets: []int{7}})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("error %v, want the invoke's deadline", err)
+	}
+	if s := n.Stats(); s != (NotifierStats{Failed: 1}) {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+func TestNotifierFollowUpSurvivesTheFirstCallersCancellation(t *testing.T) {
+	t.Parallel()
+	inv := &fakeInvoker{started: make(chan struct{}, 4), hold: make(chan struct{})}
+	n := newTestNotifier(t, inv, nil, 0)
+	ctx, cancel := context.WithCancel(t.Context())
+	first := make(chan error, 1)
+	go func() { first <- n.Notify(ctx, outbox.WakeUp{Buckets: []int{0}}) }()
+	<-inv.started
+	if err := n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{1}}); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	close(inv.hold)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if s := n.Stats(); s.Sent != 2 {
+		t.Fatalf("stats %+v: the follow-up was dropped with the first caller's ctx", s)
+	}
+}
+
+func TestMergeWakeUps(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		in   []outbox.WakeUp
+		want outbox.WakeUp
+	}{
+		{"union", []outbox.WakeUp{{Buckets: []int{5, 2}}, {Buckets: []int{2, 7}}}, outbox.WakeUp{Buckets: []int{2, 5, 7}}},
+		{"unknown first absorbs", []outbox.WakeUp{{}, {Buckets: []int{1}}}, outbox.WakeUp{}},
+		{"unknown later absorbs", []outbox.WakeUp{{Buckets: []int{1}}, {}, {Buckets: []int{3}}}, outbox.WakeUp{}},
+		{"highest hop, join kept", []outbox.WakeUp{{Buckets: []int{1}, Hop: 4, Join: true}, {Buckets: []int{1}, Hop: 1}}, outbox.WakeUp{Buckets: []int{1}, Hop: 4, Join: true}},
+	}
+	for _, c := range cases {
+		var acc *outbox.WakeUp
+		for _, w := range c.in {
+			acc = mergeWakeUps(acc, w)
+		}
+		if !reflect.DeepEqual(*acc, c.want) {
+			t.Errorf("%s: got %+v, want %+v", c.name, *acc, c.want)
+		}
+	}
+}
+
+func TestNewNotifierNeedsAClientAndAFunction(t *testing.T) {
+	t.Parallel()
+	for _, cfg := range []NotifierConfig{{FunctionName: "relay"}, {Client: &fakeInvoker{}}, {Client: &fakeInvoker{}, FunctionName: "relay", Timeout: -time.Second}} {
+		if _, err := NewNotifier(cfg); !errors.Is(err, outbox.ErrMisconfigured) {
+			t.Errorf("NewNotifier(%+v) error %v, want a misconfiguration", cfg, err)
+		}
+	}
+}

@@ -1,0 +1,166 @@
+package outboxlambda
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
+	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxconf"
+	"github.com/spillway-dev/spillway/outbox/outboxddb"
+	"github.com/spillway-dev/spillway/outbox/outboxkafka"
+	"github.com/spillway-dev/spillway/outbox/outboxobs/emf"
+	"github.com/spillway-dev/spillway/outbox/outboxobs/xray"
+)
+
+// EnvFunctionName is the variable Lambda sets to the function's name.
+const EnvFunctionName = "AWS_LAMBDA_FUNCTION_NAME"
+
+// initTimeout bounds what init reads over the network (the SCRAM secret).
+// Lambda's init phase itself is limited to 10 s.
+const initTimeout = 5 * time.Second
+
+// Init is what a function builds once per execution environment from its
+// environment: the configuration, the AWS SDK configuration (X-Ray
+// instrumented) and the metrics recorder.
+type Init struct {
+	Config  Config
+	AWS     aws.Config
+	Metrics *emf.Recorder
+	Logger  *slog.Logger
+}
+
+// NewInit loads the configuration through getenv and the AWS SDK
+// configuration from the process environment (region, credentials, and
+// AWS_ENDPOINT_URL_<SERVICE> overrides).
+func NewInit(ctx context.Context, getenv func(string) string, log *slog.Logger) (*Init, error) {
+	cfg, err := LoadConfig(getenv)
+	if err != nil {
+		return nil, err
+	}
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("outboxlambda: load AWS SDK configuration: %w", err)
+	}
+	xray.InstrumentAWS(&awsCfg)
+	rec, err := emf.NewRecorder(emf.Config{Namespace: cfg.MetricsNamespace, Outbox: cfg.OutboxName, FunctionName: getenv(EnvFunctionName)})
+	if err != nil {
+		return nil, err
+	}
+	return &Init{Config: cfg, AWS: awsCfg, Metrics: rec, Logger: log}, nil
+}
+
+// DynamoDB returns the DynamoDB client, on SPILLWAY_DYNAMODB_ENDPOINT when
+// set.
+func (in *Init) DynamoDB() *dynamodb.Client {
+	return dynamodb.NewFromConfig(in.AWS, func(o *dynamodb.Options) {
+		if in.Config.DynamoDBEndpoint != "" {
+			o.BaseEndpoint = aws.String(in.Config.DynamoDBEndpoint)
+		}
+	})
+}
+
+// notifier returns the wake-up notifier for function, nil when there is
+// no function to wake.
+func (in *Init) notifier(function string, obs outbox.Observer) (*Notifier, error) {
+	if function == "" {
+		return nil, nil
+	}
+	return NewNotifier(NotifierConfig{Client: lambda.NewFromConfig(in.AWS), FunctionName: function, Observer: obs, Logger: in.Logger})
+}
+
+// NewRelayFromEnv builds the relay function's handler: DynamoDB store,
+// Kafka publisher (with the SCRAM secret read once), continuation
+// notifier (SPILLWAY_RELAY_FUNCTION, else the function itself), X-Ray
+// tracer and EMF metrics.
+func NewRelayFromEnv(ctx context.Context, getenv func(string) string, log *slog.Logger) (*RelayHandler, error) {
+	in, err := NewInit(ctx, getenv, log)
+	if err != nil {
+		return nil, err
+	}
+	cfg := in.Config
+	var secrets SecretGetter
+	if cfg.KafkaScramSecretARN != "" {
+		secrets = secretsmanager.NewFromConfig(in.AWS)
+	}
+	kctx, cancel := context.WithTimeout(ctx, initTimeout)
+	defer cancel()
+	kcfg, err := cfg.KafkaConfig(kctx, secrets)
+	if err != nil {
+		return nil, err
+	}
+	pub, err := outboxkafka.New(kcfg)
+	if err != nil {
+		return nil, err
+	}
+	opts := cfg.StoreOptions()
+	opts.Observer, opts.Logger = in.Metrics, log
+	store, err := outboxddb.NewStore(in.DynamoDB(), opts)
+	if err != nil {
+		return nil, err
+	}
+	fn := getenv(EnvFunctionName)
+	// The engine reports its continuation wake-ups itself: the notifier
+	// gets no observer, or they would count twice.
+	notifier, err := in.notifier(cmp.Or(cfg.RelayFunction, fn), nil)
+	if err != nil {
+		return nil, err
+	}
+	hc := RelayHandlerConfig{
+		Config:       cfg,
+		FunctionName: fn,
+		Store:        store,
+		Publisher:    pub,
+		Observer:     in.Metrics,
+		Tracer:       xray.Tracer{},
+		Logger:       log,
+		Metrics:      in.Metrics,
+	}
+	if notifier != nil {
+		hc.Notifier = notifier
+	}
+	return NewRelayHandler(hc)
+}
+
+// NewEnqueueFromEnv builds the enqueue function's handler: the DynamoDB
+// writer, whose notifier wakes SPILLWAY_RELAY_FUNCTION after each commit
+// (no wake-up when unset: the relay's schedule finds the messages), and
+// EMF metrics.
+func NewEnqueueFromEnv(ctx context.Context, getenv func(string) string, log *slog.Logger) (*EnqueueHandler, error) {
+	in, err := NewInit(ctx, getenv, log)
+	if err != nil {
+		return nil, err
+	}
+	cfg := in.Config
+	notifier, err := in.notifier(cfg.RelayFunction, in.Metrics)
+	if err != nil {
+		return nil, err
+	}
+	opts := cfg.StoreOptions()
+	opts.Observer, opts.Logger = in.Metrics, log
+	if notifier != nil {
+		opts.Notifier = notifier
+	} else {
+		log.Warn("no relay function configured: enqueued messages wait for the relay's schedule", "variable", outboxconf.EnvRelayFunction)
+	}
+	writer, err := outboxddb.NewWriter(in.DynamoDB(), opts)
+	if err != nil {
+		return nil, err
+	}
+	return NewEnqueueHandler(EnqueueHandlerConfig{
+		Config:   cfg,
+		Writer:   writer,
+		Observer: in.Metrics,
+		Logger:   log,
+		Getenv:   getenv,
+		Metrics:  in.Metrics,
+	})
+}
