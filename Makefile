@@ -72,3 +72,13 @@ $(BIN)/aws-lambda-rie:
 .PHONY: invoke
 invoke: $(BIN)/aws-lambda-rie ## Run a function locally under the emulator: EVENT=files (comma-separated), FN=relay|enqueue (default: from each file name).
 	$(GO) run ./scripts/invoke -fn "$(FN)" -event "$(EVENT)" -rie $(BIN)/aws-lambda-rie
+
+.PHONY: run
+run: ## Run the whole system on the embedded default (in-process DynamoDB and Kafka): demo workload, summary. ARGS=... for flags.
+	$(GO) run ./cmd/spillway run $(ARGS)
+
+.PHONY: synth
+synth: build infra/node_modules ## cdk synth without AWS credentials into cdk.out/ (placeholder MSK cluster; see infra/README.md).
+	./infra/node_modules/.bin/cdk synth -q \
+	  -c mskClusterArn=arn:aws:kafka:us-east-1:123456789012:cluster/demo/11111111-2222-3333-4444-555555555555-1 \
+	  -c topics=orders

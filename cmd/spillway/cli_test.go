@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
+)
+
+func cli(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = runCLI(t.Context(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestBucketCommandMatchesTheGoldenVectors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--key", "user-123", "--bucket-count", "10"}, "8"},
+		{[]string{"--key", "user-123"}, "4"},
+		{[]string{"--key", ""}, "1"},
+		{[]string{"--key-base64", "AQID"}, "1"},
+		{[]string{"--message-id", "3f2504e0-4f89-11d3-9a0c-0305e82c3301"}, "5"},
+		{[]string{"--message-id", "3f2504e0-4f89-11d3-9a0c-0305e82c3301", "--count", "16"}, "13"},
+		{[]string{"--partition", "13"}, "5"},
+		{[]string{"--key", "abc", "--partition", "7", "--bucket-count", "3"}, "1"},
+	} {
+		code, out, errs := cli(t, append([]string{"bucket"}, c.args...)...)
+		if code != 0 || strings.TrimSpace(out) != c.want {
+			t.Errorf("bucket %v = %q (exit %d, %s), want %s", c.args, out, code, errs, c.want)
+		}
+	}
+}
+
+func TestBadInvocationsExitTwoWithAReason(t *testing.T) {
+	for _, args := range [][]string{
+		{"bucket"},
+		{"bucket", "--key", "a", "--message-id", "3f2504e0-4f89-11d3-9a0c-0305e82c3301"},
+		{"bucket", "--message-id", "not-a-uuid"},
+		{"bucket", "--key-base64", "%%%"},
+		{"bucket", "--key", "a", "--bucket-count", "0"},
+		{"bucket", "--partition", "-3"},
+		{"nonsense"},
+		{"status", "--table", ""},
+		{"run", "--messages", "0"},
+	} {
+		code, _, errs := cli(t, args...)
+		if code != 2 || errs == "" {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and a reason", args, code, errs)
+		}
+	}
+	if code, out, _ := cli(t, "help"); code != 0 || !strings.Contains(out, "drain") {
+		t.Errorf("help: exit %d\n%s", code, out)
+	}
+}
+
+func TestOperatorCommandsAgainstAnEndpoint(t *testing.T) {
+	ddb := outboxtest.NewDynamoDB(t)
+	kafka := outboxtest.NewKafka(t, "orders", "customers")
+	table := ddb.NewTableName()
+	ddb.DeleteOnClose(table)
+	flags := []string{"--dynamodb-endpoint", ddb.Endpoint, "--table", table}
+	if ddb.External {
+		t.Skip("the CLI test creates its table through the CLI; external endpoints are covered by the store tests")
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", "")
+	t.Setenv("AWS_PROFILE", "")
+
+	if code, out, errs := cli(t, append([]string{"create-table"}, flags...)...); code != 0 || !strings.Contains(out, "active") {
+		t.Fatalf("create-table: exit %d: %s %s", code, out, errs)
+	}
+	code, out, errs := cli(t, append([]string{"enqueue", "--file", filepath.Join("..", "..", "events", "enqueue.batch.json")}, flags...)...)
+	if code != 0 {
+		t.Fatalf("enqueue: exit %d: %s %s", code, out, errs)
+	}
+	var resp struct {
+		Messages []struct {
+			MessageID string `json:"messageId"`
+			Bucket    int    `json:"bucket"`
+			Sequence  int64  `json:"sequence"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal([]byte(out), &resp); err != nil || len(resp.Messages) == 0 {
+		t.Fatalf("enqueue output %q: %v", out, err)
+	}
+	n := len(resp.Messages)
+	if code, out, _ := cli(t, append([]string{"enqueue", "--file", filepath.Join("..", "..", "events", "enqueue.missing-topic.json")}, flags...)...); code != 1 || !strings.Contains(out, `"field"`) {
+		t.Fatalf("invalid enqueue: exit %d, output %s; want 1 and the field", code, out)
+	}
+
+	var st statusView
+	code, out, errs = cli(t, append([]string{"status", "--json"}, flags...)...)
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil {
+		t.Fatalf("status: exit %d: %s %s", code, out, errs)
+	}
+	if st.Pending != int64(n) || len(st.Buckets) != 8 || len(st.Relays) != 0 {
+		t.Fatalf("status before drain: %+v, want %d pending over 8 buckets and no relay", st, n)
+	}
+
+	code, out, errs = cli(t, append([]string{"drain", "--brokers", strings.Join(kafka.Brokers, ","), "--timeout", "60s", "--relays", "2"}, flags...)...)
+	if code != 0 || !strings.Contains(out, "0 pending") {
+		t.Fatalf("drain: exit %d: %s %s", code, out, errs)
+	}
+	got := kafka.ConsumeAll(t, kafka.Topic("orders"))
+	got = append(got, kafka.ConsumeAll(t, kafka.Topic("customers"))...)
+	if len(got) < n {
+		t.Fatalf("consumed %d records, want at least %d", len(got), n)
+	}
+
+	code, out, _ = cli(t, append([]string{"status"}, flags...)...)
+	if code != 0 || !strings.Contains(out, "0 pending") || !strings.Contains(out, "stopped") {
+		t.Fatalf("status after drain: exit %d:\n%s", code, out)
+	}
+}
+
+func TestRunDemoRelaysEverythingInOrder(t *testing.T) {
+	emfPath := filepath.Join(t.TempDir(), "emf.jsonl")
+	code, out, errs := cli(t, "run", "--messages", "400", "--keys", "12", "--schedule", "1s", "--json", "--emf", emfPath)
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s\n%s", code, out, errs)
+	}
+	var sum runSummary
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &sum); err != nil {
+		t.Fatalf("summary: %v\n%s", err, out)
+	}
+	v := sum.Verdict
+	if v.Enqueued != 400 || v.Delivered != 400 || v.Missing != 0 || v.OrderBroken != 0 || v.MissingHeader != 0 || sum.Pending != 0 {
+		t.Fatalf("verdict %+v pending %d", v, sum.Pending)
+	}
+	if sum.Relay.Joined == 0 || sum.EMFLines == 0 || sum.Requests["BatchWriteItem"] == 0 {
+		t.Fatalf("summary %+v", sum)
+	}
+}

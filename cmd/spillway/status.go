@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxddb"
+)
+
+func init() {
+	register("status", "show each bucket's backlog and lease, and the relays' heartbeats", runStatus)
+}
+
+// statusView is what status prints (and --json emits).
+type statusView struct {
+	Table    string         `json:"table"`
+	ReadAt   time.Time      `json:"readAt"`
+	Pending  int64          `json:"pending"`
+	Buckets  []bucketStatus `json:"buckets"`
+	Relays   []relayStatus  `json:"relays"`
+	CountCap int            `json:"countCap"`
+}
+
+type bucketStatus struct {
+	Bucket int `json:"bucket"`
+	// Pending is capped at CountCap.
+	Pending        int64      `json:"pending"`
+	OldestAgeSec   *float64   `json:"oldestAgeSeconds,omitempty"`
+	Owner          string     `json:"owner,omitempty"`
+	LeaseExpiresAt *time.Time `json:"leaseExpiresAt,omitempty"`
+	LeaseExpired   bool       `json:"leaseExpired,omitempty"`
+}
+
+type relayStatus struct {
+	RelayID  string    `json:"relayId"`
+	LastSeen time.Time `json:"lastSeen"`
+	Stopped  bool      `json:"stopped"`
+	Active   bool      `json:"active"`
+}
+
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("status", "status --table NAME [--dynamodb-endpoint URL] [--json]", stderr)
+	ef := addEndpointFlags(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	cfg, err := ef.config()
+	if err != nil {
+		return usagef("%v", err)
+	}
+	client, err := dynamoClient(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	store, err := outboxddb.NewStore(client, cfg.StoreOptions())
+	if err != nil {
+		return err
+	}
+	view, err := readStatus(ctx, store, cfg.Table, cfg.LeaseDuration)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(view)
+	}
+	return printStatus(stdout, view)
+}
+
+func readStatus(ctx context.Context, store *outboxddb.Store, table string, lease time.Duration) (statusView, error) {
+	coord, err := store.ReadCoordination(ctx)
+	if err != nil {
+		return statusView{}, err
+	}
+	samples, err := store.SampleBuckets(ctx)
+	if err != nil {
+		return statusView{}, err
+	}
+	now := coord.ReadAt
+	v := statusView{Table: table, ReadAt: now, CountCap: store.Options().PendingCountLimit}
+	leases := map[int]outbox.LeaseState{}
+	for _, l := range coord.Leases {
+		leases[l.Bucket] = l
+	}
+	for _, s := range samples {
+		b := bucketStatus{Bucket: s.Bucket, Pending: s.Pending}
+		v.Pending += s.Pending
+		if !s.Oldest.IsZero() {
+			age := now.Sub(s.Oldest).Seconds()
+			b.OldestAgeSec = &age
+		}
+		if l, ok := leases[s.Bucket]; ok && l.Owner != "" {
+			b.Owner = l.Owner
+			exp := l.ExpiresAt
+			b.LeaseExpiresAt = &exp
+			b.LeaseExpired = l.Expired(now)
+		}
+		v.Buckets = append(v.Buckets, b)
+	}
+	for _, r := range coord.Relays {
+		v.Relays = append(v.Relays, relayStatus{RelayID: r.RelayID, LastSeen: r.LastSeen, Stopped: r.Stopped, Active: r.Active(now, lease)})
+	}
+	return v, nil
+}
+
+func printStatus(w io.Writer, v statusView) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "table %s at %s: %d pending (per-bucket count capped at %d)\n\n", v.Table, v.ReadAt.Format(time.RFC3339), v.Pending, v.CountCap)
+	fmt.Fprintln(tw, "BUCKET\tPENDING\tOLDEST\tOWNER\tLEASE EXPIRES")
+	for _, b := range v.Buckets {
+		oldest, owner, expires := "-", "-", "-"
+		if b.OldestAgeSec != nil {
+			oldest = (time.Duration(*b.OldestAgeSec * float64(time.Second))).Round(time.Millisecond).String()
+		}
+		if b.Owner != "" {
+			owner = b.Owner
+			expires = b.LeaseExpiresAt.Sub(v.ReadAt).Round(time.Millisecond).String()
+			if b.LeaseExpired {
+				expires = "expired"
+			} else {
+				expires = "in " + expires
+			}
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\n", b.Bucket, b.Pending, oldest, owner, expires)
+	}
+	fmt.Fprintln(tw, "\nRELAY\tLAST SEEN\tSTATE")
+	if len(v.Relays) == 0 {
+		fmt.Fprintln(tw, "(none)\t\t")
+	}
+	for _, r := range v.Relays {
+		state := "inactive"
+		switch {
+		case r.Stopped:
+			state = "stopped"
+		case r.Active:
+			state = "active"
+		}
+		fmt.Fprintf(tw, "%s\t%s ago\t%s\n", r.RelayID, v.ReadAt.Sub(r.LastSeen).Round(time.Millisecond), state)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxlambda"
+)
+
+// demoTopics are the topics the demo workload writes to.
+var demoTopics = []string{"orders", "payments"}
+
+// workload enqueues the demo messages through the enqueue handler: several
+// producers, each owning a set of keys (so each key's writes are serialized,
+// which is what gives "enqueue order" a meaning), mixing single messages and
+// batches, some large values and headers on every message.
+type workload struct {
+	messages, keys, producers int
+	largeEvery                int
+	seed                      uint64
+
+	enqueued atomic.Int64
+	mu       sync.Mutex
+	// order lists the message ids of each topic and key in enqueue order:
+	// Kafka orders a key within one topic's partition, so that is where
+	// the outbox's per-key order shows.
+	order map[string][]string
+}
+
+type wireMessage struct {
+	Topic         string            `json:"topic"`
+	Key           string            `json:"key"`
+	Value         json.RawMessage   `json:"value,omitempty"`
+	ValueEncoding string            `json:"valueEncoding,omitempty"`
+	Headers       map[string]string `json:"headers,omitempty"`
+}
+
+// run enqueues every message, calling enqueue with each request.
+func (w *workload) run(ctx context.Context, h *outboxlambda.EnqueueHandler) error {
+	w.order = map[string][]string{}
+	per := w.messages / w.producers
+	errs := make(chan error, w.producers)
+	var wg sync.WaitGroup
+	for p := range w.producers {
+		n := per
+		if p == w.producers-1 {
+			n = w.messages - per*(w.producers-1)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- w.produce(ctx, h, p, n)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *workload) produce(ctx context.Context, h *outboxlambda.EnqueueHandler, producer, n int) error {
+	rng := rand.New(rand.NewPCG(w.seed, uint64(producer)))
+	var myKeys []string
+	for k := producer; k < w.keys; k += w.producers {
+		myKeys = append(myKeys, fmt.Sprintf("customer-%03d", k))
+	}
+	for sent := 0; sent < n; {
+		size := 1
+		if rng.IntN(3) > 0 {
+			size = min(1+rng.IntN(25), n-sent)
+		}
+		var batch []wireMessage
+		for i := range size {
+			key := myKeys[rng.IntN(len(myKeys))]
+			seq := sent + i
+			msg := wireMessage{
+				Topic:   demoTopics[rng.IntN(len(demoTopics))],
+				Key:     key,
+				Headers: map[string]string{"producer": fmt.Sprint(producer), "content-type": "application/json"},
+			}
+			body := map[string]any{"customer": key, "n": seq, "amount": rng.IntN(100000)}
+			if w.largeEvery > 0 && (producer*n+seq)%w.largeEvery == w.largeEvery-1 {
+				blob := make([]byte, 64<<10)
+				for j := range blob {
+					blob[j] = byte(rng.Uint32())
+				}
+				body["attachment"] = base64.StdEncoding.EncodeToString(blob)
+			}
+			raw, err := json.Marshal(body)
+			if err != nil {
+				return err
+			}
+			msg.Value, msg.ValueEncoding = raw, "json"
+			batch = append(batch, msg)
+		}
+		var payload []byte
+		var err error
+		if len(batch) == 1 {
+			payload, err = json.Marshal(batch[0])
+		} else {
+			payload, err = json.Marshal(map[string]any{"messages": batch})
+		}
+		if err != nil {
+			return err
+		}
+		resp, err := h.Handle(ctx, payload)
+		if err != nil {
+			return fmt.Errorf("enqueue: %w", err)
+		}
+		if resp.Error != "" {
+			return fmt.Errorf("enqueue refused %s: %s", resp.Field, resp.Error)
+		}
+		w.mu.Lock()
+		for i, m := range resp.Messages {
+			k := orderKey(batch[i].Topic, batch[i].Key)
+			w.order[k] = append(w.order[k], m.MessageID)
+		}
+		w.mu.Unlock()
+		w.enqueued.Add(int64(len(batch)))
+		sent += len(batch)
+	}
+	return nil
+}
+
+// consumer reads the demo topics from the start and checks what arrived.
+type consumer struct {
+	client *kgo.Client
+	header string
+
+	mu     sync.Mutex
+	seen   map[string]int      // message id → deliveries
+	firsts map[string][]string // topic/key → message ids in first-delivery order
+	total  int
+	noID   int
+}
+
+func newConsumer(brokers []string, header string) (*consumer, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(demoTopics...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	return &consumer{client: cl, header: header, seen: map[string]int{}, firsts: map[string][]string{}}, nil
+}
+
+// run polls until ctx ends.
+func (c *consumer) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		fetches := c.client.PollFetches(ctx)
+		c.mu.Lock()
+		fetches.EachRecord(func(r *kgo.Record) {
+			c.total++
+			id := ""
+			for _, h := range r.Headers {
+				if h.Key == c.header {
+					id = string(h.Value)
+				}
+			}
+			if id == "" {
+				c.noID++
+				return
+			}
+			c.seen[id]++
+			if c.seen[id] == 1 {
+				k := orderKey(r.Topic, string(r.Key))
+				c.firsts[k] = append(c.firsts[k], id)
+			}
+		})
+		c.mu.Unlock()
+	}
+}
+
+func (c *consumer) unique() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.seen)
+}
+
+// verdict compares what was consumed with what was enqueued.
+type verdict struct {
+	Enqueued      int    `json:"enqueued"`
+	Delivered     int    `json:"deliveredUnique"`
+	Records       int    `json:"records"`
+	Duplicates    int    `json:"duplicates"`
+	Missing       int    `json:"missing"`
+	MissingHeader int    `json:"withoutMessageIdHeader"`
+	KeysChecked   int    `json:"keysChecked"`
+	OrderBroken   int    `json:"keysOutOfOrder"`
+	FirstProblem  string `json:"firstProblem,omitempty"`
+}
+
+func (c *consumer) check(order map[string][]string) verdict {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v := verdict{Delivered: len(c.seen), Records: c.total, MissingHeader: c.noID, Duplicates: c.total - c.noID - len(c.seen)}
+	for key, ids := range order {
+		v.Enqueued += len(ids)
+		v.KeysChecked++
+		for _, id := range ids {
+			if c.seen[id] == 0 {
+				v.Missing++
+			}
+		}
+		if got := c.firsts[key]; strings.Join(got, ",") != strings.Join(ids, ",") {
+			v.OrderBroken++
+			if v.FirstProblem == "" {
+				v.FirstProblem = fmt.Sprintf("%s: enqueued %d messages, first deliveries differ in order or number (%d)", key, len(ids), len(got))
+			}
+		}
+	}
+	return v
+}
+
+func orderKey(topic, key string) string { return topic + "/" + key }
+
+// dedupHeader is the header the relay stamps with the message id.
+const dedupHeader = outbox.DefaultMessageIDHeaderName
