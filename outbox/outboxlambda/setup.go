@@ -17,6 +17,7 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxkafka"
+	"github.com/spillway-dev/spillway/outbox/outboxobs/ddbusage"
 	"github.com/spillway-dev/spillway/outbox/outboxobs/emf"
 	"github.com/spillway-dev/spillway/outbox/outboxobs/xray"
 )
@@ -59,12 +60,14 @@ func NewInit(ctx context.Context, getenv func(string) string, log *slog.Logger) 
 }
 
 // DynamoDB returns the DynamoDB client, on SPILLWAY_DYNAMODB_ENDPOINT when
-// set.
+// set. Its requests and consumed capacity feed the DynamoDBRequests,
+// ReadUnits and WriteUnits metrics.
 func (in *Init) DynamoDB() *dynamodb.Client {
 	return dynamodb.NewFromConfig(in.AWS, func(o *dynamodb.Options) {
 		if in.Config.DynamoDBEndpoint != "" {
 			o.BaseEndpoint = aws.String(in.Config.DynamoDBEndpoint)
 		}
+		ddbusage.Instrument(&o.APIOptions, in.Metrics)
 	})
 }
 

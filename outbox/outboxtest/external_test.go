@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/spillway-dev/spillway/outbox/outboxobs/ddbusage"
 )
 
 // The external-endpoint mode, exercised against another embedded server:
@@ -95,7 +97,7 @@ func TestExternalKafkaUsesUniqueTopics(t *testing.T) {
 func TestReportedCapacity(t *testing.T) {
 	t.Parallel()
 	in := &dynamodb.PutItemInput{TableName: aws.String("t"), Item: key("P", "S")}
-	sent, ok := withTotalCapacity(in).(*dynamodb.PutItemInput)
+	sent, ok := ddbusage.WithTotalCapacity(in).(*dynamodb.PutItemInput)
 	if !ok || sent == in || sent.ReturnConsumedCapacity != types.ReturnConsumedCapacityTotal || in.ReturnConsumedCapacity != "" {
 		t.Fatal("the input must be copied with ReturnConsumedCapacity TOTAL, the caller's left as it was")
 	}

@@ -3,9 +3,9 @@ package outboxtest
 import (
 	"context"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
+
+	"github.com/spillway-dev/spillway/outbox/outboxobs/ddbusage"
 )
 
 // inputKey carries an operation's input to the per-attempt Counter.
@@ -21,7 +21,7 @@ func attachMiddleware(stack *middleware.Stack, counter *Counter, faults *Faults,
 	}
 	capture := middleware.InitializeMiddlewareFunc("spillway:CaptureInput", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
 		if reportCapacity {
-			in.Parameters = withTotalCapacity(in.Parameters)
+			in.Parameters = ddbusage.WithTotalCapacity(in.Parameters)
 		}
 		ctx = middleware.WithStackValue(ctx, inputKey{}, in.Parameters)
 		return next.HandleInitialize(ctx, in)
@@ -38,48 +38,4 @@ func attachMiddleware(stack *middleware.Stack, counter *Counter, faults *Faults,
 		return err
 	}
 	return stack.Deserialize.Add(faults.transport(), middleware.After)
-}
-
-// withTotalCapacity returns a copy of an input that asks for the consumed
-// capacity, unless it already asks for some.
-func withTotalCapacity(params any) any {
-	switch in := params.(type) {
-	case *dynamodb.PutItemInput:
-		return withTotal(in, func(v *dynamodb.PutItemInput) *types.ReturnConsumedCapacity { return &v.ReturnConsumedCapacity })
-	case *dynamodb.UpdateItemInput:
-		return withTotal(in, func(v *dynamodb.UpdateItemInput) *types.ReturnConsumedCapacity { return &v.ReturnConsumedCapacity })
-	case *dynamodb.DeleteItemInput:
-		return withTotal(in, func(v *dynamodb.DeleteItemInput) *types.ReturnConsumedCapacity { return &v.ReturnConsumedCapacity })
-	case *dynamodb.GetItemInput:
-		return withTotal(in, func(v *dynamodb.GetItemInput) *types.ReturnConsumedCapacity { return &v.ReturnConsumedCapacity })
-	case *dynamodb.QueryInput:
-		return withTotal(in, func(v *dynamodb.QueryInput) *types.ReturnConsumedCapacity { return &v.ReturnConsumedCapacity })
-	case *dynamodb.ScanInput:
-		return withTotal(in, func(v *dynamodb.ScanInput) *types.ReturnConsumedCapacity { return &v.ReturnConsumedCapacity })
-	case *dynamodb.BatchWriteItemInput:
-		return withTotal(in, func(v *dynamodb.BatchWriteItemInput) *types.ReturnConsumedCapacity { return &v.ReturnConsumedCapacity })
-	case *dynamodb.BatchGetItemInput:
-		return withTotal(in, func(v *dynamodb.BatchGetItemInput) *types.ReturnConsumedCapacity { return &v.ReturnConsumedCapacity })
-	case *dynamodb.TransactWriteItemsInput:
-		return withTotal(in, func(v *dynamodb.TransactWriteItemsInput) *types.ReturnConsumedCapacity {
-			return &v.ReturnConsumedCapacity
-		})
-	case *dynamodb.TransactGetItemsInput:
-		return withTotal(in, func(v *dynamodb.TransactGetItemsInput) *types.ReturnConsumedCapacity {
-			return &v.ReturnConsumedCapacity
-		})
-	default:
-		return params
-	}
-}
-
-// withTotal copies in with its ReturnConsumedCapacity field set to TOTAL,
-// leaving the caller's input untouched.
-func withTotal[T any](in *T, field func(*T) *types.ReturnConsumedCapacity) any {
-	if *field(in) != "" {
-		return in
-	}
-	cp := *in
-	*field(&cp) = types.ReturnConsumedCapacityTotal
-	return &cp
 }
