@@ -120,7 +120,7 @@ func newGoFunction(scope constructs.Construct, id string, p goFunctionProps) goF
 // commonEnv is the configuration both functions read: where the outbox
 // lives and how its metrics are named.
 func commonEnv(p OutboxProps, table *string, relayName *string) map[string]*string {
-	return map[string]*string{
+	env := map[string]*string{
 		outboxconf.EnvTable:            table,
 		outboxconf.EnvKeyPrefix:        jsii.String(p.KeyPrefix),
 		outboxconf.EnvPartitionKey:     jsii.String(p.PartitionKey),
@@ -130,6 +130,13 @@ func commonEnv(p OutboxProps, table *string, relayName *string) map[string]*stri
 		outboxconf.EnvOutboxName:       jsii.String(p.OutboxName),
 		outboxconf.EnvMetricsNamespace: jsii.String(p.MetricsNamespace),
 	}
+	// The relay publishes only to these topics (its IAM policy names
+	// them), so the enqueue function refuses others up front instead of
+	// storing messages no relay can deliver.
+	if len(p.Kafka.Topics) > 0 {
+		env[outboxconf.EnvTopics] = jsii.String(strings.Join(p.Kafka.Topics, ","))
+	}
+	return env
 }
 
 // relayEnv adds what only the relay reads: Kafka and its lifetime.
@@ -141,9 +148,6 @@ func relayEnv(p OutboxProps, table, brokers *string, relayName string) map[strin
 	env[outboxconf.EnvKafkaTLS] = jsii.String(strconv.FormatBool(*p.Kafka.TLS))
 	if p.Kafka.Auth == outboxconf.KafkaAuthScram {
 		env[outboxconf.EnvKafkaScramSecret] = jsii.String(p.Kafka.ScramSecretArn)
-	}
-	if len(p.Kafka.Topics) > 0 {
-		env[outboxconf.EnvTopics] = jsii.String(strings.Join(p.Kafka.Topics, ","))
 	}
 	env[outboxconf.EnvMode] = jsii.String(p.Mode)
 	env[outboxconf.EnvStopMargin] = jsii.String(p.StopMargin.String())

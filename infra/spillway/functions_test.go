@@ -98,13 +98,13 @@ func TestFunctionEnvironmentUsesTheSharedNames(t *testing.T) {
 		outboxconf.EnvBucketCount:      "8",
 		outboxconf.EnvOutboxName:       "orders",
 		outboxconf.EnvMetricsNamespace: "Acme/Outbox",
+		outboxconf.EnvTopics:           "orders,payments",
 	}
 	relayEnv := map[string]any{
 		outboxconf.EnvRelayFunction: "Test-Outbox-relay",
 		outboxconf.EnvKafkaBrokers:  map[string]any{"Fn::GetAtt": []any{f.ofType("Custom::AWS")[0], "BootstrapBrokerStringSaslIam"}},
 		outboxconf.EnvKafkaAuth:     outboxconf.KafkaAuthIAM,
 		outboxconf.EnvKafkaTLS:      "true",
-		outboxconf.EnvTopics:        "orders,payments",
 		outboxconf.EnvMode:          "hold",
 		outboxconf.EnvStopMargin:    "7s",
 		outboxconf.EnvMaxHops:       "4",
