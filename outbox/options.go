@@ -18,6 +18,7 @@ const (
 	DefaultStopMargin          = 5 * time.Second
 	DefaultIdleTimeout         = 2 * time.Second
 	DefaultMetricsName         = "outbox"
+	DefaultBacklogInterval     = 30 * time.Second
 	// MaxRelayIDLength bounds a relay id in bytes; it is embedded verbatim
 	// in the heartbeat's sort key.
 	MaxRelayIDLength = 128
@@ -109,6 +110,11 @@ type RelayOptions struct {
 	StopMargin time.Duration
 	// MaxConcurrency bounds buckets drained in parallel. Default 8.
 	MaxConcurrency int
+	// BacklogInterval is how often the holder of bucket 0 samples the
+	// backlog for the PendingMessages and OldestPendingAge metrics; only
+	// that relay samples, so the fleet pays for one sample per interval.
+	// Default 30 s; negative disables sampling.
+	BacklogInterval time.Duration
 }
 
 // WithDefaults returns o with every zero field set to its default.
@@ -122,6 +128,7 @@ func (o RelayOptions) WithDefaults() RelayOptions {
 	setDur(&o.LeaseRenewInterval, DefaultLeaseRenewInterval)
 	setDur(&o.IdleTimeout, DefaultIdleTimeout)
 	setDur(&o.StopMargin, DefaultStopMargin)
+	setDur(&o.BacklogInterval, DefaultBacklogInterval)
 	if o.MessageIDHeaderName == "" {
 		o.MessageIDHeaderName = DefaultMessageIDHeaderName
 	}

@@ -154,6 +154,7 @@ func (u *run) cycle(now time.Time) (int, error) {
 		r.dropOwnership("lease acquisition took longer than LeaseDuration")
 		return 0, errCycle("check lease", ErrLeaseLost)
 	}
+	u.sampleBacklog(owned)
 	if err := u.discover(owned); err != nil {
 		return 0, err
 	}
@@ -308,3 +309,33 @@ func (u *run) idleExit(now time.Time) (bool, error) {
 
 // wait pauses the run for d on the relay's clock, or until ctx ends.
 func (u *run) wait(d time.Duration) { Sleep(u.r.clock, d, u.ctx.Done()) }
+
+// sampleBacklog reports the backlog when this relay holds bucket 0 and the
+// last sample is older than BacklogInterval. A failed sample is logged and
+// skipped: metrics never stop the relay.
+func (u *run) sampleBacklog(owned []int) {
+	r := u.r
+	now := r.clock.Now()
+	if r.opts.BacklogInterval < 0 || !slices.Contains(owned, 0) {
+		return
+	}
+	r.mu.Lock()
+	due := r.sampledAt.IsZero() || now.Sub(r.sampledAt) >= r.opts.BacklogInterval
+	if due {
+		r.sampledAt = now
+	}
+	r.mu.Unlock()
+	if !due {
+		return
+	}
+	bl, err := r.store.Backlog(u.ctx)
+	if err != nil {
+		r.log.LogAttrs(u.ctx, slog.LevelWarn, "backlog sample failed", slog.Any("error", err))
+		return
+	}
+	var age time.Duration
+	if !bl.Oldest.IsZero() {
+		age = max(r.clock.Now().Sub(bl.Oldest), 0)
+	}
+	r.emit(Event{Kind: EventBacklog, Bucket: -1, Count: int(min(bl.Pending, int64(^uint(0)>>1))), Duration: age})
+}

@@ -424,3 +424,30 @@ func TestRelayWakeUpForAnAlreadyDrainedBucketDoesNotJoin(t *testing.T) {
 		t.Fatalf("joined %v published %d", res.Joined, res.Published)
 	}
 }
+
+func TestRelayHoldingBucketZeroSamplesTheBacklogOncePerInterval(t *testing.T) {
+	e := newRelayEnv(t, 2, func(c *outbox.RelayConfig) { c.Options.Mode = outbox.ModeHold })
+	e.store.add(1, "k")
+	e.clock.Advance(45 * time.Second)
+	e.store.add(1, "k")
+	// Held for 70 s: samples at the first cycle, then every 30 s.
+	res := e.run(t, outbox.RunInput{Deadline: e.clock.Now().Add(75 * time.Second)})
+	if res.Published != 2 {
+		t.Fatalf("published %d", res.Published)
+	}
+	var samples []outbox.Event
+	for _, ev := range e.obs.events {
+		if ev.Kind == outbox.EventBacklog {
+			samples = append(samples, ev)
+		}
+	}
+	if len(samples) != 3 {
+		t.Fatalf("%d backlog samples in 70 s, want 3 (at 0, 30 and 60 s)", len(samples))
+	}
+	if samples[0].Count != 2 || samples[0].Duration != 45*time.Second {
+		t.Fatalf("first sample %d pending, oldest %v; want 2 and 45s", samples[0].Count, samples[0].Duration)
+	}
+	if samples[1].Count != 0 || samples[1].Duration != 0 {
+		t.Fatalf("second sample %+v, want an empty backlog", samples[1])
+	}
+}
