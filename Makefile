@@ -33,9 +33,11 @@ infra/node_modules: infra/package.json
 
 .PHONY: lint
 lint: $(BIN)/staticcheck ## gofmt, go vet and staticcheck.
-	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	@out=$$(find . -name '*.go' -not -path './infra/node_modules/*' -not -path './bin/*' -print0 | xargs -0 gofmt -l); \
+	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(MAKE) vet
 	$(BIN)/staticcheck $(PKGS)
+	cd infra && $(BIN)/staticcheck ./...
 
 $(BIN)/staticcheck:
 	GOBIN=$(BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)

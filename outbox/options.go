@@ -1,7 +1,6 @@
 package outbox
 
 import (
-	"fmt"
 	"time"
 )
 
@@ -52,13 +51,6 @@ func positive(op, name string, d time.Duration) error {
 func atLeastOne(op, name string, n int) error {
 	if n < 1 {
 		return Misconfigured(op, "%s must be >= 1, got %d", name, n)
-	}
-	return nil
-}
-
-func bucketRange(bucket, count int) error {
-	if bucket < 0 || bucket >= count {
-		return fmt.Errorf("%w: bucket %d outside [0, %d)", ErrInvalidMessage, bucket, count)
 	}
 	return nil
 }

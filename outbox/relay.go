@@ -60,7 +60,6 @@ type Relay struct {
 	// a warm execution environment samples once per interval.
 	sampledAt time.Time
 	heads     map[int]*headRow
-	lastDel   map[int]bool
 }
 
 // NewRelay validates cfg and returns a relay. A nil store or publisher and

@@ -131,7 +131,8 @@ func (u *run) relayBatch(ctx context.Context, bucket, size int, head *headRow) (
 		return 0, false, err
 	}
 
-	acked, perr, ackAt := u.publishUnderLease(ctx, bucket, msgs)
+	out := u.publishUnderLease(ctx, bucket, msgs)
+	acked, perr, ackAt := out.acked, out.err, out.at
 	if !r.holds(bucket, r.clock.Now()) {
 		// Appended records cannot be recalled, but rows published after the
 		// lease ran out stay for the next owner: duplicates, never loss.
@@ -205,7 +206,7 @@ type publishOutcome struct {
 // come due, and always waits for the publish to finish: records already
 // appended cannot be recalled, and the caller decides from the lease whether
 // to delete them.
-func (u *run) publishUnderLease(ctx context.Context, bucket int, msgs []Message) (int, error, time.Time) {
+func (u *run) publishUnderLease(ctx context.Context, bucket int, msgs []Message) publishOutcome {
 	r := u.r
 	pctx, span := r.tracer.Start(ctx, SpanPublish)
 	span.Annotate(AnnotationBucket, bucket)
@@ -225,7 +226,7 @@ func (u *run) publishUnderLease(ctx context.Context, bucket int, msgs []Message)
 				out := <-done
 				span.Annotate(AnnotationOutcome, "lease-lost")
 				span.End(ErrLeaseLost)
-				return out.acked, out.err, out.at
+				return out
 			}
 			continue
 		}
@@ -239,7 +240,7 @@ func (u *run) publishUnderLease(ctx context.Context, bucket int, msgs []Message)
 			}
 			span.Annotate(AnnotationOutcome, outcome)
 			span.End(out.err)
-			return out.acked, out.err, out.at
+			return out
 		case <-t.C():
 		}
 	}
