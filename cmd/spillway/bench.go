@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spillway-dev/spillway/internal/bench"
+	"github.com/spillway-dev/spillway/outbox/outboxconf"
+)
+
+func init() {
+	register("bench", "measure throughput, DynamoDB cost per message, idle cost and latency; print the table", runBench)
+}
+
+// benchReport is the --json output.
+type benchReport struct {
+	Started   time.Time       `json:"started"`
+	Machine   bench.Machine   `json:"machine"`
+	Scenarios []benchScenario `json:"scenarios"`
+}
+
+type benchScenario struct {
+	Name    string        `json:"name"`
+	Elapsed time.Duration `json:"elapsedNanos"`
+	Result  bench.Result  `json:"result"`
+}
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bench", "bench [--scenario NAME,...] [--messages N] [--json] [--profile-dir DIR] [--dynamodb-endpoint URL] [--brokers HOST:PORT]", stderr)
+	endpoint := fs.String("dynamodb-endpoint", os.Getenv(outboxconf.EnvDynamoDBEndpoint),
+		fmt.Sprintf("external DynamoDB endpoint URL (env %s; default: the embedded server)", outboxconf.EnvDynamoDBEndpoint))
+	brokers := fs.String("brokers", os.Getenv(outboxconf.EnvKafkaBrokers),
+		fmt.Sprintf("external Kafka seed brokers, host:port,host:port (env %s; default: the embedded cluster)", outboxconf.EnvKafkaBrokers))
+	var names []string
+	for _, s := range bench.Scenarios() {
+		names = append(names, s.Name)
+	}
+	scenario := fs.String("scenario", "all", "scenarios to run, comma-separated: all or "+strings.Join(names, ", "))
+	messages := fs.Int("messages", 0, "messages per throughput case and samples per latency series (default: the scenario's: 5000 and 60)")
+	asJSON := fs.Bool("json", false, "print the results as JSON instead of tables")
+	profileDir := fs.String("profile-dir", "", "write the labelled CPU profile of every throughput case to this directory (go tool pprof -tagfocus component=spillway)")
+	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *messages < 0 {
+		return usagef("--messages must be >= 0")
+	}
+	selected, err := selectScenarios(*scenario)
+	if err != nil {
+		return err
+	}
+	env := bench.Env{DynamoDBEndpoint: *endpoint, Messages: *messages, ProfileDir: *profileDir}
+	for _, b := range strings.Split(*brokers, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			env.Brokers = append(env.Brokers, b)
+		}
+	}
+	if !*quiet {
+		env.Progress = stderr
+	}
+	report := benchReport{Started: time.Now().UTC(), Machine: bench.DescribeMachine()}
+	if !*asJSON {
+		fmt.Fprintf(stdout, "Spillway benchmarks, %s\nMachine: %s\nBackends: %s\n\n", report.Started.Format(time.RFC3339), report.Machine, backendsLabel(env))
+	}
+	for _, s := range selected {
+		start := time.Now()
+		res, err := s.Run(ctx, env)
+		if err != nil {
+			return fmt.Errorf("scenario %s: %w", s.Name, err)
+		}
+		elapsed := time.Since(start)
+		report.Scenarios = append(report.Scenarios, benchScenario{Name: s.Name, Elapsed: elapsed, Result: res})
+		if *asJSON {
+			continue
+		}
+		for _, t := range res.Tables() {
+			if err := t.Write(stdout); err != nil {
+				return err
+			}
+			fmt.Fprintln(stdout)
+		}
+		if env.Progress != nil {
+			fmt.Fprintf(env.Progress, "%s: done in %.1fs\n", s.Name, elapsed.Seconds())
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(report)
+	}
+	return nil
+}
+
+// selectScenarios resolves --scenario: "all", or names in the order given.
+func selectScenarios(spec string) ([]bench.Scenario, error) {
+	if strings.TrimSpace(spec) == "all" {
+		return bench.Scenarios(), nil
+	}
+	var out []bench.Scenario
+	for _, name := range strings.Split(spec, ",") {
+		name = strings.TrimSpace(name)
+		s, ok := bench.Lookup(name)
+		if !ok {
+			var names []string
+			for _, s := range bench.Scenarios() {
+				names = append(names, s.Name)
+			}
+			return nil, usagef("unknown scenario %q (want all or %s)", name, strings.Join(names, ", "))
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func backendsLabel(env bench.Env) string {
+	ddb, kafka := "embedded DynamoDB (minidyn behind outboxtest's compensating layer)", "embedded Kafka (kfake)"
+	if env.DynamoDBEndpoint != "" {
+		ddb = "DynamoDB at " + env.DynamoDBEndpoint
+	}
+	if len(env.Brokers) > 0 {
+		kafka = "Kafka at " + strings.Join(env.Brokers, ",")
+	}
+	return ddb + ", " + kafka + ", in this process"
+}

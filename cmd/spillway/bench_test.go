@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/spillway-dev/spillway/internal/bench"
+)
+
+// benchProbe is a scenario registered by this test: it records the
+// environment it was given and returns a one-row result, so the command's
+// flags and output are tested without running a measurement.
+type benchProbe struct {
+	Env  bench.Env `json:"-"`
+	Rows int       `json:"rows"`
+}
+
+func (p benchProbe) Tables() []bench.Table {
+	return []bench.Table{{Title: "probe", Header: []string{"what", "n"}, Rows: [][]string{{"rows", "1"}}}}
+}
+
+var probeEnvs = make(chan bench.Env, 8)
+
+func init() {
+	bench.Register(bench.Scenario{Name: "cli-probe", Summary: "test probe", Run: func(_ context.Context, env bench.Env) (bench.Result, error) {
+		probeEnvs <- env
+		return benchProbe{Rows: 1}, nil
+	}})
+}
+
+func runBenchCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := runCLI(t.Context(), append([]string{"bench"}, args...), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestBench_FlagsReachTheScenarioAndTablesArePrinted(t *testing.T) {
+	code, out, errs := runBenchCLI(t, "--scenario", "cli-probe", "--messages", "7", "--brokers", "a:1, b:2",
+		"--dynamodb-endpoint", "http://127.0.0.1:1", "--profile-dir", "/tmp/p", "--quiet")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	env := <-probeEnvs
+	if env.Messages != 7 || strings.Join(env.Brokers, ",") != "a:1,b:2" || env.DynamoDBEndpoint != "http://127.0.0.1:1" ||
+		env.ProfileDir != "/tmp/p" || env.Progress != nil {
+		t.Errorf("env %+v", env)
+	}
+	for _, want := range []string{"Machine: ", "probe\n", "rows  1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestBench_JSONCarriesTheMachineAndResults(t *testing.T) {
+	code, out, errs := runBenchCLI(t, "--scenario", "cli-probe", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	<-probeEnvs
+	var report struct {
+		Machine   bench.Machine
+		Scenarios []struct {
+			Name   string
+			Result benchProbe
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &report); err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	if report.Machine.CPUs < 1 || len(report.Scenarios) != 1 || report.Scenarios[0].Name != "cli-probe" || report.Scenarios[0].Result.Rows != 1 {
+		t.Errorf("report %+v", report)
+	}
+}
+
+func TestBench_BadInvocationsExitTwo(t *testing.T) {
+	for _, args := range [][]string{
+		{"--scenario", "no-such"},
+		{"--scenario", "cost,no-such"},
+		{"--messages", "-1"},
+		{"extra"},
+	} {
+		if code, _, errs := runBenchCLI(t, args...); code != 2 || errs == "" {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and a reason", args, code, errs)
+		}
+	}
+}

@@ -1,0 +1,108 @@
+package bench
+
+import (
+	"maps"
+	"testing"
+	"time"
+)
+
+// TestIdleCost simulates each deployment idle with the real relay engine
+// and asserts the exact requests and units, and the hourly rates they scale
+// to (the bench simulates the full hour). To stay fast under the race
+// detector it simulates a quarter of an hour of drain and hold (the hold
+// deployment's figures repeat with each 15-minute invocation) and five
+// minutes of always-on (whose figures repeat every renewal interval). The expected figures are derived from the
+// protocol (facts §12.1, §12.6, the acquisition round and the stop), with
+// P = 1 s, I = 10 s, 8 buckets, a 1-minute schedule and a 15-minute
+// function timeout:
+//
+//   - a sweep is 8 eventually consistent Limit-1 probes, 0.5 RRU each;
+//   - a round is 1 heartbeat PutItem, 1 strongly consistent coordination
+//     Query (1 RRU) and 1 UpdateItem per bucket (claim or keep), 1 WRU each;
+//   - a poll is 8 probes;
+//   - a stop is 1 stopped-stamp PutItem, 2 lease Queries, 8 releasing
+//     UpdateItems and 8 probes of the released buckets;
+//   - the holder of bucket 0 samples the backlog every 30 s (warm
+//     invocations of one execution environment included): 8 head queries,
+//     and no count when every bucket is empty.
+func TestIdleCost(t *testing.T) {
+	t.Parallel()
+	scheduled, err := RunIdle(t.Context(), Env{}, IdleConfig{Window: 15 * time.Minute, Modes: []string{IdleDrain, IdleHold}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alwaysOn, err := RunIdle(t.Context(), Env{}, IdleConfig{Window: 5 * time.Minute, Modes: []string{IdleAlwaysOn}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRendering(t, scheduled)
+	modes := append(scheduled.Modes, alwaysOn.Modes...)
+	const (
+		buckets     = 8
+		probe       = 0.5 // RRU of an eventually consistent probe
+		sweeps      = 15  // one per minute
+		heldPolls   = 895 // t = 0 … 894 s: the budget ends StopMargin (5 s) before the 900 s deadline
+		heldRounds  = 90  // t = 0, 10, … 890 s
+		heldSamples = 30  // t = 0, 30, … 870 s
+		alwaysPolls = 300 // t = 0 … 299 s
+		alwaysRound = 30  // t = 0, 10, … 290 s
+		alwaysSampl = 10  // t = 0, 30, … 270 s
+	)
+	want := map[string]IdleCost{
+		IdleDrain: {
+			Runs: sweeps, Joined: 0,
+			Requests:  map[string]int{"Query": sweeps * buckets},
+			ReadUnits: sweeps * buckets * probe,
+		},
+		IdleHold: {
+			Runs: sweeps + 1, Joined: 1,
+			Requests: map[string]int{
+				"Query":      sweeps*buckets + heldPolls*buckets + heldRounds + 2 + buckets + heldSamples*buckets,
+				"PutItem":    heldRounds + 1,
+				"UpdateItem": heldRounds*buckets + buckets,
+			},
+			ReadUnits:  sweeps*buckets*probe + heldPolls*buckets*probe + heldRounds + 2 + buckets*probe + heldSamples*buckets*probe,
+			WriteUnits: heldRounds + 1 + heldRounds*buckets + buckets,
+		},
+		IdleAlwaysOn: {
+			Runs: 1, Joined: 1,
+			Requests: map[string]int{
+				"Query":      alwaysPolls*buckets + alwaysRound + alwaysSampl*buckets,
+				"PutItem":    alwaysRound,
+				"UpdateItem": alwaysRound * buckets,
+			},
+			ReadUnits:  alwaysPolls*buckets*probe + alwaysRound + alwaysSampl*buckets*probe,
+			WriteUnits: alwaysRound * (1 + buckets),
+		},
+	}
+	// The hourly figures the bench prints and docs/benchmarks.md records.
+	perHour := map[string]Rate{
+		IdleDrain:    {Requests: 480, ReadUnits: 240, WriteUnits: 0},
+		IdleHold:     {Requests: 30480 + 364 + 2912, ReadUnits: 15424, WriteUnits: 3276},
+		IdleAlwaysOn: {Requests: 30120 + 360 + 2880, ReadUnits: 15240, WriteUnits: 3240},
+	}
+	if len(modes) != len(want) {
+		t.Fatalf("got %d modes, want %d", len(modes), len(want))
+	}
+	for _, got := range modes {
+		w := want[got.Mode]
+		if got.Runs != w.Runs || got.Joined != w.Joined {
+			t.Errorf("%s: %d runs (%d joined), want %d (%d)", got.Mode, got.Runs, got.Joined, w.Runs, w.Joined)
+		}
+		if !maps.Equal(got.Requests, w.Requests) {
+			t.Errorf("%s: requests %v, want %v", got.Mode, got.Requests, w.Requests)
+		}
+		if got.ReadUnits != w.ReadUnits || got.WriteUnits != w.WriteUnits {
+			t.Errorf("%s: %.1f RRU, %.1f WRU, want %.1f, %.1f", got.Mode, got.ReadUnits, got.WriteUnits, w.ReadUnits, w.WriteUnits)
+		}
+		h := perHour[got.Mode]
+		h.USD = OnDemandPrices.USD(h.WriteUnits, h.ReadUnits)
+		if got.PerHour != h {
+			t.Errorf("%s: per hour %+v, want %+v", got.Mode, got.PerHour, h)
+		}
+	}
+	// Positive control of the ordering: drain is the cheapest, by far.
+	if d, a := modes[0].PerHour.USD, modes[2].PerHour.USD; !(d*50 < a) {
+		t.Errorf("drain costs %v/h, always-on %v/h: drain should be more than 50 times cheaper", d, a)
+	}
+}

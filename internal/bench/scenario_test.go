@@ -1,0 +1,163 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"runtime/pprof"
+	"strings"
+	"testing"
+	"time"
+)
+
+// checkRendering fails the test when a result does not marshal to JSON or
+// renders no table with rows.
+func checkRendering(t *testing.T, r Result) {
+	t.Helper()
+	if _, err := json.Marshal(r); err != nil {
+		t.Errorf("%T does not marshal: %v", r, err)
+	}
+	tables := r.Tables()
+	if len(tables) == 0 {
+		t.Fatalf("%T renders no table", r)
+	}
+	for _, tb := range tables {
+		var b strings.Builder
+		if err := tb.Write(&b); err != nil || len(tb.Rows) == 0 {
+			t.Errorf("%T table %q: %d rows, %v", r, tb.Title, len(tb.Rows), err)
+		}
+	}
+}
+
+func TestRegistry_BuiltInsInOrderAndNamesUnique(t *testing.T) {
+	var names []string
+	for _, s := range Scenarios() {
+		names = append(names, s.Name)
+	}
+	if got := strings.Join(names[:4], ","); got != "throughput,cost,idle,latency" {
+		t.Errorf("scenarios %v, want throughput, cost, idle, latency first", names)
+	}
+	if s, ok := Lookup("idle"); !ok || s.Name != "idle" || s.Run == nil {
+		t.Errorf("Lookup(idle) = %+v, %v", s, ok)
+	}
+	if _, ok := Lookup("nope"); ok {
+		t.Error("Lookup(nope) found a scenario")
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("registering cost twice did not panic")
+		}
+	}()
+	Register(costScenario)
+}
+
+// TestTimedScenarios_Run runs the timed scenarios on tiny workloads. Their
+// times are never asserted; what they count is.
+func TestTimedScenarios_Run(t *testing.T) {
+	tp, err := RunThroughput(t.Context(), Env{}, ThroughputConfig{
+		Messages: 120,
+		Cases:    []ThroughputCase{{Relays: 2, Buckets: 8, ValueSize: 1 << 10}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := tp.Cases[0]
+	if c.Messages != 120 || c.Published < 120 || c.Elapsed <= 0 || c.RequestsPerMessage <= 0 {
+		t.Errorf("throughput case %+v: want 120 messages published at least once, a duration and requests", c)
+	}
+	checkRendering(t, tp)
+
+	lat, err := RunLatency(t.Context(), Env{}, LatencyConfig{Samples: 3, MaxGap: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lat.Series) != 2 {
+		t.Fatalf("%d latency series, want 2", len(lat.Series))
+	}
+	for _, s := range lat.Series {
+		if s.Samples != 3 || s.Min <= 0 || s.Min > s.P50 || s.P50 > s.P95 || s.P95 > s.P99 || s.P99 > s.Max {
+			t.Errorf("series %+v: want 3 ordered, positive samples", s)
+		}
+	}
+	if w := lat.Series[0]; w.Name != SeriesWake || w.RelayRuns != 3 || w.JoinedRuns != 3 {
+		t.Errorf("wake-up series %+v: want one joined run per sample", w)
+	}
+	checkRendering(t, lat)
+}
+
+func TestSummarize_NearestRankPercentiles(t *testing.T) {
+	lat := make([]time.Duration, 100)
+	for i := range lat {
+		lat[i] = time.Duration(100-i) * time.Millisecond // 100 … 1 ms
+	}
+	s := summarize("x", lat)
+	if s.Min != time.Millisecond || s.P50 != 50*time.Millisecond || s.P95 != 95*time.Millisecond ||
+		s.P99 != 99*time.Millisecond || s.Max != 100*time.Millisecond || s.Mean != 50500*time.Microsecond {
+		t.Errorf("summarize = %+v", s)
+	}
+	if one := summarize("one", []time.Duration{7}); one.P50 != 7 || one.P99 != 7 {
+		t.Errorf("one sample: %+v", one)
+	}
+}
+
+// TestLabelShares_SplitsARealProfileByLabel profiles CPU work done under
+// the spillway label and checks that the profile's samples come back with
+// it; the share is a positive control for the throughput table's split.
+func TestLabelShares_SplitsARealProfileByLabel(t *testing.T) {
+	var sink uint64
+	share, err := profileCPU("", "", func() error {
+		pprof.Do(t.Context(), pprof.Labels(labelKey, labelSpillway), func(ctx context.Context) {
+			x := uint64(88172645463325252)
+			for range 400_000_000 {
+				x ^= x << 13
+				x ^= x >> 7
+				x ^= x << 17
+			}
+			sink = x
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if share.Unavailable != "" {
+		t.Skipf("profiling unavailable: %s", share.Unavailable)
+	}
+	// The loop runs in this package, under the spillway label: the frame
+	// walk charges it to Spillway's own code.
+	if share.Samples == 0 || share.Spillway < 50 || share.Backend != 0 || share.InSpillway[CauseRelay] < 50 {
+		t.Errorf("share %+v (sink %d): want samples, mostly spillway and its own code, no backend", share, sink)
+	}
+}
+
+func TestTable_AlignsFiguresRight(t *testing.T) {
+	var b strings.Builder
+	err := Table{
+		Title:  "T",
+		Header: []string{"name", "n", "cost"},
+		Rows:   [][]string{{"a", "1", "$0.5"}, {"long name", "1000", "-"}},
+		Notes:  []string{"note"},
+	}.Write(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "T\n" +
+		"name          n  cost\n" +
+		"---------  ----  ----\n" +
+		"a             1  $0.5\n" +
+		"long name  1000     -\n" +
+		"  note\n"
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+func TestDescribeMachine_ReadsTheRuntime(t *testing.T) {
+	m := DescribeMachine()
+	if m.CPUs < 1 || m.GOMAXPROCS < 1 || m.GoVersion == "" || m.OS == "" {
+		t.Errorf("machine %+v", m)
+	}
+	if _, err := os.Stat("/proc/meminfo"); err == nil && m.MemoryBytes <= 0 {
+		t.Errorf("machine %+v: /proc/meminfo exists but no memory read", m)
+	}
+}
