@@ -84,3 +84,26 @@ synth: build infra/node_modules ## cdk synth without AWS credentials into cdk.ou
 	./infra/node_modules/.bin/cdk synth -q \
 	  -c mskClusterArn=arn:aws:kafka:us-east-1:123456789012:cluster/demo/11111111-2222-3333-4444-555555555555-1 \
 	  -c topics=orders
+
+# Benchmarks: Go micro-benchmarks of the hot paths, then `spillway bench`
+# (throughput, DynamoDB cost per message, idle cost, latency) on the
+# embedded backends. The counted figures are asserted by internal/bench's
+# tests; docs/benchmarks.md records a run.
+BENCHTIME ?= 300ms
+BENCH_PKGS := ./outbox ./outbox/outboxddb ./outbox/outboxkafka
+BENCH_ARGS ?=
+
+.PHONY: bench
+bench: ## Micro-benchmarks (hash, header codec, planner, item codec, publish; BENCHTIME each), then `spillway bench` (BENCH_ARGS=... for flags).
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime=$(BENCHTIME) $(BENCH_PKGS)
+	$(GO) run ./cmd/spillway bench $(BENCH_ARGS)
+
+# Fleet simulation (internal/fleetsim): `make test` runs three seeds; a soak
+# run picks one seed (random unless SEED is set) and writes for DURATION of
+# simulated time at the same message rate.
+SEED ?=
+DURATION ?= 30m
+
+.PHONY: soak
+soak: ## Long fleet simulation: SEED=<n> (default random) DURATION=<simulated write time> (default 30m).
+	SPILLWAY_SOAK_SEED=$(SEED) SPILLWAY_SOAK_DURATION=$(DURATION) $(GO) test -run TestFleetSoak -timeout 0 -v ./internal/fleetsim/

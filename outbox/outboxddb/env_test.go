@@ -22,7 +22,7 @@ import (
 // starting at 2026-09-01T08:00:00Z.
 type env struct {
 	d      *outboxtest.DynamoDB
-	client Client // d.Client, with removeFix on the embedded server
+	client Client // d.Client
 	clock  *outboxtest.ManualClock
 	opts   Options
 }
@@ -36,7 +36,7 @@ func newEnv(t *testing.T, edit ...func(*Options)) *env {
 		e(&opts)
 	}
 	createTable(t, d, opts)
-	return &env{d: d, client: withRemoveFix(d), clock: clock, opts: opts}
+	return &env{d: d, client: d.Client, clock: clock, opts: opts}
 }
 
 // testLogger logs through t, so a failing test shows the store's warnings

@@ -66,9 +66,10 @@ func (s *Store) headQuery(bucket int, projected string) *dynamodb.QueryInput {
 // n. So FetchBatch probes the gaps in the fetched sequence numbers, from the
 // last number this store deleted from the bucket (or from 1 when it deleted
 // none: after a start or a handover everything below the head is a gap), up
-// to 8 probes per fetch. When a probe finds a message it fetches once more
-// and returns that result. A gap that stays empty (an abandoned reservation)
-// costs one minimal read.
+// to 8 probes per fetch. When a probe finds a message it fetches again and
+// probes the new result from the gap that was found on, within the same 8
+// probes: the second read can overlap another commit as well as the first.
+// A gap that stays empty (an abandoned reservation) costs one minimal read.
 //
 // A message stamped with another bucket count is a misconfiguration; a
 // malformed message is an error matching outbox.ErrInvalidItem.
@@ -81,13 +82,21 @@ func (s *Store) FetchBatch(ctx context.Context, bucket, maxCount int) ([]outbox.
 		return nil, err
 	}
 	s.mu.Lock()
-	baseline := s.lastDeleted[bucket] + 1
+	expected := s.lastDeleted[bucket] + 1
 	s.mu.Unlock()
-	found, err := s.probeGaps(ctx, bucket, baseline, batch)
-	if err != nil || !found {
-		return batch, err
+	probes := 0
+	for {
+		// Below the gap a probe found, every number was read or probed
+		// empty: only the rest of the new result needs probing.
+		found, at, err := s.probeGaps(ctx, bucket, expected, batch, &probes)
+		if err != nil || !found {
+			return batch, err
+		}
+		if batch, err = s.fetch(ctx, bucket, maxCount); err != nil {
+			return nil, err
+		}
+		expected = at
 	}
-	return s.fetch(ctx, bucket, maxCount)
 }
 
 func (s *Store) fetch(ctx context.Context, bucket, maxCount int) ([]outbox.Message, error) {
@@ -125,24 +134,24 @@ func (s *Store) fetch(ctx context.Context, bucket, maxCount int) ([]outbox.Messa
 }
 
 // probeGaps reports whether a message exists in a gap of batch's sequence
-// numbers, starting at expected. It sends at most maxGapProbes probes and
-// stops at the first one that finds something.
-func (s *Store) probeGaps(ctx context.Context, bucket int, expected int64, batch []outbox.Message) (bool, error) {
-	probes := 0
+// numbers, starting at expected, and where the gap it found starts. It
+// stops at the first probe that finds something, and once *probes, shared
+// by the reads of one fetch, would pass maxGapProbes.
+func (s *Store) probeGaps(ctx context.Context, bucket int, expected int64, batch []outbox.Message, probes *int) (bool, int64, error) {
 	for _, m := range batch {
 		if m.Sequence > expected {
-			probes++
-			if probes > maxGapProbes {
-				return false, nil
+			*probes++
+			if *probes > maxGapProbes {
+				return false, 0, nil
 			}
 			found, err := s.probe(ctx, bucket, expected, m.Sequence-1)
 			if err != nil || found {
-				return found, err
+				return found, expected, err
 			}
 		}
 		expected = max(expected, m.Sequence+1)
 	}
-	return false, nil
+	return false, 0, nil
 }
 
 // probe counts, strongly consistent, whether any message exists in

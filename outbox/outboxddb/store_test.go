@@ -1,6 +1,7 @@
 package outboxddb
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/spillway-dev/spillway/outbox"
 )
@@ -46,6 +48,55 @@ func TestFetch_ReadsAgain_WhenAMessageCommittedIntoAGapBehindTheQuery(t *testing
 	}
 	// Fetch, the probe of [2, 2] that finds it, and one refetch.
 	wantRequests(t, c, map[string]int{"Query": 3})
+}
+
+// commitDuringProbe is a client that runs commit once, when the first gap
+// probe (a COUNT query) is sent: a transaction that commits while the store
+// is between its first and its second read.
+type commitDuringProbe struct {
+	Client
+	commit func()
+}
+
+func (c *commitDuringProbe) Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	if in.Select == types.SelectCount && c.commit != nil {
+		commit := c.commit
+		c.commit = nil
+		commit()
+	}
+	return c.Client.Query(ctx, in, optFns...)
+}
+
+// The fleet simulation found this: the second read of a fetch was returned
+// unprobed, so a transaction committing during it could put its second
+// message on Kafka before its first.
+func TestFetch_ProbesTheSecondReadToo_WhenAnotherTransactionCommitsDuringIt(t *testing.T) {
+	e := newEnv(t)
+	w := e.writer(t)
+	enqueue(t, w, 2, 3)
+	hook := &commitDuringProbe{Client: e.client}
+	e.client = hook
+	s := e.store(t)
+	// First read: 1 and 3 without 2. While 2 is probed, a transaction
+	// stores 4 and 5, and the second read returns 5 without 4.
+	e.d.Faults.HideFromNextQuery("OUTBOX#MESSAGES#2", "0000000000000000002")
+	hook.commit = func() {
+		if _, err := w.EnqueueBatch(t.Context(), []outbox.Message{newMessage(t, "t", "k4", 2), newMessage(t, "t", "k5", 2)}); err != nil {
+			t.Error(err)
+		}
+		e.d.Faults.HideFromNextQuery("OUTBOX#MESSAGES#2", "0000000000000000004")
+	}
+	var got []outbox.Message
+	c := e.counts(func() {
+		var err error
+		if got, err = s.FetchBatch(t.Context(), 2, 10); err != nil {
+			t.Fatal(err)
+		}
+	})
+	wantInts(t, "sequences", sequences(got), []int64{1, 2, 3, 4, 5})
+	// Fetch, probe [2, 2], second read, probe [4, 4], third read; the
+	// transaction's counter update and transaction write.
+	wantRequests(t, c, map[string]int{"Query": 5, "UpdateItem": 1, "TransactWriteItems": 1})
 }
 
 func TestFetch_BoundsItsProbes_WhenManyWritersLeaveManyGaps(t *testing.T) {

@@ -167,14 +167,11 @@ func TestWriter_EnqueueBatch_RetryAfterItsTokenExpired_IsASuccess(t *testing.T) 
 	// The first attempt is applied and its answer lost; every attempt is
 	// sent 11 minutes after it was made (on the manual clock), so the retry
 	// arrives after DynamoDB forgot the idempotency token and runs again,
-	// refused by the first attempt's items. One message: the embedded
-	// server stops evaluating a transaction at its first failed condition
-	// and reports None for the rest, where DynamoDB reports every failed
-	// condition; the detection over several items is pinned with the fake
-	// client (TestEnqueueBatch_OwnRetryDetection).
+	// refused by every one of the first attempt's items (two buckets, two
+	// messages in one of them).
 	e.d.Faults.LoseResponse("TransactWriteItems")
 	e.d.Faults.Latency("TransactWriteItems", 11*time.Minute)
-	msgs := []outbox.Message{newMessage(t, "t", "a", 3)}
+	msgs := []outbox.Message{newMessage(t, "t", "a", 3), newMessage(t, "t", "b", 5), newMessage(t, "t", "c", 3)}
 	type result struct {
 		msgs []outbox.Message
 		err  error
@@ -198,12 +195,24 @@ func TestWriter_EnqueueBatch_RetryAfterItsTokenExpired_IsASuccess(t *testing.T) 
 	if c.Requests["TransactWriteItems"] != 2 {
 		t.Fatalf("requests %v, want two transaction attempts", c.Requests)
 	}
-	if !e.d.External && c.Refused != 1 {
-		t.Fatalf("refused %d, want 1: the re-run transaction refused by its own item", c.Refused)
+	if c.Refused != len(msgs) {
+		t.Fatalf("refused %d, want %d: the re-run transaction refused by each of its own items", c.Refused, len(msgs))
 	}
-	got, err := s.FetchBatch(t.Context(), 3, 10)
-	if err != nil || len(got) != 1 || got[0].ID != msgs[0].ID {
-		t.Fatalf("fetched %v, %v", got, err)
+	for bucket, want := range map[int][]outbox.MessageID{3: {msgs[0].ID, msgs[2].ID}, 5: {msgs[1].ID}} {
+		got, err := s.FetchBatch(t.Context(), bucket, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []outbox.MessageID
+		for _, m := range got {
+			ids = append(ids, m.ID)
+		}
+		if !slices.Equal(ids, want) {
+			t.Fatalf("bucket %d holds %v, want %v stored once", bucket, ids, want)
+		}
+	}
+	if !slices.Equal(sequences(res.msgs), []int64{1, 1, 2}) {
+		t.Fatalf("returned sequences %v, want [1 1 2]", sequences(res.msgs))
 	}
 }
 

@@ -84,6 +84,7 @@ type wireRequest struct {
 	ReturnValuesOnConditionCheckFailure string
 	Select                              string
 	KeyConditionExpression              string
+	UpdateExpression                    string
 	ExpressionAttributeNames            map[string]string
 	RequestItems                        map[string][]wireWriteRequest
 	TransactItems                       []wireTransactItem
@@ -108,6 +109,10 @@ type wireTransactItem struct {
 type wireAction struct {
 	TableName                           string
 	Item, Key                           map[string]json.RawMessage
+	UpdateExpression                    string
+	ConditionExpression                 string
+	ExpressionAttributeNames            map[string]string
+	ExpressionAttributeValues           map[string]json.RawMessage
 	ReturnValuesOnConditionCheckFailure string
 }
 

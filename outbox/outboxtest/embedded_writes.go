@@ -66,16 +66,34 @@ func (s *embeddedServer) putItem(ctx context.Context, body []byte, req *wireRequ
 }
 
 // writeItem runs DeleteItem and UpdateItem; a refusal carries the old item
-// when the request asked for it (the server does so for UpdateItem only).
+// when the request asked for it (the server does so for UpdateItem only),
+// and an update's REMOVE clause is applied (see embedded_remove.go).
 func (s *embeddedServer) writeItem(ctx context.Context, op string, body []byte, req *wireRequest) wireResponse {
-	if req.ReturnValuesOnConditionCheckFailure != returnAllOld {
+	var removed []string
+	if op == "UpdateItem" {
+		var err error
+		if removed, err = parseRemovals(req.UpdateExpression, req.ExpressionAttributeNames); err != nil {
+			return apiError(http.StatusBadRequest, typeValidation, err.Error())
+		}
+	}
+	wantOldOnRefusal := req.ReturnValuesOnConditionCheckFailure == returnAllOld
+	if !wantOldOnRefusal && len(removed) == 0 {
 		s.mu.RLock()
 		defer s.mu.RUnlock()
 		return s.call(ctx, op, body)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.withOldItem(ctx, s.call(ctx, op, body), req.TableName, req.Key)
+	var resp wireResponse
+	if len(removed) > 0 {
+		resp = s.updateWithRemovals(ctx, body, req, removed)
+	} else {
+		resp = s.call(ctx, op, body)
+	}
+	if wantOldOnRefusal {
+		return s.withOldItem(ctx, resp, req.TableName, req.Key)
+	}
+	return resp
 }
 
 // withOldItem adds the current item to a ConditionalCheckFailedException
@@ -161,6 +179,10 @@ func (s *embeddedServer) transactWriteItems(ctx context.Context, body []byte, re
 	if total > MaxTransactionBytes {
 		return apiError(http.StatusBadRequest, typeValidation, messageTxnTooLarge)
 	}
+	removals, err := transactRemovals(req.TransactItems)
+	if err != nil {
+		return apiError(http.StatusBadRequest, typeValidation, err.Error())
+	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -192,15 +214,21 @@ func (s *embeddedServer) transactWriteItems(ctx context.Context, body []byte, re
 		}
 		s.tokens[req.ClientRequestToken] = rec
 	}
-	if errorType(resp) == typeTransactCanceled {
+	switch {
+	case resp.status == http.StatusOK && len(removals) > 0:
+		if err := s.applyTransactRemovals(ctx, req.TransactItems, removals); err != nil {
+			return apiError(http.StatusInternalServerError, typeInternalServer, err.Error())
+		}
+	case errorType(resp) == typeTransactCanceled:
 		return s.completeCancellation(ctx, resp, req)
 	}
 	return resp
 }
 
-// completeCancellation adds the old item to every ConditionalCheckFailed
-// reason whose action asked for ALL_OLD, and lists every reason code in
-// the message as DynamoDB does. The transaction was rolled back and the
+// completeCancellation reports every failed condition (the server stops at
+// the first), adds the old item to every ConditionalCheckFailed reason
+// whose action asked for ALL_OLD, and lists every reason code in the
+// message as DynamoDB does. The transaction was rolled back and the
 // caller holds mu exclusively, so the items read are the ones the
 // conditions saw.
 func (s *embeddedServer) completeCancellation(ctx context.Context, resp wireResponse, req *wireRequest) wireResponse {
@@ -209,6 +237,7 @@ func (s *embeddedServer) completeCancellation(ctx context.Context, resp wireResp
 	if json.Unmarshal(resp.body, &out) != nil || json.Unmarshal(out["CancellationReasons"], &reasons) != nil {
 		return resp
 	}
+	s.completeFailedConditions(ctx, req, reasons)
 	codes := make([]string, len(reasons))
 	for i, reason := range reasons {
 		codes[i], _ = unquote(reason["Code"])

@@ -1,0 +1,101 @@
+package fleetsim
+
+import (
+	"sync"
+	"time"
+
+	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
+)
+
+// hostClock is one simulated host's clock: the shared manual clock (true
+// time) shifted by the host's skew. Timers run on true durations, so only
+// readings are off, as on a host whose wall clock is wrong. The skew is
+// piecewise constant; its history lets the lease checker find when the host
+// read a given time.
+type hostClock struct {
+	base *outboxtest.ManualClock
+	act  *activity
+
+	mu      sync.Mutex
+	history []skewChange // ascending by at; history[0].at is the creation
+}
+
+type skewChange struct {
+	at   time.Time // true time
+	skew time.Duration
+}
+
+var _ outbox.Clock = (*hostClock)(nil)
+
+func newHostClock(base *outboxtest.ManualClock, act *activity, skew time.Duration) *hostClock {
+	return &hostClock{base: base, act: act, history: []skewChange{{at: base.Now(), skew: skew}}}
+}
+
+// Now reads the host's clock.
+func (c *hostClock) Now() time.Time {
+	now := c.base.Now()
+	return now.Add(c.skewAt(now))
+}
+
+// NewTimer is a timer of the shared clock; the driver's quiescence check
+// counts its creation as progress.
+func (c *hostClock) NewTimer(d time.Duration) outbox.Timer {
+	c.act.poke()
+	return c.base.NewTimer(d)
+}
+
+// skewAt returns the skew in force at true time t.
+func (c *hostClock) skewAt(t time.Time) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.history[0].skew
+	for _, h := range c.history[1:] {
+		if h.at.After(t) {
+			break
+		}
+		s = h.skew
+	}
+	return s
+}
+
+// skew returns the current skew.
+func (c *hostClock) skew() time.Duration { return c.skewAt(c.base.Now()) }
+
+// step moves the host's clock by delta from now on (negative: set back).
+func (c *hostClock) step(delta time.Duration) {
+	now := c.base.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	last := c.history[len(c.history)-1].skew
+	c.history = append(c.history, skewChange{at: now, skew: last + delta})
+}
+
+// trueTimeReaching returns the first true instant at or after from at which
+// the host's clock reads at least target.
+func (c *hostClock) trueTimeReaching(from, target time.Time) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, h := range c.history {
+		segStart := h.at
+		if segStart.Before(from) {
+			segStart = from
+		}
+		var segEnd time.Time
+		if i+1 < len(c.history) {
+			segEnd = c.history[i+1].at
+			if !segEnd.After(segStart) {
+				continue
+			}
+		}
+		t := target.Add(-h.skew)
+		if t.Before(segStart) {
+			t = segStart
+		}
+		if segEnd.IsZero() || t.Before(segEnd) {
+			return t
+		}
+	}
+	// Unreachable: the last segment is open-ended.
+	return target
+}

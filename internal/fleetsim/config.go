@@ -1,0 +1,137 @@
+package fleetsim
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"time"
+)
+
+// Config parameterises one simulation. NewConfig derives everything not
+// given here from the seed.
+type Config struct {
+	// Seed fixes the workload and the fault schedule.
+	Seed uint64
+	// Messages is the number of logical messages the writers enqueue
+	// (committed ones and those of cancelled business transactions).
+	// Default 3,334.
+	Messages int
+	// WriteDuration is the simulated time over which the writers enqueue;
+	// relays then drain. Default 6 minutes.
+	WriteDuration time.Duration
+	// Faults turns fault injection on. Default true (NewConfig).
+	Faults bool
+	// MaxDrain bounds the simulated time after the writers stopped within
+	// which the outbox must be empty. Default 15 minutes.
+	MaxDrain time.Duration
+	// WallLimit bounds the wall time of the whole run; zero means no bound.
+	// Default 10 minutes.
+	WallLimit time.Duration
+	// TraceFile, when set, receives the whole event trace at the end of the
+	// run. A failed run writes it in any case, by default to a file named
+	// after the seed in os.TempDir().
+	TraceFile string
+	// Logf receives progress lines; nil logs nothing.
+	Logf func(format string, args ...any)
+
+	// Derived from the seed by NewConfig; tests may override them.
+	BucketCount   int
+	LeaseDuration time.Duration
+	RenewInterval time.Duration
+	// Concurrency is the relay function's reserved concurrency: the most
+	// execution environments alive at once.
+	Concurrency int
+	// Writers is the number of writer processes; each key belongs to one.
+	Writers int
+	// Keys is the number of distinct record keys.
+	Keys int
+	// Brokers is the number of embedded Kafka brokers.
+	Brokers int
+}
+
+// Defaults of NewConfig: the CI run is three seeds of ciMessages over
+// ciWriteDuration each, and SoakConfig keeps the same message rate.
+const (
+	ciMessages      = 3334
+	ciWriteDuration = 6 * time.Minute
+)
+
+// SoakConfig returns the configuration of a long run: seed's draws, writes
+// over d of simulated time at the CI run's message rate (about 9.3 per
+// second), and no wall-clock bound. A d of six minutes is the CI run of
+// seed.
+func SoakConfig(seed uint64, d time.Duration) Config {
+	c := NewConfig(seed)
+	c.WriteDuration = d
+	c.Messages = max(1, int(float64(ciMessages)*d.Seconds()/ciWriteDuration.Seconds()+0.5))
+	c.WallLimit = 0
+	return c
+}
+
+// NewConfig returns the configuration of seed with every default filled.
+func NewConfig(seed uint64) Config {
+	r := newRand(seed, "config")
+	c := Config{
+		Seed:          seed,
+		Messages:      ciMessages,
+		WriteDuration: ciWriteDuration,
+		Faults:        true,
+		MaxDrain:      15 * time.Minute,
+		WallLimit:     10 * time.Minute,
+		BucketCount:   []int{4, 8, 8, 12}[r.IntN(4)],
+		Concurrency:   3 + r.IntN(4),
+		Writers:       3 + r.IntN(3),
+		Keys:          40 + r.IntN(60),
+		Brokers:       3,
+	}
+	if r.IntN(2) == 0 {
+		c.LeaseDuration, c.RenewInterval = 20*time.Second, 5*time.Second
+	} else {
+		c.LeaseDuration, c.RenewInterval = 30*time.Second, 10*time.Second
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Messages < 1:
+		return fmt.Errorf("fleetsim: Messages %d < 1", c.Messages)
+	case c.WriteDuration < time.Minute:
+		return fmt.Errorf("fleetsim: WriteDuration %v shorter than a minute", c.WriteDuration)
+	case c.BucketCount < 1 || c.Concurrency < 1 || c.Writers < 1 || c.Keys < c.Writers || c.Brokers < 1:
+		return fmt.Errorf("fleetsim: invalid sizes in %+v", c)
+	case c.RenewInterval <= 0 || c.RenewInterval >= c.LeaseDuration:
+		return fmt.Errorf("fleetsim: RenewInterval %v must be in (0, LeaseDuration %v)", c.RenewInterval, c.LeaseDuration)
+	}
+	return nil
+}
+
+// settle is how long a cause (fault or membership change) can still explain
+// a refused write after it ended: a crashed relay's leases lapse after L,
+// and the fleet agrees again within two rounds.
+func (c Config) settle() time.Duration { return c.LeaseDuration + 2*c.RenewInterval }
+
+// tolerableSkew is the largest difference between two hosts' clocks the
+// table contract tolerates without disagreement: L − I, less a second of
+// margin because at exactly L − I a peer reads a heartbeat of age L.
+func (c Config) tolerableSkew() time.Duration { return c.LeaseDuration - c.RenewInterval - time.Second }
+
+// newRand returns a generator for one named stream of the seed, so adding
+// draws to one stream does not shift another.
+func newRand(seed uint64, stream string, n ...uint64) *rand.Rand {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(stream))
+	s := h.Sum64()
+	for _, x := range n {
+		s = s*0x100000001b3 ^ x
+	}
+	return rand.New(rand.NewPCG(seed, s))
+}
+
+// uniform returns a duration uniformly drawn from [lo, hi).
+func uniform(r *rand.Rand, lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(r.Int64N(int64(hi-lo)))
+}

@@ -1,0 +1,279 @@
+package fleetsim
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
+)
+
+// scheduledFault is one fault of the seed's schedule. Crashes, pauses,
+// short budgets and large skews are drawn per invocation and environment
+// instead (lambda.go).
+type scheduledFault struct {
+	at   time.Duration
+	kind string
+	// Parameters; which ones a kind reads is in apply.
+	op    string
+	n     int
+	dur   time.Duration
+	pick  int
+	kafka *kerr.Error
+}
+
+func (f scheduledFault) String() string {
+	var b strings.Builder
+	b.WriteString(f.kind)
+	if f.op != "" {
+		fmt.Fprintf(&b, " op=%s", f.op)
+	}
+	if f.n > 0 {
+		fmt.Fprintf(&b, " n=%d", f.n)
+	}
+	if f.dur > 0 {
+		fmt.Fprintf(&b, " for=%v", f.dur)
+	}
+	if f.kafka != nil {
+		fmt.Fprintf(&b, " error=%s", f.kafka.Message)
+	}
+	return b.String()
+}
+
+// faultQuietBefore keeps the end of a churn phase free of new faults.
+const faultQuietBefore = 20 * time.Second
+
+// genFaults draws the fault schedule of the churn phases.
+func genFaults(cfg Config, phases []phase) []scheduledFault {
+	if !cfg.Faults {
+		return nil
+	}
+	r := newRand(cfg.Seed, "faults")
+	weights := []struct {
+		kind string
+		w    int
+	}{
+		{causeThrottle, 20}, {causeUnprocessed, 12}, {causeLostResponse, 10},
+		{causeKafkaRetriable, 12}, {causeKafkaFatal, 8}, {causeBrokerRestart, 5},
+		{causeLeaderChange, 5}, {causeClockStep, 6},
+	}
+	total := 0
+	for _, w := range weights {
+		total += w.w
+	}
+	var out []scheduledFault
+	for _, ph := range phases {
+		if ph.steady {
+			continue
+		}
+		// Faults end before a steady phase starts: its relays must find a
+		// healthy system.
+		last := ph.end
+		if ph.end < cfg.WriteDuration {
+			last = ph.end - faultQuietBefore
+		}
+		for t := ph.start + expDuration(r, 6*time.Second); t < last; t += expDuration(r, 6*time.Second) {
+			x := r.IntN(total)
+			kind := ""
+			for _, w := range weights {
+				if x < w.w {
+					kind = w.kind
+					break
+				}
+				x -= w.w
+			}
+			f := scheduledFault{at: t, kind: kind, pick: r.IntN(1 << 20)}
+			switch kind {
+			case causeThrottle:
+				f.op = []string{"Query", "PutItem", "UpdateItem", "BatchWriteItem", "TransactWriteItems"}[r.IntN(5)]
+				f.n = 1 + r.IntN(5) // from 3 on, beyond the client's attempts
+			case causeUnprocessed:
+				f.n = 1 + r.IntN(25)
+			case causeLostResponse:
+				f.op = []string{"PutItem", "UpdateItem", "BatchWriteItem", "TransactWriteItems"}[r.IntN(4)]
+			case causeKafkaRetriable:
+				f.n = 1 + r.IntN(3)
+				f.kafka = []*kerr.Error{kerr.NotLeaderForPartition, kerr.RequestTimedOut, kerr.NotEnoughReplicas}[r.IntN(3)]
+			case causeKafkaFatal:
+				f.n = 1
+				f.kafka = []*kerr.Error{kerr.InvalidRecord, kerr.TopicAuthorizationFailed}[r.IntN(2)]
+			case causeBrokerRestart:
+				f.dur = min(uniform(r, 500*time.Millisecond, 15*time.Second), max(ph.end-t-faultQuietBefore/2, time.Second))
+			case causeClockStep:
+				f.dur = uniform(r, cfg.RenewInterval, 2*cfg.RenewInterval)
+			}
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// expDuration draws an exponentially distributed gap of the given mean.
+func expDuration(r *rand.Rand, mean time.Duration) time.Duration {
+	return time.Duration(r.ExpFloat64() * float64(mean))
+}
+
+// pendingFault is an injected fault whose effect is still to come: it
+// lasts until done reports it consumed.
+type pendingFault struct {
+	c    *cause
+	done func(outboxtest.Counts) bool
+}
+
+// errBrokerDown closes a client connection during a broker restart.
+var errBrokerDown = errors.New("fleetsim: broker restarting")
+
+// apply injects f now.
+func (s *sim) apply(f scheduledFault) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	s.stats.faults[f.kind]++
+	s.mu.Unlock()
+	s.trace.add("fault", "", -1, "%s", f)
+	switch f.kind {
+	case causeThrottle:
+		base := s.ddb.Counter.Snapshot().Requests[f.op]
+		s.ddb.Faults.ThrottleNext(f.op, f.n)
+		s.pendingUntil(f.kind, now, func(c outboxtest.Counts) bool { return c.Requests[f.op] >= base+f.n })
+	case causeUnprocessed:
+		base := s.ddb.Counter.Snapshot().Requests["BatchWriteItem"]
+		s.ddb.Faults.UnprocessedDeletes(f.n)
+		s.pendingUntil(f.kind, now, func(c outboxtest.Counts) bool { return c.Requests["BatchWriteItem"] > base })
+	case causeLostResponse:
+		base := s.ddb.Counter.Snapshot().Requests[f.op]
+		s.ddb.Faults.LoseResponse(f.op)
+		s.pendingUntil(f.kind, now, func(c outboxtest.Counts) bool { return c.Requests[f.op] > base })
+	case causeKafkaRetriable, causeKafkaFatal:
+		h := s.kafka.Cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: f.kafka, Count: f.n})
+		s.pendingUntil(f.kind, now, func(outboxtest.Counts) bool { return h.Hits() >= f.n })
+	case causeLeaderChange:
+		s.kafka.Cluster.ShufflePartitionLeaders()
+		s.causes.instant(f.kind, "", now)
+	case causeBrokerRestart:
+		c := s.causes.open(f.kind, "", now)
+		s.setKafkaDown(true)
+		s.at(now.Add(f.dur), func() {
+			s.setKafkaDown(false)
+			s.causes.closeAt(c, s.clock.Now())
+			s.trace.add("fault-end", "", -1, "%s", f.kind)
+		})
+	case causeClockStep:
+		e := s.pickRunning(f.pick)
+		if e == nil {
+			s.trace.add("fault-skipped", "", -1, "%s: no running relay", f.kind)
+			return
+		}
+		c := s.causes.open(f.kind, e.id, now)
+		e.clock.step(-f.dur)
+		s.trace.add("clock-step", e.id, -1, "host clock set back by %v (skew now %v)", f.dur, e.clock.skew())
+		// The host reads again what it read before the step once f.dur
+		// has passed; the fleet agrees again within settle after that.
+		s.at(now.Add(f.dur), func() { s.causes.closeAt(c, s.clock.Now()) })
+	}
+}
+
+// pendingUntil records a fault that lasts until done.
+func (s *sim) pendingUntil(kind string, now time.Time, done func(outboxtest.Counts) bool) {
+	c := s.causes.open(kind, "", now)
+	s.mu.Lock()
+	s.pending = append(s.pending, pendingFault{c: c, done: done})
+	s.mu.Unlock()
+}
+
+// settleFaults closes the pending faults that counts show consumed.
+func (s *sim) settleFaults(counts outboxtest.Counts, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending = slices.DeleteFunc(s.pending, func(p pendingFault) bool {
+		if p.done(counts) {
+			s.causes.closeAt(p.c, now)
+			return true
+		}
+		return false
+	})
+}
+
+// pickRunning returns a running relay-function environment chosen by pick,
+// or nil.
+func (s *sim) pickRunning(pick int) *env {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var running []*env
+	for _, e := range s.pool {
+		if e.busy && !e.dead.Load() {
+			running = append(running, e)
+		}
+	}
+	if len(running) == 0 {
+		return nil
+	}
+	slices.SortFunc(running, func(a, b *env) int { return strings.Compare(a.id, b.id) })
+	return running[pick%len(running)]
+}
+
+// setKafkaDown starts or ends a broker restart: while down, every request
+// to every broker has its connection closed.
+func (s *sim) setKafkaDown(down bool) {
+	s.kafkaMu.Lock()
+	defer s.kafkaMu.Unlock()
+	if s.kafkaDown == down {
+		return
+	}
+	s.kafkaDown = down
+	close(s.kafkaChanged)
+	s.kafkaChanged = make(chan struct{})
+	if down {
+		cl := s.kafka.Cluster
+		cl.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+			s.kafkaMu.Lock()
+			still := s.kafkaDown
+			s.kafkaMu.Unlock()
+			if still {
+				cl.KeepControl()
+				return nil, errBrokerDown, true
+			}
+			cl.DropControl()
+			return nil, nil, false
+		})
+	}
+}
+
+// kafkaCall runs a Kafka call, counted in flight except during a broker
+// restart: a call that waits for the brokers to come back waits for the
+// simulated time to move.
+func (s *sim) kafkaCall(fn func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn()
+	}()
+	counted := false
+	for {
+		s.kafkaMu.Lock()
+		down, changed := s.kafkaDown, s.kafkaChanged
+		s.kafkaMu.Unlock()
+		switch {
+		case !down && !counted:
+			s.act.begin()
+			counted = true
+		case down && counted:
+			s.act.end()
+			counted = false
+		}
+		select {
+		case <-done:
+			if counted {
+				s.act.end()
+			}
+			return
+		case <-changed:
+		}
+	}
+}

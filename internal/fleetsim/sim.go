@@ -1,0 +1,731 @@
+package fleetsim
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxddb"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
+)
+
+// Simulation constants.
+const (
+	// scheduleEvery is the relay function's EventBridge schedule.
+	scheduleEvery = time.Minute
+	// churnPhase and steadyPhase are the lengths of the alternating phases
+	// of the write window.
+	churnPhase  = 2 * time.Minute
+	steadyPhase = 150 * time.Second
+	// settleLimit bounds the wall time the driver waits for the simulated
+	// processes to park.
+	settleLimit = 2 * time.Minute
+	// traceExcerpt bounds the events printed with a violation.
+	traceExcerpt = 200
+	// maxHolds bounds the hold relays of a steady phase.
+	maxHolds = 3
+)
+
+// simStart is the simulated start instant of every run.
+var simStart = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// phase is one part of the write window.
+type phase struct {
+	start, end time.Duration
+	steady     bool
+	holds      int
+}
+
+func renderPhases(ps []phase) string {
+	out := ""
+	for i, p := range ps {
+		if i > 0 {
+			out += ", "
+		}
+		kind := "churn"
+		if p.steady {
+			kind = fmt.Sprintf("steady(%d hold relays)", p.holds)
+		}
+		out += fmt.Sprintf("%s %v-%v", kind, p.start, p.end)
+	}
+	return out
+}
+
+func genPhases(cfg Config) []phase {
+	r := newRand(cfg.Seed, "phases")
+	var out []phase
+	steady := false
+	for t := time.Duration(0); t < cfg.WriteDuration; steady = !steady {
+		length := churnPhase
+		if steady {
+			length = steadyPhase
+		}
+		p := phase{start: t, end: min(t+length, cfg.WriteDuration), steady: steady}
+		if steady {
+			p.holds = 2 + r.IntN(maxHolds-1)
+		}
+		out = append(out, p)
+		t = p.end
+	}
+	return out
+}
+
+// sim is one simulation run.
+type sim struct {
+	cfg    Config
+	ctx    context.Context
+	cancel context.CancelFunc
+	clock  *outboxtest.ManualClock
+	act    *activity
+	trace  *tracer
+	leases *leaseBook
+	causes *causeBook
+	obs    outbox.Observer
+
+	ddb       *outboxtest.DynamoDB
+	raw       *dynamodb.Client
+	client    *trackedClient
+	table     string
+	orders    string
+	storeOpts outboxddb.Options
+	kafka     *outboxtest.Kafka
+
+	wl      *workload
+	phases  []phase
+	faults  []scheduledFault
+	writers []*writerProc
+	wgWrite sync.WaitGroup
+
+	opsDone      atomic.Int64
+	outsideLease atomic.Int64
+
+	kafkaMu      sync.Mutex
+	kafkaDown    bool
+	kafkaChanged chan struct{}
+
+	mu          sync.Mutex
+	events      eventHeap
+	eventSeq    int
+	armed       outbox.Timer
+	armedAt     time.Time
+	queue       []invocation
+	pool        []*env
+	holds       []*env
+	envSerial   int
+	invSerial   int
+	runSerial   int
+	activeRuns  int
+	invocations int
+	pending     []pendingFault
+	failure     *Violation
+	stats       stats
+	refusedByOp map[string]int
+	rounds      []time.Time
+
+	// Driver state.
+	steps         int
+	prevRefused   int
+	prevBiz       int64
+	prevNow       time.Time
+	prevQuiet     bool
+	quietTime     time.Duration
+	refusedCause  map[string]int
+	writesClosed  bool
+	lastDrainScan time.Time
+}
+
+type stats struct {
+	runs, joined, releaseSkipped, fatal int
+	crashes, timeouts, pauses           int
+	abandonedOps                        int
+	throttles                           int
+	faults                              map[string]int
+	records, distinct, duplicates       int
+	overlaps                            int
+}
+
+// Run runs the simulation cfg describes and returns its figures. The error
+// is a *Violation when an invariant broke, or what stopped the setup.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	wall := time.Now()
+	s, err := newSim(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	err = s.drive()
+	if err == nil {
+		err = s.finish()
+	}
+	simulated := s.clock.Now().Sub(simStart)
+	// The writers and relays stop before the figures are read.
+	s.close()
+	rep := s.report(time.Since(wall))
+	rep.SimDuration = simulated
+	var v *Violation
+	if errors.As(err, &v) {
+		s.explain(v)
+	} else if cfg.TraceFile != "" {
+		if werr := s.trace.writeFile(cfg.TraceFile); werr != nil {
+			s.logf("write trace: %v", werr)
+		}
+	}
+	return rep, err
+}
+
+func newSim(parent context.Context, cfg Config) (*sim, error) {
+	ctx, cancel := context.WithCancel(parent)
+	if cfg.WallLimit > 0 {
+		ctx, cancel = context.WithTimeout(parent, cfg.WallLimit)
+	}
+	clock := outboxtest.NewManualClock(simStart)
+	s := &sim{
+		cfg: cfg, ctx: ctx, cancel: cancel, clock: clock,
+		act:          newActivity(),
+		trace:        newTracer(clock),
+		leases:       newLeaseBook(cfg.LeaseDuration),
+		causes:       newCauseBook(cfg.settle()),
+		kafkaChanged: make(chan struct{}),
+		refusedByOp:  map[string]int{},
+		refusedCause: map[string]int{},
+		stats:        stats{faults: map[string]int{}},
+	}
+	s.obs = observer{s}
+	if err := s.setup(); err != nil {
+		s.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// setup starts the backends, creates the tables, draws the workload and the
+// schedule, and starts the writers.
+func (s *sim) setup() error {
+	ctx, cfg := s.ctx, s.cfg
+	var err error
+	s.ddb, err = outboxtest.StartDynamoDB(ctx, outboxtest.WithoutEnvironment(), outboxtest.WithClock(s.clock))
+	if err != nil {
+		return err
+	}
+	s.raw = rawClient(s.ddb)
+	s.table, s.orders = s.ddb.NewTableName(), s.ddb.NewTableName()
+	s.client = &trackedClient{inner: s.ddb.Client, act: s.act, business: s.orders}
+	s.storeOpts = outboxddb.Options{
+		TableName:   s.table,
+		BucketCount: cfg.BucketCount,
+		Observer:    s.obs,
+		Logger:      slog.New(slog.DiscardHandler),
+	}
+	create := s.storeOpts
+	create.Clock = outbox.SystemClock{}
+	if err := outboxddb.CreateIfNotExists(ctx, s.ddb.Client, create); err != nil {
+		return err
+	}
+	if err := s.ddb.CreateTable(ctx, s.orders); err != nil {
+		return err
+	}
+	ignored, err := removeIgnored(ctx, s.raw, s.table)
+	if err != nil {
+		return err
+	}
+	if ignored {
+		return fmt.Errorf("fleetsim: the DynamoDB endpoint %s ignores UpdateItem REMOVE; released leases would keep their owner", s.ddb.Endpoint)
+	}
+	s.kafka, err = outboxtest.StartKafka(ctx, outboxtest.KafkaConfig{
+		Topics: simTopics, Partitions: 3, Brokers: cfg.Brokers, IgnoreEnvironment: true,
+	})
+	if err != nil {
+		return err
+	}
+	if s.wl, err = genWorkload(cfg, 3); err != nil {
+		return err
+	}
+	// Orders that the rejected transactions collide with.
+	for _, op := range s.wl.ops {
+		if op.kind != opTxnRejected {
+			continue
+		}
+		if _, err := s.raw.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.orders), Item: map[string]types.AttributeValue{
+			outboxddb.DefaultPartitionKey: &types.AttributeValueMemberS{Value: "ORDER#" + op.order},
+			outboxddb.DefaultSortKey:      &types.AttributeValueMemberS{Value: "ORDER"},
+		}}); err != nil {
+			return fmt.Errorf("fleetsim: place order %s: %w", op.order, err)
+		}
+	}
+	s.phases = genPhases(cfg)
+	s.faults = genFaults(cfg, s.phases)
+
+	writerOpts := s.storeOpts
+	writerOpts.Clock = s.clock
+	writerOpts.Notifier = notifier{sim: s, source: "writer"}
+	for i := range cfg.Writers {
+		w, err := outboxddb.NewWriter(s.client, writerOpts)
+		if err != nil {
+			return err
+		}
+		p := &writerProc{sim: s, n: i, w: w, ops: make(chan *writerOp, len(s.wl.ops))}
+		s.writers = append(s.writers, p)
+		s.wgWrite.Go(func() { p.loop(ctx) })
+	}
+	s.schedule()
+	s.ddb.Counter.Reset()
+	s.act.calibrate()
+	s.prevNow = s.clock.Now()
+	s.logf("seed %d: %d messages in %d operations over %v; %d scheduled faults; phases %s",
+		cfg.Seed, len(s.wl.msgs), len(s.wl.ops), cfg.WriteDuration, len(s.faults), renderPhases(s.phases))
+	return nil
+}
+
+// schedule queues the seed's events: writer operations, phases, faults,
+// the schedule sweeps and the end of the writes.
+func (s *sim) schedule() {
+	start := s.clock.Now()
+	for _, op := range s.wl.ops {
+		p := s.writers[op.writer]
+		s.at(start.Add(op.at), func() { p.ops <- op })
+	}
+	for _, ph := range s.phases {
+		if ph.steady {
+			s.at(start.Add(ph.start), func() {
+				s.trace.add("phase", "", -1, "steady phase: %d hold relays until T+%v", ph.holds, ph.end)
+				if err := s.startHolds(ph.holds, ph.end-ph.start); err != nil {
+					s.fail(&Violation{Invariant: "setup", Detail: err.Error(), bucket: -1})
+				}
+			})
+		} else {
+			s.at(start.Add(ph.start), func() { s.trace.add("phase", "", -1, "churn phase until T+%v", ph.end) })
+		}
+	}
+	for _, f := range s.faults {
+		s.at(start.Add(f.at), func() { s.apply(f) })
+	}
+	var sweep func()
+	sweep = func() {
+		s.invoke(invocation{trigger: outbox.TriggerSchedule, source: "schedule"})
+		s.at(s.clock.Now().Add(scheduleEvery), sweep)
+	}
+	s.at(start.Add(scheduleEvery/2), sweep)
+	s.at(start.Add(s.cfg.WriteDuration), func() {
+		for _, p := range s.writers {
+			close(p.ops)
+		}
+		s.writesClosed = true
+		s.trace.add("phase", "", -1, "writes end; relays drain")
+	})
+}
+
+// hostOffset renders a host clock reading as an offset from the start.
+func (s *sim) hostOffset(t time.Time) string { return fmt.Sprintf("%.3fs", t.Sub(simStart).Seconds()) }
+
+// offset returns t as an offset from the start.
+func (s *sim) offset(t time.Time) time.Duration { return t.Sub(simStart) }
+
+func (s *sim) steadyAt(t time.Time) bool {
+	o := s.offset(t)
+	for _, p := range s.phases {
+		if p.steady && o >= p.start && o < p.end {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *sim) churnAt(t time.Time) bool {
+	return s.offset(t) < s.cfg.WriteDuration && !s.steadyAt(t)
+}
+
+// at queues fn to run on the driver at true time t.
+func (s *sim) at(t time.Time, fn func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.eventSeq++
+	heap.Push(&s.events, event{at: t, seq: s.eventSeq, fn: fn})
+	s.act.poke()
+}
+
+// fail records the first violation; the driver stops at its next step.
+func (s *sim) fail(v *Violation) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failure == nil {
+		v.At = s.offset(s.clock.Now())
+		s.failure = v
+	}
+}
+
+func (s *sim) failed() *Violation {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failure
+}
+
+func (s *sim) logf(format string, args ...any) {
+	if s.cfg.Logf != nil {
+		s.cfg.Logf(format, args...)
+	}
+}
+
+// drive is the driver loop: wait until every simulated process is parked,
+// check the invariants at this instant, run the events due, and otherwise
+// move the clock to the next timer.
+func (s *sim) drive() error {
+	end := simStart.Add(s.cfg.WriteDuration + s.cfg.MaxDrain)
+	for {
+		if err := s.act.settle(s.ctx, settleLimit); err != nil {
+			return &Violation{Invariant: "progress", Detail: err.Error(), bucket: -1, At: s.offset(s.clock.Now())}
+		}
+		now := s.clock.Now()
+		s.observe(now)
+		if v := s.failed(); v != nil {
+			return v
+		}
+		ran, err := s.fireDue(now)
+		if err != nil {
+			return err
+		}
+		if ran {
+			continue
+		}
+		done, err := s.finished(now)
+		if err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+		if now.After(end) {
+			n, _ := s.pendingMessages(s.ctx)
+			return &Violation{Invariant: "drain", bucket: -1, At: s.offset(now), Detail: fmt.Sprintf(
+				"%d messages still in the outbox %v after the writes ended (%d runs active)", n, s.cfg.MaxDrain, s.activeRunCount())}
+		}
+		s.arm(now)
+		if !s.clock.AdvanceToNext() {
+			return &Violation{Invariant: "progress", bucket: -1, At: s.offset(now), Detail: "no timer pending and nothing to do"}
+		}
+		s.steps++
+	}
+}
+
+// observe runs the per-step checks: refused writes against the causes,
+// quiet time, consumed faults, lease exclusivity.
+func (s *sim) observe(now time.Time) {
+	counts := s.ddb.Counter.Snapshot()
+	s.settleFaults(counts, now)
+	biz := s.client.refused.Load()
+	refused := counts.Refused - s.prevRefused - int(biz-s.prevBiz)
+	s.prevRefused, s.prevBiz = counts.Refused, biz
+	c := s.causes.explain(now)
+	if refused > 0 {
+		if c == nil {
+			s.fail(&Violation{Invariant: "no refused write in a quiet window", bucket: -1, Detail: fmt.Sprintf(
+				"%d conditional writes refused with no fault and no membership change within %v", refused, s.cfg.settle())})
+		} else {
+			s.refusedCause[c.kind] += refused
+		}
+	}
+	if s.prevQuiet {
+		s.quietTime += now.Sub(s.prevNow)
+	}
+	s.prevQuiet = c == nil && s.joinedRuns() > 0
+	s.prevNow = now
+	if v := s.leases.checkAt(now); v != nil {
+		s.fail(&Violation{Invariant: "lease exclusivity", Detail: v.String(), bucket: v.bucket, relays: []string{v.first.relay, v.second.relay}})
+	}
+}
+
+func (s *sim) joinedRuns() int {
+	n := 0
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.pool {
+		if r := e.run.Load(); r != nil && e.busy && r.joined.Load() {
+			n++
+		}
+	}
+	return n + s.holdsJoined()
+}
+
+// holdsJoined counts hold relays running; they join at once.
+func (s *sim) holdsJoined() int {
+	n := 0
+	for _, e := range s.holds {
+		if e.busy {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *sim) activeRunCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.activeRuns
+}
+
+// fireDue runs the events due at now and dispatches queued invocations; it
+// reports whether anything happened.
+func (s *sim) fireDue(now time.Time) (bool, error) {
+	ran := false
+	for {
+		s.mu.Lock()
+		if len(s.events) == 0 || s.events[0].at.After(now) {
+			s.mu.Unlock()
+			break
+		}
+		ev := heap.Pop(&s.events).(event)
+		s.mu.Unlock()
+		ev.fn()
+		ran = true
+	}
+	started, err := s.dispatch()
+	return ran || started, err
+}
+
+// arm keeps one timer of the shared clock at the next event, so that
+// AdvanceToNext stops there.
+func (s *sim) arm(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.events) == 0 {
+		return
+	}
+	head := s.events[0].at
+	if s.armed != nil && s.armedAt.Equal(head) {
+		return
+	}
+	if s.armed != nil {
+		s.armed.Stop()
+	}
+	s.armed, s.armedAt = s.clock.NewTimer(head.Sub(now)), head
+}
+
+// finished reports whether the writes are over, every writer and relay has
+// stopped and the outbox is empty.
+func (s *sim) finished(now time.Time) (bool, error) {
+	if !s.writesClosed || s.opsDone.Load() < int64(len(s.wl.ops)) {
+		return false, nil
+	}
+	s.mu.Lock()
+	busy := s.activeRuns > 0 || len(s.queue) > 0
+	s.mu.Unlock()
+	if busy || s.lastDrainScan.Equal(now) {
+		return false, nil
+	}
+	s.lastDrainScan = now
+	n, err := s.pendingMessages(s.ctx)
+	if err != nil {
+		return false, err
+	}
+	return n == 0, nil
+}
+
+// finish stops the writers and environments, then runs the end checks:
+// every record read back, the whole lease intervals.
+func (s *sim) finish() error {
+	s.wgWrite.Wait()
+	s.mu.Lock()
+	pool := slices.Clone(s.pool)
+	s.mu.Unlock()
+	for _, e := range pool {
+		s.retire(e)
+	}
+	for _, m := range s.wl.msgs {
+		if m.state == msgPending {
+			return &Violation{Invariant: "workload", bucket: -1, At: s.offset(s.clock.Now()),
+				Detail: fmt.Sprintf("message %s was never enqueued: a writer stopped early", m.id)}
+		}
+	}
+	recs, err := s.readBack(s.ctx)
+	if err != nil {
+		return err
+	}
+	dc, v := checkRecords(s.wl, recs, outbox.DefaultMessageIDHeaderName)
+	s.mu.Lock()
+	s.stats.records, s.stats.distinct, s.stats.duplicates = dc.records, dc.distinct, dc.duplicates
+	s.mu.Unlock()
+	if v != nil {
+		v.At = s.offset(s.clock.Now())
+		return v
+	}
+	lv, overlaps := s.leases.checkAll()
+	s.mu.Lock()
+	s.stats.overlaps = overlaps
+	s.mu.Unlock()
+	if lv != nil {
+		return &Violation{Invariant: "lease exclusivity", Detail: lv.String(), bucket: lv.bucket, relays: []string{lv.first.relay, lv.second.relay}, At: s.offset(s.clock.Now())}
+	}
+	return nil
+}
+
+// close stops every process and backend. Timers are fired far ahead so that
+// paused goroutines return.
+func (s *sim) close() {
+	s.cancel()
+	s.clock.Advance(24 * time.Hour)
+	s.mu.Lock()
+	pool := slices.Clone(s.pool)
+	holds := slices.Clone(s.holds)
+	s.mu.Unlock()
+	for _, e := range append(pool, holds...) {
+		e.closeKafka()
+	}
+	if s.writers != nil && !s.writesClosed {
+		for _, p := range s.writers {
+			close(p.ops)
+		}
+		s.writesClosed = true
+	}
+	s.wgWrite.Wait()
+	if s.kafka != nil {
+		_ = s.kafka.Close()
+	}
+	if s.ddb != nil {
+		_ = s.ddb.Close()
+	}
+}
+
+// explain completes a violation with the seed, a trace excerpt and the
+// trace file.
+func (s *sim) explain(v *Violation) {
+	v.Seed, v.duration = s.cfg.Seed, s.cfg.WriteDuration
+	involved := map[string]bool{}
+	for _, r := range v.relays {
+		involved[r] = true
+	}
+	for _, e := range s.trace.excerpt(traceExcerpt, func(e traceEvent) bool {
+		switch {
+		case v.bucket >= 0 && e.bucket == v.bucket:
+			return true
+		case involved[e.relay]:
+			return true
+		case e.kind == "fault" || e.kind == "fault-end" || e.kind == "clock-step" || e.kind == "phase":
+			return true
+		case e.kind == causeCrash || e.kind == causeTimeout || e.kind == "pause" || e.kind == "refused":
+			return true
+		}
+		return v.bucket < 0 && len(involved) == 0
+	}) {
+		v.Trace = append(v.Trace, e.String())
+	}
+	path := s.cfg.TraceFile
+	if path == "" {
+		path = filepath.Join(os.TempDir(), fmt.Sprintf("spillway-fleet-%d.trace", s.cfg.Seed))
+	}
+	if err := s.trace.writeFile(path); err == nil {
+		v.TraceFile = path
+	}
+}
+
+// report assembles the figures.
+func (s *sim) report(wall time.Duration) *Report {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := &Report{
+		Seed: s.cfg.Seed, BucketCount: s.cfg.BucketCount, LeaseDuration: s.cfg.LeaseDuration, RenewInterval: s.cfg.RenewInterval,
+		Concurrency: s.cfg.Concurrency, Writers: s.cfg.Writers, Keys: s.cfg.Keys,
+		Invocations: s.invocations, Runs: s.stats.runs, Joined: s.stats.joined, Environments: s.envSerial,
+		Crashes: s.stats.crashes, Timeouts: s.stats.timeouts, Pauses: s.stats.pauses, ReleaseSkipped: s.stats.releaseSkipped,
+		FatalRuns: s.stats.fatal, OutsideLease: int(s.outsideLease.Load()), LeaseOverlaps: s.stats.overlaps,
+		RefusedByCause: s.refusedCause, RefusedByOp: s.refusedByOp, BusinessRefused: int(s.client.refused.Load()),
+		QuietTime: s.quietTime, Faults: s.stats.faults, Causes: s.causes.count(),
+		Records: s.stats.records, Delivered: s.stats.distinct, Duplicates: s.stats.duplicates,
+		AbandonedOps: s.stats.abandonedOps, Throttles: s.stats.throttles,
+		Steps: s.steps, Wall: wall,
+	}
+	for _, p := range s.phases {
+		if p.steady && p.end-p.start == steadyPhase {
+			r.SteadyPhases++
+		}
+	}
+	if s.wl != nil {
+		r.Ops = len(s.wl.ops)
+		for _, m := range s.wl.msgs {
+			r.Messages++
+			switch m.state {
+			case msgCommitted:
+				r.Committed++
+			case msgRejected:
+				r.Rejected++
+			case msgUncertain:
+				r.Uncertain++
+			}
+		}
+	}
+	for _, n := range s.refusedCause {
+		r.Refused += n
+	}
+	for _, t := range s.rounds {
+		if s.causes.explain(t) == nil {
+			r.QuietRounds++
+		}
+	}
+	if s.ddb != nil {
+		c := s.ddb.Counter.Snapshot()
+		r.Requests, r.RequestsByOp = c.TotalRequests(), c.Requests
+	}
+	return r
+}
+
+// noteRound records the start of an acquisition round.
+func (s *sim) noteRound(t time.Time) {
+	s.mu.Lock()
+	s.rounds = append(s.rounds, t)
+	s.mu.Unlock()
+}
+
+// observer receives the events of every store, writer and relay.
+type observer struct{ s *sim }
+
+func (o observer) Observe(e outbox.Event) {
+	switch e.Kind {
+	case outbox.EventRefusedWrite:
+		o.s.mu.Lock()
+		o.s.refusedByOp[e.Op] += e.Count
+		o.s.mu.Unlock()
+		o.s.trace.add("refused", e.RelayID, e.Bucket, "%s", e.Op)
+	case outbox.EventThrottle:
+		o.s.mu.Lock()
+		o.s.stats.throttles += e.Count
+		o.s.mu.Unlock()
+	}
+}
+
+// event is one entry of the driver's queue.
+type event struct {
+	at  time.Time
+	seq int
+	fn  func()
+}
+
+type eventHeap []event
+
+func (h eventHeap) Len() int { return len(h) }
+func (h eventHeap) Less(i, j int) bool {
+	if !h[i].at.Equal(h[j].at) {
+		return h[i].at.Before(h[j].at)
+	}
+	return h[i].seq < h[j].seq
+}
+func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
+func (h *eventHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}

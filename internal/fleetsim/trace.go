@@ -1,0 +1,100 @@
+package fleetsim
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
+)
+
+// traceEvent is one line of the trace: what happened at a simulated instant.
+type traceEvent struct {
+	at     time.Duration // since the start of the simulation
+	kind   string
+	relay  string
+	bucket int // -1: no single bucket
+	text   string
+}
+
+func (e traceEvent) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "T+%9.3fs %-14s", e.at.Seconds(), e.kind)
+	if e.relay != "" {
+		fmt.Fprintf(&b, " %s", e.relay)
+	}
+	if e.bucket >= 0 {
+		fmt.Fprintf(&b, " b%d", e.bucket)
+	}
+	if e.text != "" {
+		b.WriteString(" ")
+		b.WriteString(e.text)
+	}
+	return b.String()
+}
+
+// tracer records the events of a run. Its events are the material of a
+// failure report: the seed replays the workload and the faults, the trace
+// explains the interleaving that this run happened to take.
+type tracer struct {
+	clock *outboxtest.ManualClock
+	start time.Time
+
+	mu     sync.Mutex
+	events []traceEvent
+}
+
+func newTracer(clock *outboxtest.ManualClock) *tracer {
+	return &tracer{clock: clock, start: clock.Now()}
+}
+
+func (t *tracer) add(kind, relay string, bucket int, format string, args ...any) {
+	e := traceEvent{at: t.clock.Now().Sub(t.start), kind: kind, relay: relay, bucket: bucket, text: fmt.Sprintf(format, args...)}
+	t.mu.Lock()
+	t.events = append(t.events, e)
+	t.mu.Unlock()
+}
+
+// excerpt returns at most limit events, the latest ones, that keep says
+// concern the violation.
+func (t *tracer) excerpt(limit int, keep func(traceEvent) bool) []traceEvent {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []traceEvent
+	for i := len(t.events) - 1; i >= 0 && len(out) < limit; i-- {
+		if keep(t.events[i]) {
+			out = append(out, t.events[i])
+		}
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out
+}
+
+// writeFile writes every event to path.
+func (t *tracer) writeFile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	t.writeTo(w)
+	if err := w.Flush(); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func (t *tracer) writeTo(w io.Writer) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, e := range t.events {
+		fmt.Fprintln(w, e.String())
+	}
+}

@@ -1,0 +1,166 @@
+package fleetsim
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxddb"
+)
+
+// Writer retry policy: an application that got an error enqueues the same
+// messages again (same ids, fresh reservations) after a pause.
+const (
+	writerAttempts = 8
+	writerBackoff  = 250 * time.Millisecond
+)
+
+// writerProc is one writer process: it runs its operations one at a time,
+// in time order, so its keys have a defined enqueue order.
+type writerProc struct {
+	sim *sim
+	n   int
+	w   *outboxddb.Writer
+	ops chan *writerOp
+}
+
+func (p *writerProc) loop(ctx context.Context) {
+	for op := range p.ops {
+		p.exec(ctx, op)
+		p.sim.opsDone.Add(1)
+		p.sim.act.poke()
+	}
+}
+
+func (p *writerProc) exec(ctx context.Context, op *writerOp) {
+	s := p.sim
+	for attempt := 1; attempt <= writerAttempts; attempt++ {
+		stored, err := p.try(ctx, op)
+		if err == nil {
+			for i, m := range op.msgs {
+				m.state = msgCommitted
+				m.copies = append(m.copies, stored[i].Sequence)
+			}
+			s.trace.add("enqueue", fmt.Sprintf("writer-%d", p.n), -1, "op=%d %s %s", op.seq, op.kind, describe(stored))
+			if op.hide && s.churnAt(s.clock.Now()) {
+				s.hideOne(stored)
+			}
+			return
+		}
+		if op.kind == opTxnRejected && businessRefused(err) {
+			for _, m := range op.msgs {
+				m.state = msgRejected
+			}
+			s.trace.add("enqueue", fmt.Sprintf("writer-%d", p.n), -1, "op=%d %s cancelled by the business condition", op.seq, op.kind)
+			return
+		}
+		for _, m := range op.msgs {
+			if m.state != msgCommitted {
+				m.state = msgUncertain
+			}
+		}
+		s.trace.add("enqueue-error", fmt.Sprintf("writer-%d", p.n), -1, "op=%d %s attempt %d: %v", op.seq, op.kind, attempt, err)
+		if !outbox.Sleep(s.clock, writerBackoff, ctx.Done()) {
+			return
+		}
+	}
+	s.mu.Lock()
+	s.stats.abandonedOps++
+	s.mu.Unlock()
+}
+
+// try runs one attempt of op and returns the stored messages in op order.
+func (p *writerProc) try(ctx context.Context, op *writerOp) ([]outbox.Message, error) {
+	s := p.sim
+	msgs := make([]outbox.Message, len(op.msgs))
+	for i, m := range op.msgs {
+		msg, err := outbox.NewMessage(m.topic, m.key, m.value, outbox.MessageOptions{
+			Headers: m.headers, Partition: m.partition, ID: m.id, BucketCount: s.cfg.BucketCount, CreatedAt: s.clock.Now(),
+		})
+		if err != nil {
+			return nil, err
+		}
+		msgs[i] = msg
+	}
+	switch op.kind {
+	case opSingle:
+		m, err := p.w.Enqueue(ctx, msgs[0])
+		return []outbox.Message{m}, err
+	case opList:
+		return p.w.EnqueueBatch(ctx, msgs)
+	default:
+		items, stored, err := p.w.TransactItems(ctx, msgs)
+		if err != nil {
+			return nil, err
+		}
+		business := types.TransactWriteItem{Put: &types.Put{
+			TableName: aws.String(s.orders),
+			Item: map[string]types.AttributeValue{
+				outboxddb.DefaultPartitionKey: &types.AttributeValueMemberS{Value: "ORDER#" + op.order},
+				outboxddb.DefaultSortKey:      &types.AttributeValueMemberS{Value: "ORDER"},
+			},
+			ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
+			ExpressionAttributeNames: map[string]string{"#pk": outboxddb.DefaultPartitionKey},
+		}}
+		id := outbox.NewMessageID()
+		_, err = s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+			TransactItems:      append([]types.TransactWriteItem{business}, items...),
+			ClientRequestToken: aws.String(hex.EncodeToString(id[:])),
+		})
+		if err != nil {
+			return nil, p.w.ExplainTransactionError(err, items)
+		}
+		p.w.NotifyCommitted(ctx, stored...)
+		return stored, nil
+	}
+}
+
+// businessRefused reports a transaction cancelled because its business
+// Put (the first action) found the order already placed.
+func businessRefused(err error) bool {
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) || len(tce.CancellationReasons) == 0 {
+		return false
+	}
+	return aws.ToString(tce.CancellationReasons[0].Code) == "ConditionalCheckFailed"
+}
+
+// hideOne injects the read-committed anomaly: the first message of the
+// first bucket holding several of msgs is hidden from the next query that
+// returns it, as a query overlapping the commit would miss it.
+func (s *sim) hideOne(msgs []outbox.Message) {
+	count := map[int]int{}
+	for _, m := range msgs {
+		count[m.Bucket]++
+	}
+	for _, m := range msgs {
+		if count[m.Bucket] > 1 {
+			pk := fmt.Sprintf("%s#MESSAGES#%d", outboxddb.DefaultKeyPrefix, m.Bucket)
+			sk := fmt.Sprintf("%019d", m.Sequence)
+			s.ddb.Faults.HideFromNextQuery(pk, sk)
+			s.mu.Lock()
+			s.stats.faults["read-committed"]++
+			s.mu.Unlock()
+			s.trace.add("fault", "", m.Bucket, "read-committed: hide sequence %d from the next query", m.Sequence)
+			return
+		}
+	}
+}
+
+func describe(msgs []outbox.Message) string {
+	out := ""
+	for i, m := range msgs {
+		if i > 0 {
+			out += " "
+		}
+		out += fmt.Sprintf("b%d#%d", m.Bucket, m.Sequence)
+	}
+	return out
+}
