@@ -58,6 +58,11 @@ func (u *run) execute() error {
 		u.res.Reason = StopFatal
 		return err
 	}
+	if still, err := u.stillOrphaned(); err != nil {
+		r.log.LogAttrs(u.ctx, slog.LevelWarn, "re-check before joining failed; joining", slog.Any("error", err))
+	} else if !still {
+		return nil
+	}
 	u.res.Joined = true
 	loopErr := u.loop()
 	u.stop()
@@ -310,13 +315,16 @@ func (u *run) idleExit(now time.Time) (bool, error) {
 // wait pauses the run for d on the relay's clock, or until ctx ends.
 func (u *run) wait(d time.Duration) { Sleep(u.r.clock, d, u.ctx.Done()) }
 
+// backlogTimeout bounds one backlog sample (wall time: it guards I/O).
+const backlogTimeout = 5 * time.Second
+
 // sampleBacklog reports the backlog when this relay holds bucket 0 and the
 // last sample is older than BacklogInterval. A failed sample is logged and
 // skipped: metrics never stop the relay.
 func (u *run) sampleBacklog(owned []int) {
 	r := u.r
 	now := r.clock.Now()
-	if r.opts.BacklogInterval < 0 || !slices.Contains(owned, 0) {
+	if r.opts.BacklogInterval < 0 || !slices.Contains(owned, 0) || u.overBudget(now) {
 		return
 	}
 	r.mu.Lock()
@@ -328,7 +336,11 @@ func (u *run) sampleBacklog(owned []int) {
 	if !due {
 		return
 	}
-	bl, err := r.store.Backlog(u.ctx)
+	// The sample is housekeeping: it must not eat the budget of a relay
+	// whose backlog is large (and slow to count), so it gets its own bound.
+	ctx, cancel := context.WithTimeout(u.ctx, backlogTimeout)
+	bl, err := r.store.Backlog(ctx)
+	cancel()
 	if err != nil {
 		r.log.LogAttrs(u.ctx, slog.LevelWarn, "backlog sample failed", slog.Any("error", err))
 		return

@@ -173,8 +173,12 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	consWG.Add(1)
 	go func() { defer consWG.Done(); cons.run(consCtx) }()
 
-	// The schedule's sweeps.
+	// The schedule's sweeps; the goroutine ends before run returns.
+	var scheduleWG sync.WaitGroup
+	scheduleWG.Add(1)
+	defer func() { cancelRun(); scheduleWG.Wait() }()
 	go func() {
+		defer scheduleWG.Done()
 		tick := time.NewTicker(*schedule)
 		defer tick.Stop()
 		for {
@@ -224,6 +228,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 	}
 	cancelRun()
+	scheduleWG.Wait()
 	sim.wait()
 	stopConsumer()
 	consWG.Wait()

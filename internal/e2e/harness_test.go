@@ -1,0 +1,354 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxddb"
+	"github.com/spillway-dev/spillway/outbox/outboxkafka"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
+)
+
+// t0 is where manual clocks start.
+var t0 = time.Date(2026, 9, 1, 8, 0, 0, 0, time.UTC)
+
+const topic = "orders"
+
+// backend is one outbox table and one Kafka cluster. busy counts the store
+// and publisher calls in flight through the relays built here, so the
+// manual-clock driver moves time only while every relay waits on a timer.
+type backend struct {
+	ddb    *outboxtest.DynamoDB
+	kafka  *outboxtest.Kafka
+	clock  outbox.Clock
+	manual *outboxtest.ManualClock // nil on the system clock
+	opts   outboxddb.Options
+	writer *outboxddb.Writer
+	busy   atomic.Int64
+}
+
+// newBackend starts the backends with clock (a *outboxtest.ManualClock or
+// the system clock) and the given topics besides "orders".
+func newBackend(t testing.TB, clock outbox.Clock, topics ...string) *backend {
+	t.Helper()
+	b := &backend{clock: clock}
+	b.manual, _ = clock.(*outboxtest.ManualClock)
+	b.ddb = outboxtest.NewDynamoDB(t, outboxtest.WithClock(clock))
+	b.kafka = outboxtest.NewKafka(t, append([]string{topic}, topics...)...)
+	b.opts = outboxddb.Options{TableName: b.ddb.CreateTestTable(t), Clock: clock, Logger: quiet()}
+	w, err := outboxddb.NewWriter(b.ddb.Client, b.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.writer = w
+	return b
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// rig is one relay with its own store and publisher, both tracked.
+type rig struct {
+	relay *outbox.Relay
+	store *trackedStore
+	pub   *trackedPublisher
+	obs   *recorder
+}
+
+// newRig builds relay id with opts; tweak edits the config last.
+func (b *backend) newRig(t testing.TB, opts outbox.RelayOptions, tweak func(*outbox.RelayConfig)) *rig {
+	t.Helper()
+	s, err := outboxddb.NewStore(b.ddb.Client, b.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := outboxkafka.New(outboxkafka.Config{Brokers: b.kafka.Brokers, Clock: b.clock, ExtraOpts: outboxtest.TestClientOpts()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	r := &rig{store: &trackedStore{Store: s, busy: &b.busy}, pub: &trackedPublisher{inner: p, busy: &b.busy, clock: b.manual}, obs: &recorder{}}
+	cfg := outbox.RelayConfig{Options: opts, Store: r.store, Publisher: r.pub, Clock: b.clock, Observer: r.obs, Logger: quiet()}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	relay, err := outbox.NewRelay(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.relay = relay
+	return r
+}
+
+// drive moves the manual clock to its next timer whenever every relay of
+// the backend waits on one: no store or publisher call in flight and the
+// same number of pending timers for a while (goroutines that start
+// together create their timers at nearly the same moment). It runs until
+// the test ends.
+func (b *backend) drive(t testing.TB) {
+	t.Helper()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		last, stable := -1, 0
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if w := b.manual.Waiters(); w > 0 && w == last && b.busy.Load() == 0 {
+				stable++
+			} else {
+				last, stable = w, 0
+			}
+			if stable >= 200 {
+				b.manual.AdvanceToNext()
+				last, stable = -1, 0
+			}
+			runtime.Gosched()
+		}
+	})
+	t.Cleanup(func() {
+		close(done)
+		wg.Wait()
+	})
+}
+
+// run runs the relay and fails the test on an error.
+func (r *rig) run(t testing.TB, in outbox.RunInput) outbox.RunResult {
+	t.Helper()
+	res, err := r.relay.Run(t.Context(), in)
+	if err != nil {
+		t.Fatalf("run %+v: %v", in, err)
+	}
+	return res
+}
+
+// trackedStore counts its calls in busy; the hooks run before a call,
+// outside the count, so a hook may block or run another relay.
+type trackedStore struct {
+	outbox.Store
+	busy *atomic.Int64
+
+	mu            sync.Mutex
+	beforeRelease func()
+	beforeRenew   func()
+}
+
+func (s *trackedStore) hook(p *func()) func() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return *p
+}
+
+func (s *trackedStore) setBeforeRelease(fn func()) {
+	s.mu.Lock()
+	s.beforeRelease = fn
+	s.mu.Unlock()
+}
+
+func (s *trackedStore) setBeforeRenew(fn func()) {
+	s.mu.Lock()
+	s.beforeRenew = fn
+	s.mu.Unlock()
+}
+
+func track[T any](busy *atomic.Int64, fn func() (T, error)) (T, error) {
+	busy.Add(1)
+	defer busy.Add(-1)
+	return fn()
+}
+
+func (s *trackedStore) AcquireLeases(ctx context.Context, req outbox.LeaseRequest) (outbox.Acquisition, error) {
+	return track(s.busy, func() (outbox.Acquisition, error) { return s.Store.AcquireLeases(ctx, req) })
+}
+
+func (s *trackedStore) RenewLeases(ctx context.Context, req outbox.LeaseRequest, buckets []int) (bool, error) {
+	if fn := s.hook(&s.beforeRenew); fn != nil {
+		fn()
+	}
+	return track(s.busy, func() (bool, error) { return s.Store.RenewLeases(ctx, req, buckets) })
+}
+
+func (s *trackedStore) ReleaseLeases(ctx context.Context, req outbox.LeaseRequest) (outbox.Release, error) {
+	if fn := s.hook(&s.beforeRelease); fn != nil {
+		fn()
+	}
+	return track(s.busy, func() (outbox.Release, error) { return s.Store.ReleaseLeases(ctx, req) })
+}
+
+func (s *trackedStore) ReadCoordination(ctx context.Context) (outbox.Coordination, error) {
+	return track(s.busy, func() (outbox.Coordination, error) { return s.Store.ReadCoordination(ctx) })
+}
+
+func (s *trackedStore) PendingBuckets(ctx context.Context, buckets []int) ([]int, error) {
+	return track(s.busy, func() ([]int, error) { return s.Store.PendingBuckets(ctx, buckets) })
+}
+
+func (s *trackedStore) FetchBatch(ctx context.Context, bucket, max int) ([]outbox.Message, error) {
+	return track(s.busy, func() ([]outbox.Message, error) { return s.Store.FetchBatch(ctx, bucket, max) })
+}
+
+func (s *trackedStore) MarkPublished(ctx context.Context, bucket int, msgs []outbox.Message) error {
+	_, err := track(s.busy, func() (struct{}, error) { return struct{}{}, s.Store.MarkPublished(ctx, bucket, msgs) })
+	return err
+}
+
+func (s *trackedStore) Backlog(ctx context.Context) (outbox.Backlog, error) {
+	return track(s.busy, func() (outbox.Backlog, error) { return s.Store.Backlog(ctx) })
+}
+
+// trackedPublisher counts its calls in busy. latency, on a manual clock,
+// is how long each publish takes in simulated time: the clock advances by
+// it when the publish is acknowledged. wrap, when set, replaces a publish:
+// it may block before calling publish (outside the count) or change what
+// the relay is told.
+type trackedPublisher struct {
+	inner *outboxkafka.Publisher
+	busy  *atomic.Int64
+	clock *outboxtest.ManualClock
+
+	mu      sync.Mutex
+	latency time.Duration
+	wrap    func(ctx context.Context, msgs []outbox.Message, publish func() (int, error)) (int, error)
+}
+
+func (p *trackedPublisher) Init(ctx context.Context) error {
+	_, err := track(p.busy, func() (struct{}, error) { return struct{}{}, p.inner.Init(ctx) })
+	return err
+}
+
+func (p *trackedPublisher) Publish(ctx context.Context, msgs []outbox.Message) (int, error) {
+	p.mu.Lock()
+	latency, wrap := p.latency, p.wrap
+	p.mu.Unlock()
+	publish := func() (int, error) {
+		return track(p.busy, func() (int, error) {
+			n, err := p.inner.Publish(ctx, msgs)
+			if latency > 0 {
+				p.clock.Advance(latency)
+			}
+			return n, err
+		})
+	}
+	if wrap != nil {
+		return wrap(ctx, msgs, publish)
+	}
+	return publish()
+}
+
+func (p *trackedPublisher) setLatency(d time.Duration) {
+	p.mu.Lock()
+	p.latency = d
+	p.mu.Unlock()
+}
+
+func (p *trackedPublisher) setWrap(fn func(ctx context.Context, msgs []outbox.Message, publish func() (int, error)) (int, error)) {
+	p.mu.Lock()
+	p.wrap = fn
+	p.mu.Unlock()
+}
+
+// recorder keeps every event in the order observed.
+type recorder struct {
+	mu      sync.Mutex
+	events  []outbox.Event
+	waiters []eventWaiter
+}
+
+type eventWaiter struct {
+	match func(outbox.Event) bool
+	ch    chan struct{}
+}
+
+func (r *recorder) Observe(e outbox.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+	kept := r.waiters[:0]
+	for _, w := range r.waiters {
+		if w.match(e) {
+			close(w.ch)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	r.waiters = kept
+}
+
+// when returns a channel closed once an event matching match is observed
+// (at once if one was).
+func (r *recorder) when(match func(outbox.Event) bool) <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ch := make(chan struct{})
+	for _, e := range r.events {
+		if match(e) {
+			close(ch)
+			return ch
+		}
+	}
+	r.waiters = append(r.waiters, eventWaiter{match, ch})
+	return ch
+}
+
+// of returns the events of kind, in order, with their positions in the
+// whole sequence.
+func (r *recorder) of(kind outbox.EventKind) (events []outbox.Event, at []int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, e := range r.events {
+		if e.Kind == kind {
+			events = append(events, e)
+			at = append(at, i)
+		}
+	}
+	return events, at
+}
+
+// tableState scans the table: the message items left and the owners the
+// lease items still name.
+func (b *backend) tableState(t testing.TB) (messages int, owners []string) {
+	t.Helper()
+	p := dynamodb.NewScanPaginator(b.ddb.Client, &dynamodb.ScanInput{TableName: aws.String(b.opts.TableName), ConsistentRead: aws.Bool(true)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, item := range page.Items {
+			pk := stringAttr(item, "PK")
+			sk := stringAttr(item, "SK")
+			switch {
+			case strings.HasPrefix(pk, "OUTBOX#MESSAGES#"):
+				messages++
+			case pk == "OUTBOX#COORDINATION" && strings.HasPrefix(sk, "LEASE#"):
+				if owner := stringAttr(item, "Owner"); owner != "" {
+					owners = append(owners, owner)
+				}
+			}
+		}
+	}
+	slices.Sort(owners)
+	return messages, owners
+}
+
+func stringAttr(item map[string]types.AttributeValue, name string) string {
+	if s, ok := item[name].(*types.AttributeValueMemberS); ok {
+		return s.Value
+	}
+	return ""
+}
