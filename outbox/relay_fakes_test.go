@@ -241,6 +241,9 @@ type memPublisher struct {
 	// failures maps a message id to how many more publishes of it fail.
 	failures map[outbox.MessageID]int
 	initErr  error
+	// onInit runs when the relay initialises the publisher, before it
+	// joins: what peers do meanwhile.
+	onInit func()
 	// delay is how long Kafka takes to answer, on clock: a timer the test's
 	// clock driver advances like any other.
 	delay time.Duration
@@ -251,7 +254,12 @@ func newMemPublisher() *memPublisher {
 	return &memPublisher{failures: map[outbox.MessageID]int{}}
 }
 
-func (p *memPublisher) Init(context.Context) error { return p.initErr }
+func (p *memPublisher) Init(context.Context) error {
+	if p.onInit != nil {
+		p.onInit()
+	}
+	return p.initErr
+}
 
 func (p *memPublisher) Publish(ctx context.Context, msgs []outbox.Message) (int, error) {
 	if p.delay > 0 {

@@ -61,6 +61,31 @@ func (u *run) shouldJoin() (bool, error) {
 	return true, nil
 }
 
+// stillOrphaned repeats the pre-join check's coordination read once the
+// publisher is initialised, just before the heartbeat. A cold
+// initialisation (connection, TLS, authentication) takes long enough for a
+// relay woken a moment earlier to claim the buckets meanwhile: under steady
+// traffic every commit wakes a relay, and without this second look each
+// wake-up landing in that window would join too, costing a heartbeat, a
+// stopped stamp and possibly a rebalance for nothing. It costs one read
+// per joining run, and only runs that checked before joining repeat it.
+func (u *run) stillOrphaned() (bool, error) {
+	if len(u.waitFor) == 0 {
+		return true, nil
+	}
+	coord, err := u.r.store.ReadCoordination(u.ctx)
+	if err != nil {
+		return false, err
+	}
+	orphans := u.orphaned(coord, u.waitFor, u.r.clock.Now())
+	if len(orphans) == 0 {
+		u.res.Reason = StopPeerLive
+		return false, nil
+	}
+	u.waitFor = orphans
+	return true, nil
+}
+
 // withMessages returns the buckets of bs whose head holds a message, read
 // with the consistent fetch.
 func (u *run) withMessages(bs []int) ([]int, error) {

@@ -267,6 +267,32 @@ func TestRelayTrustsALivePeer(t *testing.T) {
 	}
 }
 
+func TestRelayDoesNotJoinWhenAPeerClaimedTheBucketDuringItsStart(t *testing.T) {
+	for _, peerStarts := range []bool{true, false} {
+		e := newRelayEnv(t, 4, nil)
+		e.store.add(2, "k")
+		if peerStarts {
+			// A relay woken a moment earlier claims every bucket while
+			// this one connects to Kafka.
+			e.pub.onInit = func() {
+				e.store.heartbeat("peer", false)
+				for b := range 4 {
+					e.store.hold(b, "peer", t0.Add(30*time.Second))
+				}
+			}
+		}
+		res := e.run(t, outbox.RunInput{Trigger: outbox.TriggerWake, Buckets: []int{2}, Deadline: t0.Add(time.Minute)})
+		switch {
+		case peerStarts && (res.Joined || res.Reason != outbox.StopPeerLive || e.store.count("acquire") != 0):
+			t.Fatalf("peer claimed the bucket: joined %v reason %s acquisitions %d; want no join", res.Joined, res.Reason, e.store.count("acquire"))
+		case peerStarts && e.store.count("coordination") != 2:
+			t.Fatalf("coordination reads %d, want 2 (the pre-join check and its repetition)", e.store.count("coordination"))
+		case !peerStarts && (!res.Joined || res.Published != 1):
+			t.Fatalf("no peer: joined %v published %d; want the relay to join and publish", res.Joined, res.Published)
+		}
+	}
+}
+
 func TestRelayJoinsForABucketOfAStoppedPeer(t *testing.T) {
 	e := newRelayEnv(t, 4, nil)
 	e.store.add(2, "k")
