@@ -1,0 +1,265 @@
+package steady
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxconf"
+	"github.com/spillway-dev/spillway/outbox/outboxlambda"
+)
+
+// Defaults of Config.
+const (
+	DefaultRate             = 10.0
+	DefaultBuckets          = outbox.DefaultBucketCount
+	DefaultDuration         = 10 * time.Minute
+	DefaultRelayTimeout     = 15 * time.Minute
+	DefaultScheduleInterval = time.Minute
+	DefaultWriters          = 1
+	DefaultMaxEventAge      = time.Minute
+	DefaultSeed             = 1
+)
+
+// Defaults of Latency: typical in-region figures for a Lambda function.
+const (
+	DefaultDynamoDBLatency = 5 * time.Millisecond
+	DefaultKafkaLatency    = 10 * time.Millisecond
+	DefaultKafkaInit       = 100 * time.Millisecond
+	DefaultInvokeLatency   = 15 * time.Millisecond
+	DefaultStartDelay      = 50 * time.Millisecond
+	DefaultColdStart       = 250 * time.Millisecond
+)
+
+// Latency is how long the simulated round trips take, in simulated time.
+// Zero fields take their defaults; a negative field means none.
+type Latency struct {
+	// DynamoDB is one request's round trip; the request is applied at its
+	// end. Default 5 ms.
+	DynamoDB time.Duration
+	// Kafka is one produce round trip (a batch), and the ping of a warm
+	// environment's publisher initialisation. Default 10 ms.
+	Kafka time.Duration
+	// KafkaInit is the first publisher initialisation of an execution
+	// environment (connect, metadata, producer id). Default 100 ms.
+	KafkaInit time.Duration
+	// Invoke is the asynchronous Invoke API call the notifier makes (the
+	// caller waits for it). Default 15 ms.
+	Invoke time.Duration
+	// Start is the delay from an accepted asynchronous invoke to the
+	// handler starting in a warm environment. Default 50 ms.
+	Start time.Duration
+	// ColdStart is added to Start when a new execution environment must be
+	// created. Default 250 ms.
+	ColdStart time.Duration
+}
+
+func (l Latency) withDefaults() Latency {
+	l.DynamoDB = orDefault(l.DynamoDB, DefaultDynamoDBLatency)
+	l.Kafka = orDefault(l.Kafka, DefaultKafkaLatency)
+	l.KafkaInit = orDefault(l.KafkaInit, DefaultKafkaInit)
+	l.Invoke = orDefault(l.Invoke, DefaultInvokeLatency)
+	l.Start = orDefault(l.Start, DefaultStartDelay)
+	l.ColdStart = orDefault(l.ColdStart, DefaultColdStart)
+	return l
+}
+
+// orDefault maps zero to def and a negative duration to none.
+func orDefault(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
+}
+
+// Config describes one scenario run. The zero value runs the issue's
+// scenario: 10 commits per second over 8 buckets for 10 simulated minutes,
+// relays with the relay function's defaults and a 15-minute timeout.
+type Config struct {
+	// Rate is the commits per second (a Poisson process), one message per
+	// commit. Default 10.
+	Rate float64
+	// Buckets is the bucket count of writers and relays. Default 8.
+	Buckets int
+	// Duration is how long the writers commit, in simulated time. The run
+	// goes on until the last message is published and the last relay has
+	// stopped. Default 10 minutes.
+	Duration time.Duration
+	// RelayTimeout is the relay function's timeout: every invocation's
+	// deadline is its start plus RelayTimeout. Default 15 minutes, the
+	// relay function's default.
+	RelayTimeout time.Duration
+	// StopMargin is the relay's SPILLWAY_STOP_MARGIN. Default: the relay
+	// function's (5 s).
+	StopMargin time.Duration
+	// ReservedConcurrency caps concurrent invocations (execution
+	// environments). Default Buckets, as the stack's default.
+	ReservedConcurrency int
+	// ScheduleInterval is the schedule's period; its phase comes from Seed.
+	// Default 1 minute; negative: no schedule.
+	ScheduleInterval time.Duration
+	// Relay overrides the relay function's settings that its environment
+	// variables expose: PollInterval, IdleTimeout, LeaseDuration,
+	// LeaseRenewInterval, BatchSize and Mode. Zero fields keep the
+	// function's defaults; RelayID and BucketCount are set by the run;
+	// the other fields must be zero (the function has no setting for them).
+	Relay outbox.RelayOptions
+	// MaxHops is the relay's SPILLWAY_MAX_HOPS. Default: the function's.
+	MaxHops int
+	// Writers is the number of writer processes, each with its own wake-up
+	// notifier (wake-ups coalesce per process); commits go round-robin.
+	// Default 1.
+	Writers int
+	// WithoutWakeUps makes the writers send no wake-up: only the schedule
+	// and the relays' continuation wake-ups start relays. A control: the
+	// latency and ownership targets must then fail.
+	WithoutWakeUps bool
+	// MaxEventAge drops asynchronous events that waited longer for an
+	// execution environment, as the stack's event invoke configuration
+	// does. Default 1 minute.
+	MaxEventAge time.Duration
+	// Latency is the simulated round-trip times.
+	Latency Latency
+	// Seed fixes the commit times, keys, message ids and the schedule's
+	// phase. Default 1.
+	Seed uint64
+	// DynamoDBEndpoint is an external DynamoDB endpoint; empty runs the
+	// embedded server (SPILLWAY_DYNAMODB_ENDPOINT is not consulted).
+	DynamoDBEndpoint string
+	// Logger receives the relays' and the writers' logs. Default: none.
+	Logger *slog.Logger
+	// Progress receives a line per simulated minute. Optional.
+	Progress io.Writer
+	// Trace receives a line per invocation start and end, lease call and
+	// publish, stamped with the simulated time, to explain a run.
+	// Optional.
+	Trace io.Writer
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.Rate == 0 {
+		c.Rate = DefaultRate
+	}
+	if c.Buckets == 0 {
+		c.Buckets = DefaultBuckets
+	}
+	if c.Duration == 0 {
+		c.Duration = DefaultDuration
+	}
+	if c.RelayTimeout == 0 {
+		c.RelayTimeout = DefaultRelayTimeout
+	}
+	if c.ReservedConcurrency == 0 {
+		c.ReservedConcurrency = c.Buckets
+	}
+	if c.ScheduleInterval == 0 {
+		c.ScheduleInterval = DefaultScheduleInterval
+	}
+	if c.Writers == 0 {
+		c.Writers = DefaultWriters
+	}
+	if c.MaxEventAge == 0 {
+		c.MaxEventAge = DefaultMaxEventAge
+	}
+	if c.Seed == 0 {
+		c.Seed = DefaultSeed
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	c.Latency = c.Latency.withDefaults()
+	return c
+}
+
+// Validate reports the first unusable field; it checks c as given, so call
+// WithDefaults first to accept zero fields.
+func (c Config) Validate() error {
+	const op = "validate steady config"
+	switch {
+	case c.Rate <= 0:
+		return outbox.Misconfigured(op, "Rate must be > 0, got %v", c.Rate)
+	case c.Buckets < 1:
+		return outbox.Misconfigured(op, "Buckets must be >= 1, got %d", c.Buckets)
+	case c.Duration <= 0:
+		return outbox.Misconfigured(op, "Duration must be > 0, got %v", c.Duration)
+	case c.RelayTimeout < time.Second:
+		return outbox.Misconfigured(op, "RelayTimeout must be at least 1s, got %v", c.RelayTimeout)
+	case c.StopMargin < 0 || c.StopMargin >= c.RelayTimeout:
+		return outbox.Misconfigured(op, "StopMargin must be >= 0 and below RelayTimeout %v, got %v", c.RelayTimeout, c.StopMargin)
+	case c.ReservedConcurrency < 1:
+		return outbox.Misconfigured(op, "ReservedConcurrency must be >= 1, got %d", c.ReservedConcurrency)
+	case c.Writers < 1:
+		return outbox.Misconfigured(op, "Writers must be >= 1, got %d", c.Writers)
+	case c.MaxEventAge <= 0:
+		return outbox.Misconfigured(op, "MaxEventAge must be > 0, got %v", c.MaxEventAge)
+	case c.MaxHops < 0:
+		return outbox.Misconfigured(op, "MaxHops must be >= 0, got %d", c.MaxHops)
+	}
+	r := c.Relay
+	if r.RelayID != "" || r.BucketCount != 0 {
+		return outbox.Misconfigured(op, "Relay.RelayID and Relay.BucketCount are set by the run (use Buckets)")
+	}
+	if r.ErrorBackoff != 0 || r.MaxConcurrency != 0 || r.BacklogInterval != 0 || r.MessageIDHeaderName != "" || r.StopMargin != 0 {
+		return outbox.Misconfigured(op, "the relay function has no setting for ErrorBackoff, MaxConcurrency, BacklogInterval or MessageIDHeaderName; set StopMargin through Config.StopMargin")
+	}
+	_, err := c.functionConfig("validate")
+	return err
+}
+
+// functionConfig is the relay function's configuration for this run, read
+// through outboxlambda.LoadConfig from the environment the stack would set,
+// so the run uses the function's defaults and validation.
+func (c Config) functionConfig(table string) (outboxlambda.Config, error) {
+	env := map[string]string{
+		outboxconf.EnvTable:       table,
+		outboxconf.EnvBucketCount: fmt.Sprint(c.Buckets),
+	}
+	setDur := func(name string, d time.Duration) {
+		if d != 0 {
+			env[name] = d.String()
+		}
+	}
+	setDur(outboxconf.EnvPollInterval, c.Relay.PollInterval)
+	setDur(outboxconf.EnvIdleTimeout, c.Relay.IdleTimeout)
+	setDur(outboxconf.EnvLeaseDuration, c.Relay.LeaseDuration)
+	setDur(outboxconf.EnvLeaseRenewInterval, c.Relay.LeaseRenewInterval)
+	setDur(outboxconf.EnvStopMargin, c.StopMargin)
+	if c.Relay.BatchSize != 0 {
+		env[outboxconf.EnvBatchSize] = fmt.Sprint(c.Relay.BatchSize)
+	}
+	if c.Relay.Mode != "" {
+		env[outboxconf.EnvMode] = string(c.Relay.Mode)
+	}
+	if c.MaxHops != 0 {
+		env[outboxconf.EnvMaxHops] = fmt.Sprint(c.MaxHops)
+	}
+	return outboxlambda.LoadConfig(func(name string) string { return env[name] })
+}
+
+// StartBound is "one invocation start": the simulated time from a wake-up
+// sent for an orphaned bucket to the woken relay's claim in a new execution
+// environment. The Invoke call, the queueing delay and the cold start, the
+// publisher's first initialisation, and the relay's requests in order: the
+// trust check's coordination read and head fetch, the second look after the
+// initialisation, the round's heartbeat, coordination read and claims, plus
+// one request of slack (a keep or release batch of the same round).
+func (c Config) StartBound() time.Duration {
+	l := c.Latency
+	return l.Invoke + l.Start + l.ColdStart + l.KafkaInit + 7*l.DynamoDB
+}
+
+// LatencyBound is the commit-to-publish latency no message may exceed: one
+// PollInterval (the owner's probe cadence) plus one invocation start
+// (StartBound) plus the drain of the batch (probe, fetch, publish). A
+// message beyond it waited for something slower: a schedule sweep, a lease
+// that had to lapse.
+func (c Config) LatencyBound(poll time.Duration) time.Duration {
+	l := c.Latency
+	return poll + c.StartBound() + 2*l.DynamoDB + l.Kafka
+}

@@ -1,0 +1,244 @@
+package steady
+
+import (
+	"maps"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxddb"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
+)
+
+// TestRequestsAreClassifiedByKind drives the real DynamoDB store through
+// one lease lifecycle of two relays and checks every coordination request
+// landed in its kind, and the refused renewal in the refusals after the
+// warm-up.
+func TestRequestsAreClassifiedByKind(t *testing.T) {
+	ddb := outboxtest.NewDynamoDB(t, outboxtest.WithoutEnvironment())
+	table := ddb.CreateTestTable(t)
+	// No simulated latency: the test calls the stores itself and moves
+	// the clock by hand.
+	cfg := Config{Latency: Latency{DynamoDB: -1}}.WithDefaults()
+	s, err := newSim(t.Context(), cfg, ddb, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.stop)
+	before := ddb.Counter.Snapshot()
+	relay := func(id string) *envStore {
+		store, err := outboxddb.NewStore(s.client, outboxddb.Options{TableName: table, Clock: s.clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &envStore{inner: store, env: &env{relayID: id}, s: s}
+	}
+	req := func(id string) outbox.LeaseRequest {
+		return outbox.LeaseRequest{RelayID: id, BucketCount: 8, LeaseDuration: 30 * time.Second}
+	}
+	a, b := relay("relay-a"), relay("relay-b")
+	ctx := t.Context()
+	all := []int{0, 1, 2, 3, 4, 5, 6, 7}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	_, err = a.AcquireLeases(ctx, req("relay-a")) // heartbeat, read, 8 claims
+	must(err)
+	_, err = a.RenewLeases(ctx, req("relay-a"), all) // 8 renewals, heartbeat
+	must(err)
+	s.base.Advance(10 * time.Second)
+	_, err = a.AcquireLeases(ctx, req("relay-a")) // heartbeat, read, 8 keeps
+	must(err)
+	s.base.Advance(60 * time.Second) // past the warm-up; relay-a's leases lapsed
+	if ok, err := b.RenewLeases(ctx, req("relay-b"), []int{0}); err != nil || ok {
+		t.Fatalf("renewal of a bucket relay-b never held: %v %v, want refused", ok, err)
+	}
+	_, err = a.ReleaseLeases(ctx, req("relay-a")) // stamp, read, 8 releases, read
+	must(err)
+	s.base.Advance(31 * time.Second)
+	acq, err := b.AcquireLeases(ctx, req("relay-b")) // heartbeat, read, 8 claims, prune relay-a
+	must(err)
+	_, err = b.ReadCoordination(ctx)
+	must(err)
+
+	l := s.ledger
+	wantWrites := map[string]int{KindHeartbeat: 4, KindClaim: 16, KindRenew: 9, KindKeep: 8, KindStopped: 1, KindRelease: 8, KindPrune: 1}
+	wantReads := map[string]int{KindRoundRead: 3, KindStopRead: 2, KindTrustCheck: 1}
+	if !maps.Equal(l.coordWrites, wantWrites) || !maps.Equal(l.coordReads, wantReads) {
+		t.Errorf("coordination writes %v, reads %v; want %v, %v", l.coordWrites, l.coordReads, wantWrites, wantReads)
+	}
+	if l.msgReads != 0 || l.msgWrites != 0 {
+		t.Errorf("message requests %d reads, %d writes; want none", l.msgReads, l.msgWrites)
+	}
+	if !maps.Equal(l.refused, map[string]int{KindRenew: 1}) || len(l.late) != 1 || l.late[0].At != simStart.Add(70*time.Second) {
+		t.Errorf("refused %v, late %v; want the renewal at +70s", l.refused, l.late)
+	}
+	if len(acq.Claimed) != 8 || l.handovers != 8 || l.claims != 16 {
+		t.Errorf("relay-b claimed %v; ledger claims %d handovers %d, want 16 and 8", acq.Claimed, l.claims, l.handovers)
+	}
+	// The same requests, seen by the SDK middleware.
+	if got, want := ddb.Counter.Snapshot().Since(before).Requests, map[string]int{"PutItem": 5, "UpdateItem": 41, "Query": 6, "DeleteItem": 1}; !maps.Equal(got, want) {
+		t.Errorf("Counter requests %v, want %v", got, want)
+	}
+}
+
+// TestLedgerMeasuresOrphanSpells checks the ownership accounting: a spell
+// opens when a bucket has an unpublished message and no running relay
+// holds an unexpired lease on it, and closes when one does.
+func TestLedgerMeasuresOrphanSpells(t *testing.T) {
+	l := newLedger(2, 30*time.Second, simStart.Add(time.Minute))
+	e := &env{relayID: "relay-a"}
+	at := func(d time.Duration) time.Time { return simStart.Add(d) }
+	msg := func(b int) outbox.Message { return outbox.Message{ID: outbox.NewMessageID(), Bucket: b} }
+
+	l.observe(at(0)) // nothing pending: no spell
+	m1 := msg(0)
+	l.commit(m1, at(time.Second))
+	l.observe(at(time.Second))
+	l.started(e, &invocation{})
+	l.observe(at(1200 * time.Millisecond)) // running, owns nothing yet
+	l.acquired(e, at(1500*time.Millisecond), outbox.Acquisition{Owned: []int{0, 1}, Claimed: []int{0, 1}}, nil)
+	l.observe(at(1500 * time.Millisecond)) // spell of 500 ms closes
+	l.acked([]outbox.Message{m1}, at(2*time.Second))
+	// The lease lapses at 31.5 s without a renewal: bucket 1's message
+	// committed at 40 s has no live owner until the relay renews at 41 s.
+	l.commit(msg(1), at(40*time.Second))
+	l.observe(at(40 * time.Second))
+	l.renewed(e, at(41*time.Second), true, nil)
+	l.observe(at(41 * time.Second))
+	// The invocation ends with a message pending: a frozen relay is no
+	// owner, whatever its lease says.
+	l.ended(e)
+	l.observe(at(41 * time.Second))
+	l.finish(at(44 * time.Second))
+
+	if l.maxOrphan.Length != 3*time.Second || l.maxOrphan.Bucket != 1 || !l.maxOrphan.From.Equal(at(41*time.Second)) {
+		t.Errorf("longest spell %+v, want 3s on bucket 1 from +41s", l.maxOrphan)
+	}
+	if want := 500*time.Millisecond + time.Second + 3*time.Second; l.orphaned != want {
+		t.Errorf("orphaned total %v, want %v", l.orphaned, want)
+	}
+	if l.pending() != 1 || l.published != 1 || l.committed != 2 {
+		t.Errorf("pending %d published %d committed %d", l.pending(), l.published, l.committed)
+	}
+	l.acked([]outbox.Message{m1}, at(50*time.Second))
+	if l.duplicates != 1 || l.published != 1 {
+		t.Errorf("a second acknowledgement counted as published: duplicates %d published %d", l.duplicates, l.published)
+	}
+	if lat := l.latencies(); len(lat) != 1 || lat[0] != time.Second {
+		t.Errorf("latencies %v, want [1s] (commit to first acknowledgement)", lat)
+	}
+}
+
+func TestOnlyCallerBusy(t *testing.T) {
+	const caller = "goroutine 1 [running]:\nmain.main()\n\t/x/main.go:1\n"
+	cases := []struct {
+		name  string
+		other string
+		quiet bool
+	}{
+		{"relay computing", "goroutine 9 [runnable]:\ngithub.com/spillway-dev/spillway/outbox.(*run).loop()\n\t/x/relay_run.go:1\n", false},
+		{"relay in a system call", "goroutine 9 [syscall]:\nsyscall.write()\ngithub.com/spillway-dev/spillway/outbox.(*run).stop()\n", false},
+		{"relay parked on a timer", "goroutine 9 [select, 2 minutes]:\ngithub.com/spillway-dev/spillway/outbox.Sleep()\n", true},
+		{"other code running", "goroutine 9 [runnable]:\nruntime/pprof.profileWriter()\n", true},
+		{"server finishing a response", "goroutine 9 [runnable]:\ngithub.com/spillway-dev/spillway/outbox/outboxtest.(*embeddedServer).ServeHTTP()\nnet/http.(*conn).serve()\n", true},
+	}
+	for _, c := range cases {
+		if got := onlyCallerBusy([]byte(caller + "\n" + c.other)); got != c.quiet {
+			t.Errorf("%s: quiet = %v, want %v", c.name, got, c.quiet)
+		}
+	}
+}
+
+// spin computes until stop is set; its frames are this module's.
+//
+//go:noinline
+func spin(stop *atomic.Bool, started chan<- struct{}) {
+	close(started)
+	for !stop.Load() {
+	}
+}
+
+// TestExactlyQuietSeesAComputingGoroutine is the positive control of the
+// quiescence check on a real dump: a goroutine of this module that computes
+// makes it false, the same goroutine parked makes it true.
+func TestExactlyQuietSeesAComputingGoroutine(t *testing.T) {
+	a := newActivity()
+	var stop atomic.Bool
+	started, parked, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		spin(&stop, started)
+		close(parked)
+		<-release
+	}()
+	<-started
+	if a.exactlyQuiet() {
+		t.Error("quiet while a goroutine of this module computes")
+	}
+	stop.Store(true)
+	<-parked
+	quiet := false
+	for range 1000 {
+		if quiet = a.exactlyQuiet(); quiet {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	if !quiet {
+		t.Error("never quiet although every goroutine of this module is blocked")
+	}
+	a.begin()
+	if a.exactlyQuiet() {
+		t.Error("quiet with a request in flight")
+	}
+	a.end()
+}
+
+func TestPercentiles(t *testing.T) {
+	var d []time.Duration
+	for i := 1; i <= 100; i++ {
+		d = append(d, time.Duration(i)*time.Millisecond)
+	}
+	want := Percentiles{P50: 50 * time.Millisecond, P90: 90 * time.Millisecond, P99: 99 * time.Millisecond, Max: 100 * time.Millisecond}
+	if got := percentiles(d); got != want {
+		t.Errorf("percentiles = %+v, want %+v", got, want)
+	}
+	if got := percentiles(nil); got != (Percentiles{}) {
+		t.Errorf("percentiles of nothing = %+v", got)
+	}
+}
+
+func TestConfigMapsOntoTheFunctionSettings(t *testing.T) {
+	cfg := Config{StopMargin: 3 * time.Second, Relay: outbox.RelayOptions{PollInterval: 250 * time.Millisecond, IdleTimeout: 5 * time.Second, Mode: outbox.ModeHold}}.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	fn, err := cfg.functionConfig("t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fn.PollInterval != 250*time.Millisecond || fn.IdleTimeout != 5*time.Second || fn.StopMargin != 3*time.Second ||
+		fn.Mode != outbox.ModeHold || fn.LeaseDuration != outbox.DefaultLeaseDuration || fn.BucketCount != 8 {
+		t.Errorf("function config %+v", fn)
+	}
+	for _, bad := range []Config{
+		{Relay: outbox.RelayOptions{MaxConcurrency: 2}},
+		{Relay: outbox.RelayOptions{StopMargin: time.Second}},
+		{Relay: outbox.RelayOptions{LeaseRenewInterval: time.Minute}},
+		{RelayTimeout: time.Minute, StopMargin: time.Minute},
+		{Rate: -1},
+	} {
+		if err := bad.WithDefaults().Validate(); !outbox.IsMisconfigured(err) {
+			t.Errorf("%+v: err %v, want a misconfiguration", bad, err)
+		}
+	}
+	if got, want := cfg.StartBound(), 15*time.Millisecond+50*time.Millisecond+250*time.Millisecond+100*time.Millisecond+35*time.Millisecond; got != want {
+		t.Errorf("StartBound = %v, want %v", got, want)
+	}
+}

@@ -1,0 +1,387 @@
+package steady
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
+)
+
+// MaxCoordinationWritesPerMessage is the issue's cost target.
+const MaxCoordinationWritesPerMessage = 0.1
+
+// Report is what a run measured. Durations are simulated time except
+// WallTime.
+type Report struct {
+	// The scenario as run.
+	Rate                float64       `json:"rate"`
+	Buckets             int           `json:"buckets"`
+	Duration            time.Duration `json:"durationNanos"`
+	RelayTimeout        time.Duration `json:"relayTimeoutNanos"`
+	StopMargin          time.Duration `json:"stopMarginNanos"`
+	PollInterval        time.Duration `json:"pollIntervalNanos"`
+	IdleTimeout         time.Duration `json:"idleTimeoutNanos"`
+	LeaseDuration       time.Duration `json:"leaseDurationNanos"`
+	LeaseRenewInterval  time.Duration `json:"leaseRenewIntervalNanos"`
+	ReservedConcurrency int           `json:"reservedConcurrency"`
+	ScheduleInterval    time.Duration `json:"scheduleIntervalNanos"`
+	WakeUps             bool          `json:"wakeUps"`
+	Latencies           Latency       `json:"latencies"`
+	Seed                uint64        `json:"seed"`
+	// DynamoDB names the endpoint: the embedded server or a URL.
+	DynamoDB string `json:"dynamodb"`
+	// Simulated is the simulated time until the last relay stopped;
+	// WallTime what the run took; Steps how often the clock moved.
+	Simulated time.Duration `json:"simulatedNanos"`
+	WallTime  time.Duration `json:"wallNanos"`
+	Steps     int           `json:"steps"`
+
+	// Committed messages, Relayed (acknowledged at least once) and
+	// Duplicates (acknowledged again).
+	Committed  int `json:"committed"`
+	Relayed    int `json:"relayed"`
+	Duplicates int `json:"duplicates"`
+
+	// Coordination writes and reads by kind (see the Kind constants), and
+	// the message traffic's requests.
+	CoordinationWrites       int            `json:"coordinationWrites"`
+	CoordinationWritesByKind map[string]int `json:"coordinationWritesByKind"`
+	CoordinationReads        int            `json:"coordinationReads"`
+	CoordinationReadsByKind  map[string]int `json:"coordinationReadsByKind"`
+	MessageWrites            int            `json:"messageWrites"`
+	MessageReads             int            `json:"messageReads"`
+	// Counter is what outboxtest.Counter saw at the SDK layer over the run
+	// (attempts, capacity units).
+	Counter outboxtest.Counts `json:"counter"`
+
+	// Invocations of the relay function, by trigger and outcome.
+	Invocations          int            `json:"invocations"`
+	InvocationsByTrigger map[string]int `json:"invocationsByTrigger"`
+	InvocationsByReason  map[string]int `json:"invocationsByReason"`
+	// WakeUpInvocations ran for a wake-up; WakeUpsWithoutJoining of them
+	// exited without joining the fleet.
+	WakeUpInvocations     int `json:"wakeUpInvocations"`
+	WakeUpsWithoutJoining int `json:"wakeUpsWithoutJoining"`
+	// JoinedInvocations joined the fleet, JoinedRelays distinct relay ids
+	// among them.
+	JoinedInvocations int `json:"joinedInvocations"`
+	JoinedRelays      int `json:"joinedRelays"`
+	// Claims counts buckets claimed; Handovers those claimed from another
+	// relay than the bucket's previous claimer.
+	Claims    int `json:"claims"`
+	Handovers int `json:"handovers"`
+	// Environments created; events Throttled (waited for an environment)
+	// and Dropped (too old); invocations Killed at their deadline, failed
+	// with an error, that skipped their release, and continuation wake-ups.
+	Environments    int    `json:"environments"`
+	Throttled       int    `json:"throttled"`
+	Dropped         int    `json:"dropped"`
+	Killed          int    `json:"killed"`
+	Errors          int    `json:"errors"`
+	LastError       string `json:"lastError,omitempty"`
+	ReleasesSkipped int    `json:"releasesSkipped"`
+	Continuations   int    `json:"continuations"`
+	// FunctionTime sums the invocations' durations (what Lambda bills),
+	// JoinedFunctionTime that of the invocations that joined.
+	FunctionTime       time.Duration `json:"functionTimeNanos"`
+	JoinedFunctionTime time.Duration `json:"joinedFunctionTimeNanos"`
+	// WriterWakeUps were sent by the writers' notifiers, WriterWakeUpsMerged
+	// folded into another by coalescing, WriterWakeUpsFailed failed.
+	WriterWakeUps       int64 `json:"writerWakeUps"`
+	WriterWakeUpsMerged int64 `json:"writerWakeUpsMerged"`
+	WriterWakeUpsFailed int64 `json:"writerWakeUpsFailed"`
+
+	// Refused conditional writes by kind, and those after the first
+	// minute (LateRefusals lists the first few).
+	Refused            int            `json:"refused"`
+	RefusedByKind      map[string]int `json:"refusedByKind"`
+	RefusedAfterWarmup int            `json:"refusedAfterWarmup"`
+	LateRefusals       []string       `json:"lateRefusals,omitempty"`
+
+	// Latency is commit → Kafka acknowledgement; LatencyBound the target,
+	// OverBound the messages beyond it.
+	Latency      Percentiles   `json:"latency"`
+	LatencyBound time.Duration `json:"latencyBoundNanos"`
+	OverBound    int           `json:"overBound"`
+	// MaxOrphan is the longest a bucket with unpublished messages went
+	// without a live owner (a running relay holding an unexpired lease on
+	// it), with its bucket and start (from the run's start); OrphanTotal
+	// sums all such time over buckets; OrphanBound is the target, one
+	// invocation start (Config.StartBound).
+	MaxOrphan       time.Duration `json:"maxOrphanNanos"`
+	MaxOrphanBucket int           `json:"maxOrphanBucket"`
+	MaxOrphanAt     time.Duration `json:"maxOrphanAtNanos"`
+	OrphanTotal     time.Duration `json:"orphanTotalNanos"`
+	OrphanBound     time.Duration `json:"orphanBoundNanos"`
+}
+
+// Percentiles of a latency distribution.
+type Percentiles struct {
+	P50 time.Duration `json:"p50Nanos"`
+	P90 time.Duration `json:"p90Nanos"`
+	P99 time.Duration `json:"p99Nanos"`
+	Max time.Duration `json:"maxNanos"`
+}
+
+func percentiles(sorted []time.Duration) Percentiles {
+	if len(sorted) == 0 {
+		return Percentiles{}
+	}
+	at := func(q float64) time.Duration {
+		i := int(q*float64(len(sorted))+0.5) - 1
+		return sorted[min(max(i, 0), len(sorted)-1)]
+	}
+	return Percentiles{P50: at(0.50), P90: at(0.90), P99: at(0.99), Max: sorted[len(sorted)-1]}
+}
+
+// CoordinationWritesPerMessage is coordination writes per relayed message.
+func (r Report) CoordinationWritesPerMessage() float64 {
+	return perMessage(r.CoordinationWrites, r.Relayed)
+}
+
+// CoordinationReadsPerMessage is coordination reads per relayed message.
+func (r Report) CoordinationReadsPerMessage() float64 {
+	return perMessage(r.CoordinationReads, r.Relayed)
+}
+
+func perMessage(n, msgs int) float64 {
+	if msgs == 0 {
+		return 0
+	}
+	return float64(n) / float64(msgs)
+}
+
+// Target is one of the issue's targets with the run's figure.
+type Target struct {
+	Name  string
+	Value string
+	Limit string
+	Met   bool
+}
+
+// Targets returns the issue's targets: cost, quiet fleet, no message waiting
+// for the schedule, no orphaned bucket, and every message relayed.
+func (r Report) Targets() []Target {
+	return []Target{
+		{"coordination writes per relayed message", fmt.Sprintf("%.4f", r.CoordinationWritesPerMessage()),
+			fmt.Sprintf("≤ %.2f", MaxCoordinationWritesPerMessage), r.Relayed > 0 && r.CoordinationWritesPerMessage() <= MaxCoordinationWritesPerMessage},
+		{"refused conditional writes after the first minute", fmt.Sprint(r.RefusedAfterWarmup), "0", r.RefusedAfterWarmup == 0},
+		{"slowest commit → publish", fmtDur(r.Latency.Max), "≤ " + fmtDur(r.LatencyBound), r.Relayed > 0 && r.Latency.Max <= r.LatencyBound},
+		{"longest pending bucket without a live owner", fmtDur(r.MaxOrphan), "≤ " + fmtDur(r.OrphanBound), r.MaxOrphan <= r.OrphanBound},
+		{"messages relayed", fmt.Sprintf("%d of %d", r.Relayed, r.Committed), "all", r.Committed > 0 && r.Relayed == r.Committed},
+	}
+}
+
+// Check returns an error naming every target the run missed, nil when all
+// are met.
+func (r Report) Check() error {
+	var errs []error
+	for _, t := range r.Targets() {
+		if !t.Met {
+			errs = append(errs, fmt.Errorf("%s: %s, want %s", t.Name, t.Value, t.Limit))
+		}
+	}
+	if len(errs) > 0 && len(r.LateRefusals) > 0 {
+		errs = append(errs, fmt.Errorf("late refusals: %s", strings.Join(r.LateRefusals, "; ")))
+	}
+	return errors.Join(errs...)
+}
+
+// Title is one line describing the scenario.
+func (r Report) Title() string {
+	wake := "a wake-up per commit"
+	if !r.WakeUps {
+		wake = "no wake-ups"
+	}
+	return fmt.Sprintf("Steady traffic on Lambda: %g commits/s over %d buckets for %v, %s, schedule every %v, timeout %v, reserved concurrency %d, seed %d",
+		r.Rate, r.Buckets, r.Duration, wake, r.ScheduleInterval, r.RelayTimeout, r.ReservedConcurrency, r.Seed)
+}
+
+// Rows returns the figures as (figure, value, target) rows, targets marked
+// "ok" or "MISSED"; Table prints them.
+func (r Report) Rows() [][]string {
+	rows := [][]string{}
+	add := func(name, value, target string) { rows = append(rows, []string{name, value, target}) }
+	targets := map[string]Target{}
+	for _, t := range r.Targets() {
+		targets[t.Name] = t
+	}
+	target := func(name string) string {
+		t := targets[name]
+		verdict := "ok"
+		if !t.Met {
+			verdict = "MISSED"
+		}
+		return t.Limit + " " + verdict
+	}
+	add("messages committed / relayed / duplicates", fmt.Sprintf("%d / %d / %d", r.Committed, r.Relayed, r.Duplicates), target("messages relayed"))
+	add("coordination writes", fmt.Sprint(r.CoordinationWrites), "")
+	for _, k := range []string{KindHeartbeat, KindKeep, KindClaim, KindRelease, KindRenew, KindStopped, KindPrune, KindLeaseOther} {
+		if n := r.CoordinationWritesByKind[k]; n > 0 {
+			add("  "+k, fmt.Sprint(n), "")
+		}
+	}
+	add("coordination writes per relayed message", fmt.Sprintf("%.4f", r.CoordinationWritesPerMessage()), target("coordination writes per relayed message"))
+	add("coordination reads", fmt.Sprint(r.CoordinationReads), "")
+	for _, k := range []string{KindTrustCheck, KindRoundRead, KindStopRead, KindOtherRead} {
+		if n := r.CoordinationReadsByKind[k]; n > 0 {
+			add("  "+k, fmt.Sprint(n), "")
+		}
+	}
+	add("coordination reads per relayed message", fmt.Sprintf("%.4f", r.CoordinationReadsPerMessage()), "")
+	add("message requests (writes / reads) per message", fmt.Sprintf("%.2f / %.2f", perMessage(r.MessageWrites, r.Relayed), perMessage(r.MessageReads, r.Relayed)), "")
+	add("DynamoDB attempts / write units / read units per message", fmt.Sprintf("%.2f / %.2f / %.2f",
+		perMessage(r.Counter.TotalRequests(), r.Relayed), r.Counter.WriteUnits/float64(max(r.Relayed, 1)), r.Counter.ReadUnits/float64(max(r.Relayed, 1))), "")
+	add("relay invocations", fmt.Sprintf("%d (%s)", r.Invocations, formatCounts(r.InvocationsByTrigger)), "")
+	add("  outcomes", formatCounts(r.InvocationsByReason), "")
+	add("wake-up invocations / exited without joining", fmt.Sprintf("%d / %d", r.WakeUpInvocations, r.WakeUpsWithoutJoining), "")
+	add("writer wake-ups sent / merged / failed", fmt.Sprintf("%d / %d / %d", r.WriterWakeUps, r.WriterWakeUpsMerged, r.WriterWakeUpsFailed), "")
+	add("invocations that joined / distinct relays", fmt.Sprintf("%d / %d", r.JoinedInvocations, r.JoinedRelays), "")
+	add("bucket claims / handovers", fmt.Sprintf("%d / %d", r.Claims, r.Handovers), "")
+	add("function time, all / joined invocations", fmt.Sprintf("%s / %s", fmtDur(r.FunctionTime), fmtDur(r.JoinedFunctionTime)), "")
+	add("environments / throttled / dropped / killed", fmt.Sprintf("%d / %d / %d / %d", r.Environments, r.Throttled, r.Dropped, r.Killed), "")
+	add("releases skipped / continuation wake-ups", fmt.Sprintf("%d / %d", r.ReleasesSkipped, r.Continuations), "")
+	add("refused conditional writes", fmt.Sprintf("%d %s", r.Refused, formatCounts(r.RefusedByKind)), "")
+	add("refused conditional writes after the first minute", fmt.Sprint(r.RefusedAfterWarmup), target("refused conditional writes after the first minute"))
+	add("commit → publish p50 / p90 / p99", fmt.Sprintf("%s / %s / %s", fmtDur(r.Latency.P50), fmtDur(r.Latency.P90), fmtDur(r.Latency.P99)), "")
+	add("slowest commit → publish", fmtDur(r.Latency.Max), target("slowest commit → publish"))
+	orphan := fmtDur(r.MaxOrphan)
+	if r.MaxOrphanBucket >= 0 {
+		orphan += fmt.Sprintf(" (bucket %d at +%s)", r.MaxOrphanBucket, fmtDur(r.MaxOrphanAt))
+	}
+	add("longest pending bucket without a live owner", orphan, target("longest pending bucket without a live owner"))
+	add("pending bucket time without a live owner, total", fmtDur(r.OrphanTotal), "")
+	return rows
+}
+
+// Notes are the lines printed under the table.
+func (r Report) Notes() []string {
+	notes := []string{
+		fmt.Sprintf("relay settings: poll %v, idle timeout %v, lease %v renewed every %v, stop margin %v",
+			r.PollInterval, r.IdleTimeout, r.LeaseDuration, r.LeaseRenewInterval, r.StopMargin),
+		fmt.Sprintf("latencies: DynamoDB %v, Kafka %v (first init %v), Invoke %v, start %v (+%v cold)",
+			r.Latencies.DynamoDB, r.Latencies.Kafka, r.Latencies.KafkaInit, r.Latencies.Invoke, r.Latencies.Start, r.Latencies.ColdStart),
+		fmt.Sprintf("simulated %v in %v of wall time (%d clock steps); DynamoDB: %s; Kafka: an in-memory publisher",
+			r.Simulated.Round(time.Second), r.WallTime.Round(100*time.Millisecond), r.Steps, r.DynamoDB),
+	}
+	if r.Errors > 0 {
+		notes = append(notes, fmt.Sprintf("%d invocations failed; last error: %s", r.Errors, r.LastError))
+	}
+	return notes
+}
+
+// Table prints the title, the figures and the notes as an aligned table.
+func (r Report) Table(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString(r.Title() + "\n")
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "figure\tvalue\ttarget")
+	fmt.Fprintln(tw, "------\t-----\t------")
+	for _, row := range r.Rows() {
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, n := range r.Notes() {
+		b.WriteString("  " + n + "\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func formatCounts(m map[string]int) string {
+	keys := slices.Sorted(maps.Keys(m))
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if m[k] != 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func fmtDur(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		return d.Round(time.Millisecond).String()
+	case d >= time.Millisecond:
+		return d.Round(100 * time.Microsecond).String()
+	}
+	return d.String()
+}
+
+// report assembles the Report at the end of a run.
+func (s *sim) report(counts outboxtest.Counts, wall time.Duration) Report {
+	l := s.ledger
+	lat := l.latencies()
+	st := s.lambda.snapshot()
+	r := Report{
+		Rate: s.cfg.Rate, Buckets: s.cfg.Buckets, Duration: s.cfg.Duration, RelayTimeout: s.cfg.RelayTimeout,
+		StopMargin: s.fn.StopMargin, PollInterval: s.fn.PollInterval, IdleTimeout: s.fn.IdleTimeout,
+		LeaseDuration: s.fn.LeaseDuration, LeaseRenewInterval: s.fn.LeaseRenewInterval,
+		ReservedConcurrency: s.cfg.ReservedConcurrency, ScheduleInterval: s.cfg.ScheduleInterval,
+		WakeUps: !s.cfg.WithoutWakeUps, Latencies: s.cfg.Latency, Seed: s.cfg.Seed,
+		Simulated: s.base.Now().Sub(simStart), WallTime: wall, Steps: s.steps,
+		Counter: counts,
+
+		Invocations: st.Invocations, InvocationsByTrigger: st.ByTrigger, InvocationsByReason: st.ByReason,
+		WakeUpInvocations: st.WakeUps, WakeUpsWithoutJoining: st.WakeNotJoined,
+		JoinedInvocations: st.Joined, JoinedRelays: len(st.JoinedRelays),
+		Environments: st.Environments, Throttled: st.Throttled, Dropped: st.Dropped, Killed: st.Killed,
+		Errors: st.Errors, LastError: st.LastError, ReleasesSkipped: st.ReleaseSkipped, Continuations: st.Continuations,
+		FunctionTime: st.Busy, JoinedFunctionTime: st.JoinedBusy,
+
+		Latency:      percentiles(lat),
+		LatencyBound: s.cfg.LatencyBound(s.fn.PollInterval),
+		OrphanBound:  s.cfg.StartBound(),
+	}
+	for _, w := range s.writers {
+		if w.notifier != nil {
+			ws := w.notifier.Stats()
+			r.WriterWakeUps += ws.Sent
+			r.WriterWakeUpsMerged += ws.Merged
+			r.WriterWakeUpsFailed += ws.Failed
+		}
+	}
+	for _, d := range lat {
+		if d > r.LatencyBound {
+			r.OverBound++
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r.Committed, r.Relayed, r.Duplicates = l.committed, l.published, l.duplicates
+	r.CoordinationWritesByKind, r.CoordinationReadsByKind = maps.Clone(l.coordWrites), maps.Clone(l.coordReads)
+	for _, n := range l.coordWrites {
+		r.CoordinationWrites += n
+	}
+	for _, n := range l.coordReads {
+		r.CoordinationReads += n
+	}
+	r.MessageWrites, r.MessageReads = l.msgWrites, l.msgReads
+	r.Claims, r.Handovers = l.claims, l.handovers
+	r.RefusedByKind = maps.Clone(l.refused)
+	for _, n := range l.refused {
+		r.Refused += n
+	}
+	r.RefusedAfterWarmup = len(l.late)
+	for _, ref := range l.late[:min(len(l.late), 5)] {
+		r.LateRefusals = append(r.LateRefusals, fmt.Sprintf("%s at +%s", ref.Kind, fmtDur(ref.At.Sub(simStart))))
+	}
+	r.MaxOrphan, r.MaxOrphanBucket = l.maxOrphan.Length, l.maxOrphan.Bucket
+	if l.maxOrphan.Bucket >= 0 {
+		r.MaxOrphanAt = l.maxOrphan.From.Sub(simStart)
+	}
+	r.OrphanTotal = l.orphaned
+	return r
+}

@@ -1,0 +1,413 @@
+package steady
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxddb"
+	"github.com/spillway-dev/spillway/outbox/outboxlambda"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
+)
+
+// simStart is the simulated instant the run begins.
+var simStart = time.Date(2030, time.January, 7, 9, 0, 0, 0, time.UTC)
+
+const (
+	// settleLimit bounds the wall time the driver waits for the simulated
+	// processes to park.
+	settleLimit = 2 * time.Minute
+	// warmup is the start of the run in which refused writes are expected
+	// (the first relays joining at once).
+	warmup = time.Minute
+	// topic is where every message goes.
+	topic = "orders"
+	// keySpace is the number of distinct message keys.
+	keySpace = 1000
+)
+
+// Run runs the scenario described by cfg and reports its figures. It fails
+// on a misconfiguration, a failure of the embedded backends or the writers,
+// and on a simulation that does not settle or drain; the targets are the
+// caller's to check (Report.Check).
+func Run(ctx context.Context, cfg Config) (Report, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return Report{}, err
+	}
+	wallStart := time.Now()
+	var opts []outboxtest.DynamoOption
+	if cfg.DynamoDBEndpoint != "" {
+		opts = append(opts, outboxtest.WithEndpoint(cfg.DynamoDBEndpoint))
+	} else {
+		opts = append(opts, outboxtest.WithoutEnvironment())
+	}
+	ddb, err := outboxtest.StartDynamoDB(ctx, opts...)
+	if err != nil {
+		return Report{}, err
+	}
+	defer func() { _ = ddb.Close() }()
+	table := ddb.NewTableName()
+	if err := ddb.CreateTable(ctx, table); err != nil {
+		return Report{}, err
+	}
+	s, err := newSim(ctx, cfg, ddb, table)
+	if err != nil {
+		return Report{}, err
+	}
+	defer s.stop()
+	before := ddb.Counter.Snapshot()
+	if err := s.drive(); err != nil {
+		return Report{}, err
+	}
+	rep := s.report(ddb.Counter.Snapshot().Since(before), time.Since(wallStart))
+	rep.DynamoDB = "the embedded server"
+	if ddb.External {
+		rep.DynamoDB = ddb.Endpoint
+	}
+	return rep, nil
+}
+
+// sim is one run: the clock, the backends, the processes and the driver's
+// event queue.
+type sim struct {
+	cfg    Config
+	fn     outboxlambda.Config
+	ctx    context.Context
+	cancel context.CancelFunc
+	base   *outboxtest.ManualClock
+	clock  simClock
+	act    *activity
+	client *simClient
+	table  string
+	ledger *ledger
+	lambda *lambdaService
+
+	writers   []*writerProc
+	rng       *rand.Rand // the driver's only
+	commits   int
+	writesEnd time.Time
+	inFlight  atomic.Int64 // commits not finished
+	steps     int
+
+	mu      sync.Mutex
+	events  eventQueue
+	seq     uint64
+	armed   outbox.Timer
+	armedAt time.Time
+	failure error
+	wg      sync.WaitGroup
+	traceMu sync.Mutex
+}
+
+// writerProc is one writer process with its own wake-up notifier.
+type writerProc struct {
+	writer   *outboxddb.Writer
+	notifier *outboxlambda.Notifier
+}
+
+// newSim prepares a run on table: nothing runs before drive.
+func newSim(ctx context.Context, cfg Config, ddb *outboxtest.DynamoDB, table string) (*sim, error) {
+	fn, err := cfg.functionConfig(table)
+	if err != nil {
+		return nil, err
+	}
+	act := newActivity()
+	base := outboxtest.NewManualClock(simStart)
+	ctx, cancel := context.WithCancel(ctx)
+	s := &sim{
+		cfg:       cfg,
+		fn:        fn,
+		ctx:       ctx,
+		cancel:    cancel,
+		base:      base,
+		clock:     simClock{base: base, act: act},
+		act:       act,
+		table:     table,
+		rng:       rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5eed5eed5eed5eed)),
+		writesEnd: simStart.Add(cfg.Duration),
+	}
+	if err := s.build(ddb); err != nil {
+		cancel()
+		return nil, err
+	}
+	return s, nil
+}
+
+// build makes the client, the ledger, the Lambda service, the writers and
+// the first events.
+func (s *sim) build(ddb *outboxtest.DynamoDB) error {
+	cfg, fn := s.cfg, s.fn
+	client := ddb.Client
+	if !ddb.External {
+		// The embedded server ignores signatures; signing every request
+		// would only slow the run down (much so under the race detector).
+		client = ddb.NewClient(func(o *dynamodb.Options) { o.Credentials = aws.AnonymousCredentials{} })
+	}
+	storeOpts := fn.StoreOptions().WithDefaults()
+	s.client = &simClient{inner: client, s: s, pk: storeOpts.PartitionKey, coordination: storeOpts.KeyPrefix + "#COORDINATION"}
+	s.ledger = newLedger(cfg.Buckets, fn.LeaseDuration, simStart.Add(warmup))
+	s.lambda = newLambdaService(s)
+	for range cfg.Writers {
+		w := &writerProc{}
+		opts := fn.StoreOptions()
+		opts.Clock, opts.Logger = s.clock, cfg.Logger
+		var err error
+		if !cfg.WithoutWakeUps {
+			if w.notifier, err = s.newNotifier(); err != nil {
+				return err
+			}
+			opts.Notifier = w.notifier
+		}
+		if w.writer, err = outboxddb.NewWriter(s.client, opts); err != nil {
+			return err
+		}
+		s.writers = append(s.writers, w)
+	}
+	s.at(simStart, s.commitEvent)
+	if cfg.ScheduleInterval > 0 {
+		phase := time.Duration(s.rng.Int64N(int64(cfg.ScheduleInterval)))
+		s.at(simStart.Add(phase), s.scheduleEvent)
+	}
+	return nil
+}
+
+// notifierTimeout replaces the notifier's wall-clock bound on one invoke:
+// the simulated invoke takes simulated time, which a loaded machine may
+// stretch far beyond the real bound.
+const notifierTimeout = time.Hour
+
+// newNotifier returns a wake-up notifier whose invokes reach the simulated
+// Lambda service.
+func (s *sim) newNotifier() (*outboxlambda.Notifier, error) {
+	return outboxlambda.NewNotifier(outboxlambda.NotifierConfig{
+		Client: s.lambda, FunctionName: relayFunction, Clock: s.clock, Logger: s.cfg.Logger, Timeout: notifierTimeout,
+	})
+}
+
+// stop cancels whatever still runs (after a failure) and waits for it.
+func (s *sim) stop() {
+	s.cancel()
+	s.wg.Wait()
+}
+
+// event is something the driver does at a simulated instant.
+type event struct {
+	at  time.Time
+	seq uint64
+	fn  func(now time.Time) error
+}
+
+type eventQueue []event
+
+func (q eventQueue) Len() int { return len(q) }
+func (q eventQueue) Less(i, j int) bool {
+	if c := q[i].at.Compare(q[j].at); c != 0 {
+		return c < 0
+	}
+	return q[i].seq < q[j].seq
+}
+func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *eventQueue) Push(x any)   { *q = append(*q, x.(event)) }
+func (q *eventQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+// at schedules fn at t; any goroutine may call it.
+func (s *sim) at(t time.Time, fn func(now time.Time) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq++
+	heap.Push(&s.events, event{at: t, seq: s.seq, fn: fn})
+}
+
+// tracef writes one trace line stamped with the simulated time.
+func (s *sim) tracef(format string, args ...any) {
+	if s.cfg.Trace == nil {
+		return
+	}
+	line := fmt.Sprintf("%12s "+format+"\n", append([]any{s.base.Now().Sub(simStart).Round(time.Microsecond)}, args...)...)
+	s.traceMu.Lock()
+	defer s.traceMu.Unlock()
+	_, _ = io.WriteString(s.cfg.Trace, line)
+}
+
+// fail records the first failure of a simulated process.
+func (s *sim) fail(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failure == nil {
+		s.failure = err
+	}
+}
+
+func (s *sim) failed() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failure
+}
+
+// drive is the driver loop: wait until every simulated process is parked,
+// account for the instant, run the events due, start what the Lambda
+// service can start, and otherwise move the clock to the next event or
+// timer.
+func (s *sim) drive() error {
+	s.act.calibrate()
+	limit := s.writesEnd.Add(s.cfg.RelayTimeout + s.cfg.MaxEventAge + time.Minute)
+	nextProgress := simStart.Add(time.Minute)
+	for {
+		if err := s.act.settle(s.ctx, settleLimit); err != nil {
+			return err
+		}
+		if err := s.failed(); err != nil {
+			return err
+		}
+		now := s.base.Now()
+		s.ledger.observe(now)
+		ran, err := s.runDue(now)
+		if err != nil {
+			return err
+		}
+		if ran {
+			continue
+		}
+		// An invocation that ended at this instant frees its environment
+		// for a waiting event; what that starts must settle first.
+		if started, err := s.lambda.dispatch(now); err != nil {
+			return err
+		} else if started {
+			continue
+		}
+		if s.finished(now) {
+			s.ledger.finish(now)
+			return nil
+		}
+		if now.After(limit) {
+			return fmt.Errorf("steady: %d messages still pending %v after the writes ended", s.ledger.pending(), now.Sub(s.writesEnd))
+		}
+		if s.cfg.Progress != nil && !now.Before(nextProgress) {
+			fmt.Fprintf(s.cfg.Progress, "steady: %v simulated, %d committed, %d pending\n", now.Sub(simStart).Round(time.Second), s.commits, s.ledger.pending())
+			for !nextProgress.After(now) {
+				nextProgress = nextProgress.Add(time.Minute)
+			}
+		}
+		s.arm(now)
+		if !s.base.AdvanceToNext() {
+			return errors.New("steady: no timer pending and nothing to do: the simulation is stuck")
+		}
+		s.steps++
+	}
+}
+
+// runDue runs the events due at now; it reports whether any ran.
+func (s *sim) runDue(now time.Time) (bool, error) {
+	ran := false
+	for {
+		s.mu.Lock()
+		if len(s.events) == 0 || s.events[0].at.After(now) {
+			s.mu.Unlock()
+			return ran, nil
+		}
+		ev := heap.Pop(&s.events).(event)
+		s.mu.Unlock()
+		if err := ev.fn(now); err != nil {
+			return ran, err
+		}
+		ran = true
+	}
+}
+
+// arm keeps one timer of the clock at the next event, so AdvanceToNext
+// stops there if no process's timer comes first.
+func (s *sim) arm(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.events) == 0 {
+		return
+	}
+	head := s.events[0].at
+	if s.armed != nil && s.armedAt.Equal(head) {
+		return
+	}
+	if s.armed != nil {
+		s.armed.Stop()
+	}
+	s.armed, s.armedAt = s.base.NewTimer(head.Sub(now)), head
+}
+
+// finished reports whether the writes are over, every message is published
+// and the function is idle.
+func (s *sim) finished(now time.Time) bool {
+	return !now.Before(s.writesEnd) && s.inFlight.Load() == 0 && s.ledger.pending() == 0 && !s.lambda.busy()
+}
+
+// commitEvent starts one commit and schedules the next, a Poisson process
+// of rate cfg.Rate until the writes end.
+func (s *sim) commitEvent(now time.Time) error {
+	w := s.writers[s.commits%len(s.writers)]
+	s.commits++
+	var id outbox.MessageID
+	for i := range id {
+		id[i] = byte(s.rng.UintN(256))
+	}
+	id[6] = id[6]&0x0f | 0x40 // version 4
+	id[8] = id[8]&0x3f | 0x80 // RFC 4122 variant
+	key := fmt.Appendf(nil, "customer-%d", s.rng.IntN(keySpace))
+	value := fmt.Appendf(nil, `{"order":%d,"total":%d}`, s.commits, s.rng.IntN(100000))
+	msg, err := outbox.NewMessage(topic, key, value, outbox.MessageOptions{ID: id, BucketCount: s.cfg.Buckets, CreatedAt: now})
+	if err != nil {
+		return err
+	}
+	s.inFlight.Add(1)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer s.inFlight.Add(-1)
+		if err := s.commit(w, msg); err != nil {
+			s.fail(err)
+		}
+	}()
+	next := now.Add(time.Duration(s.rng.ExpFloat64() / s.cfg.Rate * float64(time.Second)))
+	if next.Before(s.writesEnd) {
+		s.at(next, s.commitEvent)
+	}
+	return nil
+}
+
+// commit is the transactional outbox write: reserve the sequence number,
+// commit the message in the writer's own transaction, then notify.
+func (s *sim) commit(w *writerProc, msg outbox.Message) error {
+	items, msgs, err := w.writer.TransactItems(s.ctx, []outbox.Message{msg})
+	if err != nil {
+		return fmt.Errorf("steady: reserve message %s: %w", msg.ID, err)
+	}
+	if _, err := s.client.TransactWriteItems(s.ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}); err != nil {
+		return fmt.Errorf("steady: commit message %s: %w", msg.ID, err)
+	}
+	s.ledger.commit(msgs[0], s.clock.Now())
+	w.writer.NotifyCommitted(s.ctx, msgs...)
+	return nil
+}
+
+// scheduleEvent sends the schedule's sweep and schedules the next one while
+// the writes go on.
+func (s *sim) scheduleEvent(now time.Time) error {
+	s.lambda.accept(schedulePayload, now)
+	if next := now.Add(s.cfg.ScheduleInterval); next.Before(s.writesEnd) {
+		s.at(next, s.scheduleEvent)
+	}
+	return nil
+}

@@ -1,0 +1,108 @@
+package steady
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+// scenarioDuration is the 10 simulated minutes (about a minute of
+// wall time). Under the race detector a simulated minute takes about 12 s
+// of wall time on 2 cores, so the test simulates 4 minutes, about 50 s; so
+// does -short.
+func scenarioDuration() time.Duration {
+	if raceEnabled || testing.Short() {
+		return 4 * time.Minute
+	}
+	return DefaultDuration
+}
+
+func runScenario(t *testing.T, cfg Config) Report {
+	t.Helper()
+	rep, err := Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := rep.Table(&b); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", b.String())
+	return rep
+}
+
+// TestSteadyTrafficMeetsTargets is the scenario with the relay
+// function's defaults: 10 commits/s over 8 buckets, a wake-up per commit,
+// the 1-minute schedule, 15-minute timeouts, reserved concurrency 8.
+func TestSteadyTrafficMeetsTargets(t *testing.T) {
+	d := scenarioDuration()
+	if d != DefaultDuration {
+		t.Logf("race detector or -short: %v simulated instead of %v", d, DefaultDuration)
+	}
+	rep := runScenario(t, Config{Duration: d})
+	if err := rep.Check(); err != nil {
+		t.Errorf("targets missed:\n%v", err)
+	}
+	// What the targets rest on: wake-ups did reach relays that trusted the
+	// owner, the owner renewed (keeps) and nothing was killed or failed.
+	switch {
+	case rep.WakeUpInvocations < rep.Committed/2 || rep.WakeUpsWithoutJoining < rep.WakeUpInvocations-rep.JoinedInvocations:
+		t.Errorf("%d wake-up invocations (%d without joining) for %d commits", rep.WakeUpInvocations, rep.WakeUpsWithoutJoining, rep.Committed)
+	case rep.CoordinationWritesByKind[KindKeep] == 0 || rep.CoordinationReadsByKind[KindTrustCheck] == 0:
+		t.Errorf("no keeps or no trust checks counted: %v %v", rep.CoordinationWritesByKind, rep.CoordinationReadsByKind)
+	case rep.Killed != 0 || rep.Errors != 0 || rep.Dropped != 0 || rep.WriterWakeUpsFailed != 0:
+		t.Errorf("killed %d, failed %d (%s), dropped %d, wake-ups failed %d", rep.Killed, rep.Errors, rep.LastError, rep.Dropped, rep.WriterWakeUpsFailed)
+	}
+	// Every request the relays and writers sent was counted once by the
+	// SDK middleware too: no retry hid in the figures.
+	if got, want := rep.Counter.TotalRequests(), rep.CoordinationWrites+rep.CoordinationReads+rep.MessageWrites+rep.MessageReads; got != want {
+		t.Errorf("outboxtest.Counter saw %d attempts, the classification %d requests", got, want)
+	}
+}
+
+// TestSteadyTrafficHandsOverAtTheDeadline shortens the relay's timeout so
+// relays stop at their budget while messages keep coming: the stopping
+// relay releases, probes and sends its continuation, the next relay takes
+// the buckets over, and no message waits for the schedule. Handovers cost
+// coordination writes (a stopped stamp and releases, a heartbeat and
+// claims), so the cost target is not asserted here: it is the default
+// timeout's.
+func TestSteadyTrafficHandsOverAtTheDeadline(t *testing.T) {
+	d := 3 * time.Minute
+	if raceEnabled || testing.Short() {
+		d = 2 * time.Minute
+	}
+	rep := runScenario(t, Config{Duration: d, RelayTimeout: time.Minute, Seed: 7})
+	for _, tg := range rep.Targets() {
+		if !tg.Met && !strings.HasPrefix(tg.Name, "coordination writes") {
+			t.Errorf("%s: %s, want %s", tg.Name, tg.Value, tg.Limit)
+		}
+	}
+	if rep.Handovers == 0 || rep.InvocationsByReason["budget"] == 0 || rep.Continuations == 0 {
+		t.Errorf("handovers %d, budget stops %d, continuations %d: want relays stopping at their budget and handing over",
+			rep.Handovers, rep.InvocationsByReason["budget"], rep.Continuations)
+	}
+	if rep.ReleasesSkipped != 0 || rep.Killed != 0 {
+		t.Errorf("releases skipped %d, killed %d: a 5 s stop margin leaves time to release", rep.ReleasesSkipped, rep.Killed)
+	}
+}
+
+// TestSteadyTrafficWithoutWakeUpsWaitsForTheSchedule is the control of the
+// latency and ownership figures: without the writers' wake-ups, messages
+// committed while no relay runs wait for the next schedule sweep, and the
+// report must say so.
+func TestSteadyTrafficWithoutWakeUpsWaitsForTheSchedule(t *testing.T) {
+	rep := runScenario(t, Config{Duration: 2 * time.Minute, WithoutWakeUps: true, Seed: 3})
+	if rep.Relayed != rep.Committed || rep.Committed == 0 {
+		t.Fatalf("relayed %d of %d: the schedule must still find every message", rep.Relayed, rep.Committed)
+	}
+	if rep.Latency.Max <= rep.LatencyBound || rep.MaxOrphan <= rep.OrphanBound {
+		t.Errorf("slowest %v (bound %v), longest orphan %v (bound %v): messages waiting for the schedule went unnoticed",
+			rep.Latency.Max, rep.LatencyBound, rep.MaxOrphan, rep.OrphanBound)
+	}
+	err := rep.Check()
+	if err == nil || !strings.Contains(err.Error(), "slowest commit") || !strings.Contains(err.Error(), "without a live owner") {
+		t.Errorf("Check() = %v, want the latency and ownership targets missed", err)
+	}
+}
