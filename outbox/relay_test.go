@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,28 +74,56 @@ func (e *relayEnv) runErr(in outbox.RunInput) (outbox.RunResult, error) {
 		res, err := e.relay.Run(context.Background(), in)
 		done <- out{res, err}
 	}()
-	// Advance only once the set of pending timers has been stable for a
-	// while: concurrent goroutines (a publish and its renewal timer) create
-	// their timers at nearly the same moment, and jumping to the first one
-	// before the other exists would let time overtake the publish.
-	last, stable := -1, 0
+	// Advance only when every other goroutine is blocked: the relay, its
+	// draining buckets and the fake Kafka then all wait on the clock (or on
+	// each other), so nothing can happen before a timer fires. A heuristic
+	// (a stable timer count) let time overtake a busy relay on a loaded
+	// machine; the goroutine dump is exact.
 	for {
 		select {
 		case o := <-done:
 			return o.res, o.err
 		default:
 		}
-		if w := e.clock.Waiters(); w > 0 && w == last {
-			stable++
-		} else {
-			last, stable = w, 0
-		}
-		if stable >= 200 {
-			e.clock.AdvanceToNext()
-			last, stable = -1, 0
-		}
 		runtime.Gosched()
+		if e.clock.Waiters() > 0 && othersBlocked() {
+			e.clock.AdvanceToNext()
+		}
 	}
+}
+
+// othersBlocked reports whether every goroutine but the caller is blocked
+// (not running, runnable or in a system call), from a goroutine dump taken
+// with the world stopped.
+func othersBlocked() bool {
+	buf := make([]byte, 1<<16)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	first := true
+	for _, line := range strings.Split(string(buf), "\n") {
+		if !strings.HasPrefix(line, "goroutine ") {
+			continue
+		}
+		if first {
+			first = false
+			continue
+		}
+		state := line[strings.Index(line, "[")+1:]
+		if i := strings.IndexAny(state, ",]"); i >= 0 {
+			state = state[:i]
+		}
+		switch state {
+		case "running", "runnable", "syscall":
+			return false
+		}
+	}
+	return true
 }
 
 func TestRelayPublishesEverythingInOrderAndStopsWhenDrained(t *testing.T) {
