@@ -142,17 +142,37 @@ func (n *Notifier) Notify(ctx context.Context, w outbox.WakeUp) error {
 	// own timeout instead.
 	base := context.WithoutCancel(ctx)
 	err := n.invoke(base, w)
-	for {
+	n.followUps(base, callerFollowUps)
+	return err
+}
+
+// callerFollowUps bounds the follow-ups a caller sends before it hands the
+// rest to a goroutine. Under continuous commits from many goroutines (a Go
+// service) the pending set refills while each follow-up is in flight, and
+// without a bound one caller's write would be held up by everyone's
+// wake-ups. A Lambda invocation has a single caller, so it never gets there.
+const callerFollowUps = 2
+
+// followUps sends the merged wake-ups until none is pending; after limit
+// invokes (a negative limit: none) it hands the rest to a new goroutine,
+// which keeps the notifier in flight until it is done.
+func (n *Notifier) followUps(ctx context.Context, limit int) {
+	for sent := 0; ; sent++ {
 		n.mu.Lock()
 		next := n.pending
-		n.pending = nil
 		if next == nil {
 			n.inFlight = false
 			n.mu.Unlock()
-			return err
+			return
 		}
+		if sent == limit {
+			n.mu.Unlock()
+			go n.followUps(ctx, -1)
+			return
+		}
+		n.pending = nil
 		n.mu.Unlock()
-		_ = n.invoke(base, *next)
+		_ = n.invoke(ctx, *next)
 	}
 }
 

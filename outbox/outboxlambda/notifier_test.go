@@ -276,3 +276,45 @@ func TestNewNotifierNeedsAClientAndAFunction(t *testing.T) {
 		}
 	}
 }
+
+// Under continuous commits the caller whose invoke is in flight sends at
+// most callerFollowUps follow-ups itself; the rest go out from a goroutine,
+// so that caller's write is not held up by everyone else's wake-ups.
+func TestNotifierCallerHandsLongFollowUpChainsToAGoroutine(t *testing.T) {
+	inv := &fakeInvoker{started: make(chan struct{}), hold: make(chan struct{})}
+	n, err := NewNotifier(NotifierConfig{Client: inv, FunctionName: "relay"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan error, 1)
+	go func() { first <- n.Notify(context.Background(), outbox.WakeUp{Buckets: []int{0}}) }()
+	// Each invoke in flight gets a commit merged behind it, for the first
+	// invoke and every follow-up: an endless chain unless the caller stops.
+	for i := 1; i <= callerFollowUps+2; i++ {
+		<-inv.started
+		if err := n.Notify(context.Background(), outbox.WakeUp{Buckets: []int{i}}); err != nil {
+			t.Fatalf("merged notify: %v", err)
+		}
+		inv.hold <- struct{}{}
+		if i == callerFollowUps+1 {
+			// The caller sent callerFollowUps follow-ups and returned.
+			if err := <-first; err != nil {
+				t.Fatalf("first notify: %v", err)
+			}
+		}
+	}
+	<-inv.started
+	inv.hold <- struct{}{}
+	calls := inv.invocations()
+	if len(calls) != callerFollowUps+3 {
+		t.Fatalf("%d invokes, want %d (one per merged commit, none lost)", len(calls), callerFollowUps+3)
+	}
+	// The notifier is usable afterwards: a later wake-up goes out, sent
+	// either by its own caller or by the goroutine still draining.
+	go func() { _ = n.Notify(context.Background(), outbox.WakeUp{Buckets: []int{7}}) }()
+	<-inv.started
+	inv.hold <- struct{}{}
+	if got := len(inv.invocations()); got != callerFollowUps+4 {
+		t.Fatalf("%d invokes after a later wake-up, want %d", got, callerFollowUps+4)
+	}
+}
