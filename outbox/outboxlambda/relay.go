@@ -66,7 +66,7 @@ type RelayHandlerConfig struct {
 	// invocation. Default slog.Default().
 	Logger *slog.Logger
 	// Metrics, when set, is flushed to MetricsOutput (default os.Stdout)
-	// at the end of every invocation.
+	// every MetricsInterval of a run and at the end of every invocation.
 	Metrics       MetricsFlusher
 	MetricsOutput io.Writer
 }
@@ -205,7 +205,9 @@ func (h *RelayHandler) Handle(ctx context.Context, payload json.RawMessage) (Rel
 	if ev.Source != SourceSchedule {
 		in.Trigger = outbox.TriggerWake
 	}
+	stopMetrics := h.metrics.periodic(ctx, h.log)
 	res, runErr := h.relay.Run(ctx, in)
+	stopMetrics()
 	resp.Reason = string(res.Reason)
 	resp.Joined = res.Joined
 	resp.Published, resp.Deleted, resp.Rounds, resp.Refused = res.Published, res.Deleted, res.Rounds, res.Refused

@@ -1,0 +1,125 @@
+package emf_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxconf"
+	"github.com/spillway-dev/spillway/outbox/outboxlambda"
+	"github.com/spillway-dev/spillway/outbox/outboxobs/emf"
+)
+
+// oneRowStore is a one-bucket outbox whose only row never leaves: every
+// lease call succeeds and every fetch returns the same message.
+type oneRowStore struct{ msg outbox.Message }
+
+func (s *oneRowStore) AcquireLeases(context.Context, outbox.LeaseRequest) (outbox.Acquisition, error) {
+	return outbox.Acquisition{Owned: []int{0}, StandbyRank: -1}, nil
+}
+func (s *oneRowStore) RenewLeases(context.Context, outbox.LeaseRequest, []int) (bool, error) {
+	return true, nil
+}
+func (s *oneRowStore) ReleaseLeases(context.Context, outbox.LeaseRequest) (outbox.Release, error) {
+	return outbox.Release{Released: []int{0}}, nil
+}
+func (s *oneRowStore) ReadCoordination(context.Context) (outbox.Coordination, error) {
+	return outbox.Coordination{ReadAt: time.Now()}, nil
+}
+func (s *oneRowStore) PendingBuckets(_ context.Context, b []int) ([]int, error) { return b, nil }
+func (s *oneRowStore) FetchBatch(context.Context, int, int) ([]outbox.Message, error) {
+	return []outbox.Message{s.msg}, nil
+}
+func (s *oneRowStore) MarkPublished(context.Context, int, []outbox.Message) error { return nil }
+func (s *oneRowStore) Backlog(context.Context) (outbox.Backlog, error) {
+	return outbox.Backlog{Pending: 1, Oldest: s.msg.CreatedAt}, nil
+}
+
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// refusingBroker refuses every record, as a broker without the topic does.
+type refusingBroker struct{}
+
+func (*refusingBroker) Init(context.Context) error { return nil }
+func (*refusingBroker) Publish(context.Context, []outbox.Message) (int, error) {
+	return 0, errors.New("UNKNOWN_TOPIC_OR_PARTITION: This server does not host this topic-partition")
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *syncBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+// TestRelayWritesMetricsEveryMinuteOfARun drives a relay invocation for
+// five and a half simulated minutes against a broker that refuses every
+// record: it writes one valid document per minute, each counting the
+// failures of its own minute, and a last one at the end.
+func TestRelayWritesMetricsEveryMinuteOfARun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg, err := outboxlambda.LoadConfig(func(k string) string {
+			return map[string]string{outboxconf.EnvTable: "outbox", outboxconf.EnvBucketCount: "1", outboxconf.EnvMode: "hold"}[k]
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := emf.NewRecorder(emf.Config{FunctionName: "relay"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out syncBuffer
+		store := &oneRowStore{msg: outbox.Message{ID: outbox.NewMessageID(), Topic: "missing", Sequence: 1, CreatedAt: time.Now()}}
+		h, err := outboxlambda.NewRelayHandler(outboxlambda.RelayHandlerConfig{
+			Config: cfg, Store: store, Publisher: &refusingBroker{}, Observer: rec,
+			Metrics: rec, MetricsOutput: &out, Logger: discard(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		ctx, cancel := context.WithDeadline(t.Context(), start.Add(5*time.Minute+30*time.Second))
+		defer cancel()
+		if _, err := h.Handle(ctx, json.RawMessage(`{"trigger":"wake","buckets":[0]}`)); err != nil {
+			t.Fatal(err)
+		}
+
+		lines := bytes.Split(bytes.TrimSuffix(out.b.Bytes(), []byte("\n")), []byte("\n"))
+		// Minutes 1-5 and the end (the run stops at its budget, 5 s early).
+		if len(lines) != 6 {
+			t.Fatalf("%d documents in a 5.5-minute run, want 6:\n%s", len(lines), out.b.Bytes())
+		}
+		for i, line := range lines {
+			if err := emf.ValidateEMF(line); err != nil {
+				t.Fatalf("document %d is not valid EMF: %v\n%s", i, err, line)
+			}
+			var doc struct {
+				AWS             struct{ Timestamp int64 } `json:"_aws"`
+				PublishFailures float64
+				HeadRowRetries  float64
+			}
+			if err := json.Unmarshal(line, &doc); err != nil {
+				t.Fatal(err)
+			}
+			at := time.UnixMilli(doc.AWS.Timestamp)
+			if i < 5 && !at.Equal(start.Add(time.Duration(i+1)*time.Minute)) {
+				t.Errorf("document %d stamped %v after the start, want %d min", i, at.Sub(start), i+1)
+			}
+			if doc.PublishFailures <= 0 {
+				t.Errorf("document %d: PublishFailures = %v, want > 0\n%s", i, doc.PublishFailures, line)
+			}
+			t.Logf("document %d at +%v: PublishFailures %v, HeadRowRetries %v", i, at.Sub(start), doc.PublishFailures, doc.HeadRowRetries)
+		}
+	})
+}
