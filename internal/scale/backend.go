@@ -1,0 +1,130 @@
+package scale
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/spillway-dev/spillway/outbox/outboxddb"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
+)
+
+// tally is what a backend counted so far: attempts per operation, refused
+// conditional writes and capacity units.
+type tally struct {
+	Requests              map[string]int
+	Refused               int
+	ReadUnits, WriteUnits float64
+}
+
+func (t tally) since(prev tally) tally {
+	out := tally{Requests: maps.Clone(t.Requests), Refused: t.Refused - prev.Refused,
+		ReadUnits: t.ReadUnits - prev.ReadUnits, WriteUnits: t.WriteUnits - prev.WriteUnits}
+	if out.Requests == nil {
+		out.Requests = map[string]int{}
+	}
+	for op, n := range prev.Requests {
+		out.Requests[op] -= n
+		if out.Requests[op] == 0 {
+			delete(out.Requests, op)
+		}
+	}
+	return out
+}
+
+func (t *tally) add(d tally) {
+	if t.Requests == nil {
+		t.Requests = map[string]int{}
+	}
+	for op, n := range d.Requests {
+		t.Requests[op] += n
+	}
+	t.Refused += d.Refused
+	t.ReadUnits += d.ReadUnits
+	t.WriteUnits += d.WriteUnits
+}
+
+// backend answers the relays' requests and counts them.
+type backend interface {
+	client() outboxddb.Client
+	table() string
+	tally() tally
+	close()
+}
+
+// newBackend starts the backend cfg selects. The relays only run
+// acquisition rounds, so every request they send is on the coordination
+// partition and the backend's whole tally is that partition's.
+func newBackend(ctx context.Context, cfg Config) (backend, error) {
+	switch cfg.Backend {
+	case Embedded:
+		return startEmbedded(ctx)
+	case Model:
+		return newModel(), nil
+	}
+	return nil, fmt.Errorf("scale: unknown backend %q", cfg.Backend)
+}
+
+// embedded is the embedded DynamoDB server; its Counter counts.
+type embedded struct {
+	ddb  *outboxtest.DynamoDB
+	name string
+}
+
+func startEmbedded(ctx context.Context) (*embedded, error) {
+	ddb, err := outboxtest.StartDynamoDB(ctx, outboxtest.WithoutEnvironment())
+	if err != nil {
+		return nil, err
+	}
+	name := ddb.NewTableName()
+	if err := ddb.CreateTable(ctx, name); err != nil {
+		ddb.Close()
+		return nil, err
+	}
+	ddb.Counter.Reset()
+	return &embedded{ddb: ddb, name: name}, nil
+}
+
+func (e *embedded) client() outboxddb.Client { return e.ddb.Client }
+func (e *embedded) table() string            { return e.name }
+func (e *embedded) close()                   { _ = e.ddb.Close() }
+
+func (e *embedded) tally() tally {
+	c := e.ddb.Counter.Snapshot()
+	return tally{Requests: c.Requests, Refused: c.Refused, ReadUnits: c.ReadUnits, WriteUnits: c.WriteUnits}
+}
+
+// readTap passes requests through and measures the coordination reads:
+// Query pages and the bytes of the items they returned (DynamoDB's item
+// sizing), whatever the backend.
+type readTap struct {
+	outboxddb.Client
+
+	mu    sync.Mutex
+	pages int
+	bytes int
+}
+
+func (t *readTap) Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	out, err := t.Client.Query(ctx, in, optFns...)
+	if err == nil {
+		size := 0
+		for _, item := range out.Items {
+			size += outboxtest.ItemSize(item)
+		}
+		t.mu.Lock()
+		t.pages++
+		t.bytes += size
+		t.mu.Unlock()
+	}
+	return out, err
+}
+
+func (t *readTap) read() (pages, bytes int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.pages, t.bytes
+}

@@ -1,0 +1,109 @@
+package scale
+
+import (
+	"time"
+
+	"github.com/spillway-dev/spillway/outbox"
+)
+
+// Defaults of Config.
+const (
+	DefaultBuckets      = 64
+	DefaultRelays       = 16
+	DefaultSteadyRounds = 6
+	DefaultSeed         = 1
+	// DefaultRelayIDPrefix is the function-name part of the relay ids, as
+	// outboxlambda.NewRelayID builds them (name, '-', 16 hex digits): the
+	// ids' length sets the size of heartbeat and lease items.
+	DefaultRelayIDPrefix = "spillway-relay"
+	// maxStartRounds bounds the rounds a start may take to settle; a fleet
+	// still moving leases after that many is reported as not converged.
+	maxStartRounds = 20
+)
+
+// Backend selects what answers the relays' DynamoDB requests.
+type Backend string
+
+// Backends.
+const (
+	// Embedded is the embedded DynamoDB server (outboxtest) with its
+	// Counter: the reference.
+	Embedded Backend = "embedded"
+	// Model is the in-memory coordination partition (model.go): the same
+	// requests, conditions and capacity rules without HTTP, JSON and
+	// minidyn, validated against Embedded by the package's tests.
+	Model Backend = "model"
+)
+
+// Config describes one run: a fleet of relays in hold mode (every relay
+// stays up and runs one acquisition round per LeaseRenewInterval) starting
+// together on an empty table.
+type Config struct {
+	// Buckets is the bucket count. Default 64.
+	Buckets int
+	// Relays is the fleet size. Default 16.
+	Relays int
+	// LeaseDuration and LeaseRenewInterval are the relays' lease timings.
+	// Default the relay's (30 s and 10 s).
+	LeaseDuration, LeaseRenewInterval time.Duration
+	// SteadyRounds is how many renew intervals are measured after the
+	// fleet settled. Default 6.
+	SteadyRounds int
+	// Backend answers the requests. Default Model.
+	Backend Backend
+	// Seed fixes the relay ids and the relays' start times. Default 1.
+	Seed uint64
+	// RelayIDPrefix is the function-name part of every relay id. Default
+	// "spillway-relay".
+	RelayIDPrefix string
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.Buckets == 0 {
+		c.Buckets = DefaultBuckets
+	}
+	if c.Relays == 0 {
+		c.Relays = DefaultRelays
+	}
+	if c.LeaseDuration == 0 {
+		c.LeaseDuration = outbox.DefaultLeaseDuration
+	}
+	if c.LeaseRenewInterval == 0 {
+		c.LeaseRenewInterval = outbox.DefaultLeaseRenewInterval
+	}
+	if c.SteadyRounds == 0 {
+		c.SteadyRounds = DefaultSteadyRounds
+	}
+	if c.Backend == "" {
+		c.Backend = Model
+	}
+	if c.Seed == 0 {
+		c.Seed = DefaultSeed
+	}
+	if c.RelayIDPrefix == "" {
+		c.RelayIDPrefix = DefaultRelayIDPrefix
+	}
+	return c
+}
+
+// Validate reports the first unusable field; call WithDefaults first to
+// accept zero fields.
+func (c Config) Validate() error {
+	const op = "validate scale config"
+	switch {
+	case c.Buckets < 1:
+		return outbox.Misconfigured(op, "Buckets must be >= 1, got %d", c.Buckets)
+	case c.Relays < 1:
+		return outbox.Misconfigured(op, "Relays must be >= 1, got %d", c.Relays)
+	case c.LeaseRenewInterval < time.Second || c.LeaseRenewInterval >= c.LeaseDuration || c.LeaseRenewInterval%time.Second != 0:
+		return outbox.Misconfigured(op, "LeaseRenewInterval must be whole seconds, at least 1s and below LeaseDuration %v, got %v", c.LeaseDuration, c.LeaseRenewInterval)
+	case c.SteadyRounds < 1:
+		return outbox.Misconfigured(op, "SteadyRounds must be >= 1, got %d", c.SteadyRounds)
+	case c.Backend != Embedded && c.Backend != Model:
+		return outbox.Misconfigured(op, "Backend must be %q or %q, got %q", Embedded, Model, c.Backend)
+	case len(c.RelayIDPrefix)+17 > outbox.MaxRelayIDLength:
+		return outbox.Misconfigured(op, "RelayIDPrefix too long for a relay id of at most %d bytes", outbox.MaxRelayIDLength)
+	}
+	return nil
+}

@@ -1,0 +1,107 @@
+package scale
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxddb"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
+)
+
+// start is the simulated instant the fleet starts at.
+var start = time.Date(2026, 9, 1, 8, 0, 0, 0, time.UTC)
+
+// relay is one relay of the fleet: its own store (a store remembers its
+// heartbeats and standby state, as one relay process's does), its start
+// offset and what it owned after its latest round.
+type relay struct {
+	id    string
+	store *outboxddb.Store
+	phase time.Duration
+	next  time.Time
+	owned []int
+}
+
+// fleet is the relays of one run, sharing one clock and one client.
+type fleet struct {
+	cfg    Config
+	clock  *outboxtest.ManualClock
+	relays []*relay
+}
+
+// newFleet builds cfg.Relays relays with seeded ids and start offsets
+// spread uniformly over the first renew interval (a fleet started
+// together: a deployment, or a burst of wake-ups).
+func newFleet(cfg Config, client outboxddb.Client, table string, clock *outboxtest.ManualClock) (*fleet, error) {
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5ca1e))
+	f := &fleet{cfg: cfg, clock: clock}
+	seen := map[string]bool{}
+	for len(f.relays) < cfg.Relays {
+		id := fmt.Sprintf("%s-%016x", cfg.RelayIDPrefix, rng.Uint64())
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		store, err := outboxddb.NewStore(client, outboxddb.Options{
+			TableName:   table,
+			BucketCount: cfg.Buckets,
+			Clock:       clock,
+			Logger:      slog.New(slog.DiscardHandler),
+		})
+		if err != nil {
+			return nil, err
+		}
+		phase := time.Duration(rng.Int64N(int64(cfg.LeaseRenewInterval/time.Millisecond))) * time.Millisecond
+		f.relays = append(f.relays, &relay{id: id, store: store, phase: phase, next: start.Add(phase)})
+	}
+	return f, nil
+}
+
+// nextRelay returns the relay whose round comes first; ties go to the
+// lower index, so a seed fixes the order.
+func (f *fleet) nextRelay() *relay {
+	first := f.relays[0]
+	for _, r := range f.relays[1:] {
+		if r.next.Before(first.next) {
+			first = r
+		}
+	}
+	return first
+}
+
+// round runs r's acquisition round at r.next and schedules its next one.
+func (f *fleet) round(ctx context.Context, r *relay) (outbox.Acquisition, error) {
+	f.clock.Set(r.next)
+	acq, err := r.store.AcquireLeases(ctx, outbox.LeaseRequest{
+		RelayID:       r.id,
+		BucketCount:   f.cfg.Buckets,
+		LeaseDuration: f.cfg.LeaseDuration,
+	})
+	if err != nil {
+		return acq, fmt.Errorf("scale: round of relay %s at %s: %w", r.id, r.next.Sub(start), err)
+	}
+	r.owned = acq.Owned
+	r.next = r.next.Add(f.cfg.LeaseRenewInterval)
+	return acq, nil
+}
+
+// settled reports that every bucket is owned by exactly one relay, as the
+// relays' latest rounds saw it.
+func (f *fleet) settled() bool {
+	owners := make([]int, f.cfg.Buckets)
+	for _, r := range f.relays {
+		for _, b := range r.owned {
+			owners[b]++
+		}
+	}
+	for _, n := range owners {
+		if n != 1 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,123 @@
+package scale
+
+import (
+	"fmt"
+	"log/slog"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxddb"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
+)
+
+// TestModelAgreesWithTheEmbeddedServer runs the same fleets on both
+// backends: a fleet with fewer relays than buckets, and one with distant
+// standbys that rest every other round.
+func TestModelAgreesWithTheEmbeddedServer(t *testing.T) {
+	for _, size := range []Size{ValidationSize, {Buckets: 4, Relays: 12}} {
+		t.Run(fmt.Sprintf("%dx%d", size.Buckets, size.Relays), func(t *testing.T) {
+			v, err := Validate(t.Context(), Config{Buckets: size.Buckets, Relays: size.Relays, SteadyRounds: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := v.Agree(); err != nil {
+				t.Fatal(err)
+			}
+			if !v.Model.Converged || v.Model.Steady.Rounds == 0 {
+				t.Fatalf("fleet did not settle: %+v", v.Model)
+			}
+			if size.Relays > 2*size.Buckets && v.Model.Steady.Requests["PutItem"] >= v.Model.Steady.Rounds {
+				t.Fatalf("no distant standby rested: %d heartbeats in %d rounds", v.Model.Steady.Requests["PutItem"], v.Model.Steady.Rounds)
+			}
+		})
+	}
+}
+
+// TestModelChargesRefusalsPrunesAndReleasesLikeTheEmbeddedServer drives two
+// relays' stores through what a settled fleet never does: a clock that goes
+// back (a refused heartbeat), a dead relay's record pruned, a relay taking
+// over lapsed leases, and graceful releases; after every step both
+// backends must have counted the same requests, refusals and units.
+func TestModelChargesRefusalsPrunesAndReleasesLikeTheEmbeddedServer(t *testing.T) {
+	ctx := t.Context()
+	emb, err := startEmbedded(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.close()
+	backends := []backend{emb, newModel()}
+	clocks := make([]*outboxtest.ManualClock, len(backends))
+	stores := make([]map[string]*outboxddb.Store, len(backends))
+	for i, be := range backends {
+		clocks[i] = outboxtest.NewManualClock(start)
+		stores[i] = map[string]*outboxddb.Store{}
+		for _, id := range []string{"relay-a", "relay-b", "relay-c"} {
+			s, err := outboxddb.NewStore(be.client(), outboxddb.Options{TableName: be.table(), BucketCount: 8, Clock: clocks[i], Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stores[i][id] = s
+		}
+	}
+	lease := outbox.DefaultLeaseDuration
+	steps := []struct {
+		name  string
+		at    time.Duration
+		relay string
+		stop  bool
+	}{
+		{"a takes every bucket", 0, "relay-a", false},
+		{"a renews", 10 * time.Second, "relay-a", false},
+		{"b joins", 12 * time.Second, "relay-b", false},
+		{"a releases b's share", 20 * time.Second, "relay-a", false},
+		{"a's clock went back: heartbeat refused", 15 * time.Second, "relay-a", false},
+		{"b claims its share", 22 * time.Second, "relay-b", false},
+		{"a and b are long dead: c starts, takes every bucket and prunes a", 22*time.Second + 11*lease, "relay-c", false},
+		{"b stops", 23*time.Second + 11*lease, "relay-b", true},
+		{"a comes back", 24*time.Second + 11*lease, "relay-a", false},
+		{"c hands a its share", 25*time.Second + 11*lease, "relay-c", false},
+		{"c stops", 26*time.Second + 11*lease, "relay-c", true},
+	}
+	for _, step := range steps {
+		var tallies []tally
+		for i, be := range backends {
+			clocks[i].Set(start.Add(step.at))
+			s := stores[i][step.relay]
+			req := outbox.LeaseRequest{RelayID: step.relay, BucketCount: 8, LeaseDuration: lease}
+			var err error
+			if step.stop {
+				_, err = s.ReleaseLeases(ctx, req)
+			} else {
+				_, err = s.AcquireLeases(ctx, req)
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", step.name, err)
+			}
+			tallies = append(tallies, be.tally())
+		}
+		if !reflect.DeepEqual(tallies[0], tallies[1]) {
+			t.Fatalf("%s: embedded counted %+v, model %+v", step.name, tallies[0], tallies[1])
+		}
+	}
+	final := backends[1].tally()
+	if final.Refused == 0 || final.Requests["DeleteItem"] == 0 {
+		t.Fatalf("the script should refuse a heartbeat and prune a record: %+v", final)
+	}
+}
+
+// TestModelRefusesWhatItCannotAnswer keeps the model honest: a request
+// outside the acquisition round fails instead of being answered wrongly.
+func TestModelRefusesWhatItCannotAnswer(t *testing.T) {
+	c := newModel().client()
+	if _, err := c.BatchWriteItem(t.Context(), nil); err == nil {
+		t.Fatal("BatchWriteItem answered")
+	}
+	if _, err := conditionHolds("size(#a) > :n", map[string]string{"#a": "A"}, nil, nil); err == nil {
+		t.Fatal("an unknown function was evaluated")
+	}
+	if err := applyUpdate("ADD #a :n", map[string]string{"#a": "A"}, nil, nil); err == nil {
+		t.Fatal("an ADD update was applied")
+	}
+}
