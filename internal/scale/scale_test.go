@@ -11,7 +11,7 @@ import (
 // one keep per owned bucket, so a renew interval costs Buckets + Relays
 // write units and Relays reads of every lease and heartbeat item.
 func TestCoordinationAtOneThousandBucketsAndOneHundredTwentyEightRelays(t *testing.T) {
-	const buckets, relays, intervals = 1024, 128, 6
+	const buckets, relays, intervals = 1024, 128, 3
 	rep, err := Run(t.Context(), Config{Buckets: buckets, Relays: relays, SteadyRounds: intervals, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
