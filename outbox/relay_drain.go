@@ -217,6 +217,7 @@ func (u *run) publishUnderLease(ctx context.Context, bucket int, msgs []Message)
 	done := make(chan publishOutcome, 1)
 	go func() {
 		acked, err := r.pub.Publish(pctx, msgs)
+		acked, err = r.checkAck(ctx, bucket, len(msgs), acked, err)
 		done <- publishOutcome{acked, err, r.clock.Now()}
 	}()
 	for {
@@ -244,6 +245,29 @@ func (u *run) publishUnderLease(ctx context.Context, bucket int, msgs []Message)
 		case <-t.C():
 		}
 	}
+}
+
+// checkAck keeps a Publisher's answer within the batch it was given. A
+// custom Publisher may report an error although it acknowledged every
+// message (a failed flush or close after the acks): nothing is left to
+// retry, so the batch counts as published and the error is logged. A count
+// outside [0, n] is a Publisher bug; it is clamped so the relay never deletes
+// a row that was not handed over.
+func (r *Relay) checkAck(ctx context.Context, bucket, n, acked int, err error) (int, error) {
+	if acked < 0 || acked > n {
+		r.log.LogAttrs(ctx, slog.LevelError, "publisher acknowledged a count outside its batch",
+			slog.Int("bucket", bucket), slog.Int("acked", acked), slog.Int("batch", n))
+		acked = max(0, min(acked, n))
+		if err == nil && acked < n {
+			err = fmt.Errorf("publisher acknowledged %d of %d messages without an error", acked, n)
+		}
+	}
+	if err != nil && acked == n {
+		r.log.LogAttrs(ctx, slog.LevelWarn, "publisher reported an error after acknowledging every message; the batch counts as published",
+			slog.Int("bucket", bucket), slog.Int("acked", acked), slog.Any("error", err))
+		return acked, nil
+	}
+	return acked, err
 }
 
 // renewalWait returns how long a publish may run before the leases need a

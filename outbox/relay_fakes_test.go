@@ -241,6 +241,9 @@ type memPublisher struct {
 	// failures maps a message id to how many more publishes of it fail.
 	failures map[outbox.MessageID]int
 	initErr  error
+	// trailingErr is returned with every message of a batch acknowledged,
+	// as a custom Publisher whose flush fails after the acks may do.
+	trailingErr error
 	// onInit runs when the relay initialises the publisher, before it
 	// joins: what peers do meanwhile.
 	onInit func()
@@ -274,7 +277,7 @@ func (p *memPublisher) Publish(ctx context.Context, msgs []outbox.Message) (int,
 		}
 		p.published = append(p.published, m)
 	}
-	return len(msgs), nil
+	return len(msgs), p.trailingErr
 }
 
 func (p *memPublisher) sent() []outbox.Message {

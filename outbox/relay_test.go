@@ -221,6 +221,25 @@ func TestRelayPartialAckDeletesPrefixAndRetriesOnlyTheFailingBucket(t *testing.T
 	}
 }
 
+func TestRelayPublisherErrorWithEveryMessageAcknowledged_CountsTheBatchAsPublished(t *testing.T) {
+	e := newRelayEnv(t, 2, nil)
+	for range 15 {
+		e.store.add(0, "a")
+	}
+	e.store.add(1, "b")
+	e.pub.trailingErr = errors.New("flush after acks: connection reset")
+	res := e.run(t, outbox.RunInput{})
+	if e.store.pending() != 0 || res.Deleted != 16 {
+		t.Fatalf("pending %d deleted %d, want every message deleted once", e.store.pending(), res.Deleted)
+	}
+	if got := len(e.pub.sent()); got != 16 {
+		t.Fatalf("published %d records, want 16 (no retry of acknowledged messages)", got)
+	}
+	if n, _ := e.obs.count(outbox.EventBackoff); n != 0 {
+		t.Fatalf("%d backoffs for a batch that was acknowledged in full", n)
+	}
+}
+
 func TestRelayStopsAtBudgetReleasesAndSendsContinuation(t *testing.T) {
 	e := newRelayEnv(t, 2, nil)
 	e.pub.delay = 5 * time.Second
