@@ -21,6 +21,21 @@ var ErrInvalidEvent = errors.New("outboxlambda: invalid relay event")
 // IsInvalidEvent reports whether err is a refused relay payload.
 func IsInvalidEvent(err error) bool { return errors.Is(err, ErrInvalidEvent) }
 
+// InvalidEventError is the error a refused relay payload returns. Lambda
+// names a function error after its Go type, so the invocation's errorType
+// reads "InvalidEventError" rather than a generic wrapper's name. It matches
+// ErrInvalidEvent under errors.Is.
+type InvalidEventError struct {
+	// Reason says what is wrong with the payload and what is accepted.
+	Reason string
+}
+
+// Error implements error.
+func (e *InvalidEventError) Error() string { return ErrInvalidEvent.Error() + ": " + e.Reason }
+
+// Unwrap returns ErrInvalidEvent.
+func (e *InvalidEventError) Unwrap() error { return ErrInvalidEvent }
+
 // Source says what started a relay invocation.
 type Source string
 
@@ -265,7 +280,7 @@ func strictUnmarshal(data []byte, v any) error {
 }
 
 func invalidEvent(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalidEvent, fmt.Sprintf(format, args...))
+	return &InvalidEventError{Reason: fmt.Sprintf(format, args...)}
 }
 
 func keyList(m map[string]json.RawMessage) string {

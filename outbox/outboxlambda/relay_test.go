@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/spillway-dev/spillway/outbox"
@@ -322,6 +323,28 @@ func TestRelayRefusesUnknownPayloads(t *testing.T) {
 	for _, sample := range []string{"relay.invalid.json", "relay.invalid-bucket.json", "relay.invalid-source.json"} {
 		if _, err := b.relay.Handle(t.Context(), b.sample(t, sample)); !IsInvalidEvent(err) {
 			t.Errorf("%s: error %v, want ErrInvalidEvent", sample, err)
+		}
+	}
+}
+
+// Lambda reports a function error's Go type name as its errorType; through
+// aws-lambda-go's handler a refused payload must say what went wrong.
+func TestRelayRefusedPayload_IsNamedInLambdasErrorType(t *testing.T) {
+	t.Parallel()
+	b := setup(t, bundleOptions{})
+	h := lambda.NewHandler(b.relay.Handle)
+	for _, sample := range []string{"relay.invalid.json", "relay.invalid-bucket.json", "relay.invalid-source.json"} {
+		_, err := h.Invoke(t.Context(), b.sample(t, sample))
+		var iev *InvalidEventError
+		if !errors.As(err, &iev) || iev.Reason == "" {
+			t.Fatalf("%s: error %T %v, want *InvalidEventError with a reason", sample, err, err)
+		}
+		typ := reflect.TypeOf(err)
+		if typ.Kind() == reflect.Pointer {
+			typ = typ.Elem()
+		}
+		if typ.Name() != "InvalidEventError" {
+			t.Errorf("%s: Lambda would report errorType %q, want InvalidEventError", sample, typ.Name())
 		}
 	}
 }
