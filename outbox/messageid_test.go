@@ -45,6 +45,14 @@ func TestParseMessageID_AcceptsEveryGUIDSyntax(t *testing.T) {
 		"{d9b2d63d-a233-4123-847a-76838bf2413a}",
 		"{D9B2D63D-A233-4123-847A-76838BF2413A}",
 		"(d9b2d63d-a233-4123-847a-76838bf2413a)",
+		// Guid.Parse trims surrounding white space.
+		" d9b2d63d-a233-4123-847a-76838bf2413a ",
+		"\t{d9b2d63d-a233-4123-847a-76838bf2413a}\r\n",
+		"\u00a0d9b2d63da2334123847a76838bf2413a\u2003",
+		// The "X" syntax, white space allowed anywhere.
+		"{0xd9b2d63d,0xa233,0x4123,{0x84,0x7a,0x76,0x83,0x8b,0xf2,0x41,0x3a}}",
+		" { 0XD9B2D63D , 0xa233,0x4123, {0x84, 0x7a,0x76,0x83,0x8b,0xf2,0x41,0x3a} } ",
+		"{0x00d9b2d63d,0x0a233,0x+4123,{0x84,0x7a,0x76,0x83,0x8b,0xf2,0x41,0x3a}}",
 	} {
 		got, err := ParseMessageID(s)
 		if err != nil {
@@ -53,6 +61,23 @@ func TestParseMessageID_AcceptsEveryGUIDSyntax(t *testing.T) {
 		}
 		if got != want {
 			t.Errorf("ParseMessageID(%q) = %x, want %x", s, got, want)
+		}
+	}
+}
+
+// .NET's hyphenated parser lets a group carry "+" and "0x" within its width;
+// the value is read as a number, so "0x33" in a four-digit group is 0x0033.
+func TestParseMessageID_ReadsPrefixedGroupsLikeDotNet(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"+9b2d63d-a233-4123-847a-76838bf2413a":   "09b2d63d-a233-4123-847a-76838bf2413a",
+		"d9b2d63d-0x33-+123-847a-76838bf2413a":   "d9b2d63d-0033-0123-847a-76838bf2413a",
+		"{0xb2d63d-a233-4123-+0xa-76838bf2413a}": "00b2d63d-a233-4123-000a-76838bf2413a",
+		"(d9b2d63d-a233-4123-847a-0X388bf2413a)": "d9b2d63d-a233-4123-847a-00388bf2413a",
+	} {
+		got, err := ParseMessageID(in)
+		if err != nil || got.String() != want {
+			t.Errorf("ParseMessageID(%q) = %s, %v; want %s", in, got, err, want)
 		}
 	}
 }
@@ -69,9 +94,16 @@ func TestParseMessageID_RejectsMalformed(t *testing.T) {
 		"d9b2d63da2334123847a76838bf2413z",       // not hex, N form
 		"{d9b2d63d-a233-4123-847a-76838bf2413a)", // mismatched brackets
 		"[d9b2d63d-a233-4123-847a-76838bf2413a]", // unknown brackets
-		" d9b2d63d-a233-4123-847a-76838bf2413a ", // whitespace
+		"d9b2d63d -a233-4123-847a-76838bf2413a",  // inner white space
 		"d9b2d63d-a233-4123-847a-76838bf2413a\x00",
-		"+9b2d63d-a233-4123-847a-76838bf2413a",
+		"-9b2d63d-a233-4123-847a-76838bf2413a",
+		"d9b2d63d-a233-4123-847a-76838bf2+13a",                                  // no prefix in the last digits
+		"{0xd9b2d63d,0xa233,0x4123,{0x84,0x7a,0x76,0x83,0x8b,0xf2,0x41,0x13a}}", // byte over 0xff
+		"{0x1d9b2d63d,0xa233,0x4123,{0x84,0x7a,0x76,0x83,0x8b,0xf2,0x41,0x3a}}", // 9 digits
+		"{d9b2d63d,0xa233,0x4123,{0x84,0x7a,0x76,0x83,0x8b,0xf2,0x41,0x3a}}",    // no 0x
+		"{0xd9b2d63d,0xa233,0x4123,{0x84,0x7a,0x76,0x83,0x8b,0xf2,0x41}}",       // 7 bytes
+		"{0xd9b2d63d,0xa233,0x4123,{0x84,0x7a,0x76,0x83,0x8b,0xf2,0x41,0x3a}}}", // extra brace
+		"{0xd9b2d63d,0xa233,0x,{0x84,0x7a,0x76,0x83,0x8b,0xf2,0x41,0x3a,0x00}}", // empty number
 		strings.Repeat("a", 1000),
 	} {
 		id, err := ParseMessageID(s)

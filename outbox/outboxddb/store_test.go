@@ -3,6 +3,7 @@ package outboxddb
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -215,6 +216,45 @@ func TestFetch_MalformedItem_IsAnInvalidItemError(t *testing.T) {
 	_, err := s.FetchBatch(t.Context(), 4, 10)
 	if !errors.Is(err, outbox.ErrInvalidItem) || !strings.Contains(err.Error(), "OUTBOX#MESSAGES#4") {
 		t.Fatalf("fetch = %v, want an invalid item naming its key", err)
+	}
+}
+
+// Rows put by hand or by another writer may hold any GUID syntax .NET's
+// Guid.Parse reads; each is fetched with its id and deleted once published,
+// so the bucket moves on.
+func TestFetch_HandMadeRowsWithOtherGUIDSyntaxes_AreReadAndDeleted(t *testing.T) {
+	e := newEnv(t)
+	s := e.store(t)
+	ids := []string{
+		" d9b2d63d-a233-4123-847a-76838bf2413a\n",
+		"{0xd9b2d63d,0xa233,0x4123,{0x84,0x7a,0x76,0x83,0x8b,0xf2,0x41,0x3a}}",
+		"{ 0xd9b2d63d, 0xa233, 0x4123, { 0x84, 0x7a, 0x76, 0x83, 0x8b, 0xf2, 0x41, 0x3a } }",
+		"(D9B2D63D-A233-4123-847A-76838BF2413A)",
+		"d9b2d63da2334123847a76838bf2413a",
+	}
+	for i, id := range ids {
+		if _, err := e.d.Client.PutItem(t.Context(), &dynamodb.PutItemInput{
+			TableName: aws.String(e.opts.TableName),
+			Item: item{"PK": S("OUTBOX#MESSAGES#4"), "SK": S(fmt.Sprintf("%019d", i+1)),
+				"MessageId": S(id), "Topic": S("t"), "CreatedAtUtc": N("1")},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	msgs, err := s.FetchBatch(t.Context(), 4, 10)
+	if err != nil || len(msgs) != len(ids) {
+		t.Fatalf("fetch = %d messages, %v; want %d", len(msgs), err, len(ids))
+	}
+	for _, m := range msgs {
+		if m.ID.String() != "d9b2d63d-a233-4123-847a-76838bf2413a" {
+			t.Errorf("sequence %d read as id %s", m.Sequence, m.ID)
+		}
+	}
+	if err := s.MarkPublished(t.Context(), 4, msgs); err != nil {
+		t.Fatal(err)
+	}
+	if left, err := s.FetchBatch(t.Context(), 4, 10); err != nil || len(left) != 0 {
+		t.Fatalf("after publishing: %d messages left, %v", len(left), err)
 	}
 }
 
