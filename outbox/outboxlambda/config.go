@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
@@ -409,10 +410,13 @@ func topicProblem(t string) string {
 	case t == "." || t == "..":
 		return "is not a legal Kafka topic name"
 	}
-	for i := 0; i < len(t); i++ {
-		c := t[i]
+	for i, c := range t {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Sprintf("character %q at %d is not allowed (Kafka topics use ASCII letters, digits, '.', '_' and '-')", c, i)
+			what := strconv.QuoteRune(c)
+			if c == utf8.RuneError && !strings.HasPrefix(t[i:], string(utf8.RuneError)) {
+				what = fmt.Sprintf("byte 0x%02x", t[i])
+			}
+			return fmt.Sprintf("%s at byte %d is not allowed (Kafka topics use ASCII letters, digits, '.', '_' and '-')", what, i)
 		}
 	}
 	return ""

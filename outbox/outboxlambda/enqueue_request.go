@@ -74,10 +74,17 @@ var (
 // "Lambda functions" section for the fields. The error is a *FieldError for
 // the first problem found.
 //
+// Strings must be valid UTF-8 without lone surrogate escapes, and a member
+// may appear once per request and message (header names may repeat), so
+// nothing the JSON parser would silently replace or drop is accepted.
+//
 // Item sizes are not checked here: the writer checks them against
 // DynamoDB's limits before any request (EnqueueHandler turns its error into
 // a FieldError).
 func ParseEnqueueRequest(payload []byte, opts RequestOptions) ([]outbox.Message, error) {
+	if err := checkStrictJSON(payload); err != nil {
+		return nil, err
+	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(payload, &top); err != nil || top == nil {
 		return nil, &FieldError{Problem: "the request is not a JSON object"}

@@ -159,7 +159,7 @@ func TestParseRefusesWithTheField(t *testing.T) {
 		{name: "missing topic", payload: `{"messages":[{"topic":"t"},{"key":"k"}]}`, field: "messages[1].topic", says: "is required"},
 		{name: "empty topic", payload: `{"topic":"","value":"v"}`, field: "topic", says: "is required"},
 		{name: "topic not a string", payload: `{"topic":7}`, field: "topic", says: "must be a string"},
-		{name: "illegal topic", payload: `{"topic":"orders/eu"}`, field: "topic", says: `character '/'`},
+		{name: "illegal topic", payload: `{"topic":"orders/eu"}`, field: "topic", says: `'/' at byte 6 is not allowed`},
 		{name: "topic outside the relay's", payload: `{"topic":"audit"}`, field: "topic", says: "not one of the relay's topics", topics: []string{"orders"}},
 		{name: "unknown message field", payload: `{"topic":"t","vaule":"v"}`, field: "vaule", says: "unknown field"},
 		{name: "unknown field in a batch", payload: `{"messages":[{"topic":"t","Key":"k"}]}`, field: "messages[0].Key", says: "unknown field"},
@@ -180,6 +180,21 @@ func TestParseRefusesWithTheField(t *testing.T) {
 		{name: "duplicate message id", payload: `{"messages":[{"topic":"t","messageId":"` + id + `"},{"topic":"t"},{"topic":"t","messageId":"` + strings.ToUpper(id) + `"}]}`,
 			field: "messages[2].messageId", says: "repeats the id of messages[0].messageId"},
 		{name: "malformed traceparent", payload: `{"traceparent":"00-abc","messages":[{"topic":"t"}]}`, field: "traceparent", says: "not a W3C traceparent"},
+		// JSON parsing would replace these with U+FFFD or keep the last copy.
+		{name: "invalid UTF-8 in a value", payload: "{\"messages\":[{\"topic\":\"t\"},{\"topic\":\"t\",\"value\":\"a\xffb\"}]}", field: "messages[1].value", says: "invalid UTF-8 (byte 0xff); send binary data base64-encoded"},
+		{name: "invalid UTF-8 in a key", payload: "{\"topic\":\"t\",\"key\":\"order-\xc3\"}", field: "key", says: "invalid UTF-8 (byte 0xc3)"},
+		{name: "encoded surrogate in a key", payload: "{\"topic\":\"t\",\"key\":\"\xed\xa0\x80\"}", field: "key", says: "invalid UTF-8 (byte 0xed)"},
+		{name: "invalid UTF-8 in a header name", payload: "{\"topic\":\"t\",\"headers\":{\"ok\":\"1\",\"h\xfe\":\"v\"}}", field: "headers", says: "a member name holds invalid UTF-8 (byte 0xfe)"},
+		{name: "invalid UTF-8 in a header value", payload: "{\"messages\":[{\"topic\":\"t\",\"headers\":{\"h\":\"\x80\"}}]}", field: "messages[0].headers.h", says: "invalid UTF-8 (byte 0x80)"},
+		{name: "invalid UTF-8 in a topic", payload: "{\"topic\":\"ord\xe9rs\"}", field: "topic", says: "invalid UTF-8 (byte 0xe9)"},
+		{name: "invalid UTF-8 in a JSON value", payload: "{\"topic\":\"t\",\"value\":{\"a\":\"\xff\"}}", field: "value.a", says: "invalid UTF-8"},
+		{name: "lone high surrogate", payload: `{"topic":"t","value":"x\ud800y"}`, field: "value", says: `lone UTF-16 surrogate \ud800`},
+		{name: "high surrogate at the end", payload: `{"topic":"t","key":"\uD83D"}`, field: "key", says: `lone UTF-16 surrogate \ud83d`},
+		{name: "lone low surrogate", payload: `{"topic":"t","headers":{"h":"\udc00"}}`, field: "headers.h", says: `lone UTF-16 surrogate \udc00`},
+		{name: "two high surrogates", payload: `{"topic":"t","value":"\ud800\ud800"}`, field: "value", says: `lone UTF-16 surrogate \ud800`},
+		{name: "repeated value", payload: `{"topic":"t","value":"a","value":"b"}`, field: "value", says: "appears more than once"},
+		{name: "repeated key in a batch", payload: `{"messages":[{"topic":"t","key":"a","key":"b"}]}`, field: "messages[0].key", says: "appears more than once"},
+		{name: "repeated messages", payload: `{"messages":[{"topic":"t"}],"messages":[{"topic":"u"}]}`, field: "messages", says: "appears more than once"},
 		{name: "tracestate alone", payload: `{"tracestate":"a=b","topic":"t"}`, field: "tracestate", says: "without a traceparent"},
 	}
 	for _, c := range cases {
@@ -197,6 +212,19 @@ func TestParseRefusesWithTheField(t *testing.T) {
 				t.Errorf("error does not match outbox.ErrInvalidMessage")
 			}
 		})
+	}
+}
+
+// Valid text, escaped pairs and repeated header names (Kafka keeps each) go
+// through unchanged.
+func TestParseKeepsValidUnicodeAndRepeatedHeaders(t *testing.T) {
+	t.Parallel()
+	m := parseRequest(t, `{"topic":"t","key":"\ud83d\ude00-é","value":"\u00e9\u20ac","headers":{"h":"1","h":"2"}}`, outbox.TraceContext{})[0]
+	if string(m.Key) != "😀-é" || string(m.Value) != "é€" {
+		t.Fatalf("key %q value %q", m.Key, m.Value)
+	}
+	if hs := decodedHeaders(t, m); len(hs) != 2 || string(hs[0].Value) != "1" || string(hs[1].Value) != "2" {
+		t.Fatalf("headers %v, want both copies of h in order", hs)
 	}
 }
 
