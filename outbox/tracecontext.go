@@ -54,6 +54,32 @@ func TraceContextFrom(ctx context.Context) TraceContext {
 	return tc
 }
 
+// EnvAmznTraceID is the environment variable the Lambda runtime sets to the
+// current invocation's X-Ray trace header.
+const EnvAmznTraceID = "_X_AMZN_TRACE_ID"
+
+// lambdaTraceKey is the context key under which aws-lambda-go stores the
+// invocation's X-Ray trace header; the plain string is its choice, not ours.
+const lambdaTraceKey = "x-amzn-trace-id"
+
+// InvocationTraceContext returns TraceContextFrom(ctx) with its X-Ray header
+// completed, when it has none, from the Lambda invocation that ctx belongs
+// to: the header aws-lambda-go stores in the handler's ctx, or else the
+// runtime's _X_AMZN_TRACE_ID read through getenv (nil means no fallback).
+// Outside Lambda neither is set and the result is TraceContextFrom(ctx).
+func InvocationTraceContext(ctx context.Context, getenv func(string) string) TraceContext {
+	tc := TraceContextFrom(ctx)
+	if tc.AmznTraceID != "" {
+		return tc
+	}
+	if v, _ := ctx.Value(lambdaTraceKey).(string); v != "" {
+		tc.AmznTraceID = v
+	} else if getenv != nil {
+		tc.AmznTraceID = getenv(EnvAmznTraceID)
+	}
+	return tc
+}
+
 // Headers returns tc as message headers: traceparent (with tracestate when
 // both are present), then X-Amzn-Trace-Id. Malformed values are left out, so
 // a consumer never receives a trace header it cannot parse; a tracestate

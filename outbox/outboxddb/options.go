@@ -2,6 +2,7 @@ package outboxddb
 
 import (
 	"log/slog"
+	"os"
 	"strings"
 
 	"github.com/spillway-dev/spillway/outbox"
@@ -59,6 +60,9 @@ type Options struct {
 	// Logger receives warnings (refused heartbeats, skipped keeps, failed
 	// prunes). Default slog.Default().
 	Logger *slog.Logger
+	// Getenv reads the Lambda runtime's _X_AMZN_TRACE_ID, the writer's
+	// trace context of last resort (see Writer). Default os.Getenv.
+	Getenv func(string) string
 	// Notifier, when set, is told about committed messages by
 	// Writer.NotifyCommitted and the Enqueue methods so a relay wakes up
 	// before its next poll. Optional: without it relays find messages by
@@ -91,6 +95,9 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
 	}
 	return o
 }

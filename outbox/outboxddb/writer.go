@@ -23,6 +23,13 @@ import (
 // that never commits leaves a harmless gap. Build the items inside your retry
 // loop: a transaction rebuilt from fresh state must reserve again.
 //
+// Every method stores the caller's trace context on each message as
+// headers (traceparent/tracestate, X-Amzn-Trace-Id), so the published record
+// links back to the request that enqueued it: outbox.TraceContextFrom(ctx),
+// its X-Ray header completed inside Lambda from the invocation (see
+// outbox.InvocationTraceContext). Trace headers a message already carries
+// win; a message with no trace context to add keeps its headers unchanged.
+//
 // A Writer is safe for concurrent use.
 type Writer struct {
 	client Client
@@ -189,6 +196,7 @@ func (w *Writer) prepare(ctx context.Context, msgs []outbox.Message) ([]outbox.M
 	}
 	out := make([]outbox.Message, len(msgs))
 	total := 0
+	tc := outbox.InvocationTraceContext(ctx, w.opts.Getenv)
 	for i, m := range msgs {
 		if m.CreatedAt.IsZero() {
 			m.CreatedAt = w.opts.Clock.Now()
@@ -196,6 +204,11 @@ func (w *Writer) prepare(ctx context.Context, msgs []outbox.Message) ([]outbox.M
 		if err := w.validate(m); err != nil {
 			return nil, nil, err
 		}
+		headers, err := withTrace(m.Headers, tc)
+		if err != nil {
+			return nil, nil, fmt.Errorf("outboxddb: enqueue message %s: %w", m.ID, err)
+		}
+		m.Headers = headers
 		size := itemSize(w.keys.encodeMessage(m, w.opts.BucketCount))
 		if size > MaxItemSize {
 			return nil, nil, &ItemTooLargeError{MessageID: m.ID, Size: size, Limit: MaxItemSize}
@@ -220,6 +233,25 @@ func (w *Writer) prepare(ctx context.Context, msgs []outbox.Message) ([]outbox.M
 		}
 	}
 	return out, puts, nil
+}
+
+// withTrace returns blob with tc's trace headers merged in (the blob's own
+// trace headers win). Without a header to add it returns blob itself, so a
+// message that had no blob gets none.
+func withTrace(blob []byte, tc outbox.TraceContext) ([]byte, error) {
+	add := tc.Headers()
+	if len(add) == 0 {
+		return blob, nil
+	}
+	existing, err := outbox.DecodeHeaders(blob)
+	if err != nil {
+		return nil, err
+	}
+	merged := outbox.MergeTraceHeaders(existing, tc)
+	if len(merged) == len(existing) {
+		return blob, nil
+	}
+	return outbox.EncodeHeaders(merged), nil
 }
 
 func (w *Writer) validate(m outbox.Message) error {

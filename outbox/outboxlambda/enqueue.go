@@ -26,11 +26,7 @@ var _ MessageWriter = (*outboxddb.Writer)(nil)
 
 // EnvTraceID is the environment variable the Lambda runtime sets to the
 // invocation's X-Ray trace header.
-const EnvTraceID = "_X_AMZN_TRACE_ID"
-
-// lambdaTraceKey is the context key under which aws-lambda-go stores the
-// invocation's trace header; a plain string is its own choice.
-const lambdaTraceKey = "x-amzn-trace-id"
+const EnvTraceID = outbox.EnvAmznTraceID
 
 // EnqueueHandlerConfig wires an EnqueueHandler.
 type EnqueueHandlerConfig struct {
@@ -169,15 +165,7 @@ func (h *EnqueueHandler) refuse(ctx context.Context, err error, n int) (EnqueueR
 // (outbox.WithTraceContext), completed with the X-Ray header aws-lambda-go
 // stores in the handler's ctx, or else the runtime's environment variable.
 func (h *EnqueueHandler) trace(ctx context.Context) outbox.TraceContext {
-	tc := outbox.TraceContextFrom(ctx)
-	if tc.AmznTraceID == "" {
-		if v, _ := ctx.Value(lambdaTraceKey).(string); v != "" {
-			tc.AmznTraceID = v
-		} else {
-			tc.AmznTraceID = h.getenv(EnvTraceID)
-		}
-	}
-	return tc
+	return outbox.InvocationTraceContext(ctx, h.getenv)
 }
 
 // writerFieldError turns the writer's refusal of a request that passed

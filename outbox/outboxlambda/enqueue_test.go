@@ -182,7 +182,7 @@ func TestEnqueueRecordsTheInvocationsTrace(t *testing.T) {
 	}{
 		// aws-lambda-go stores the invocation's header under this key.
 		//lint:ignore SA1029 the key is aws-lambda-go's, a plain string
-		"lambda context":       {context.WithValue(t.Context(), lambdaTraceKey, fromCtx), fromCtx},
+		"lambda context":       {context.WithValue(t.Context(), "x-amzn-trace-id", fromCtx), fromCtx},
 		"runtime env variable": {t.Context(), fromEnv},
 	} {
 		w := &recordingWriter{}
