@@ -21,5 +21,8 @@ func main() {
 		log.Error("enqueue function cannot start", "error", err)
 		os.Exit(1)
 	}
-	lambda.Start(h.Handle)
+	// SIGTERM (sent before the environment is shut down once any extension
+	// is registered, which the option does) runs Shutdown: the last
+	// metrics are written and the clients closed.
+	lambda.StartWithOptions(h.Handle, lambda.WithEnableSIGTERM(h.Shutdown))
 }

@@ -23,5 +23,8 @@ func main() {
 		os.Exit(1)
 	}
 	log.Info("relay function ready", "relay_id", h.RelayID())
-	lambda.Start(h.Handle)
+	// SIGTERM (sent before the environment is shut down once any extension
+	// is registered, which the option does) runs Shutdown: the last
+	// metrics are written and the clients closed.
+	lambda.StartWithOptions(h.Handle, lambda.WithEnableSIGTERM(h.Shutdown))
 }

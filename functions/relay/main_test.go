@@ -239,7 +239,7 @@ func TestBinariesUnderTheEmulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bad.Failed() || !strings.Contains(bad.ErrorMessage, "invalid relay event") {
+	if !bad.Failed() || !strings.Contains(bad.ErrorMessage, "invalid relay event") || bad.ErrorType != "InvalidEventError" {
 		t.Fatalf("invalid event answered %s", bad.Payload)
 	}
 }

@@ -76,6 +76,7 @@ type RelayHandlerConfig struct {
 // leases of the previous one under the same id.
 type RelayHandler struct {
 	relay   *outbox.Relay
+	pub     outbox.Publisher
 	relayID string
 	decoder EventDecoder
 	clock   outbox.Clock
@@ -115,6 +116,7 @@ func NewRelayHandler(cfg RelayHandlerConfig) (*RelayHandler, error) {
 	}
 	return &RelayHandler{
 		relay:   relay,
+		pub:     cfg.Publisher,
 		relayID: cfg.RelayID,
 		decoder: EventDecoder{
 			BucketCount:  cfg.Config.BucketCount,
