@@ -2,8 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
@@ -13,10 +18,15 @@ func init() {
 }
 
 func runCreateTable(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("create-table", "create-table --table NAME [--dynamodb-endpoint URL]", stderr)
+	fs := newFlagSet("create-table", "create-table --table NAME [--dynamodb-endpoint URL] [--wait D]", stderr)
 	ef := addEndpointFlags(fs)
+	wait := fs.Duration("wait", 5*time.Minute, "give up when the table is not active after this long")
+	progress := fs.Duration("progress", 5*time.Second, "interval between lines saying what the table is waiting for (0: none)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *wait <= 0 {
+		return usagef("--wait must be positive")
 	}
 	cfg, err := ef.config()
 	if err != nil {
@@ -26,9 +36,39 @@ func runCreateTable(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	if err := outboxddb.CreateIfNotExists(ctx, client, cfg.StoreOptions()); err != nil {
+	wctx, cancel := context.WithTimeout(ctx, *wait)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- outboxddb.CreateIfNotExists(wctx, client, cfg.StoreOptions()) }()
+	if err := awaitTable(wctx, client, cfg.Table, done, *progress, stdout); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return fmt.Errorf("table %s is not active after %s (--wait): %w", cfg.Table, *wait, err)
+		}
 		return err
 	}
 	_, err = fmt.Fprintf(stdout, "table %s is active\n", cfg.Table)
 	return err
+}
+
+// awaitTable waits for the creation's outcome, printing the table's status
+// every interval meanwhile.
+func awaitTable(ctx context.Context, client *dynamodb.Client, table string, done <-chan error, every time.Duration, stdout io.Writer) error {
+	if every <= 0 {
+		return <-done
+	}
+	start := time.Now()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-tick.C:
+			status := "not visible yet"
+			if out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}); err == nil && out.Table != nil {
+				status = string(out.Table.TableStatus)
+			}
+			fmt.Fprintf(stdout, "%6.1fs  waiting for table %s to become ACTIVE (status %s)\n", time.Since(start).Seconds(), table, status)
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -22,114 +23,240 @@ func init() {
 	register("drain", "relay until the outbox is empty (exit 0) or --timeout passes (exit 1)", runDrain)
 }
 
+// minRunWindow is the least time left for which drain starts another relay
+// run: enough to claim, publish a batch and release within the stop margin.
+const minRunWindow = 2 * time.Second
+
+// drainOptions are drain's parsed flags.
+type drainOptions struct {
+	cfg      outboxlambda.Config
+	relays   int
+	timeout  time.Duration
+	progress time.Duration
+	retry    time.Duration
+	log      *slog.Logger
+}
+
 func runDrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseDrainFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	f, err := newDrainFleet(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer f.close()
+	return f.drain(ctx, o, stdout)
+}
+
+func parseDrainFlags(args []string, stderr io.Writer) (drainOptions, error) {
 	fs := newFlagSet("drain", "drain --table NAME --brokers HOST:PORT [--relays N] [--timeout D]", stderr)
 	ef := addEndpointFlags(fs)
 	relays := fs.Int("relays", 1, "relays to run concurrently, each with its own id")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this long")
 	progress := fs.Duration("progress", 2*time.Second, "interval between progress lines (0: none)")
+	retry := fs.Duration("retry", time.Second, "wait between runs while peers hold buckets with work")
 	verbose := fs.Bool("v", false, "log the relays' activity")
 	if err := parse(fs, args); err != nil {
-		return err
+		return drainOptions{}, err
 	}
 	if *relays < 1 {
-		return usagef("--relays must be >= 1")
+		return drainOptions{}, usagef("--relays must be >= 1")
+	}
+	if *timeout <= 0 || *retry <= 0 {
+		return drainOptions{}, usagef("--timeout and --retry must be positive")
 	}
 	cfg, err := ef.config()
 	if err != nil {
-		return usagef("%v", err)
+		return drainOptions{}, usagef("%v", err)
 	}
+	return drainOptions{cfg: cfg, relays: *relays, timeout: *timeout, progress: *progress, retry: *retry,
+		log: cliLogger(stderr, *verbose)}, nil
+}
+
+// cliLogger is the log handler of the commands: warnings only, everything
+// with -v. The store and the relays log through it.
+func cliLogger(stderr io.Writer, verbose bool) *slog.Logger {
 	level := slog.LevelWarn
-	if *verbose {
+	if verbose {
 		level = slog.LevelDebug
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	client, err := dynamoClient(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	kcfg, err := kafkaConfig(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	store, err := outboxddb.NewStore(client, cfg.StoreOptions())
-	if err != nil {
-		return err
-	}
+	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+}
 
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	deadline, _ := ctx.Deadline()
-	start := time.Now()
-	var (
-		mu        sync.Mutex
-		published int
-		runErr    error
-		wg        sync.WaitGroup
-	)
-	for i := range *relays {
+// drainFleet is the relays of one drain and what they report.
+type drainFleet struct {
+	store   *outboxddb.Store
+	relays  []*outbox.Relay
+	pubs    []*outboxkafka.Publisher
+	count   drainCounter
+	initial int64 // pending at start, each bucket capped at the count limit
+	waits   waitReporter
+}
+
+// newDrainFleet builds the store and the relays, and samples the backlog
+// once, which also fails at once on a table that does not exist.
+func newDrainFleet(ctx context.Context, o drainOptions) (*drainFleet, error) {
+	client, err := dynamoClient(ctx, o.cfg)
+	if err != nil {
+		return nil, err
+	}
+	kcfg, err := kafkaConfig(ctx, o.cfg)
+	if err != nil {
+		return nil, err
+	}
+	sopts := o.cfg.StoreOptions()
+	sopts.Logger = o.log
+	store, err := outboxddb.NewStore(client, sopts)
+	if err != nil {
+		return nil, err
+	}
+	bl, err := store.Backlog(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the outbox: %w", err)
+	}
+	f := &drainFleet{store: store, initial: bl.Pending}
+	for i := range o.relays {
 		pub, err := outboxkafka.New(kcfg)
 		if err != nil {
-			return err
+			f.close()
+			return nil, err
 		}
-		defer pub.Close()
+		f.pubs = append(f.pubs, pub)
 		r, err := outbox.NewRelay(outbox.RelayConfig{
-			Options:   cfg.RelayOptions(outboxlambda.NewRelayID(fmt.Sprintf("spillway-drain-%d", i))),
+			Options:   o.cfg.RelayOptions(outboxlambda.NewRelayID(fmt.Sprintf("spillway-drain-%d", i))),
 			Store:     store,
 			Publisher: pub,
-			Logger:    log,
+			Observer:  &f.count,
+			Logger:    o.log,
 		})
 		if err != nil {
-			return err
+			f.close()
+			return nil, err
 		}
+		f.relays = append(f.relays, r)
+	}
+	return f, nil
+}
+
+func (f *drainFleet) close() {
+	for _, p := range f.pubs {
+		p.Close()
+	}
+}
+
+// drain runs every relay until the outbox is empty or the timeout passes,
+// printing progress, and checks the backlog once at the end.
+func (f *drainFleet) drain(ctx context.Context, o drainOptions, stdout io.Writer) error {
+	start := time.Now()
+	end := start.Add(o.timeout)
+	rctx, cancel := context.WithDeadline(ctx, end)
+	defer cancel()
+	f.waits.out = stdout
+	var (
+		wg      sync.WaitGroup
+		errOnce sync.Once
+		runErr  error
+	)
+	for _, r := range f.relays {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := r.Run(ctx, outbox.RunInput{Trigger: outbox.TriggerDirect, Deadline: deadline})
-			mu.Lock()
-			defer mu.Unlock()
-			published += res.Published
-			if err != nil && runErr == nil {
-				runErr = err
+			if err := f.relayUntilEmpty(rctx, r, end, o); err != nil {
+				errOnce.Do(func() { runErr = err })
 			}
 		}()
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	if *progress > 0 {
-		tick := time.NewTicker(*progress)
-		defer tick.Stop()
-	loop:
-		for {
-			select {
-			case <-done:
-				break loop
-			case <-tick.C:
-				mu.Lock()
-				n := published
-				mu.Unlock()
-				if bl, err := store.Backlog(ctx); err == nil {
-					fmt.Fprintf(stdout, "%6.1fs  published %d  pending %d\n", time.Since(start).Seconds(), n, bl.Pending)
-				}
-			}
-		}
-	}
-	<-done
+	f.printProgress(done, o.progress, start, stdout)
 	if runErr != nil {
 		return runErr
 	}
-	bl, err := store.Backlog(context.WithoutCancel(ctx))
+	bl, err := f.store.Backlog(context.WithoutCancel(ctx))
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "published %d in %.1fs; %d pending\n", published, time.Since(start).Seconds(), bl.Pending)
+	fmt.Fprintf(stdout, "published %d in %.1fs; %d pending\n", f.count.published.Load(), time.Since(start).Seconds(), bl.Pending)
 	if bl.Pending > 0 {
+		f.waits.report(context.WithoutCancel(ctx), f.store, nil)
 		return errNotEmpty
 	}
 	return nil
 }
 
+// relayUntilEmpty runs r again and again until no bucket has work or too
+// little time is left. A drain is asked to empty the outbox: buckets held
+// by a live-looking peer (perhaps a dead process whose leases have not
+// expired yet) are retried, not given up on, and their holders reported.
+func (f *drainFleet) relayUntilEmpty(ctx context.Context, r *outbox.Relay, end time.Time, o drainOptions) error {
+	all := make([]int, o.cfg.BucketCount)
+	for b := range all {
+		all[b] = b
+	}
+	for {
+		// The run's deadline is the drain's: the relay keeps its stop
+		// margin before it, as under Lambda, so its leases are released
+		// before the timeout.
+		if _, err := r.Run(ctx, outbox.RunInput{Trigger: outbox.TriggerDirect, Deadline: end}); err != nil {
+			return err
+		}
+		if ctx.Err() != nil || time.Until(end) < minRunWindow {
+			return nil
+		}
+		pending, err := f.store.PendingBuckets(ctx, all)
+		switch {
+		case err != nil:
+			o.log.WarnContext(ctx, "probing the buckets failed; trying again", "error", err)
+		case len(pending) == 0:
+			return nil
+		default:
+			f.waits.report(ctx, f.store, pending)
+		}
+		if !outbox.Sleep(outbox.SystemClock{}, min(o.retry, time.Until(end)-minRunWindow), ctx.Done()) {
+			return nil
+		}
+	}
+}
+
+// printProgress prints a line every interval until done: what the relays
+// published (counted from their events) and the pending estimate, the
+// backlog at start less what they deleted. It reads nothing from the table.
+func (f *drainFleet) printProgress(done <-chan struct{}, every time.Duration, start time.Time, stdout io.Writer) {
+	if every <= 0 {
+		<-done
+		return
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+			left := max(f.initial-f.count.deleted.Load(), 0)
+			fmt.Fprintf(stdout, "%6.1fs  published %d  pending ~%d\n", time.Since(start).Seconds(), f.count.published.Load(), left)
+		}
+	}
+}
+
 var errNotEmpty = errors.New("the outbox is not empty")
+
+// drainCounter counts what the relays publish and delete, as they go.
+type drainCounter struct {
+	published, deleted atomic.Int64
+}
+
+// Observe implements outbox.Observer.
+func (c *drainCounter) Observe(e outbox.Event) {
+	switch {
+	case e.Kind == outbox.EventPublish:
+		c.published.Add(int64(e.Count))
+	case e.Kind == outbox.EventDelete:
+		c.deleted.Add(int64(e.Count))
+	}
+}
 
 // kafkaConfig returns the publisher configuration, reading the SCRAM secret
 // from Secrets Manager when the configuration names one.

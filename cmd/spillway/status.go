@@ -24,6 +24,8 @@ type statusView struct {
 	Buckets  []bucketStatus `json:"buckets"`
 	Relays   []relayStatus  `json:"relays"`
 	CountCap int            `json:"countCap"`
+	// Warnings say what suggests another bucket count is in use.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 type bucketStatus struct {
@@ -47,6 +49,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newFlagSet("status", "status --table NAME [--dynamodb-endpoint URL] [--json]", stderr)
 	ef := addEndpointFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
+	verbose := fs.Bool("v", false, "log the store's activity")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -58,13 +61,21 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	store, err := outboxddb.NewStore(client, cfg.StoreOptions())
+	opts := cfg.StoreOptions()
+	opts.Logger = cliLogger(stderr, *verbose)
+	store, err := outboxddb.NewStore(client, opts)
 	if err != nil {
 		return err
 	}
 	view, err := readStatus(ctx, store, cfg.Table, cfg.LeaseDuration)
 	if err != nil {
 		return err
+	}
+	if view.Warnings, err = countWarnings(ctx, client, opts, view); err != nil {
+		return err
+	}
+	for _, w := range view.Warnings {
+		opts.Logger.Warn(w)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxconf"
+	"github.com/spillway-dev/spillway/outbox/outboxddb"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
+)
+
+// drainEnv is a table created and filled through the CLI, and brokers.
+type drainEnv struct {
+	ddb     *outboxtest.DynamoDB
+	kafka   *outboxtest.Kafka
+	flags   []string
+	table   string
+	brokers string
+}
+
+func newDrainEnv(t *testing.T) *drainEnv {
+	t.Helper()
+	ddb := outboxtest.NewDynamoDB(t)
+	if ddb.External {
+		t.Skip("the CLI tests create their table through the CLI; external endpoints are covered by the store tests")
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", "")
+	t.Setenv("AWS_PROFILE", "")
+	e := &drainEnv{ddb: ddb, kafka: outboxtest.NewKafka(t, "orders", "customers"), table: ddb.NewTableName()}
+	e.flags = []string{"--dynamodb-endpoint", ddb.Endpoint, "--table", e.table}
+	e.brokers = strings.Join(e.kafka.Brokers, ",")
+	if code, out, errs := cli(t, append([]string{"create-table"}, e.flags...)...); code != 0 {
+		t.Fatalf("create-table: exit %d: %s %s", code, out, errs)
+	}
+	return e
+}
+
+func (e *drainEnv) enqueue(t *testing.T) {
+	t.Helper()
+	if code, out, errs := cli(t, append([]string{"enqueue", "--file", filepath.Join("..", "..", "events", "enqueue.batch.json")}, e.flags...)...); code != 0 {
+		t.Fatalf("enqueue: exit %d: %s %s", code, out, errs)
+	}
+}
+
+func (e *drainEnv) store(t *testing.T, relayID string) *outboxddb.Store {
+	t.Helper()
+	s, err := outboxddb.NewStore(e.ddb.Client, outboxddb.Options{TableName: e.table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// A relay that died holding every bucket leaves leases that look live until
+// they expire. A drain asked to empty the outbox keeps trying until then,
+// says who holds what, and finishes.
+func TestDrain_WaitsOutADeadRelaysLeases_AndReportsTheHolder(t *testing.T) {
+	e := newDrainEnv(t)
+	e.enqueue(t)
+	t.Setenv(outboxconf.EnvLeaseDuration, "3s")
+	t.Setenv(outboxconf.EnvLeaseRenewInterval, "1s")
+	dead := e.store(t, "dead")
+	acq, err := dead.AcquireLeases(t.Context(), outbox.LeaseRequest{RelayID: "dead-relay", BucketCount: 8, LeaseDuration: 3 * time.Second})
+	if err != nil || len(acq.Owned) != 8 {
+		t.Fatalf("the dead relay holds %v, %v; want every bucket", acq.Owned, err)
+	}
+	code, out, errs := cli(t, append([]string{"drain", "--brokers", e.brokers, "--timeout", "60s", "--progress", "200ms", "--retry", "200ms"}, e.flags...)...)
+	if code != 0 || !strings.Contains(out, "0 pending") {
+		t.Fatalf("drain: exit %d:\n%s\n%s", code, out, errs)
+	}
+	if !strings.Contains(out, "held by dead-relay") {
+		t.Errorf("the drain did not report the dead relay's leases:\n%s", out)
+	}
+	// Progress comes from what the relays publish, as they publish: a
+	// progress line before the summary already counts the five messages.
+	if !strings.Contains(out, "published 5  pending ~0") {
+		t.Errorf("no progress line counted the published messages:\n%s", out)
+	}
+}
+
+// A table that does not exist fails the drain at once, not at its timeout.
+func TestDrain_MissingTable_FailsAtOnce(t *testing.T) {
+	e := newDrainEnv(t)
+	flags := []string{"--dynamodb-endpoint", e.ddb.Endpoint, "--table", "nosuch"}
+	done := make(chan struct{})
+	var (
+		code int
+		errs string
+	)
+	go func() {
+		defer close(done)
+		code, _, errs = cli(t, append([]string{"drain", "--brokers", e.brokers, "--timeout", "10m"}, flags...)...)
+	}()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("drain --table nosuch still running after 2 minutes of a 10-minute timeout")
+	}
+	if code != 1 || !strings.Contains(errs, "ResourceNotFoundException") {
+		t.Fatalf("exit %d, stderr %q; want 1 naming ResourceNotFoundException", code, errs)
+	}
+}
+
+// A table that never reports ACTIVE: create-table says what it waits for
+// and gives up at --wait.
+func TestCreateTable_TableThatNeverBecomesActive_GivesUpAtTheWait(t *testing.T) {
+	var describes atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		switch target := r.Header.Get("X-Amz-Target"); {
+		case strings.HasSuffix(target, ".CreateTable"):
+			io.WriteString(w, `{"TableDescription":{"TableName":"slow","TableStatus":"CREATING"}}`)
+		case strings.HasSuffix(target, ".DescribeTable"):
+			describes.Add(1)
+			io.WriteString(w, `{"Table":{"TableName":"slow","TableStatus":"CREATING"}}`)
+		default:
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, `{"__type":"com.amazonaws.dynamodb.v20120810#ValidationException","message":"unexpected"}`)
+		}
+	}))
+	defer srv.Close()
+	t.Setenv("AWS_ACCESS_KEY_ID", "")
+	t.Setenv("AWS_PROFILE", "")
+	code, out, errs := cli(t, "create-table", "--dynamodb-endpoint", srv.URL, "--table", "slow", "--wait", "3s", "--progress", "500ms")
+	if code != 1 || !strings.Contains(errs, "not active after 3s") {
+		t.Fatalf("exit %d, stderr %q; want 1 saying the table is not active after the wait", code, errs)
+	}
+	if !strings.Contains(out, "waiting for table slow to become ACTIVE (status CREATING)") {
+		t.Errorf("no progress line:\n%s", out)
+	}
+	if describes.Load() == 0 {
+		t.Error("the table's status was never read")
+	}
+}
+
+// status with a smaller count than the table's warns about the leases and
+// messages beyond it and about messages stamped with the table's count.
+func TestStatus_WithAnotherBucketCount_Warns(t *testing.T) {
+	e := newDrainEnv(t)
+	e.enqueue(t)
+	s := e.store(t, "peer")
+	acq, err := s.AcquireLeases(t.Context(), outbox.LeaseRequest{RelayID: "peer-relay", BucketCount: 8, LeaseDuration: time.Minute})
+	if err != nil || len(acq.Owned) != 8 {
+		t.Fatalf("peer holds %v, %v", acq.Owned, err)
+	}
+	var st statusView
+	code, out, errs := cli(t, append([]string{"status", "--json", "--bucket-count", "7"}, e.flags...)...)
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil {
+		t.Fatalf("status: exit %d: %s %s", code, out, errs)
+	}
+	all := strings.Join(st.Warnings, "\n")
+	for _, want := range []string{"lease items for buckets [7] lie beyond the bucket count 7", "beyond the bucket count 7: a writer uses a larger count", "8"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("warnings %q lack %q", st.Warnings, want)
+		}
+	}
+	if !strings.Contains(errs, "level=WARN") {
+		t.Errorf("the warnings were not logged: %q", errs)
+	}
+	// With the table's count there is nothing to warn about.
+	st = statusView{}
+	code, out, errs = cli(t, append([]string{"status", "--json"}, e.flags...)...)
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || len(st.Warnings) != 0 || errs != "" {
+		t.Fatalf("status with the right count: exit %d, warnings %q, stderr %q", code, st.Warnings, errs)
+	}
+}
