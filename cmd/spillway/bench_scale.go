@@ -10,7 +10,7 @@ import (
 func init() {
 	bench.Register(bench.Scenario{
 		Name:    "scale",
-		Summary: "the coordination partition with 256 and 1,024 buckets and 16 to 128 relays in hold mode: units per second, pages, bytes, rounds to settle",
+		Summary: "the coordination partition with 256 and 1,024 buckets and 16 to 128 relays in hold mode, and a burst of 1,000 commits waking up to 128 relays",
 		Run:     runScaleScenario,
 	})
 }
@@ -21,7 +21,10 @@ type scaleResult struct {
 }
 
 func (r scaleResult) Tables() []bench.Table {
-	return []bench.Table{{Title: r.Title(), Header: r.Header(), Rows: r.Rows(), Notes: r.Notes()}}
+	return []bench.Table{
+		{Title: r.Title(), Header: r.Header(), Rows: r.Rows(), Notes: r.Notes()},
+		{Title: r.Burst.Title(), Header: []string{"figure", "value"}, Rows: r.Burst.Rows(), Notes: r.Burst.Notes()},
+	}
 }
 
 // runScaleScenario runs the study with the relay's default timings. It

@@ -18,6 +18,23 @@
 // on one outboxtest.ManualClock. Rounds run one after another in simulated
 // time order: a round's requests are charged to the second it started in.
 //
+// # The burst
+//
+// RunBurst measures a burst of commits that each wake the relay function:
+// relay invocations (at most the reserved concurrency at once; Lambda
+// retries the rest with a growing delay) run the relay's lease lifecycle
+// in drain mode with the real store — the trust check, its second look
+// after the publisher's initialisation, rounds, polls, the idle stop, the
+// graceful release and the wake-up for released buckets that got commits
+// meanwhile — and a one-minute schedule sweeps what is left. A stepper
+// (stepper.go) runs them one at a time in simulated time order: every
+// process waits only in its DynamoDB requests (each takes a round trip of
+// simulated time before it is applied) and in sleeps, so the stepper
+// always knows that every process is parked, and concurrent rounds read
+// and write in the order their requests would land. Publishing is instant
+// once a relay owns a bucket: the burst measures the coordination plane,
+// not Kafka.
+//
 // # The model
 //
 // The embedded DynamoDB server spends most of a large fleet's run on HTTP

@@ -27,6 +27,8 @@ type Study struct {
 	// Validation ran ValidationSize on the embedded server and the model.
 	Validation Validation `json:"validation"`
 	Runs       []Report   `json:"runs"`
+	// Burst is the default burst on the model.
+	Burst BurstReport `json:"burst"`
 }
 
 // Validation compares a fleet's counts on the embedded server and on the
@@ -69,7 +71,8 @@ func Validate(ctx context.Context, cfg Config) (Validation, error) {
 }
 
 // RunStudy validates the model at ValidationSize and, if it agrees, runs
-// every StudySizes fleet on it with base's timings and seed, writing a
+// every StudySizes fleet and the default burst on it with base's timings
+// and seed, writing a
 // line per fleet to progress (nil: none). A model that
 // disagrees with the embedded server is an error: its figures would mean
 // nothing.
@@ -97,5 +100,10 @@ func RunStudy(ctx context.Context, base Config, progress io.Writer) (Study, erro
 		}
 		st.Runs = append(st.Runs, rep)
 	}
+	burst, err := RunBurst(ctx, BurstConfig{LeaseDuration: base.LeaseDuration, LeaseRenewInterval: base.LeaseRenewInterval, Seed: base.Seed})
+	if err != nil {
+		return st, err
+	}
+	st.Burst = burst
 	return st, nil
 }

@@ -1,0 +1,122 @@
+package scale
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+
+	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxddb"
+)
+
+// Defaults of BurstConfig: the burst, and round trips typical of a
+// Lambda function in the table's region.
+const (
+	DefaultBurstBuckets  = 1024
+	DefaultBurstRelays   = 128
+	DefaultBurstCommits  = 1000
+	DefaultBurstWindow   = time.Second
+	DefaultLatency       = 5 * time.Millisecond
+	DefaultStartDelay    = 315 * time.Millisecond // invoke 15 ms, queue 50 ms, cold start 250 ms
+	DefaultPublisherInit = 100 * time.Millisecond
+	DefaultStoreParallel = 8 // outboxddb's default MaxConcurrency
+	// burstRunLimit bounds the simulated time a burst may take to scale
+	// back in.
+	burstRunLimit = time.Hour
+)
+
+// BurstConfig describes a burst: Commits commits at seeded instants within
+// Window over Buckets buckets, each sending a wake-up that starts a relay
+// invocation while fewer than Relays run (the function's reserved
+// concurrency); the relays run the relay's lease lifecycle in drain mode
+// until the fleet has scaled back to nothing.
+type BurstConfig struct {
+	Buckets, Relays, Commits int
+	Window                   time.Duration
+	// Lease and relay timings; zero takes the relay's defaults.
+	LeaseDuration, LeaseRenewInterval, PollInterval, IdleTimeout time.Duration
+	// Latency is one DynamoDB round trip; lease writes and prunes take
+	// Latency / StoreParallel each, as a store sends StoreParallel at once.
+	Latency       time.Duration
+	StoreParallel int
+	// StartDelay is from a wake-up to the handler running in a new
+	// execution environment; PublisherInit the Kafka client's first
+	// initialisation between the trust check and the second look.
+	StartDelay, PublisherInit time.Duration
+	Backend                   Backend
+	Seed                      uint64
+	RelayIDPrefix             string
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c BurstConfig) WithDefaults() BurstConfig {
+	set := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	setDur := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	set(&c.Buckets, DefaultBurstBuckets)
+	set(&c.Relays, DefaultBurstRelays)
+	set(&c.Commits, DefaultBurstCommits)
+	set(&c.StoreParallel, DefaultStoreParallel)
+	setDur(&c.Window, DefaultBurstWindow)
+	setDur(&c.LeaseDuration, outbox.DefaultLeaseDuration)
+	setDur(&c.LeaseRenewInterval, outbox.DefaultLeaseRenewInterval)
+	setDur(&c.PollInterval, outbox.DefaultPollInterval)
+	setDur(&c.IdleTimeout, outbox.DefaultIdleTimeout)
+	setDur(&c.Latency, DefaultLatency)
+	setDur(&c.StartDelay, DefaultStartDelay)
+	setDur(&c.PublisherInit, DefaultPublisherInit)
+	if c.Backend == "" {
+		c.Backend = Model
+	}
+	if c.Seed == 0 {
+		c.Seed = DefaultSeed
+	}
+	if c.RelayIDPrefix == "" {
+		c.RelayIDPrefix = DefaultRelayIDPrefix
+	}
+	return c
+}
+
+// Validate reports the first unusable field; call WithDefaults first.
+func (c BurstConfig) Validate() error {
+	const op = "validate burst config"
+	switch {
+	case c.Buckets < 1 || c.Relays < 1 || c.Commits < 1 || c.StoreParallel < 1:
+		return outbox.Misconfigured(op, "Buckets, Relays, Commits and StoreParallel must be >= 1, got %d, %d, %d, %d", c.Buckets, c.Relays, c.Commits, c.StoreParallel)
+	case c.Window <= 0 || c.Latency <= 0 || c.StartDelay < 0 || c.PublisherInit < 0:
+		return outbox.Misconfigured(op, "Window and Latency must be > 0, StartDelay and PublisherInit >= 0")
+	case c.LeaseRenewInterval >= c.LeaseDuration || c.PollInterval <= 0 || c.IdleTimeout <= 0:
+		return outbox.Misconfigured(op, "LeaseRenewInterval must be below LeaseDuration; PollInterval and IdleTimeout > 0")
+	case c.Backend != Embedded && c.Backend != Model:
+		return outbox.Misconfigured(op, "Backend must be %q or %q, got %q", Embedded, Model, c.Backend)
+	}
+	return nil
+}
+
+// burst is the state of one burst run. Only one simulated process runs at
+// a time (see stepper), so the fields need no lock.
+type burst struct {
+	cfg    BurstConfig
+	ctx    context.Context
+	s      *stepper
+	client outboxddb.Client
+	table  string
+	rng    *rand.Rand
+	rep    BurstReport
+
+	running    int
+	pending    []int       // unpublished commits per bucket
+	oldest     []time.Time // commit time of each bucket's oldest unpublished commit
+	owners     []string    // holder per bucket after its latest round
+	ownedAll   bool
+	readUnits  []float64 // per simulated second since the first commit
+	writeUnits []float64
+	errs       []error
+}

@@ -1,0 +1,39 @@
+package scale
+
+import (
+	"fmt"
+	"time"
+)
+
+// Title is one line describing the burst.
+func (r BurstReport) Title() string {
+	c := r.Config
+	return fmt.Sprintf("Burst: %d commits within %v over %d buckets, each waking the relay function (reserved concurrency %d), drain mode, until the fleet scaled back in",
+		c.Commits, c.Window, c.Buckets, c.Relays)
+}
+
+// Rows returns the burst's figures as (figure, value) rows.
+func (r BurstReport) Rows() [][]string {
+	secs := func(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
+	return [][]string{
+		{"wake-ups sent / invocations / throttled deliveries", fmt.Sprintf("%d / %d / %d", r.WakeUps, r.Invocations, r.Throttled)},
+		{"invocations that found a live peer / joined", fmt.Sprintf("%d / %d", r.PeerLive, r.Joined)},
+		{"rounds / claims / releases / lost", fmt.Sprintf("%d / %d / %d / %d", r.Rounds, r.Claims, r.Releases, r.Lost)},
+		{"refused conditional writes (after every bucket had an owner)", fmt.Sprintf("%d (%d)", r.Refused, r.RefusedAfterOwned)},
+		{"every bucket owned after", secs(r.AllOwnedAfter)},
+		{"longest commit → publish wait", secs(r.MaxPublishWait)},
+		{"last relay stopped after", secs(r.LastStopAfter)},
+		{"leases left / commits unpublished", fmt.Sprintf("%d / %d", r.LeftOwned, r.Unpublished)},
+		{"coordination RCU: total / busiest second", fmt.Sprintf("%.0f / %.0f (%.0f%% of 3,000)", r.ReadUnits, r.PeakReadUnits, 100*r.PeakReadUnits/PartitionReadUnits)},
+		{"coordination WCU: total / busiest second", fmt.Sprintf("%.0f / %.0f (%.0f%% of 1,000)", r.WriteUnits, r.PeakWriteUnits, 100*r.PeakWriteUnits/PartitionWriteUnits)},
+	}
+}
+
+// Notes explain the burst table.
+func (r BurstReport) Notes() []string {
+	return []string{
+		"Each invocation runs the relay's lease lifecycle with the real store and planner: trust check, second look after the publisher's initialisation, rounds, polls, idle stop, graceful release, a wake-up for released buckets with commits.",
+		"Requests interleave in simulated time (each waits its round trip; lease writes a round trip / 8, as a store sends 8 at once); publishing is instant once a relay owns a bucket.",
+		"The model does not throttle: a busiest second above the partition's limits means DynamoDB would have throttled (and the SDK retried) part of it.",
+	}
+}

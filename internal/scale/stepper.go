@@ -1,0 +1,145 @@
+package scale
+
+import (
+	"container/heap"
+	"context"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/spillway-dev/spillway/outbox/outboxddb"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
+)
+
+// stepper runs concurrent simulated processes one at a time, in simulated
+// time order, so their DynamoDB requests interleave as they would in time
+// and a seed reproduces a run exactly.
+//
+// A process is a goroutine that only ever waits in two places: a request
+// through the stepper's client (it takes the request latency) and sleep.
+// Both hand control back to the stepper, which moves the clock to the
+// earliest waiting process's time and resumes exactly that one, then waits
+// until it waits again or ends. Because at most one process runs and each
+// store keeps at most one request in flight (MaxConcurrency 1), nothing
+// needs to be observed from the outside to know that every process is
+// parked.
+type stepper struct {
+	clock *outboxtest.ManualClock
+	be    backend
+	// charge receives the units of every request at the instant it is
+	// applied.
+	charge func(at time.Time, d tally)
+
+	queue eventQueue
+	seq   int
+	yield chan struct{} // the running process parked or ended
+}
+
+type event struct {
+	at     time.Time
+	seq    int
+	resume chan struct{}
+}
+
+type eventQueue []event
+
+func (q eventQueue) Len() int { return len(q) }
+func (q eventQueue) Less(i, j int) bool {
+	if !q[i].at.Equal(q[j].at) {
+		return q[i].at.Before(q[j].at)
+	}
+	return q[i].seq < q[j].seq
+}
+func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *eventQueue) Push(x any)   { *q = append(*q, x.(event)) }
+func (q *eventQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+func newStepper(clock *outboxtest.ManualClock, be backend, charge func(time.Time, tally)) *stepper {
+	return &stepper{clock: clock, be: be, charge: charge, yield: make(chan struct{})}
+}
+
+// at schedules a resumption at t and returns the channel that resumes it.
+// Called by the running process (or before the run starts).
+func (s *stepper) at(t time.Time) chan struct{} {
+	ch := make(chan struct{})
+	s.seq++
+	heap.Push(&s.queue, event{at: t, seq: s.seq, resume: ch})
+	return ch
+}
+
+// spawn schedules a new process starting at t.
+func (s *stepper) spawn(t time.Time, proc func()) {
+	ch := s.at(t)
+	go func() {
+		<-ch
+		defer func() { s.yield <- struct{}{} }()
+		proc()
+	}()
+}
+
+// sleep parks the running process for d of simulated time.
+func (s *stepper) sleep(d time.Duration) {
+	ch := s.at(s.clock.Now().Add(d))
+	s.yield <- struct{}{}
+	<-ch
+}
+
+// run resumes processes in time order until none is waiting or until is
+// reached (then the waiting ones are abandoned with the clock at until).
+func (s *stepper) run(until time.Time) {
+	for s.queue.Len() > 0 {
+		e := heap.Pop(&s.queue).(event)
+		if e.at.After(until) {
+			heap.Push(&s.queue, e)
+			s.clock.Set(until)
+			return
+		}
+		s.clock.Set(e.at)
+		e.resume <- struct{}{}
+		<-s.yield
+	}
+}
+
+// client returns the stepper's client over inner: every request waits its
+// latency in simulated time before it is applied; lease writes and prunes
+// wait writeLatency, as a store sends several of them at once.
+func (s *stepper) client(inner outboxddb.Client, latency, writeLatency time.Duration) outboxddb.Client {
+	return &steppedClient{Client: inner, s: s, latency: latency, writeLatency: writeLatency}
+}
+
+type steppedClient struct {
+	outboxddb.Client
+	s                     *stepper
+	latency, writeLatency time.Duration
+}
+
+// send waits latency, then applies the request and charges its units to
+// that instant.
+func send[O any](c *steppedClient, latency time.Duration, call func() (O, error)) (O, error) {
+	c.s.sleep(latency)
+	before := c.s.be.tally()
+	out, err := call()
+	c.s.charge(c.s.clock.Now(), c.s.be.tally().since(before))
+	return out, err
+}
+
+func (c *steppedClient) Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	return send(c, c.latency, func() (*dynamodb.QueryOutput, error) { return c.Client.Query(ctx, in, optFns...) })
+}
+
+func (c *steppedClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	return send(c, c.latency, func() (*dynamodb.PutItemOutput, error) { return c.Client.PutItem(ctx, in, optFns...) })
+}
+
+func (c *steppedClient) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	return send(c, c.writeLatency, func() (*dynamodb.UpdateItemOutput, error) { return c.Client.UpdateItem(ctx, in, optFns...) })
+}
+
+func (c *steppedClient) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	return send(c, c.writeLatency, func() (*dynamodb.DeleteItemOutput, error) { return c.Client.DeleteItem(ctx, in, optFns...) })
+}
