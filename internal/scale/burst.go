@@ -31,21 +31,27 @@ const (
 // concurrency); the relays run the relay's lease lifecycle in drain mode
 // until the fleet has scaled back to nothing.
 type BurstConfig struct {
-	Buckets, Relays, Commits int
-	Window                   time.Duration
+	Buckets int           `json:"buckets"`
+	Relays  int           `json:"relays"`
+	Commits int           `json:"commits"`
+	Window  time.Duration `json:"windowNanos"`
 	// Lease and relay timings; zero takes the relay's defaults.
-	LeaseDuration, LeaseRenewInterval, PollInterval, IdleTimeout time.Duration
+	LeaseDuration      time.Duration `json:"leaseDurationNanos"`
+	LeaseRenewInterval time.Duration `json:"leaseRenewIntervalNanos"`
+	PollInterval       time.Duration `json:"pollIntervalNanos"`
+	IdleTimeout        time.Duration `json:"idleTimeoutNanos"`
 	// Latency is one DynamoDB round trip; lease writes and prunes take
 	// Latency / StoreParallel each, as a store sends StoreParallel at once.
-	Latency       time.Duration
-	StoreParallel int
+	Latency       time.Duration `json:"latencyNanos"`
+	StoreParallel int           `json:"storeParallel"`
 	// StartDelay is from a wake-up to the handler running in a new
 	// execution environment; PublisherInit the Kafka client's first
 	// initialisation between the trust check and the second look.
-	StartDelay, PublisherInit time.Duration
-	Backend                   Backend
-	Seed                      uint64
-	RelayIDPrefix             string
+	StartDelay    time.Duration `json:"startDelayNanos"`
+	PublisherInit time.Duration `json:"publisherInitNanos"`
+	Backend       Backend       `json:"backend"`
+	Seed          uint64        `json:"seed"`
+	RelayIDPrefix string        `json:"relayIdPrefix"`
 }
 
 // WithDefaults returns c with every zero field set to its default.

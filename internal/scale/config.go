@@ -40,22 +40,23 @@ const (
 // together on an empty table.
 type Config struct {
 	// Buckets is the bucket count. Default 64.
-	Buckets int
+	Buckets int `json:"buckets"`
 	// Relays is the fleet size. Default 16.
-	Relays int
+	Relays int `json:"relays"`
 	// LeaseDuration and LeaseRenewInterval are the relays' lease timings.
 	// Default the relay's (30 s and 10 s).
-	LeaseDuration, LeaseRenewInterval time.Duration
+	LeaseDuration      time.Duration `json:"leaseDurationNanos"`
+	LeaseRenewInterval time.Duration `json:"leaseRenewIntervalNanos"`
 	// SteadyRounds is how many renew intervals are measured after the
 	// fleet settled. Default 6.
-	SteadyRounds int
+	SteadyRounds int `json:"steadyRounds"`
 	// Backend answers the requests. Default Model.
-	Backend Backend
+	Backend Backend `json:"backend"`
 	// Seed fixes the relay ids and the relays' start times. Default 1.
-	Seed uint64
+	Seed uint64 `json:"seed"`
 	// RelayIDPrefix is the function-name part of every relay id. Default
 	// "spillway-relay".
-	RelayIDPrefix string
+	RelayIDPrefix string `json:"relayIdPrefix"`
 }
 
 // WithDefaults returns c with every zero field set to its default.
