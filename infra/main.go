@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/jsii-runtime-go"
-	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+	"github.com/spillway-dev/spillway/infra/spillway"
 )
 
 // ErrMissingBuild says the function packages have not been built.
@@ -62,7 +62,7 @@ func newApp(app awscdk.App) (SpillwayStack, error) {
 		ExistingTableArn:       cfg.existingTableArn,
 		ExistingTableStreamArn: cfg.existingTableStreamArn,
 	})
-	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
+	spillway.AddNagPacks(app)
 	return stack, nil
 }
 

@@ -48,8 +48,9 @@ func newAlarmTopic(scope constructs.Construct, a AlarmProps) awssns.ITopic {
 		Description:       jsii.String("Encrypts the Spillway alarm topic"),
 		EnableKeyRotation: jsii.Bool(true),
 	})
-	// What CloudWatch needs to publish to an encrypted topic, no more.
-	key.Grant(awsiam.NewServicePrincipal(jsii.String("cloudwatch.amazonaws.com"), nil), jsii.String("kms:Decrypt"), jsii.String("kms:GenerateDataKey*"))
+	// What CloudWatch needs to publish to an encrypted topic, no more, and
+	// only for this account's alarms (confused deputy).
+	key.AddToResourcePolicy(alarmKeyStatement(awscdk.Stack_Of(scope)), nil)
 	topic := awssns.NewTopic(scope, jsii.String("AlarmTopic"), &awssns.TopicProps{
 		DisplayName: jsii.String("Spillway alarms"),
 		MasterKey:   key,
@@ -57,6 +58,24 @@ func newAlarmTopic(scope constructs.Construct, a AlarmProps) awssns.ITopic {
 	})
 	topic.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(a.Email), nil))
 	return topic
+}
+
+// alarmKeyStatement lets CloudWatch alarms of the stack's account and
+// region use the alarm topic's key.
+func alarmKeyStatement(stack awscdk.Stack) awsiam.PolicyStatement {
+	s := awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String("cloudwatch.amazonaws.com"), nil)},
+		Actions:    jsii.Strings("kms:Decrypt", "kms:GenerateDataKey*"),
+		Resources:  jsii.Strings("*"),
+	})
+	s.AddCondition(jsii.String("StringEquals"), map[string]interface{}{"aws:SourceAccount": stack.Account()})
+	s.AddCondition(jsii.String("ArnLike"), map[string]interface{}{"aws:SourceArn": stack.FormatArn(&awscdk.ArnComponents{
+		Service:      jsii.String("cloudwatch"),
+		Resource:     jsii.String("alarm"),
+		ResourceName: jsii.String("*"),
+		ArnFormat:    awscdk.ArnFormat_COLON_RESOURCE_NAME,
+	})})
+	return s
 }
 
 type alarmInputs struct {

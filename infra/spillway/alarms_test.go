@@ -25,7 +25,8 @@ func TestAlarmsWatchBacklogFailuresTheRelayAndTheTable(t *testing.T) {
 	f := synth(t, func(p *OutboxProps) {
 		p.Alarms.TopicArn = "arn:aws:sns:eu-west-1:123456789012:ops"
 	})
-	relayName := "Test-Outbox-relay"
+	// The relay's name is CloudFormation's: a reference to the function.
+	relayName := map[string]any{"Ref": f.functionID(f.outbox.relay.fn)}
 	got := map[string]alarmSpec{}
 	for _, id := range f.ofType("AWS::CloudWatch::Alarm") {
 		a := f.props(id)
@@ -130,6 +131,13 @@ func TestAlarmThresholdsAreConfigurableAndEmailGetsAnEncryptedTopic(t *testing.T
 	assertJSON(t, "CloudWatch's use of the key", statements[len(statements)-1], map[string]any{
 		"Action": []any{"kms:Decrypt", "kms:GenerateDataKey*"}, "Effect": "Allow",
 		"Principal": map[string]any{"Service": "cloudwatch.amazonaws.com"}, "Resource": "*",
+		"Condition": map[string]any{
+			"StringEquals": map[string]any{"aws:SourceAccount": map[string]any{"Ref": "AWS::AccountId"}},
+			"ArnLike": map[string]any{"aws:SourceArn": map[string]any{"Fn::Join": []any{"", []any{
+				"arn:", map[string]any{"Ref": "AWS::Partition"}, ":cloudwatch:", map[string]any{"Ref": "AWS::Region"}, ":",
+				map[string]any{"Ref": "AWS::AccountId"}, ":alarm:*",
+			}}}},
+		},
 	})
 }
 
@@ -196,7 +204,7 @@ func TestDashboardShowsEveryOutboxMetric(t *testing.T) {
 			}
 		}
 	}
-	r := "Test-Outbox-relay"
+	r := "@" + f.functionID(f.outbox.relay.fn) + "@"
 	has("Backlog", emfMetric(outboxconf.MetricPendingMessages, r), emfMetric(outboxconf.MetricOldestPendingAge, r))
 	has("Throughput", emfMetric(outboxconf.MetricMessagesPublished, r), emfMetric(outboxconf.MetricMessagesEnqueued, enqueue), emfMetric(outboxconf.MetricPublishFailures, r))
 	has("Publish latency (commit to ack)", emfMetric(outboxconf.MetricPublishLatency, r), `"stat":"p50"`, `"stat":"p99"`)

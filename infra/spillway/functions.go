@@ -1,9 +1,6 @@
 package spillway
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -16,44 +13,25 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 )
 
-// maxFunctionName is Lambda's limit on a function name.
-const maxFunctionName = 64
+// lambdaRecursionLimit is about where Lambda's recursive loop detection
+// stops a chain of invocations carrying the same event: "after
+// approximately 16 invocations" (AWS Lambda Developer Guide, "Use Lambda
+// recursive loop detection to prevent infinite loops",
+// https://docs.aws.amazon.com/lambda/latest/dg/invocation-recursion.html).
+const lambdaRecursionLimit = 16
 
-var unsafeNameChars = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
-
-// defaultRelayName derives a stable physical name from the stack's name and
-// the construct id: unique per stack, readable in the console, and known at
-// synth time (the relay's own environment and policy need it, see
-// OutboxProps.RelayFunctionName). Names beyond Lambda's limit keep their head
-// and get a hash of the whole, so two long names still differ.
-func defaultRelayName(scope constructs.Construct, id string) string {
-	stack := awscdk.Stack_Of(scope)
-	base := *stack.StackName()
-	if isToken(base) {
-		// A stack named by a token has no literal name to build on; the
-		// construct path is unique within the app and literal.
-		base = *awscdk.Names_UniqueId(scope)
+// recursiveLoop is the relay's RecursiveLoop setting. A relay that stops
+// with work left wakes a successor, a deliberate self-invocation bounded by
+// the hop counter (SPILLWAY_MAX_HOPS) and the reserved concurrency. A chain
+// is the writer's or enqueue function's invocation, hop 0 and maxHops
+// continuations: while that stays below Lambda's limit the detection never
+// fires and stays on (Terminate) as a guard against a bug; only a hop limit
+// that reaches it needs Allow.
+func recursiveLoop(maxHops int) awslambda.RecursiveLoop {
+	if maxHops+2 >= lambdaRecursionLimit {
+		return awslambda.RecursiveLoop_ALLOW
 	}
-	name := unsafeNameChars.ReplaceAllString(base+"-"+id+"-relay", "-")
-	if len(name) <= maxFunctionName {
-		return name
-	}
-	sum := sha256.Sum256([]byte(name))
-	suffix := "-" + hex.EncodeToString(sum[:4])
-	return name[:maxFunctionName-len(suffix)] + suffix
-}
-
-// functionArn builds a function's unqualified ARN from its name without
-// referencing the function resource. The relay's role must name the relay
-// (continuation wake-ups) and the function depends on its role, so a
-// reference (Fn::GetAtt) would be a CloudFormation cycle.
-func functionArn(scope constructs.Construct, name string) *string {
-	return awscdk.Stack_Of(scope).FormatArn(&awscdk.ArnComponents{
-		Service:      jsii.String("lambda"),
-		Resource:     jsii.String("function"),
-		ResourceName: jsii.String(name),
-		ArnFormat:    awscdk.ArnFormat_COLON_RESOURCE_NAME,
-	})
+	return awslambda.RecursiveLoop_TERMINATE
 }
 
 // goFunction is what both functions share: provided.al2023 on arm64 with a
@@ -140,9 +118,13 @@ func commonEnv(p OutboxProps, table *string, relayName *string) map[string]*stri
 }
 
 // relayEnv adds what only the relay reads: Kafka and its lifetime.
-// Durations are Go duration strings (time.ParseDuration).
-func relayEnv(p OutboxProps, table, brokers *string, relayName string) map[string]*string {
-	env := commonEnv(p, table, jsii.String(relayName))
+// Durations are Go duration strings (time.ParseDuration). The relay wakes
+// itself under the name Lambda gives it (AWS_LAMBDA_FUNCTION_NAME), so it
+// gets no SPILLWAY_RELAY_FUNCTION: naming the function in its own
+// definition would be a cycle.
+func relayEnv(p OutboxProps, table, brokers *string) map[string]*string {
+	env := commonEnv(p, table, nil)
+	delete(env, outboxconf.EnvRelayFunction)
 	env[outboxconf.EnvKafkaBrokers] = brokers
 	env[outboxconf.EnvKafkaAuth] = jsii.String(p.Kafka.Auth)
 	env[outboxconf.EnvKafkaTLS] = jsii.String(strconv.FormatBool(*p.Kafka.TLS))

@@ -1,12 +1,11 @@
 package spillway
 
 import (
-	"strings"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
-	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 )
@@ -56,8 +55,12 @@ func TestRelayConcurrencyRecursionAndAsyncInvokeConfig(t *testing.T) {
 	f := synth(t, nil)
 	relay := f.props(f.functionID(f.outbox.relay.fn))
 	assertJSON(t, "reserved concurrency", relay["ReservedConcurrentExecutions"], 8)
-	assertJSON(t, "recursive loop", relay["RecursiveLoop"], "Allow")
-	assertJSON(t, "relay name", relay["FunctionName"], "Test-Outbox-relay")
+	// The default hop limit (10) keeps chains below Lambda's loop detection
+	// (about 16 invocations), which stays on.
+	assertJSON(t, "recursive loop", relay["RecursiveLoop"], "Terminate")
+	if name, ok := relay["FunctionName"]; ok {
+		t.Errorf("relay has the fixed name %v; CloudFormation names it", name)
+	}
 	enqueue := f.props(f.functionID(f.outbox.enqueue.fn))
 	for _, key := range []string{"ReservedConcurrentExecutions", "RecursiveLoop", "FunctionName", "VpcConfig"} {
 		if v, ok := enqueue[key]; ok {
@@ -79,6 +82,12 @@ func TestRelayConcurrencyRecursionAndAsyncInvokeConfig(t *testing.T) {
 	relay = g.props(g.functionID(g.outbox.relay.fn))
 	assertJSON(t, "reserved concurrency below the bucket count", relay["ReservedConcurrentExecutions"], 4)
 	assertJSON(t, "explicit relay name", relay["FunctionName"], "orders-relay")
+
+	// A hop limit whose chains reach the detection's limit needs Allow.
+	for hops, want := range map[int]string{13: "Terminate", 14: "Allow", 30: "Allow"} {
+		h := synth(t, func(p *OutboxProps) { p.MaxHops = hops })
+		assertJSON(t, fmt.Sprintf("recursive loop with %d hops", hops), h.props(h.functionID(h.outbox.relay.fn))["RecursiveLoop"], want)
+	}
 }
 
 func TestFunctionEnvironmentUsesTheSharedNames(t *testing.T) {
@@ -100,14 +109,15 @@ func TestFunctionEnvironmentUsesTheSharedNames(t *testing.T) {
 		outboxconf.EnvMetricsNamespace: "Acme/Outbox",
 		outboxconf.EnvTopics:           "orders,payments",
 	}
+	// No SPILLWAY_RELAY_FUNCTION: the relay wakes itself under
+	// AWS_LAMBDA_FUNCTION_NAME.
 	relayEnv := map[string]any{
-		outboxconf.EnvRelayFunction: "Test-Outbox-relay",
-		outboxconf.EnvKafkaBrokers:  map[string]any{"Fn::GetAtt": []any{f.ofType("Custom::AWS")[0], "BootstrapBrokerStringSaslIam"}},
-		outboxconf.EnvKafkaAuth:     outboxconf.KafkaAuthIAM,
-		outboxconf.EnvKafkaTLS:      "true",
-		outboxconf.EnvMode:          "hold",
-		outboxconf.EnvStopMargin:    "7s",
-		outboxconf.EnvMaxHops:       "4",
+		outboxconf.EnvKafkaBrokers: map[string]any{"Fn::GetAtt": []any{f.ofType("Custom::AWS")[0], "BootstrapBrokerStringSaslIam"}},
+		outboxconf.EnvKafkaAuth:    outboxconf.KafkaAuthIAM,
+		outboxconf.EnvKafkaTLS:     "true",
+		outboxconf.EnvMode:         "hold",
+		outboxconf.EnvStopMargin:   "7s",
+		outboxconf.EnvMaxHops:      "4",
 	}
 	for k, v := range common {
 		relayEnv[k] = v
@@ -168,33 +178,6 @@ func TestBrokerLookupReadsTheBootstrapStringOfTheAuthMode(t *testing.T) {
 	}
 }
 
-func TestDefaultRelayNameFitsLambdaAndStaysDistinct(t *testing.T) {
-	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
-	name := func(stackName, id string) string {
-		stack := awscdk.NewStack(app, jsii.String(strings.ReplaceAll(stackName, ".", "")), &awscdk.StackProps{StackName: jsii.String(stackName)})
-		return defaultRelayName(constructs.NewConstruct(stack, jsii.String(id)), id)
-	}
-	if got := name("Orders", "Outbox"); got != "Orders-Outbox-relay" {
-		t.Errorf("short name = %q", got)
-	}
-	long := strings.Repeat("a", 70)
-	a, b := name(long+"x", "Outbox"), name(long+"y", "Outbox")
-	if len(a) != maxFunctionName || len(b) != maxFunctionName || a == b {
-		t.Errorf("long names must be %d characters and distinct: %q, %q", maxFunctionName, a, b)
-	}
-	if again := defaultRelayNameOf(long+"x", "Outbox"); again != a {
-		t.Errorf("name not deterministic: %q then %q", a, again)
-	}
-}
-
-// defaultRelayNameOf derives the name in a fresh app, to show that the
-// name depends on the stack name and id only.
-func defaultRelayNameOf(stackName, id string) string {
-	app := awscdk.NewApp(nil)
-	stack := awscdk.NewStack(app, jsii.String("Other"), &awscdk.StackProps{StackName: jsii.String(stackName)})
-	return defaultRelayName(constructs.NewConstruct(stack, jsii.String(id)), id)
-}
-
 func TestScheduleSweepsEveryMinuteWithItsOwnRole(t *testing.T) {
 	f := synth(t, nil)
 	relay := f.functionID(f.outbox.relay.fn)
@@ -217,7 +200,13 @@ func TestScheduleSweepsEveryMinuteWithItsOwnRole(t *testing.T) {
 			"Action":    "sts:AssumeRole",
 			"Effect":    "Allow",
 			"Principal": map[string]any{"Service": "scheduler.amazonaws.com"},
-			"Condition": map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": map[string]any{"Ref": "AWS::AccountId"}}},
+			"Condition": map[string]any{
+				"StringEquals": map[string]any{"aws:SourceAccount": map[string]any{"Ref": "AWS::AccountId"}},
+				"ArnEquals": map[string]any{"aws:SourceArn": map[string]any{"Fn::Join": []any{"", []any{
+					"arn:", map[string]any{"Ref": "AWS::Partition"}, ":scheduler:", map[string]any{"Ref": "AWS::Region"}, ":",
+					map[string]any{"Ref": "AWS::AccountId"}, ":schedule-group/default",
+				}}}},
+			},
 		}},
 		"Version": "2012-10-17",
 	})

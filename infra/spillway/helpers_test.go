@@ -16,7 +16,6 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/cxapi"
 	"github.com/aws/jsii-runtime-go"
-	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 )
 
 // testCluster is a well-formed MSK cluster ARN (name "orders").
@@ -116,7 +115,7 @@ func synthWith(t *testing.T, build func(*fixtureBuilder)) *fixture {
 	stack := awscdk.NewStack(app, jsii.String("Test"), nil)
 	build(&fixtureBuilder{stack: stack, props: &p})
 	ob := NewOutbox(stack, "Outbox", &p)
-	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
+	AddNagPacks(app)
 	return newFixture(t, stack, ob.(*outbox))
 }
 
@@ -166,6 +165,15 @@ func (f *fixture) props(id string) map[string]any {
 	}
 	p, _ := r["Properties"].(map[string]any)
 	return p
+}
+
+// dependsOn returns a resource's DependsOn list.
+func (f *fixture) dependsOn(id string) []string {
+	var out []string
+	for _, d := range asList(f.res[id]["DependsOn"]) {
+		out = append(out, d.(string))
+	}
+	return out
 }
 
 // logicalID is the logical id of a CloudFormation resource construct.

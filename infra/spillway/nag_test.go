@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 )
 
@@ -40,6 +42,7 @@ func (f *fixture) suppressions() []suppression {
 	return out
 }
 
+// The construct is checked against the AwsSolutions and Serverless packs.
 func TestAwsSolutionsChecksPassWithOnlyTheWrittenSuppressions(t *testing.T) {
 	configs := map[string]func(*OutboxProps){
 		"msk-iam lookup": nil,
@@ -72,17 +75,41 @@ func TestAwsSolutionsChecksPassWithOnlyTheWrittenSuppressions(t *testing.T) {
 			if f.outbox.props.Network != nil {
 				relayReason += " " + reasonENI
 			}
+			o := f.outbox
+			cfn := func(c constructs.IConstruct) string { return f.logicalID(c.Node().DefaultChild().(awscdk.CfnElement)) }
 			want := []suppression{
 				{enqueuePolicy, "AwsSolutions-IAM5", "Resource::*", reasonXRay},
 				{relayPolicy, "AwsSolutions-IAM5", "Resource::*", relayReason},
+				{f.functionID(o.relay.fn), "Serverless-LambdaDLQ", "", reasonWakeUpsAreHints},
+				{cfn(o.relay.fn.Node().FindChild(jsii.String("EventInvokeConfig"))), "Serverless-LambdaAsyncFailureDestination", "", reasonWakeUpsAreHints},
+				{f.functionID(o.enqueue.fn), "Serverless-LambdaDLQ", "", reasonSynchronous},
 			}
+			if o.streamsTrigger != nil {
+				want = append(want, suppression{cfn(o.streamsTrigger), "Serverless-LambdaEventSourceMappingDestination", "", reasonStreamHints})
+			}
+			if o.props.Alarms.Email != "" {
+				sub := o.Node().FindChild(jsii.String("AlarmTopic")).Node().FindChild(jsii.String(o.props.Alarms.Email))
+				want = append(want, suppression{cfn(sub), "Serverless-SNSRedrivePolicy", "", reasonEmailAlarms})
+			}
+			providers := 0
 			if provider := f.stack.Node().TryFindChild(jsii.String(awsCustomResourceProvider)); provider != nil {
-				want = append(want, suppression{f.logicalID(provider.Node().FindChild(jsii.String("Resource")).(awscdk.CfnElement)), "AwsSolutions-L1", "", reasonProviderRuntime})
+				providers++
+				id := f.logicalID(provider.Node().FindChild(jsii.String("Resource")).(awscdk.CfnElement))
+				want = append(want, suppression{id, "AwsSolutions-L1", "", reasonProviderRuntime})
+				for _, rule := range []string{"Serverless-LambdaDefaultMemorySize", "Serverless-LambdaDLQ", "Serverless-LambdaLatestVersion", "Serverless-LambdaTracing"} {
+					want = append(want, suppression{id, rule, "", reasonProvider})
+				}
 			}
 			slices.SortFunc(want, func(a, b suppression) int { return strings.Compare(a.Resource+a.Rule, b.Resource+b.Rule) })
 			assertJSON(t, "suppressions", f.suppressions(), want)
-			if got := len(f.ofType("Custom::AWS")); got != len(want)-2 {
-				t.Errorf("%d broker lookups, %d provider suppressions", got, len(want)-2)
+			if got := len(f.ofType("Custom::AWS")); got != providers {
+				t.Errorf("%d broker lookups, %d providers", got, providers)
+			}
+			// Every suppression says why.
+			for _, s := range f.suppressions() {
+				if len(s.Reason) < 40 {
+					t.Errorf("suppression %s on %s has no real reason: %q", s.Rule, s.Resource, s.Reason)
+				}
 			}
 		})
 	}
@@ -99,6 +126,14 @@ func TestAwsSolutionsChecksReportAViolation(t *testing.T) {
 	})
 	ann := strings.Join(f.annotations(), "\n")
 	mustContain(t, ann, "AwsSolutions-DDB3", "/Test/Careless/Resource")
+	// And the Serverless pack runs too.
+	g := synthWith(t, func(b *fixtureBuilder) {
+		awslambda.NewFunction(b.stack, jsii.String("Plain"), &awslambda.FunctionProps{
+			Runtime: awslambda.Runtime_PROVIDED_AL2023(), Handler: jsii.String("bootstrap"),
+			Code: b.props.RelayCode,
+		})
+	})
+	mustContain(t, strings.Join(g.annotations(), "\n"), "Serverless-LambdaDLQ", "/Test/Plain/Resource")
 	if strings.Contains(ann, "/Test/Outbox/") {
 		t.Errorf("the outbox itself has findings:\n%s", ann)
 	}

@@ -38,7 +38,9 @@ type Outbox interface {
 	Table() awsdynamodb.ITable
 	// Relay is the relay function.
 	Relay() awslambda.Function
-	// RelayFunctionName is the relay's physical name, known at synth time.
+	// RelayFunctionName is the relay's physical name: OutboxProps'
+	// RelayFunctionName, or else a token CloudFormation resolves to the
+	// name it generates.
 	RelayFunctionName() string
 	// Enqueue is the enqueue function.
 	Enqueue() awslambda.Function
@@ -92,10 +94,6 @@ func NewOutbox(scope constructs.Construct, id string, props *OutboxProps) Outbox
 	// Override registers o itself as the jsii object, so o can be passed
 	// wherever a construct is expected (scopes, cdk-nag, Stack_Of).
 	constructs.NewConstruct_Override(o, scope, jsii.String(id))
-	o.relayName = p.RelayFunctionName
-	if o.relayName == "" {
-		o.relayName = defaultRelayName(o, id)
-	}
 	o.table = newTable(o, p)
 	var streamArn *string
 	if p.StreamsTrigger {
@@ -104,7 +102,6 @@ func NewOutbox(scope constructs.Construct, id string, props *OutboxProps) Outbox
 			panic(fmt.Errorf("%w: the streams trigger needs the existing table's stream ARN (import it with TableStreamArn)", ErrInvalidProps))
 		}
 	}
-	relayArn := functionArn(o, o.relayName)
 
 	var network *relayNetwork
 	if p.Network != nil {
@@ -116,19 +113,14 @@ func NewOutbox(scope constructs.Construct, id string, props *OutboxProps) Outbox
 	o.relay = newGoFunction(o, "Relay", goFunctionProps{
 		description: "Spillway relay: publishes outbox messages to Kafka",
 		code:        p.RelayCode,
-		name:        o.relayName,
+		name:        p.RelayFunctionName,
 		timeoutSec:  p.RelayTimeout.Seconds(),
 		memoryMB:    p.RelayMemoryMB,
-		env:         relayEnv(p, o.table.TableName(), brokers, o.relayName),
+		env:         relayEnv(p, o.table.TableName(), brokers),
 		retention:   p.LogRetention,
 		configure: func(fp *awslambda.FunctionProps) {
 			fp.ReservedConcurrentExecutions = jsii.Number(float64(p.ReservedConcurrency))
-			// A relay that stops with work left wakes a successor, which is
-			// a deliberate self-invocation. Lambda's loop detection would cut
-			// such a chain after ~16 hops; the chain is bounded by the hop
-			// counter in the wake-up (SPILLWAY_MAX_HOPS) and the reserved
-			// concurrency instead.
-			fp.RecursiveLoop = awslambda.RecursiveLoop_ALLOW
+			fp.RecursiveLoop = recursiveLoop(p.MaxHops)
 			if network != nil {
 				network.configure(fp)
 			}
@@ -140,7 +132,8 @@ func NewOutbox(scope constructs.Construct, id string, props *OutboxProps) Outbox
 		RetryAttempts: jsii.Number(0),
 		MaxEventAge:   awscdk.Duration_Seconds(jsii.Number(DefaultWakeUpMaxEventAge.Seconds())),
 	})
-	o.grantRelay(relayArn, streamArn)
+	o.relayName = *o.relay.fn.FunctionName()
+	o.grantRelay(streamArn)
 
 	o.enqueue = newGoFunction(o, "Enqueue", goFunctionProps{
 		description: "Spillway enqueue: stores messages in the outbox for non-Go producers",
@@ -169,12 +162,12 @@ func NewOutbox(scope constructs.Construct, id string, props *OutboxProps) Outbox
 	metrics := emf{namespace: p.MetricsNamespace, outbox: p.OutboxName}
 	o.topic = newAlarmTopic(o, p.Alarms)
 	o.alarms = newAlarms(o, alarmInputs{
-		props: p, emf: metrics, relay: o.relay.fn, relayName: jsii.String(o.relayName),
+		props: p, emf: metrics, relay: o.relay.fn, relayName: o.relay.fn.FunctionName(),
 		table: o.table, topic: o.topic,
 	})
 	o.dashboard = newDashboard(o, dashboardInputs{
 		emf: metrics, relay: o.relay.fn, enqueue: o.enqueue.fn,
-		relayName: jsii.String(o.relayName), enqueueFn: o.enqueue.fn.FunctionName(),
+		relayName: o.relay.fn.FunctionName(), enqueueFn: o.enqueue.fn.FunctionName(),
 		alarms: o.alarms,
 	})
 	o.suppressNagFindings()
@@ -182,14 +175,19 @@ func NewOutbox(scope constructs.Construct, id string, props *OutboxProps) Outbox
 }
 
 // grantRelay gives the relay exactly what it calls.
-func (o *outbox) grantRelay(relayArn, streamArn *string) {
+func (o *outbox) grantRelay(streamArn *string) {
 	p := o.props
 	role := o.relay.role
 	role.AddToPrincipalPolicy(statement(RelayTableActions, o.table.TableArn()))
-	// Continuation wake-ups invoke the relay itself; the ARN is built from
-	// the fixed name because a reference would be a cycle (the function
-	// depends on this policy).
-	role.AddToPrincipalPolicy(statement([]string{InvokeAction}, relayArn))
+	// Continuation wake-ups invoke the relay itself. The statement lives in
+	// a policy of its own: the function depends on its role's default
+	// policy, so naming the function there would be a cycle, while this
+	// policy depends on the function. Until it exists a wake-up fails and
+	// is logged; the schedule sweeps meanwhile.
+	awsiam.NewPolicy(o, jsii.String("RelaySelfInvoke"), &awsiam.PolicyProps{
+		Roles:      &[]awsiam.IRole{role},
+		Statements: &[]awsiam.PolicyStatement{statement([]string{InvokeAction}, o.relay.fn.FunctionArn())},
+	})
 	switch p.Kafka.Auth {
 	case outboxconf.KafkaAuthIAM:
 		for _, s := range mskStatements(p.Kafka) {

@@ -90,12 +90,10 @@ type OutboxProps struct {
 	RelayCode awslambda.Code
 	// EnqueueCode is the enqueue function's deployment package. Required.
 	EnqueueCode awslambda.Code
-	// RelayFunctionName is the relay's physical name. The relay must know
-	// its own name (continuation wake-ups) and its role must allow invoking
-	// itself; both would reference the function from inside its own
-	// definition, a CloudFormation cycle, so the name is fixed at synth time.
-	// Default: "<stack name>-<construct id>-relay", shortened with a hash
-	// to Lambda's 64-character limit.
+	// RelayFunctionName is the relay's physical name. Optional: by default
+	// CloudFormation generates one (so two stacks never collide and a
+	// replacement needs no rename). The relay learns its own name from
+	// AWS_LAMBDA_FUNCTION_NAME.
 	RelayFunctionName string
 	// RelayTimeout is the relay's Lambda timeout. Default 15 minutes: an
 	// idle relay in drain mode stops after its linger, so a long timeout

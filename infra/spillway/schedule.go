@@ -21,11 +21,14 @@ func newSchedule(scope constructs.Construct, p OutboxProps, relayArn *string) (a
 	group := constructs.NewConstruct(scope, jsii.String("Schedule"))
 	stack := awscdk.Stack_Of(scope)
 	role := awsiam.NewRole(group, jsii.String("Role"), &awsiam.RoleProps{
-		// SourceAccount stops another account's schedule from using the
-		// role (confused deputy).
+		// SourceAccount and SourceArn stop another account's schedules,
+		// and schedules of other groups in this account, from using the
+		// role (confused deputy). The schedule's own ARN would be a cycle
+		// (the schedule names the role); its group, "default", is fixed.
 		AssumedBy: awsiam.NewServicePrincipal(jsii.String("scheduler.amazonaws.com"), &awsiam.ServicePrincipalOpts{
 			Conditions: &map[string]interface{}{
 				"StringEquals": map[string]*string{"aws:SourceAccount": stack.Account()},
+				"ArnEquals":    map[string]*string{"aws:SourceArn": scheduleGroupArn(stack)},
 			},
 		}),
 		Description: jsii.String("Lets EventBridge Scheduler invoke the Spillway relay"),
@@ -50,4 +53,15 @@ func newSchedule(scope constructs.Construct, p OutboxProps, relayArn *string) (a
 	// role's policy.
 	schedule.Node().AddDependency(role)
 	return schedule, role
+}
+
+// scheduleGroupArn is the ARN of the default schedule group, which the
+// sweep belongs to.
+func scheduleGroupArn(stack awscdk.Stack) *string {
+	return stack.FormatArn(&awscdk.ArnComponents{
+		Service:      jsii.String("scheduler"),
+		Resource:     jsii.String("schedule-group"),
+		ResourceName: jsii.String("default"),
+		ArnFormat:    awscdk.ArnFormat_SLASH_RESOURCE_NAME,
+	})
 }

@@ -39,18 +39,26 @@ func newTable(scope constructs.Construct, p OutboxProps) awsdynamodb.ITable {
 }
 
 // messageInsertFilter matches stream records of new message items only:
-// INSERT events whose partition key is <prefix>#MESSAGES#<bucket>. Our own
-// deletes after publishing (REMOVE), sequence counters, leases and
-// heartbeats never invoke the relay.
+// records whose key and new image have a partition key starting with
+// <prefix>#MESSAGES#. Our own deletes after publishing (REMOVE records carry
+// no new image under NEW_IMAGE), sequence counters, leases and heartbeats
+// never invoke the relay. The filter uses only the "dynamodb" key, not
+// "eventName": "DynamoDB event source mappings only support filtering on the
+// dynamodb key" (AWS Lambda Developer Guide, "Using event filtering with a
+// DynamoDB event source",
+// https://docs.aws.amazon.com/lambda/latest/dg/with-ddb-filtering.html).
 func messageInsertFilter(p OutboxProps) *map[string]interface{} {
-	return awslambda.FilterCriteria_Filter(&map[string]interface{}{
-		"eventName": awslambda.FilterRule_IsEqual(jsii.String("INSERT")),
-		"dynamodb": map[string]interface{}{
-			"Keys": map[string]interface{}{
-				p.PartitionKey: map[string]interface{}{
-					"S": awslambda.FilterRule_BeginsWith(jsii.String(p.KeyPrefix + "#MESSAGES#")),
-				},
+	messageKey := func() map[string]interface{} {
+		return map[string]interface{}{
+			p.PartitionKey: map[string]interface{}{
+				"S": awslambda.FilterRule_BeginsWith(jsii.String(p.KeyPrefix + "#MESSAGES#")),
 			},
+		}
+	}
+	return awslambda.FilterCriteria_Filter(&map[string]interface{}{
+		"dynamodb": map[string]interface{}{
+			"Keys":     messageKey(),
+			"NewImage": messageKey(),
 		},
 	})
 }
