@@ -1,6 +1,7 @@
 package outboxkafka
 
 import (
+	"context"
 	"crypto/tls"
 	"strings"
 	"time"
@@ -55,6 +56,12 @@ type SCRAMAuth struct {
 	// Password is the user's password (for MSK, from the Secrets Manager
 	// secret named in outboxconf.EnvKafkaScramSecret).
 	Password string
+	// Refresh, when set, reads the credentials again (for MSK, the secret
+	// again, after a rotation). When a broker refuses the credentials the
+	// publisher calls it before its next connection, at most once per
+	// SCRAMRefreshInterval, and uses what it returns; Init reconnects at
+	// once. Optional: without it the credentials are fixed.
+	Refresh func(ctx context.Context) (SCRAMAuth, error)
 }
 
 // IAMAuth configures Amazon MSK IAM authentication.

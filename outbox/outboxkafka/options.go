@@ -9,7 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
 	mskiam "github.com/twmb/franz-go/pkg/sasl/aws"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/spillway-dev/spillway/outbox"
 )
@@ -18,7 +17,7 @@ import (
 // validated): the caller's ExtraOpts first, then every setting the
 // publisher's guarantees rest on, so a later option of ours overrides an
 // earlier one of theirs.
-func (c Config) clientOpts() ([]kgo.Opt, error) {
+func (c Config) clientOpts(src *scramSource) ([]kgo.Opt, error) {
 	opts := make([]kgo.Opt, 0, len(c.ExtraOpts)+8)
 	opts = append(opts, c.ExtraOpts...)
 	opts = append(opts,
@@ -37,21 +36,25 @@ func (c Config) clientOpts() ([]kgo.Opt, error) {
 			opts = append(opts, kgo.DialTLS())
 		}
 	}
-	mech, err := c.Auth.mechanism()
+	mech, err := c.Auth.mechanism(src)
 	if err != nil {
 		return nil, err
 	}
 	if mech != nil {
 		opts = append(opts, kgo.SASL(mech))
 	}
+	if src != nil {
+		opts = append(opts, kgo.WithHooks(src))
+	}
 	return opts, nil
 }
 
-// mechanism returns the SASL mechanism for a, nil for none.
-func (a Auth) mechanism() (sasl.Mechanism, error) {
+// mechanism returns the SASL mechanism for a, nil for none; SCRAM takes its
+// credentials from src on every connection.
+func (a Auth) mechanism(src *scramSource) (sasl.Mechanism, error) {
 	switch a.Mechanism {
 	case AuthSCRAMSHA512:
-		return scram.Auth{User: a.SCRAM.User, Pass: a.SCRAM.Password}.AsSha512Mechanism(), nil
+		return src.mechanism(), nil
 	case AuthMSKIAM:
 		creds := a.IAM.Credentials
 		if creds == nil {

@@ -20,6 +20,7 @@ type Publisher struct {
 	brokers  string
 	idHeader string
 	clock    outbox.Clock
+	scram    *scramSource // nil unless SCRAM
 }
 
 var _ outbox.Publisher = (*Publisher)(nil)
@@ -33,7 +34,11 @@ func New(cfg Config) (*Publisher, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	opts, err := cfg.clientOpts()
+	var src *scramSource
+	if cfg.Auth.Mechanism == AuthSCRAMSHA512 {
+		src = newSCRAMSource(cfg.Auth.SCRAM, cfg.Clock)
+	}
+	opts, err := cfg.clientOpts(src)
 	if err != nil {
 		return nil, err
 	}
@@ -50,13 +55,31 @@ func New(cfg Config) (*Publisher, error) {
 		brokers:  strings.Join(cfg.Brokers, ","),
 		idHeader: cfg.MessageIDHeaderName,
 		clock:    cfg.Clock,
+		scram:    src,
 	}, nil
 }
 
 // Init checks, within ctx, that a broker answers and loads the idempotent
 // producer id, so a relay that cannot publish finds out before it claims any
 // bucket. It may be called again after a failure.
+//
+// A broker refusing SCRAM credentials that SCRAMAuth.Refresh can re-read
+// (a rotated secret) makes Init re-read them and connect once more.
 func (p *Publisher) Init(ctx context.Context) error {
+	err := p.init(ctx)
+	if isAuthFailure(err) {
+		p.scram.refused()
+	}
+	if err != nil && p.scram.pending() {
+		err = p.init(ctx)
+		if rerr := p.scram.lastRefreshErr(); err != nil && rerr != nil {
+			err = fmt.Errorf("%w (re-reading the SCRAM credentials failed too: %v)", err, rerr)
+		}
+	}
+	return err
+}
+
+func (p *Publisher) init(ctx context.Context) error {
 	if err := p.cl.Ping(ctx); err != nil {
 		return fmt.Errorf("outboxkafka: init: reach brokers %s: %w", p.brokers, err)
 	}
@@ -141,7 +164,13 @@ func (p *Publisher) PublishDetailed(ctx context.Context, msgs []outbox.Message) 
 		_ = p.cl.Flush(ctx)
 	}
 	wg.Wait()
-	return settle(ctx, msgs, outcomes[:started], buildErr)
+	res := settle(ctx, msgs, outcomes[:started], buildErr)
+	if isAuthFailure(res.Err) {
+		// The next connection re-reads rotated credentials; the relay's
+		// retry of this batch uses it.
+		p.scram.refused()
+	}
+	return res
 }
 
 // outcome is one record's promise result.

@@ -21,10 +21,11 @@ type SecretGetter interface {
 var _ SecretGetter = (*secretsmanager.Client)(nil)
 
 // KafkaConfig returns the publisher configuration of c. The relay needs
-// brokers; with scram-sha-512 the credentials are read once from the secret
+// brokers; with scram-sha-512 the credentials are read from the secret
 // named by KafkaScramSecretARN through secrets (unused otherwise, may be
-// nil then). Amazon MSK stores SCRAM secrets as
-// {"username": …, "password": …}.
+// nil then), and read again when a broker refuses them after a rotation (at
+// most once per outboxkafka.SCRAMRefreshInterval). Amazon MSK stores SCRAM
+// secrets as {"username": …, "password": …}.
 func (c Config) KafkaConfig(ctx context.Context, secrets SecretGetter) (outboxkafka.Config, error) {
 	if len(c.KafkaBrokers) == 0 {
 		return outboxkafka.Config{}, &ConfigError{Variable: outboxconf.EnvKafkaBrokers, Value: "",
@@ -42,6 +43,10 @@ func (c Config) KafkaConfig(ctx context.Context, secrets SecretGetter) (outboxka
 		creds, err := scramCredentials(ctx, secrets, c.KafkaScramSecretARN)
 		if err != nil {
 			return outboxkafka.Config{}, err
+		}
+		arn := c.KafkaScramSecretARN
+		creds.Refresh = func(ctx context.Context) (outboxkafka.SCRAMAuth, error) {
+			return scramCredentials(ctx, secrets, arn)
 		}
 		cfg.Auth.SCRAM = creds
 	}

@@ -59,6 +59,12 @@ func TestKafkaConfigReadsTheSCRAMSecret(t *testing.T) {
 	if err := got.WithDefaults().Validate(); err != nil {
 		t.Fatalf("publisher config does not validate: %v", err)
 	}
+	// After a rotation the publisher re-reads the same secret.
+	secrets.value = `{"username":"relay","password":"rotated"}`
+	again, err := got.Auth.SCRAM.Refresh(t.Context())
+	if err != nil || again.Password != "rotated" || len(secrets.asked) != 2 || secrets.asked[1] != cfg.KafkaScramSecretARN {
+		t.Fatalf("refresh = %+v, %v after asking %v; want the rotated password from the configured ARN", again, err, secrets.asked)
+	}
 }
 
 func TestKafkaConfigRefusesBadSecrets(t *testing.T) {
