@@ -102,6 +102,17 @@ type RelayOptions struct {
 	StopMargin time.Duration
 	// MaxConcurrency bounds buckets drained in parallel. Default 8.
 	MaxConcurrency int
+	// MaxHeldBytes bounds the messages the relay holds at once (fetched,
+	// being published or deleted), summed over its buckets, as HeldSize
+	// counts them: before each fetch a bucket reserves room for a batch of
+	// MaxMessageBytes messages (fewer messages when room is short, waiting
+	// when none is left) and gives back what the batch does not use. 0
+	// means no bound (the default); HeldBytesForMemory derives it from the
+	// memory available.
+	MaxHeldBytes int64
+	// MaxMessageBytes is the largest message the store can return, the room
+	// reserved per message before a fetch. Default DefaultMaxMessageBytes.
+	MaxMessageBytes int64
 	// BacklogInterval is how often the holder of bucket 0 samples the
 	// backlog for the PendingMessages and OldestPendingAge metrics; only
 	// that relay samples, so the fleet pays for one sample per interval.
@@ -123,6 +134,9 @@ func (o RelayOptions) WithDefaults() RelayOptions {
 	setDur(&o.BacklogInterval, DefaultBacklogInterval)
 	if o.MessageIDHeaderName == "" {
 		o.MessageIDHeaderName = DefaultMessageIDHeaderName
+	}
+	if o.MaxMessageBytes == 0 {
+		o.MaxMessageBytes = DefaultMaxMessageBytes
 	}
 	if o.Mode == "" {
 		o.Mode = ModeDrain
@@ -152,6 +166,9 @@ func (o RelayOptions) Validate() error {
 		if err := positive(op, c.name, c.d); err != nil {
 			return err
 		}
+	}
+	if o.MaxHeldBytes < 0 || o.MaxMessageBytes < 1 {
+		return Misconfigured(op, "MaxHeldBytes (%d) must be >= 0 and MaxMessageBytes (%d) >= 1", o.MaxHeldBytes, o.MaxMessageBytes)
 	}
 	if o.LeaseRenewInterval >= o.LeaseDuration {
 		return Misconfigured(op, "LeaseRenewInterval (%v) must be strictly less than LeaseDuration (%v)", o.LeaseRenewInterval, o.LeaseDuration)

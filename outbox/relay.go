@@ -51,6 +51,7 @@ type Relay struct {
 	maxHops  int
 	jitter   *jitter
 	req      LeaseRequest
+	held     *byteBudget // nil: no MaxHeldBytes
 
 	running sync.Mutex
 
@@ -85,6 +86,7 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 		jitter:   newJitter(opts.RelayID),
 		req:      LeaseRequest{RelayID: opts.RelayID, BucketCount: opts.BucketCount, LeaseDuration: opts.LeaseDuration},
 		heads:    map[int]*headRow{},
+		held:     newByteBudget(opts.MaxHeldBytes, opts.MaxMessageBytes),
 	}
 	if r.clock == nil {
 		r.clock = SystemClock{}

@@ -95,7 +95,13 @@ func (u *run) drainBucket(bucket int) (res bucketResult) {
 			size = 1
 			r.emit(Event{Kind: EventHeadRowRetry, Bucket: bucket})
 		}
-		n, more, err := u.relayBatch(ctx, bucket, size, head)
+		g, ok := r.held.reserve(ctx, size)
+		if !ok {
+			res.more = true
+			return res
+		}
+		n, more, err := u.relayBatch(ctx, bucket, &g, head)
+		g.done()
 		res.published += n
 		if err != nil || !more {
 			res.err = err
@@ -111,12 +117,15 @@ func (u *run) drainBucket(bucket int) (res bucketResult) {
 
 // relayBatch moves one batch. more reports that the bucket may hold more
 // work right away.
-func (u *run) relayBatch(ctx context.Context, bucket, size int, head *headRow) (published int, more bool, err error) {
+// g bounds the batch's size and holds its room under MaxHeldBytes.
+func (u *run) relayBatch(ctx context.Context, bucket int, g *grant, head *headRow) (published int, more bool, err error) {
 	r := u.r
+	size := g.count
 	msgs, err := r.store.FetchBatch(ctx, bucket, size)
 	if err != nil {
 		return 0, false, errCycle(fmt.Sprintf("fetch bucket %d", bucket), err)
 	}
+	g.fit(msgs)
 	if len(msgs) == 0 {
 		r.clearHead(bucket)
 		return 0, false, nil

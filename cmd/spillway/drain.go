@@ -58,8 +58,12 @@ func parseDrainFlags(args []string, stderr io.Writer) (drainOptions, error) {
 	progress := fs.Duration("progress", 2*time.Second, "interval between progress lines (0: none)")
 	retry := fs.Duration("retry", time.Second, "wait between runs while peers hold buckets with work")
 	verbose := fs.Bool("v", false, "log the relays' activity")
+	memory := fs.Int("memory-mb", 0, "memory the relays may use, MB: bounds the messages they hold at once (env SPILLWAY_MEMORY_MB; 0: unbounded)")
 	if err := parse(fs, args); err != nil {
 		return drainOptions{}, err
+	}
+	if *memory < 0 {
+		return drainOptions{}, usagef("--memory-mb must be >= 0")
 	}
 	if *relays < 1 {
 		return drainOptions{}, usagef("--relays must be >= 1")
@@ -70,6 +74,9 @@ func parseDrainFlags(args []string, stderr io.Writer) (drainOptions, error) {
 	cfg, err := ef.config()
 	if err != nil {
 		return drainOptions{}, usagef("%v", err)
+	}
+	if *memory > 0 {
+		cfg.MemoryMB = *memory
 	}
 	return drainOptions{cfg: cfg, relays: *relays, timeout: *timeout, progress: *progress, retry: *retry,
 		log: cliLogger(stderr, *verbose)}, nil

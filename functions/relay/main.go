@@ -17,6 +17,7 @@ import (
 
 func main() {
 	log := outboxlambda.NewLogger(os.Stdout, os.Getenv)
+	outboxlambda.SetMemoryLimit(os.Getenv)
 	h, err := outboxlambda.NewRelayFromEnv(context.Background(), os.Getenv, log)
 	if err != nil {
 		log.Error("relay function cannot start", "error", err)

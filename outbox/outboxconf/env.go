@@ -29,6 +29,12 @@ const (
 	EnvOutboxName         = "SPILLWAY_OUTBOX_NAME"
 	EnvMetricsNamespace   = "SPILLWAY_METRICS_NAMESPACE"
 	EnvTopics             = "SPILLWAY_TOPICS"
+	// EnvMemoryMB is the memory, in MB, the relay sizes its held messages
+	// from; it overrides EnvLambdaMemory and is how a relay outside Lambda
+	// (the CLI) gets a bound.
+	EnvMemoryMB = "SPILLWAY_MEMORY_MB"
+	// EnvLambdaMemory is set by Lambda to the function's memory in MB.
+	EnvLambdaMemory = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE"
 )
 
 // Kafka authentication modes accepted in EnvKafkaAuth.

@@ -86,6 +86,11 @@ type Config struct {
 	// MetricsNamespace is the CloudWatch namespace
 	// (SPILLWAY_METRICS_NAMESPACE). Default "Spillway".
 	MetricsNamespace string
+	// MemoryMB is the memory the relay has, in MB (SPILLWAY_MEMORY_MB, else
+	// Lambda's AWS_LAMBDA_FUNCTION_MEMORY_SIZE). The relay holds messages
+	// of at most outbox.HeldBytesForMemory of it at once. Default 0: no
+	// bound (outside Lambda, without the variable).
+	MemoryMB int
 }
 
 // ConfigError names the environment variable that makes the configuration
@@ -135,6 +140,8 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		MaxHops:             p.integer(outboxconf.EnvMaxHops, outboxconf.DefaultMaxHops, 0, math.MaxInt32),
 		OutboxName:          p.name(outboxconf.EnvOutboxName, DefaultOutboxName),
 		MetricsNamespace:    p.name(outboxconf.EnvMetricsNamespace, outboxconf.DefaultMetricsNamespace),
+		MemoryMB: p.integer(outboxconf.EnvMemoryMB,
+			p.integer(outboxconf.EnvLambdaMemory, 0, 0, math.MaxInt32), 0, math.MaxInt32),
 	}
 	c.KafkaTLS = p.boolean(outboxconf.EnvKafkaTLS, c.KafkaAuth != outboxconf.KafkaAuthNone)
 	if p.err != nil {
@@ -197,6 +204,7 @@ func (c Config) RelayOptions(relayID string) outbox.RelayOptions {
 		Mode:               c.Mode,
 		IdleTimeout:        c.IdleTimeout,
 		StopMargin:         c.StopMargin,
+		MaxHeldBytes:       outbox.HeldBytesForMemory(int64(c.MemoryMB) << 20),
 	}.WithDefaults()
 }
 

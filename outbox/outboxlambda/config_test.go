@@ -3,6 +3,7 @@ package outboxlambda
 import (
 	"errors"
 	"reflect"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -242,5 +243,47 @@ func TestKafkaConfigNeedsBrokers(t *testing.T) {
 	var ce *ConfigError
 	if !errors.As(err, &ce) || ce.Variable != outboxconf.EnvKafkaBrokers {
 		t.Fatalf("error %v, want a *ConfigError naming %s", err, outboxconf.EnvKafkaBrokers)
+	}
+}
+
+// The relay bounds the messages it holds from the memory it has: Lambda's
+// memory size, or SPILLWAY_MEMORY_MB, which wins (and serves outside
+// Lambda).
+func TestConfigBoundsHeldMessagesFromTheMemory(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]struct {
+		vars map[string]string
+		want int64
+	}{
+		"outside Lambda":         {nil, 0},
+		"Lambda's memory":        {map[string]string{outboxconf.EnvLambdaMemory: "512"}, 128 << 20},
+		"the variable wins":      {map[string]string{outboxconf.EnvLambdaMemory: "512", outboxconf.EnvMemoryMB: "2048"}, 512 << 20},
+		"the variable elsewhere": {map[string]string{outboxconf.EnvMemoryMB: "256"}, 64 << 20},
+	} {
+		cfg, err := LoadConfig(env(withVars(c.vars)))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := cfg.RelayOptions("r").MaxHeldBytes; got != c.want {
+			t.Errorf("%s: MaxHeldBytes %d, want %d", name, got, c.want)
+		}
+	}
+	if _, err := LoadConfig(env(withVars(map[string]string{outboxconf.EnvMemoryMB: "lots"}))); err == nil {
+		t.Error("a memory size that is not a number was accepted")
+	}
+}
+
+func TestSetMemoryLimitFollowsTheFunctionsMemory(t *testing.T) {
+	before := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(before) })
+	if got := SetMemoryLimit(env(map[string]string{outboxconf.EnvLambdaMemory: "512", "GOMEMLIMIT": "100MiB"})); got != 0 {
+		t.Errorf("GOMEMLIMIT set: limit %d, want none", got)
+	}
+	if got := SetMemoryLimit(env(nil)); got != 0 {
+		t.Errorf("outside Lambda: limit %d, want none", got)
+	}
+	got := SetMemoryLimit(env(map[string]string{outboxconf.EnvLambdaMemory: "512"}))
+	if want := int64(512<<20) * 9 / 10; got != want || debug.SetMemoryLimit(-1) != want {
+		t.Errorf("limit %d (runtime %d), want %d", got, debug.SetMemoryLimit(-1), want)
 	}
 }

@@ -1,0 +1,117 @@
+package outbox_test
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/spillway-dev/spillway/outbox"
+)
+
+// copyingStore is a memStore whose fetches return fresh valueSize-byte
+// values, as a real store decodes each fetched item into new memory, and
+// which counts what the relay holds: fetched and not yet deleted.
+type copyingStore struct {
+	*memStore
+	valueSize int
+
+	mu         sync.Mutex
+	held, peak int64
+}
+
+func (s *copyingStore) FetchBatch(ctx context.Context, bucket, limit int) ([]outbox.Message, error) {
+	msgs, err := s.memStore.FetchBatch(ctx, bucket, limit)
+	var held int64
+	for i := range msgs {
+		v := make([]byte, s.valueSize)
+		v[0] = byte(i)
+		msgs[i].Value = v
+		held += outbox.HeldSize(msgs[i])
+	}
+	s.mu.Lock()
+	s.held += held
+	s.peak = max(s.peak, s.held)
+	s.mu.Unlock()
+	return msgs, err
+}
+
+func (s *copyingStore) MarkPublished(ctx context.Context, bucket int, msgs []outbox.Message) error {
+	err := s.memStore.MarkPublished(ctx, bucket, msgs)
+	var held int64
+	for _, m := range msgs {
+		held += outbox.HeldSize(m)
+	}
+	s.mu.Lock()
+	s.held -= held
+	s.mu.Unlock()
+	return err
+}
+
+// heapMeter is a Publisher that discards records and measures the live
+// heap on every call. Publish is where a relay holds the most: its
+// buckets' batches are fetched by then.
+type heapMeter struct {
+	mu        sync.Mutex
+	base      uint64
+	peakHeap  uint64
+	published int
+}
+
+func liveHeap() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+func (h *heapMeter) Init(context.Context) error { return nil }
+
+func (h *heapMeter) Publish(_ context.Context, msgs []outbox.Message) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.peakHeap = max(h.peakHeap, liveHeap()-h.base)
+	h.published += len(msgs)
+	return len(msgs), nil
+}
+
+// 400 KB messages, eight buckets drained at once, 200-message batches:
+// unbounded, the relay would hold 640 MB. Under a 512 MB budget it holds at
+// most a quarter of it, and its measured heap stays within the budget.
+func TestRelayMemory_HeldBytesStayWithinTheBudget(t *testing.T) {
+	const (
+		budget    = 512 << 20
+		valueSize = 400 * 1024
+		buckets   = 8
+		perBucket = 200
+	)
+	meter := &heapMeter{}
+	var store *copyingStore
+	e := newRelayEnv(t, buckets, func(c *outbox.RelayConfig) {
+		c.Options.BatchSize = 200
+		c.Options.MaxConcurrency = buckets
+		c.Options.MaxHeldBytes = outbox.HeldBytesForMemory(budget)
+		store = &copyingStore{memStore: c.Store.(*memStore), valueSize: valueSize}
+		c.Store = store
+		c.Publisher = meter
+	})
+	for b := range buckets {
+		for range perBucket {
+			e.store.add(b, "k")
+		}
+	}
+	meter.base = liveHeap()
+	res := e.run(t, outbox.RunInput{})
+	if res.Deleted != buckets*perBucket || meter.published != buckets*perBucket {
+		t.Fatalf("deleted %d, published %d; want %d", res.Deleted, meter.published, buckets*perBucket)
+	}
+	limit := outbox.HeldBytesForMemory(budget)
+	t.Logf("budget %d MB: held at most %.1f MB (limit %d MB), peak live heap above the start %.1f MB",
+		budget>>20, float64(store.peak)/(1<<20), limit>>20, float64(meter.peakHeap)/(1<<20))
+	if store.peak > limit {
+		t.Errorf("held %d bytes at once, over the limit %d", store.peak, limit)
+	}
+	if meter.peakHeap > budget {
+		t.Errorf("peak live heap %d bytes, over the %d-byte budget", meter.peakHeap, budget)
+	}
+}
