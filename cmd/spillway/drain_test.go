@@ -67,8 +67,12 @@ func TestDrain_WaitsOutADeadRelaysLeases_AndReportsTheHolder(t *testing.T) {
 	e.enqueue(t)
 	t.Setenv(outboxconf.EnvLeaseDuration, "3s")
 	t.Setenv(outboxconf.EnvLeaseRenewInterval, "1s")
+	// Each run gives up 300 ms after it found nothing it could take, well
+	// before the dead relay's leases expire, so the drain runs again and
+	// reports them.
+	t.Setenv(outboxconf.EnvIdleTimeout, "300ms")
 	dead := e.store(t, "dead")
-	acq, err := dead.AcquireLeases(t.Context(), outbox.LeaseRequest{RelayID: "dead-relay", BucketCount: 8, LeaseDuration: 3 * time.Second})
+	acq, err := dead.AcquireLeases(t.Context(), outbox.LeaseRequest{RelayID: "dead-relay", BucketCount: 8, LeaseDuration: 4 * time.Second})
 	if err != nil || len(acq.Owned) != 8 {
 		t.Fatalf("the dead relay holds %v, %v; want every bucket", acq.Owned, err)
 	}
