@@ -156,7 +156,8 @@ func (f *drainFleet) close() {
 // drain runs every relay until the outbox is empty or the timeout passes,
 // printing progress, and checks the backlog once at the end.
 func (f *drainFleet) drain(ctx context.Context, o drainOptions, stdout io.Writer) error {
-	stdout = &syncWriter{w: stdout}
+	// The progress loop and the relays' wait reports share stdout.
+	stdout = &lockedWriter{w: stdout}
 	start := time.Now()
 	end := start.Add(o.timeout)
 	rctx, cancel := context.WithDeadline(ctx, end)

@@ -60,16 +60,3 @@ func (w *waitReporter) report(ctx context.Context, store *outboxddb.Store, pendi
 	w.last = line
 	fmt.Fprintln(w.out, line)
 }
-
-// syncWriter serialises writes from the progress loop and the relays'
-// wait reports.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
-}
