@@ -3,7 +3,7 @@ package outbox
 import "time"
 
 // Clock is the source of time for every lease decision and every wait.
-// Services hold one; tests use a manual clock (outboxtest.ManualClock) so
+// Services hold one; tests use a manual clock (outboxlocal.ManualClock) so
 // time only moves when the test says so.
 type Clock interface {
 	// Now returns the current time. Implementations return UTC or a time

@@ -3,6 +3,7 @@ package outbox
 import (
 	"errors"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -13,20 +14,8 @@ import (
 // library.
 func TestDependenciesAreStandardLibraryOnly(t *testing.T) {
 	t.Parallel()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skipf("go tool not on PATH, cannot list dependencies: %v", err)
-	}
 	const self = "github.com/spillway-dev/spillway/outbox"
-	out, err := exec.Command(goTool, "list", "-deps", ".").Output()
-	if err != nil {
-		var stderr string
-		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
-			stderr = string(ee.Stderr)
-		}
-		t.Fatalf("go list -deps: %v\n%s", err, stderr)
-	}
-	deps := strings.Fields(string(out))
+	deps := listDeps(t, ".")
 	var foreign []string
 	sawSelf, sawStd := false, false
 	for _, p := range deps {
@@ -52,4 +41,58 @@ func TestDependenciesAreStandardLibraryOnly(t *testing.T) {
 	if len(foreign) > 0 {
 		t.Fatalf("package outbox must import only the standard library; it depends on:\n  %s", strings.Join(foreign, "\n  "))
 	}
+}
+
+// TestBinaryDependencies keeps the binaries lean: the operator CLI links
+// the embedded backends for its local mode but never the testing package,
+// and the Lambda functions link neither test code nor the embedded servers.
+func TestBinaryDependencies(t *testing.T) {
+	t.Parallel()
+	const module = "github.com/spillway-dev/spillway"
+	embedded := []string{"testing", module + "/outbox/outboxlocal", module + "/outbox/outboxtest", "github.com/truora/minidyn/server", "github.com/twmb/franz-go/pkg/kfake"}
+	for _, c := range []struct {
+		dir       string
+		forbidden []string
+		// control is a package the binary is known to link, so an
+		// empty or wrong listing cannot pass.
+		control string
+	}{
+		{"../cmd/spillway", []string{"testing", module + "/outbox/outboxtest"}, module + "/outbox/outboxlocal"},
+		{"../functions/relay", embedded, module + "/outbox/outboxlambda"},
+		{"../functions/enqueue", embedded, module + "/outbox/outboxlambda"},
+	} {
+		t.Run(c.dir, func(t *testing.T) {
+			t.Parallel()
+			deps := listDeps(t, c.dir)
+			if !slices.Contains(deps, c.control) {
+				t.Fatalf("go list -deps %s does not list %s: %q", c.dir, c.control, deps)
+			}
+			for _, p := range c.forbidden {
+				if slices.Contains(deps, p) {
+					t.Errorf("%s links %s", c.dir, p)
+				}
+			}
+		})
+	}
+}
+
+// listDeps returns `go list -deps dir`, skipping the test when the go tool
+// is not on PATH.
+func listDeps(t *testing.T, dir string) []string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("go tool not on PATH, cannot list dependencies: %v", err)
+	}
+	cmd := exec.Command(goTool, "list", "-deps", ".")
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr string
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("go list -deps %s: %v\n%s", dir, err, stderr)
+	}
+	return strings.Fields(string(out))
 }

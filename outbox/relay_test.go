@@ -12,13 +12,13 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
-	"github.com/spillway-dev/spillway/outbox/outboxtest"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 var t0 = time.Date(2026, 9, 1, 8, 0, 0, 0, time.UTC)
 
 type relayEnv struct {
-	clock *outboxtest.ManualClock
+	clock *outboxlocal.ManualClock
 	store *memStore
 	pub   *memPublisher
 	obs   *recorder
@@ -28,7 +28,7 @@ type relayEnv struct {
 
 func newRelayEnv(t *testing.T, buckets int, tweak func(*outbox.RelayConfig)) *relayEnv {
 	t.Helper()
-	clk := outboxtest.NewManualClock(t0)
+	clk := outboxlocal.NewManualClock(t0)
 	e := &relayEnv{clock: clk, store: newMemStore(clk, buckets), pub: newMemPublisher(), obs: &recorder{}, wakes: &notifications{}}
 	e.pub.clock = clk
 	cfg := outbox.RelayConfig{

@@ -119,7 +119,7 @@ func selectScenarios(spec string) ([]bench.Scenario, error) {
 }
 
 func backendsLabel(env bench.Env) string {
-	ddb, kafka := "embedded DynamoDB (minidyn behind outboxtest's compensating layer)", "embedded Kafka (kfake)"
+	ddb, kafka := "embedded DynamoDB (minidyn behind outboxlocal's compensating layer)", "embedded Kafka (kfake)"
 	if env.DynamoDBEndpoint != "" {
 		ddb = "DynamoDB at " + env.DynamoDBEndpoint
 	}

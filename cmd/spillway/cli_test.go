@@ -107,8 +107,8 @@ func TestOperatorCommandsAgainstAnEndpoint(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "0 pending") {
 		t.Fatalf("drain: exit %d: %s %s", code, out, errs)
 	}
-	got := kafka.ConsumeAll(t, kafka.Topic("orders"))
-	got = append(got, kafka.ConsumeAll(t, kafka.Topic("customers"))...)
+	got := outboxtest.ConsumeAll(t, kafka, kafka.Topic("orders"))
+	got = append(got, outboxtest.ConsumeAll(t, kafka, kafka.Topic("customers"))...)
 	if len(got) < n {
 		t.Fatalf("consumed %d records, want at least %d", len(got), n)
 	}

@@ -18,8 +18,8 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxkafka"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 	"github.com/spillway-dev/spillway/outbox/outboxobs/emf"
-	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
 func init() {
@@ -71,12 +71,12 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 
-	ddb, err := outboxtest.StartDynamoDB(ctx, outboxtest.WithoutEnvironment())
+	ddb, err := outboxlocal.StartDynamoDB(ctx, outboxlocal.WithoutEnvironment())
 	if err != nil {
 		return fmt.Errorf("start embedded DynamoDB: %w", err)
 	}
 	defer ddb.Close()
-	kafka, err := outboxtest.StartKafka(ctx, outboxtest.KafkaConfig{Topics: demoTopics, IgnoreEnvironment: true})
+	kafka, err := outboxlocal.StartKafka(ctx, outboxlocal.KafkaConfig{Topics: demoTopics, IgnoreEnvironment: true})
 	if err != nil {
 		return fmt.Errorf("start embedded Kafka: %w", err)
 	}

@@ -71,7 +71,7 @@ func TestEnqueueBinaryAnswersEverySample(t *testing.T) {
 		"AWS_LAMBDA_FUNCTION_NAME=outbox-enqueue",
 		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=spillway", "AWS_SECRET_ACCESS_KEY=spillway", "AWS_EC2_METADATA_DISABLED=true",
 		"AWS_ENDPOINT_URL_LAMBDA=" + api.URL,
-		outboxconf.EnvTable + "=" + ddb.CreateTestTable(t),
+		outboxconf.EnvTable + "=" + outboxtest.CreateTable(t, ddb),
 		outboxconf.EnvDynamoDBEndpoint + "=" + ddb.Endpoint,
 		outboxconf.EnvRelayFunction + "=outbox-relay",
 	}

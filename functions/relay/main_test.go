@@ -17,6 +17,7 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda/lambdalocal"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
@@ -74,7 +75,7 @@ func (s *syncBuffer) String() string {
 // fixture is both functions' binaries under the emulator, on the embedded
 // backends, with wake-ups recorded by a stand-in Invoke API.
 type fixture struct {
-	kafka  *outboxtest.Kafka
+	kafka  *outboxlocal.Kafka
 	invoke *lambdalocal.InvokeAPI
 	env    map[string]string
 }
@@ -96,7 +97,7 @@ func newFixture(t *testing.T) *fixture {
 	t.Cleanup(func() { _ = api.Close() })
 	f.invoke = api
 	f.env = map[string]string{
-		outboxconf.EnvTable:            ddb.CreateTestTable(t),
+		outboxconf.EnvTable:            outboxtest.CreateTable(t, ddb),
 		outboxconf.EnvDynamoDBEndpoint: ddb.Endpoint,
 		outboxconf.EnvKafkaBrokers:     strings.Join(f.kafka.Brokers, ","),
 		outboxconf.EnvRelayFunction:    "outbox-relay",
@@ -217,7 +218,7 @@ func TestBinariesUnderTheEmulator(t *testing.T) {
 	if first.Reason != string(outbox.StopBudget) && first.Reason != string(outbox.StopDrained) {
 		t.Fatalf("relay stopped for %s", first.Reason)
 	}
-	recs := f.kafka.Consume(t, f.kafka.Topic("orders"), 4)
+	recs := outboxtest.Consume(t, f.kafka, f.kafka.Topic("orders"), 4)
 	var ids []string
 	for _, r := range recs {
 		last := r.Headers[len(r.Headers)-1]

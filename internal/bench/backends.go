@@ -11,7 +11,7 @@ import (
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxkafka"
-	"github.com/spillway-dev/spillway/outbox/outboxtest"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // Profile labels: every goroutine of the embedded servers carries
@@ -29,8 +29,8 @@ const (
 // backends are one DynamoDB endpoint and one Kafka cluster, embedded or
 // external, with the Counter attached to every DynamoDB client.
 type backends struct {
-	ddb   *outboxtest.DynamoDB
-	kafka *outboxtest.Kafka
+	ddb   *outboxlocal.DynamoDB
+	kafka *outboxlocal.Kafka
 	topic string
 }
 
@@ -41,14 +41,14 @@ func startBackends(ctx context.Context, env Env) (*backends, error) {
 	b := &backends{}
 	var err error
 	pprof.Do(ctx, pprof.Labels(labelKey, labelBackend), func(ctx context.Context) {
-		opts := []outboxtest.DynamoOption{outboxtest.WithoutEnvironment()}
+		opts := []outboxlocal.DynamoOption{outboxlocal.WithoutEnvironment()}
 		if env.DynamoDBEndpoint != "" {
-			opts = append(opts, outboxtest.WithEndpoint(env.DynamoDBEndpoint))
+			opts = append(opts, outboxlocal.WithEndpoint(env.DynamoDBEndpoint))
 		}
-		if b.ddb, err = outboxtest.StartDynamoDB(ctx, opts...); err != nil {
+		if b.ddb, err = outboxlocal.StartDynamoDB(ctx, opts...); err != nil {
 			return
 		}
-		b.kafka, err = outboxtest.StartKafka(ctx, outboxtest.KafkaConfig{
+		b.kafka, err = outboxlocal.StartKafka(ctx, outboxlocal.KafkaConfig{
 			Topics:            []string{benchTopic},
 			Partitions:        benchPartition,
 			Endpoint:          strings.Join(env.Brokers, ","),
@@ -92,7 +92,7 @@ func (b *backends) newTable(ctx context.Context, bucketCount int, clock outbox.C
 
 // newPublisher returns a Kafka publisher connected to the cluster.
 func (b *backends) newPublisher(ctx context.Context) (*outboxkafka.Publisher, error) {
-	p, err := outboxkafka.New(outboxkafka.Config{Brokers: b.kafka.Brokers, ExtraOpts: outboxtest.TestClientOpts()})
+	p, err := outboxkafka.New(outboxkafka.Config{Brokers: b.kafka.Brokers, ExtraOpts: outboxlocal.TestClientOpts()})
 	if err != nil {
 		return nil, fmt.Errorf("bench: kafka publisher: %w", err)
 	}

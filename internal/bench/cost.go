@@ -15,7 +15,7 @@ import (
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
-	"github.com/spillway-dev/spillway/outbox/outboxtest"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // Cost paths: how a message is enqueued, and the relay's share.
@@ -220,7 +220,7 @@ func (c *costRun) measure(path, per string, count int, fn func() error) (PathCos
 	return pathCost(path, per, count, c.b.ddb.Counter.Snapshot().Since(before)), nil
 }
 
-func pathCost(path, per string, count int, d outboxtest.Counts) PathCost {
+func pathCost(path, per string, count int, d outboxlocal.Counts) PathCost {
 	p := PathCost{
 		Path: path, Per: per, Count: count,
 		Requests: d.Requests, ReadUnits: d.ReadUnits, WriteUnits: d.WriteUnits,
@@ -330,7 +330,7 @@ func (c *costRun) transaction(ctx context.Context) (PathCost, error) {
 	if err != nil {
 		return PathCost{}, err
 	}
-	d := outboxtest.Counts{
+	d := outboxlocal.Counts{
 		Requests:   map[string]int{},
 		ReadUnits:  with.ReadUnits - without.ReadUnits,
 		WriteUnits: with.WriteUnits - without.WriteUnits,
@@ -366,7 +366,7 @@ func (c *costRun) itemSize(ctx context.Context) (int, error) {
 	if len(out.Items) == 0 {
 		return 0, fmt.Errorf("read a message item back: bucket %d is empty", c.work.bucketOf(0))
 	}
-	return outboxtest.ItemSize(out.Items[0]), nil
+	return outboxlocal.ItemSize(out.Items[0]), nil
 }
 
 // relay drains every message enqueued so far with one drain-mode relay on a
@@ -377,7 +377,7 @@ func (c *costRun) itemSize(ctx context.Context) (int, error) {
 // returns).
 func (c *costRun) relay(ctx context.Context) (join, backlog, drain, stop PathCost, err error) {
 	total := c.next
-	clock := outboxtest.NewManualClock(simStart)
+	clock := outboxlocal.NewManualClock(simStart)
 	opts := c.opts
 	opts.Clock = clock
 	store, err := outboxddb.NewStore(c.b.ddb.Client, opts)
@@ -454,13 +454,13 @@ func (c *costRun) relay(ctx context.Context) (join, backlog, drain, stop PathCos
 // goroutine emits both, one after the other, before it probes anything)
 // and reports when every message is deleted.
 type costObserver struct {
-	counter *outboxtest.Counter
+	counter *outboxlocal.Counter
 	total   int
 	drained chan struct{}
 
 	mu       sync.Mutex
-	atJoin   *outboxtest.Counts
-	atSample *outboxtest.Counts
+	atJoin   *outboxlocal.Counts
+	atSample *outboxlocal.Counts
 	deleted  atomic.Int64
 }
 
@@ -477,7 +477,7 @@ func (o *costObserver) Observe(e outbox.Event) {
 	}
 }
 
-func (o *costObserver) first(at **outboxtest.Counts) {
+func (o *costObserver) first(at **outboxlocal.Counts) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if *at == nil {
@@ -486,7 +486,7 @@ func (o *costObserver) first(at **outboxtest.Counts) {
 	}
 }
 
-func (o *costObserver) snapshots() (joined, sampled outboxtest.Counts, ok bool) {
+func (o *costObserver) snapshots() (joined, sampled outboxlocal.Counts, ok bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.atJoin == nil || o.atSample == nil {

@@ -74,7 +74,7 @@ func checkCost(t *testing.T, res CostResult) {
 			// A probe projects the sort key only; the Counter cannot tell
 			// which stored item such a result is and charges it by its
 			// projected size, half a unit, where DynamoDB bills the whole
-			// item read (an outboxtest approximation).
+			// item read (an outboxlocal approximation).
 			PathRelayDrain: {Count: 3 * n, Requests: map[string]int{"Query": len(perBucket) + buckets, "BatchWriteItem": deletes},
 				WriteUnits: 3 * nf * k, ReadUnits: float64(buckets)*0.5 + fetch},
 			PathRelayJoin: {Count: 1, Requests: map[string]int{"PutItem": 1, "Query": 1, "UpdateItem": buckets},

@@ -39,14 +39,14 @@ type CPUShare struct {
 // charged to the caller that belongs to one).
 const (
 	CauseRelay   = "outbox"      // Spillway's own packages
-	CauseCounter = "outboxtest"  // the bench's counting middleware (not deployed)
+	CauseCounter = "outboxlocal" // the bench's counting middleware (not deployed)
 	CauseSDK     = "aws-sdk"     // AWS SDK for Go v2 and smithy-go
 	CauseKafka   = "franz-go"    // the Kafka client
 	CauseRuntime = "runtime+std" // no module frame: GC, scheduler, net/http's own loops
 )
 
 var causePrefixes = []struct{ prefix, cause string }{
-	{"github.com/spillway-dev/spillway/outbox/outboxtest.", CauseCounter},
+	{"github.com/spillway-dev/spillway/outbox/outboxlocal.", CauseCounter},
 	{"github.com/spillway-dev/spillway/", CauseRelay},
 	{"github.com/aws/", CauseSDK},
 	{"github.com/twmb/franz-go/", CauseKafka},

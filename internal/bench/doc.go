@@ -6,7 +6,7 @@
 // and commit-to-acknowledgement latency.
 //
 // Every scenario drives the real code: outboxddb's Writer and Store through
-// the AWS SDK client with outboxtest's Counter attached, the relay engine
+// the AWS SDK client with outboxlocal's Counter attached, the relay engine
 // (outbox.Relay.Run) and outboxkafka's Publisher. Counted figures (requests,
 // units) are deterministic and asserted by this package's tests; timed
 // figures (throughput, latency, CPU share) are only printed, because the

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
-	"github.com/spillway-dev/spillway/outbox/outboxtest"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // Idle deployment modes.
@@ -131,7 +131,7 @@ type idleRun struct {
 }
 
 func simulateIdle(ctx context.Context, b *backends, cfg IdleConfig, mode string) (IdleCost, error) {
-	clock := outboxtest.NewManualClock(simStart)
+	clock := outboxlocal.NewManualClock(simStart)
 	opts, err := b.newTable(ctx, cfg.BucketCount, clock)
 	if err != nil {
 		return IdleCost{}, err

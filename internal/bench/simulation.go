@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
-	"github.com/spillway-dev/spillway/outbox/outboxtest"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // simStart is where simulated time starts: a fixed instant, so stored
@@ -24,7 +24,7 @@ const forever = 10_000 * time.Hour
 // That makes the requests of a simulated hour the same in every run, however
 // fast the machine is.
 type simulation struct {
-	clock *outboxtest.ManualClock
+	clock *outboxlocal.ManualClock
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -35,7 +35,7 @@ type simulation struct {
 	err error
 }
 
-func newSimulation(ctx context.Context, clock *outboxtest.ManualClock) *simulation {
+func newSimulation(ctx context.Context, clock *outboxlocal.ManualClock) *simulation {
 	s := &simulation{clock: clock}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	return s

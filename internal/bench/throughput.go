@@ -353,7 +353,7 @@ func (r ThroughputResult) Tables() []Table {
 	}
 	in.Notes = []string{
 		"outbox: Spillway's packages; aws-sdk: AWS SDK for Go v2 and smithy-go (JSON, signing, HTTP); franz-go: the Kafka client",
-		"(batching, compression); outboxtest: the bench's counting middleware, not deployed; runtime+std: no module frame (GC, scheduler).",
+		"(batching, compression); outboxlocal: the bench's counting middleware, not deployed; runtime+std: no module frame (GC, scheduler).",
 		"sampled: the spillway share's CPU time; the profile samples at 100 Hz, so a share of a short case rests on few samples.",
 	}
 	if len(in.Rows) == 0 {

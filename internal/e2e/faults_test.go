@@ -11,7 +11,7 @@ import (
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxkafka"
-	"github.com/spillway-dev/spillway/outbox/outboxtest"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // Kafka faults are injected with kfake's Fault API, which answers a
@@ -114,7 +114,7 @@ func TestBrokerDownAtStart_RunFailsAndClaimsNothing(t *testing.T) {
 	if err := ln.Close(); err != nil {
 		t.Fatal(err)
 	}
-	p, err := outboxkafka.New(outboxkafka.Config{Brokers: []string{down}, ExtraOpts: outboxtest.TestClientOpts()})
+	p, err := outboxkafka.New(outboxkafka.Config{Brokers: []string{down}, ExtraOpts: outboxlocal.TestClientOpts()})
 	if err != nil {
 		t.Fatal(err)
 	}

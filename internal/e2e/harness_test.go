@@ -19,6 +19,7 @@ import (
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxkafka"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
@@ -31,24 +32,24 @@ const topic = "orders"
 // and publisher calls in flight through the relays built here, so the
 // manual-clock driver moves time only while every relay waits on a timer.
 type backend struct {
-	ddb    *outboxtest.DynamoDB
-	kafka  *outboxtest.Kafka
+	ddb    *outboxlocal.DynamoDB
+	kafka  *outboxlocal.Kafka
 	clock  outbox.Clock
-	manual *outboxtest.ManualClock // nil on the system clock
+	manual *outboxlocal.ManualClock // nil on the system clock
 	opts   outboxddb.Options
 	writer *outboxddb.Writer
 	busy   atomic.Int64
 }
 
-// newBackend starts the backends with clock (a *outboxtest.ManualClock or
+// newBackend starts the backends with clock (a *outboxlocal.ManualClock or
 // the system clock) and the given topics besides "orders".
 func newBackend(t testing.TB, clock outbox.Clock, topics ...string) *backend {
 	t.Helper()
 	b := &backend{clock: clock}
-	b.manual, _ = clock.(*outboxtest.ManualClock)
-	b.ddb = outboxtest.NewDynamoDB(t, outboxtest.WithClock(clock))
+	b.manual, _ = clock.(*outboxlocal.ManualClock)
+	b.ddb = outboxtest.NewDynamoDB(t, outboxlocal.WithClock(clock))
 	b.kafka = outboxtest.NewKafka(t, append([]string{topic}, topics...)...)
-	b.opts = outboxddb.Options{TableName: b.ddb.CreateTestTable(t), Clock: clock, Logger: quiet()}
+	b.opts = outboxddb.Options{TableName: outboxtest.CreateTable(t, b.ddb), Clock: clock, Logger: quiet()}
 	w, err := outboxddb.NewWriter(b.ddb.Client, b.opts)
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +75,7 @@ func (b *backend) newRig(t testing.TB, opts outbox.RelayOptions, tweak func(*out
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := outboxkafka.New(outboxkafka.Config{Brokers: b.kafka.Brokers, Clock: b.clock, ExtraOpts: outboxtest.TestClientOpts()})
+	p, err := outboxkafka.New(outboxkafka.Config{Brokers: b.kafka.Brokers, Clock: b.clock, ExtraOpts: outboxlocal.TestClientOpts()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +220,7 @@ func (s *trackedStore) Backlog(ctx context.Context) (outbox.Backlog, error) {
 type trackedPublisher struct {
 	inner *outboxkafka.Publisher
 	busy  *atomic.Int64
-	clock *outboxtest.ManualClock
+	clock *outboxlocal.ManualClock
 
 	mu      sync.Mutex
 	latency time.Duration

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
-	"github.com/spillway-dev/spillway/outbox/outboxtest"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // leaseDuration is the lease of the manual-clock tests.
@@ -29,9 +29,9 @@ func manualOpts(id string) outbox.RelayOptions {
 }
 
 // newManual starts the backends on a manual clock and its driver.
-func newManual(t *testing.T, topics ...string) (*backend, *outboxtest.ManualClock) {
+func newManual(t *testing.T, topics ...string) (*backend, *outboxlocal.ManualClock) {
 	t.Helper()
-	clock := outboxtest.NewManualClock(t0)
+	clock := outboxlocal.NewManualClock(t0)
 	b := newBackend(t, clock, topics...)
 	b.drive(t)
 	return b, clock
@@ -109,7 +109,7 @@ type takeover struct {
 // leases expired and their holder's heartbeat went stale (read from the
 // table first: a renewal may have moved them): every earlier sweep leaves
 // the work to the live holder.
-func takeOverOnSchedule(t *testing.T, b *backend, clock *outboxtest.ManualClock, peer *rig, step time.Duration) takeover {
+func takeOverOnSchedule(t *testing.T, b *backend, clock *outboxlocal.ManualClock, peer *rig, step time.Duration) takeover {
 	t.Helper()
 	coord, err := peer.store.ReadCoordination(t.Context())
 	if err != nil {

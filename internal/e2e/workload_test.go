@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
 // ledger remembers what was enqueued: every message by id, and the ids of
@@ -256,7 +257,7 @@ func (b *backend) verify(t testing.TB, l *ledger) delivery {
 	seen := map[outbox.MessageID]int{}
 	first := map[string][]outbox.MessageID{}
 	for _, tp := range l.topics() {
-		for _, r := range b.kafka.ConsumeAll(t, tp) {
+		for _, r := range outboxtest.ConsumeAll(t, b.kafka, tp) {
 			d.records++
 			if len(r.Headers) == 0 || r.Headers[len(r.Headers)-1].Key != outbox.DefaultMessageIDHeaderName {
 				t.Fatalf("record %s/%d@%d has no dedup header last: %v", r.Topic, r.Partition, r.Offset, r.Headers)

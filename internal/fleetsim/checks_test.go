@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/spillway-dev/spillway/outbox"
-	"github.com/spillway-dev/spillway/outbox/outboxtest"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // The checkers are what the simulation's verdict rests on: each must flag
@@ -16,14 +16,14 @@ import (
 
 const testLease = 20 * time.Second
 
-func leaseFixture() (*outboxtest.ManualClock, *leaseBook, func(skew time.Duration) *hostClock) {
-	clock := outboxtest.NewManualClock(simStart)
+func leaseFixture() (*outboxlocal.ManualClock, *leaseBook, func(skew time.Duration) *hostClock) {
+	clock := outboxlocal.NewManualClock(simStart)
 	act := newActivity()
 	return clock, newLeaseBook(testLease), func(skew time.Duration) *hostClock { return newHostClock(clock, act, skew) }
 }
 
 // acquire records a successful round of relay at the current instant.
-func acquire(lb *leaseBook, relay string, c *hostClock, clock *outboxtest.ManualClock, owned ...int) {
+func acquire(lb *leaseBook, relay string, c *hostClock, clock *outboxlocal.ManualClock, owned ...int) {
 	now := clock.Now()
 	lb.acquired(relay, c, c.Now(), now, now, owned)
 }
@@ -148,7 +148,7 @@ func TestLeaseBook_AHostClockSetBackLengthensTheBelief(t *testing.T) {
 }
 
 func TestHostClock_TrueTimeReaching(t *testing.T) {
-	clock := outboxtest.NewManualClock(simStart)
+	clock := outboxlocal.NewManualClock(simStart)
 	c := newHostClock(clock, newActivity(), 3*time.Second)
 	clock.Advance(10 * time.Second)
 	c.step(-5 * time.Second)

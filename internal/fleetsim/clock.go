@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
-	"github.com/spillway-dev/spillway/outbox/outboxtest"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // hostClock is one simulated host's clock: the shared manual clock (true
@@ -14,7 +14,7 @@ import (
 // piecewise constant; its history lets the lease checker find when the host
 // read a given time.
 type hostClock struct {
-	base *outboxtest.ManualClock
+	base *outboxlocal.ManualClock
 	act  *activity
 
 	mu      sync.Mutex
@@ -28,7 +28,7 @@ type skewChange struct {
 
 var _ outbox.Clock = (*hostClock)(nil)
 
-func newHostClock(base *outboxtest.ManualClock, act *activity, skew time.Duration) *hostClock {
+func newHostClock(base *outboxlocal.ManualClock, act *activity, skew time.Duration) *hostClock {
 	return &hostClock{base: base, act: act, history: []skewChange{{at: base.Now(), skew: skew}}}
 }
 

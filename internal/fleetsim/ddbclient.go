@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
-	"github.com/spillway-dev/spillway/outbox/outboxtest"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // trackedClient counts every DynamoDB call in flight for the driver's
@@ -31,10 +31,10 @@ var _ outboxddb.Client = (*trackedClient)(nil)
 
 // rawClient is a client of the endpoint without the Counter and Faults:
 // the harness's own checks must not appear in the figures or be faulted.
-func rawClient(d *outboxtest.DynamoDB) *dynamodb.Client {
+func rawClient(d *outboxlocal.DynamoDB) *dynamodb.Client {
 	return dynamodb.New(dynamodb.Options{
 		BaseEndpoint: aws.String(d.Endpoint),
-		Region:       outboxtest.DefaultRegion,
+		Region:       outboxlocal.DefaultRegion,
 		Credentials:  credentials.NewStaticCredentialsProvider("spillway", "spillway", ""),
 	})
 }

@@ -83,7 +83,7 @@ func recordID(r *kgo.Record, header string) (outbox.MessageID, bool) {
 func (s *sim) readBack(ctx context.Context) ([]*kgo.Record, error) {
 	var all []*kgo.Record
 	for _, topic := range simTopics {
-		recs, err := s.kafka.ConsumeAllContext(ctx, s.kafka.Topic(topic))
+		recs, err := s.kafka.ConsumeAll(ctx, s.kafka.Topic(topic))
 		if err != nil {
 			return nil, err
 		}

@@ -26,7 +26,7 @@
 // store call or a slow publish), clock skew within and beyond
 // LeaseDuration − LeaseRenewInterval, host clocks set back, DynamoDB
 // throttling, unprocessed deletes and lost responses, the read-committed
-// anomaly (outboxtest.Faults.HideFromNextQuery), Kafka produce errors that
+// anomaly (outboxlocal.Faults.HideFromNextQuery), Kafka produce errors that
 // the client retries and ones it does not, broker restarts (every connection
 // refused for a while, a kfake Control), partition leader changes, and
 // budgets too short to release.
@@ -53,7 +53,7 @@
 //     bounds the overlap by the skew. Beyond L − I the same bound still
 //     holds (it does not depend on the relays agreeing on the membership),
 //     so it is asserted there too.
-//   - Refused conditional writes (counted by outboxtest.Counter at every
+//   - Refused conditional writes (counted by outboxlocal.Counter at every
 //     step) are zero at every instant outside the influence of a fault or a
 //     membership change (a relay joining or leaving), where a cause
 //     influences LeaseDuration + 2 × LeaseRenewInterval after it ended; they

@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/spillway-dev/spillway/outbox/outboxtest"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // scheduledFault is one fault of the seed's schedule. Crashes, pauses,
@@ -124,7 +124,7 @@ func expDuration(r *rand.Rand, mean time.Duration) time.Duration {
 // lasts until done reports it consumed.
 type pendingFault struct {
 	c    *cause
-	done func(outboxtest.Counts) bool
+	done func(outboxlocal.Counts) bool
 }
 
 // errBrokerDown closes a client connection during a broker restart.
@@ -141,18 +141,18 @@ func (s *sim) apply(f scheduledFault) {
 	case causeThrottle:
 		base := s.ddb.Counter.Snapshot().Requests[f.op]
 		s.ddb.Faults.ThrottleNext(f.op, f.n)
-		s.pendingUntil(f.kind, now, func(c outboxtest.Counts) bool { return c.Requests[f.op] >= base+f.n })
+		s.pendingUntil(f.kind, now, func(c outboxlocal.Counts) bool { return c.Requests[f.op] >= base+f.n })
 	case causeUnprocessed:
 		base := s.ddb.Counter.Snapshot().Requests["BatchWriteItem"]
 		s.ddb.Faults.UnprocessedDeletes(f.n)
-		s.pendingUntil(f.kind, now, func(c outboxtest.Counts) bool { return c.Requests["BatchWriteItem"] > base })
+		s.pendingUntil(f.kind, now, func(c outboxlocal.Counts) bool { return c.Requests["BatchWriteItem"] > base })
 	case causeLostResponse:
 		base := s.ddb.Counter.Snapshot().Requests[f.op]
 		s.ddb.Faults.LoseResponse(f.op)
-		s.pendingUntil(f.kind, now, func(c outboxtest.Counts) bool { return c.Requests[f.op] > base })
+		s.pendingUntil(f.kind, now, func(c outboxlocal.Counts) bool { return c.Requests[f.op] > base })
 	case causeKafkaRetriable, causeKafkaFatal:
 		h := s.kafka.Cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: f.kafka, Count: f.n})
-		s.pendingUntil(f.kind, now, func(outboxtest.Counts) bool { return h.Hits() >= f.n })
+		s.pendingUntil(f.kind, now, func(outboxlocal.Counts) bool { return h.Hits() >= f.n })
 	case causeLeaderChange:
 		s.kafka.Cluster.ShufflePartitionLeaders()
 		s.causes.instant(f.kind, "", now)
@@ -180,7 +180,7 @@ func (s *sim) apply(f scheduledFault) {
 }
 
 // pendingUntil records a fault that lasts until done.
-func (s *sim) pendingUntil(kind string, now time.Time, done func(outboxtest.Counts) bool) {
+func (s *sim) pendingUntil(kind string, now time.Time, done func(outboxlocal.Counts) bool) {
 	c := s.causes.open(kind, "", now)
 	s.mu.Lock()
 	s.pending = append(s.pending, pendingFault{c: c, done: done})
@@ -188,7 +188,7 @@ func (s *sim) pendingUntil(kind string, now time.Time, done func(outboxtest.Coun
 }
 
 // settleFaults closes the pending faults that counts show consumed.
-func (s *sim) settleFaults(counts outboxtest.Counts, now time.Time) {
+func (s *sim) settleFaults(counts outboxlocal.Counts, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pending = slices.DeleteFunc(s.pending, func(p pendingFault) bool {

@@ -19,7 +19,7 @@ import (
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
-	"github.com/spillway-dev/spillway/outbox/outboxtest"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // Simulation constants.
@@ -88,20 +88,20 @@ type sim struct {
 	cfg    Config
 	ctx    context.Context
 	cancel context.CancelFunc
-	clock  *outboxtest.ManualClock
+	clock  *outboxlocal.ManualClock
 	act    *activity
 	trace  *tracer
 	leases *leaseBook
 	causes *causeBook
 	obs    outbox.Observer
 
-	ddb       *outboxtest.DynamoDB
+	ddb       *outboxlocal.DynamoDB
 	raw       *dynamodb.Client
 	client    *trackedClient
 	table     string
 	orders    string
 	storeOpts outboxddb.Options
-	kafka     *outboxtest.Kafka
+	kafka     *outboxlocal.Kafka
 
 	wl      *workload
 	phases  []phase
@@ -193,7 +193,7 @@ func newSim(parent context.Context, cfg Config) (*sim, error) {
 	if cfg.WallLimit > 0 {
 		ctx, cancel = context.WithTimeout(parent, cfg.WallLimit)
 	}
-	clock := outboxtest.NewManualClock(simStart)
+	clock := outboxlocal.NewManualClock(simStart)
 	s := &sim{
 		cfg: cfg, ctx: ctx, cancel: cancel, clock: clock,
 		act:          newActivity(),
@@ -218,7 +218,7 @@ func newSim(parent context.Context, cfg Config) (*sim, error) {
 func (s *sim) setup() error {
 	ctx, cfg := s.ctx, s.cfg
 	var err error
-	s.ddb, err = outboxtest.StartDynamoDB(ctx, outboxtest.WithoutEnvironment(), outboxtest.WithClock(s.clock))
+	s.ddb, err = outboxlocal.StartDynamoDB(ctx, outboxlocal.WithoutEnvironment(), outboxlocal.WithClock(s.clock))
 	if err != nil {
 		return err
 	}
@@ -246,7 +246,7 @@ func (s *sim) setup() error {
 	if ignored {
 		return fmt.Errorf("fleetsim: the DynamoDB endpoint %s ignores UpdateItem REMOVE; released leases would keep their owner", s.ddb.Endpoint)
 	}
-	s.kafka, err = outboxtest.StartKafka(ctx, outboxtest.KafkaConfig{
+	s.kafka, err = outboxlocal.StartKafka(ctx, outboxlocal.KafkaConfig{
 		Topics: simTopics, Partitions: 3, Brokers: cfg.Brokers, IgnoreEnvironment: true,
 	})
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/spillway-dev/spillway/outbox/outboxtest"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // traceEvent is one line of the trace: what happened at a simulated instant.
@@ -41,14 +41,14 @@ func (e traceEvent) String() string {
 // failure report: the seed replays the workload and the faults, the trace
 // explains the interleaving that this run happened to take.
 type tracer struct {
-	clock *outboxtest.ManualClock
+	clock *outboxlocal.ManualClock
 	start time.Time
 
 	mu     sync.Mutex
 	events []traceEvent
 }
 
-func newTracer(clock *outboxtest.ManualClock) *tracer {
+func newTracer(clock *outboxlocal.ManualClock) *tracer {
 	return &tracer{clock: clock, start: clock.Now()}
 }
 

@@ -5,14 +5,14 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
-	"github.com/spillway-dev/spillway/outbox/outboxtest"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // simClock is the shared manual clock as every simulated process sees it:
 // each reading, timer and stop counts as progress for the driver's
 // quiescence check.
 type simClock struct {
-	base *outboxtest.ManualClock
+	base *outboxlocal.ManualClock
 	act  *activity
 }
 

@@ -14,14 +14,14 @@
 // execution environment, with its own relay id, store and continuation
 // notifier, configured through outboxlambda.LoadConfig like the function),
 // the DynamoDB store and writer (outboxddb) against the embedded DynamoDB
-// server (outboxtest), and the wake-up notifier (outboxlambda.Notifier)
+// server (outboxlocal), and the wake-up notifier (outboxlambda.Notifier)
 // whose Lambda Invoke call the simulated Lambda service answers. Kafka is an
 // in-memory publisher that acknowledges every record and records when, on
 // the simulated clock: Kafka's cost is not what this scenario measures.
 //
 // # Simulated time
 //
-// Everything reads one outboxtest.ManualClock. Round trips take simulated
+// Everything reads one outboxlocal.ManualClock. Round trips take simulated
 // time (Latency): each DynamoDB request waits its latency on the clock and
 // is then sent (so it is applied at the end of its round trip), a publish
 // waits the Kafka latency, a cold environment its start, an asynchronous
@@ -46,7 +46,7 @@
 // coordination write, split by kind (heartbeat, keep, claim, release,
 // renew, stopped stamp, prune); a Query of it is a coordination read (the
 // woken relay's trust check, a round's read, the stop's re-reads);
-// everything else is message traffic. outboxtest.Counter counts the same
+// everything else is message traffic. outboxlocal.Counter counts the same
 // requests at the SDK layer, attempts and capacity units included; the
 // report shows both so a retry would be visible.
 package steady

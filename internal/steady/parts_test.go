@@ -8,6 +8,7 @@ import (
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
@@ -16,8 +17,8 @@ import (
 // landed in its kind, and the refused renewal in the refusals after the
 // warm-up.
 func TestRequestsAreClassifiedByKind(t *testing.T) {
-	ddb := outboxtest.NewDynamoDB(t, outboxtest.WithoutEnvironment())
-	table := ddb.CreateTestTable(t)
+	ddb := outboxtest.NewDynamoDB(t, outboxlocal.WithoutEnvironment())
+	table := outboxtest.CreateTable(t, ddb)
 	// No simulated latency: the test calls the stores itself and moves
 	// the clock by hand.
 	cfg := Config{Latency: Latency{DynamoDB: -1}}.WithDefaults()
@@ -146,7 +147,7 @@ func TestOnlyCallerBusy(t *testing.T) {
 		{"relay in a system call", "goroutine 9 [syscall]:\nsyscall.write()\ngithub.com/spillway-dev/spillway/outbox.(*run).stop()\n", false},
 		{"relay parked on a timer", "goroutine 9 [select, 2 minutes]:\ngithub.com/spillway-dev/spillway/outbox.Sleep()\n", true},
 		{"other code running", "goroutine 9 [runnable]:\nruntime/pprof.profileWriter()\n", true},
-		{"server finishing a response", "goroutine 9 [runnable]:\ngithub.com/spillway-dev/spillway/outbox/outboxtest.(*embeddedServer).ServeHTTP()\nnet/http.(*conn).serve()\n", true},
+		{"server finishing a response", "goroutine 9 [runnable]:\ngithub.com/spillway-dev/spillway/outbox/outboxlocal.(*embeddedServer).ServeHTTP()\nnet/http.(*conn).serve()\n", true},
 	}
 	for _, c := range cases {
 		if got := onlyCallerBusy([]byte(caller + "\n" + c.other)); got != c.quiet {

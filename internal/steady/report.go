@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/spillway-dev/spillway/outbox/outboxtest"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // MaxCoordinationWritesPerMessage is the issue's cost target.
@@ -56,9 +56,9 @@ type Report struct {
 	CoordinationReadsByKind  map[string]int `json:"coordinationReadsByKind"`
 	MessageWrites            int            `json:"messageWrites"`
 	MessageReads             int            `json:"messageReads"`
-	// Counter is what outboxtest.Counter saw at the SDK layer over the run
+	// Counter is what outboxlocal.Counter saw at the SDK layer over the run
 	// (attempts, capacity units).
-	Counter outboxtest.Counts `json:"counter"`
+	Counter outboxlocal.Counts `json:"counter"`
 
 	// Invocations of the relay function, by trigger and outcome.
 	Invocations          int            `json:"invocations"`
@@ -321,7 +321,7 @@ func fmtDur(d time.Duration) string {
 }
 
 // report assembles the Report at the end of a run.
-func (s *sim) report(counts outboxtest.Counts, wall time.Duration) Report {
+func (s *sim) report(counts outboxlocal.Counts, wall time.Duration) Report {
 	l := s.ledger
 	lat := l.latencies()
 	st := s.lambda.snapshot()

@@ -17,7 +17,7 @@ import (
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
-	"github.com/spillway-dev/spillway/outbox/outboxtest"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // simStart is the simulated instant the run begins.
@@ -46,13 +46,13 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		return Report{}, err
 	}
 	wallStart := time.Now()
-	var opts []outboxtest.DynamoOption
+	var opts []outboxlocal.DynamoOption
 	if cfg.DynamoDBEndpoint != "" {
-		opts = append(opts, outboxtest.WithEndpoint(cfg.DynamoDBEndpoint))
+		opts = append(opts, outboxlocal.WithEndpoint(cfg.DynamoDBEndpoint))
 	} else {
-		opts = append(opts, outboxtest.WithoutEnvironment())
+		opts = append(opts, outboxlocal.WithoutEnvironment())
 	}
-	ddb, err := outboxtest.StartDynamoDB(ctx, opts...)
+	ddb, err := outboxlocal.StartDynamoDB(ctx, opts...)
 	if err != nil {
 		return Report{}, err
 	}
@@ -85,7 +85,7 @@ type sim struct {
 	fn     outboxlambda.Config
 	ctx    context.Context
 	cancel context.CancelFunc
-	base   *outboxtest.ManualClock
+	base   *outboxlocal.ManualClock
 	clock  simClock
 	act    *activity
 	client *simClient
@@ -117,13 +117,13 @@ type writerProc struct {
 }
 
 // newSim prepares a run on table: nothing runs before drive.
-func newSim(ctx context.Context, cfg Config, ddb *outboxtest.DynamoDB, table string) (*sim, error) {
+func newSim(ctx context.Context, cfg Config, ddb *outboxlocal.DynamoDB, table string) (*sim, error) {
 	fn, err := cfg.functionConfig(table)
 	if err != nil {
 		return nil, err
 	}
 	act := newActivity()
-	base := outboxtest.NewManualClock(simStart)
+	base := outboxlocal.NewManualClock(simStart)
 	ctx, cancel := context.WithCancel(ctx)
 	s := &sim{
 		cfg:       cfg,
@@ -146,7 +146,7 @@ func newSim(ctx context.Context, cfg Config, ddb *outboxtest.DynamoDB, table str
 
 // build makes the client, the ledger, the Lambda service, the writers and
 // the first events.
-func (s *sim) build(ddb *outboxtest.DynamoDB) error {
+func (s *sim) build(ddb *outboxlocal.DynamoDB) error {
 	cfg, fn := s.cfg, s.fn
 	client := ddb.Client
 	if !ddb.External {

@@ -57,7 +57,7 @@ func TestSteadyTrafficMeetsTargets(t *testing.T) {
 	// Every request the relays and writers sent was counted once by the
 	// SDK middleware too: no retry hid in the figures.
 	if got, want := rep.Counter.TotalRequests(), rep.CoordinationWrites+rep.CoordinationReads+rep.MessageWrites+rep.MessageReads; got != want {
-		t.Errorf("outboxtest.Counter saw %d attempts, the classification %d requests", got, want)
+		t.Errorf("outboxlocal.Counter saw %d attempts, the classification %d requests", got, want)
 	}
 }
 

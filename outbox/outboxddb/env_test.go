@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
@@ -21,16 +22,16 @@ import (
 // client with the request Counter and Faults attached, and a manual clock
 // starting at 2026-09-01T08:00:00Z.
 type env struct {
-	d      *outboxtest.DynamoDB
+	d      *outboxlocal.DynamoDB
 	client Client // d.Client
-	clock  *outboxtest.ManualClock
+	clock  *outboxlocal.ManualClock
 	opts   Options
 }
 
 func newEnv(t *testing.T, edit ...func(*Options)) *env {
 	t.Helper()
-	clock := outboxtest.NewManualClock(t0)
-	d := outboxtest.NewDynamoDB(t, outboxtest.WithClock(clock))
+	clock := outboxlocal.NewManualClock(t0)
+	d := outboxtest.NewDynamoDB(t, outboxlocal.WithClock(clock))
 	opts := Options{TableName: d.NewTableName(), Clock: clock, Logger: testLogger(t)}
 	for _, e := range edit {
 		e(&opts)
@@ -55,7 +56,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 // createTable creates the table with CreateIfNotExists, so every test also
 // exercises it, and deletes it at the end on an external endpoint.
-func createTable(t *testing.T, d *outboxtest.DynamoDB, opts Options) {
+func createTable(t *testing.T, d *outboxlocal.DynamoDB, opts Options) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
@@ -103,7 +104,7 @@ func (e *env) writer(t *testing.T, edit ...func(*Options)) *Writer {
 }
 
 // counts runs fn and returns the requests it made.
-func (e *env) counts(fn func()) outboxtest.Counts {
+func (e *env) counts(fn func()) outboxlocal.Counts {
 	before := e.d.Counter.Snapshot()
 	fn()
 	return e.d.Counter.Snapshot().Since(before)
@@ -127,7 +128,7 @@ func sequences(msgs []outbox.Message) []int64 {
 	return out
 }
 
-func wantRequests(t *testing.T, c outboxtest.Counts, want map[string]int) {
+func wantRequests(t *testing.T, c outboxlocal.Counts, want map[string]int) {
 	t.Helper()
 	if !maps.Equal(c.Requests, want) {
 		t.Fatalf("requests %v, want %v", c.Requests, want)

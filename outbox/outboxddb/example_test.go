@@ -11,14 +11,14 @@ import (
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
-	"github.com/spillway-dev/spillway/outbox/outboxtest"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // A message is enqueued in the same transaction as the business write: both
 // commit, or neither does.
 func ExampleWriter_TransactItem() {
 	ctx := context.Background()
-	db, err := outboxtest.StartDynamoDB(ctx, outboxtest.WithoutEnvironment())
+	db, err := outboxlocal.StartDynamoDB(ctx, outboxlocal.WithoutEnvironment())
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
-	"github.com/spillway-dev/spillway/outbox/outboxtest"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // Fleet timings of the seed's table: L = 30 s, I = 10 s.
@@ -43,7 +43,7 @@ func newFleet(t *testing.T, bucketCount int) *fleet {
 
 // skewClock is the fleet's clock shifted by an offset.
 type skewClock struct {
-	base *outboxtest.ManualClock
+	base *outboxlocal.ManualClock
 	mu   sync.Mutex
 	off  time.Duration
 }

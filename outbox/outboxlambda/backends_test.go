@@ -17,6 +17,7 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxkafka"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
@@ -28,8 +29,8 @@ var sampleTopics = []string{"orders", "customers"}
 // handler and an enqueue handler wired as the functions wire them, except
 // that wake-ups go to a fake Lambda invoker the test reads.
 type bundle struct {
-	ddb     *outboxtest.DynamoDB
-	kafka   *outboxtest.Kafka
+	ddb     *outboxlocal.DynamoDB
+	kafka   *outboxlocal.Kafka
 	cfg     Config
 	inv     *fakeInvoker
 	relay   *RelayHandler
@@ -50,7 +51,7 @@ func setup(t *testing.T, o bundleOptions) *bundle {
 	t.Helper()
 	b := &bundle{ddb: outboxtest.NewDynamoDB(t), kafka: outboxtest.NewKafka(t, sampleTopics...), inv: &fakeInvoker{}}
 	vars := map[string]string{
-		outboxconf.EnvTable:         b.ddb.CreateTestTable(t),
+		outboxconf.EnvTable:         outboxtest.CreateTable(t, b.ddb),
 		outboxconf.EnvKafkaBrokers:  strings.Join(b.kafka.Brokers, ","),
 		outboxconf.EnvRelayFunction: "outbox-relay",
 		// A short linger keeps the tests short; the 3-second deadline
@@ -74,7 +75,7 @@ func setup(t *testing.T, o bundleOptions) *bundle {
 		if err != nil {
 			t.Fatal(err)
 		}
-		kcfg.ExtraOpts = outboxtest.TestClientOpts()
+		kcfg.ExtraOpts = outboxlocal.TestClientOpts()
 		p, err := outboxkafka.New(kcfg)
 		if err != nil {
 			t.Fatal(err)
@@ -182,7 +183,7 @@ func (b *bundle) leases(t *testing.T) map[int]leaseItem {
 // appliesRemove reports whether the DynamoDB endpoint applies an
 // UpdateItem's REMOVE action. The embedded server (minidyn v0.8.2)
 // evaluates it but leaves the attribute in place, so a released lease keeps
-// its Owner there while its expiry is set to the release time; outboxtest
+// its Owner there while its expiry is set to the release time; outboxlocal
 // does not compensate that yet.
 func (b *bundle) appliesRemove(t *testing.T) bool {
 	t.Helper()

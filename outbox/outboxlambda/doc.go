@@ -6,5 +6,5 @@
 // handler that exposes the writer to producers that are not written in Go.
 //
 // The functions' mains only build clients and call into this package, so
-// everything here is tested with the embedded backends of outboxtest.
+// everything here is tested with the embedded backends of outboxlocal.
 package outboxlambda

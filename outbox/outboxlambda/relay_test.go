@@ -14,6 +14,7 @@ import (
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
 func handleRelay(t *testing.T, b *bundle, ctx context.Context, payload json.RawMessage) RelayResponse {
@@ -97,8 +98,8 @@ func TestEnqueueThenWakeRelaysEveryMessage(t *testing.T) {
 		t.Fatalf("first wake-up released %v (skipped %v)", first.Released, first.ReleaseSkipped)
 	}
 
-	orders := byID(b.kafka.Consume(t, b.topic("orders"), 4))
-	customers := b.kafka.Consume(t, b.topic("customers"), 2)
+	orders := byID(outboxtest.Consume(t, b.kafka, b.topic("orders"), 4))
+	customers := outboxtest.Consume(t, b.kafka, b.topic("customers"), 2)
 	r := orders["5c3e9f10-7b2a-4d6e-8f41-a2b3c4d5e6f7"]
 	if r == nil || string(r.Key) != "order-8" || string(r.Value) != `{"orderId":8,"status":"shipped"}` {
 		t.Fatalf("single message record %+v", r)
@@ -150,7 +151,7 @@ func TestStreamsBatchRelaysTheHintedBuckets(t *testing.T) {
 	if !resp.Joined || resp.Published != 6 || resp.Error != "" {
 		t.Fatalf("stream batch: %+v", resp)
 	}
-	if got := len(b.kafka.Consume(t, b.topic("orders"), 4)); got != 4 {
+	if got := len(outboxtest.Consume(t, b.kafka, b.topic("orders"), 4)); got != 4 {
 		t.Fatalf("%d order records", got)
 	}
 }
@@ -279,7 +280,7 @@ func TestRelayUnderAThreeSecondDeadline(t *testing.T) {
 			t.Errorf("bucket %d's lease still names the relay after it returned (expires %v, returned %v)", bucket, l.expires, returned)
 		}
 	}
-	if got := len(b.kafka.Consume(t, b.topic("orders"), 1)); got != 1 {
+	if got := len(outboxtest.Consume(t, b.kafka, b.topic("orders"), 1)); got != 1 {
 		t.Fatalf("%d records", got)
 	}
 	t.Logf("3 s deadline: reason %s, %d rounds, budget used %.0f%%, released %v; requests %v, %.1f write units, %.1f read units",

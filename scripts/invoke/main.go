@@ -35,7 +35,7 @@ import (
 
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda/lambdalocal"
-	"github.com/spillway-dev/spillway/outbox/outboxtest"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 func main() {
@@ -83,7 +83,7 @@ func run(ctx context.Context, fn, events, rie, timeout string) (failed bool, err
 
 	if vars[outboxconf.EnvDynamoDBEndpoint] == "" {
 		fmt.Fprintln(os.Stderr, "invoke: SPILLWAY_DYNAMODB_ENDPOINT is not set: starting the embedded DynamoDB and Kafka for this run")
-		ddb, err := outboxtest.StartDynamoDB(ctx, outboxtest.WithoutEnvironment())
+		ddb, err := outboxlocal.StartDynamoDB(ctx, outboxlocal.WithoutEnvironment())
 		if err != nil {
 			return false, err
 		}
@@ -92,7 +92,7 @@ func run(ctx context.Context, fn, events, rie, timeout string) (failed bool, err
 		if err := ddb.CreateTable(ctx, table); err != nil {
 			return false, err
 		}
-		kafka, err := outboxtest.StartKafka(ctx, outboxtest.KafkaConfig{Topics: []string{"orders", "customers"}, IgnoreEnvironment: true})
+		kafka, err := outboxlocal.StartKafka(ctx, outboxlocal.KafkaConfig{Topics: []string{"orders", "customers"}, IgnoreEnvironment: true})
 		if err != nil {
 			return false, err
 		}

@@ -67,7 +67,7 @@ func TestWithTotalCapacityCopiesAndKeepsAnExplicitChoice(t *testing.T) {
 // requests and refusals show here).
 func TestInstrumentCountsRequestsAndRefusals(t *testing.T) {
 	ddb := outboxtest.NewDynamoDB(t)
-	table := ddb.CreateTestTable(t)
+	table := outboxtest.CreateTable(t, ddb)
 	s := &sink{}
 	client := ddb.NewClient(func(o *dynamodb.Options) { ddbusage.Instrument(&o.APIOptions, s) })
 	put := func() error {

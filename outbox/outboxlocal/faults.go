@@ -1,4 +1,4 @@
-package outboxtest
+package outboxlocal
 
 import (
 	"bytes"
@@ -182,7 +182,7 @@ func (f *Faults) transport() middleware.DeserializeMiddleware {
 			} else if errorType != ThroughputExceeded {
 				typ = errorType
 			}
-			return fabricated(in, apiError(http.StatusBadRequest, typ, "Injected by outboxtest.Faults: the request rate is too high")), middleware.Metadata{}, nil
+			return fabricated(in, apiError(http.StatusBadRequest, typ, "Injected by outboxlocal.Faults: the request rate is too high")), middleware.Metadata{}, nil
 		}
 		out, md, err := next.HandleDeserialize(ctx, in)
 		if err != nil || !f.takeLoss(op) {
@@ -192,7 +192,7 @@ func (f *Faults) transport() middleware.DeserializeMiddleware {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			_ = resp.Body.Close()
 		}
-		return fabricated(in, apiError(http.StatusInternalServerError, typeInternalServer, "Injected by outboxtest.Faults: the response was lost after the request was applied")), md, nil
+		return fabricated(in, apiError(http.StatusInternalServerError, typeInternalServer, "Injected by outboxlocal.Faults: the response was lost after the request was applied")), md, nil
 	})
 }
 

@@ -1,4 +1,4 @@
-package outboxtest
+package outboxlocal
 
 import (
 	"bytes"
@@ -25,7 +25,7 @@ func producer(t *testing.T, k *Kafka) *kgo.Client {
 
 func TestKafkaRoundTripKeepsKeysAndHeaders(t *testing.T) {
 	t.Parallel()
-	k := NewKafka(t, "orders")
+	k := newKafka(t, "orders")
 	topic := k.Topic("orders")
 	cl := producer(t, k)
 	sent := []*kgo.Record{
@@ -36,7 +36,7 @@ func TestKafkaRoundTripKeepsKeysAndHeaders(t *testing.T) {
 	if err := cl.ProduceSync(t.Context(), sent...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	got := k.Consume(t, topic, len(sent))
+	got := consume(t, k, topic, len(sent))
 	byValue := map[string]*kgo.Record{}
 	for _, r := range got {
 		byValue[string(r.Value)] = r
@@ -56,7 +56,7 @@ func TestKafkaRoundTripKeepsKeysAndHeaders(t *testing.T) {
 	if err := cl.ProduceSync(t.Context(), &kgo.Record{Topic: topic, Key: []byte("k"), Value: []byte("later")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	all := k.ConsumeAll(t, topic)
+	all := consumeAll(t, k, topic)
 	if len(all) != 4 {
 		t.Fatalf("ConsumeAll returned %d records, want 4", len(all))
 	}
@@ -77,7 +77,7 @@ func TestKafkaRoundTripKeepsKeysAndHeaders(t *testing.T) {
 
 func TestKafkaClusterInjectsProduceErrors(t *testing.T) {
 	t.Parallel()
-	k := NewKafka(t, "events")
+	k := newKafka(t, "events")
 	topic := k.Topic("events")
 	cl := producer(t, k)
 	var injected atomic.Int32
@@ -109,21 +109,21 @@ func TestKafkaClusterInjectsProduceErrors(t *testing.T) {
 	if got := injected.Load(); got < 2 {
 		t.Fatalf("the produce request was seen %d times: the injected error was not retried", got)
 	}
-	if got := k.ConsumeAll(t, topic); len(got) != 1 {
+	if got := consumeAll(t, k, topic); len(got) != 1 {
 		t.Fatalf("%d records stored, want 1", len(got))
 	}
 }
 
 func TestKafkaConsumeStopsAtTheDeadline(t *testing.T) {
 	t.Parallel()
-	k := NewKafka(t, "empty")
+	k := newKafka(t, "empty")
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
-	recs, err := k.ConsumeContext(ctx, k.Topic("empty"), 1)
+	recs, err := k.Consume(ctx, k.Topic("empty"), 1)
 	if !errors.Is(err, context.DeadlineExceeded) || len(recs) != 0 {
 		t.Fatalf("got %d records and %v, want none and a deadline error", len(recs), err)
 	}
-	if got := k.ConsumeAll(t, k.Topic("empty")); len(got) != 0 {
+	if got := consumeAll(t, k, k.Topic("empty")); len(got) != 0 {
 		t.Fatalf("ConsumeAll of an empty topic returned %d records", len(got))
 	}
 }

@@ -1,4 +1,4 @@
-package outboxtest
+package outboxlocal
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
@@ -67,4 +68,69 @@ func sortKeys(items []map[string]types.AttributeValue) []string {
 		out = append(out, scalarText(item[DefaultSortKey]))
 	}
 	return out
+}
+
+// The test forms of the backends live in outboxtest, which imports this
+// package; these are the same forms for this package's own tests.
+
+func newDynamoDB(t testing.TB, opts ...DynamoOption) *DynamoDB {
+	t.Helper()
+	d, err := StartDynamoDB(t.Context(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeOrFail(t, d.Close) })
+	return d
+}
+
+func createTable(t testing.TB, d *DynamoDB) string {
+	t.Helper()
+	table := d.NewTableName()
+	if err := d.CreateTable(t.Context(), table); err != nil {
+		t.Fatal(err)
+	}
+	return table
+}
+
+func newKafka(t testing.TB, topics ...string) *Kafka {
+	t.Helper()
+	return newKafkaWith(t, KafkaConfig{Topics: topics})
+}
+
+func newKafkaWith(t testing.TB, cfg KafkaConfig) *Kafka {
+	t.Helper()
+	k, err := StartKafka(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeOrFail(t, k.Close) })
+	return k
+}
+
+func closeOrFail(t testing.TB, close func() error) {
+	if err := close(); err != nil {
+		t.Error(err)
+	}
+}
+
+func consume(t testing.TB, k *Kafka, topic string, n int) []*kgo.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), DefaultConsumeTimeout)
+	defer cancel()
+	recs, err := k.Consume(ctx, topic, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+func consumeAll(t testing.TB, k *Kafka, topic string) []*kgo.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), DefaultConsumeTimeout)
+	defer cancel()
+	recs, err := k.ConsumeAll(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
 }

@@ -1,4 +1,4 @@
-package outboxtest
+package outboxlocal
 
 import (
 	"context"
@@ -15,8 +15,8 @@ import (
 
 func TestThrottleNext(t *testing.T) {
 	t.Parallel()
-	d := NewDynamoDB(t, WithoutEnvironment(), WithMaxAttempts(1))
-	table := d.CreateTestTable(t)
+	d := newDynamoDB(t, WithoutEnvironment(), WithMaxAttempts(1))
+	table := createTable(t, d)
 
 	d.Faults.ThrottleNext("PutItem", 1)
 	_, err := d.Client.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: key("P", "1")})
@@ -46,8 +46,8 @@ func TestThrottleNext(t *testing.T) {
 	if got := d.Counter.Snapshot().Since(before); got.Requests["PutItem"] != 3 || got.Throttles != 2 || got.WriteUnits != 1 {
 		t.Fatalf("retried put: %+v", got)
 	}
-	strict := NewDynamoDB(t, WithoutEnvironment(), WithoutThrottleRetries())
-	strictTable := strict.CreateTestTable(t)
+	strict := newDynamoDB(t, WithoutEnvironment(), WithoutThrottleRetries())
+	strictTable := createTable(t, strict)
 	strict.Faults.ThrottleNext("PutItem", 1)
 	_, err = strict.Client.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(strictTable), Item: key("P", "1")})
 	if !errors.As(err, &exceeded) || strict.Counter.Snapshot().Requests["PutItem"] != 1 {
@@ -57,8 +57,8 @@ func TestThrottleNext(t *testing.T) {
 
 func TestUnprocessedDeletes(t *testing.T) {
 	t.Parallel()
-	d := NewDynamoDB(t, WithoutEnvironment())
-	table := d.CreateTestTable(t)
+	d := newDynamoDB(t, WithoutEnvironment())
+	table := createTable(t, d)
 	deletes := func(sks ...string) map[string][]types.WriteRequest {
 		var writes []types.WriteRequest
 		for _, sk := range sks {
@@ -107,8 +107,8 @@ func TestUnprocessedDeletes(t *testing.T) {
 
 func TestHideFromNextQuery(t *testing.T) {
 	t.Parallel()
-	d := NewDynamoDB(t, WithoutEnvironment())
-	table := d.CreateTestTable(t)
+	d := newDynamoDB(t, WithoutEnvironment())
+	table := createTable(t, d)
 	for i := 1; i <= 3; i++ {
 		put(t, d.Client, table, key("M", strconv.Itoa(i)))
 	}
@@ -132,8 +132,8 @@ func TestHideFromNextQuery(t *testing.T) {
 func TestLatencyRunsOnTheClock(t *testing.T) {
 	t.Parallel()
 	clock := NewManualClock(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
-	d := NewDynamoDB(t, WithoutEnvironment(), WithClock(clock))
-	table := d.CreateTestTable(t)
+	d := newDynamoDB(t, WithoutEnvironment(), WithClock(clock))
+	table := createTable(t, d)
 	d.Faults.Latency("GetItem", time.Minute)
 
 	done := make(chan error, 1)
@@ -166,8 +166,8 @@ func TestLatencyRunsOnTheClock(t *testing.T) {
 
 func TestLoseResponseRetriesAnAppliedRequest(t *testing.T) {
 	t.Parallel()
-	d := NewDynamoDB(t, WithoutEnvironment())
-	table := d.CreateTestTable(t)
+	d := newDynamoDB(t, WithoutEnvironment())
+	table := createTable(t, d)
 
 	// The writer's PutItem: the retry of an applied put is refused, and
 	// the refusal carries the item the first attempt stored.

@@ -1,4 +1,4 @@
-package outboxtest
+package outboxlocal
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -24,7 +23,7 @@ import (
 const (
 	// DefaultPartitions is the partition count of topics created here.
 	DefaultPartitions = 3
-	// DefaultConsumeTimeout bounds Consume and ConsumeAll.
+	// DefaultConsumeTimeout bounds outboxtest's Consume and ConsumeAll.
 	DefaultConsumeTimeout = 15 * time.Second
 )
 
@@ -98,14 +97,14 @@ func StartKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
 	} else {
 		cluster, err := kfake.NewCluster(kfake.NumBrokers(max(1, cfg.Brokers)))
 		if err != nil {
-			return nil, fmt.Errorf("outboxtest: start embedded Kafka: %w", err)
+			return nil, fmt.Errorf("outboxlocal: start embedded Kafka: %w", err)
 		}
 		k.Cluster, k.Brokers = cluster, cluster.ListenAddrs()
 	}
 	admin, err := kgo.NewClient(k.ClientOpts()...)
 	if err != nil {
 		k.closeCluster()
-		return nil, fmt.Errorf("outboxtest: Kafka admin client for %v: %w", k.Brokers, err)
+		return nil, fmt.Errorf("outboxlocal: Kafka admin client for %v: %w", k.Brokers, err)
 	}
 	k.admin = admin
 	for _, topic := range cfg.Topics {
@@ -115,28 +114,6 @@ func StartKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
 		}
 	}
 	return k, nil
-}
-
-// NewKafka is StartKafka for a test with the given topics: it fails the
-// test on error and closes the cluster when the test ends.
-func NewKafka(t testing.TB, topics ...string) *Kafka {
-	t.Helper()
-	return NewKafkaWith(t, KafkaConfig{Topics: topics})
-}
-
-// NewKafkaWith is NewKafka with a full configuration.
-func NewKafkaWith(t testing.TB, cfg KafkaConfig) *Kafka {
-	t.Helper()
-	k, err := StartKafka(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := k.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return k
 }
 
 // Topic returns the name topic has on this cluster: itself on the embedded
@@ -164,11 +141,11 @@ func (k *Kafka) CreateTopic(ctx context.Context, topic string, partitions int32)
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(ctx, k.admin)
 	if err != nil {
-		return fmt.Errorf("outboxtest: create topic %s: %w", topic, err)
+		return fmt.Errorf("outboxlocal: create topic %s: %w", topic, err)
 	}
 	for _, t := range resp.Topics {
 		if err := kerr.ErrorForCode(t.ErrorCode); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return fmt.Errorf("outboxtest: create topic %s: %w", topic, err)
+			return fmt.Errorf("outboxlocal: create topic %s: %w", topic, err)
 		}
 	}
 	if k.External {
@@ -181,27 +158,15 @@ func (k *Kafka) CreateTopic(ctx context.Context, topic string, partitions int32)
 
 // Consume reads topic from the start until it has n records and returns the
 // first n it read (per-partition order, partitions interleaved), with
-// headers. It fails the test after DefaultConsumeTimeout.
-func (k *Kafka) Consume(t testing.TB, topic string, n int) []*kgo.Record {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), DefaultConsumeTimeout)
-	defer cancel()
-	recs, err := k.ConsumeContext(ctx, topic, n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return recs
-}
-
-// ConsumeContext is Consume with an error, returned with the records read
-// so far when ctx ends first.
-func (k *Kafka) ConsumeContext(ctx context.Context, topic string, n int) ([]*kgo.Record, error) {
+// headers. When ctx ends first it returns the records read so far with an
+// error.
+func (k *Kafka) Consume(ctx context.Context, topic string, n int) ([]*kgo.Record, error) {
 	cl, err := kgo.NewClient(append(k.ClientOpts(),
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 	)...)
 	if err != nil {
-		return nil, fmt.Errorf("outboxtest: consume %s: %w", topic, err)
+		return nil, fmt.Errorf("outboxlocal: consume %s: %w", topic, err)
 	}
 	defer cl.Close()
 	var recs []*kgo.Record
@@ -209,7 +174,7 @@ func (k *Kafka) ConsumeContext(ctx context.Context, topic string, n int) ([]*kgo
 		fetches := cl.PollFetches(ctx)
 		recs = append(recs, fetches.Records()...)
 		if ctx.Err() != nil && len(recs) < n {
-			return recs, fmt.Errorf("outboxtest: consumed %d of %d records from %s: %w", len(recs), n, topic, ctx.Err())
+			return recs, fmt.Errorf("outboxlocal: consumed %d of %d records from %s: %w", len(recs), n, topic, ctx.Err())
 		}
 	}
 	return recs[:n], nil
@@ -217,22 +182,9 @@ func (k *Kafka) ConsumeContext(ctx context.Context, topic string, n int) ([]*kgo
 
 // ConsumeAll returns every record of topic up to the end offsets it had
 // when called, partition by partition (partition 0 first), with headers.
-// It fails the test after DefaultConsumeTimeout. Offsets are assumed
-// contiguous (no transactional control records), as the outbox producer
-// writes them.
-func (k *Kafka) ConsumeAll(t testing.TB, topic string) []*kgo.Record {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), DefaultConsumeTimeout)
-	defer cancel()
-	recs, err := k.ConsumeAllContext(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return recs
-}
-
-// ConsumeAllContext is ConsumeAll with an error.
-func (k *Kafka) ConsumeAllContext(ctx context.Context, topic string) ([]*kgo.Record, error) {
+// Offsets are assumed contiguous (no transactional control records), as the
+// outbox producer writes them.
+func (k *Kafka) ConsumeAll(ctx context.Context, topic string) ([]*kgo.Record, error) {
 	ends, err := k.endOffsets(ctx, topic)
 	if err != nil {
 		return nil, err
@@ -247,13 +199,13 @@ func (k *Kafka) ConsumeAllContext(ctx context.Context, topic string) ([]*kgo.Rec
 	if len(starts) > 0 {
 		cl, err := kgo.NewClient(append(k.ClientOpts(), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: starts}))...)
 		if err != nil {
-			return nil, fmt.Errorf("outboxtest: consume %s: %w", topic, err)
+			return nil, fmt.Errorf("outboxlocal: consume %s: %w", topic, err)
 		}
 		defer cl.Close()
 		for remaining := len(starts); remaining > 0; {
 			fetches := cl.PollFetches(ctx)
 			if ctx.Err() != nil {
-				return nil, fmt.Errorf("outboxtest: consume %s to its end offsets %v: %w", topic, ends, ctx.Err())
+				return nil, fmt.Errorf("outboxlocal: consume %s to its end offsets %v: %w", topic, ends, ctx.Err())
 			}
 			for _, r := range fetches.Records() {
 				end := ends[r.Partition]
@@ -282,13 +234,13 @@ func (k *Kafka) endOffsets(ctx context.Context, topic string) ([]int64, error) {
 	meta.Topics = append(meta.Topics, mt)
 	mresp, err := meta.RequestWith(ctx, k.admin)
 	if err != nil {
-		return nil, fmt.Errorf("outboxtest: metadata of %s: %w", topic, err)
+		return nil, fmt.Errorf("outboxlocal: metadata of %s: %w", topic, err)
 	}
 	if len(mresp.Topics) != 1 {
-		return nil, fmt.Errorf("outboxtest: metadata of %s: %d topics in answer", topic, len(mresp.Topics))
+		return nil, fmt.Errorf("outboxlocal: metadata of %s: %d topics in answer", topic, len(mresp.Topics))
 	}
 	if err := kerr.ErrorForCode(mresp.Topics[0].ErrorCode); err != nil {
-		return nil, fmt.Errorf("outboxtest: metadata of %s: %w", topic, err)
+		return nil, fmt.Errorf("outboxlocal: metadata of %s: %w", topic, err)
 	}
 	list := kmsg.NewPtrListOffsetsRequest()
 	lt := kmsg.NewListOffsetsRequestTopic()
@@ -302,13 +254,13 @@ func (k *Kafka) endOffsets(ctx context.Context, topic string) ([]int64, error) {
 	list.Topics = append(list.Topics, lt)
 	lresp, err := list.RequestWith(ctx, k.admin)
 	if err != nil {
-		return nil, fmt.Errorf("outboxtest: end offsets of %s: %w", topic, err)
+		return nil, fmt.Errorf("outboxlocal: end offsets of %s: %w", topic, err)
 	}
 	ends := make([]int64, len(mresp.Topics[0].Partitions))
 	for _, t := range lresp.Topics {
 		for _, p := range t.Partitions {
 			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return nil, fmt.Errorf("outboxtest: end offset of %s[%d]: %w", topic, p.Partition, err)
+				return nil, fmt.Errorf("outboxlocal: end offset of %s[%d]: %w", topic, p.Partition, err)
 			}
 			if int(p.Partition) < len(ends) {
 				ends[p.Partition] = p.Offset
@@ -344,11 +296,11 @@ func (k *Kafka) Close() error {
 		}
 		resp, err := req.RequestWith(ctx, k.admin)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("outboxtest: delete topics %v: %w", topics, err))
+			errs = append(errs, fmt.Errorf("outboxlocal: delete topics %v: %w", topics, err))
 		} else {
 			for _, t := range resp.Topics {
 				if err := kerr.ErrorForCode(t.ErrorCode); err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
-					errs = append(errs, fmt.Errorf("outboxtest: delete topic %s: %w", derefString(t.Topic), err))
+					errs = append(errs, fmt.Errorf("outboxlocal: delete topic %s: %w", derefString(t.Topic), err))
 				}
 			}
 		}

@@ -1,4 +1,4 @@
-package outboxtest
+package outboxlocal
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"os"
 	"slices"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -156,13 +155,13 @@ func StartDynamoDB(ctx context.Context, opts ...DynamoOption) (*DynamoDB, error)
 		d.External, d.Endpoint, backoff = true, cfg.endpoint, externalMaxBackoff
 		ext, err := externalConfig(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("outboxtest: configure DynamoDB endpoint %s: %w", cfg.endpoint, err)
+			return nil, fmt.Errorf("outboxlocal: configure DynamoDB endpoint %s: %w", cfg.endpoint, err)
 		}
 		awsCfg = ext
 	} else {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return nil, fmt.Errorf("outboxtest: listen for embedded DynamoDB: %w", err)
+			return nil, fmt.Errorf("outboxlocal: listen for embedded DynamoDB: %w", err)
 		}
 		d.server = &http.Server{Handler: newEmbeddedServer(cfg.clock), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = d.server.Serve(ln) }()
@@ -174,22 +173,6 @@ func StartDynamoDB(ctx context.Context, opts ...DynamoOption) (*DynamoDB, error)
 	d.awsConfig = awsCfg
 	d.Client = d.NewClient()
 	return d, nil
-}
-
-// NewDynamoDB is StartDynamoDB for a test: it fails the test on error and
-// closes the DynamoDB when the test ends.
-func NewDynamoDB(t testing.TB, opts ...DynamoOption) *DynamoDB {
-	t.Helper()
-	d, err := StartDynamoDB(t.Context(), opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := d.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return d
 }
 
 // externalConfig uses the default credential chain when the environment
@@ -272,7 +255,7 @@ func (d *DynamoDB) CreateTable(ctx context.Context, table string) error {
 		},
 	})
 	if err != nil {
-		return fmt.Errorf("outboxtest: create table %s: %w", table, err)
+		return fmt.Errorf("outboxlocal: create table %s: %w", table, err)
 	}
 	d.DeleteOnClose(table)
 	waiter := dynamodb.NewTableExistsWaiter(d.Client, func(o *dynamodb.TableExistsWaiterOptions) {
@@ -280,7 +263,7 @@ func (d *DynamoDB) CreateTable(ctx context.Context, table string) error {
 		o.MaxDelay = 2 * time.Second
 	})
 	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, 5*time.Minute); err != nil {
-		return fmt.Errorf("outboxtest: wait for table %s: %w", table, err)
+		return fmt.Errorf("outboxlocal: wait for table %s: %w", table, err)
 	}
 	return nil
 }
@@ -297,17 +280,6 @@ func (d *DynamoDB) DeleteOnClose(table string) {
 	if !slices.Contains(d.created, table) {
 		d.created = append(d.created, table)
 	}
-}
-
-// CreateTestTable creates a table with a fresh name (see CreateTable) and
-// returns the name; it fails the test on error.
-func (d *DynamoDB) CreateTestTable(t testing.TB) string {
-	t.Helper()
-	table := d.NewTableName()
-	if err := d.CreateTable(t.Context(), table); err != nil {
-		t.Fatal(err)
-	}
-	return table
 }
 
 // Close deletes the tables CreateTable made on an external endpoint, or
@@ -330,14 +302,14 @@ func (d *DynamoDB) Close() error {
 			_, err := d.Client.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 			var missing *types.ResourceNotFoundException
 			if err != nil && !errors.As(err, &missing) {
-				errs = append(errs, fmt.Errorf("outboxtest: delete table %s: %w", table, err))
+				errs = append(errs, fmt.Errorf("outboxlocal: delete table %s: %w", table, err))
 			}
 		}
 	}
 	d.transport.CloseIdleConnections()
 	if d.server != nil {
 		if err := d.server.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("outboxtest: stop embedded DynamoDB: %w", err))
+			errs = append(errs, fmt.Errorf("outboxlocal: stop embedded DynamoDB: %w", err))
 		}
 	}
 	return errors.Join(errs...)

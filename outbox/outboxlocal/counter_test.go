@@ -1,4 +1,4 @@
-package outboxtest
+package outboxlocal
 
 import (
 	"maps"
@@ -59,8 +59,8 @@ func TestCountsSince(t *testing.T) {
 
 func TestCapacityUnitsForKnownItemSizes(t *testing.T) {
 	t.Parallel()
-	d := NewDynamoDB(t, WithoutEnvironment())
-	table := d.CreateTestTable(t)
+	d := newDynamoDB(t, WithoutEnvironment())
+	table := createTable(t, d)
 	c := d.Client
 	ctx := t.Context()
 	step := func(name string, wantRead, wantWrite float64, do func()) {

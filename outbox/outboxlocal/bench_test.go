@@ -1,4 +1,4 @@
-package outboxtest
+package outboxlocal
 
 import (
 	"strconv"
@@ -13,8 +13,8 @@ import (
 // BenchmarkEmbeddedPutItem measures message-sized puts through the SDK,
 // the Counter and the compensating layer.
 func BenchmarkEmbeddedPutItem(b *testing.B) {
-	d := NewDynamoDB(b, WithoutEnvironment())
-	table := d.CreateTestTable(b)
+	d := newDynamoDB(b, WithoutEnvironment())
+	table := createTable(b, d)
 	var seq atomic.Int64
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -35,8 +35,8 @@ func BenchmarkEmbeddedPutItem(b *testing.B) {
 
 // BenchmarkEmbeddedQuery measures 100-item consistent queries.
 func BenchmarkEmbeddedQuery(b *testing.B) {
-	d := NewDynamoDB(b, WithoutEnvironment())
-	table := d.CreateTestTable(b)
+	d := newDynamoDB(b, WithoutEnvironment())
+	table := createTable(b, d)
 	for i := range 100 {
 		put(b, d.Client, table, itemOfSize(b, "Q", strconv.Itoa(i), 512))
 	}

@@ -1,4 +1,4 @@
-package outboxtest
+package outboxlocal
 
 import (
 	"bytes"
@@ -20,8 +20,8 @@ import (
 
 func TestConditionalWriteRaceHasOneWinner(t *testing.T) {
 	t.Parallel()
-	d := NewDynamoDB(t, WithoutEnvironment())
-	table := d.CreateTestTable(t)
+	d := newDynamoDB(t, WithoutEnvironment())
+	table := createTable(t, d)
 	const rounds, racers = 5, 8
 	before := d.Counter.Snapshot()
 	for round := range rounds {
@@ -62,8 +62,8 @@ func TestConditionalWriteRaceHasOneWinner(t *testing.T) {
 
 func TestConcurrentAddHandsOutDistinctNumbers(t *testing.T) {
 	t.Parallel()
-	d := NewDynamoDB(t, WithoutEnvironment())
-	table := d.CreateTestTable(t)
+	d := newDynamoDB(t, WithoutEnvironment())
+	table := createTable(t, d)
 	const n = 200
 	values := make([]int, n)
 	var wg sync.WaitGroup
@@ -101,8 +101,8 @@ func TestConcurrentAddHandsOutDistinctNumbers(t *testing.T) {
 
 func TestTransactionCancellationCarriesOldItem(t *testing.T) {
 	t.Parallel()
-	d := NewDynamoDB(t, WithoutEnvironment())
-	table := d.CreateTestTable(t)
+	d := newDynamoDB(t, WithoutEnvironment())
+	table := createTable(t, d)
 	existing := key("OUTBOX#MESSAGES#1", "0000000000000000001")
 	existing["MessageId"] = str("11111111-1111-4111-8111-111111111111")
 	put(t, d.Client, table, existing)
@@ -147,8 +147,8 @@ func TestTransactionCancellationCarriesOldItem(t *testing.T) {
 
 func TestPutItemReturnsOnlyTheOldItem(t *testing.T) {
 	t.Parallel()
-	d := NewDynamoDB(t, WithoutEnvironment())
-	table := d.CreateTestTable(t)
+	d := newDynamoDB(t, WithoutEnvironment())
+	table := createTable(t, d)
 	first := key("P", "S")
 	first["V"] = num(1)
 	out, err := d.Client.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: first, ReturnValues: types.ReturnValueAllOld})
@@ -207,8 +207,8 @@ func TestPutItemReturnsOnlyTheOldItem(t *testing.T) {
 
 func TestEmptyValuesRoundTrip(t *testing.T) {
 	t.Parallel()
-	d := NewDynamoDB(t, WithoutEnvironment())
-	table := d.CreateTestTable(t)
+	d := newDynamoDB(t, WithoutEnvironment())
+	table := createTable(t, d)
 	item := key("OUTBOX#MESSAGES#0", "0000000000000000001")
 	item["Key"] = bin([]byte{})
 	item["Value"] = bin([]byte{})
@@ -269,7 +269,7 @@ func TestEmptyValuesRoundTrip(t *testing.T) {
 
 func TestTableDescriptionIsComplete(t *testing.T) {
 	t.Parallel()
-	d := NewDynamoDB(t, WithoutEnvironment())
+	d := newDynamoDB(t, WithoutEnvironment())
 	table := d.NewTableName()
 	if err := d.CreateTable(t.Context(), table); err != nil {
 		t.Fatal(err) // the SDK's TableExistsWaiter returned: the table became ACTIVE
@@ -305,8 +305,8 @@ func TestTableDescriptionIsComplete(t *testing.T) {
 func TestClientRequestTokenReplay(t *testing.T) {
 	t.Parallel()
 	clock := NewManualClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	d := NewDynamoDB(t, WithoutEnvironment(), WithClock(clock))
-	table := d.CreateTestTable(t)
+	d := newDynamoDB(t, WithoutEnvironment(), WithClock(clock))
+	table := createTable(t, d)
 	txn := func(token, sk string) error {
 		_, err := d.Client.TransactWriteItems(t.Context(), &dynamodb.TransactWriteItemsInput{
 			ClientRequestToken: aws.String(token),
@@ -346,8 +346,8 @@ func TestClientRequestTokenReplay(t *testing.T) {
 
 func TestLimitsAreEnforced(t *testing.T) {
 	t.Parallel()
-	d := NewDynamoDB(t, WithoutEnvironment())
-	table := d.CreateTestTable(t)
+	d := newDynamoDB(t, WithoutEnvironment())
+	table := createTable(t, d)
 	validation := func(err error, message string) {
 		t.Helper()
 		var apiErr smithy.APIError
@@ -394,8 +394,8 @@ func TestLimitsAreEnforced(t *testing.T) {
 
 func TestSelectCountReturnsOnlyCounts(t *testing.T) {
 	t.Parallel()
-	d := NewDynamoDB(t, WithoutEnvironment())
-	table := d.CreateTestTable(t)
+	d := newDynamoDB(t, WithoutEnvironment())
+	table := createTable(t, d)
 	for i := range 5 {
 		put(t, d.Client, table, key("P", strconv.Itoa(i)))
 	}
@@ -435,8 +435,8 @@ func TestResponsesCarryValidChecksums(t *testing.T) {
 		defer mu.Unlock()
 		logged = append(logged, fmt.Sprintf(format, v...))
 	})
-	d := NewDynamoDB(t, WithoutEnvironment(), WithClientOptions(func(o *dynamodb.Options) { o.Logger = logger }))
-	table := d.CreateTestTable(t)
+	d := newDynamoDB(t, WithoutEnvironment(), WithClientOptions(func(o *dynamodb.Options) { o.Logger = logger }))
+	table := createTable(t, d)
 	item := key("P", "S")
 	item["Empty"] = bin([]byte{})
 	put(t, d.Client, table, item)

@@ -1,4 +1,4 @@
-package outboxtest
+package outboxlocal
 
 import (
 	"bytes"
@@ -306,7 +306,7 @@ func mustJSON(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {
 		// Only values decoded from JSON or built from strings reach here.
-		panic("outboxtest: encode JSON: " + err.Error())
+		panic("outboxlocal: encode JSON: " + err.Error())
 	}
 	return b
 }

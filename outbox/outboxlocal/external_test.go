@@ -1,4 +1,4 @@
-package outboxtest
+package outboxlocal
 
 import (
 	"errors"
@@ -21,7 +21,7 @@ import (
 // the tables it created.
 func TestExternalDynamoDBCleansUp(t *testing.T) {
 	t.Parallel()
-	host := NewDynamoDB(t, WithoutEnvironment())
+	host := newDynamoDB(t, WithoutEnvironment())
 	ext, err := StartDynamoDB(t.Context(), WithEndpoint(host.Endpoint), WithMaxAttempts(1))
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +30,7 @@ func TestExternalDynamoDBCleansUp(t *testing.T) {
 	if !ext.External || ext.Endpoint != host.Endpoint {
 		t.Fatalf("external %v at %s", ext.External, ext.Endpoint)
 	}
-	table := ext.CreateTestTable(t)
+	table := createTable(t, ext)
 	other := ext.NewTableName()
 	if err := host.CreateTable(t.Context(), other); err != nil {
 		t.Fatal(err)
@@ -57,7 +57,7 @@ func TestExternalDynamoDBCleansUp(t *testing.T) {
 
 func TestExternalKafkaUsesUniqueTopics(t *testing.T) {
 	t.Parallel()
-	host := NewKafka(t)
+	host := newKafka(t)
 	ext, err := StartKafka(t.Context(), KafkaConfig{Endpoint: strings.Join(host.Brokers, ","), Topics: []string{"orders"}})
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +75,7 @@ func TestExternalKafkaUsesUniqueTopics(t *testing.T) {
 	if err := cl.ProduceSync(t.Context(), &kgo.Record{Topic: topic, Value: []byte("v")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	if got := ext.Consume(t, topic, 1); string(got[0].Value) != "v" {
+	if got := consume(t, ext, topic, 1); string(got[0].Value) != "v" {
 		t.Fatalf("consumed %q", got[0].Value)
 	}
 	if err := ext.Close(); err != nil {

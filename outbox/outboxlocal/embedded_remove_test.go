@@ -1,4 +1,4 @@
-package outboxtest
+package outboxlocal
 
 import (
 	"errors"
@@ -42,8 +42,8 @@ func attrNames(item map[string]types.AttributeValue) []string {
 
 func TestUpdateItemRemove_DeletesTheAttribute_AndAnswersEveryReturnValues(t *testing.T) {
 	t.Parallel()
-	d := NewDynamoDB(t, WithoutEnvironment())
-	table := d.CreateTestTable(t)
+	d := newDynamoDB(t, WithoutEnvironment())
+	table := createTable(t, d)
 	for _, c := range []struct {
 		rv    types.ReturnValue
 		names []string // attributes returned
@@ -85,8 +85,8 @@ func TestUpdateItemRemove_DeletesTheAttribute_AndAnswersEveryReturnValues(t *tes
 
 func TestUpdateItemRemove_RefusedCondition_LeavesTheItemIntact(t *testing.T) {
 	t.Parallel()
-	d := NewDynamoDB(t, WithoutEnvironment())
-	table := d.CreateTestTable(t)
+	d := newDynamoDB(t, WithoutEnvironment())
+	table := createTable(t, d)
 	put(t, d.Client, table, leaseItem("1"))
 	in := release(table, "1", types.ReturnValueAllNew)
 	in.ExpressionAttributeValues[":me"] = str("relay-b")
@@ -111,8 +111,8 @@ func TestUpdateItemRemove_RefusedCondition_LeavesTheItemIntact(t *testing.T) {
 
 func TestUpdateItemRemove_PlainNamesNestedPathsAndRemoveOnly(t *testing.T) {
 	t.Parallel()
-	d := NewDynamoDB(t, WithoutEnvironment())
-	table := d.CreateTestTable(t)
+	d := newDynamoDB(t, WithoutEnvironment())
+	table := createTable(t, d)
 	item := leaseItem("1")
 	item["Extra"] = str("x")
 	put(t, d.Client, table, item)
@@ -146,8 +146,8 @@ func TestUpdateItemRemove_PlainNamesNestedPathsAndRemoveOnly(t *testing.T) {
 
 func TestUpdateItemRemove_RefusesWhatDynamoDBRefuses(t *testing.T) {
 	t.Parallel()
-	d := NewDynamoDB(t, WithoutEnvironment())
-	table := d.CreateTestTable(t)
+	d := newDynamoDB(t, WithoutEnvironment())
+	table := createTable(t, d)
 	put(t, d.Client, table, leaseItem("1"))
 	for _, c := range []struct {
 		expr  string
@@ -179,8 +179,8 @@ func TestUpdateItemRemove_RefusesWhatDynamoDBRefuses(t *testing.T) {
 
 func TestTransactWriteItemsRemove_AppliedOnCommit_NotOnCancellation(t *testing.T) {
 	t.Parallel()
-	d := NewDynamoDB(t, WithoutEnvironment())
-	table := d.CreateTestTable(t)
+	d := newDynamoDB(t, WithoutEnvironment())
+	table := createTable(t, d)
 	put(t, d.Client, table, leaseItem("1"))
 	put(t, d.Client, table, leaseItem("2"))
 	update := func(bucket string) types.TransactWriteItem {
@@ -219,8 +219,8 @@ func TestTransactWriteItemsRemove_AppliedOnCommit_NotOnCancellation(t *testing.T
 
 func TestTransactionCancellation_ReportsEveryFailedCondition(t *testing.T) {
 	t.Parallel()
-	d := NewDynamoDB(t, WithoutEnvironment())
-	table := d.CreateTestTable(t)
+	d := newDynamoDB(t, WithoutEnvironment())
+	table := createTable(t, d)
 	for _, sk := range []string{"1", "3", "4"} {
 		stored := key("OUTBOX#MESSAGES#0", sk)
 		stored["MessageId"] = str("stored-" + sk)
