@@ -97,7 +97,7 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	if r.log == nil {
 		r.log = slog.Default()
 	}
-	r.log = r.log.With("relay_id", opts.RelayID)
+	r.log = r.log.With("relayId", opts.RelayID)
 	return r, nil
 }
 
@@ -220,7 +220,7 @@ func (r *Relay) Run(ctx context.Context, in RunInput) (RunResult, error) {
 		slog.String("reason", string(run.res.Reason)), slog.Bool("joined", run.res.Joined),
 		slog.Int("published", run.res.Published), slog.Int("deleted", run.res.Deleted),
 		slog.Int("rounds", run.res.Rounds), slog.Int("refused", run.res.Refused),
-		slog.Bool("release_skipped", run.res.ReleaseSkipped), slog.Any("work_left", run.res.WorkLeft))
+		slog.Bool("releaseSkipped", run.res.ReleaseSkipped), slog.Any("workLeft", run.res.WorkLeft))
 	return run.res, err
 }
 

@@ -174,7 +174,7 @@ func (u *run) relayBatch(ctx context.Context, bucket int, g *grant, head *headRo
 		}
 		delay := r.recordHeadFailure(bucket, msgs[acked].ID)
 		r.log.LogAttrs(ctx, slog.LevelWarn, "publish failed; bucket backs off",
-			slog.Int("bucket", bucket), slog.String("message_id", msgs[acked].ID.String()),
+			slog.Int("bucket", bucket), slog.String("messageId", msgs[acked].ID.String()),
 			slog.Int64("sequence", msgs[acked].Sequence), slog.Duration("backoff", delay), slog.Any("error", perr))
 		r.emit(Event{Kind: EventBackoff, Bucket: bucket, Duration: delay, Err: perr})
 		return acked, true, nil

@@ -261,7 +261,7 @@ func (u *run) wake(buckets []int) {
 	hop := u.in.Hop + 1
 	if r.notifier == nil || hop > r.maxHops {
 		r.log.LogAttrs(u.ctx, slog.LevelInfo, "work left for the next trigger", slog.Any("buckets", buckets),
-			slog.Int("hop", hop), slog.Int("max_hops", r.maxHops))
+			slog.Int("hop", hop), slog.Int("maxHops", r.maxHops))
 		return
 	}
 	err := r.notifier.Notify(u.ctx, WakeUp{Buckets: buckets, Hop: hop})

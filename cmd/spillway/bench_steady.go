@@ -30,7 +30,7 @@ func (r steadyResult) Tables() []bench.Table {
 	}}
 }
 
-// runSteadyScenario runs the scenario with the relay function's
+// runSteadyScenario runs the steady scenario with the relay function's
 // defaults. Its workload is fixed (env.Messages does not apply) and Kafka is
 // simulated in memory (env.Brokers does not apply): the scenario counts
 // DynamoDB coordination requests, not Kafka's cost.

@@ -23,7 +23,7 @@ func main() {
 		log.Error("relay function cannot start", "error", err)
 		os.Exit(1)
 	}
-	log.Info("relay function ready", "relay_id", h.RelayID())
+	log.Info("relay function ready", "relayId", h.RelayID())
 	// SIGTERM (sent before the environment is shut down once any extension
 	// is registered, which the option does) runs Shutdown: the last
 	// metrics are written and the clients closed.

@@ -1,4 +1,4 @@
-// Package fleetsim is the randomized fleet simulation of issue 9: many relay
+// Package fleetsim is the randomized fleet simulation: many relay
 // lifetimes shaped like AWS Lambda invocations and several writers share one
 // outbox table on the embedded DynamoDB server and one embedded Kafka cluster,
 // on a manual clock, while faults are injected; invariant checkers watch the

@@ -77,7 +77,7 @@ func orDefault(d, def time.Duration) time.Duration {
 	return d
 }
 
-// Config describes one scenario run. The zero value runs the issue's
+// Config describes one scenario run. The zero value runs the standard
 // scenario: 10 commits per second over 8 buckets for 10 simulated minutes,
 // relays with the relay function's defaults and a 15-minute timeout.
 type Config struct {

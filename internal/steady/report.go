@@ -13,7 +13,7 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
-// MaxCoordinationWritesPerMessage is the cost target.
+// MaxCoordinationWritesPerMessage is the scenario's cost target.
 const MaxCoordinationWritesPerMessage = 0.1
 
 // Report is what a run measured. Durations are simulated time except
@@ -157,7 +157,7 @@ func perMessage(n, msgs int) float64 {
 	return float64(n) / float64(msgs)
 }
 
-// Target is one of the targets with the run's figure.
+// Target is one of the scenario's targets with the run's figure.
 type Target struct {
 	Name  string
 	Value string
@@ -165,7 +165,7 @@ type Target struct {
 	Met   bool
 }
 
-// Targets returns the targets: cost, quiet fleet, no message waiting
+// Targets returns the scenario's targets: cost, quiet fleet, no message waiting
 // for the schedule, no orphaned bucket, and every message relayed.
 func (r Report) Targets() []Target {
 	return []Target{

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// scenarioDuration is the 10 simulated minutes (about a minute of
+// scenarioDuration is the scenario's 10 simulated minutes (about a minute of
 // wall time). Under the race detector a simulated minute takes about 12 s
 // of wall time on 2 cores, so the test simulates 4 minutes, about 50 s; so
 // does -short.
@@ -32,7 +32,7 @@ func runScenario(t *testing.T, cfg Config) Report {
 	return rep
 }
 
-// TestSteadyTrafficMeetsTargets is the scenario with the relay
+// TestSteadyTrafficMeetsTargets is the scenario with the relay
 // function's defaults: 10 commits/s over 8 buckets, a wake-up per commit,
 // the 1-minute schedule, 15-minute timeouts, reserved concurrency 8.
 func TestSteadyTrafficMeetsTargets(t *testing.T) {

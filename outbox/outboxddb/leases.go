@@ -77,7 +77,7 @@ func (s *Store) AcquireLeases(ctx context.Context, req outbox.LeaseRequest) (out
 		acq.HeartbeatRefused = true
 		acq.Refused++
 		s.log.WarnContext(ctx, "outboxddb: heartbeat refused: a later heartbeat of this relay is stored (host clock set back?); claiming nothing this round",
-			"relay_id", relayID)
+			"relayId", relayID)
 	}
 
 	items, err := s.readCoordinationItems(ctx, "")
@@ -110,7 +110,7 @@ func (s *Store) AcquireLeases(ctx context.Context, req outbox.LeaseRequest) (out
 			// names this relay, so no peer takes it; it is kept again once
 			// the clock has caught up, or claimed afresh after it lapses.
 			s.log.WarnContext(ctx, "outboxddb: not renewing a lease that expires later than this round's expiry (host clock set back?); not publishing the bucket until the clock catches up",
-				"relay_id", relayID, "bucket", b, "stored_expiry", seen[b], "expiry", expiry)
+				"relayId", relayID, "bucket", b, "storedExpiry", seen[b], "expiry", expiry)
 			continue
 		}
 		keep = append(keep, b)
@@ -123,7 +123,7 @@ func (s *Store) AcquireLeases(ctx context.Context, req outbox.LeaseRequest) (out
 		return outbox.Acquisition{}, err
 	}
 	for _, b := range lost {
-		s.log.InfoContext(ctx, "outboxddb: no longer owns bucket", "relay_id", relayID, "bucket", b)
+		s.log.InfoContext(ctx, "outboxddb: no longer owns bucket", "relayId", relayID, "bucket", b)
 	}
 	acq.Owned, acq.Lost = kept, lost
 	acq.Refused += len(lost)
@@ -148,7 +148,7 @@ func (s *Store) AcquireLeases(ctx context.Context, req outbox.LeaseRequest) (out
 			return outbox.Acquisition{}, err
 		}
 		for _, b := range refused {
-			s.log.DebugContext(ctx, "outboxddb: claim refused: a peer claimed the bucket first", "relay_id", relayID, "bucket", b)
+			s.log.DebugContext(ctx, "outboxddb: claim refused: a peer claimed the bucket first", "relayId", relayID, "bucket", b)
 		}
 		acq.Claimed = claimed
 		acq.Owned = append(acq.Owned, claimed...)
@@ -156,7 +156,7 @@ func (s *Store) AcquireLeases(ctx context.Context, req outbox.LeaseRequest) (out
 	case len(plan.Claim) > 0:
 		// A lease claimed with a clock that is behind would expire early on
 		// the peers' clocks.
-		s.log.WarnContext(ctx, "outboxddb: claiming nothing while the heartbeat is refused", "relay_id", relayID, "planned_claims", plan.Claim)
+		s.log.WarnContext(ctx, "outboxddb: claiming nothing while the heartbeat is refused", "relayId", relayID, "plannedClaims", plan.Claim)
 	}
 	slices.Sort(acq.Owned)
 
@@ -216,7 +216,7 @@ func (s *Store) prune(ctx context.Context, relayID string, stale []string, now, 
 		default:
 			s.tel.failed(relayID, OpPrune, -1, err)
 			s.log.WarnContext(ctx, "outboxddb: pruning a stale heartbeat record failed; retried on a later round",
-				"relay_id", relayID, "stale_relay_id", stale[i], "error", err)
+				"relayId", relayID, "staleRelayId", stale[i], "error", err)
 		}
 		return nil
 	})
@@ -266,7 +266,7 @@ func (s *Store) noteStandby(ctx context.Context, relayID string, distant bool, r
 	}
 	s.mu.Unlock()
 	if distant && !was {
-		s.log.DebugContext(ctx, "outboxddb: relay is a distant standby; resting every other round", "relay_id", relayID, "standby_rank", rank)
+		s.log.DebugContext(ctx, "outboxddb: relay is a distant standby; resting every other round", "relayId", relayID, "standbyRank", rank)
 	}
 }
 
@@ -363,7 +363,7 @@ func (s *Store) ReleaseLeases(ctx context.Context, req outbox.LeaseRequest) (out
 		rel.Refused += len(refused)
 	}
 	rel.Unfinished = true
-	s.log.WarnContext(ctx, "outboxddb: release unfinished: leases still name the relay; peers take over after the lease duration", "relay_id", relayID)
+	s.log.WarnContext(ctx, "outboxddb: release unfinished: leases still name the relay; peers take over after the lease duration", "relayId", relayID)
 	return rel, nil
 }
 

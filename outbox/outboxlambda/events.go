@@ -218,7 +218,7 @@ func (d EventDecoder) streamHints(records []json.RawMessage) RelayEvent {
 		}
 		if rec.EventSource != streamEventSource {
 			ev.Malformed++
-			log.Warn("ignoring stream record from another source", "index", i, "event_source", rec.EventSource, "event_id", rec.EventID)
+			log.Warn("ignoring stream record from another source", "index", i, "eventSource", rec.EventSource, "eventId", rec.EventID)
 			continue
 		}
 		if rec.EventName != streamInsert {
@@ -229,7 +229,7 @@ func (d EventDecoder) streamHints(records []json.RawMessage) RelayEvent {
 		switch {
 		case problem != "":
 			ev.Malformed++
-			log.Warn("ignoring malformed stream record", "index", i, "event_id", rec.EventID, "problem", problem)
+			log.Warn("ignoring malformed stream record", "index", i, "eventId", rec.EventID, "problem", problem)
 		case !ok:
 			ev.Ignored++
 		case !slices.Contains(ev.Buckets, bucket):

@@ -125,7 +125,7 @@ func NewRelayHandler(cfg RelayHandlerConfig) (*RelayHandler, error) {
 			Logger:       cfg.Logger,
 		},
 		clock:   cfg.Clock,
-		log:     cfg.Logger.With("relay_id", cfg.RelayID),
+		log:     cfg.Logger.With("relayId", cfg.RelayID),
 		metrics: newMetricsSink(cfg.Metrics, cfg.MetricsOutput, cfg.Clock),
 	}, nil
 }
