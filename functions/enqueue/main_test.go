@@ -13,7 +13,7 @@ import (
 
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
-	"github.com/spillway-dev/spillway/outbox/outboxlambda/lambdalocal"
+	"github.com/spillway-dev/spillway/internal/lambdalocal"
 	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 

@@ -16,7 +16,7 @@ import (
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
-	"github.com/spillway-dev/spillway/outbox/outboxlambda/lambdalocal"
+	"github.com/spillway-dev/spillway/internal/lambdalocal"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )

@@ -34,7 +34,7 @@ import (
 	"strings"
 
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
-	"github.com/spillway-dev/spillway/outbox/outboxlambda/lambdalocal"
+	"github.com/spillway-dev/spillway/internal/lambdalocal"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
