@@ -136,6 +136,20 @@ func (s *lambdaSim) invoke(env *outboxlambda.RelayHandler, payload []byte) {
 	s.dispatchLocked()
 }
 
+// sweep sends the schedule's event every interval until ctx ends.
+func (s *lambdaSim) sweep(ctx context.Context, every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			s.send([]byte(`{"trigger":"schedule"}`))
+		}
+	}
+}
+
 // busy reports running or queued invocations.
 func (s *lambdaSim) busy() int {
 	s.mu.Lock()

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -47,156 +48,214 @@ type runSummary struct {
 	EMFLines       int            `json:"emfLines"`
 }
 
-func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// runFlags are run's options.
+type runFlags struct {
+	messages, keys, concurrency int
+	timeout, schedule           time.Duration
+	emfPath                     string
+	serve, asJSON, verbose      bool
+}
+
+func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
+	var f runFlags
 	fs := newFlagSet("run", "run [--messages N] [--keys N] [--concurrency N] [--timeout D] [--serve] [--json]", stderr)
-	messages := fs.Int("messages", 3000, "demo messages to enqueue")
-	keys := fs.Int("keys", 60, "distinct message keys")
-	concurrency := fs.Int("concurrency", 4, "reserved concurrency of the relay function (execution environments)")
-	timeout := fs.Duration("timeout", 15*time.Second, "relay function timeout (each invocation's deadline)")
-	schedule := fs.Duration("schedule", 5*time.Second, "interval of the schedule's sweep invocations (1 minute on AWS)")
-	emfPath := fs.String("emf", filepath.Join(os.TempDir(), "spillway-run-emf.jsonl"), "file receiving the functions' EMF metric lines")
-	serve := fs.Bool("serve", false, "keep the embedded endpoints up after the demo and print their addresses")
-	asJSON := fs.Bool("json", false, "print the summary as JSON")
-	verbose := fs.Bool("v", false, "log the functions' activity to stderr")
+	fs.IntVar(&f.messages, "messages", 3000, "demo messages to enqueue")
+	fs.IntVar(&f.keys, "keys", 60, "distinct message keys")
+	fs.IntVar(&f.concurrency, "concurrency", 4, "reserved concurrency of the relay function (execution environments)")
+	fs.DurationVar(&f.timeout, "timeout", 15*time.Second, "relay function timeout (each invocation's deadline)")
+	fs.DurationVar(&f.schedule, "schedule", 5*time.Second, "interval of the schedule's sweep invocations (1 minute on AWS)")
+	fs.StringVar(&f.emfPath, "emf", filepath.Join(os.TempDir(), "spillway-run-emf.jsonl"), "file receiving the functions' EMF metric lines")
+	fs.BoolVar(&f.serve, "serve", false, "keep the embedded endpoints up after the demo and print their addresses")
+	fs.BoolVar(&f.asJSON, "json", false, "print the summary as JSON")
+	fs.BoolVar(&f.verbose, "v", false, "log the functions' activity to stderr")
 	if err := parse(fs, args); err != nil {
-		return err
+		return f, err
 	}
-	if *messages < 1 || *keys < 1 || *concurrency < 1 {
-		return usagef("--messages, --keys and --concurrency must be >= 1")
+	if f.messages < 1 || f.keys < 1 || f.concurrency < 1 {
+		return f, usagef("--messages, --keys and --concurrency must be >= 1")
+	}
+	return f, nil
+}
+
+// demo is one run of the whole system on the embedded backends.
+type demo struct {
+	flags  runFlags
+	stdout io.Writer
+	log    *slog.Logger
+	ddb    *outboxlocal.DynamoDB
+	kafka  *outboxlocal.Kafka
+	cfg    outboxlambda.Config
+	kcfg   outboxkafka.Config
+	emfOut io.Writer
+	sim    *lambdaSim
+}
+
+func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	flags, err := parseRunFlags(args, stderr)
+	if err != nil {
+		return err
 	}
 	start := time.Now()
 	level := slog.LevelWarn
-	if *verbose {
+	if flags.verbose {
 		level = slog.LevelInfo
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
-
-	ddb, err := outboxlocal.StartDynamoDB(ctx, outboxlocal.WithoutEnvironment())
-	if err != nil {
-		return fmt.Errorf("start embedded DynamoDB: %w", err)
-	}
-	defer ddb.Close()
-	kafka, err := outboxlocal.StartKafka(ctx, outboxlocal.KafkaConfig{Topics: demoTopics, IgnoreEnvironment: true})
-	if err != nil {
-		return fmt.Errorf("start embedded Kafka: %w", err)
-	}
-	defer kafka.Close()
-	fmt.Fprintf(stdout, "embedded DynamoDB at %s, Kafka at %s\n", ddb.Endpoint, strings.Join(kafka.Brokers, ","))
-
-	env := map[string]string{
-		outboxconf.EnvTable:            demoTable,
-		outboxconf.EnvDynamoDBEndpoint: ddb.Endpoint,
-		outboxconf.EnvKafkaBrokers:     strings.Join(kafka.Brokers, ","),
-		outboxconf.EnvRelayFunction:    demoRelayFunction,
-		outboxconf.EnvTopics:           strings.Join(demoTopics, ","),
-		outboxconf.EnvStopMargin:       "2s",
-	}
-	cfg, err := outboxlambda.LoadConfig(func(k string) string { return env[k] })
+	d := &demo{flags: flags, stdout: stdout, log: slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))}
+	closeBackends, err := d.startBackends(ctx, stdout)
+	defer closeBackends()
 	if err != nil {
 		return err
 	}
-	if err := outboxddb.CreateIfNotExists(ctx, ddb.Client, cfg.StoreOptions()); err != nil {
-		return err
-	}
-	kcfg, err := cfg.KafkaConfig(ctx, nil)
-	if err != nil {
-		return err
-	}
-	emfFile, err := os.Create(*emfPath)
+	emfFile, err := os.Create(flags.emfPath)
 	if err != nil {
 		return err
 	}
 	defer emfFile.Close()
-	emfOut := &lockedWriter{w: emfFile}
-
+	d.emfOut = &lockedWriter{w: emfFile}
 	// Counting starts after set-up: the figures are the demo's own.
-	ddb.Counter.Reset()
+	d.ddb.Counter.Reset()
 
+	sum, err := d.run(ctx, start)
+	if err != nil {
+		return err
+	}
+	if err := d.report(ctx, &sum); err != nil {
+		return err
+	}
+	if flags.serve {
+		fmt.Fprintf(stdout, "\nserving: %s=%s %s=%s %s=%s (Ctrl-C to stop)\n",
+			outboxconf.EnvDynamoDBEndpoint, d.ddb.Endpoint, outboxconf.EnvKafkaBrokers, strings.Join(d.kafka.Brokers, ","), outboxconf.EnvTable, demoTable)
+		<-ctx.Done()
+	}
+	return nil
+}
+
+// startBackends starts the embedded DynamoDB and Kafka, loads the
+// functions' configuration pointing at them and creates the table. The
+// returned function closes what was started, also after an error.
+func (d *demo) startBackends(ctx context.Context, stdout io.Writer) (func(), error) {
+	var closers []func() error
+	closeAll := func() {
+		for _, c := range slices.Backward(closers) {
+			_ = c()
+		}
+	}
+	var err error
+	if d.ddb, err = outboxlocal.StartDynamoDB(ctx, outboxlocal.WithoutEnvironment()); err != nil {
+		return closeAll, fmt.Errorf("start embedded DynamoDB: %w", err)
+	}
+	closers = append(closers, d.ddb.Close)
+	if d.kafka, err = outboxlocal.StartKafka(ctx, outboxlocal.KafkaConfig{Topics: demoTopics, IgnoreEnvironment: true}); err != nil {
+		return closeAll, fmt.Errorf("start embedded Kafka: %w", err)
+	}
+	closers = append(closers, d.kafka.Close)
+	fmt.Fprintf(stdout, "embedded DynamoDB at %s, Kafka at %s\n", d.ddb.Endpoint, strings.Join(d.kafka.Brokers, ","))
+	env := map[string]string{
+		outboxconf.EnvTable:            demoTable,
+		outboxconf.EnvDynamoDBEndpoint: d.ddb.Endpoint,
+		outboxconf.EnvKafkaBrokers:     strings.Join(d.kafka.Brokers, ","),
+		outboxconf.EnvRelayFunction:    demoRelayFunction,
+		outboxconf.EnvTopics:           strings.Join(demoTopics, ","),
+		outboxconf.EnvStopMargin:       "2s",
+	}
+	if d.cfg, err = outboxlambda.LoadConfig(func(k string) string { return env[k] }); err != nil {
+		return closeAll, err
+	}
+	if err := outboxddb.CreateIfNotExists(ctx, d.ddb.Client, d.cfg.StoreOptions()); err != nil {
+		return closeAll, err
+	}
+	d.kcfg, err = d.cfg.KafkaConfig(ctx, nil)
+	return closeAll, err
+}
+
+// newRelayEnv builds one execution environment of the relay function: its
+// own store, publisher, notifier and metrics recorder, as on Lambda.
+func (d *demo) newRelayEnv() (*outboxlambda.RelayHandler, error) {
+	rec, err := emf.NewRecorder(emf.Config{Namespace: d.cfg.MetricsNamespace, Outbox: d.cfg.OutboxName, FunctionName: demoRelayFunction})
+	if err != nil {
+		return nil, err
+	}
+	opts := d.cfg.StoreOptions()
+	opts.Observer, opts.Logger = rec, d.log
+	store, err := outboxddb.NewStore(d.ddb.Client, opts)
+	if err != nil {
+		return nil, err
+	}
+	pub, err := outboxkafka.New(d.kcfg)
+	if err != nil {
+		return nil, err
+	}
+	notifier, err := outboxlambda.NewNotifier(outboxlambda.NotifierConfig{Client: d.sim, FunctionName: demoRelayFunction, Logger: d.log})
+	if err != nil {
+		return nil, err
+	}
+	return outboxlambda.NewRelayHandler(outboxlambda.RelayHandlerConfig{
+		Config: d.cfg, FunctionName: demoRelayFunction, Store: store, Publisher: pub, Notifier: notifier,
+		Observer: rec, Logger: d.log, Metrics: rec, MetricsOutput: d.emfOut,
+	})
+}
+
+// newEnqueueHandler builds the enqueue function, whose writer wakes the
+// simulated relay function after every commit.
+func (d *demo) newEnqueueHandler() (*outboxlambda.EnqueueHandler, error) {
+	rec, err := emf.NewRecorder(emf.Config{Namespace: d.cfg.MetricsNamespace, Outbox: d.cfg.OutboxName, FunctionName: demoEnqueueFn})
+	if err != nil {
+		return nil, err
+	}
+	wakeups, err := outboxlambda.NewNotifier(outboxlambda.NotifierConfig{Client: d.sim, FunctionName: demoRelayFunction, Observer: rec, Logger: d.log})
+	if err != nil {
+		return nil, err
+	}
+	opts := d.cfg.StoreOptions()
+	opts.Observer, opts.Logger, opts.Notifier = rec, d.log, wakeups
+	writer, err := outboxddb.NewWriter(d.ddb.Client, opts)
+	if err != nil {
+		return nil, err
+	}
+	return outboxlambda.NewEnqueueHandler(outboxlambda.EnqueueHandlerConfig{
+		Config: d.cfg, Writer: writer, Observer: rec, Logger: d.log, Metrics: rec, MetricsOutput: d.emfOut,
+	})
+}
+
+// run enqueues the workload while the simulated relay function and the
+// schedule relay it and a consumer reads the topics; it returns once every
+// message was consumed and every goroutine it started has ended.
+func (d *demo) run(ctx context.Context, start time.Time) (runSummary, error) {
 	runCtx, cancelRun := context.WithCancel(ctx)
 	defer cancelRun()
-	var sim *lambdaSim
-	newRelayEnv := func() (*outboxlambda.RelayHandler, error) {
-		rec, err := emf.NewRecorder(emf.Config{Namespace: cfg.MetricsNamespace, Outbox: cfg.OutboxName, FunctionName: demoRelayFunction})
-		if err != nil {
-			return nil, err
-		}
-		opts := cfg.StoreOptions()
-		opts.Observer, opts.Logger = rec, log
-		store, err := outboxddb.NewStore(ddb.Client, opts)
-		if err != nil {
-			return nil, err
-		}
-		pub, err := outboxkafka.New(kcfg)
-		if err != nil {
-			return nil, err
-		}
-		notifier, err := outboxlambda.NewNotifier(outboxlambda.NotifierConfig{Client: sim, FunctionName: demoRelayFunction, Logger: log})
-		if err != nil {
-			return nil, err
-		}
-		return outboxlambda.NewRelayHandler(outboxlambda.RelayHandlerConfig{
-			Config: cfg, FunctionName: demoRelayFunction, Store: store, Publisher: pub, Notifier: notifier,
-			Observer: rec, Logger: log, Metrics: rec, MetricsOutput: emfOut,
-		})
-	}
-	sim = newLambdaSim(runCtx, *concurrency, *timeout, newRelayEnv)
-
-	enqRec, err := emf.NewRecorder(emf.Config{Namespace: cfg.MetricsNamespace, Outbox: cfg.OutboxName, FunctionName: demoEnqueueFn})
+	d.sim = newLambdaSim(runCtx, d.flags.concurrency, d.flags.timeout, d.newRelayEnv)
+	defer d.sim.wait()
+	enqueue, err := d.newEnqueueHandler()
 	if err != nil {
-		return err
+		return runSummary{}, err
 	}
-	wakeups, err := outboxlambda.NewNotifier(outboxlambda.NotifierConfig{Client: sim, FunctionName: demoRelayFunction, Observer: enqRec, Logger: log})
+	cons, err := newConsumer(d.kafka.Brokers, dedupHeader)
 	if err != nil {
-		return err
-	}
-	wopts := cfg.StoreOptions()
-	wopts.Observer, wopts.Logger, wopts.Notifier = enqRec, log, wakeups
-	writer, err := outboxddb.NewWriter(ddb.Client, wopts)
-	if err != nil {
-		return err
-	}
-	enqueue, err := outboxlambda.NewEnqueueHandler(outboxlambda.EnqueueHandlerConfig{
-		Config: cfg, Writer: writer, Observer: enqRec, Logger: log, Metrics: enqRec, MetricsOutput: emfOut,
-	})
-	if err != nil {
-		return err
-	}
-
-	cons, err := newConsumer(kafka.Brokers, dedupHeader)
-	if err != nil {
-		return err
+		return runSummary{}, err
 	}
 	defer cons.client.Close()
-	consCtx, stopConsumer := context.WithCancel(ctx)
-	defer stopConsumer()
-	var consWG sync.WaitGroup
-	consWG.Add(1)
-	go func() { defer consWG.Done(); cons.run(consCtx) }()
+	var wg sync.WaitGroup
+	// Cancelled before the deferred waits above run.
+	defer func() { cancelRun(); wg.Wait() }()
+	wg.Go(func() { cons.run(runCtx) })
+	wg.Go(func() { d.sim.sweep(runCtx, d.flags.schedule) })
 
-	// The schedule's sweeps; the goroutine ends before run returns.
-	var scheduleWG sync.WaitGroup
-	scheduleWG.Add(1)
-	defer func() { cancelRun(); scheduleWG.Wait() }()
-	go func() {
-		defer scheduleWG.Done()
-		tick := time.NewTicker(*schedule)
-		defer tick.Stop()
-		for {
-			select {
-			case <-runCtx.Done():
-				return
-			case <-tick.C:
-				sim.send([]byte(`{"trigger":"schedule"}`))
-			}
-		}
-	}()
-
-	wl := &workload{messages: *messages, keys: *keys, producers: 4, largeEvery: 97, seed: 20261130}
+	wl := &workload{messages: d.flags.messages, keys: d.flags.keys, producers: 4, largeEvery: 97, seed: 20261130}
 	prodErr := make(chan error, 1)
-	go func() { prodErr <- wl.run(runCtx, enqueue) }()
+	wg.Go(func() { prodErr <- wl.run(runCtx, enqueue) })
+	if err := d.progress(ctx, start, wl, cons, prodErr); err != nil {
+		return runSummary{}, err
+	}
+	cancelRun()
+	wg.Wait()
+	d.sim.wait()
+	return runSummary{Verdict: cons.check(wl.order), Elapsed: time.Since(start).Seconds(), Relay: d.sim.snapshot(), EMFFile: d.flags.emfPath}, nil
+}
 
-	// Progress until every enqueued message was consumed and the relays
-	// stopped, or a minute without progress.
+// progress prints a line a second until every enqueued message was
+// consumed and the relays stopped; it fails after a minute without
+// progress.
+func (d *demo) progress(ctx context.Context, start time.Time, wl *workload, cons *consumer, prodErr chan error) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	produced := false
@@ -209,44 +268,36 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			if err != nil {
 				return err
 			}
-			produced = true
-			prodErr = nil
+			produced, prodErr = true, nil
 		case <-tick.C:
 		}
 		unique := cons.unique()
 		if unique != lastUnique {
 			lastProgress, lastUnique = time.Now(), unique
 		}
-		st := sim.snapshot()
-		fmt.Fprintf(stdout, "%5.1fs  enqueued %d/%d  published %d  relay invocations %d (running %d, environments %d)\n",
-			time.Since(start).Seconds(), wl.enqueued.Load(), *messages, unique, st.Invocations, sim.busy(), st.Environments)
-		if produced && unique >= *messages && sim.busy() == 0 {
-			break
+		st := d.sim.snapshot()
+		fmt.Fprintf(d.stdout, "%5.1fs  enqueued %d/%d  published %d  relay invocations %d (running %d, environments %d)\n",
+			time.Since(start).Seconds(), wl.enqueued.Load(), d.flags.messages, unique, st.Invocations, d.sim.busy(), st.Environments)
+		if produced && unique >= d.flags.messages && d.sim.busy() == 0 {
+			return nil
 		}
 		if time.Since(lastProgress) > time.Minute {
 			return errors.New("no progress for a minute; the demo is stuck")
 		}
 	}
-	cancelRun()
-	scheduleWG.Wait()
-	sim.wait()
-	stopConsumer()
-	consWG.Wait()
+}
 
-	sum := runSummary{Verdict: cons.check(wl.order), Elapsed: time.Since(start).Seconds(), Relay: sim.snapshot(), EMFFile: *emfPath}
-	counts := ddb.Counter.Snapshot()
-	sum.Requests = counts.Requests
-	total := 0
-	for _, n := range counts.Requests {
-		total += n
-	}
+// report adds the DynamoDB figures, the backlog and the EMF check to sum,
+// prints it and fails when a message is missing, out of order or pending.
+func (d *demo) report(ctx context.Context, sum *runSummary) error {
+	counts := d.ddb.Counter.Snapshot()
+	sum.Requests, sum.Refused = counts.Requests, counts.Refused
 	if n := float64(sum.Verdict.Delivered); n > 0 {
-		sum.RequestsPerMsg = float64(total) / n
+		sum.RequestsPerMsg = float64(counts.TotalRequests()) / n
 		sum.WCUPerMsg = counts.WriteUnits / n
 		sum.RCUPerMsg = counts.ReadUnits / n
 	}
-	sum.Refused = counts.Refused
-	store, err := outboxddb.NewStore(ddb.Client, cfg.StoreOptions())
+	store, err := outboxddb.NewStore(d.ddb.Client, d.cfg.StoreOptions())
 	if err != nil {
 		return err
 	}
@@ -255,26 +306,21 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	sum.Pending = bl.Pending
-	if sum.EMFLines, err = checkEMF(*emfPath); err != nil {
+	if sum.EMFLines, err = checkEMF(d.flags.emfPath); err != nil {
 		return err
 	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
+	if d.flags.asJSON {
+		enc := json.NewEncoder(d.stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(sum); err != nil {
 			return err
 		}
 	} else {
-		printSummary(stdout, sum)
+		printSummary(d.stdout, *sum)
 	}
 	if v := sum.Verdict; v.Missing > 0 || v.OrderBroken > 0 || v.MissingHeader > 0 || sum.Pending > 0 {
 		return fmt.Errorf("demo failed: %d missing, %d keys out of order, %d records without the id header, %d still pending",
 			v.Missing, v.OrderBroken, v.MissingHeader, sum.Pending)
-	}
-	if *serve {
-		fmt.Fprintf(stdout, "\nserving: %s=%s %s=%s %s=%s (Ctrl-C to stop)\n",
-			outboxconf.EnvDynamoDBEndpoint, ddb.Endpoint, outboxconf.EnvKafkaBrokers, strings.Join(kafka.Brokers, ","), outboxconf.EnvTable, demoTable)
-		<-ctx.Done()
 	}
 	return nil
 }

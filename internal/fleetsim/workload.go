@@ -108,81 +108,14 @@ func genWorkload(cfg Config, partitions int32) (*workload, error) {
 		}
 		w.keys = append(w.keys, k)
 	}
-	zipf := rand.NewZipf(r, 1.15, 1, uint64(cfg.Keys-1))
-	pickKey := func(writer int) *keySpec {
-		for range 30 {
-			k := w.keys[zipf.Uint64()]
-			if writer < 0 || k.writer == writer {
-				return k
-			}
-		}
-		// A rarely drawn writer: its own keys, uniformly.
-		for {
-			k := w.keys[r.IntN(len(w.keys))]
-			if k.writer == writer {
-				return k
-			}
-		}
-	}
-
+	g := &workloadGen{cfg: cfg, r: r, w: w, zipf: rand.NewZipf(r, 1.15, 1, uint64(cfg.Keys-1))}
 	total := 0
 	for total < cfg.Messages {
-		op := &writerOp{seq: len(w.ops)}
-		n := 1
-		switch x := r.IntN(100); {
-		case x < 55:
-			op.kind = opSingle
-		case x < 75:
-			op.kind, n = opList, 2+r.IntN(7)
-		case x < 95:
-			op.kind, n = opTxn, 1+r.IntN(4)
-		default:
-			op.kind, n = opTxnRejected, 1+r.IntN(3)
+		op, err := g.op(total)
+		if err != nil {
+			return nil, err
 		}
-		n = min(n, cfg.Messages-total)
-		keyless := r.IntN(100) < 5
-		var first *keySpec
-		if !keyless {
-			first = pickKey(-1)
-			op.writer = first.writer
-		} else {
-			op.writer = r.IntN(cfg.Writers)
-		}
-		for i := range n {
-			m := &logicalMsg{id: randomID(r), index: -1}
-			var k *keySpec
-			switch {
-			case keyless:
-				m.topic = simTopics[r.IntN(len(simTopics))]
-			case i == 0:
-				k = first
-			default:
-				k = pickKey(op.writer)
-			}
-			if k != nil {
-				m.topic, m.key, m.keyName, m.partition = k.topic, []byte(k.name), k.name, k.partition
-			}
-			m.value = make([]byte, 40+r.IntN(360))
-			for j := range m.value {
-				m.value[j] = byte('a' + r.IntN(26))
-			}
-			if r.IntN(4) == 0 {
-				m.headers = []outbox.Header{{Key: "op", Value: []byte(op.kind.String())}}
-			}
-			bucket, err := outbox.ComputeBucket(m.key, m.id, cfg.BucketCount, m.partition)
-			if err != nil {
-				return nil, err
-			}
-			m.bucket = bucket
-			op.msgs = append(op.msgs, m)
-			w.msgs = append(w.msgs, m)
-			w.byID[m.id] = m
-		}
-		if op.kind == opTxn || op.kind == opTxnRejected {
-			op.order = fmt.Sprintf("order-%06d", op.seq)
-		}
-		op.hide = cfg.Faults && len(op.msgs) > 1 && r.IntN(3) == 0
-		total += n
+		total += len(op.msgs)
 		w.ops = append(w.ops, op)
 	}
 
@@ -192,8 +125,110 @@ func genWorkload(cfg Config, partitions int32) (*workload, error) {
 		op.at = time.Duration(r.Int64N(int64(cfg.WriteDuration/(50*time.Millisecond)))) * 50 * time.Millisecond
 	}
 	slices.SortStableFunc(w.ops, func(a, b *writerOp) int { return int(a.at - b.at) })
-	// Indices follow execution order: a writer runs its operations in time
-	// order, one at a time, and owns its keys.
+	w.assignIndices()
+	return w, nil
+}
+
+// workloadGen draws the operations of a workload, in the seed's order.
+type workloadGen struct {
+	cfg  Config
+	r    *rand.Rand
+	w    *workload
+	zipf *rand.Zipf
+}
+
+// pickKey draws a key of writer (any writer when negative), skewed.
+func (g *workloadGen) pickKey(writer int) *keySpec {
+	for range 30 {
+		k := g.w.keys[g.zipf.Uint64()]
+		if writer < 0 || k.writer == writer {
+			return k
+		}
+	}
+	// A rarely drawn writer: its own keys, uniformly.
+	for {
+		k := g.w.keys[g.r.IntN(len(g.w.keys))]
+		if k.writer == writer {
+			return k
+		}
+	}
+}
+
+// op draws the next operation; total messages were drawn before it.
+func (g *workloadGen) op(total int) (*writerOp, error) {
+	r, cfg := g.r, g.cfg
+	op := &writerOp{seq: len(g.w.ops)}
+	n := 1
+	switch x := r.IntN(100); {
+	case x < 55:
+		op.kind = opSingle
+	case x < 75:
+		op.kind, n = opList, 2+r.IntN(7)
+	case x < 95:
+		op.kind, n = opTxn, 1+r.IntN(4)
+	default:
+		op.kind, n = opTxnRejected, 1+r.IntN(3)
+	}
+	n = min(n, cfg.Messages-total)
+	keyless := r.IntN(100) < 5
+	var first *keySpec
+	if !keyless {
+		first = g.pickKey(-1)
+		op.writer = first.writer
+	} else {
+		op.writer = r.IntN(cfg.Writers)
+	}
+	for i := range n {
+		m := &logicalMsg{id: randomID(r), index: -1}
+		var k *keySpec
+		switch {
+		case keyless:
+		case i == 0:
+			k = first
+		default:
+			k = g.pickKey(op.writer)
+		}
+		if err := g.fill(op, m, k); err != nil {
+			return nil, err
+		}
+		op.msgs = append(op.msgs, m)
+	}
+	if op.kind == opTxn || op.kind == opTxnRejected {
+		op.order = fmt.Sprintf("order-%06d", op.seq)
+	}
+	op.hide = cfg.Faults && len(op.msgs) > 1 && r.IntN(3) == 0
+	return op, nil
+}
+
+// fill draws the rest of message m of op under key k (keyless when nil)
+// and adds it to the workload.
+func (g *workloadGen) fill(op *writerOp, m *logicalMsg, k *keySpec) error {
+	r := g.r
+	if k == nil {
+		m.topic = simTopics[r.IntN(len(simTopics))]
+	} else {
+		m.topic, m.key, m.keyName, m.partition = k.topic, []byte(k.name), k.name, k.partition
+	}
+	m.value = make([]byte, 40+r.IntN(360))
+	for j := range m.value {
+		m.value[j] = byte('a' + r.IntN(26))
+	}
+	if r.IntN(4) == 0 {
+		m.headers = []outbox.Header{{Key: "op", Value: []byte(op.kind.String())}}
+	}
+	bucket, err := outbox.ComputeBucket(m.key, m.id, g.cfg.BucketCount, m.partition)
+	if err != nil {
+		return err
+	}
+	m.bucket = bucket
+	g.w.msgs = append(g.w.msgs, m)
+	g.w.byID[m.id] = m
+	return nil
+}
+
+// assignIndices numbers each key's messages in execution order: a writer
+// runs its operations in time order, one at a time, and owns its keys.
+func (w *workload) assignIndices() {
 	for _, op := range w.ops {
 		if op.kind == opTxnRejected {
 			continue
@@ -207,7 +242,6 @@ func genWorkload(cfg Config, partitions int32) (*workload, error) {
 			k.next++
 		}
 	}
-	return w, nil
 }
 
 func keyIndex(name string) int {

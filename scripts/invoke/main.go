@@ -31,10 +31,11 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 
-	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/internal/lambdalocal"
+	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
@@ -56,22 +57,13 @@ func main() {
 	}
 }
 
+// step is one invoke: the function and the event file.
+type step struct{ fn, file string }
+
 func run(ctx context.Context, fn, events, rie, timeout string) (failed bool, err error) {
-	if events == "" {
-		return false, fmt.Errorf("-event names no event file")
-	}
-	type step struct{ fn, file string }
-	var steps []step
-	for _, file := range strings.Split(events, ",") {
-		file = strings.TrimSpace(file)
-		target := fn
-		if target == "" {
-			target, _, _ = strings.Cut(filepath.Base(file), ".")
-		}
-		if target != "relay" && target != "enqueue" {
-			return false, fmt.Errorf("%s: the function must be relay or enqueue, got %q (use -fn)", file, target)
-		}
-		steps = append(steps, step{target, file})
+	steps, err := parseSteps(fn, events)
+	if err != nil {
+		return false, err
 	}
 	vars := environ()
 	setDefault(vars, "AWS_LAMBDA_FUNCTION_TIMEOUT", "30")
@@ -80,44 +72,11 @@ func run(ctx context.Context, fn, events, rie, timeout string) (failed bool, err
 	}
 	setDefault(vars, "AWS_REGION", "us-east-1")
 	setDefault(vars, outboxconf.EnvRelayFunction, "spillway-relay")
-
-	if vars[outboxconf.EnvDynamoDBEndpoint] == "" {
-		fmt.Fprintln(os.Stderr, "invoke: SPILLWAY_DYNAMODB_ENDPOINT is not set: starting the embedded DynamoDB and Kafka for this run")
-		ddb, err := outboxlocal.StartDynamoDB(ctx, outboxlocal.WithoutEnvironment())
-		if err != nil {
-			return false, err
-		}
-		defer ddb.Close()
-		table := ddb.NewTableName()
-		if err := ddb.CreateTable(ctx, table); err != nil {
-			return false, err
-		}
-		kafka, err := outboxlocal.StartKafka(ctx, outboxlocal.KafkaConfig{Topics: []string{"orders", "customers"}, IgnoreEnvironment: true})
-		if err != nil {
-			return false, err
-		}
-		defer kafka.Close()
-		vars[outboxconf.EnvDynamoDBEndpoint] = ddb.Endpoint
-		vars[outboxconf.EnvTable] = table
-		vars[outboxconf.EnvKafkaBrokers] = strings.Join(kafka.Brokers, ",")
+	closeAll, err := localEndpoints(ctx, vars)
+	defer closeAll()
+	if err != nil {
+		return false, err
 	}
-	if vars[outboxconf.EnvDynamoDBEndpoint] != "" && vars["AWS_ACCESS_KEY_ID"] == "" && vars["AWS_PROFILE"] == "" {
-		// Local endpoints accept any credentials.
-		vars["AWS_ACCESS_KEY_ID"], vars["AWS_SECRET_ACCESS_KEY"] = "spillway", "spillway"
-		setDefault(vars, "AWS_EC2_METADATA_DISABLED", "true")
-	}
-	if vars["AWS_ENDPOINT_URL_LAMBDA"] == "" {
-		api, err := lambdalocal.StartInvokeAPI()
-		if err != nil {
-			return false, err
-		}
-		defer api.Close()
-		api.OnInvoke = func(inv lambdalocal.Invocation) {
-			fmt.Fprintf(os.Stderr, "invoke: wake-up (%s invoke of %s, not sent): %s\n", inv.Type, inv.Function, inv.Payload)
-		}
-		vars["AWS_ENDPOINT_URL_LAMBDA"] = api.URL
-	}
-
 	dir, err := os.MkdirTemp("", "spillway-invoke-")
 	if err != nil {
 		return false, err
@@ -137,21 +96,99 @@ func run(ctx context.Context, fn, events, rie, timeout string) (failed bool, err
 			}
 			emulators[st.fn] = em
 		}
-		payload, err := os.ReadFile(st.file)
+		bad, err := invoke(ctx, em, st)
 		if err != nil {
 			return failed, err
 		}
-		fmt.Fprintf(os.Stderr, "invoke: %s <- %s\n", st.fn, st.file)
-		resp, err := em.Invoke(ctx, payload)
-		if err != nil {
-			return failed, err
-		}
-		fmt.Println(string(resp.Payload))
-		if resp.Failed() {
-			failed = true
-		}
+		failed = failed || bad
 	}
 	return failed, nil
+}
+
+// parseSteps maps each comma-separated event file to fn, or to the
+// function its name starts with.
+func parseSteps(fn, events string) ([]step, error) {
+	if events == "" {
+		return nil, fmt.Errorf("-event names no event file")
+	}
+	var steps []step
+	for _, file := range strings.Split(events, ",") {
+		file = strings.TrimSpace(file)
+		target := fn
+		if target == "" {
+			target, _, _ = strings.Cut(filepath.Base(file), ".")
+		}
+		if target != "relay" && target != "enqueue" {
+			return nil, fmt.Errorf("%s: the function must be relay or enqueue, got %q (use -fn)", file, target)
+		}
+		steps = append(steps, step{target, file})
+	}
+	return steps, nil
+}
+
+// localEndpoints starts what vars does not point at: the embedded DynamoDB
+// and Kafka, and the stand-in Invoke API. The returned function stops them,
+// also after an error.
+func localEndpoints(ctx context.Context, vars map[string]string) (func(), error) {
+	var closers []func()
+	closeAll := func() {
+		for _, c := range slices.Backward(closers) {
+			c()
+		}
+	}
+	if vars[outboxconf.EnvDynamoDBEndpoint] == "" {
+		fmt.Fprintln(os.Stderr, "invoke: SPILLWAY_DYNAMODB_ENDPOINT is not set: starting the embedded DynamoDB and Kafka for this run")
+		ddb, err := outboxlocal.StartDynamoDB(ctx, outboxlocal.WithoutEnvironment())
+		if err != nil {
+			return closeAll, err
+		}
+		closers = append(closers, func() { _ = ddb.Close() })
+		table := ddb.NewTableName()
+		if err := ddb.CreateTable(ctx, table); err != nil {
+			return closeAll, err
+		}
+		kafka, err := outboxlocal.StartKafka(ctx, outboxlocal.KafkaConfig{Topics: []string{"orders", "customers"}, IgnoreEnvironment: true})
+		if err != nil {
+			return closeAll, err
+		}
+		closers = append(closers, func() { _ = kafka.Close() })
+		vars[outboxconf.EnvDynamoDBEndpoint] = ddb.Endpoint
+		vars[outboxconf.EnvTable] = table
+		vars[outboxconf.EnvKafkaBrokers] = strings.Join(kafka.Brokers, ",")
+	}
+	if vars[outboxconf.EnvDynamoDBEndpoint] != "" && vars["AWS_ACCESS_KEY_ID"] == "" && vars["AWS_PROFILE"] == "" {
+		// Local endpoints accept any credentials.
+		vars["AWS_ACCESS_KEY_ID"], vars["AWS_SECRET_ACCESS_KEY"] = "spillway", "spillway"
+		setDefault(vars, "AWS_EC2_METADATA_DISABLED", "true")
+	}
+	if vars["AWS_ENDPOINT_URL_LAMBDA"] == "" {
+		api, err := lambdalocal.StartInvokeAPI()
+		if err != nil {
+			return closeAll, err
+		}
+		closers = append(closers, func() { _ = api.Close() })
+		api.OnInvoke = func(inv lambdalocal.Invocation) {
+			fmt.Fprintf(os.Stderr, "invoke: wake-up (%s invoke of %s, not sent): %s\n", inv.Type, inv.Function, inv.Payload)
+		}
+		vars["AWS_ENDPOINT_URL_LAMBDA"] = api.URL
+	}
+	return closeAll, nil
+}
+
+// invoke sends one event file and prints the response; it reports whether
+// the function failed.
+func invoke(ctx context.Context, em *lambdalocal.Emulator, st step) (bool, error) {
+	payload, err := os.ReadFile(st.file)
+	if err != nil {
+		return false, err
+	}
+	fmt.Fprintf(os.Stderr, "invoke: %s <- %s\n", st.fn, st.file)
+	resp, err := em.Invoke(ctx, payload)
+	if err != nil {
+		return false, err
+	}
+	fmt.Println(string(resp.Payload))
+	return resp.Failed(), nil
 }
 
 // start builds function fn and runs it under the emulator.
