@@ -14,13 +14,14 @@ import (
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
 // drainEnv is a table created and filled through the CLI, and brokers.
 type drainEnv struct {
-	ddb     *outboxtest.DynamoDB
-	kafka   *outboxtest.Kafka
+	ddb     *outboxlocal.DynamoDB
+	kafka   *outboxlocal.Kafka
 	flags   []string
 	table   string
 	brokers string

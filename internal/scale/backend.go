@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
-	"github.com/spillway-dev/spillway/outbox/outboxtest"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // tally is what a backend counted so far: attempts per operation, refused
@@ -70,12 +70,12 @@ func newBackend(ctx context.Context, cfg Config) (backend, error) {
 
 // embedded is the embedded DynamoDB server; its Counter counts.
 type embedded struct {
-	ddb  *outboxtest.DynamoDB
+	ddb  *outboxlocal.DynamoDB
 	name string
 }
 
 func startEmbedded(ctx context.Context) (*embedded, error) {
-	ddb, err := outboxtest.StartDynamoDB(ctx, outboxtest.WithoutEnvironment())
+	ddb, err := outboxlocal.StartDynamoDB(ctx, outboxlocal.WithoutEnvironment())
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +113,7 @@ func (t *readTap) Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...
 	if err == nil {
 		size := 0
 		for _, item := range out.Items {
-			size += outboxtest.ItemSize(item)
+			size += outboxlocal.ItemSize(item)
 		}
 		t.mu.Lock()
 		t.pages++

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
-	"github.com/spillway-dev/spillway/outbox/outboxtest"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // BurstReport is what a burst measured; durations are simulated time from
@@ -69,7 +69,7 @@ func RunBurst(ctx context.Context, cfg BurstConfig) (BurstReport, error) {
 		return BurstReport{}, err
 	}
 	defer be.close()
-	clock := outboxtest.NewManualClock(start)
+	clock := outboxlocal.NewManualClock(start)
 	b := &burst{cfg: cfg, ctx: ctx, table: be.table(), rng: rand.New(rand.NewPCG(cfg.Seed, 0xb0257)),
 		pending: make([]int, cfg.Buckets), oldest: make([]time.Time, cfg.Buckets), owners: make([]string, cfg.Buckets)}
 	b.rep.Config = cfg

@@ -26,7 +26,7 @@ type Backend string
 
 // Backends.
 const (
-	// Embedded is the embedded DynamoDB server (outboxtest) with its
+	// Embedded is the embedded DynamoDB server (outboxlocal) with its
 	// Counter: the reference.
 	Embedded Backend = "embedded"
 	// Model is the in-memory coordination partition (model.go): the same

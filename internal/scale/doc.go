@@ -15,7 +15,7 @@
 //
 // Every relay is a real outboxddb.Store (its own, as one relay process
 // holds one) running AcquireLeases, with the real planner, at instants set
-// on one outboxtest.ManualClock. Rounds run one after another in simulated
+// on one outboxlocal.ManualClock. Rounds run one after another in simulated
 // time order: a round's requests are charged to the second it started in.
 //
 // # The burst
@@ -42,7 +42,7 @@
 // (model.go) that answers exactly the requests of the lease protocol —
 // Query of a partition in 1 MB pages, conditional PutItem, UpdateItem and
 // DeleteItem with the protocol's expressions — and charges them with
-// outboxtest.Counter's capacity rules. Anything else is refused with an
+// outboxlocal.Counter's capacity rules. Anything else is refused with an
 // error rather than answered approximately. The tests run the same fleets,
 // and a script of refused heartbeats, prunes and releases, on both the
 // embedded server and the model and require identical counts; the study

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
-	"github.com/spillway-dev/spillway/outbox/outboxtest"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // start is the simulated instant the fleet starts at.
@@ -29,14 +29,14 @@ type relay struct {
 // fleet is the relays of one run, sharing one clock and one client.
 type fleet struct {
 	cfg    Config
-	clock  *outboxtest.ManualClock
+	clock  *outboxlocal.ManualClock
 	relays []*relay
 }
 
 // newFleet builds cfg.Relays relays with seeded ids and start offsets
 // spread uniformly over the first renew interval (a fleet started
 // together: a deployment, or a burst of wake-ups).
-func newFleet(cfg Config, client outboxddb.Client, table string, clock *outboxtest.ManualClock) (*fleet, error) {
+func newFleet(cfg Config, client outboxddb.Client, table string, clock *outboxlocal.ManualClock) (*fleet, error) {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5ca1e))
 	f := &fleet{cfg: cfg, clock: clock}
 	seen := map[string]bool{}

@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
-	"github.com/spillway-dev/spillway/outbox/outboxtest"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // Key attribute names of the table the model holds (the store's defaults).
@@ -24,7 +24,7 @@ const (
 	// queryPageBytes is DynamoDB's page size: a Query stops once it has
 	// read 1 MB of items.
 	queryPageBytes = 1 << 20
-	// Capacity unit sizes (see outboxtest.Counter).
+	// Capacity unit sizes (see outboxlocal.Counter).
 	writeUnitBytes = 1024
 	readUnitBytes  = 4096
 )
@@ -34,7 +34,7 @@ var errNotModelled = errors.New("scale: the model answers only the acquisition r
 // model is an in-memory table answering the requests of acquisition
 // rounds (Query of a partition, conditional PutItem, UpdateItem and
 // DeleteItem with the lease protocol's expressions) and counting them with
-// outboxtest.Counter's rules. It exists because the embedded server spends
+// outboxlocal.Counter's rules. It exists because the embedded server spends
 // most of a large fleet's run on HTTP and JSON; the package's tests run the
 // same fleets on both and require the same counts.
 type model struct {
@@ -85,7 +85,7 @@ func (m *model) set(pk, sk string, item map[string]types.AttributeValue) {
 	if m.partitions[pk] == nil {
 		m.partitions[pk] = map[string]stored{}
 	}
-	m.partitions[pk][sk] = stored{item: item, size: outboxtest.ItemSize(item)}
+	m.partitions[pk][sk] = stored{item: item, size: outboxlocal.ItemSize(item)}
 }
 
 // write charges and counts a write attempt on an item whose size was old
@@ -131,14 +131,14 @@ func (m *model) apply(w condWrite) error {
 		return err
 	}
 	if !ok {
-		m.write(w.op, outboxtest.ItemSize(old), 0, true)
+		m.write(w.op, outboxlocal.ItemSize(old), 0, true)
 		return refusal()
 	}
 	updated, err := w.after(old)
 	if err != nil {
 		return err
 	}
-	m.write(w.op, outboxtest.ItemSize(old), outboxtest.ItemSize(updated), false)
+	m.write(w.op, outboxlocal.ItemSize(old), outboxlocal.ItemSize(updated), false)
 	if updated == nil {
 		delete(m.partitions[pk], sk)
 		return nil

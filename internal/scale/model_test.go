@@ -9,7 +9,7 @@ import (
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
-	"github.com/spillway-dev/spillway/outbox/outboxtest"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // TestModelAgreesWithTheEmbeddedServer runs the same fleets on both
@@ -48,10 +48,10 @@ func TestModelChargesRefusalsPrunesAndReleasesLikeTheEmbeddedServer(t *testing.T
 	}
 	defer emb.close()
 	backends := []backend{emb, newModel()}
-	clocks := make([]*outboxtest.ManualClock, len(backends))
+	clocks := make([]*outboxlocal.ManualClock, len(backends))
 	stores := make([]map[string]*outboxddb.Store, len(backends))
 	for i, be := range backends {
-		clocks[i] = outboxtest.NewManualClock(start)
+		clocks[i] = outboxlocal.NewManualClock(start)
 		stores[i] = map[string]*outboxddb.Store{}
 		for _, id := range []string{"relay-a", "relay-b", "relay-c"} {
 			s, err := outboxddb.NewStore(be.client(), outboxddb.Options{TableName: be.table(), BucketCount: 8, Clock: clocks[i], Logger: slog.New(slog.DiscardHandler)})

@@ -126,7 +126,7 @@ func (s Study) Notes() []string {
 		agree = "DISAGREE: " + err.Error()
 	}
 	return []string{
-		"Each relay runs the real store (outboxddb) and planner; every request is counted with outboxtest.Counter's capacity rules.",
+		"Each relay runs the real store (outboxddb) and planner; every request is counted with outboxlocal.Counter's capacity rules.",
 		fmt.Sprintf("Figures come from the in-memory model of the partition; at %d buckets and %d relays the model and the embedded DynamoDB server %s (%d requests).",
 			v.Embedded.Config.Buckets, v.Embedded.Config.Relays, agree, totalRequests(v.Embedded)),
 		"Peak is the busiest simulated second; % columns are the peak's share of one partition's limits (3,000 RCU/s, 1,000 WCU/s).",

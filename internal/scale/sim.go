@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/spillway-dev/spillway/outbox/outboxtest"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // window sums the rounds of consecutive renew intervals.
@@ -61,7 +61,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	defer be.close()
 	tap := &readTap{Client: be.client()}
-	f, err := newFleet(cfg, tap, be.table(), outboxtest.NewManualClock(start))
+	f, err := newFleet(cfg, tap, be.table(), outboxlocal.NewManualClock(start))
 	if err != nil {
 		return Report{}, err
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
-	"github.com/spillway-dev/spillway/outbox/outboxtest"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // stepper runs concurrent simulated processes one at a time, in simulated
@@ -24,7 +24,7 @@ import (
 // needs to be observed from the outside to know that every process is
 // parked.
 type stepper struct {
-	clock *outboxtest.ManualClock
+	clock *outboxlocal.ManualClock
 	be    backend
 	// charge receives the units of every request at the instant it is
 	// applied.
@@ -59,7 +59,7 @@ func (q *eventQueue) Pop() any {
 	return e
 }
 
-func newStepper(clock *outboxtest.ManualClock, be backend, charge func(time.Time, tally)) *stepper {
+func newStepper(clock *outboxlocal.ManualClock, be backend, charge func(time.Time, tally)) *stepper {
 	return &stepper{clock: clock, be: be, charge: charge, yield: make(chan struct{})}
 }
 
