@@ -5,15 +5,16 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/spillway-dev/spillway/internal/lambdalocal"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
-	"github.com/spillway-dev/spillway/internal/lambdalocal"
 	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
@@ -82,21 +83,17 @@ func TestEnqueueBinaryAnswersEverySample(t *testing.T) {
 	}
 	defer em.Close()
 
-	cases := map[string]struct {
-		messages int
-		field    string
-	}{
-		"enqueue.single.json":           {messages: 1},
-		"enqueue.batch.json":            {messages: 5},
-		"enqueue.invalid-base64.json":   {field: "messages[1].key"},
-		"enqueue.missing-topic.json":    {field: "messages[0].topic"},
-		"enqueue.too-many.json":         {field: "messages"},
-		"enqueue.unknown-encoding.json": {field: "valueEncoding"},
-		"enqueue.bad-partition.json":    {field: "messages[1].partition"},
-		"enqueue.bad-message-id.json":   {field: "messages[0].messageId"},
-		"enqueue.duplicate-ids.json":    {field: "messages[1].messageId"},
-		"enqueue.unknown-field.json":    {field: "vaule"},
+	// The expected results of every sample, shared with outboxlambda's
+	// TestEverySampleEventRoundTrips.
+	var cases map[string]enqueueExpectation
+	raw, err := os.ReadFile(filepath.Join("..", "..", "testdata", "sample-events.json"))
+	if err != nil {
+		t.Fatal(err)
 	}
+	if err := json.Unmarshal(raw, &cases); err != nil {
+		t.Fatalf("testdata/sample-events.json: %v", err)
+	}
+	maps.DeleteFunc(cases, func(name string, _ enqueueExpectation) bool { return !strings.HasPrefix(name, "enqueue.") })
 	files, err := filepath.Glob(filepath.Join("..", "..", "events", "enqueue.*.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -128,8 +125,8 @@ func TestEnqueueBinaryAnswersEverySample(t *testing.T) {
 		if err := json.Unmarshal(resp.Payload, &got); err != nil {
 			t.Fatalf("%s: response %s: %v", name, resp.Payload, err)
 		}
-		if len(got.Messages) != want.messages || got.Field != want.field {
-			t.Errorf("%s: response %s, want %d messages, field %q", name, resp.Payload, want.messages, want.field)
+		if len(got.Messages) != want.Messages || got.Field != want.Field {
+			t.Errorf("%s: response %s, want %d messages, field %q", name, resp.Payload, want.Messages, want.Field)
 		}
 		if len(got.Messages) > 0 {
 			stored++
@@ -181,4 +178,12 @@ func (l *lockedWriter) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.String()
+}
+
+// enqueueExpectation is the expected result of an enqueue sample in
+// testdata/sample-events.json: the stored message count, or the refused
+// field.
+type enqueueExpectation struct {
+	Messages int    `json:"messages"`
+	Field    string `json:"field"`
 }

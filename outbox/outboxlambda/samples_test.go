@@ -1,6 +1,8 @@
 package outboxlambda
 
 import (
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -8,41 +10,33 @@ import (
 	"testing"
 )
 
-// sampleExpectation is what a sample event in events/ must produce.
+// sampleExpectation is what a sample event in events/ must produce, as
+// testdata/sample-events.json lists it (the functions' tests read the same
+// file).
 type sampleExpectation struct {
 	// relay samples: the decoded source, hints and hop, or invalid.
-	source  Source
-	buckets []int
-	hop     int
-	invalid bool
+	Source  Source `json:"source"`
+	Buckets []int  `json:"buckets"`
+	Hop     int    `json:"hop"`
+	Invalid bool   `json:"invalid"`
 	// enqueue samples: the stored message count, or the refused field.
-	messages int
-	field    string
+	Messages int    `json:"messages"`
+	Field    string `json:"field"`
 }
 
-// sampleExpectations lists every file of events/; a new sample without an
-// entry fails TestEverySampleEventRoundTrips.
-var sampleExpectations = map[string]sampleExpectation{
-	"relay.schedule.json":             {source: SourceSchedule, buckets: []int{}},
-	"relay.schedule-eventbridge.json": {source: SourceSchedule, buckets: []int{}},
-	"relay.schedule-scheduler.json":   {source: SourceSchedule, buckets: []int{}},
-	"relay.notify.json":               {source: SourceWake, buckets: []int{5}},
-	"relay.notify-continuation.json":  {source: SourceWake, buckets: []int{1, 2, 5}, hop: 3},
-	"relay.streams.json":              {source: SourceStreams, buckets: []int{1, 5}},
-	"relay.streams-removals.json":     {source: SourceStreams, buckets: []int{}},
-	"relay.invalid.json":              {invalid: true},
-	"relay.invalid-bucket.json":       {invalid: true},
-	"relay.invalid-source.json":       {invalid: true},
-	"enqueue.single.json":             {messages: 1},
-	"enqueue.batch.json":              {messages: 5},
-	"enqueue.invalid-base64.json":     {field: "messages[1].key"},
-	"enqueue.missing-topic.json":      {field: "messages[0].topic"},
-	"enqueue.too-many.json":           {field: "messages"},
-	"enqueue.unknown-encoding.json":   {field: "valueEncoding"},
-	"enqueue.bad-partition.json":      {field: "messages[1].partition"},
-	"enqueue.bad-message-id.json":     {field: "messages[0].messageId"},
-	"enqueue.duplicate-ids.json":      {field: "messages[1].messageId"},
-	"enqueue.unknown-field.json":      {field: "vaule"},
+// readSampleExpectations reads testdata/sample-events.json; a sample in
+// events/ without an entry fails TestEverySampleEventRoundTrips.
+func readSampleExpectations(t *testing.T) map[string]sampleExpectation {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "testdata", "sample-events.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]sampleExpectation
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("testdata/sample-events.json: %v", err)
+	}
+	return m
 }
 
 // TestEverySampleEventRoundTrips hands every sample event to its handler on
@@ -50,6 +44,7 @@ var sampleExpectations = map[string]sampleExpectation{
 // messages), then relay samples.
 func TestEverySampleEventRoundTrips(t *testing.T) {
 	t.Parallel()
+	sampleExpectations := readSampleExpectations(t)
 	files, err := filepath.Glob(filepath.Join("..", "..", "events", "*.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -58,13 +53,13 @@ func TestEverySampleEventRoundTrips(t *testing.T) {
 	for _, f := range files {
 		name := filepath.Base(f)
 		if _, ok := sampleExpectations[name]; !ok {
-			t.Errorf("events/%s has no expectation in sampleExpectations", name)
+			t.Errorf("events/%s has no expectation in testdata/sample-events.json", name)
 		}
 		names = append(names, name)
 	}
 	for name := range sampleExpectations {
 		if !slices.Contains(names, name) {
-			t.Errorf("sampleExpectations lists %s, which is not in events/", name)
+			t.Errorf("testdata/sample-events.json lists %s, which is not in events/", name)
 		}
 	}
 	// Enqueue samples before relay samples.
@@ -88,13 +83,13 @@ func TestEverySampleEventRoundTrips(t *testing.T) {
 				t.Errorf("%s: function error %v", name, err)
 				continue
 			}
-			if len(resp.Messages) != want.messages || resp.Field != want.field || (want.field != "") != (resp.Error != "") {
-				t.Errorf("%s: response %+v, want %d messages, field %q", name, resp, want.messages, want.field)
+			if len(resp.Messages) != want.Messages || resp.Field != want.Field || (want.Field != "") != (resp.Error != "") {
+				t.Errorf("%s: response %+v, want %d messages, field %q", name, resp, want.Messages, want.Field)
 			}
 			continue
 		}
 		resp, err := b.relay.Handle(t.Context(), payload)
-		if want.invalid {
+		if want.Invalid {
 			if !IsInvalidEvent(err) {
 				t.Errorf("%s: error %v, want an invalid event", name, err)
 			}
@@ -104,8 +99,8 @@ func TestEverySampleEventRoundTrips(t *testing.T) {
 			t.Errorf("%s: function error %v", name, err)
 			continue
 		}
-		if resp.Trigger != want.source || !reflect.DeepEqual(resp.Buckets, want.buckets) || resp.Hop != want.hop || resp.Reason == "" {
-			t.Errorf("%s: response %+v, want source %s, buckets %v, hop %d", name, resp, want.source, want.buckets, want.hop)
+		if resp.Trigger != want.Source || !reflect.DeepEqual(resp.Buckets, want.Buckets) || resp.Hop != want.Hop || resp.Reason == "" {
+			t.Errorf("%s: response %+v, want source %s, buckets %v, hop %d", name, resp, want.Source, want.Buckets, want.Hop)
 		}
 		t.Logf("%s: %s, reason %s, published %d", name, resp.Trigger, resp.Reason, resp.Published)
 	}
