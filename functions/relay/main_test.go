@@ -13,10 +13,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/spillway-dev/spillway/internal/lambdalocal"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
-	"github.com/spillway-dev/spillway/internal/lambdalocal"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )

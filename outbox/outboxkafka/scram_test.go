@@ -15,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/spillway-dev/spillway/outbox"
-	"github.com/spillway-dev/spillway/outbox/outboxtest"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // secretStore is a stand-in for the Secrets Manager secret: Refresh reads
@@ -73,7 +73,7 @@ func TestSCRAM_RotatedSecret_IsReadAgainOnceAndTheRelayReconnects(t *testing.T) 
 	t.Parallel()
 	c := newCluster(t, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "relay", "s3cret"), kfake.SeedTopics(1, "orders"))
 	secret := &secretStore{pass: "s3cret"}
-	clock := outboxtest.NewManualClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	clock := outboxlocal.NewManualClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
 	withSecret := func(cfg *Config) {
 		cfg.Auth = Auth{Mechanism: AuthSCRAMSHA512, SCRAM: SCRAMAuth{User: "relay", Password: "s3cret", Refresh: secret.read}}
 		cfg.Clock = clock
@@ -105,7 +105,7 @@ func TestSCRAM_WrongSecret_IsReadAtMostOncePerInterval(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "relay", "s3cret"), kfake.SeedTopics(1, "orders"))
 	secret := &secretStore{pass: "still-wrong"}
-	clock := outboxtest.NewManualClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	clock := outboxlocal.NewManualClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
 	p := newPublisher(t, c, func(cfg *Config) {
 		cfg.Auth = Auth{Mechanism: AuthSCRAMSHA512, SCRAM: SCRAMAuth{User: "relay", Password: "wrong", Refresh: secret.read}}
 		cfg.Clock = clock
