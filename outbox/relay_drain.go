@@ -223,6 +223,7 @@ func (u *run) publishUnderLease(ctx context.Context, bucket int, msgs []Message)
 	if origins := OriginTraces(msgs); len(origins) > 0 {
 		span.Metadata(MetadataOrigins, origins)
 	}
+	LinkOrigins(span, msgs)
 	done := make(chan publishOutcome, 1)
 	go func() {
 		acked, err := r.pub.Publish(pctx, msgs)
