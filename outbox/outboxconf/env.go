@@ -35,6 +35,28 @@ const (
 	EnvMemoryMB = "SPILLWAY_MEMORY_MB"
 	// EnvLambdaMemory is set by Lambda to the function's memory in MB.
 	EnvLambdaMemory = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE"
+	EnvTracing      = "SPILLWAY_TRACING"
+)
+
+// Tracing modes accepted in EnvTracing.
+const (
+	// TracingXRay traces with the AWS X-Ray SDK (the default).
+	TracingXRay = "xray"
+	// TracingOTel traces with OpenTelemetry, exporting OTLP over HTTP to
+	// the endpoint the standard OTEL_EXPORTER_OTLP_* variables name.
+	TracingOTel = "otel"
+	// TracingOff records no spans.
+	TracingOff = "off"
+)
+
+// Standard OpenTelemetry variables the functions read in TracingOTel mode
+// and the stack sets. Only the http/protobuf protocol is supported.
+const (
+	EnvOTelEndpoint       = "OTEL_EXPORTER_OTLP_ENDPOINT"
+	EnvOTelProtocol       = "OTEL_EXPORTER_OTLP_PROTOCOL"
+	EnvOTelTracesProtocol = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+	EnvOTelServiceName    = "OTEL_SERVICE_NAME"
+	OTelProtocolHTTP      = "http/protobuf"
 )
 
 // Kafka authentication modes accepted in EnvKafkaAuth.

@@ -91,6 +91,11 @@ type Config struct {
 	// of at most outbox.HeldBytesForMemory of it at once. Default 0: no
 	// bound (outside Lambda, without the variable).
 	MemoryMB int
+	// Tracing is xray, otel or off (SPILLWAY_TRACING). Default xray. With
+	// otel, the exporter is configured by the standard OTEL_* variables
+	// only, and OTEL_EXPORTER_OTLP_PROTOCOL (or its _TRACES_ form) must be
+	// unset or http/protobuf.
+	Tracing string
 }
 
 // ConfigError names the environment variable that makes the configuration
@@ -142,6 +147,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		MetricsNamespace:    p.name(outboxconf.EnvMetricsNamespace, outboxconf.DefaultMetricsNamespace),
 		MemoryMB: p.integer(outboxconf.EnvMemoryMB,
 			p.integer(outboxconf.EnvLambdaMemory, 0, 0, math.MaxInt32), 0, math.MaxInt32),
+		Tracing: p.oneOf(outboxconf.EnvTracing, outboxconf.TracingXRay, outboxconf.TracingXRay, outboxconf.TracingOTel, outboxconf.TracingOff),
 	}
 	c.KafkaTLS = p.boolean(outboxconf.EnvKafkaTLS, c.KafkaAuth != outboxconf.KafkaAuthNone)
 	if p.err != nil {
@@ -164,6 +170,9 @@ func (c Config) crossCheck(getenv func(string) string) error {
 			Problem: fmt.Sprintf("the renew interval %v must be shorter than %s (%v), or leases lapse between renewals",
 				c.LeaseRenewInterval, outboxconf.EnvLeaseDuration, c.LeaseDuration)}
 	}
+	if err := c.checkTracing(getenv); err != nil {
+		return err
+	}
 	if c.PartitionKey == c.SortKey {
 		return &ConfigError{Variable: outboxconf.EnvSortKey, Value: getenv(outboxconf.EnvSortKey),
 			Problem: fmt.Sprintf("the sort key attribute %q equals %s; they must differ", c.SortKey, outboxconf.EnvPartitionKey)}
@@ -176,6 +185,26 @@ func (c Config) crossCheck(getenv func(string) string) error {
 		}
 		return &ConfigError{Variable: outboxconf.EnvPartitionKey + "/" + outboxconf.EnvSortKey,
 			Value: c.PartitionKey + "/" + c.SortKey, Problem: detail}
+	}
+	return nil
+}
+
+// checkTracing refuses a tracing mode this binary was built without, and
+// in otel mode an OTLP protocol other than http/protobuf (the only exporter
+// linked in).
+func (c Config) checkTracing(getenv func(string) string) error {
+	if _, ok := tracingModes[c.Tracing]; !ok {
+		return &ConfigError{Variable: outboxconf.EnvTracing, Value: c.Tracing, Problem: tracingProblem(c.Tracing)}
+	}
+	if c.Tracing != outboxconf.TracingOTel {
+		return nil
+	}
+	for _, name := range []string{outboxconf.EnvOTelTracesProtocol, outboxconf.EnvOTelProtocol} {
+		if v := getenv(name); v != "" && v != outboxconf.OTelProtocolHTTP {
+			return &ConfigError{Variable: name, Value: v,
+				Problem: fmt.Sprintf("only %s is supported with %s=%s (the ADOT collector layer accepts it on port 4318)",
+					outboxconf.OTelProtocolHTTP, outboxconf.EnvTracing, outboxconf.TracingOTel)}
+		}
 	}
 	return nil
 }

@@ -50,6 +50,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		MaxHops:            10,
 		OutboxName:         "outbox",
 		MetricsNamespace:   "Spillway",
+		Tracing:            "xray",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", got, want)
@@ -81,6 +82,8 @@ func TestLoadConfigReadsEveryVariable(t *testing.T) {
 		outboxconf.EnvMaxHops:            "0",
 		outboxconf.EnvOutboxName:         "shop",
 		outboxconf.EnvMetricsNamespace:   "Shop/Outbox",
+		outboxconf.EnvTracing:            "otel",
+		outboxconf.EnvOTelProtocol:       "http/protobuf",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -108,6 +111,7 @@ func TestLoadConfigReadsEveryVariable(t *testing.T) {
 		MaxHops:             0,
 		OutboxName:          "shop",
 		MetricsNamespace:    "Shop/Outbox",
+		Tracing:             "otel",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("\n got %+v\nwant %+v", got, want)
@@ -198,6 +202,10 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		{variable: outboxconf.EnvMaxHops, value: "ten", problem: "not a decimal integer"},
 		{variable: outboxconf.EnvOutboxName, value: " ", problem: "blank"},
 		{variable: outboxconf.EnvMetricsNamespace, value: "Spillway ", problem: "spaces"},
+		{variable: outboxconf.EnvTracing, value: "jaeger", problem: "one of xray, otel, off"},
+		{variable: outboxconf.EnvTracing, value: "OTEL", problem: "one of xray, otel, off"},
+		{variable: outboxconf.EnvOTelProtocol, value: "grpc", extra: map[string]string{outboxconf.EnvTracing: "otel"}, problem: "only http/protobuf is supported"},
+		{variable: outboxconf.EnvOTelTracesProtocol, value: "http/json", extra: map[string]string{outboxconf.EnvTracing: "otel"}, problem: "only http/protobuf is supported"},
 	}
 	for _, c := range cases {
 		t.Run(c.variable+"="+c.value, func(t *testing.T) {
@@ -230,6 +238,27 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 				t.Errorf("error %q does not show the bad value %q", msg, c.value)
 			}
 		})
+	}
+}
+
+// TestLoadConfigTracingModes is not parallel: it edits the registry of
+// compiled-in modes, which parallel tests read.
+func TestLoadConfigTracingModes(t *testing.T) {
+	for _, mode := range []string{"xray", "otel", "off"} {
+		// Another mode's protocol setting does not concern xray and off.
+		got, err := LoadConfig(env(withVars(map[string]string{outboxconf.EnvTracing: mode, outboxconf.EnvOTelProtocol: map[bool]string{true: "http/protobuf", false: "grpc"}[mode == "otel"]})))
+		if err != nil || got.Tracing != mode {
+			t.Errorf("%s: %+v, %v", mode, got.Tracing, err)
+		}
+	}
+	// A mode left out of the build is refused with the build tag named.
+	saved := tracingModes[outboxconf.TracingOTel]
+	t.Cleanup(func() { tracingModes[outboxconf.TracingOTel] = saved })
+	delete(tracingModes, outboxconf.TracingOTel)
+	_, err := LoadConfig(env(withVars(map[string]string{outboxconf.EnvTracing: "otel"})))
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Variable != outboxconf.EnvTracing || !strings.Contains(err.Error(), "built without it (build tag spillway.nootel)") {
+		t.Fatalf("otel left out: %v", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package outboxlambda
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -48,6 +49,12 @@ type EnqueueHandlerConfig struct {
 	// at the end of every invocation.
 	Metrics       MetricsFlusher
 	MetricsOutput io.Writer
+	// Tracing opens each invocation's root span and an enqueue span, puts
+	// that span's trace context on the messages, and exports the spans
+	// before Handle returns. Optional.
+	Tracing Tracing
+	// FunctionName names the invocation's root span. Default "enqueue".
+	FunctionName string
 }
 
 // EnqueueHandler is the enqueue function: it validates a request, stores
@@ -60,6 +67,9 @@ type EnqueueHandler struct {
 	log     *slog.Logger
 	getenv  func(string) string
 	metrics metricsSink
+	tracing Tracing
+	tracer  outbox.Tracer
+	invoke  invocationTrace
 }
 
 // NewEnqueueHandler validates cfg.
@@ -81,6 +91,10 @@ func NewEnqueueHandler(cfg EnqueueHandlerConfig) (*EnqueueHandler, error) {
 		h.getenv = os.Getenv
 	}
 	h.metrics = newMetricsSink(cfg.Metrics, cfg.MetricsOutput, h.clock)
+	if cfg.Tracing != nil {
+		h.tracing, h.tracer = cfg.Tracing, cfg.Tracing.Tracer()
+		h.invoke = invocationTrace{tracing: cfg.Tracing, name: cmp.Or(cfg.FunctionName, "enqueue")}
+	}
 	return h, nil
 }
 
@@ -113,6 +127,24 @@ type EnqueuedMessage struct {
 // A refused request comes back as a response with Error and Field and no
 // function error; a DynamoDB failure is a function error.
 func (h *EnqueueHandler) Handle(ctx context.Context, payload json.RawMessage) (EnqueueResponse, error) {
+	ctx, end := h.invoke.start(ctx, h.log)
+	sctx, span := outbox.StartSpan(ctx, h.tracer, outbox.SpanEnqueue)
+	resp, err := h.handle(sctx, payload)
+	outcome := "ok"
+	switch {
+	case err != nil:
+		outcome = "error"
+	case resp.Error != "":
+		outcome = "refused"
+	}
+	span.Annotate(outbox.AnnotationMessages, len(resp.Messages))
+	span.Annotate(outbox.AnnotationOutcome, outcome)
+	span.End(err)
+	end(err)
+	return resp, err
+}
+
+func (h *EnqueueHandler) handle(ctx context.Context, payload json.RawMessage) (EnqueueResponse, error) {
 	defer h.metrics.flush(ctx, h.log)
 	msgs, err := ParseEnqueueRequest(payload, RequestOptions{
 		BucketCount: h.cfg.BucketCount,
@@ -162,9 +194,13 @@ func (h *EnqueueHandler) refuse(ctx context.Context, err error, n int) (EnqueueR
 }
 
 // trace returns the invocation's trace context: what ctx carries
-// (outbox.WithTraceContext), completed with the X-Ray header aws-lambda-go
-// stores in the handler's ctx, or else the runtime's environment variable.
+// (outbox.WithTraceContext), completed from the tracing's span in ctx, then
+// with the X-Ray header aws-lambda-go stores in the handler's ctx, or else
+// the runtime's environment variable.
 func (h *EnqueueHandler) trace(ctx context.Context) outbox.TraceContext {
+	if h.tracing != nil {
+		ctx = outbox.WithTraceContext(ctx, h.tracing.TraceContext(ctx))
+	}
 	return outbox.InvocationTraceContext(ctx, h.getenv)
 }
 

@@ -1,6 +1,7 @@
 package outboxlambda
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -62,6 +63,9 @@ type RelayHandlerConfig struct {
 	// Observer and Tracer receive the relay's events and spans. Optional.
 	Observer outbox.Observer
 	Tracer   outbox.Tracer
+	// Tracing opens each invocation's root span and exports the spans
+	// before Handle returns. Optional.
+	Tracing Tracing
 	// Logger receives the relay's logs and one summary line per
 	// invocation. Default slog.Default().
 	Logger *slog.Logger
@@ -82,6 +86,7 @@ type RelayHandler struct {
 	clock   outbox.Clock
 	log     *slog.Logger
 	metrics metricsSink
+	invoke  invocationTrace
 }
 
 // NewRelayHandler validates cfg and builds the relay. Errors are
@@ -127,6 +132,7 @@ func NewRelayHandler(cfg RelayHandlerConfig) (*RelayHandler, error) {
 		clock:   cfg.Clock,
 		log:     cfg.Logger.With("relayId", cfg.RelayID),
 		metrics: newMetricsSink(cfg.Metrics, cfg.MetricsOutput, cfg.Clock),
+		invoke:  invocationTrace{tracing: cfg.Tracing, name: cmp.Or(cfg.FunctionName, "relay")},
 	}, nil
 }
 
@@ -187,6 +193,13 @@ const NoHints = "no-hints"
 // logged and reported in the response, since the stream is only a hint and
 // a failed batch would be retried and block its shard.
 func (h *RelayHandler) Handle(ctx context.Context, payload json.RawMessage) (RelayResponse, error) {
+	ctx, end := h.invoke.start(ctx, h.log)
+	resp, err := h.handle(ctx, payload)
+	end(err)
+	return resp, err
+}
+
+func (h *RelayHandler) handle(ctx context.Context, payload json.RawMessage) (RelayResponse, error) {
 	defer h.metrics.flush(ctx, h.log)
 	ev, err := h.decoder.Decode(payload)
 	if err != nil {

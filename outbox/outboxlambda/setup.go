@@ -19,7 +19,6 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxkafka"
 	"github.com/spillway-dev/spillway/outbox/outboxobs/ddbusage"
 	"github.com/spillway-dev/spillway/outbox/outboxobs/emf"
-	"github.com/spillway-dev/spillway/outbox/outboxobs/xray"
 )
 
 // EnvFunctionName is the variable Lambda sets to the function's name.
@@ -30,10 +29,11 @@ const EnvFunctionName = "AWS_LAMBDA_FUNCTION_NAME"
 const initTimeout = 5 * time.Second
 
 // Init is what a function builds once per execution environment from its
-// environment: the configuration, the AWS SDK configuration (X-Ray
-// instrumented) and the metrics recorder.
+// environment: the configuration, the tracing mode, the AWS SDK
+// configuration (instrumented by that mode) and the metrics recorder.
 type Init struct {
 	Config  Config
+	Tracing Tracing
 	AWS     aws.Config
 	Metrics *emf.Recorder
 	Logger  *slog.Logger
@@ -51,12 +51,16 @@ func NewInit(ctx context.Context, getenv func(string) string, log *slog.Logger) 
 	if err != nil {
 		return nil, fmt.Errorf("outboxlambda: load AWS SDK configuration: %w", err)
 	}
-	xray.InstrumentAWS(&awsCfg)
+	tracing, err := NewTracing(ctx, cfg.Tracing, getenv)
+	if err != nil {
+		return nil, err
+	}
+	tracing.InstrumentAWS(&awsCfg)
 	rec, err := emf.NewRecorder(emf.Config{Namespace: cfg.MetricsNamespace, Outbox: cfg.OutboxName, FunctionName: getenv(EnvFunctionName)})
 	if err != nil {
 		return nil, err
 	}
-	return &Init{Config: cfg, AWS: awsCfg, Metrics: rec, Logger: log}, nil
+	return &Init{Config: cfg, Tracing: tracing, AWS: awsCfg, Metrics: rec, Logger: log}, nil
 }
 
 // DynamoDB returns the DynamoDB client, on SPILLWAY_DYNAMODB_ENDPOINT when
@@ -82,8 +86,8 @@ func (in *Init) notifier(function string, obs outbox.Observer) (*Notifier, error
 
 // NewRelayFromEnv builds the relay function's handler: DynamoDB store,
 // Kafka publisher (with the SCRAM secret read once), continuation
-// notifier (SPILLWAY_RELAY_FUNCTION, else the function itself), X-Ray
-// tracer and EMF metrics.
+// notifier (SPILLWAY_RELAY_FUNCTION, else the function itself), the
+// tracing of SPILLWAY_TRACING and EMF metrics.
 func NewRelayFromEnv(ctx context.Context, getenv func(string) string, log *slog.Logger) (*RelayHandler, error) {
 	in, err := NewInit(ctx, getenv, log)
 	if err != nil {
@@ -123,7 +127,8 @@ func NewRelayFromEnv(ctx context.Context, getenv func(string) string, log *slog.
 		Store:        store,
 		Publisher:    pub,
 		Observer:     in.Metrics,
-		Tracer:       xray.Tracer{},
+		Tracer:       in.Tracing.Tracer(),
+		Tracing:      in.Tracing,
 		Logger:       log,
 		Metrics:      in.Metrics,
 	}
@@ -135,8 +140,8 @@ func NewRelayFromEnv(ctx context.Context, getenv func(string) string, log *slog.
 
 // NewEnqueueFromEnv builds the enqueue function's handler: the DynamoDB
 // writer, whose notifier wakes SPILLWAY_RELAY_FUNCTION after each commit
-// (no wake-up when unset: the relay's schedule finds the messages), and
-// EMF metrics.
+// (no wake-up when unset: the relay's schedule finds the messages), the
+// tracing of SPILLWAY_TRACING and EMF metrics.
 func NewEnqueueFromEnv(ctx context.Context, getenv func(string) string, log *slog.Logger) (*EnqueueHandler, error) {
 	in, err := NewInit(ctx, getenv, log)
 	if err != nil {
@@ -159,11 +164,13 @@ func NewEnqueueFromEnv(ctx context.Context, getenv func(string) string, log *slo
 		return nil, err
 	}
 	return NewEnqueueHandler(EnqueueHandlerConfig{
-		Config:   cfg,
-		Writer:   writer,
-		Observer: in.Metrics,
-		Logger:   log,
-		Getenv:   getenv,
-		Metrics:  in.Metrics,
+		Config:       cfg,
+		Writer:       writer,
+		Observer:     in.Metrics,
+		Logger:       log,
+		Getenv:       getenv,
+		Metrics:      in.Metrics,
+		Tracing:      in.Tracing,
+		FunctionName: getenv(EnvFunctionName),
 	})
 }

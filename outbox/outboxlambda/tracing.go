@@ -1,0 +1,106 @@
+package outboxlambda
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxconf"
+)
+
+// Tracing is what a tracing mode (SPILLWAY_TRACING) gives the functions.
+// *otel.Provider implements it; NewTracing builds the mode's value.
+type Tracing interface {
+	// InstrumentAWS makes the AWS SDK clients built from cfg trace their
+	// calls.
+	InstrumentAWS(cfg *aws.Config)
+	// Tracer opens the relay's and the enqueue function's spans.
+	Tracer() outbox.Tracer
+	// StartInvocation opens what one invocation's spans hang under and
+	// returns the function that closes it, exporting what the mode
+	// buffers; the handler calls it before returning, because Lambda may
+	// freeze the process right after.
+	StartInvocation(ctx context.Context, name string) (context.Context, func(err error) error)
+	// TraceContext returns the trace context to store on messages
+	// enqueued under ctx: the caller's (outbox.TraceContextFrom), completed
+	// from the span in ctx.
+	TraceContext(ctx context.Context) outbox.TraceContext
+}
+
+// tracingFactory builds a mode's Tracing for the function named by getenv.
+type tracingFactory func(ctx context.Context, getenv func(string) string) (Tracing, error)
+
+// tracingModes holds the modes compiled into this binary: off always, xray
+// and otel unless the build tags spillway.noxray or spillway.nootel leave
+// them (and their SDKs) out.
+var tracingModes = map[string]tracingFactory{
+	outboxconf.TracingOff: func(context.Context, func(string) string) (Tracing, error) { return offTracing{}, nil },
+}
+
+// TracingModes lists the modes compiled into this binary, sorted.
+func TracingModes() []string {
+	modes := make([]string, 0, len(tracingModes))
+	for m := range tracingModes {
+		modes = append(modes, m)
+	}
+	slices.Sort(modes)
+	return modes
+}
+
+// NewTracing builds the tracing of mode (a Config.Tracing value). A mode
+// this binary was built without is a misconfiguration.
+func NewTracing(ctx context.Context, mode string, getenv func(string) string) (Tracing, error) {
+	f, ok := tracingModes[mode]
+	if !ok {
+		return nil, &ConfigError{Variable: outboxconf.EnvTracing, Value: mode, Problem: tracingProblem(mode)}
+	}
+	return f(ctx, getenv)
+}
+
+// tracingProblem says why mode cannot be used.
+func tracingProblem(mode string) string {
+	switch mode {
+	case outboxconf.TracingXRay, outboxconf.TracingOTel:
+		return "this binary was built without it (build tag spillway.no" + mode +
+			"); build without that tag, or use one of " + strings.Join(TracingModes(), ", ")
+	}
+	return "must be one of " + strings.Join([]string{outboxconf.TracingXRay, outboxconf.TracingOTel, outboxconf.TracingOff}, ", ")
+}
+
+// offTracing records nothing; messages still carry the caller's trace
+// context.
+type offTracing struct{}
+
+func (offTracing) InstrumentAWS(*aws.Config) {}
+func (offTracing) Tracer() outbox.Tracer     { return outbox.NoopTracer{} }
+func (offTracing) StartInvocation(ctx context.Context, _ string) (context.Context, func(error) error) {
+	return ctx, func(error) error { return nil }
+}
+func (offTracing) TraceContext(ctx context.Context) outbox.TraceContext {
+	return outbox.TraceContextFrom(ctx)
+}
+
+// invocationTrace opens and closes one invocation's trace; the zero value does
+// nothing.
+type invocationTrace struct {
+	tracing Tracing
+	name    string
+}
+
+// start opens the invocation's trace; the returned function closes it and
+// logs a failed export, which never fails the invocation.
+func (i invocationTrace) start(ctx context.Context, log *slog.Logger) (context.Context, func(error)) {
+	if i.tracing == nil {
+		return ctx, func(error) {}
+	}
+	ctx, end := i.tracing.StartInvocation(ctx, i.name)
+	return ctx, func(err error) {
+		if ferr := end(err); ferr != nil {
+			log.WarnContext(ctx, "exporting the invocation's spans failed", "error", ferr)
+		}
+	}
+}
