@@ -69,6 +69,9 @@ var contextKeys = []contextKey{
 	{"alarmOldestPendingAgeSeconds", "OldestPendingAge alarm threshold in seconds (default 300)"},
 	{"alarmPublishFailures", "PublishFailures alarm threshold per minute, 5 minutes in a row (default 0)"},
 	{"alarmDurationPercent", "relay p99 duration alarm, percent of the timeout (default: timeout minus half the stop margin)"},
+	{"tracing", "xray, otel or off (default xray); X-Ray active tracing stays on except with off"},
+	{"otelCollectorLayerArn", "collector layer attached to both functions with tracing otel, e.g. the ADOT collector layer for arm64"},
+	{"otelEndpoint", "OTEL_EXPORTER_OTLP_ENDPOINT with tracing otel (default http://localhost:4318, the layer's receiver)"},
 }
 
 // appConfig is what the context says, before the code assets are loaded.
@@ -236,6 +239,11 @@ func configFromContext(get func(string) any) (appConfig, error) {
 			ScramSecretArn:       r.str("scramSecretArn", ""),
 			ScramSecretKmsKeyArn: r.str("scramSecretKmsKeyArn", ""),
 			Port:                 r.integer("brokerPort"),
+		},
+		Tracing: r.str("tracing", ""),
+		OTel: spillway.OTelProps{
+			CollectorLayerArn: r.str("otelCollectorLayerArn", ""),
+			Endpoint:          r.str("otelEndpoint", ""),
 		},
 		Alarms: spillway.AlarmProps{
 			TopicArn:         r.str("alarmTopicArn", ""),

@@ -35,7 +35,7 @@ func recursiveLoop(maxHops int) awslambda.RecursiveLoop {
 }
 
 // goFunction is what both functions share: provided.al2023 on arm64 with a
-// prebuilt bootstrap, active X-Ray tracing, JSON logs into an explicit log
+// prebuilt bootstrap, the stack's tracing, JSON logs into an explicit log
 // group with retention, and a role of its own that gets only what the
 // caller grants plus log writes to that log group.
 type goFunction struct {
@@ -52,6 +52,7 @@ type goFunctionProps struct {
 	memoryMB    int
 	env         map[string]*string
 	retention   awslogs.RetentionDays
+	tracing     functionTracing
 	// configure may set the remaining FunctionProps (VPC, concurrency, ...).
 	configure func(*awslambda.FunctionProps)
 }
@@ -78,13 +79,13 @@ func newGoFunction(scope constructs.Construct, id string, p goFunctionProps) goF
 		Role:                  role,
 		Timeout:               awscdk.Duration_Seconds(jsii.Number(p.timeoutSec)),
 		MemorySize:            jsii.Number(float64(p.memoryMB)),
-		Tracing:               awslambda.Tracing_ACTIVE,
 		LoggingFormat:         awslambda.LoggingFormat_JSON,
 		ApplicationLogLevelV2: awslambda.ApplicationLogLevel_INFO,
 		SystemLogLevelV2:      awslambda.SystemLogLevel_WARN,
 		LogGroup:              logs,
 		Environment:           &p.env,
 	}
+	p.tracing.configure(props)
 	if p.name != "" {
 		props.FunctionName = jsii.String(p.name)
 	}
@@ -107,6 +108,9 @@ func commonEnv(p OutboxProps, table *string, relayName *string) map[string]*stri
 		outboxconf.EnvRelayFunction:    relayName,
 		outboxconf.EnvOutboxName:       jsii.String(p.OutboxName),
 		outboxconf.EnvMetricsNamespace: jsii.String(p.MetricsNamespace),
+	}
+	for k, v := range tracingEnv(p) {
+		env[k] = v
 	}
 	// The relay publishes only to these topics (its IAM policy names
 	// them), so the enqueue function refuses others up front instead of

@@ -108,6 +108,7 @@ func TestFunctionEnvironmentUsesTheSharedNames(t *testing.T) {
 		outboxconf.EnvOutboxName:       "orders",
 		outboxconf.EnvMetricsNamespace: "Acme/Outbox",
 		outboxconf.EnvTopics:           "orders,payments",
+		outboxconf.EnvTracing:          "xray",
 	}
 	// No SPILLWAY_RELAY_FUNCTION: the relay wakes itself under
 	// AWS_LAMBDA_FUNCTION_NAME.

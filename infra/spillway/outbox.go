@@ -110,6 +110,7 @@ func NewOutbox(scope constructs.Construct, id string, props *OutboxProps) Outbox
 		o.securityGroup = rn.securityGroup
 	}
 	brokers := bootstrapBrokers(o, p.Kafka, p.LogRetention)
+	tracing := newFunctionTracing(o, p)
 	o.relay = newGoFunction(o, "Relay", goFunctionProps{
 		description: "Spillway relay: publishes outbox messages to Kafka",
 		code:        p.RelayCode,
@@ -118,6 +119,7 @@ func NewOutbox(scope constructs.Construct, id string, props *OutboxProps) Outbox
 		memoryMB:    p.RelayMemoryMB,
 		env:         relayEnv(p, o.table.TableName(), brokers),
 		retention:   p.LogRetention,
+		tracing:     tracing,
 		configure: func(fp *awslambda.FunctionProps) {
 			fp.ReservedConcurrentExecutions = jsii.Number(float64(p.ReservedConcurrency))
 			fp.RecursiveLoop = recursiveLoop(p.MaxHops)
@@ -142,6 +144,7 @@ func NewOutbox(scope constructs.Construct, id string, props *OutboxProps) Outbox
 		memoryMB:    p.EnqueueMemoryMB,
 		env:         commonEnv(p, o.table.TableName(), o.relay.fn.FunctionName()),
 		retention:   p.LogRetention,
+		tracing:     tracing,
 	})
 	for _, s := range o.writerStatements() {
 		o.enqueue.role.AddToPrincipalPolicy(s)

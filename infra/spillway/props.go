@@ -135,6 +135,13 @@ type OutboxProps struct {
 	Network *NetworkProps
 	// Alarms tunes the alarms and says where they notify.
 	Alarms AlarmProps
+	// Tracing is "xray", "otel" or "off" (SPILLWAY_TRACING). Default
+	// "xray". X-Ray active tracing stays on except with "off", so the
+	// Lambda platform segments remain and otel spans join their trace.
+	Tracing string
+	// OTel configures the otel mode: the collector layer and the exporter
+	// environment.
+	OTel OTelProps
 }
 
 // KafkaProps describe the Kafka cluster and how the relay authenticates.
@@ -247,6 +254,7 @@ func (p OutboxProps) WithDefaults() OutboxProps {
 	p.ScheduleRate = cmp.Or(p.ScheduleRate, DefaultScheduleRate)
 	p.LogRetention = cmp.Or(p.LogRetention, awslogs.RetentionDays_ONE_MONTH)
 	p.Kafka = p.Kafka.withDefaults()
+	p.Tracing = cmp.Or(p.Tracing, outboxconf.TracingXRay)
 	p.Alarms.OldestPendingAge = cmp.Or(p.Alarms.OldestPendingAge, DefaultOldestPendingAgeAlarm)
 	if p.Alarms.DurationPercent == 0 && p.RelayTimeout > 0 {
 		p.Alarms.DurationPercent = 100 * float64(p.RelayTimeout-p.StopMargin/2) / float64(p.RelayTimeout)
@@ -337,6 +345,7 @@ func (p OutboxProps) Validate() error {
 		bad("publish failures threshold must be >= 0, got %d", p.Alarms.PublishFailures)
 	}
 	errs = append(errs, p.Kafka.validate()...)
+	errs = append(errs, p.validateTracing()...)
 	if p.Network != nil {
 		errs = append(errs, p.Network.validate()...)
 	}
