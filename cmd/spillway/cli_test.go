@@ -49,6 +49,7 @@ func TestBadInvocationsExitTwoWithAReason(t *testing.T) {
 		{"nonsense"},
 		{"status", "--table", ""},
 		{"run", "--messages", "0"},
+		{"run", "--tracing", "jaeger"},
 	} {
 		code, _, errs := cli(t, args...)
 		if code != 2 || errs == "" {
@@ -135,5 +136,21 @@ func TestRunDemoRelaysEverythingInOrder(t *testing.T) {
 	}
 	if sum.Relay.Joined == 0 || sum.EMFLines == 0 || sum.Requests["BatchWriteItem"] == 0 {
 		t.Fatalf("summary %+v", sum)
+	}
+}
+
+func TestRunWithOTelCountsTheExportedSpans(t *testing.T) {
+	code, out, errs := cli(t, "run", "--messages", "40", "--keys", "4", "--schedule", "1s", "--tracing", "otel", "--json", "--emf", filepath.Join(t.TempDir(), "emf.jsonl"))
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s\n%s", code, out, errs)
+	}
+	var sum runSummary
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &sum); err != nil {
+		t.Fatalf("summary: %v\n%s", err, out)
+	}
+	// Every relay invocation is a root span; an enqueue request is a root
+	// and its enqueue span.
+	if sum.Verdict.Delivered != 40 || sum.OTelSpans < sum.Relay.Invocations+2 {
+		t.Fatalf("%d spans for %d relay invocations (delivered %d)", sum.OTelSpans, sum.Relay.Invocations, sum.Verdict.Delivered)
 	}
 }

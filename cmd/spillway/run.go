@@ -46,19 +46,20 @@ type runSummary struct {
 	Relay          simStats       `json:"relayFunction"`
 	EMFFile        string         `json:"emfFile"`
 	EMFLines       int            `json:"emfLines"`
+	OTelSpans      int            `json:"otelSpans,omitempty"`
 }
 
 // runFlags are run's options.
 type runFlags struct {
 	messages, keys, concurrency int
 	timeout, schedule           time.Duration
-	emfPath                     string
+	emfPath, tracing            string
 	serve, asJSON, verbose      bool
 }
 
 func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	var f runFlags
-	fs := newFlagSet("run", "run [--messages N] [--keys N] [--concurrency N] [--timeout D] [--serve] [--json]", stderr)
+	fs := newFlagSet("run", "run [--messages N] [--keys N] [--concurrency N] [--timeout D] [--tracing off|otel] [--serve] [--json]", stderr)
 	fs.IntVar(&f.messages, "messages", 3000, "demo messages to enqueue")
 	fs.IntVar(&f.keys, "keys", 60, "distinct message keys")
 	fs.IntVar(&f.concurrency, "concurrency", 4, "reserved concurrency of the relay function (execution environments)")
@@ -68,6 +69,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	fs.BoolVar(&f.serve, "serve", false, "keep the embedded endpoints up after the demo and print their addresses")
 	fs.BoolVar(&f.asJSON, "json", false, "print the summary as JSON")
 	fs.BoolVar(&f.verbose, "v", false, "log the functions' activity to stderr")
+	fs.StringVar(&f.tracing, "tracing", outboxconf.TracingOff, "off, or otel: trace the functions with OpenTelemetry into a local OTLP receiver and print its span count")
 	if err := parse(fs, args); err != nil {
 		return f, err
 	}
@@ -88,6 +90,7 @@ type demo struct {
 	kcfg   outboxkafka.Config
 	emfOut io.Writer
 	sim    *lambdaSim
+	tr     *runTracing
 }
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -101,6 +104,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		level = slog.LevelInfo
 	}
 	d := &demo{flags: flags, stdout: stdout, log: slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))}
+	if d.tr, err = startRunTracing(ctx, flags.tracing); err != nil {
+		return err
+	}
+	defer d.tr.close()
 	closeBackends, err := d.startBackends(ctx, stdout)
 	defer closeBackends()
 	if err != nil {
@@ -191,7 +198,7 @@ func (d *demo) newRelayEnv() (*outboxlambda.RelayHandler, error) {
 	}
 	return outboxlambda.NewRelayHandler(outboxlambda.RelayHandlerConfig{
 		Config: d.cfg, FunctionName: demoRelayFunction, Store: store, Publisher: pub, Notifier: notifier,
-		Observer: rec, Logger: d.log, Metrics: rec, MetricsOutput: d.emfOut,
+		Observer: rec, Logger: d.log, Metrics: rec, MetricsOutput: d.emfOut, Tracer: d.tr.tracer(), Tracing: d.tr.tracing(),
 	})
 }
 
@@ -214,6 +221,7 @@ func (d *demo) newEnqueueHandler() (*outboxlambda.EnqueueHandler, error) {
 	}
 	return outboxlambda.NewEnqueueHandler(outboxlambda.EnqueueHandlerConfig{
 		Config: d.cfg, Writer: writer, Observer: rec, Logger: d.log, Metrics: rec, MetricsOutput: d.emfOut,
+		Tracing: d.tr.tracing(), FunctionName: demoEnqueueFn,
 	})
 }
 
@@ -309,6 +317,9 @@ func (d *demo) report(ctx context.Context, sum *runSummary) error {
 	if sum.EMFLines, err = checkEMF(d.flags.emfPath); err != nil {
 		return err
 	}
+	if sum.OTelSpans, err = d.tr.spans(ctx); err != nil {
+		return err
+	}
 	if d.flags.asJSON {
 		enc := json.NewEncoder(d.stdout)
 		enc.SetIndent("", "  ")
@@ -317,6 +328,7 @@ func (d *demo) report(ctx context.Context, sum *runSummary) error {
 		}
 	} else {
 		printSummary(d.stdout, *sum)
+		d.tr.report(d.stdout, sum.OTelSpans)
 	}
 	if v := sum.Verdict; v.Missing > 0 || v.OrderBroken > 0 || v.MissingHeader > 0 || sum.Pending > 0 {
 		return fmt.Errorf("demo failed: %d missing, %d keys out of order, %d records without the id header, %d still pending",

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
@@ -29,14 +30,6 @@ const ScopeName = "github.com/spillway-dev/spillway/outbox/outboxobs/otel"
 // DefaultFlushTimeout bounds the export at the end of an invocation.
 const DefaultFlushTimeout = 5 * time.Second
 
-// envTraceID is the variable the Lambda runtime sets to the invocation's
-// X-Ray trace header; lambdaTraceKey is where aws-lambda-go also puts it in
-// the handler's ctx (its own choice of a plain string key).
-const (
-	envTraceID     = "_X_AMZN_TRACE_ID"
-	lambdaTraceKey = "x-amzn-trace-id"
-)
-
 // Config configures New. The zero value exports to the endpoint the OTEL_*
 // variables name.
 type Config struct {
@@ -47,6 +40,9 @@ type Config struct {
 	// Exporter receives the spans. Default: OTLP over HTTP configured by the
 	// OTEL_EXPORTER_OTLP_* variables.
 	Exporter sdktrace.SpanExporter
+	// Endpoint, when set, is the OTLP/HTTP base URL of the default exporter
+	// (spans go to Endpoint + "/v1/traces"), overriding the variables.
+	Endpoint string
 	// FlushTimeout bounds the export when a root span ends. Default
 	// DefaultFlushTimeout; the invocation's deadline bounds it too.
 	FlushTimeout time.Duration
@@ -77,7 +73,11 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	exp := cfg.Exporter
 	if exp == nil {
 		var err error
-		if exp, err = otlptracehttp.New(ctx); err != nil {
+		var opts []otlptracehttp.Option
+		if cfg.Endpoint != "" {
+			opts = append(opts, otlptracehttp.WithEndpointURL(strings.TrimSuffix(cfg.Endpoint, "/")+"/v1/traces"))
+		}
+		if exp, err = otlptracehttp.New(ctx, opts...); err != nil {
 			return nil, fmt.Errorf("otel: OTLP/HTTP exporter: %w", err)
 		}
 	}
@@ -131,11 +131,7 @@ func (p *Provider) InstrumentAWS(cfg *aws.Config) {
 // the function that ends it and exports every span ended so far. Call end
 // before the handler returns: Lambda may freeze the process right after.
 func (p *Provider) StartInvocation(ctx context.Context, name string) (context.Context, func(err error) error) {
-	header, _ := ctx.Value(lambdaTraceKey).(string)
-	if header == "" {
-		header = p.getenv(envTraceID)
-	}
-	if header != "" {
+	if header := outbox.InvocationTraceContext(ctx, p.getenv).AmznTraceID; header != "" {
 		ctx = xray.Propagator{}.Extract(ctx, propagation.MapCarrier{"X-Amzn-Trace-Id": header})
 	}
 	attrs := []attribute.KeyValue{}

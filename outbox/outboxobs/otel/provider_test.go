@@ -110,7 +110,7 @@ func TestInvocationJoinsTheLambdaSegment(t *testing.T) {
 	p, recv := newProvider(t)
 	const header = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
 	//lint:ignore SA1029 the key is aws-lambda-go's, a plain string
-	ctx, end := p.StartInvocation(context.WithValue(t.Context(), lambdaTraceKey, header), "fn")
+	ctx, end := p.StartInvocation(context.WithValue(t.Context(), "x-amzn-trace-id", header), "fn")
 	if err := end(errors.New("boom")); err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestInvocationJoinsTheLambdaSegment(t *testing.T) {
 	_ = ctx
 	// An unsampled Lambda segment: nothing is recorded or exported.
 	//lint:ignore SA1029 the key is aws-lambda-go's, a plain string
-	_, end = p.StartInvocation(context.WithValue(t.Context(), lambdaTraceKey, strings.Replace(header, "Sampled=1", "Sampled=0", 1)), "fn")
+	_, end = p.StartInvocation(context.WithValue(t.Context(), "x-amzn-trace-id", strings.Replace(header, "Sampled=1", "Sampled=0", 1)), "fn")
 	if err := end(nil); err != nil {
 		t.Fatal(err)
 	}
