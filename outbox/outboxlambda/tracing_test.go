@@ -36,7 +36,10 @@ type otelFixture struct {
 	seen    int // spans already checked
 }
 
-func newOTelFixture(t *testing.T) *otelFixture {
+func newOTelFixture(t *testing.T) *otelFixture { return newTracingFixture(t, outboxconf.TracingOTel) }
+
+// newTracingFixture builds the fixture with SPILLWAY_TRACING=mode.
+func newTracingFixture(t *testing.T, mode string) *otelFixture {
 	t.Helper()
 	recv, err := otlpreceiver.Start()
 	if err != nil {
@@ -57,7 +60,7 @@ func newOTelFixture(t *testing.T) *otelFixture {
 		outboxconf.EnvRelayFunction:    "outbox-relay",
 		outboxconf.EnvIdleTimeout:      "200ms",
 		outboxconf.EnvPollInterval:     "50ms",
-		outboxconf.EnvTracing:          outboxconf.TracingOTel,
+		outboxconf.EnvTracing:          mode,
 		outboxconf.EnvOTelEndpoint:     recv.URL,
 		// Only the flush at the end of an invocation exports.
 		"OTEL_BSP_SCHEDULE_DELAY":   "3600000",
@@ -92,6 +95,36 @@ func newOTelFixture(t *testing.T) *otelFixture {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// Trace contexts of writers outside the functions: one W3C, one X-Ray.
+const (
+	w3cWriter  = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	xrayWriter = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+)
+
+// writerMessages enqueues one message per writer trace context and returns
+// their buckets.
+func (f *otelFixture) writerMessages(t *testing.T) []int {
+	t.Helper()
+	var buckets []int
+	for i, tc := range []outbox.TraceContext{{TraceParent: w3cWriter}, {AmznTraceID: xrayWriter}} {
+		m, err := f.writer.Enqueue(t.Context(), outbox.Message{ID: outbox.NewMessageID(), Topic: f.kafka.Topic("orders"),
+			Key: []byte(fmt.Sprintf("writer-%d", i)), Value: []byte("v"), Headers: outbox.EncodeHeaders(tc.Headers())})
+		if err != nil {
+			t.Fatal(err)
+		}
+		buckets = append(buckets, m.Bucket)
+	}
+	return buckets
+}
+
+// wakeFor is a wake-up event for buckets.
+func wakeFor(buckets []int) json.RawMessage {
+	buckets = slices.Clone(buckets)
+	slices.Sort(buckets)
+	b, _ := json.Marshal(map[string]any{"trigger": "wake", "buckets": slices.Compact(buckets), "hop": 0, "join": false})
+	return b
 }
 
 // invocationCtx is the ctx aws-lambda-go hands a handler when the Lambda
@@ -197,22 +230,12 @@ func childOf(s, parent *tracepb.Span) bool { return string(s.ParentSpanId) == st
 func TestOTelTracesARelayRunAndAnEnqueue(t *testing.T) {
 	f := newOTelFixture(t)
 	const (
-		w3cWriter  = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-		xrayWriter = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
 		enqHeader  = "Root=1-6a1b2c3d-0123456789abcdef01234567;Parent=1111111111111111;Sampled=1"
 		relHeader  = "Root=1-6a1b2c3e-0123456789abcdef01234568;Parent=2222222222222222;Sampled=1"
 		enq2Header = "Root=1-6a1b2c3f-0123456789abcdef01234569;Parent=3333333333333333;Sampled=1"
 		rel2Header = "Root=1-6a1b2c40-0123456789abcdef0123456a;Parent=4444444444444444;Sampled=1"
 	)
-	var buckets []int
-	for i, tc := range []outbox.TraceContext{{TraceParent: w3cWriter}, {AmznTraceID: xrayWriter}} {
-		m, err := f.writer.Enqueue(t.Context(), outbox.Message{ID: outbox.NewMessageID(), Topic: f.kafka.Topic("orders"),
-			Key: []byte(fmt.Sprintf("writer-%d", i)), Value: []byte("v"), Headers: outbox.EncodeHeaders(tc.Headers())})
-		if err != nil {
-			t.Fatal(err)
-		}
-		buckets = append(buckets, m.Bucket)
-	}
+	buckets := f.writerMessages(t)
 
 	// The enqueue function: root, enqueue span, its DynamoDB write.
 	resp, err := f.enqueue.Handle(invocationCtx(t, "outbox-enqueue", "req-enqueue", enqHeader),
@@ -236,9 +259,7 @@ func TestOTelTracesARelayRunAndAnEnqueue(t *testing.T) {
 	enqSpanID := hex.EncodeToString(enq[0].SpanId)
 
 	// The relay run.
-	slices.Sort(buckets)
-	wake := fmt.Sprintf(`{"trigger":"wake","buckets":%s,"hop":0,"join":false}`, strings.ReplaceAll(fmt.Sprint(slices.Compact(buckets)), " ", ","))
-	rresp, err := f.relay.Handle(invocationCtx(t, "outbox-relay", "req-relay", relHeader), json.RawMessage(wake))
+	rresp, err := f.relay.Handle(invocationCtx(t, "outbox-relay", "req-relay", relHeader), wakeFor(buckets))
 	if err != nil || rresp.Published != 3 {
 		t.Fatalf("relay: %+v %v", rresp, err)
 	}
