@@ -55,13 +55,14 @@ FUNCTIONS := relay enqueue
 DIST := $(CURDIR)/dist
 RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
 FN ?=
+TAGS ?=
 EVENT ?= events/enqueue.single.json,events/relay.notify.json
 
 .PHONY: build
-build: ## Build the Lambda functions for linux/arm64 into dist/relay.zip and dist/enqueue.zip.
+build: ## Build the Lambda functions for linux/arm64 into dist/relay.zip and dist/enqueue.zip (TAGS=spillway.noxray or spillway.nootel leaves a tracer out).
 	@set -e; for fn in $(FUNCTIONS); do \
 	  echo "== $$fn"; \
-	  CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(DIST)/$$fn/bootstrap ./functions/$$fn; \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags 'lambda.norpc $(TAGS)' -trimpath -ldflags='-s -w' -o $(DIST)/$$fn/bootstrap ./functions/$$fn; \
 	  $(GO) run ./scripts/zip -o $(DIST)/$$fn.zip $(DIST)/$$fn/bootstrap; \
 	done
 
