@@ -14,10 +14,11 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
+	"github.com/spillway-dev/spillway/internal/lambdalocal"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
-	"github.com/spillway-dev/spillway/outbox/outboxlambda/lambdalocal"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 	"github.com/spillway-dev/spillway/outbox/outboxobs/otel/otlpreceiver"
 	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
@@ -28,7 +29,7 @@ import (
 // writer outside the functions enqueues with its own trace context.
 type otelFixture struct {
 	recv    *otlpreceiver.Receiver
-	kafka   *outboxtest.Kafka
+	kafka   *outboxlocal.Kafka
 	cfg     Config
 	relay   *RelayHandler
 	enqueue *EnqueueHandler
@@ -54,7 +55,7 @@ func newTracingFixture(t *testing.T, mode string) *otelFixture {
 	ddb := outboxtest.NewDynamoDB(t)
 	f := &otelFixture{recv: recv, kafka: outboxtest.NewKafka(t, "orders")}
 	for k, v := range map[string]string{
-		outboxconf.EnvTable:            ddb.CreateTestTable(t),
+		outboxconf.EnvTable:            outboxtest.CreateTable(t, ddb),
 		outboxconf.EnvDynamoDBEndpoint: ddb.Endpoint,
 		outboxconf.EnvKafkaBrokers:     strings.Join(f.kafka.Brokers, ","),
 		outboxconf.EnvRelayFunction:    "outbox-relay",
@@ -307,7 +308,7 @@ func TestOTelTracesARelayRunAndAnEnqueue(t *testing.T) {
 	}
 
 	// Records keep the writers' headers.
-	recs := f.kafka.Consume(t, f.kafka.Topic("orders"), 3)
+	recs := outboxtest.Consume(t, f.kafka, f.kafka.Topic("orders"), 3)
 	var kinds []string
 	for _, r := range recs {
 		for _, h := range r.Headers {

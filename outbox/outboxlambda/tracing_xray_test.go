@@ -17,6 +17,7 @@ import (
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
 // alwaysSample samples every segment (the SDK's rules sample one a second).
@@ -179,7 +180,7 @@ func TestXRayTracesARelayRunAndAnEnqueue(t *testing.T) {
 		t.Errorf("publish subsegments: %v messages, origins %v, want 3 and %v", published, origins, want)
 	}
 	// The function's message names the enqueue subsegment.
-	for _, r := range f.kafka.Consume(t, f.kafka.Topic("orders"), 3) {
+	for _, r := range outboxtest.Consume(t, f.kafka, f.kafka.Topic("orders"), 3) {
 		if string(r.Key) != "function" {
 			continue
 		}
