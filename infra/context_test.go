@@ -54,6 +54,8 @@ func TestEveryContextKeyIsReadAndParsed(t *testing.T) {
 		"brokerSecurityGroupId": "sg-1", "dynamoDbEndpoint": "true", "lambdaEndpoint": "true", "dynamoDbPrefixListId": "pl-1",
 		"alarmTopicArn": "arn:aws:sns:eu-west-1:123456789012:ops", "alarmEmail": "ops@example.com",
 		"alarmOldestPendingAgeSeconds": "120", "alarmPublishFailures": "2", "alarmDurationPercent": "95.5",
+		"tracing": "otel", "otelCollectorLayerArn": "arn:aws:lambda:eu-west-1:901920570463:layer:aws-otel-collector-arm64-ver-0-117-0:1",
+		"otelEndpoint": "http://localhost:4318",
 	}
 	var asked []string
 	c, err := configFromContext(fromMap(ctx, &asked))
@@ -94,6 +96,11 @@ func TestEveryContextKeyIsReadAndParsed(t *testing.T) {
 		Alarms: spillway.AlarmProps{
 			TopicArn: "arn:aws:sns:eu-west-1:123456789012:ops", Email: "ops@example.com",
 			OldestPendingAge: 120 * time.Second, PublishFailures: 2, DurationPercent: 95.5,
+		},
+		Tracing: "otel",
+		OTel: spillway.OTelProps{
+			CollectorLayerArn: "arn:aws:lambda:eu-west-1:901920570463:layer:aws-otel-collector-arm64-ver-0-117-0:1",
+			Endpoint:          "http://localhost:4318",
 		},
 	}
 	if *p.DeletionProtection {
