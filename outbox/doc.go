@@ -10,4 +10,55 @@
 //
 // Time is always an input: every lease decision takes a now, and every
 // service holds a Clock, so tests run on a manual clock.
+//
+// # The lease round
+//
+// Relays share the buckets through leases in one coordination partition,
+// without talking to each other. Every LeaseRenewInterval a relay runs an
+// acquisition round; the protocol lives here, in AcquireRound, and a Store
+// only sends the requests it is given (LeaseIO: heartbeat, conditional lease
+// writes, prune) and reads the snapshot. One round, with one clock reading
+// now:
+//
+//  1. StartRound: a distant standby (behind one first-in-line standby per
+//     bucket) rests — sends nothing — while the time since the full round
+//     that made it one plus the time since its last call stays below three
+//     quarters of a lease: every other round with the defaults.
+//  2. Heartbeat, conditional on moving forward. A refusal means a later
+//     heartbeat of this relay is stored: its clock went back.
+//  3. One strongly consistent read of every lease and heartbeat.
+//  4. PlanRound: who is active (not stopped, seen within a lease), the fair
+//     shares and the shared claim simulation (PlanLeases), so relays that
+//     read the same state write disjoint leases. Keeps carry the stored
+//     expiry as a version; a keep that would move the expiry backwards is
+//     not sent (the keep guard); no claim after a refused heartbeat;
+//     heartbeat records with an empty id are skipped and counted.
+//  5. Keeps, releases, claims, in that order. The conditional writes, not
+//     the plan, grant ownership.
+//  6. On a run's first full round and every PruneEvery-th, prune heartbeat
+//     records stopped for a lease or silent for DeadAfterLeases leases.
+//
+// RoundState carries the run's round count and the standby state from one
+// round to the next; the relay keeps it. A bucket's lease, as one relay
+// sees it:
+//
+//	        claim                          keep, renew
+//	free ───────────▶ owned by me ◀─────────────────┐
+//	 ▲                 │    │  └────────────────────┘
+//	 │    release      │    │ no keep or renewal for a lease
+//	 └─────────────────┘    ▼
+//	                expired, still mine ──keep──▶ owned by me
+//	 ▲                      │
+//	 │                      │ a peer claims it
+//	 │                      ▼
+//	 └──── lapses or released ──── held by a peer
+//
+// And a relay's place in the fleet:
+//
+//	          heartbeat           share 0          rank >= bucket count
+//	joining ───────────▶ sharing ◀───────▶ standby ◀──────────────────▶ distant standby
+//	                        │      share > 0                             (rests every
+//	                        │                                             other round)
+//	                        ├─ stop: stamped stopped, leases released; peers claim at once
+//	                        └─ crash: leases lapse after a lease; record pruned after ten
 package outbox

@@ -92,7 +92,7 @@ func (s *memStore) leaseOwner(b int) string {
 	return l.Owner
 }
 
-func (s *memStore) AcquireLeases(_ context.Context, req outbox.LeaseRequest) (outbox.Acquisition, error) {
+func (s *memStore) AcquireLeases(_ context.Context, req outbox.LeaseRequest, _ outbox.RoundState) (outbox.Acquisition, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls["acquire"]++

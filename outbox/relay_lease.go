@@ -21,6 +21,10 @@ type leaseState struct {
 	acquiredAt time.Time
 	attempted  bool
 	force      bool
+	// standby is the distant-standby state the last round returned; it
+	// outlives a run, as the rest check measures between calls, and is
+	// forgotten when the relay releases its leases.
+	standby    Standby
 	renewMu    sync.Mutex
 	renewErrAt time.Time
 }
@@ -99,6 +103,7 @@ func (u *run) acquire() error {
 	r.lease.force = false
 	r.lease.acquiredAt = start
 	prev := r.lease.owned
+	st := RoundState{Round: u.fullRounds, Standby: r.lease.standby}
 	expired := len(prev) > 0 && !r.lease.at.IsZero() && start.Sub(r.lease.at) >= r.opts.LeaseDuration
 	r.mu.Unlock()
 	if expired {
@@ -107,8 +112,11 @@ func (u *run) acquire() error {
 
 	ctx, span := r.tracer.Start(u.ctx, SpanAcquire)
 	span.Annotate(AnnotationRelayID, r.opts.RelayID)
-	acq, err := r.store.AcquireLeases(ctx, r.req)
+	acq, err := r.store.AcquireLeases(ctx, r.req, st)
 	u.res.Rounds++
+	r.mu.Lock()
+	r.lease.standby = acq.Standby
+	r.mu.Unlock()
 	elapsed := r.clock.Now().Sub(start)
 	if err != nil {
 		span.Annotate(AnnotationOutcome, "error")
@@ -122,6 +130,9 @@ func (u *run) acquire() error {
 		return errCycle("acquire leases", err)
 	}
 	u.res.Refused += acq.Refused
+	if !acq.Rested {
+		u.fullRounds++
+	}
 
 	r.mu.Lock()
 	r.lease.owned = slices.Clone(acq.Owned)
@@ -221,6 +232,9 @@ func (u *run) stop() {
 	}
 	ctx, span := r.tracer.Start(u.ctx, SpanRelease)
 	span.Annotate(AnnotationRelayID, r.opts.RelayID)
+	r.mu.Lock()
+	r.lease.standby = Standby{}
+	r.mu.Unlock()
 	rel, err := r.store.ReleaseLeases(ctx, r.req)
 	span.End(err)
 	r.resetLease()

@@ -27,6 +27,9 @@ type run struct {
 	lastProbe     time.Time
 	lastWork      time.Time
 	fruitless     int
+	// fullRounds counts the acquisition rounds of this run that did not
+	// rest; the lease round prunes on the first and every PruneEvery-th.
+	fullRounds int
 }
 
 func (r *Relay) newRun(ctx context.Context, in RunInput) *run {

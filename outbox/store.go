@@ -37,6 +37,13 @@ type Acquisition struct {
 	StandbyRank int
 	// Rested reports a distant standby's round that sent no request.
 	Rested bool
+	// IgnoredRelays counts heartbeat records with an empty relay id that
+	// the round skipped (a warning is logged; the prune removes them once
+	// stale).
+	IgnoredRelays int
+	// Standby is the distant-standby state to pass to the next round in
+	// RoundState.
+	Standby Standby
 }
 
 // Release is the outcome of a graceful release.
@@ -100,9 +107,10 @@ type Backlog struct {
 // DynamoDB implementation is outboxddb.Store. A store holds a Clock and reads
 // it once per call.
 type Store interface {
-	// AcquireLeases runs one acquisition round: heartbeat, consistent read,
-	// plan, keep/release/claim.
-	AcquireLeases(ctx context.Context, req LeaseRequest) (Acquisition, error)
+	// AcquireLeases runs one acquisition round — the protocol of
+	// AcquireRound over the store's primitives, at the store clock's now —
+	// given what the relay carried from its earlier rounds.
+	AcquireLeases(ctx context.Context, req LeaseRequest, st RoundState) (Acquisition, error)
 	// RenewLeases extends still-valid leases on the given buckets during a
 	// slow publish; false means at least one was lost.
 	RenewLeases(ctx context.Context, req LeaseRequest, buckets []int) (bool, error)

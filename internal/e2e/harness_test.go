@@ -173,8 +173,8 @@ func track[T any](busy *atomic.Int64, fn func() (T, error)) (T, error) {
 	return fn()
 }
 
-func (s *trackedStore) AcquireLeases(ctx context.Context, req outbox.LeaseRequest) (outbox.Acquisition, error) {
-	return track(s.busy, func() (outbox.Acquisition, error) { return s.Store.AcquireLeases(ctx, req) })
+func (s *trackedStore) AcquireLeases(ctx context.Context, req outbox.LeaseRequest, st outbox.RoundState) (outbox.Acquisition, error) {
+	return track(s.busy, func() (outbox.Acquisition, error) { return s.Store.AcquireLeases(ctx, req, st) })
 }
 
 func (s *trackedStore) RenewLeases(ctx context.Context, req outbox.LeaseRequest, buckets []int) (bool, error) {

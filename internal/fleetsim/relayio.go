@@ -67,7 +67,7 @@ func (e *env) enter(op string) (after func() error, err error) {
 	}, nil
 }
 
-func (s *relayStore) AcquireLeases(ctx context.Context, req outbox.LeaseRequest) (outbox.Acquisition, error) {
+func (s *relayStore) AcquireLeases(ctx context.Context, req outbox.LeaseRequest, st outbox.RoundState) (outbox.Acquisition, error) {
 	after, err := s.env.enter("acquire")
 	if err != nil {
 		return outbox.Acquisition{}, err
@@ -75,7 +75,7 @@ func (s *relayStore) AcquireLeases(ctx context.Context, req outbox.LeaseRequest)
 	e := s.env
 	ref, start := e.clock.Now(), e.sim.clock.Now()
 	e.sim.joined(e)
-	acq, err := s.inner.AcquireLeases(ctx, req)
+	acq, err := s.inner.AcquireLeases(ctx, req, st)
 	ret := e.sim.clock.Now()
 	if err != nil {
 		e.sim.leases.dropped(e.id, start)

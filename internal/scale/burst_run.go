@@ -207,13 +207,18 @@ func (b *burst) invocation(id string, hints []int) error {
 	req := outbox.LeaseRequest{RelayID: id, BucketCount: b.cfg.Buckets, LeaseDuration: b.cfg.LeaseDuration}
 	var owned []int
 	var lastRound time.Time
+	var rounds outbox.RoundState
 	lastActive := b.s.clock.Now()
 	for {
 		if now := b.s.clock.Now(); lastRound.IsZero() || now.Sub(lastRound) >= b.cfg.LeaseRenewInterval {
 			lastRound = now
-			acq, err := store.AcquireLeases(b.ctx, req)
+			acq, err := store.AcquireLeases(b.ctx, req, rounds)
 			if err != nil {
 				return err
+			}
+			rounds.Standby = acq.Standby
+			if !acq.Rested {
+				rounds.Round++
 			}
 			owned = acq.Owned
 			b.noteRound(id, acq)

@@ -24,6 +24,9 @@ type relay struct {
 	phase time.Duration
 	next  time.Time
 	owned []int
+	// rounds is what the relay carries from one round to the next: one
+	// run for the whole simulation.
+	rounds outbox.RoundState
 }
 
 // fleet is the relays of one run, sharing one clock and one client.
@@ -80,7 +83,11 @@ func (f *fleet) round(ctx context.Context, r *relay) (outbox.Acquisition, error)
 		RelayID:       r.id,
 		BucketCount:   f.cfg.Buckets,
 		LeaseDuration: f.cfg.LeaseDuration,
-	})
+	}, r.rounds)
+	r.rounds.Standby = acq.Standby
+	if err == nil && !acq.Rested {
+		r.rounds.Round++
+	}
 	if err != nil {
 		return acq, fmt.Errorf("scale: round of relay %s at %s: %w", r.id, r.next.Sub(start), err)
 	}

@@ -80,6 +80,8 @@ func TestModelChargesRefusalsPrunesAndReleasesLikeTheEmbeddedServer(t *testing.T
 		{"c hands a its share", 25*time.Second + 11*lease, "relay-c", false},
 		{"c stops", 26*time.Second + 11*lease, "relay-c", true},
 	}
+	// Each store is one relay's run: its rounds carry their state.
+	rounds := map[*outboxddb.Store]outbox.RoundState{}
 	for _, step := range steps {
 		var tallies []tally
 		for i, be := range backends {
@@ -90,7 +92,13 @@ func TestModelChargesRefusalsPrunesAndReleasesLikeTheEmbeddedServer(t *testing.T
 			if step.stop {
 				_, err = s.ReleaseLeases(ctx, req)
 			} else {
-				_, err = s.AcquireLeases(ctx, req)
+				var acq outbox.Acquisition
+				acq, err = s.AcquireLeases(ctx, req, rounds[s])
+				st := outbox.RoundState{Round: rounds[s].Round, Standby: acq.Standby}
+				if !acq.Rested {
+					st.Round++
+				}
+				rounds[s] = st
 			}
 			if err != nil {
 				t.Fatalf("%s: %v", step.name, err)

@@ -74,9 +74,9 @@ type envStore struct {
 
 var _ outbox.Store = (*envStore)(nil)
 
-func (st *envStore) AcquireLeases(ctx context.Context, req outbox.LeaseRequest) (outbox.Acquisition, error) {
+func (st *envStore) AcquireLeases(ctx context.Context, req outbox.LeaseRequest, rs outbox.RoundState) (outbox.Acquisition, error) {
 	start := st.s.clock.Now()
-	acq, err := st.inner.AcquireLeases(withMethod(ctx, methodAcquire), req)
+	acq, err := st.inner.AcquireLeases(withMethod(ctx, methodAcquire), req, rs)
 	st.s.ledger.acquired(st.env, start, acq, err)
 	st.s.tracef("%s round: owned %v claimed %v released %v lost %v refused %d rank %d err %v",
 		st.env.relayID, acq.Owned, acq.Claimed, acq.Released, acq.Lost, acq.Refused, acq.StandbyRank, err)

@@ -48,12 +48,12 @@ func TestRequestsAreClassifiedByKind(t *testing.T) {
 		}
 	}
 
-	_, err = a.AcquireLeases(ctx, req("relay-a")) // heartbeat, read, 8 claims
+	_, err = a.AcquireLeases(ctx, req("relay-a"), outbox.RoundState{}) // heartbeat, read, 8 claims
 	must(err)
 	_, err = a.RenewLeases(ctx, req("relay-a"), all) // 8 renewals, heartbeat
 	must(err)
 	s.base.Advance(10 * time.Second)
-	_, err = a.AcquireLeases(ctx, req("relay-a")) // heartbeat, read, 8 keeps
+	_, err = a.AcquireLeases(ctx, req("relay-a"), outbox.RoundState{Round: 1}) // heartbeat, read, 8 keeps
 	must(err)
 	s.base.Advance(60 * time.Second) // past the warm-up; relay-a's leases lapsed
 	if ok, err := b.RenewLeases(ctx, req("relay-b"), []int{0}); err != nil || ok {
@@ -62,7 +62,7 @@ func TestRequestsAreClassifiedByKind(t *testing.T) {
 	_, err = a.ReleaseLeases(ctx, req("relay-a")) // stamp, read, 8 releases, read
 	must(err)
 	s.base.Advance(31 * time.Second)
-	acq, err := b.AcquireLeases(ctx, req("relay-b")) // heartbeat, read, 8 claims, prune relay-a
+	acq, err := b.AcquireLeases(ctx, req("relay-b"), outbox.RoundState{}) // heartbeat, read, 8 claims, prune relay-a
 	must(err)
 	_, err = b.ReadCoordination(ctx)
 	must(err)

@@ -27,10 +27,12 @@
 //
 // # Leases
 //
-// Each acquisition round writes a heartbeat, reads every lease and heartbeat
-// with one strongly consistent query, plans with outbox.PlanLeases and
-// writes only its own part: relays that read the same state write disjoint
-// leases, so a healthy fleet makes no refused conditional write. Every
-// lease write is conditional; the plan orders writes, DynamoDB decides
-// ownership.
+// The lease protocol is the core's (outbox.AcquireRound, explained in the
+// outbox package documentation); Store.AcquireLeases only sends what it
+// plans. Each acquisition round writes a heartbeat, reads every lease and
+// heartbeat with one strongly consistent query, and writes only the
+// relay's own part of the shared plan: relays that read the same state
+// write disjoint leases, so a healthy fleet makes no refused conditional
+// write. Every lease write is conditional; the plan orders writes,
+// DynamoDB decides ownership.
 package outboxddb

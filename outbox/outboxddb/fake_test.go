@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/spillway-dev/spillway/outbox"
 )
 
 // fakeDB is a Client that records every request and answers with the
@@ -191,4 +193,24 @@ func canonValue(b *strings.Builder, v reflect.Value) {
 	default:
 		fmt.Fprint(b, v.Interface())
 	}
+}
+
+// relayRun drives a store's acquisition rounds the way one relay run does:
+// it carries the round count and the standby state from each round to the
+// next.
+type relayRun struct {
+	mu sync.Mutex
+	s  *Store
+	st outbox.RoundState
+}
+
+func (r *relayRun) acquire(ctx context.Context, req outbox.LeaseRequest) (outbox.Acquisition, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	acq, err := r.s.AcquireLeases(ctx, req, r.st)
+	r.st.Standby = acq.Standby
+	if err == nil && !acq.Rested {
+		r.st.Round++
+	}
+	return acq, err
 }

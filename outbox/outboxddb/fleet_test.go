@@ -27,6 +27,7 @@ type fleet struct {
 	e      *env
 	n      int
 	stores map[string]*Store
+	runs   map[string]*relayRun
 	skews  map[string]*skewClock
 }
 
@@ -37,6 +38,7 @@ func newFleet(t *testing.T, bucketCount int) *fleet {
 		e:      newEnv(t, func(o *Options) { o.BucketCount = bucketCount }),
 		n:      bucketCount,
 		stores: map[string]*Store{},
+		runs:   map[string]*relayRun{},
 		skews:  map[string]*skewClock{},
 	}
 }
@@ -80,6 +82,7 @@ func (f *fleet) restart(id string) *Store {
 	}
 	s := f.e.store(f.t, func(o *Options) { o.Clock = clock })
 	f.stores[id] = s
+	f.runs[id] = &relayRun{s: s}
 	return s
 }
 
@@ -103,7 +106,8 @@ func (f *fleet) acquire(ids ...string) (map[string]outbox.Acquisition, int) {
 	acqs := map[string]outbox.Acquisition{}
 	c := f.e.counts(func() {
 		for _, id := range ids {
-			acq, err := f.relay(id).AcquireLeases(f.t.Context(), f.request(id))
+			f.relay(id)
+			acq, err := f.runs[id].acquire(f.t.Context(), f.request(id))
 			if err != nil {
 				f.t.Fatalf("%s: %v", id, err)
 			}
@@ -125,9 +129,9 @@ func (f *fleet) concurrentRound(ids ...string) (map[string]outbox.Acquisition, i
 	c := f.e.counts(func() {
 		var wg sync.WaitGroup
 		for _, id := range ids {
-			s := f.stores[id]
+			run := f.runs[id]
 			wg.Go(func() {
-				acq, err := s.AcquireLeases(f.t.Context(), f.request(id))
+				acq, err := run.acquire(f.t.Context(), f.request(id))
 				if err != nil {
 					f.t.Errorf("%s: %v", id, err)
 				}

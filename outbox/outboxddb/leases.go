@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -12,45 +13,20 @@ import (
 	"github.com/spillway-dev/spillway/outbox"
 )
 
-// Lease protocol constants of the table contract.
-const (
-	// pruneEvery: stale heartbeat records are pruned on the first round of a
-	// store and on every pruneEvery-th round after it.
-	pruneEvery = 10
-	// deadAfterLeases: a non-stopped heartbeat older than this many lease
-	// durations is pruned.
-	deadAfterLeases = 10
-	// maxReleasePasses bounds the read-and-release passes of a graceful stop.
-	maxReleasePasses = 3
-)
+// maxReleasePasses bounds the read-and-release passes of a graceful stop.
+const maxReleasePasses = 3
 
-// standbyState remembers that the relay was a distant standby: behind one
-// first-in-line standby per bucket, so it may skip every other round.
-type standbyState struct {
-	relayID  string
-	since    int64 // ticks of the full round that made it one
-	lastCall int64 // ticks of the latest acquisition call
-	rank     int
-}
-
-// AcquireLeases runs one acquisition round for req.RelayID:
-//
-//  1. a distant standby rests (no request at all) every other round;
-//  2. heartbeat, conditional on moving forward;
-//  3. one strongly consistent read of every lease and heartbeat;
-//  4. the shared plan (outbox.PlanLeases) of who keeps, releases and
-//     claims what, so relays that read the same state write disjoint leases;
-//  5. keep the relay's own leases (not sent when the stored expiry is later
-//     than this round's: the host clock went back), release what exceeds its
-//     share, claim what the plan gives it (skipped when the heartbeat was
-//     refused);
-//  6. on the store's first round and every 10th, prune stale heartbeat
-//     records; a prune failure is logged and does not fail the round.
+// AcquireLeases runs one acquisition round for req.RelayID: the core's
+// protocol (outbox.AcquireRound) over this store's primitives, with one
+// reading of the store's clock as the round's now. The store decides
+// nothing itself: resting, the keep guard, claims after a refused heartbeat
+// and the prune cadence are the protocol's, and st carries what it needs
+// from the relay's earlier rounds.
 //
 // A bucket count that differs from the store's is a misconfiguration. A
 // write error other than a refusal fails the round: the relay should then
 // treat its ownership as unknown.
-func (s *Store) AcquireLeases(ctx context.Context, req outbox.LeaseRequest) (outbox.Acquisition, error) {
+func (s *Store) AcquireLeases(ctx context.Context, req outbox.LeaseRequest, st outbox.RoundState) (outbox.Acquisition, error) {
 	const op = "acquire leases"
 	if req.BucketCount != s.opts.BucketCount {
 		return outbox.Acquisition{}, outbox.Misconfigured(op,
@@ -59,153 +35,46 @@ func (s *Store) AcquireLeases(ctx context.Context, req outbox.LeaseRequest) (out
 	if err := checkLeaseRequest(op, req); err != nil {
 		return outbox.Acquisition{}, err
 	}
-	relayID, n := req.RelayID, s.opts.BucketCount
-	now := s.now()
-	lease := durationTicks(req.LeaseDuration)
-	expiry := now + lease
-
-	if rank, rest := s.rest(relayID, now, lease); rest {
-		return outbox.Acquisition{StandbyRank: rank, Rested: true}, nil
-	}
-
-	acq := outbox.Acquisition{StandbyRank: -1}
-	recorded, err := s.heartbeat(ctx, relayID, now)
-	if err != nil {
-		return outbox.Acquisition{}, err
-	}
-	if !recorded {
-		acq.HeartbeatRefused = true
-		acq.Refused++
-		s.log.WarnContext(ctx, "outboxddb: heartbeat refused: a later heartbeat of this relay is stored (host clock set back?); claiming nothing this round",
-			"relayId", relayID)
-	}
-
-	items, err := s.readCoordinationItems(ctx, "")
-	if err != nil {
-		return outbox.Acquisition{}, err
-	}
-	leases, relays := s.keys.coordinationItems(items)
-	active, stale := classifyRelays(relays, now, lease)
-	state := make([]outbox.BucketLease, n)
-	seen := make([]int64, n)
-	for _, l := range leases {
-		// Lease items beyond the count are left over from a larger count.
-		if l.bucket >= n {
-			continue
-		}
-		seen[l.bucket] = l.expires
-		state[l.bucket] = outbox.BucketLease{Owner: l.owner, Expired: l.expires <= now}
-	}
-	plan, err := outbox.PlanLeases(n, active, relayID, state)
-	if err != nil {
-		return outbox.Acquisition{}, fmt.Errorf("outboxddb: %s for relay %q: %w", op, relayID, err)
-	}
-	acq.StandbyRank = plan.StandbyRank
-	me := str(relayID)
-
-	keep := make([]int, 0, len(plan.Keep))
-	for _, b := range plan.Keep {
-		if seen[b] > expiry {
-			// Renewing would move the expiry backwards. The lease still
-			// names this relay, so no peer takes it; it is kept again once
-			// the clock has caught up, or claimed afresh after it lapses.
-			s.log.WarnContext(ctx, "outboxddb: not renewing a lease that expires later than this round's expiry (host clock set back?); not publishing the bucket until the clock catches up",
-				"relayId", relayID, "bucket", b, "storedExpiry", seen[b], "expiry", expiry)
-			continue
-		}
-		keep = append(keep, b)
-	}
-	kept, lost, err := s.updateLeases(ctx, relayID, OpKeep, keep, func(b int) *dynamodb.UpdateItemInput {
-		return s.leaseUpdate(b, exprSetExpiry, exprKeepCondition,
-			map[string]types.AttributeValue{":me": me, ":seen": num(seen[b]), ":expiry": num(expiry)})
-	})
-	if err != nil {
-		return outbox.Acquisition{}, err
-	}
-	for _, b := range lost {
-		s.log.InfoContext(ctx, "outboxddb: no longer owns bucket", "relayId", relayID, "bucket", b)
-	}
-	acq.Owned, acq.Lost = kept, lost
-	acq.Refused += len(lost)
-
-	released, refused, err := s.updateLeases(ctx, relayID, OpRelease, plan.Release, func(b int) *dynamodb.UpdateItemInput {
-		return s.leaseUpdate(b, exprRelease, exprReleaseCondition,
-			map[string]types.AttributeValue{":me": me, ":seen": num(seen[b]), ":now": num(now)})
-	})
-	if err != nil {
-		return outbox.Acquisition{}, err
-	}
-	acq.Released = released
-	acq.Refused += len(refused)
-
-	switch {
-	case recorded:
-		claimed, refused, err := s.updateLeases(ctx, relayID, OpClaim, plan.Claim, func(b int) *dynamodb.UpdateItemInput {
-			return s.leaseUpdate(b, exprClaim, exprClaimCondition,
-				map[string]types.AttributeValue{":me": me, ":now": num(now), ":expiry": num(expiry)})
-		})
-		if err != nil {
-			return outbox.Acquisition{}, err
-		}
-		for _, b := range refused {
-			s.log.DebugContext(ctx, "outboxddb: claim refused: a peer claimed the bucket first", "relayId", relayID, "bucket", b)
-		}
-		acq.Claimed = claimed
-		acq.Owned = append(acq.Owned, claimed...)
-		acq.Refused += len(refused)
-	case len(plan.Claim) > 0:
-		// A lease claimed with a clock that is behind would expire early on
-		// the peers' clocks.
-		s.log.WarnContext(ctx, "outboxddb: claiming nothing while the heartbeat is refused", "relayId", relayID, "plannedClaims", plan.Claim)
-	}
-	slices.Sort(acq.Owned)
-
-	s.mu.Lock()
-	s.rounds++
-	prune := s.rounds == 1 || s.rounds%pruneEvery == 0
-	s.mu.Unlock()
-	if prune {
-		acq.Refused += s.prune(ctx, relayID, stale, now, lease)
-	}
-
-	s.noteStandby(ctx, relayID, recorded && plan.StandbyRank >= n, plan.StandbyRank, now)
-	return acq, nil
+	return outbox.AcquireRound(ctx, leaseIO{s}, s.log, s.opts.Clock.Now(), req, st)
 }
 
-// classifyRelays splits heartbeat records into the active relays (counted
-// towards fair share) and the stale ones (to prune). A relay is active while
-// it is not stopped and its heartbeat is younger than a lease: it stops
-// counting on the very tick its leases, written in the same round, expire.
-func classifyRelays(relays []relayRecord, now, lease int64) (active, stale []string) {
-	for _, r := range relays {
-		switch {
-		case !r.stopped && r.lastSeen > now-lease:
-			active = append(active, r.id)
-		case r.stopped && r.lastSeen < now-lease:
-			stale = append(stale, r.id)
-		case !r.stopped && r.lastSeen < now-deadAfterLeases*lease:
-			stale = append(stale, r.id)
-		}
-	}
-	return active, stale
+// leaseIO gives the lease round the store's primitives.
+type leaseIO struct{ s *Store }
+
+var _ outbox.LeaseIO = leaseIO{}
+
+// Heartbeat is the conditional heartbeat PutItem.
+func (io leaseIO) Heartbeat(ctx context.Context, relayID string, now time.Time) (bool, error) {
+	return io.s.heartbeat(ctx, relayID, outbox.Ticks(now))
 }
 
-// prune deletes stale heartbeat records and returns how many deletes were
+// Snapshot is the strongly consistent coordination read.
+func (io leaseIO) Snapshot(ctx context.Context) (outbox.Coordination, error) {
+	return io.s.coordination(ctx)
+}
+
+// WriteLeases sends one conditional UpdateItem per write.
+func (io leaseIO) WriteLeases(ctx context.Context, relayID string, op outbox.LeaseOp, writes []outbox.LeaseWrite) (accepted, refused []int, err error) {
+	return io.s.updateLeases(ctx, relayID, op, writes)
+}
+
+// Prune deletes stale heartbeat records and returns how many deletes were
 // refused (the relay came back). The attribute_not_exists branch lets
 // several relays prune the same record without a refusal. Other errors are
 // logged, not returned: pruning is housekeeping and must not cost a relay
 // its round.
-func (s *Store) prune(ctx context.Context, relayID string, stale []string, now, lease int64) int {
-	refused := make([]bool, len(stale))
-	_ = forEach(ctx, s.opts.MaxConcurrency, len(stale), func(ctx context.Context, i int) error {
+func (io leaseIO) Prune(ctx context.Context, relayID string, p outbox.PruneWrite) int {
+	s := io.s
+	refused := make([]bool, len(p.Relays))
+	_ = forEach(ctx, s.opts.MaxConcurrency, len(p.Relays), func(ctx context.Context, i int) error {
 		_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 			TableName:                aws.String(s.opts.TableName),
-			Key:                      s.keys.relayKey(stale[i]),
+			Key:                      s.keys.relayKey(p.Relays[i]),
 			ConditionExpression:      aws.String(exprPruneCondition),
 			ExpressionAttributeNames: names("#pk", s.opts.PartitionKey, "#lastSeen", attrLastSeen, "#stopped", attrStoppedAt),
 			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":dead":    num(now - deadAfterLeases*lease),
-				":stopped": num(now - lease),
+				":dead":    num(outbox.Ticks(p.DeadBefore)),
+				":stopped": num(outbox.Ticks(p.StoppedBefore)),
 			},
 		})
 		switch {
@@ -216,7 +85,7 @@ func (s *Store) prune(ctx context.Context, relayID string, stale []string, now, 
 		default:
 			s.tel.failed(relayID, OpPrune, -1, err)
 			s.log.WarnContext(ctx, "outboxddb: pruning a stale heartbeat record failed; retried on a later round",
-				"relayId", relayID, "staleRelayId", stale[i], "error", err)
+				"relayId", relayID, "staleRelayId", p.Relays[i], "error", err)
 		}
 		return nil
 	})
@@ -227,47 +96,6 @@ func (s *Store) prune(ctx context.Context, relayID string, stale []string, now, 
 		}
 	}
 	return count
-}
-
-// rest reports whether a distant standby skips this round. Such a relay
-// refreshes its heartbeat within three quarters of a lease, so its peers
-// keep counting it, and sends nothing in between: with the default timings
-// (30 s lease, 10 s rounds) every other round. The store is not told the
-// round interval, so it measures it between calls.
-func (s *Store) rest(relayID string, now, lease int64) (rank int, rest bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st := s.standby
-	if st == nil {
-		return 0, false
-	}
-	if st.relayID != relayID {
-		s.standby = nil
-		return 0, false
-	}
-	rested, sinceLastCall := now-st.since, now-st.lastCall
-	st.lastCall = now
-	if rested >= 0 && sinceLastCall >= 0 && rested+sinceLastCall < lease/4*3 {
-		return st.rank, true
-	}
-	s.standby = nil
-	return 0, false
-}
-
-// noteStandby records the outcome of a full round for the rest check. Only a
-// relay whose heartbeat was accepted becomes a distant standby.
-func (s *Store) noteStandby(ctx context.Context, relayID string, distant bool, rank int, now int64) {
-	s.mu.Lock()
-	was := s.standby != nil
-	if distant {
-		s.standby = &standbyState{relayID: relayID, since: now, lastCall: now, rank: rank}
-	} else {
-		s.standby = nil
-	}
-	s.mu.Unlock()
-	if distant && !was {
-		s.log.DebugContext(ctx, "outboxddb: relay is a distant standby; resting every other round", "relayId", relayID, "standbyRank", rank)
-	}
 }
 
 // RenewLeases extends the relay's leases on buckets during a slow publish:
@@ -290,12 +118,12 @@ func (s *Store) RenewLeases(ctx context.Context, req outbox.LeaseRequest, bucket
 		}
 	}
 	now := s.now()
-	expiry := now + durationTicks(req.LeaseDuration)
-	me := str(req.RelayID)
-	_, refused, err := s.updateLeases(ctx, req.RelayID, OpRenew, buckets, func(b int) *dynamodb.UpdateItemInput {
-		return s.leaseUpdate(b, exprSetExpiry, exprRenewCondition,
-			map[string]types.AttributeValue{":me": me, ":now": num(now), ":expiry": num(expiry)})
-	})
+	at, expiry := outbox.TimeFromTicks(now), outbox.TimeFromTicks(now+durationTicks(req.LeaseDuration))
+	writes := make([]outbox.LeaseWrite, len(buckets))
+	for i, b := range buckets {
+		writes[i] = outbox.LeaseWrite{Bucket: b, Now: at, Expiry: expiry}
+	}
+	_, refused, err := s.updateLeases(ctx, req.RelayID, leaseRenew, writes)
 	if err != nil {
 		return false, err
 	}
@@ -322,10 +150,6 @@ func (s *Store) ReleaseLeases(ctx context.Context, req outbox.LeaseRequest) (out
 		return outbox.Release{}, err
 	}
 	relayID := req.RelayID
-	s.mu.Lock()
-	s.standby = nil
-	s.mu.Unlock()
-
 	var rel outbox.Release
 	for pass := range maxReleasePasses {
 		now := s.now()
@@ -339,21 +163,16 @@ func (s *Store) ReleaseLeases(ctx context.Context, req outbox.LeaseRequest) (out
 			return rel, err
 		}
 		leases, _ := s.keys.coordinationItems(items)
-		var mine []int
-		seen := map[int]int64{}
+		var mine []outbox.LeaseWrite
 		for _, l := range leases {
 			if l.owner == relayID {
-				mine = append(mine, l.bucket)
-				seen[l.bucket] = l.expires
+				mine = append(mine, outbox.LeaseWrite{Bucket: l.bucket, Seen: timeOf(l.expires), Now: outbox.TimeFromTicks(now)})
 			}
 		}
 		if pass > 0 && len(mine) == 0 {
 			return rel, nil
 		}
-		released, refused, err := s.updateLeases(ctx, relayID, OpRelease, mine, func(b int) *dynamodb.UpdateItemInput {
-			return s.leaseUpdate(b, exprRelease, exprReleaseCondition,
-				map[string]types.AttributeValue{":me": str(relayID), ":seen": num(seen[b]), ":now": num(now)})
-		})
+		released, refused, err := s.updateLeases(ctx, relayID, outbox.LeaseRelease, mine)
 		if err != nil {
 			return rel, err
 		}

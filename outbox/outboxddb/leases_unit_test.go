@@ -66,7 +66,7 @@ func TestAcquisition_CoordinationRead_FollowsEveryPage_BeforePlanning(t *testing
 		}
 		return &dynamodb.QueryOutput{Items: []item{relayItem("relay-b", ticksAt(-time.Second), false)}}, nil
 	}
-	acq, err := s.AcquireLeases(context.Background(), testLease)
+	acq, err := s.AcquireLeases(context.Background(), testLease, outbox.RoundState{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestAcquisition_RefusedKeepsAndClaims_AreNotOwned_AndAreCounted(t *testing.
 		}
 		return &dynamodb.UpdateItemOutput{}, nil
 	}
-	acq, err := s.AcquireLeases(context.Background(), testLease)
+	acq, err := s.AcquireLeases(context.Background(), testLease, outbox.RoundState{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestAcquisition_RefusedHeartbeat_ClaimsNothing_AndStillKeepsWhatItHolds(t *
 	f.query = func(*dynamodb.QueryInput) (*dynamodb.QueryOutput, error) {
 		return &dynamodb.QueryOutput{Items: []item{leaseItem(0, "relay-a", t0Plus5s)}}, nil
 	}
-	acq, err := s.AcquireLeases(context.Background(), testLease)
+	acq, err := s.AcquireLeases(context.Background(), testLease, outbox.RoundState{})
 	if err != nil {
 		t.Fatalf("a refused heartbeat failed the round: %v", err)
 	}
@@ -133,8 +133,7 @@ func TestAcquisition_RefusedHeartbeat_ClaimsNothing_AndStillKeepsWhatItHolds(t *
 	if !strings.Contains(logs.String(), "claiming nothing") {
 		t.Fatalf("no warning about the skipped claims: %q", logs.String())
 	}
-	// A relay whose heartbeat was refused never rests as a distant standby.
-	if s.standby != nil {
+	if acq.Standby.Distant() {
 		t.Fatal("refused heartbeat made the relay a distant standby")
 	}
 }
@@ -172,7 +171,7 @@ func TestAcquisition_WriteErrorsOtherThanRefusals_FailTheRound(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = s.AcquireLeases(context.Background(), testLease)
+			_, err = s.AcquireLeases(context.Background(), testLease, outbox.RoundState{})
 			var pte *types.ProvisionedThroughputExceededException
 			if !errors.As(err, &pte) {
 				t.Fatalf("round = %v, want the throttle", err)
@@ -185,7 +184,7 @@ func TestAcquisition_WriteErrorsOtherThanRefusals_FailTheRound(t *testing.T) {
 	}
 }
 
-func TestAcquisition_PrunesOnItsFirstRoundAndEveryTenth_AndAFailedPruneDoesNotFailTheRound(t *testing.T) {
+func TestAcquisition_PrunesOnARunsFirstRoundAndEveryTenth_AndAFailedPruneDoesNotFailTheRound(t *testing.T) {
 	var logs bytes.Buffer
 	clock := newStepClock(t0)
 	f := &fakeDB{}
@@ -199,10 +198,11 @@ func TestAcquisition_PrunesOnItsFirstRoundAndEveryTenth_AndAFailedPruneDoesNotFa
 	}
 	f.delete = func(*dynamodb.DeleteItemInput) (*dynamodb.DeleteItemOutput, error) { return nil, throttleErr }
 	var pruned []int
+	run := &relayRun{s: s}
 	for round := 1; round <= 21; round++ {
 		clock.Set(t0.Add(time.Duration(round) * fleetRenew))
 		before := f.count("DeleteItem")
-		if _, err := s.AcquireLeases(context.Background(), outbox.LeaseRequest{RelayID: "relay-a", BucketCount: 1, LeaseDuration: fleetLease}); err != nil {
+		if _, err := run.acquire(context.Background(), outbox.LeaseRequest{RelayID: "relay-a", BucketCount: 1, LeaseDuration: fleetLease}); err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
 		if f.count("DeleteItem") > before {
@@ -241,10 +241,11 @@ func TestAcquisition_DistantStandby_RestsEveryOtherRound_OnlyWithTheDefaultRatio
 				}}, nil
 			}
 			var got []int
+			run := &relayRun{s: s}
 			for round := range 6 {
 				clock.Set(t0.Add(time.Duration(round) * fleetRenew))
 				before := len(f.ops())
-				acq, err := s.AcquireLeases(context.Background(), outbox.LeaseRequest{RelayID: "pod-c", BucketCount: 1, LeaseDuration: c.lease})
+				acq, err := run.acquire(context.Background(), outbox.LeaseRequest{RelayID: "pod-c", BucketCount: 1, LeaseDuration: c.lease})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -134,7 +134,7 @@ func TestRequestShapes_AcquisitionRound_HeartbeatReadKeepReleasePrune(t *testing
 			relayItem("relay-stopped", ticksAt(-2*30*time.Second), true),
 		}}, nil
 	}
-	acq, err := s.AcquireLeases(context.Background(), testLease)
+	acq, err := s.AcquireLeases(context.Background(), testLease, outbox.RoundState{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestRequestShapes_Claim_AndALeaseWithoutExpiryIsFree(t *testing.T) {
 		// Bucket 1 names a relay but has no expiry: free, whatever it names.
 		return &dynamodb.QueryOutput{Items: []item{leaseItem(1, "relay-x", "")}}, nil
 	}
-	acq, err := s.AcquireLeases(context.Background(), outbox.LeaseRequest{RelayID: "relay-a", BucketCount: 2, LeaseDuration: 30 * time.Second})
+	acq, err := s.AcquireLeases(context.Background(), outbox.LeaseRequest{RelayID: "relay-a", BucketCount: 2, LeaseDuration: 30 * time.Second}, outbox.RoundState{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func TestRequestShapes_Release_StampsStoppedThenReadsLeasesByPrefix(t *testing.T
 	}
 	// The stopped stamp is later than every heartbeat this store sent, even
 	// with the clock set back after it.
-	if _, err := s.AcquireLeases(context.Background(), testLease); err != nil {
+	if _, err := s.AcquireLeases(context.Background(), testLease, outbox.RoundState{}); err != nil {
 		t.Fatal(err)
 	}
 	f.reset()

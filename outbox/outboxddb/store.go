@@ -23,12 +23,12 @@ import (
 // counts.
 //
 // A Store reads its Clock once per call and uses that instant for every
-// request of the call. It keeps a little state in memory per instance: the
-// latest heartbeat timestamp it sent (so a stopped stamp is later than every
-// heartbeat), its round counter (for pruning), the distant-standby rest
-// state, and per bucket the last sequence number it deleted (the baseline
-// of gap probing). A Store is safe for concurrent use; one relay uses one
-// Store.
+// request of the call. The lease protocol is the core's (outbox.AcquireRound):
+// the store only sends its requests. It keeps a little state in memory per
+// instance: the latest heartbeat timestamp it sent (so a stopped stamp is
+// later than every heartbeat) and per bucket the last sequence number it
+// deleted (the baseline of gap probing). A Store is safe for concurrent use;
+// one relay uses one Store.
 type Store struct {
 	client Client
 	opts   Options
@@ -38,8 +38,6 @@ type Store struct {
 
 	mu                sync.Mutex
 	lastHeartbeatSent int64 // ticks
-	rounds            int
-	standby           *standbyState
 	lastDeleted       map[int]int64
 }
 
@@ -119,12 +117,20 @@ func (s *Store) readCoordinationItems(ctx context.Context, prefix string) ([]map
 // woken for some buckets uses it to decide whether a live peer holds them.
 func (s *Store) ReadCoordination(ctx context.Context) (outbox.Coordination, error) {
 	now := s.opts.Clock.Now()
+	view, err := s.coordination(ctx)
+	view.ReadAt = now
+	return view, err
+}
+
+// coordination reads the coordination partition into a view without
+// reading the clock (ReadAt stays zero).
+func (s *Store) coordination(ctx context.Context) (outbox.Coordination, error) {
 	items, err := s.readCoordinationItems(ctx, "")
 	if err != nil {
 		return outbox.Coordination{}, err
 	}
 	leases, relays := s.keys.coordinationItems(items)
-	view := outbox.Coordination{ReadAt: now}
+	var view outbox.Coordination
 	for _, l := range leases {
 		if l.bucket >= s.opts.BucketCount {
 			continue
@@ -158,22 +164,30 @@ const (
 	outcomeRefused
 )
 
-// updateLeases sends one conditional UpdateItem per bucket, up to
+// leaseRenew is the in-flight renewal, a lease write outside the round.
+const leaseRenew outbox.LeaseOp = OpRenew
+
+// updateLeases sends one conditional UpdateItem per write, up to
 // MaxConcurrency at once, and splits the buckets into accepted and refused.
 // A refusal is reported to the observer; any other error fails the call.
-func (s *Store) updateLeases(ctx context.Context, relayID, op string, buckets []int, build func(bucket int) *dynamodb.UpdateItemInput) (accepted, refused []int, err error) {
-	outcomes := make([]leaseOutcome, len(buckets))
-	err = forEach(ctx, s.opts.MaxConcurrency, len(buckets), func(ctx context.Context, i int) error {
-		_, err := s.client.UpdateItem(ctx, build(buckets[i]))
+func (s *Store) updateLeases(ctx context.Context, relayID string, op outbox.LeaseOp, writes []outbox.LeaseWrite) (accepted, refused []int, err error) {
+	outcomes := make([]leaseOutcome, len(writes))
+	err = forEach(ctx, s.opts.MaxConcurrency, len(writes), func(ctx context.Context, i int) error {
+		w := writes[i]
+		in, err := s.leaseUpdate(relayID, op, w)
+		if err != nil {
+			return err
+		}
+		_, err = s.client.UpdateItem(ctx, in)
 		switch {
 		case err == nil:
 			outcomes[i] = outcomeAccepted
 		case isConditionFailed(err):
 			outcomes[i] = outcomeRefused
-			s.tel.refused(relayID, op, buckets[i])
+			s.tel.refused(relayID, string(op), w.Bucket)
 		default:
-			s.tel.failed(relayID, op, buckets[i], err)
-			return fmt.Errorf("outboxddb: %s lease of bucket %d for relay %q: %w", op, buckets[i], relayID, err)
+			s.tel.failed(relayID, string(op), w.Bucket, err)
+			return fmt.Errorf("outboxddb: %s lease of bucket %d for relay %q: %w", op, w.Bucket, relayID, err)
 		}
 		return nil
 	})
@@ -183,23 +197,44 @@ func (s *Store) updateLeases(ctx context.Context, relayID, op string, buckets []
 	for i, o := range outcomes {
 		switch o {
 		case outcomeAccepted:
-			accepted = append(accepted, buckets[i])
+			accepted = append(accepted, writes[i].Bucket)
 		case outcomeRefused:
-			refused = append(refused, buckets[i])
+			refused = append(refused, writes[i].Bucket)
 		}
 	}
 	return accepted, refused, nil
 }
 
-func (s *Store) leaseUpdate(bucket int, update, condition string, values map[string]types.AttributeValue) *dynamodb.UpdateItemInput {
+// leaseUpdate builds the request of one lease write, as the table contract
+// spells it for op.
+func (s *Store) leaseUpdate(relayID string, op outbox.LeaseOp, w outbox.LeaseWrite) (*dynamodb.UpdateItemInput, error) {
+	me := str(relayID)
+	var update, condition string
+	var values map[string]types.AttributeValue
+	switch op {
+	case outbox.LeaseKeep:
+		update, condition = exprSetExpiry, exprKeepCondition
+		values = map[string]types.AttributeValue{":me": me, ":seen": num(outbox.Ticks(w.Seen)), ":expiry": num(outbox.Ticks(w.Expiry))}
+	case outbox.LeaseRelease:
+		update, condition = exprRelease, exprReleaseCondition
+		values = map[string]types.AttributeValue{":me": me, ":seen": num(outbox.Ticks(w.Seen)), ":now": num(outbox.Ticks(w.Now))}
+	case outbox.LeaseClaim:
+		update, condition = exprClaim, exprClaimCondition
+		values = map[string]types.AttributeValue{":me": me, ":now": num(outbox.Ticks(w.Now)), ":expiry": num(outbox.Ticks(w.Expiry))}
+	case leaseRenew:
+		update, condition = exprSetExpiry, exprRenewCondition
+		values = map[string]types.AttributeValue{":me": me, ":now": num(outbox.Ticks(w.Now)), ":expiry": num(outbox.Ticks(w.Expiry))}
+	default:
+		return nil, outbox.Misconfigured("lease write", "unknown lease operation %q", op)
+	}
 	return &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.opts.TableName),
-		Key:                       s.keys.leaseKey(bucket),
+		Key:                       s.keys.leaseKey(w.Bucket),
 		UpdateExpression:          aws.String(update),
 		ConditionExpression:       aws.String(condition),
 		ExpressionAttributeNames:  names("#owner", attrOwner, "#expires", attrExpiresAt),
 		ExpressionAttributeValues: values,
-	}
+	}, nil
 }
 
 // heartbeat writes the relay's LastSeenUtc = now, conditional on moving it

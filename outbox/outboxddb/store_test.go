@@ -440,7 +440,7 @@ func TestTwoOutboxes_ShareATableWithCustomKeyNames_WithoutSeeingEachOther(t *tes
 	}
 	req := outbox.LeaseRequest{RelayID: "relay-a", BucketCount: 8, LeaseDuration: fleetLease}
 	for name, s := range map[string]*Store{"orders": orders, "billing": billing} {
-		acq, err := s.AcquireLeases(t.Context(), req)
+		acq, err := s.AcquireLeases(t.Context(), req, outbox.RoundState{})
 		if err != nil || len(acq.Owned) != 8 || acq.Refused != 0 {
 			t.Fatalf("%s acquisition %+v, %v: each outbox has its own leases", name, acq, err)
 		}
@@ -455,7 +455,7 @@ func TestAcquisition_BucketCountsThatDiffer_AreAMisconfiguration_WithoutARequest
 	e := newEnv(t)
 	s := e.store(t)
 	c := e.counts(func() {
-		_, err := s.AcquireLeases(t.Context(), outbox.LeaseRequest{RelayID: "relay-a", BucketCount: 16, LeaseDuration: fleetLease})
+		_, err := s.AcquireLeases(t.Context(), outbox.LeaseRequest{RelayID: "relay-a", BucketCount: 16, LeaseDuration: fleetLease}, outbox.RoundState{})
 		if !errors.Is(err, outbox.ErrMisconfigured) || !strings.Contains(err.Error(), "16") {
 			t.Fatalf("acquire = %v", err)
 		}
@@ -477,7 +477,7 @@ func TestAcquisition_ShrunkBucketCount_IgnoresLeaseItemsBeyondTheRange(t *testin
 	f.e.clock.Advance(fleetRenew)
 	var acq outbox.Acquisition
 	c := f.e.counts(func() {
-		acq, err = small.AcquireLeases(t.Context(), outbox.LeaseRequest{RelayID: "relay-a", BucketCount: 4, LeaseDuration: fleetLease})
+		acq, err = small.AcquireLeases(t.Context(), outbox.LeaseRequest{RelayID: "relay-a", BucketCount: 4, LeaseDuration: fleetLease}, outbox.RoundState{})
 		if err != nil {
 			t.Fatal(err)
 		}

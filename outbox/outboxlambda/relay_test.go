@@ -202,7 +202,7 @@ func TestWakeUpTrustsALivePeer(t *testing.T) {
 	b := setup(t, bundleOptions{})
 	peer := b.newStore(t)
 	req := outbox.LeaseRequest{RelayID: "peer-relay-0001", BucketCount: b.cfg.BucketCount, LeaseDuration: b.cfg.LeaseDuration}
-	acq, err := peer.AcquireLeases(t.Context(), req)
+	acq, err := peer.AcquireLeases(t.Context(), req, outbox.RoundState{})
 	if err != nil {
 		t.Fatal(err)
 	}

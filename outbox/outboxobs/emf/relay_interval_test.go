@@ -21,7 +21,7 @@ import (
 // lease call succeeds and every fetch returns the same message.
 type oneRowStore struct{ msg outbox.Message }
 
-func (s *oneRowStore) AcquireLeases(context.Context, outbox.LeaseRequest) (outbox.Acquisition, error) {
+func (s *oneRowStore) AcquireLeases(context.Context, outbox.LeaseRequest, outbox.RoundState) (outbox.Acquisition, error) {
 	return outbox.Acquisition{Owned: []int{0}, StandbyRank: -1}, nil
 }
 func (s *oneRowStore) RenewLeases(context.Context, outbox.LeaseRequest, []int) (bool, error) {

@@ -1,0 +1,253 @@
+package outbox
+
+import (
+	"slices"
+	"time"
+)
+
+// Lease-round constants of the table contract.
+const (
+	// PruneEvery: a run prunes stale heartbeat records on its first full
+	// round and on every PruneEvery-th full round after it.
+	PruneEvery = 10
+	// DeadAfterLeases: a heartbeat record that is not stopped and older
+	// than this many lease durations is stale.
+	DeadAfterLeases = 10
+)
+
+// RoundState is what an acquisition round needs from the relay's earlier
+// rounds. The relay keeps it; a store only passes it to the protocol.
+type RoundState struct {
+	// Round is the number of full rounds (rounds that did not rest) the
+	// run completed before this one: 0 on a run's first round.
+	Round int
+	// Standby is the distant-standby state the previous round returned in
+	// Acquisition.Standby; the zero value when the relay is none.
+	Standby Standby
+}
+
+// Standby remembers that a relay is a distant standby: behind one
+// first-in-line standby per bucket, so it may skip every other round. Its
+// zero value means "not a distant standby".
+type Standby struct {
+	relayID  string
+	since    int64 // ticks of the full round that made it one
+	lastCall int64 // ticks of the latest acquisition call
+	rank     int
+}
+
+// Distant reports whether the relay was a distant standby after the round
+// that produced s.
+func (s Standby) Distant() bool { return s.relayID != "" }
+
+// RoundStart is what a round decides before it sends anything.
+type RoundStart struct {
+	// Rest reports a distant standby's round that sends no request at all.
+	Rest bool
+	// StandbyRank is the remembered standby rank of a resting relay.
+	StandbyRank int
+	// Standby is the state to return for the next round.
+	Standby Standby
+}
+
+// StartRound is the rest check, the first step of every round. A distant
+// standby rests (sends nothing) while rested + sinceLastCall stays below
+// three quarters of the lease duration, measured in ticks since the full
+// round that made it one and since its previous call: with the default
+// timings (30 s lease, 10 s rounds) every other round, and its heartbeat is
+// never older than 20 s, so peers keep counting it. The relay's round
+// interval is not an input: the check measures it between calls. A state
+// of another relay, or a clock that went back, ends the rest.
+func StartRound(now time.Time, req LeaseRequest, st RoundState) RoundStart {
+	sb := st.Standby
+	if !sb.Distant() || sb.relayID != req.RelayID {
+		return RoundStart{}
+	}
+	t := Ticks(now)
+	rested, sinceLastCall := t-sb.since, t-sb.lastCall
+	sb.lastCall = t
+	if rested >= 0 && sinceLastCall >= 0 && rested+sinceLastCall < durationTicks(req.LeaseDuration)/4*3 {
+		return RoundStart{Rest: true, StandbyRank: sb.rank, Standby: sb}
+	}
+	return RoundStart{}
+}
+
+// LeaseOp names a conditional lease write of an acquisition round.
+type LeaseOp string
+
+// Lease writes; the values are the request kinds of the table contract.
+const (
+	// LeaseKeep renews an owned lease: the owner and the expiry read must be
+	// unchanged, and the new expiry must not move it backwards.
+	LeaseKeep LeaseOp = "keep"
+	// LeaseRelease hands a lease back: the owner and the expiry read must be
+	// unchanged; the expiry becomes Now and the owner is removed.
+	LeaseRelease LeaseOp = "release"
+	// LeaseClaim takes a free lease: no owner, no expiry, or an expiry at
+	// or before Now.
+	LeaseClaim LeaseOp = "claim"
+)
+
+// LeaseWrite is one conditional lease write, complete: a store sends it as
+// it is, with no decision of its own.
+type LeaseWrite struct {
+	Bucket int
+	// Seen is the stored expiry the round read (keep, release): the
+	// expiry acts as the lease's version.
+	Seen time.Time
+	// Now is the round's now (release, claim).
+	Now time.Time
+	// Expiry is the new expiry, Now plus the lease duration (keep, claim).
+	Expiry time.Time
+}
+
+// PruneWrite is the round's prune: one conditional delete per stale
+// heartbeat record, removed only if it is still missing, older than
+// DeadBefore, or stopped and older than StoppedBefore.
+type PruneWrite struct {
+	Relays        []string
+	DeadBefore    time.Time
+	StoppedBefore time.Time
+}
+
+// RoundInput is what PlanRound decides from.
+type RoundInput struct {
+	Request LeaseRequest
+	// Now is the round's one clock reading, taken before the heartbeat.
+	Now time.Time
+	// Snapshot is the strongly consistent read of the coordination
+	// partition that followed the heartbeat.
+	Snapshot Coordination
+	// HeartbeatRecorded is false when the store refused the heartbeat (a
+	// later heartbeat of this relay is stored: its clock went back).
+	HeartbeatRecorded bool
+	// State is what the relay carried from its earlier rounds.
+	State RoundState
+}
+
+// RoundPlan is every write of a full round after the heartbeat and the read,
+// in the order they are sent: keeps, releases, claims, prune. It never grants
+// ownership: the conditional writes do.
+type RoundPlan struct {
+	Keep    []LeaseWrite
+	Release []LeaseWrite
+	Claim   []LeaseWrite
+	// Guarded lists owned buckets whose keep is not sent because the stored
+	// expiry is later than this round's (the host clock went back): the
+	// lease still names the relay, so no peer takes it, but the relay does
+	// not publish the bucket until its clock has caught up.
+	Guarded []int
+	// Withheld lists the claims the plan gave the relay that are not sent
+	// because the heartbeat was refused: a lease claimed with a clock that
+	// is behind would expire early on the peers' clocks.
+	Withheld []int
+	// Prune is the round's prune; nil when this round does not prune.
+	Prune *PruneWrite
+	// StandbyRank is -1 when the relay has a share or owns a lease,
+	// otherwise its place in the standby queue.
+	StandbyRank int
+	// IgnoredRelays counts heartbeat records that name no relay (sort key
+	// exactly RELAY#, an empty id): never counted as active, pruned like
+	// any other record once stale.
+	IgnoredRelays int
+	// Standby is the state to carry to the next round.
+	Standby Standby
+}
+
+// PlanRound is the lease protocol of one full round, a pure function of its
+// input:
+//
+//  1. classify heartbeat records: active (not stopped, seen within the
+//     lease duration), stale (stopped more than a lease ago, or silent for
+//     DeadAfterLeases lease durations), or neither; a record with an empty
+//     id is ignored for activity;
+//  2. plan keeps, releases and claims with PlanLeases;
+//  3. the keep guard: a keep whose stored expiry is later than this round's
+//     expiry is not sent;
+//  4. no claim after a refused heartbeat;
+//  5. prune on the run's first full round and every PruneEvery-th;
+//  6. a relay whose heartbeat was accepted and whose standby rank is at
+//     least the bucket count becomes a distant standby.
+//
+// Lease items outside [0, BucketCount) are ignored: they are left over from
+// a larger count. Errors are misconfigurations from PlanLeases.
+func PlanRound(in RoundInput) (RoundPlan, error) {
+	req, n := in.Request, in.Request.BucketCount
+	if n < 1 {
+		return RoundPlan{}, Misconfigured("plan round", "bucket count %d, want >= 1", n)
+	}
+	now := Ticks(in.Now)
+	lease := durationTicks(req.LeaseDuration)
+	expiry := now + lease
+
+	active, stale, ignored := classifyRelays(in.Snapshot.Relays, now, lease)
+	states := make([]BucketLease, n)
+	seen := make([]int64, n)
+	for _, l := range in.Snapshot.Leases {
+		if l.Bucket < 0 || l.Bucket >= n {
+			continue // left over from a larger bucket count
+		}
+		seen[l.Bucket] = Ticks(l.ExpiresAt)
+		states[l.Bucket] = BucketLease{Owner: l.Owner, Expired: seen[l.Bucket] <= now}
+	}
+	leases, err := PlanLeases(n, active, req.RelayID, states)
+	if err != nil {
+		return RoundPlan{}, err
+	}
+	at, until := TimeFromTicks(now), TimeFromTicks(expiry)
+	plan := RoundPlan{StandbyRank: leases.StandbyRank, IgnoredRelays: ignored}
+	for _, b := range leases.Keep {
+		if seen[b] > expiry {
+			plan.Guarded = append(plan.Guarded, b)
+			continue
+		}
+		plan.Keep = append(plan.Keep, LeaseWrite{Bucket: b, Seen: TimeFromTicks(seen[b]), Expiry: until})
+	}
+	for _, b := range leases.Release {
+		plan.Release = append(plan.Release, LeaseWrite{Bucket: b, Seen: TimeFromTicks(seen[b]), Now: at})
+	}
+	if in.HeartbeatRecorded {
+		for _, b := range leases.Claim {
+			plan.Claim = append(plan.Claim, LeaseWrite{Bucket: b, Now: at, Expiry: until})
+		}
+	} else {
+		plan.Withheld = slices.Clone(leases.Claim)
+	}
+	if r := in.State.Round; r <= 0 || (r+1)%PruneEvery == 0 {
+		plan.Prune = &PruneWrite{Relays: stale,
+			DeadBefore: TimeFromTicks(now - DeadAfterLeases*lease), StoppedBefore: TimeFromTicks(now - lease)}
+	}
+	if in.HeartbeatRecorded && leases.StandbyRank >= n {
+		plan.Standby = Standby{relayID: req.RelayID, since: now, lastCall: now, rank: leases.StandbyRank}
+	}
+	return plan, nil
+}
+
+// classifyRelays splits heartbeat records into the active relays (counted
+// towards fair share) and the stale ones (to prune). A relay is active while
+// it is not stopped and its heartbeat is younger than a lease: it stops
+// counting on the very tick its leases, written in the same round, expire.
+// A record with an empty id names no relay: it is never active, only
+// counted, and pruned by the same age rules.
+func classifyRelays(relays []RelayState, now, lease int64) (active, stale []string, ignored int) {
+	for _, r := range relays {
+		seen := Ticks(r.LastSeen)
+		if r.RelayID == "" {
+			ignored++
+		}
+		switch {
+		case !r.Stopped && seen > now-lease:
+			if r.RelayID != "" {
+				active = append(active, r.RelayID)
+			}
+		case r.Stopped && seen < now-lease:
+			stale = append(stale, r.RelayID)
+		case !r.Stopped && seen < now-DeadAfterLeases*lease:
+			stale = append(stale, r.RelayID)
+		}
+	}
+	return active, stale, ignored
+}
+
+// durationTicks converts a duration to ticks (100 ns), truncating.
+func durationTicks(d time.Duration) int64 { return int64(d / 100) }

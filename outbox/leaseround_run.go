@@ -1,0 +1,135 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+)
+
+// LeaseIO is what a store does for an acquisition round: it sends the
+// requests it is given and decides nothing. The protocol — when to rest,
+// what to keep, release, claim and prune — is AcquireRound's.
+type LeaseIO interface {
+	// Heartbeat writes relayID's heartbeat at now, conditional on moving it
+	// forward. It reports false when the store refused it; any other error
+	// fails the round.
+	Heartbeat(ctx context.Context, relayID string, now time.Time) (recorded bool, err error)
+	// Snapshot reads every lease and heartbeat record with one strongly
+	// consistent read, all pages.
+	Snapshot(ctx context.Context) (Coordination, error)
+	// WriteLeases sends one conditional write per entry, several at once,
+	// and splits the buckets into accepted and refused, each in the order
+	// given. An error other than a refusal fails the round.
+	WriteLeases(ctx context.Context, relayID string, op LeaseOp, writes []LeaseWrite) (accepted, refused []int, err error)
+	// Prune deletes the given stale heartbeat records and returns how many
+	// deletes were refused (the relay came back). Failures are the store's
+	// to log: pruning is housekeeping and never fails a round.
+	Prune(ctx context.Context, relayID string, p PruneWrite) (refused int)
+}
+
+// AcquireRound runs one acquisition round for req over io, with now the
+// round's one clock reading:
+//
+//  1. a distant standby rests (no request at all) every other round
+//     (StartRound);
+//  2. heartbeat, conditional on moving forward;
+//  3. one strongly consistent read of every lease and heartbeat;
+//  4. the plan (PlanRound): keep the relay's own leases (not those whose
+//     stored expiry is later than this round's), release what exceeds its
+//     share, claim what the shared plan gives it (nothing after a refused
+//     heartbeat), and on the run's first full round and every PruneEvery-th
+//     prune stale heartbeat records.
+//
+// The returned Acquisition carries the standby state for the next round. A
+// write error other than a refusal fails the round: the relay should then
+// treat its ownership as unknown.
+func AcquireRound(ctx context.Context, io LeaseIO, log *slog.Logger, now time.Time, req LeaseRequest, st RoundState) (Acquisition, error) {
+	relayID := req.RelayID
+	if log == nil {
+		log = slog.Default()
+	}
+	if start := StartRound(now, req, st); start.Rest {
+		return Acquisition{StandbyRank: start.StandbyRank, Rested: true, Standby: start.Standby}, nil
+	}
+	now = TimeFromTicks(Ticks(now))
+	recorded, err := io.Heartbeat(ctx, relayID, now)
+	if err != nil {
+		return Acquisition{}, err
+	}
+	snap, err := io.Snapshot(ctx)
+	if err != nil {
+		return Acquisition{}, err
+	}
+	snap.ReadAt = now
+	plan, err := PlanRound(RoundInput{Request: req, Now: now, Snapshot: snap, HeartbeatRecorded: recorded, State: st})
+	if err != nil {
+		return Acquisition{}, fmt.Errorf("outbox: acquire leases for relay %q: %w", relayID, err)
+	}
+	logPlan(ctx, log, relayID, recorded, plan)
+	acq := Acquisition{StandbyRank: plan.StandbyRank, HeartbeatRefused: !recorded, IgnoredRelays: plan.IgnoredRelays}
+	if !recorded {
+		acq.Refused++
+	}
+	if err := writeRound(ctx, io, log, relayID, plan, &acq); err != nil {
+		return Acquisition{}, err
+	}
+	if plan.Prune != nil && len(plan.Prune.Relays) > 0 {
+		acq.Refused += io.Prune(ctx, relayID, *plan.Prune)
+	}
+	acq.Standby = plan.Standby
+	if plan.Standby.Distant() && !st.Standby.Distant() {
+		log.DebugContext(ctx, "outbox: relay is a distant standby; resting every other round", "relayId", relayID, "standbyRank", plan.StandbyRank)
+	}
+	return acq, nil
+}
+
+// writeRound sends the plan's keeps, releases and claims, in that order,
+// and records their outcome in acq.
+func writeRound(ctx context.Context, io LeaseIO, log *slog.Logger, relayID string, plan RoundPlan, acq *Acquisition) error {
+	steps := []struct {
+		op     LeaseOp
+		writes []LeaseWrite
+	}{{LeaseKeep, plan.Keep}, {LeaseRelease, plan.Release}, {LeaseClaim, plan.Claim}}
+	for _, step := range steps {
+		accepted, refused, err := io.WriteLeases(ctx, relayID, step.op, step.writes)
+		if err != nil {
+			return err
+		}
+		acq.Refused += len(refused)
+		switch step.op {
+		case LeaseKeep:
+			acq.Owned, acq.Lost = slices.Clone(accepted), refused
+			for _, b := range refused {
+				log.InfoContext(ctx, "outbox: no longer owns bucket", "relayId", relayID, "bucket", b)
+			}
+		case LeaseRelease:
+			acq.Released = accepted
+		case LeaseClaim:
+			acq.Claimed = accepted
+			acq.Owned = append(acq.Owned, accepted...)
+			for _, b := range refused {
+				log.DebugContext(ctx, "outbox: claim refused: a peer claimed the bucket first", "relayId", relayID, "bucket", b)
+			}
+		}
+	}
+	slices.Sort(acq.Owned)
+	return nil
+}
+
+// logPlan warns about what the plan leaves out and why.
+func logPlan(ctx context.Context, log *slog.Logger, relayID string, recorded bool, plan RoundPlan) {
+	if !recorded {
+		log.WarnContext(ctx, "outbox: heartbeat refused: a later heartbeat of this relay is stored (host clock set back?); claiming nothing this round",
+			"relayId", relayID, "withheldClaims", plan.Withheld)
+	}
+	if len(plan.Guarded) > 0 {
+		log.WarnContext(ctx, "outbox: not renewing leases that expire later than this round's expiry (host clock set back?); not publishing those buckets until the clock catches up",
+			"relayId", relayID, "buckets", plan.Guarded)
+	}
+	if plan.IgnoredRelays > 0 {
+		log.WarnContext(ctx, "outbox: ignoring heartbeat records with an empty relay id; the prune removes them once stale",
+			"relayId", relayID, "ignored", plan.IgnoredRelays)
+	}
+}
