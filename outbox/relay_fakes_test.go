@@ -32,6 +32,7 @@ type memStore struct {
 	onRelease     func()
 	deletedOrder  map[int][]int64
 	renewedBefore []time.Time
+	rounds        []int // RoundState.Round of every acquisition
 }
 
 func newMemStore(clock outbox.Clock, buckets int) *memStore {
@@ -92,10 +93,11 @@ func (s *memStore) leaseOwner(b int) string {
 	return l.Owner
 }
 
-func (s *memStore) AcquireLeases(_ context.Context, req outbox.LeaseRequest, _ outbox.RoundState) (outbox.Acquisition, error) {
+func (s *memStore) AcquireLeases(_ context.Context, req outbox.LeaseRequest, st outbox.RoundState) (outbox.Acquisition, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls["acquire"]++
+	s.rounds = append(s.rounds, st.Round)
 	if s.acquireErr != nil {
 		return outbox.Acquisition{}, s.acquireErr
 	}

@@ -525,3 +525,29 @@ func TestRelayHoldingBucketZeroSamplesTheBacklogOncePerInterval(t *testing.T) {
 		t.Fatalf("second sample %+v, want an empty backlog", samples[1])
 	}
 }
+
+// TestRelayNumbersRoundsPerRun: every run, also a warm one of the same
+// relay, starts with round 0, on which the lease round prunes stale
+// heartbeat records.
+func TestRelayNumbersRoundsPerRun(t *testing.T) {
+	// Lingering 25 s makes three rounds per run (at 0, 10 and 20 s).
+	e := newRelayEnv(t, 2, func(c *outbox.RelayConfig) { c.Options.IdleTimeout = 25 * time.Second })
+	var firsts []int
+	for run := range 2 {
+		e.store.add(run%2, "k")
+		before := len(e.store.rounds)
+		if res := e.run(t, outbox.RunInput{}); res.Reason != outbox.StopDrained || res.Rounds != 3 {
+			t.Fatalf("run %d: %+v", run, res)
+		}
+		got := e.store.rounds[before:]
+		for i, r := range got {
+			if r != i {
+				t.Fatalf("run %d numbered its rounds %v, want 0, 1, 2, ...", run, got)
+			}
+		}
+		firsts = append(firsts, got[0])
+	}
+	if !slices.Equal(firsts, []int{0, 0}) {
+		t.Fatalf("first rounds %v", firsts)
+	}
+}

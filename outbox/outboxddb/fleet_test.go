@@ -86,6 +86,13 @@ func (f *fleet) restart(id string) *Store {
 	return s
 }
 
+// newRun starts a new run of the relay on its store, as a warm Lambda
+// execution environment's next invocation does: the store stays, the round
+// count starts again.
+func (f *fleet) newRun(id string) {
+	f.runs[id] = &relayRun{s: f.relay(id), st: outbox.RoundState{Standby: f.runs[id].st.Standby}}
+}
+
 func (f *fleet) request(id string) outbox.LeaseRequest {
 	return outbox.LeaseRequest{RelayID: id, BucketCount: f.n, LeaseDuration: fleetLease}
 }

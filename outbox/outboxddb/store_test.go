@@ -582,15 +582,53 @@ func TestPrune_RemovesStoppedRecordsAfterOneLease_AndDeadOnesAfterTen(t *testing
 	if got := relays(); !slices.Equal(got, []string{"relay-a", "relay-b"}) {
 		t.Fatalf("relays after round 10: %v", got)
 	}
-	// A fresh store prunes on its first round: relay-b, dead for more than
-	// ten leases, goes too.
+	// The next run of the same (warm) store prunes on its first round:
+	// relay-b, dead for more than ten leases, goes too.
 	f.e.clock.Advance(10 * fleetLease)
-	f.restart("relay-a")
+	f.newRun("relay-a")
 	c = f.e.counts(func() { f.round("relay-a") })
 	if c.Requests["DeleteItem"] != 1 || c.Refused != 0 {
-		t.Fatalf("first round of a new store: %v, %d refusals", c.Requests, c.Refused)
+		t.Fatalf("first round of a warm store's new run: %v, %d refusals", c.Requests, c.Refused)
 	}
 	if got := relays(); !slices.Equal(got, []string{"relay-a"}) {
 		t.Fatalf("relays after pruning: %v", got)
+	}
+}
+
+// TestAcquisition_HeartbeatRecordWithAnEmptyRelayID_IsSkipped_AndPrunedOnceStale:
+// a record with the sort key exactly RELAY# names no relay. Rounds go on
+// (it is skipped with a warning and counted) and the prune removes it once
+// it is stale.
+func TestAcquisition_HeartbeatRecordWithAnEmptyRelayID_IsSkipped_AndPrunedOnceStale(t *testing.T) {
+	f := newFleet(t, 2)
+	_, err := f.e.client.PutItem(t.Context(), &dynamodb.PutItemInput{
+		TableName: aws.String(f.e.opts.TableName),
+		Item: map[string]types.AttributeValue{
+			"PK": S("OUTBOX#COORDINATION"), "SK": S("RELAY#"),
+			"LastSeenUtc": N(itoa(outbox.Ticks(f.e.clock.Now()))),
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acqs, refused := f.acquire("relay-a")
+	f.check("the empty id is no relay", acqs, refused, 0, map[string][]int{"relay-a": {0, 1}})
+	if acqs["relay-a"].IgnoredRelays != 1 {
+		t.Fatalf("acquisition %+v, want the empty id counted", acqs["relay-a"])
+	}
+	// Eleven lease durations later it is dead: the next run's first round
+	// prunes it.
+	f.e.clock.Advance(11 * fleetLease)
+	f.newRun("relay-a")
+	c := f.e.counts(func() { acqs, refused = f.acquire("relay-a") })
+	if c.Requests["DeleteItem"] != 1 || refused != 0 {
+		t.Fatalf("first round after it went stale: %v, %d refusals", c.Requests, refused)
+	}
+	view, err := f.relay("relay-a").ReadCoordination(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(view.Relays) != 1 || view.Relays[0].RelayID != "relay-a" {
+		t.Fatalf("heartbeat records after the prune: %+v", view.Relays)
 	}
 }
