@@ -26,7 +26,10 @@ var _ Client = (*dynamodb.Client)(nil)
 // has no set-based conditional write, so lease writes, probes and counter
 // reservations are one request each; running them side by side keeps a
 // round short. The first error cancels the calls not yet finished and is
-// returned.
+// returned. When ctx ends before every call started, its cause is
+// returned; when it ends after every call succeeded, nothing is: the
+// requests were made, and a caller told otherwise would report accepted
+// writes as failed.
 func forEach(ctx context.Context, limit, n int, fn func(ctx context.Context, i int) error) error {
 	switch {
 	case n == 0:
@@ -42,6 +45,7 @@ func forEach(ctx context.Context, limit, n int, fn func(ctx context.Context, i i
 		first error
 		slots = make(chan struct{}, max(1, limit))
 	)
+	started := 0
 	for i := range n {
 		select {
 		case slots <- struct{}{}:
@@ -50,6 +54,7 @@ func forEach(ctx context.Context, limit, n int, fn func(ctx context.Context, i i
 		if ctx.Err() != nil {
 			break
 		}
+		started++
 		wg.Go(func() {
 			defer func() { <-slots }()
 			if err := fn(ctx, i); err != nil {
@@ -58,8 +63,11 @@ func forEach(ctx context.Context, limit, n int, fn func(ctx context.Context, i i
 		})
 	}
 	wg.Wait()
-	if first != nil {
+	switch {
+	case first != nil:
 		return first
+	case started < n:
+		return context.Cause(ctx)
 	}
-	return context.Cause(ctx)
+	return nil
 }
