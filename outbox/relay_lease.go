@@ -209,8 +209,9 @@ func (r *Relay) renew(ctx context.Context) error {
 }
 
 // stop is the end of a joined run: release the leases if that fits before
-// the deadline, then look at the released buckets and send the wake-up the
-// relay owes if work is left, so no committed message waits for the schedule.
+// the deadline, then look at the released buckets with a strongly
+// consistent read and send the wake-up the relay owes if work is left, so
+// no committed message waits for the schedule.
 func (u *run) stop() {
 	r := u.r
 	r.mu.Lock()
@@ -258,7 +259,10 @@ func (u *run) stop() {
 		return
 	}
 	slices.Sort(check)
-	pending, err := r.store.PendingBuckets(u.ctx, check)
+	// Strongly consistent: a commit that landed while this relay stopped
+	// is exactly what the eventually consistent probe can miss, and then
+	// nobody would be woken for it before the schedule.
+	pending, err := u.withMessages(check)
 	if err != nil {
 		r.log.LogAttrs(u.ctx, slog.LevelWarn, "probing released buckets failed", slog.Any("error", err))
 		return

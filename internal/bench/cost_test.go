@@ -80,9 +80,10 @@ func checkCost(t *testing.T, res CostResult) {
 			PathRelayJoin: {Count: 1, Requests: map[string]int{"PutItem": 1, "Query": 1, "UpdateItem": buckets},
 				WriteUnits: 1 + float64(buckets), ReadUnits: 1},
 			// Linger: a poll after 1 s, a poll and the idle-exit probe after
-			// 2 s; stop: stamp, two lease reads, 8 releases, 8 probes.
+			// 2 s; stop: stamp, two lease reads, 8 releases, 8 strongly
+			// consistent head reads of the released buckets (1 RRU each).
 			PathRelayStop: {Count: 1, Requests: map[string]int{"PutItem": 1, "Query": 4*buckets + 2, "UpdateItem": buckets},
-				WriteUnits: 1 + float64(buckets), ReadUnits: 4*float64(buckets)*0.5 + 2},
+				WriteUnits: 1 + float64(buckets), ReadUnits: 3*float64(buckets)*0.5 + float64(buckets) + 2},
 		}
 		seen := map[string]bool{}
 		for _, p := range s.Paths {

@@ -47,6 +47,8 @@ type Faults struct {
 	hidden      []hiddenItem
 	latency     map[string]time.Duration
 	losses      map[string]int
+	staleLag    time.Duration
+	written     map[string]time.Time // table, item id → write time, while staleLag > 0
 }
 
 type hiddenItem struct{ pk, sk string }
@@ -59,6 +61,7 @@ func newFaults(clock outbox.Clock, book *schemaBook, counter *Counter) *Faults {
 		throttles: map[string][]string{},
 		latency:   map[string]time.Duration{},
 		losses:    map[string]int{},
+		written:   map[string]time.Time{},
 	}
 }
 
@@ -125,8 +128,10 @@ func (f *Faults) Clear() {
 	clear(f.throttles)
 	clear(f.latency)
 	clear(f.losses)
+	clear(f.written)
 	f.unprocessed = 0
 	f.hidden = nil
+	f.staleLag = 0
 }
 
 func (f *Faults) takeThrottle(op string) (string, bool) {
@@ -223,19 +228,31 @@ func fabricated(in middleware.DeserializeInput, resp wireResponse) middleware.De
 // operation's input or output once, whatever the retries.
 func (f *Faults) operations() middleware.InitializeMiddleware {
 	return middleware.InitializeMiddlewareFunc("spillway:FaultsOperation", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-		switch params := in.Parameters.(type) {
-		case *dynamodb.BatchWriteItemInput:
+		var (
+			out middleware.InitializeOutput
+			md  middleware.Metadata
+			err error
+		)
+		if params, ok := in.Parameters.(*dynamodb.BatchWriteItemInput); ok {
 			if n := f.takeUnprocessed(); n > 0 {
-				return f.holdDeletes(ctx, in, next, params, n)
+				out, md, err = f.holdDeletes(ctx, in, next, params, n)
+			} else {
+				out, md, err = next.HandleInitialize(ctx, in)
 			}
-		case *dynamodb.QueryInput:
-			out, md, err := next.HandleInitialize(ctx, in)
-			if res, ok := out.Result.(*dynamodb.QueryOutput); ok && err == nil {
-				f.hide(aws.ToString(params.TableName), res)
-			}
+		} else {
+			out, md, err = next.HandleInitialize(ctx, in)
+		}
+		if err != nil {
 			return out, md, err
 		}
-		return next.HandleInitialize(ctx, in)
+		if params, ok := in.Parameters.(*dynamodb.QueryInput); ok {
+			if res, ok := out.Result.(*dynamodb.QueryOutput); ok {
+				f.hide(aws.ToString(params.TableName), res)
+			}
+		}
+		f.noteWrites(in.Parameters)
+		f.staleRead(in.Parameters, out.Result)
+		return out, md, err
 	})
 }
 

@@ -1,0 +1,118 @@
+package outboxddb
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spillway-dev/spillway/outbox"
+)
+
+// countingPublisher acknowledges every message.
+type countingPublisher struct {
+	mu   sync.Mutex
+	sent []outbox.Message
+}
+
+func (p *countingPublisher) Init(context.Context) error { return nil }
+
+func (p *countingPublisher) Publish(_ context.Context, msgs []outbox.Message) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.sent = append(p.sent, msgs...)
+	return len(msgs), nil
+}
+
+// wakeUps records the wake-ups a relay sends.
+type wakeUps struct {
+	mu  sync.Mutex
+	all []outbox.WakeUp
+}
+
+func (w *wakeUps) Notify(_ context.Context, u outbox.WakeUp) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.all = append(w.all, u)
+	return nil
+}
+
+// commitDuringStop commits a message just before the relay releases its
+// leases: the owner is stopping, a woken peer would trust it, so only the
+// owner's own look after the release can find the message.
+type commitDuringStop struct {
+	*Store
+	commit func() error
+	err    error
+}
+
+func (s *commitDuringStop) ReleaseLeases(ctx context.Context, req outbox.LeaseRequest) (outbox.Release, error) {
+	if s.commit != nil {
+		s.err, s.commit = s.commit(), nil
+	}
+	return s.Store.ReleaseLeases(ctx, req)
+}
+
+// runOnClock runs relay once, moving the manual clock to its next timer
+// whenever the relay waits on it.
+func runOnClock(t *testing.T, e *env, relay *outbox.Relay, in outbox.RunInput) outbox.RunResult {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	var (
+		res outbox.RunResult
+		err error
+	)
+	go func() {
+		defer cancel()
+		res, err = relay.Run(t.Context(), in)
+	}()
+	for e.clock.BlockUntilContext(ctx, 1) == nil {
+		e.clock.AdvanceToNext()
+	}
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	return res
+}
+
+// TestRelay_CommitDuringTheOwnersStop_IsRelayedWithoutTheSchedule: a commit
+// lands while its bucket's owner stops, and eventually consistent reads lag
+// behind it. The owner's look at the buckets it released is strongly
+// consistent, so it finds the message and sends the wake-up that relays it.
+func TestRelay_CommitDuringTheOwnersStop_IsRelayedWithoutTheSchedule(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.BucketCount = 2 })
+	e.d.Faults.StaleReads(time.Second)
+	w := e.writer(t)
+	store := &commitDuringStop{Store: e.store(t)}
+	store.commit = func() error {
+		_, err := w.Enqueue(context.Background(), newMessage(t, "t", strings.Repeat("k", 1), 1))
+		return err
+	}
+	pub, wakes := &countingPublisher{}, &wakeUps{}
+	newRelay := func(id string, s outbox.Store) *outbox.Relay {
+		r, err := outbox.NewRelay(outbox.RelayConfig{
+			Options: outbox.RelayOptions{RelayID: id, BucketCount: 2},
+			Store:   s, Publisher: pub, Clock: e.clock, Notifier: wakes, Logger: testLogger(t), MaxHops: 3,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+
+	res := runOnClock(t, e, newRelay("relay-a", store), outbox.RunInput{})
+	if store.err != nil {
+		t.Fatal(store.err)
+	}
+	if !slices.Equal(res.WorkLeft, []int{1}) || len(wakes.all) != 1 || !slices.Equal(wakes.all[0].Buckets, []int{1}) {
+		t.Fatalf("the stopping owner left %v and sent %+v; want one wake-up for bucket 1", res.WorkLeft, wakes.all)
+	}
+	// The wake-up relays the message.
+	woken := runOnClock(t, e, newRelay("relay-b", e.store(t)), outbox.RunInput{
+		Trigger: outbox.TriggerWake, Buckets: wakes.all[0].Buckets, Hop: wakes.all[0].Hop})
+	if !woken.Joined || woken.Published != 1 || len(pub.sent) != 1 {
+		t.Fatalf("woken relay: %+v, %d sent", woken, len(pub.sent))
+	}
+}
