@@ -158,7 +158,10 @@ func (u *run) relayBatch(ctx context.Context, bucket int, g *grant, head *headRo
 		dctx, span := r.tracer.Start(ctx, SpanDelete)
 		span.Annotate(AnnotationBucket, bucket)
 		span.Annotate(AnnotationMessages, acked)
-		err := r.store.MarkPublished(dctx, bucket, msgs[:acked])
+		// A throttled delete can outlast the lease: renewing meanwhile
+		// keeps the next owner from publishing these rows again.
+		var err error
+		u.whileRenewing(ctx, func() { err = r.store.MarkPublished(dctx, bucket, msgs[:acked]) })
 		span.End(err)
 		if err != nil {
 			return acked, false, errCycle(fmt.Sprintf("delete %d published messages of bucket %d", acked, bucket), err)
@@ -224,34 +227,52 @@ func (u *run) publishUnderLease(ctx context.Context, bucket int, msgs []Message)
 		span.Metadata(MetadataOrigins, origins)
 	}
 	LinkOrigins(span, msgs)
-	done := make(chan publishOutcome, 1)
-	go func() {
+	var out publishOutcome
+	held := u.whileRenewing(ctx, func() {
 		acked, err := r.pub.Publish(pctx, msgs)
 		acked, err = r.checkAck(ctx, bucket, len(msgs), acked, err)
-		done <- publishOutcome{acked, err, r.clock.Now()}
+		out = publishOutcome{acked, err, r.clock.Now()}
+	})
+	switch {
+	case !held:
+		span.Annotate(AnnotationOutcome, "lease-lost")
+		span.End(ErrLeaseLost)
+	case out.err != nil:
+		span.Annotate(AnnotationOutcome, "error")
+		span.End(out.err)
+	default:
+		span.Annotate(AnnotationOutcome, "ok")
+		span.End(nil)
+	}
+	return out
+}
+
+// whileRenewing runs fn — a publish or a delete, either of which can take
+// longer than the lease under throttling — in its own goroutine and renews
+// the relay's leases whenever they come due until fn returns. It always
+// waits for fn. It reports false when the leases were lost meanwhile; the
+// caller then checks its lease before acting on fn's outcome.
+func (u *run) whileRenewing(ctx context.Context, fn func()) (held bool) {
+	r := u.r
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn()
 	}()
 	for {
 		wait, renewNow := r.renewalWait(r.clock.Now())
 		if renewNow {
 			if err := r.renew(ctx); errors.Is(err, ErrLeaseLost) {
-				out := <-done
-				span.Annotate(AnnotationOutcome, "lease-lost")
-				span.End(ErrLeaseLost)
-				return out
+				<-done
+				return false
 			}
 			continue
 		}
 		t := r.clock.NewTimer(wait)
 		select {
-		case out := <-done:
+		case <-done:
 			t.Stop()
-			outcome := "ok"
-			if out.err != nil {
-				outcome = "error"
-			}
-			span.Annotate(AnnotationOutcome, outcome)
-			span.End(out.err)
-			return out
+			return true
 		case <-t.C():
 		}
 	}

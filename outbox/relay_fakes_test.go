@@ -33,6 +33,11 @@ type memStore struct {
 	deletedOrder  map[int][]int64
 	renewedBefore []time.Time
 	rounds        []int // RoundState.Round of every acquisition
+	// markDelay is how long a delete takes, on clock (a throttled
+	// BatchWriteItem retried with backoff); onMark runs after that wait,
+	// before the rows go: what peers do while the relay still deletes.
+	markDelay time.Duration
+	onMark    func()
 }
 
 func newMemStore(clock outbox.Clock, buckets int) *memStore {
@@ -140,6 +145,8 @@ func (s *memStore) RenewLeases(_ context.Context, req outbox.LeaseRequest, bucke
 	for _, b := range buckets {
 		s.leases[b] = outbox.LeaseState{Bucket: b, Owner: req.RelayID, ExpiresAt: now.Add(req.LeaseDuration)}
 	}
+	// As the table contract's renewal: all accepted, then the heartbeat.
+	s.relays[req.RelayID] = outbox.RelayState{RelayID: req.RelayID, LastSeen: now}
 	return true, nil
 }
 
@@ -204,7 +211,17 @@ func (s *memStore) FetchBatch(_ context.Context, bucket, max int) ([]outbox.Mess
 	return slices.Clone(ms[:min(max, len(ms))]), nil
 }
 
-func (s *memStore) MarkPublished(_ context.Context, bucket int, msgs []outbox.Message) error {
+func (s *memStore) MarkPublished(ctx context.Context, bucket int, msgs []outbox.Message) error {
+	s.mu.Lock()
+	delay, hook := s.markDelay, s.onMark
+	s.onMark = nil
+	s.mu.Unlock()
+	if delay > 0 && !outbox.Sleep(s.clock, delay, ctx.Done()) {
+		return ctx.Err()
+	}
+	if hook != nil {
+		hook()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls["mark"]++

@@ -551,3 +551,39 @@ func TestRelayNumbersRoundsPerRun(t *testing.T) {
 		t.Fatalf("first rounds %v", firsts)
 	}
 }
+
+// TestRelayRenewsDuringASlowDelete: a delete phase slower than the lease
+// (throttled deletes) keeps the lease, so a second relay that runs while
+// the first still deletes does not take the bucket and publish its rows
+// again.
+func TestRelayRenewsDuringASlowDelete(t *testing.T) {
+	e := newRelayEnv(t, 1, nil)
+	e.store.add(0, "k")
+	e.store.markDelay = 45 * time.Second // past the 30 s lease
+	rb, err := outbox.NewRelay(outbox.RelayConfig{Options: outbox.RelayOptions{RelayID: "relay-b", BucketCount: 1},
+		Store: e.store, Publisher: e.pub, Clock: e.clock, Notifier: e.wakes, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var second outbox.RunResult
+	e.store.onMark = func() {
+		// The second relay runs at +45 s on the same clock driver: this
+		// goroutine waits for it like any other blocked one.
+		done := make(chan outbox.RunResult)
+		go func() {
+			res, _ := rb.Run(context.Background(), outbox.RunInput{})
+			done <- res
+		}()
+		second = <-done
+	}
+	res := e.run(t, outbox.RunInput{})
+	if second.Published != 0 || len(e.pub.sent()) != 1 {
+		t.Fatalf("the second relay published %d; %d publishes of one message", second.Published, len(e.pub.sent()))
+	}
+	if n := e.store.count("renew"); n < 4 {
+		t.Fatalf("%d in-flight renewals during a 45 s delete, want one at 10, 20, 30 and 40 s", n)
+	}
+	if res.Deleted != 1 || e.store.pending() != 0 {
+		t.Fatalf("deleted %d, pending %d", res.Deleted, e.store.pending())
+	}
+}
