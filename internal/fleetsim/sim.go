@@ -1,7 +1,6 @@
 package fleetsim
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/spillway-dev/spillway/internal/simtime"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
@@ -117,10 +117,7 @@ type sim struct {
 	kafkaChanged chan struct{}
 
 	mu          sync.Mutex
-	events      eventHeap
-	eventSeq    int
-	armed       outbox.Timer
-	armedAt     time.Time
+	agenda      *simtime.Agenda
 	queue       []invocation
 	pool        []*env
 	holds       []*env
@@ -195,7 +192,7 @@ func newSim(parent context.Context, cfg Config) (*sim, error) {
 	}
 	clock := outboxlocal.NewManualClock(simStart)
 	s := &sim{
-		cfg: cfg, ctx: ctx, cancel: cancel, clock: clock,
+		cfg: cfg, ctx: ctx, cancel: cancel, clock: clock, agenda: simtime.NewAgenda(clock),
 		act:          newActivity(),
 		trace:        newTracer(clock),
 		leases:       newLeaseBook(cfg.LeaseDuration),
@@ -351,10 +348,7 @@ func (s *sim) churnAt(t time.Time) bool {
 
 // at queues fn to run on the driver at true time t.
 func (s *sim) at(t time.Time, fn func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.eventSeq++
-	heap.Push(&s.events, event{at: t, seq: s.eventSeq, fn: fn})
+	s.agenda.At(t, func(time.Time) error { fn(); return nil })
 	s.act.poke()
 }
 
@@ -413,7 +407,7 @@ func (s *sim) drive() error {
 			return &Violation{Invariant: "drain", bucket: -1, At: s.offset(now), Detail: fmt.Sprintf(
 				"%d messages still in the outbox %v after the writes ended (%d runs active)", n, s.cfg.MaxDrain, s.activeRunCount())}
 		}
-		s.arm(now)
+		s.agenda.Arm(now)
 		if !s.clock.AdvanceToNext() {
 			return &Violation{Invariant: "progress", bucket: -1, At: s.offset(now), Detail: "no timer pending and nothing to do"}
 		}
@@ -480,38 +474,12 @@ func (s *sim) activeRunCount() int {
 // fireDue runs the events due at now and dispatches queued invocations; it
 // reports whether anything happened.
 func (s *sim) fireDue(now time.Time) (bool, error) {
-	ran := false
-	for {
-		s.mu.Lock()
-		if len(s.events) == 0 || s.events[0].at.After(now) {
-			s.mu.Unlock()
-			break
-		}
-		ev := heap.Pop(&s.events).(event)
-		s.mu.Unlock()
-		ev.fn()
-		ran = true
+	ran, err := s.agenda.RunDue(now)
+	if err != nil {
+		return ran, err
 	}
 	started, err := s.dispatch()
 	return ran || started, err
-}
-
-// arm keeps one timer of the shared clock at the next event, so that
-// AdvanceToNext stops there.
-func (s *sim) arm(now time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.events) == 0 {
-		return
-	}
-	head := s.events[0].at
-	if s.armed != nil && s.armedAt.Equal(head) {
-		return
-	}
-	if s.armed != nil {
-		s.armed.Stop()
-	}
-	s.armed, s.armedAt = s.clock.NewTimer(head.Sub(now)), head
 }
 
 // finished reports whether the writes are over, every writer and relay has
@@ -703,29 +671,4 @@ func (o observer) Observe(e outbox.Event) {
 		o.s.stats.throttles += e.Count
 		o.s.mu.Unlock()
 	}
-}
-
-// event is one entry of the driver's queue.
-type event struct {
-	at  time.Time
-	seq int
-	fn  func()
-}
-
-type eventHeap []event
-
-func (h eventHeap) Len() int { return len(h) }
-func (h eventHeap) Less(i, j int) bool {
-	if !h[i].at.Equal(h[j].at) {
-		return h[i].at.Before(h[j].at)
-	}
-	return h[i].seq < h[j].seq
-}
-func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
-func (h *eventHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
 }

@@ -1,7 +1,6 @@
 package steady
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/spillway-dev/spillway/internal/simtime"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
@@ -100,11 +100,8 @@ type sim struct {
 	inFlight  atomic.Int64 // commits not finished
 	steps     int
 
+	agenda  *simtime.Agenda
 	mu      sync.Mutex
-	events  eventQueue
-	seq     uint64
-	armed   outbox.Timer
-	armedAt time.Time
 	failure error
 	wg      sync.WaitGroup
 	traceMu sync.Mutex
@@ -131,6 +128,7 @@ func newSim(ctx context.Context, cfg Config, ddb *outboxlocal.DynamoDB, table st
 		ctx:       ctx,
 		cancel:    cancel,
 		base:      base,
+		agenda:    simtime.NewAgenda(base),
 		clock:     simClock{base: base, act: act},
 		act:       act,
 		table:     table,
@@ -201,38 +199,8 @@ func (s *sim) stop() {
 	s.wg.Wait()
 }
 
-// event is something the driver does at a simulated instant.
-type event struct {
-	at  time.Time
-	seq uint64
-	fn  func(now time.Time) error
-}
-
-type eventQueue []event
-
-func (q eventQueue) Len() int { return len(q) }
-func (q eventQueue) Less(i, j int) bool {
-	if c := q[i].at.Compare(q[j].at); c != 0 {
-		return c < 0
-	}
-	return q[i].seq < q[j].seq
-}
-func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *eventQueue) Push(x any)   { *q = append(*q, x.(event)) }
-func (q *eventQueue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return e
-}
-
 // at schedules fn at t; any goroutine may call it.
-func (s *sim) at(t time.Time, fn func(now time.Time) error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.seq++
-	heap.Push(&s.events, event{at: t, seq: s.seq, fn: fn})
-}
+func (s *sim) at(t time.Time, fn func(now time.Time) error) { s.agenda.At(t, fn) }
 
 // tracef writes one trace line stamped with the simulated time.
 func (s *sim) tracef(format string, args ...any) {
@@ -277,7 +245,7 @@ func (s *sim) drive() error {
 		}
 		now := s.base.Now()
 		s.ledger.observe(now)
-		ran, err := s.runDue(now)
+		ran, err := s.agenda.RunDue(now)
 		if err != nil {
 			return err
 		}
@@ -304,48 +272,12 @@ func (s *sim) drive() error {
 				nextProgress = nextProgress.Add(time.Minute)
 			}
 		}
-		s.arm(now)
+		s.agenda.Arm(now)
 		if !s.base.AdvanceToNext() {
 			return errors.New("steady: no timer pending and nothing to do: the simulation is stuck")
 		}
 		s.steps++
 	}
-}
-
-// runDue runs the events due at now; it reports whether any ran.
-func (s *sim) runDue(now time.Time) (bool, error) {
-	ran := false
-	for {
-		s.mu.Lock()
-		if len(s.events) == 0 || s.events[0].at.After(now) {
-			s.mu.Unlock()
-			return ran, nil
-		}
-		ev := heap.Pop(&s.events).(event)
-		s.mu.Unlock()
-		if err := ev.fn(now); err != nil {
-			return ran, err
-		}
-		ran = true
-	}
-}
-
-// arm keeps one timer of the clock at the next event, so AdvanceToNext
-// stops there if no process's timer comes first.
-func (s *sim) arm(now time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.events) == 0 {
-		return
-	}
-	head := s.events[0].at
-	if s.armed != nil && s.armedAt.Equal(head) {
-		return
-	}
-	if s.armed != nil {
-		s.armed.Stop()
-	}
-	s.armed, s.armedAt = s.base.NewTimer(head.Sub(now)), head
 }
 
 // finished reports whether the writes are over, every message is published
