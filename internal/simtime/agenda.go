@@ -4,6 +4,16 @@
 // between waiting until every simulated process is parked, running the
 // events due, and moving the clock to the next event or process timer,
 // whichever comes first; Arm makes the clock stop at the next event.
+//
+// Why not testing/synctest: a bubble exists only inside synctest.Test,
+// which takes a *testing.T, and the steady scenario also runs from the
+// operator CLI (spillway bench --scenario steady), which must not link the
+// testing package. Both embedded servers could live in a bubble (kfake
+// accepts a listener function and ships an in-memory VirtualNetwork; the
+// DynamoDB layer is an http.Handler that can be served on net.Pipe
+// connections), so a simulation run only from tests (the fleet) could move
+// into bubbles and drop its child processes; the steady scenario cannot
+// while the CLI runs it.
 package simtime
 
 import (
