@@ -13,8 +13,9 @@
 // header is read with the X-Ray propagator, so the spans join the trace of
 // the function's X-Ray segment and X-Ray accepts them.
 //
-// Spans are recorded only under a root span (an invocation, or Start for a
-// process outside Lambda): AWS calls and relay work outside one record
-// nothing, so no span can end after an invocation has flushed and be lost
-// when Lambda freezes the process.
+// Spans are recorded only under a root span that is still open (an
+// invocation that has not returned, or Start for a process outside Lambda):
+// AWS calls and relay work outside one, or started by a goroutine after the
+// invocation returned, record nothing, so no span waits for a later flush or
+// is lost when Lambda freezes the process.
 package otel

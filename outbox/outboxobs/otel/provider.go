@@ -56,6 +56,7 @@ type Config struct {
 type Provider struct {
 	sdk          *sdktrace.TracerProvider
 	scoped       trace.TracerProvider
+	live         *liveRoots
 	tracer       trace.Tracer
 	flushTimeout time.Duration
 	getenv       func(string) string
@@ -91,9 +92,9 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		sdktrace.WithBatcher(exp),
 		sdktrace.WithIDGenerator(xray.NewIDGenerator()),
 		sdktrace.WithResource(res))
-	scoped := underRoot{sdk: sdk}
+	live := &liveRoots{n: map[trace.TraceID]int{}}
 	return &Provider{
-		sdk: sdk, scoped: scoped, tracer: sdk.Tracer(ScopeName),
+		sdk: sdk, scoped: underRoot{sdk: sdk, live: live}, live: live, tracer: sdk.Tracer(ScopeName),
 		flushTimeout: cmp.Or(cfg.FlushTimeout, DefaultFlushTimeout), getenv: getenv,
 	}, nil
 }
@@ -149,7 +150,10 @@ func (p *Provider) Start(ctx context.Context, name string) (context.Context, fun
 
 func (p *Provider) startRoot(ctx context.Context, name string, kind trace.SpanKind, attrs []attribute.KeyValue) (context.Context, func(error) error) {
 	ctx, span := p.tracer.Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
+	id := span.SpanContext().TraceID()
+	p.live.add(id, 1)
 	return ctx, func(err error) error {
+		p.live.add(id, -1)
 		if err != nil {
 			span.RecordError(err)
 			span.SetStatus(codes.Error, err.Error())

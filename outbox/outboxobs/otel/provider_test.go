@@ -140,3 +140,33 @@ func TestFlushFailureIsReported(t *testing.T) {
 		t.Fatal("a flush to a closed receiver reported no error")
 	}
 }
+
+func TestNothingIsRecordedAfterTheRootEnded(t *testing.T) {
+	p, recv := newProvider(t)
+	ctx, end := p.Start(t.Context(), "invocation")
+	if err := end(nil); err != nil {
+		t.Fatal(err)
+	}
+	// A goroutine still holding the invocation's ctx, after it returned.
+	_, late := p.Tracer().Start(ctx, outbox.SpanPublish)
+	late.End(nil)
+	if _, ok := late.(outbox.SpanLinker); ok {
+		t.Fatal("a span under an ended root is recording")
+	}
+	if err := p.ForceFlush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if spans := recv.Spans(); len(spans) != 1 || spans[0].Name != "invocation" {
+		t.Fatalf("exported %d spans after the root ended", len(spans))
+	}
+	// Two roots of one trace: children record until the last one ends.
+	ctx1, end1 := p.Start(t.Context(), "a")
+	_, end2 := p.Start(ctx1, "b")
+	_ = end2(nil)
+	if _, s := p.Tracer().Start(ctx1, outbox.SpanDrain); !isRecording(s) {
+		t.Fatal("a child of an open root is not recorded")
+	}
+	_ = end1(nil)
+}
+
+func isRecording(s outbox.Span) bool { _, ok := s.(outbox.SpanLinker); return ok }

@@ -3,6 +3,7 @@ package otel
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -106,25 +107,50 @@ func attributeOf(key string, value any) attribute.KeyValue {
 }
 
 // underRoot is a TracerProvider whose tracers start a span only under a
-// valid span in ctx; elsewhere they return the span ctx holds (a no-op
-// one), so no span is ever a root by accident.
+// root span that is still open (an invocation that has not returned);
+// elsewhere they return a no-op span. So no span is a root by accident, and
+// work left running after an invocation returned (a goroutine sending
+// wake-ups) records nothing that would wait for the next flush or be lost
+// at a freeze.
 type underRoot struct {
 	embedded.TracerProvider
-	sdk trace.TracerProvider
+	sdk  trace.TracerProvider
+	live *liveRoots
 }
 
 func (p underRoot) Tracer(name string, opts ...trace.TracerOption) trace.Tracer {
-	return childTracer{inner: p.sdk.Tracer(name, opts...)}
+	return childTracer{inner: p.sdk.Tracer(name, opts...), live: p.live}
 }
 
 type childTracer struct {
 	embedded.Tracer
 	inner trace.Tracer
+	live  *liveRoots
 }
 
 func (t childTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
-	if !trace.SpanContextFromContext(ctx).IsValid() {
+	if !t.live.open(trace.SpanContextFromContext(ctx).TraceID()) {
 		return noop.NewTracerProvider().Tracer("").Start(ctx, name, opts...)
 	}
 	return t.inner.Start(ctx, name, opts...)
+}
+
+// liveRoots counts the open root spans per trace.
+type liveRoots struct {
+	mu sync.Mutex
+	n  map[trace.TraceID]int
+}
+
+func (l *liveRoots) add(id trace.TraceID, delta int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n[id] += delta; l.n[id] <= 0 {
+		delete(l.n, id)
+	}
+}
+
+func (l *liveRoots) open(id trace.TraceID) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return id.IsValid() && l.n[id] > 0
 }
