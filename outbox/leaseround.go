@@ -24,6 +24,11 @@ type RoundState struct {
 	// Standby is the distant-standby state the previous round returned in
 	// Acquisition.Standby; the zero value when the relay is none.
 	Standby Standby
+	// Settled is what the previous round returned in Acquisition.Settled;
+	// the zero value makes the round read the whole partition. Forget it
+	// (zero) after an in-flight renewal or a failed round: it remembers
+	// the expiries the relay wrote.
+	Settled Settled
 }
 
 // Standby remembers that a relay is a distant standby: behind one
@@ -213,7 +218,7 @@ func PlanRound(in RoundInput) (RoundPlan, error) {
 	} else {
 		plan.Withheld = slices.Clone(leases.Claim)
 	}
-	if r := in.State.Round; r <= 0 || (r+1)%PruneEvery == 0 {
+	if pruneDue(in.State.Round) {
 		plan.Prune = &PruneWrite{Relays: stale,
 			DeadBefore: TimeFromTicks(now - DeadAfterLeases*lease), StoppedBefore: TimeFromTicks(now - lease)}
 	}

@@ -23,6 +23,9 @@ type LeaseIO interface {
 	// and splits the buckets into accepted and refused, each in the order
 	// given. An error other than a refusal fails the round.
 	WriteLeases(ctx context.Context, relayID string, op LeaseOp, writes []LeaseWrite) (accepted, refused []int, err error)
+	// Heartbeats reads only the heartbeat records, with one strongly
+	// consistent read, all pages (a settled relay's round).
+	Heartbeats(ctx context.Context) ([]RelayState, error)
 	// Prune deletes the given stale heartbeat records and returns how many
 	// deletes were refused (the relay came back). Failures are the store's
 	// to log: pruning is housekeeping and never fails a round.
@@ -35,14 +38,20 @@ type LeaseIO interface {
 //  1. a distant standby rests (no request at all) every other round
 //     (StartRound);
 //  2. heartbeat, conditional on moving forward;
-//  3. one strongly consistent read of every lease and heartbeat;
-//  4. the plan (PlanRound): keep the relay's own leases (not those whose
+//  3. when the previous round left the fleet settled (st.Settled), a read
+//     of the heartbeat records only; if they show the same active fleet
+//     and the settled full round is less than a lease duration old, the
+//     round just keeps the relay's leases with the expiries it wrote and
+//     prunes when due (see Settled);
+//  4. otherwise one strongly consistent read of every lease and heartbeat;
+//  5. the plan (PlanRound): keep the relay's own leases (not those whose
 //     stored expiry is later than this round's), release what exceeds its
 //     share, claim what the shared plan gives it (nothing after a refused
 //     heartbeat), and on the run's first full round and every PruneEvery-th
 //     prune stale heartbeat records.
 //
-// The returned Acquisition carries the standby state for the next round. A
+// The returned Acquisition carries the standby and settled states for the
+// next round. A
 // write error other than a refusal fails the round: the relay should then
 // treat its ownership as unknown.
 func AcquireRound(ctx context.Context, io LeaseIO, log *slog.Logger, now time.Time, req LeaseRequest, st RoundState) (Acquisition, error) {
@@ -57,6 +66,15 @@ func AcquireRound(ctx context.Context, io LeaseIO, log *slog.Logger, now time.Ti
 	recorded, err := io.Heartbeat(ctx, relayID, now)
 	if err != nil {
 		return Acquisition{}, err
+	}
+	if recorded && st.Settled.current(req, now) {
+		relays, err := io.Heartbeats(ctx)
+		if err != nil {
+			return Acquisition{}, err
+		}
+		if st.Settled.sameFleet(req, now, relays) {
+			return quietRound(ctx, io, log, now, req, st, relays)
+		}
 	}
 	snap, err := io.Snapshot(ctx)
 	if err != nil {
@@ -79,6 +97,7 @@ func AcquireRound(ctx context.Context, io LeaseIO, log *slog.Logger, now time.Ti
 		acq.Refused += io.Prune(ctx, relayID, *plan.Prune)
 	}
 	acq.Standby = plan.Standby
+	acq.Settled = settledAfter(req, now, snap, plan, acq, !st.Settled.IsSettled())
 	if plan.Standby.Distant() && !st.Standby.Distant() {
 		log.DebugContext(ctx, "outbox: relay is a distant standby; resting every other round", "relayId", relayID, "standbyRank", plan.StandbyRank)
 	}

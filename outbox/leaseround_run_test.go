@@ -33,6 +33,11 @@ func (s *scriptedIO) Snapshot(context.Context) (Coordination, error) {
 	return s.snap, nil
 }
 
+func (s *scriptedIO) Heartbeats(context.Context) ([]RelayState, error) {
+	s.calls = append(s.calls, "heartbeats")
+	return s.snap.Relays, nil
+}
+
 func (s *scriptedIO) WriteLeases(_ context.Context, _ string, op LeaseOp, ws []LeaseWrite) (accepted, refused []int, err error) {
 	for _, w := range ws {
 		s.calls = append(s.calls, fmt.Sprintf("%s %d", op, w.Bucket))

@@ -24,7 +24,12 @@ type leaseState struct {
 	// standby is the distant-standby state the last round returned; it
 	// outlives a run, as the rest check measures between calls, and is
 	// forgotten when the relay releases its leases.
-	standby    Standby
+	standby Standby
+	// settled is the settled-fleet state the last round returned; it
+	// remembers the expiries the relay wrote, so it is forgotten whenever
+	// something else writes them (an in-flight renewal) or ownership is in
+	// doubt.
+	settled    Settled
 	renewMu    sync.Mutex
 	renewErrAt time.Time
 }
@@ -79,6 +84,7 @@ func (r *Relay) dropOwnership(reason string) {
 	r.lease.owned = nil
 	r.lease.at = time.Time{}
 	r.lease.force = true
+	r.lease.settled = Settled{}
 	r.mu.Unlock()
 	if lost > 0 {
 		r.log.Warn("dropping bucket ownership", "reason", reason, "buckets", lost)
@@ -103,7 +109,7 @@ func (u *run) acquire() error {
 	r.lease.force = false
 	r.lease.acquiredAt = start
 	prev := r.lease.owned
-	st := RoundState{Round: u.fullRounds, Standby: r.lease.standby}
+	st := RoundState{Round: u.fullRounds, Standby: r.lease.standby, Settled: r.lease.settled}
 	expired := len(prev) > 0 && !r.lease.at.IsZero() && start.Sub(r.lease.at) >= r.opts.LeaseDuration
 	r.mu.Unlock()
 	if expired {
@@ -116,6 +122,7 @@ func (u *run) acquire() error {
 	u.res.Rounds++
 	r.mu.Lock()
 	r.lease.standby = acq.Standby
+	r.lease.settled = acq.Settled
 	r.mu.Unlock()
 	elapsed := r.clock.Now().Sub(start)
 	if err != nil {
@@ -183,6 +190,9 @@ func (r *Relay) renew(ctx context.Context) error {
 		return nil
 	}
 	renewed, err := r.store.RenewLeases(ctx, r.req, owned)
+	r.mu.Lock()
+	r.lease.settled = Settled{} // the renewal wrote other expiries
+	r.mu.Unlock()
 	if err != nil {
 		r.mu.Lock()
 		r.lease.renewErrAt = start
@@ -309,4 +319,5 @@ func (r *Relay) resetLease() {
 	r.lease.at = time.Time{}
 	r.lease.attempted = false
 	r.lease.force = false
+	r.lease.settled = Settled{}
 }

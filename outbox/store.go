@@ -44,6 +44,11 @@ type Acquisition struct {
 	// Standby is the distant-standby state to pass to the next round in
 	// RoundState.
 	Standby Standby
+	// Settled is the settled-fleet state to pass to the next round in
+	// RoundState; the zero value when the fleet is not settled.
+	Settled Settled
+	// Quiet reports a round that read only the heartbeat records.
+	Quiet bool
 }
 
 // Release is the outcome of a graceful release.

@@ -216,7 +216,7 @@ func (b *burst) invocation(id string, hints []int) error {
 			if err != nil {
 				return err
 			}
-			rounds.Standby = acq.Standby
+			rounds.Standby, rounds.Settled = acq.Standby, acq.Settled
 			if !acq.Rested {
 				rounds.Round++
 			}

@@ -50,6 +50,11 @@ type Config struct {
 	// SteadyRounds is how many renew intervals are measured after the
 	// fleet settled. Default 6.
 	SteadyRounds int `json:"steadyRounds"`
+	// SeedRelays is how many of the relays read the whole partition every
+	// round, as the seed's relays (and relays in other languages) do: they
+	// do not carry the settled-fleet state from round to round. Relays
+	// gives every relay the seed's reads; the default 0 none.
+	SeedRelays int `json:"seedRelays"`
 	// Backend answers the requests. Default Model.
 	Backend Backend `json:"backend"`
 	// Seed fixes the relay ids and the relays' start times. Default 1.
@@ -99,6 +104,8 @@ func (c Config) Validate() error {
 		return outbox.Misconfigured(op, "Relays must be >= 1, got %d", c.Relays)
 	case c.LeaseRenewInterval < time.Second || c.LeaseRenewInterval >= c.LeaseDuration || c.LeaseRenewInterval%time.Second != 0:
 		return outbox.Misconfigured(op, "LeaseRenewInterval must be whole seconds, at least 1s and below LeaseDuration %v, got %v", c.LeaseDuration, c.LeaseRenewInterval)
+	case c.SeedRelays < 0 || c.SeedRelays > c.Relays:
+		return outbox.Misconfigured(op, "SeedRelays must be within [0, Relays], got %d", c.SeedRelays)
 	case c.SteadyRounds < 1:
 		return outbox.Misconfigured(op, "SteadyRounds must be >= 1, got %d", c.SteadyRounds)
 	case c.Backend != Embedded && c.Backend != Model:

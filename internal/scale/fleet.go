@@ -25,8 +25,10 @@ type relay struct {
 	next  time.Time
 	owned []int
 	// rounds is what the relay carries from one round to the next: one
-	// run for the whole simulation.
+	// run for the whole simulation. A seed relay carries no settled-fleet
+	// state.
 	rounds outbox.RoundState
+	seed   bool
 }
 
 // fleet is the relays of one run, sharing one clock and one client.
@@ -59,7 +61,7 @@ func newFleet(cfg Config, client outboxddb.Client, table string, clock *outboxlo
 			return nil, err
 		}
 		phase := time.Duration(rng.Int64N(int64(cfg.LeaseRenewInterval/time.Millisecond))) * time.Millisecond
-		f.relays = append(f.relays, &relay{id: id, store: store, phase: phase, next: start.Add(phase)})
+		f.relays = append(f.relays, &relay{id: id, store: store, phase: phase, next: start.Add(phase), seed: len(f.relays) < cfg.SeedRelays})
 	}
 	return f, nil
 }
@@ -84,7 +86,10 @@ func (f *fleet) round(ctx context.Context, r *relay) (outbox.Acquisition, error)
 		BucketCount:   f.cfg.Buckets,
 		LeaseDuration: f.cfg.LeaseDuration,
 	}, r.rounds)
-	r.rounds.Standby = acq.Standby
+	r.rounds.Standby, r.rounds.Settled = acq.Standby, acq.Settled
+	if r.seed {
+		r.rounds.Settled = outbox.Settled{}
+	}
 	if err == nil && !acq.Rested {
 		r.rounds.Round++
 	}

@@ -5,46 +5,87 @@ import (
 	"testing"
 )
 
-// TestCoordinationAtOneThousandBucketsAndOneHundredTwentyEightRelays pins the
-// counted figures of the largest fleet for seed 1. A steady round is
-// one heartbeat, one consistent read of the whole partition (one page) and
-// one keep per owned bucket, so a renew interval costs Buckets + Relays
-// write units and Relays reads of every lease and heartbeat item.
+// The coordination partition of the largest fleet for seed 1: 1,024
+// lease items and 128 heartbeat records.
+const (
+	bigBuckets, bigRelays = 1024, 128
+	fullReadBytes         = 107374 // every item: 27 read units
+	heartbeatReadBytes    = 10110  // the heartbeat records: 3 read units
+)
+
+// TestCoordinationAtOneThousandBucketsAndOneHundredTwentyEightRelays pins
+// the counted figures of the largest fleet, with the seed's reads
+// (every round reads the whole partition) and with the settled-fleet reads.
+// A settled round is one heartbeat, one read and one keep per owned bucket,
+// so a renew interval costs Buckets + Relays write units either way; the
+// reads differ: a settled relay reads everything once a lease duration
+// (every third round) and only the heartbeat records in between.
 func TestCoordinationAtOneThousandBucketsAndOneHundredTwentyEightRelays(t *testing.T) {
-	const buckets, relays, intervals = 1024, 128, 3
-	rep, err := Run(t.Context(), Config{Buckets: buckets, Relays: relays, SteadyRounds: intervals, Seed: 1})
+	const intervals = 3 // one lease duration
+	for _, c := range []struct {
+		name                  string
+		seedRelays, fullReads int
+		meanRead, peakRead    float64
+		meanWrite, peakWrite  float64
+	}{
+		{"seed reads", bigRelays, bigRelays * intervals, 345.6, 513, 115.2, 171},
+		{"settled reads", 0, bigRelays, 140.8, 288, 115.2, 171},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rep, err := Run(t.Context(), Config{Buckets: bigBuckets, Relays: bigRelays, SteadyRounds: intervals, SeedRelays: c.seedRelays, Seed: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !rep.Converged || rep.RoundsToConverge != 2 {
+				t.Fatalf("settled after %d rounds (converged %v), want 2", rep.RoundsToConverge, rep.Converged)
+			}
+			start := rep.Start
+			if start.Refused != 0 || start.Claims != 2040 || start.Releases != 1016 || start.Lost != 0 {
+				t.Errorf("start: refused %d, claims %d, releases %d, lost %d; want 0, 2040, 1016, 0", start.Refused, start.Claims, start.Releases, start.Lost)
+			}
+			// The first relay to start claims every bucket in one round:
+			// more than one partition's write limit in that second.
+			if start.PeakWriteUnits != 1142 || start.PeakReadUnits != 485 {
+				t.Errorf("start peaks: %v WCU/s, %v RCU/s; want 1142 and 485", start.PeakWriteUnits, start.PeakReadUnits)
+			}
+
+			st := rep.Steady
+			reads := bigRelays * intervals
+			wantRequests := map[string]int{"PutItem": reads, "Query": reads, "UpdateItem": bigBuckets * intervals}
+			if !maps.Equal(st.Requests, wantRequests) || st.Refused != 0 || st.Claims+st.Releases+st.Lost != 0 {
+				t.Fatalf("steady: requests %v, refused %d, moved %d; want %v and nothing refused or moved", st.Requests, st.Refused, st.Claims+st.Releases+st.Lost, wantRequests)
+			}
+			quiet := reads - c.fullReads
+			if st.ReadPages != reads || st.ReadBytes != c.fullReads*fullReadBytes+quiet*heartbeatReadBytes {
+				t.Errorf("steady reads: %d pages, %d bytes; want %d pages: %d of every item, %d of the heartbeats", st.ReadPages, st.ReadBytes, reads, c.fullReads, quiet)
+			}
+			units := func(bytes int) float64 { return float64((bytes + readUnitBytes - 1) / readUnitBytes) }
+			wantRead := float64(c.fullReads)*units(fullReadBytes) + float64(quiet)*units(heartbeatReadBytes)
+			if st.ReadUnits != wantRead || st.WriteUnits != (bigBuckets+bigRelays)*intervals {
+				t.Errorf("steady units: %v read, %v write; want %v and %v", st.ReadUnits, st.WriteUnits, wantRead, (bigBuckets+bigRelays)*intervals)
+			}
+			if st.MeanReadUnits() != c.meanRead || st.PeakReadUnits != c.peakRead || st.MeanWriteUnits() != c.meanWrite || st.PeakWriteUnits != c.peakWrite {
+				t.Errorf("steady per second: read mean %v peak %v, write mean %v peak %v; want %v, %v, %v, %v",
+					st.MeanReadUnits(), st.PeakReadUnits, st.MeanWriteUnits(), st.PeakWriteUnits, c.meanRead, c.peakRead, c.meanWrite, c.peakWrite)
+			}
+		})
+	}
+}
+
+// TestMixedFleet_SettledAndSeedRelaysShareTheTable_WithoutARefusal runs
+// relays that read only heartbeats while settled next to relays that read
+// everything every round (the seed's, or another language's), on the
+// embedded server.
+func TestMixedFleet_SettledAndSeedRelaysShareTheTable_WithoutARefusal(t *testing.T) {
+	rep, err := Run(t.Context(), Config{Buckets: 64, Relays: 16, SeedRelays: 8, SteadyRounds: 6, Backend: Embedded})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !rep.Converged || rep.RoundsToConverge != 2 {
-		t.Fatalf("settled after %d rounds (converged %v), want 2", rep.RoundsToConverge, rep.Converged)
+	if !rep.Converged || rep.Start.Refused+rep.Steady.Refused != 0 {
+		t.Fatalf("converged %v; refused %d at start, %d settled", rep.Converged, rep.Start.Refused, rep.Steady.Refused)
 	}
-	start := rep.Start
-	if start.Refused != 0 || start.Claims != 2040 || start.Releases != 1016 || start.Lost != 0 {
-		t.Errorf("start: refused %d, claims %d, releases %d, lost %d; want 0, 2040, 1016, 0", start.Refused, start.Claims, start.Releases, start.Lost)
-	}
-	// The first relay to start claims every bucket in one round: more
-	// than one partition's write limit in that second.
-	if start.PeakWriteUnits != 1142 || start.PeakReadUnits != 485 {
-		t.Errorf("start peaks: %v WCU/s, %v RCU/s; want 1142 and 485", start.PeakWriteUnits, start.PeakReadUnits)
-	}
-
-	st := rep.Steady
-	wantRequests := map[string]int{"PutItem": relays * intervals, "Query": relays * intervals, "UpdateItem": buckets * intervals}
-	if !maps.Equal(st.Requests, wantRequests) || st.Refused != 0 || st.Claims+st.Releases+st.Lost != 0 {
-		t.Fatalf("steady: requests %v, refused %d, moved %d; want %v and nothing refused or moved", st.Requests, st.Refused, st.Claims+st.Releases+st.Lost, wantRequests)
-	}
-	const bytesPerRead = 107374 // 1,024 lease items and 128 heartbeats
-	if st.ReadPages != relays*intervals || st.ReadBytes != bytesPerRead*relays*intervals {
-		t.Errorf("steady reads: %d pages, %d bytes; want %d pages of %d bytes", st.ReadPages, st.ReadBytes, relays*intervals, bytesPerRead)
-	}
-	unitsPerRead := float64((bytesPerRead + readUnitBytes - 1) / readUnitBytes)
-	if st.ReadUnits != unitsPerRead*relays*intervals || st.WriteUnits != (buckets+relays)*intervals {
-		t.Errorf("steady units: %v read, %v write; want %v and %v", st.ReadUnits, st.WriteUnits, unitsPerRead*relays*intervals, (buckets+relays)*intervals)
-	}
-	if st.MeanReadUnits() != 345.6 || st.PeakReadUnits != 513 || st.MeanWriteUnits() != 115.2 || st.PeakWriteUnits != 171 {
-		t.Errorf("steady per second: read mean %v peak %v, write mean %v peak %v; want 345.6, 513, 115.2, 171",
-			st.MeanReadUnits(), st.PeakReadUnits, st.MeanWriteUnits(), st.PeakWriteUnits)
+	if st := rep.Steady; st.Claims+st.Releases+st.Lost != 0 || st.Requests["UpdateItem"] != 64*6 {
+		t.Fatalf("settled fleet moved leases or skipped keeps: %+v", st)
 	}
 }
 
@@ -55,6 +96,7 @@ func TestConfigRejectsUnusableFleets(t *testing.T) {
 		"renew in fractions": {LeaseRenewInterval: 2500e6},
 		"unknown backend":    {Backend: "dynamo"},
 		"relay id too long":  {RelayIDPrefix: string(make([]byte, 120))},
+		"too many seed":      {Relays: 4, SeedRelays: 5},
 	} {
 		if _, err := Run(t.Context(), c); err == nil {
 			t.Errorf("%s: accepted", name)

@@ -47,9 +47,10 @@ type run struct {
 
 // Run simulates cfg's fleet starting together on an empty table until it
 // settles (a renew interval in which no lease moved, no write was refused
-// and every bucket has exactly one owner), then cfg.SteadyRounds renew
-// intervals of hold mode from that interval on, and reports the load on the
-// coordination partition.
+// and every bucket has exactly one owner: the rounds in it are the ones
+// that find the fleet settled), then the cfg.SteadyRounds renew intervals
+// of hold mode after that one, and reports the load on the coordination
+// partition.
 func Run(ctx context.Context, cfg Config) (Report, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -75,7 +76,6 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			return Report{}, err
 		}
 		if !iv.moved() && f.settled() {
-			steady.merge(iv)
 			break
 		}
 		startup.merge(iv)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"time"
 )
 
 // Size is one fleet size of the study.
@@ -21,8 +22,20 @@ var StudySizes = []Size{{256, 16}, {256, 64}, {256, 128}, {1024, 16}, {1024, 64}
 // ValidationSize is the fleet run on both backends to check the model.
 var ValidationSize = Size{Buckets: 64, Relays: 16}
 
-// Study is the coordination table: every StudySizes fleet on the model,
-// after the model was checked against the embedded server.
+// StudyVariants are the runs the study adds at the largest size: the
+// seed's reads (every relay reads the whole partition every round: the
+// figures before the settled-fleet reads), a fleet mixing both kinds of
+// relays (as a table shared with relays in other languages), and the
+// relay's timings tripled (60 s lease, 20 s renew interval).
+var StudyVariants = []Config{
+	{Buckets: 1024, Relays: 128, SeedRelays: 128},
+	{Buckets: 1024, Relays: 128, SeedRelays: 64},
+	{Buckets: 1024, Relays: 128, LeaseDuration: 60 * time.Second, LeaseRenewInterval: 20 * time.Second},
+}
+
+// Study is the coordination table: every StudySizes fleet and every
+// StudyVariants run on the model, after the model was checked against the
+// embedded server.
 type Study struct {
 	// Validation ran ValidationSize on the embedded server and the model.
 	Validation Validation `json:"validation"`
@@ -71,7 +84,7 @@ func Validate(ctx context.Context, cfg Config) (Validation, error) {
 }
 
 // RunStudy validates the model at ValidationSize and, if it agrees, runs
-// every StudySizes fleet and the default burst on it with base's timings
+// every StudySizes fleet, the StudyVariants and the default burst on it with base's timings
 // and seed, writing a
 // line per fleet to progress (nil: none). A model that
 // disagrees with the embedded server is an error: its figures would mean
@@ -88,9 +101,23 @@ func RunStudy(ctx context.Context, base Config, progress io.Writer) (Study, erro
 	if err := v.Agree(); err != nil {
 		return st, fmt.Errorf("scale: the model disagrees with the embedded server at %d buckets and %d relays: %w", cfg.Buckets, cfg.Relays, err)
 	}
+	var runs []Config
 	for _, size := range StudySizes {
 		cfg := base
-		cfg.Buckets, cfg.Relays, cfg.Backend = size.Buckets, size.Relays, Model
+		cfg.Buckets, cfg.Relays = size.Buckets, size.Relays
+		runs = append(runs, cfg)
+	}
+	for _, v := range StudyVariants {
+		cfg := base
+		cfg.Buckets, cfg.Relays, cfg.SeedRelays = v.Buckets, v.Relays, v.SeedRelays
+		if v.LeaseDuration != 0 {
+			cfg.LeaseDuration, cfg.LeaseRenewInterval = v.LeaseDuration, v.LeaseRenewInterval
+		}
+		runs = append(runs, cfg)
+	}
+	for _, cfg := range runs {
+		size := Size{cfg.Buckets, cfg.Relays}
+		cfg.Backend = Model
 		rep, err := Run(ctx, cfg)
 		if err != nil {
 			return st, err

@@ -208,7 +208,9 @@ func (r *relayRun) acquire(ctx context.Context, req outbox.LeaseRequest) (outbox
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	acq, err := r.s.AcquireLeases(ctx, req, r.st)
-	r.st.Standby = acq.Standby
+	// Carried like the relay engine carries them: the fleet's rounds read
+	// only heartbeats while the fleet stays settled.
+	r.st.Standby, r.st.Settled = acq.Standby, acq.Settled
 	if err == nil && !acq.Rested {
 		r.st.Round++
 	}

@@ -1,0 +1,27 @@
+package outboxddb
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/spillway-dev/spillway/outbox"
+)
+
+// Heartbeats reads only the heartbeat records of the coordination
+// partition: the same strongly consistent Query as the full read, limited
+// to sort keys starting with RELAY#. A settled relay's round reads this
+// instead of every lease item (outbox.Settled).
+func (io leaseIO) Heartbeats(ctx context.Context) ([]outbox.RelayState, error) {
+	items, err := io.s.readCoordinationItems(ctx, relayPrefix)
+	if err != nil {
+		return nil, err
+	}
+	_, relays := io.s.keys.coordinationItems(items)
+	out := make([]outbox.RelayState, 0, len(relays))
+	for _, r := range relays {
+		out = append(out, outbox.RelayState{RelayID: r.id, LastSeen: timeOf(r.lastSeen), Stopped: r.stopped})
+	}
+	slices.SortFunc(out, func(a, b outbox.RelayState) int { return strings.Compare(a.RelayID, b.RelayID) })
+	return out, nil
+}
