@@ -26,7 +26,12 @@
 //     quarters of a lease: every other round with the defaults.
 //  2. Heartbeat, conditional on moving forward. A refusal means a later
 //     heartbeat of this relay is stored: its clock went back.
-//  3. One strongly consistent read of every lease and heartbeat.
+//  3. One strongly consistent read of every lease and heartbeat — or, when
+//     the previous round left the fleet settled (Settled: every bucket held
+//     by an active relay at its share) less than a lease ago, of the
+//     heartbeat records only; if they show the same active relays, the
+//     round just keeps the relay's leases with the expiries it wrote and
+//     prunes when due.
 //  4. PlanRound: who is active (not stopped, seen within a lease), the fair
 //     shares and the shared claim simulation (PlanLeases), so relays that
 //     read the same state write disjoint leases. Keeps carry the stored
@@ -38,8 +43,8 @@
 //  6. On a run's first full round and every PruneEvery-th, prune heartbeat
 //     records stopped for a lease or silent for DeadAfterLeases leases.
 //
-// RoundState carries the run's round count and the standby state from one
-// round to the next; the relay keeps it. A bucket's lease, as one relay
+// RoundState carries the run's round count, the standby state and the
+// settled-fleet state from one round to the next; the relay keeps it. A bucket's lease, as one relay
 // sees it:
 //
 //	        claim                          keep, renew
