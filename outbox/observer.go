@@ -49,6 +49,12 @@ const (
 	EventEnqueueRejected
 	// EventOwned: the owned set changed; Count = buckets now owned.
 	EventOwned
+	// EventParked: Count messages of Bucket moved to its parked partition
+	// (Op = the reason).
+	EventParked
+	// EventParkedBacklog: a sample of the parked messages of every bucket
+	// (Count), taken with the backlog.
+	EventParkedBacklog
 )
 
 var eventNames = [...]string{
@@ -70,6 +76,8 @@ var eventNames = [...]string{
 	EventEnqueue:         "enqueue",
 	EventEnqueueRejected: "enqueue_rejected",
 	EventOwned:           "owned",
+	EventParked:          "parked",
+	EventParkedBacklog:   "parked_backlog",
 }
 
 // String returns a stable snake_case name, used as a log key.

@@ -118,6 +118,14 @@ type RelayOptions struct {
 	// that relay samples, so the fleet pays for one sample per interval.
 	// Default 30 s; negative disables sampling.
 	BacklogInterval time.Duration
+	// PoisonPolicy says what happens to a message Kafka will not take:
+	// PoisonBlock (default) retries it while its bucket waits;
+	// PoisonQuarantine parks it and its key's later messages. Quarantine
+	// needs a Store that implements Quarantine.
+	PoisonPolicy PoisonPolicy
+	// PoisonMaxAttempts is how many failed attempts park a message under
+	// PoisonQuarantine when its failure looks retriable. Default 10.
+	PoisonMaxAttempts int
 }
 
 // WithDefaults returns o with every zero field set to its default.
@@ -132,6 +140,10 @@ func (o RelayOptions) WithDefaults() RelayOptions {
 	setDur(&o.IdleTimeout, DefaultIdleTimeout)
 	setDur(&o.StopMargin, DefaultStopMargin)
 	setDur(&o.BacklogInterval, DefaultBacklogInterval)
+	setInt(&o.PoisonMaxAttempts, DefaultPoisonMaxAttempts)
+	if o.PoisonPolicy == "" {
+		o.PoisonPolicy = PoisonBlock
+	}
 	if o.MessageIDHeaderName == "" {
 		o.MessageIDHeaderName = DefaultMessageIDHeaderName
 	}
@@ -153,7 +165,7 @@ func (o RelayOptions) Validate() error {
 	for _, c := range []struct {
 		name string
 		n    int
-	}{{"BucketCount", o.BucketCount}, {"BatchSize", o.BatchSize}, {"MaxConcurrency", o.MaxConcurrency}} {
+	}{{"BucketCount", o.BucketCount}, {"BatchSize", o.BatchSize}, {"MaxConcurrency", o.MaxConcurrency}, {"PoisonMaxAttempts", o.PoisonMaxAttempts}} {
 		if err := atLeastOne(op, c.name, c.n); err != nil {
 			return err
 		}
@@ -175,6 +187,9 @@ func (o RelayOptions) Validate() error {
 	}
 	if o.MessageIDHeaderName == "" {
 		return Misconfigured(op, "MessageIDHeaderName is empty")
+	}
+	if o.PoisonPolicy != PoisonBlock && o.PoisonPolicy != PoisonQuarantine {
+		return Misconfigured(op, "PoisonPolicy %q is neither %q nor %q", o.PoisonPolicy, PoisonBlock, PoisonQuarantine)
 	}
 	if o.Mode != ModeDrain && o.Mode != ModeHold {
 		return Misconfigured(op, "Mode %q is neither %q nor %q", o.Mode, ModeDrain, ModeHold)

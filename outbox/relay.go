@@ -61,6 +61,12 @@ type Relay struct {
 	// a warm execution environment samples once per interval.
 	sampledAt time.Time
 	heads     map[int]*headRow
+	// quarantine is the store's parking side; nil under PoisonBlock.
+	quarantine Quarantine
+	// parked holds, per owned bucket, the quarantined keys and their
+	// parked sequences, read once when the bucket is claimed; a bucket
+	// absent from the map has not been read since it was claimed.
+	parked map[int]map[string][]int64
 }
 
 // NewRelay validates cfg and returns a relay. A nil store or publisher and
@@ -73,20 +79,29 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	if cfg.Store == nil || cfg.Publisher == nil {
 		return nil, Misconfigured("new relay", "a store and a publisher are required")
 	}
+	q, _ := cfg.Store.(Quarantine)
+	if opts.PoisonPolicy == PoisonQuarantine && q == nil {
+		return nil, Misconfigured("new relay", "PoisonPolicy %q needs a store that implements outbox.Quarantine; %T does not", PoisonQuarantine, cfg.Store)
+	}
+	if opts.PoisonPolicy != PoisonQuarantine {
+		q = nil
+	}
 	r := &Relay{
-		opts:     opts,
-		store:    cfg.Store,
-		pub:      cfg.Publisher,
-		clock:    cfg.Clock,
-		notifier: cfg.Notifier,
-		obs:      cfg.Observer,
-		tracer:   cfg.Tracer,
-		log:      cfg.Logger,
-		maxHops:  cfg.MaxHops,
-		jitter:   newJitter(opts.RelayID),
-		req:      LeaseRequest{RelayID: opts.RelayID, BucketCount: opts.BucketCount, LeaseDuration: opts.LeaseDuration},
-		heads:    map[int]*headRow{},
-		held:     newByteBudget(opts.MaxHeldBytes, opts.MaxMessageBytes),
+		opts:       opts,
+		store:      cfg.Store,
+		pub:        cfg.Publisher,
+		clock:      cfg.Clock,
+		notifier:   cfg.Notifier,
+		obs:        cfg.Observer,
+		tracer:     cfg.Tracer,
+		log:        cfg.Logger,
+		maxHops:    cfg.MaxHops,
+		jitter:     newJitter(opts.RelayID),
+		req:        LeaseRequest{RelayID: opts.RelayID, BucketCount: opts.BucketCount, LeaseDuration: opts.LeaseDuration},
+		heads:      map[int]*headRow{},
+		held:       newByteBudget(opts.MaxHeldBytes, opts.MaxMessageBytes),
+		quarantine: q,
+		parked:     map[int]map[string][]int64{},
 	}
 	if r.clock == nil {
 		r.clock = SystemClock{}

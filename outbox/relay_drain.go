@@ -13,9 +13,11 @@ import (
 // headRow remembers a bucket whose head row Kafka refused: the bucket
 // retries only that row, on its own backoff, while other buckets drain.
 type headRow struct {
-	id       MessageID
+	// seq identifies the row: an unreadable row has no message id.
+	seq      int64
 	failures int
 	retryAt  time.Time
+	firstAt  time.Time
 }
 
 // bucketResult is what draining one bucket in a sweep produced.
@@ -121,23 +123,40 @@ func (u *run) drainBucket(bucket int) (res bucketResult) {
 func (u *run) relayBatch(ctx context.Context, bucket int, g *grant, head *headRow) (published int, more bool, err error) {
 	r := u.r
 	size := g.count
-	msgs, err := r.store.FetchBatch(ctx, bucket, size)
-	if err != nil {
-		return 0, false, errCycle(fmt.Sprintf("fetch bucket %d", bucket), err)
+	msgs, ferr := r.store.FetchBatch(ctx, bucket, size)
+	// A fetch that stopped at a bad row still returns the rows before it:
+	// they are relayed first and the bad row becomes the head.
+	if ferr != nil && len(msgs) == 0 {
+		var unreadable *UnreadableRowError
+		if errors.As(ferr, &unreadable) {
+			// The head row itself cannot be read: it is the bucket's
+			// failing head, like a row Kafka refused.
+			return 0, true, u.unreadableHead(ctx, bucket, unreadable)
+		}
+		return 0, false, errCycle(fmt.Sprintf("fetch bucket %d", bucket), ferr)
 	}
 	g.fit(msgs)
 	if len(msgs) == 0 {
 		r.clearHead(bucket)
 		return 0, false, nil
 	}
-	r.emit(Event{Kind: EventBatchFetched, Bucket: bucket, Count: len(msgs)})
-	if head != nil && msgs[0].ID != head.id {
+	fetched := len(msgs)
+	r.emit(Event{Kind: EventBatchFetched, Bucket: bucket, Count: fetched})
+	if head != nil && msgs[0].Sequence != head.seq {
 		// A peer published the failing row meanwhile: its backoff no
 		// longer applies.
 		r.clearHead(bucket)
 	}
 	if err := u.prepareLease(ctx, bucket); err != nil {
 		return 0, false, err
+	}
+	if r.quarantine != nil {
+		if msgs, err = u.parkQuarantinedKeys(ctx, bucket, msgs); err != nil {
+			return 0, true, err
+		}
+		if len(msgs) == 0 {
+			return 0, true, nil
+		}
 	}
 
 	out := u.publishUnderLease(ctx, bucket, msgs)
@@ -155,35 +174,54 @@ func (u *run) relayBatch(ctx context.Context, bucket int, g *grant, head *headRo
 	r.emit(Event{Kind: EventPublish, Bucket: bucket, Count: acked, Latencies: lat, Err: perr, Time: ackAt})
 
 	if acked > 0 {
-		dctx, span := r.tracer.Start(ctx, SpanDelete)
-		span.Annotate(AnnotationBucket, bucket)
-		span.Annotate(AnnotationMessages, acked)
-		// A throttled delete can outlast the lease: renewing meanwhile
-		// keeps the next owner from publishing these rows again.
-		var err error
-		u.whileRenewing(ctx, func() { err = r.store.MarkPublished(dctx, bucket, msgs[:acked]) })
-		span.End(err)
-		if err != nil {
-			return acked, false, errCycle(fmt.Sprintf("delete %d published messages of bucket %d", acked, bucket), err)
+		if err := u.deletePublished(ctx, bucket, msgs[:acked]); err != nil {
+			return acked, false, err
 		}
-		r.emit(Event{Kind: EventDelete, Bucket: bucket, Count: acked})
-		u.resMu.Lock()
-		u.res.Deleted += acked
-		u.resMu.Unlock()
 	}
 	if perr != nil {
 		if isContextErr(perr) && ctx.Err() != nil {
 			return acked, true, nil
 		}
-		delay := r.recordHeadFailure(bucket, msgs[acked].ID)
-		r.log.LogAttrs(ctx, slog.LevelWarn, "publish failed; bucket backs off",
-			slog.Int("bucket", bucket), slog.String("messageId", msgs[acked].ID.String()),
-			slog.Int64("sequence", msgs[acked].Sequence), slog.Duration("backoff", delay), slog.Any("error", perr))
-		r.emit(Event{Kind: EventBackoff, Bucket: bucket, Duration: delay, Err: perr})
+		u.headFailed(ctx, bucket, msgs[acked].Sequence, &msgs[acked], perr)
 		return acked, true, nil
 	}
 	r.clearHead(bucket)
-	return acked, len(msgs) == size, nil
+	return acked, fetched == size || ferr != nil, nil
+}
+
+// unreadableHead handles a bucket whose head row cannot be read: backed off
+// like a refused row, parked as undecodable under PoisonQuarantine. A row
+// stamped with another bucket count never gets here: that stays a
+// misconfiguration that stops the relay.
+func (u *run) unreadableHead(ctx context.Context, bucket int, row *UnreadableRowError) error {
+	r := u.r
+	if err := u.prepareLease(ctx, bucket); err != nil {
+		return err
+	}
+	r.emit(Event{Kind: EventPublish, Bucket: bucket, Err: row})
+	u.headFailed(ctx, bucket, row.Sequence, nil, row)
+	return nil
+}
+
+// deletePublished deletes the acknowledged prefix of a batch.
+func (u *run) deletePublished(ctx context.Context, bucket int, msgs []Message) error {
+	r := u.r
+	dctx, span := r.tracer.Start(ctx, SpanDelete)
+	span.Annotate(AnnotationBucket, bucket)
+	span.Annotate(AnnotationMessages, len(msgs))
+	// A throttled delete can outlast the lease: renewing meanwhile keeps
+	// the next owner from publishing these rows again.
+	var err error
+	u.whileRenewing(ctx, func() { err = r.store.MarkPublished(dctx, bucket, msgs) })
+	span.End(err)
+	if err != nil {
+		return errCycle(fmt.Sprintf("delete %d published messages of bucket %d", len(msgs), bucket), err)
+	}
+	r.emit(Event{Kind: EventDelete, Bucket: bucket, Count: len(msgs)})
+	u.resMu.Lock()
+	u.res.Deleted += len(msgs)
+	u.resMu.Unlock()
+	return nil
 }
 
 // prepareLease refuses to publish from a bucket the relay no longer holds and
@@ -344,13 +382,14 @@ func (r *Relay) clearHead(bucket int) {
 	r.mu.Unlock()
 }
 
-// recordHeadFailure counts a failure of the bucket's head row and returns
-// the bucket's backoff. A different head row starts counting again.
-func (r *Relay) recordHeadFailure(bucket int, id MessageID) time.Duration {
+// recordHeadFailure counts a failure of the bucket's head row (by sequence)
+// and returns the bucket's backoff. A different head row starts counting
+// again.
+func (r *Relay) recordHeadFailure(bucket int, seq int64) time.Duration {
 	r.mu.Lock()
 	h := r.heads[bucket]
-	if h == nil || h.id != id {
-		h = &headRow{id: id}
+	if h == nil || h.seq != seq {
+		h = &headRow{seq: seq, firstAt: r.clock.Now()}
 		r.heads[bucket] = h
 	}
 	h.failures++

@@ -38,6 +38,12 @@ type memStore struct {
 	// before the rows go: what peers do while the relay still deletes.
 	markDelay time.Duration
 	onMark    func()
+	// unreadable marks rows (bucket, sequence) FetchBatch cannot decode.
+	unreadable map[int]map[int64]bool
+	// parked holds each bucket's parked rows in sequence order; parkings
+	// every move in order.
+	parked   map[int][]outbox.Message
+	parkings []outbox.Parking
 }
 
 func newMemStore(clock outbox.Clock, buckets int) *memStore {
@@ -46,6 +52,7 @@ func newMemStore(clock outbox.Clock, buckets int) *memStore {
 		msgs: map[int][]outbox.Message{}, seq: map[int]int64{},
 		leases: map[int]outbox.LeaseState{}, relays: map[string]outbox.RelayState{},
 		calls: map[string]int{}, deletedOrder: map[int][]int64{},
+		unreadable: map[int]map[int64]bool{}, parked: map[int][]outbox.Message{},
 	}
 }
 
@@ -208,6 +215,11 @@ func (s *memStore) FetchBatch(_ context.Context, bucket, max int) ([]outbox.Mess
 	defer s.mu.Unlock()
 	s.calls["fetch"]++
 	ms := s.msgs[bucket]
+	for i, m := range ms[:min(max, len(ms))] {
+		if s.unreadable[bucket][m.Sequence] {
+			return slices.Clone(ms[:i]), &outbox.UnreadableRowError{Bucket: bucket, Sequence: m.Sequence, Err: errors.New("Topic is missing")}
+		}
+	}
 	return slices.Clone(ms[:min(max, len(ms))]), nil
 }
 
@@ -263,6 +275,8 @@ type memPublisher struct {
 	// trailingErr is returned with every message of a batch acknowledged,
 	// as a custom Publisher whose flush fails after the acks may do.
 	trailingErr error
+	// poison maps a message id to the PoisonError every publish of it gets.
+	poison map[outbox.MessageID]outbox.ParkReason
 	// onInit runs when the relay initialises the publisher, before it
 	// joins: what peers do meanwhile.
 	onInit func()
@@ -273,7 +287,7 @@ type memPublisher struct {
 }
 
 func newMemPublisher() *memPublisher {
-	return &memPublisher{failures: map[outbox.MessageID]int{}}
+	return &memPublisher{failures: map[outbox.MessageID]int{}, poison: map[outbox.MessageID]outbox.ParkReason{}}
 }
 
 func (p *memPublisher) Init(context.Context) error {
@@ -290,6 +304,9 @@ func (p *memPublisher) Publish(ctx context.Context, msgs []outbox.Message) (int,
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for i, m := range msgs {
+		if reason, ok := p.poison[m.ID]; ok {
+			return i, fmt.Errorf("produce %s: %w", m.ID, &outbox.PoisonError{Reason: reason, Err: errors.New("UNKNOWN_TOPIC_OR_PARTITION")})
+		}
 		if n := p.failures[m.ID]; n > 0 {
 			p.failures[m.ID] = n - 1
 			return i, fmt.Errorf("produce %s: MESSAGE_TOO_LARGE", m.ID)

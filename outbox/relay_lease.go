@@ -85,6 +85,7 @@ func (r *Relay) dropOwnership(reason string) {
 	r.lease.at = time.Time{}
 	r.lease.force = true
 	r.lease.settled = Settled{}
+	r.forgetParkedLocked(nil, nil)
 	r.mu.Unlock()
 	if lost > 0 {
 		r.log.Warn("dropping bucket ownership", "reason", reason, "buckets", lost)
@@ -149,6 +150,10 @@ func (u *run) acquire() error {
 			delete(r.heads, b)
 		}
 	}
+	if expired {
+		r.forgetParkedLocked(nil, nil)
+	}
+	r.forgetParkedLocked(acq.Owned, acq.Claimed)
 	r.mu.Unlock()
 	u.forceDiscover = true
 	u.res.MaxOwned = max(u.res.MaxOwned, len(acq.Owned))
@@ -320,4 +325,5 @@ func (r *Relay) resetLease() {
 	r.lease.attempted = false
 	r.lease.force = false
 	r.lease.settled = Settled{}
+	r.forgetParkedLocked(nil, nil)
 }

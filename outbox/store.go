@@ -106,6 +106,9 @@ type Backlog struct {
 	// Oldest is the earliest CreatedAt among the bucket heads; zero when
 	// nothing is pending.
 	Oldest time.Time
+	// Parked counts the messages in the buckets' parked partitions, each
+	// bucket capped like Pending; zero from a store without quarantine.
+	Parked int64
 }
 
 // Store is what the relay needs from the table holding the outbox. The
@@ -128,6 +131,10 @@ type Store interface {
 	// least one message (a cheap, eventually consistent probe).
 	PendingBuckets(ctx context.Context, buckets []int) ([]int, error)
 	// FetchBatch returns up to max messages of a bucket in enqueue order.
+	// When it reaches a row it cannot read, it returns the messages before
+	// that row and an *UnreadableRowError (or, for a row stamped with
+	// another bucket count, a misconfiguration), so the valid prefix is
+	// relayed and the bad row becomes the bucket's head.
 	FetchBatch(ctx context.Context, bucket, max int) ([]Message, error)
 	// MarkPublished deletes a contiguous prefix of a fetched batch, in order.
 	MarkPublished(ctx context.Context, bucket int, msgs []Message) error

@@ -34,8 +34,10 @@ const (
 	// (the CLI) gets a bound.
 	EnvMemoryMB = "SPILLWAY_MEMORY_MB"
 	// EnvLambdaMemory is set by Lambda to the function's memory in MB.
-	EnvLambdaMemory = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE"
-	EnvTracing      = "SPILLWAY_TRACING"
+	EnvLambdaMemory      = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE"
+	EnvTracing           = "SPILLWAY_TRACING"
+	EnvPoisonPolicy      = "SPILLWAY_POISON_POLICY"
+	EnvPoisonMaxAttempts = "SPILLWAY_POISON_MAX_ATTEMPTS"
 )
 
 // Tracing modes accepted in EnvTracing.

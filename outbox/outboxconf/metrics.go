@@ -30,6 +30,8 @@ const (
 	MetricReleasesSkipped          = "ReleasesSkipped"
 	MetricHeadRowRetries           = "HeadRowRetries"
 	MetricWakeUpsSent              = "WakeUpsSent"
+	MetricMessagesParked           = "MessagesParked"
+	MetricParkedMessages           = "ParkedMessages"
 )
 
 // CloudWatch units used by the metrics above.
@@ -62,4 +64,6 @@ var MetricUnits = map[string]string{
 	MetricReleasesSkipped:          UnitCount,
 	MetricHeadRowRetries:           UnitCount,
 	MetricWakeUpsSent:              UnitCount,
+	MetricMessagesParked:           UnitCount,
+	MetricParkedMessages:           UnitCount,
 }

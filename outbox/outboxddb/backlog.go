@@ -26,6 +26,7 @@ func (s *Store) Backlog(ctx context.Context) (outbox.Backlog, error) {
 	var sample outbox.Backlog
 	for _, b := range buckets {
 		sample.Pending += b.Pending
+		sample.Parked += b.Parked
 		if !b.Oldest.IsZero() && (sample.Oldest.IsZero() || b.Oldest.Before(sample.Oldest)) {
 			sample.Oldest = b.Oldest
 		}
@@ -40,6 +41,8 @@ type BucketSample struct {
 	Pending int64
 	// Oldest is the CreatedAt of the bucket's head; zero when empty.
 	Oldest time.Time
+	// Parked counts the bucket's parked messages, capped like Pending.
+	Parked int64
 }
 
 // SampleBuckets samples every bucket as Backlog does and returns the
@@ -49,7 +52,11 @@ func (s *Store) SampleBuckets(ctx context.Context) ([]BucketSample, error) {
 	out := make([]BucketSample, n)
 	err := forEach(ctx, s.opts.MaxConcurrency, n, func(ctx context.Context, b int) error {
 		head, count, err := s.sampleBucket(ctx, b)
-		out[b] = BucketSample{Bucket: b, Pending: count, Oldest: timeOf(head)}
+		if err != nil {
+			return err
+		}
+		parked, err := s.countPartition(ctx, s.keys.parkedPartition(b), b, "parked messages")
+		out[b] = BucketSample{Bucket: b, Pending: count, Oldest: timeOf(head), Parked: parked}
 		return err
 	})
 	if err != nil {
@@ -70,20 +77,28 @@ func (s *Store) sampleBucket(ctx context.Context, bucket int) (head, count int64
 		return 0, 0, nil
 	}
 	head, _ = intAttr(out.Items[0], attrCreatedAt)
+	count, err = s.countPartition(ctx, s.keys.messagePartition(bucket), bucket, "messages")
+	return head, count, err
+}
+
+// countPartition counts a partition's items up to PendingCountLimit with
+// eventually consistent COUNT queries.
+func (s *Store) countPartition(ctx context.Context, pk string, bucket int, what string) (int64, error) {
 	limit := int64(s.opts.PendingCountLimit)
 	in := &dynamodb.QueryInput{
 		TableName:                 aws.String(s.opts.TableName),
 		KeyConditionExpression:    aws.String(exprPartitionIs),
 		ExpressionAttributeNames:  names("#pk", s.opts.PartitionKey),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(s.keys.messagePartition(bucket))},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(pk)},
 		Select:                    types.SelectCount,
 	}
+	var count int64
 	for count < limit {
 		in.Limit = aws.Int32(int32(min(limit-count, maxInt32)))
 		out, err := s.client.Query(ctx, in)
 		if err != nil {
 			s.tel.failed("", OpBacklog, bucket, err)
-			return 0, 0, fmt.Errorf("outboxddb: count the messages of bucket %d: %w", bucket, err)
+			return 0, fmt.Errorf("outboxddb: count the %s of bucket %d: %w", what, bucket, err)
 		}
 		count += int64(out.Count)
 		if len(out.LastEvaluatedKey) == 0 {
@@ -91,5 +106,5 @@ func (s *Store) sampleBucket(ctx context.Context, bucket int) (head, count int64
 		}
 		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
-	return head, min(count, limit), nil
+	return min(count, limit), nil
 }

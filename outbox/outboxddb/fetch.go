@@ -71,13 +71,17 @@ func (s *Store) headQuery(bucket int, projected string) *dynamodb.QueryInput {
 // probes: the second read can overlap another commit as well as the first.
 // A gap that stays empty (an abandoned reservation) costs one minimal read.
 //
-// A message stamped with another bucket count is a misconfiguration; a
-// malformed message is an error matching outbox.ErrInvalidItem.
+// The batch stops at the first row it cannot use: it returns the messages
+// before that row with an *outbox.UnreadableRowError for a malformed row
+// (matching outbox.ErrInvalidItem), or a misconfiguration for a row stamped
+// with another bucket count, so the valid prefix is relayed and the bad row
+// becomes the bucket's head. A row whose sort key is not a sequence number
+// fails the fetch the same way with an *InvalidItemError.
 func (s *Store) FetchBatch(ctx context.Context, bucket, maxCount int) ([]outbox.Message, error) {
 	if bucket < 0 || maxCount < 1 {
 		return nil, fmt.Errorf("outboxddb: fetch batch: bucket %d must be >= 0 and max count %d >= 1", bucket, maxCount)
 	}
-	batch, err := s.fetch(ctx, bucket, maxCount)
+	batch, rowErr, err := s.fetch(ctx, bucket, maxCount)
 	if err != nil {
 		return nil, err
 	}
@@ -89,17 +93,22 @@ func (s *Store) FetchBatch(ctx context.Context, bucket, maxCount int) ([]outbox.
 		// Below the gap a probe found, every number was read or probed
 		// empty: only the rest of the new result needs probing.
 		found, at, err := s.probeGaps(ctx, bucket, expected, batch, &probes)
-		if err != nil || !found {
-			return batch, err
+		if err != nil {
+			return nil, err
 		}
-		if batch, err = s.fetch(ctx, bucket, maxCount); err != nil {
+		if !found {
+			return batch, rowErr
+		}
+		if batch, rowErr, err = s.fetch(ctx, bucket, maxCount); err != nil {
 			return nil, err
 		}
 		expected = at
 	}
 }
 
-func (s *Store) fetch(ctx context.Context, bucket, maxCount int) ([]outbox.Message, error) {
+// fetch reads up to maxCount messages; rowErr reports the row the batch
+// stopped at, err a failed read.
+func (s *Store) fetch(ctx context.Context, bucket, maxCount int) (batch []outbox.Message, rowErr, err error) {
 	in := &dynamodb.QueryInput{
 		TableName:                 aws.String(s.opts.TableName),
 		KeyConditionExpression:    aws.String(exprPartitionIs),
@@ -108,29 +117,39 @@ func (s *Store) fetch(ctx context.Context, bucket, maxCount int) ([]outbox.Messa
 		ConsistentRead:            aws.Bool(true),
 		ScanIndexForward:          aws.Bool(true),
 	}
-	var batch []outbox.Message
 	for {
 		in.Limit = aws.Int32(int32(min(maxCount-len(batch), maxInt32)))
 		out, err := s.client.Query(ctx, in)
 		if err != nil {
 			s.tel.failed("", OpFetch, bucket, err)
-			return nil, fmt.Errorf("outboxddb: fetch batch from bucket %d: %w", bucket, err)
+			return nil, nil, fmt.Errorf("outboxddb: fetch batch from bucket %d: %w", bucket, err)
 		}
 		for _, item := range out.Items {
 			if err := s.keys.checkBucketCount(item, bucket, s.opts.BucketCount); err != nil {
-				return nil, err
+				return batch, err, nil
 			}
 			m, err := s.keys.decodeMessage(item, bucket)
 			if err != nil {
-				return nil, fmt.Errorf("outboxddb: fetch batch from bucket %d: %w", bucket, err)
+				return batch, s.unreadable(item, bucket, err), nil
 			}
 			batch = append(batch, m)
 		}
 		if len(out.LastEvaluatedKey) == 0 || len(batch) >= maxCount {
-			return batch, nil
+			return batch, nil, nil
 		}
 		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
+}
+
+// unreadable wraps a decode failure: with the row's sequence when its sort
+// key has one, so the relay can treat the row as its bucket's head.
+func (s *Store) unreadable(item map[string]types.AttributeValue, bucket int, err error) error {
+	sk, _ := stringAttr(item, s.keys.sk)
+	seq, ok := parseDigits(sk)
+	if !ok {
+		return fmt.Errorf("outboxddb: fetch batch from bucket %d: %w", bucket, err)
+	}
+	return &outbox.UnreadableRowError{Bucket: bucket, Sequence: seq, Err: err}
 }
 
 // probeGaps reports whether a message exists in a gap of batch's sequence

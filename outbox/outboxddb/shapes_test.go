@@ -416,16 +416,19 @@ func TestRequestShapes_Backlog_HeadThenBoundedCount(t *testing.T) {
 			return &dynamodb.QueryOutput{Items: []item{{"CreatedAtUtc": N(t0Ticks)}}, Count: 1}, nil
 		}
 		counts++
-		if counts == 1 {
+		switch counts {
+		case 1:
 			return &dynamodb.QueryOutput{Count: 4, LastEvaluatedKey: item{"PK": S("OUTBOX#MESSAGES#0"), "SK": S("0000000000000000004")}}, nil
+		case 2:
+			return &dynamodb.QueryOutput{Count: 6, LastEvaluatedKey: item{"PK": S("OUTBOX#MESSAGES#0"), "SK": S("0000000000000000010")}}, nil
 		}
-		return &dynamodb.QueryOutput{Count: 6, LastEvaluatedKey: item{"PK": S("OUTBOX#MESSAGES#0"), "SK": S("0000000000000000010")}}, nil
+		return &dynamodb.QueryOutput{Count: 2}, nil
 	}
 	got, err := s.Backlog(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Pending != 10 || !got.Oldest.Equal(t0) {
+	if got.Pending != 10 || !got.Oldest.Equal(t0) || got.Parked != 2 {
 		t.Fatalf("backlog %+v", got)
 	}
 	head := &dynamodb.QueryInput{
@@ -437,19 +440,22 @@ func TestRequestShapes_Backlog_HeadThenBoundedCount(t *testing.T) {
 		ScanIndexForward:          aws.Bool(true),
 		Limit:                     aws.Int32(1),
 	}
-	count := func(limit int32, start item) *dynamodb.QueryInput {
+	count := func(pk string, limit int32, start item) *dynamodb.QueryInput {
 		return &dynamodb.QueryInput{
 			TableName:                 aws.String("outbox"),
 			KeyConditionExpression:    aws.String("#pk = :pk"),
 			ExpressionAttributeNames:  map[string]string{"#pk": "PK"},
-			ExpressionAttributeValues: item{":pk": S("OUTBOX#MESSAGES#0")},
+			ExpressionAttributeValues: item{":pk": S(pk)},
 			Select:                    types.SelectCount,
 			Limit:                     aws.Int32(limit),
 			ExclusiveStartKey:         start,
 		}
 	}
-	// The limit is reached on the second page: no third request.
-	wantShapes(t, f, "Query", head, count(10, nil), count(6, item{"PK": S("OUTBOX#MESSAGES#0"), "SK": S("0000000000000000004")}))
+	// The limit is reached on the second page: no third request. Then the
+	// parked partition is counted the same way.
+	wantShapes(t, f, "Query", head, count("OUTBOX#MESSAGES#0", 10, nil),
+		count("OUTBOX#MESSAGES#0", 6, item{"PK": S("OUTBOX#MESSAGES#0"), "SK": S("0000000000000000004")}),
+		count("OUTBOX#PARKED#0", 10, nil))
 }
 
 func writerOn(t *testing.T, f *fakeDB, opts Options) *Writer {

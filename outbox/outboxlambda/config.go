@@ -96,6 +96,12 @@ type Config struct {
 	// only, and OTEL_EXPORTER_OTLP_PROTOCOL (or its _TRACES_ form) must be
 	// unset or http/protobuf.
 	Tracing string
+	// PoisonPolicy is block or quarantine (SPILLWAY_POISON_POLICY): what
+	// the relay does with a message Kafka will not take. Default block.
+	PoisonPolicy outbox.PoisonPolicy
+	// PoisonMaxAttempts parks a message under quarantine after that many
+	// failed attempts (SPILLWAY_POISON_MAX_ATTEMPTS). Default 10.
+	PoisonMaxAttempts int
 }
 
 // ConfigError names the environment variable that makes the configuration
@@ -148,6 +154,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		MemoryMB: p.integer(outboxconf.EnvMemoryMB,
 			p.integer(outboxconf.EnvLambdaMemory, 0, 0, math.MaxInt32), 0, math.MaxInt32),
 		Tracing: p.oneOf(outboxconf.EnvTracing, outboxconf.TracingXRay, outboxconf.TracingXRay, outboxconf.TracingOTel, outboxconf.TracingOff),
+		PoisonPolicy: outbox.PoisonPolicy(p.oneOf(outboxconf.EnvPoisonPolicy, string(outbox.PoisonBlock),
+			string(outbox.PoisonBlock), string(outbox.PoisonQuarantine))),
+		PoisonMaxAttempts: p.integer(outboxconf.EnvPoisonMaxAttempts, outbox.DefaultPoisonMaxAttempts, 1, math.MaxInt32),
 	}
 	c.KafkaTLS = p.boolean(outboxconf.EnvKafkaTLS, c.KafkaAuth != outboxconf.KafkaAuthNone)
 	if p.err != nil {
@@ -234,6 +243,8 @@ func (c Config) RelayOptions(relayID string) outbox.RelayOptions {
 		IdleTimeout:        c.IdleTimeout,
 		StopMargin:         c.StopMargin,
 		MaxHeldBytes:       outbox.HeldBytesForMemory(int64(c.MemoryMB) << 20),
+		PoisonPolicy:       c.PoisonPolicy,
+		PoisonMaxAttempts:  c.PoisonMaxAttempts,
 	}.WithDefaults()
 }
 

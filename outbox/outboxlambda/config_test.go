@@ -51,6 +51,8 @@ func TestLoadConfigDefaults(t *testing.T) {
 		OutboxName:         "outbox",
 		MetricsNamespace:   "Spillway",
 		Tracing:            "xray",
+		PoisonPolicy:       outbox.PoisonBlock,
+		PoisonMaxAttempts:  10,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", got, want)
@@ -84,6 +86,8 @@ func TestLoadConfigReadsEveryVariable(t *testing.T) {
 		outboxconf.EnvMetricsNamespace:   "Shop/Outbox",
 		outboxconf.EnvTracing:            "otel",
 		outboxconf.EnvOTelProtocol:       "http/protobuf",
+		outboxconf.EnvPoisonPolicy:       "quarantine",
+		outboxconf.EnvPoisonMaxAttempts:  "3",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -112,6 +116,8 @@ func TestLoadConfigReadsEveryVariable(t *testing.T) {
 		OutboxName:          "shop",
 		MetricsNamespace:    "Shop/Outbox",
 		Tracing:             "otel",
+		PoisonPolicy:        outbox.PoisonQuarantine,
+		PoisonMaxAttempts:   3,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("\n got %+v\nwant %+v", got, want)
@@ -119,7 +125,8 @@ func TestLoadConfigReadsEveryVariable(t *testing.T) {
 	opts := got.RelayOptions("relay-1")
 	if opts.PollInterval != 250*time.Millisecond || opts.Mode != outbox.ModeHold || opts.BatchSize != 100 ||
 		opts.LeaseDuration != 20*time.Second || opts.LeaseRenewInterval != 5*time.Second || opts.StopMargin != 4*time.Second ||
-		opts.IdleTimeout != 3*time.Second || opts.BucketCount != 16 || opts.RelayID != "relay-1" {
+		opts.IdleTimeout != 3*time.Second || opts.BucketCount != 16 || opts.RelayID != "relay-1" ||
+		opts.PoisonPolicy != outbox.PoisonQuarantine || opts.PoisonMaxAttempts != 3 {
 		t.Fatalf("relay options do not carry the configuration: %+v", opts)
 	}
 	if err := opts.Validate(); err != nil {
@@ -186,6 +193,8 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		{variable: outboxconf.EnvRelayFunction, value: "my relay", problem: "not a Lambda function name"},
 		{variable: outboxconf.EnvRelayFunction, value: strings.Repeat("f", 171), problem: "longer than 170"},
 		{variable: outboxconf.EnvMode, value: "drain-all", problem: "one of drain, hold"},
+		{variable: outboxconf.EnvPoisonPolicy, value: "skip", problem: "one of block, quarantine"},
+		{variable: outboxconf.EnvPoisonMaxAttempts, value: "0", problem: "between 1 and"},
 		{variable: outboxconf.EnvPollInterval, value: "1", problem: "not a Go duration"},
 		{variable: outboxconf.EnvPollInterval, value: "0s", problem: "positive"},
 		{variable: outboxconf.EnvIdleTimeout, value: "two seconds", problem: "not a Go duration"},

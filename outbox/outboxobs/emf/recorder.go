@@ -74,6 +74,8 @@ const (
 	mReleasesSkipped
 	mHeadRowRetries
 	mWakeUps
+	mParked
+	mParkedGauge
 	numMetrics
 )
 
@@ -98,6 +100,8 @@ var metricNames = [numMetrics]string{
 	mReleasesSkipped: outboxconf.MetricReleasesSkipped,
 	mHeadRowRetries:  outboxconf.MetricHeadRowRetries,
 	mWakeUps:         outboxconf.MetricWakeUpsSent,
+	mParked:          outboxconf.MetricMessagesParked,
+	mParkedGauge:     outboxconf.MetricParkedMessages,
 }
 
 // Counters written as 0 when their side was active but saw none, so alarms
@@ -229,6 +233,12 @@ func (r *Recorder) Observe(e outbox.Event) {
 	case outbox.EventStop:
 		st.relay = true
 		st.set(mBudget, count)
+	case outbox.EventParked:
+		st.relay = true
+		st.add(mParked, count)
+	case outbox.EventParkedBacklog:
+		st.relay = true
+		st.set(mParkedGauge, count)
 	case outbox.EventBatchFetched, outbox.EventDelete:
 		st.relay = true
 	case outbox.EventRefusedWrite:

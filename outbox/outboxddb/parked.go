@@ -1,0 +1,212 @@
+package outboxddb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/spillway-dev/spillway/outbox"
+)
+
+// Attributes a parked item carries besides every attribute of the original
+// message item.
+const (
+	attrParkedReason  = "ParkedReason"
+	attrParkedError   = "ParkedError"
+	attrAttempts      = "Attempts"
+	attrFirstFailedAt = "FirstFailedAt"
+	attrParkedAt      = "ParkedAt"
+)
+
+// Operation names of the parking requests, for telemetry.
+const (
+	OpParkedKeys = "parked_keys"
+	OpPark       = "park"
+	OpParkedList = "parked_list"
+	OpReplay     = "replay"
+	OpDrop       = "drop"
+)
+
+// maxParkedErrorBytes bounds the stored error text, so a parked copy of an
+// item near DynamoDB's 400 KB limit still fits.
+const maxParkedErrorBytes = 512
+
+const (
+	exprRowExists      = "attribute_exists(#pk)"
+	exprMessageIDIs    = "#mid = :mid"
+	exprNoMessageID    = "attribute_not_exists(#mid)"
+	exprParkedKeysProj = "#sk, #key"
+)
+
+// parkedPartition is {P}#PARKED#{b}. Relays of other languages read only the
+// MESSAGES, SEQUENCE and COORDINATION partitions, so parked items are
+// invisible to them.
+func (k keys) parkedPartition(bucket int) string {
+	return k.prefix + "#PARKED#" + strconv.Itoa(bucket)
+}
+
+var _ outbox.Quarantine = (*Store)(nil)
+
+// ParkedKeys reads the bucket's parked partition with one strongly
+// consistent query (all pages, projecting the sort key and Key) and returns,
+// for every key with parked messages, their sequences ascending. Keyless
+// items are skipped: they quarantine nothing.
+func (s *Store) ParkedKeys(ctx context.Context, bucket int) (map[string][]int64, error) {
+	items, err := s.queryAll(ctx, OpParkedKeys, &dynamodb.QueryInput{
+		TableName:                 aws.String(s.opts.TableName),
+		KeyConditionExpression:    aws.String(exprPartitionIs),
+		ProjectionExpression:      aws.String(exprParkedKeysProj),
+		ExpressionAttributeNames:  names("#pk", s.opts.PartitionKey, "#sk", s.opts.SortKey, "#key", attrKey),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(s.keys.parkedPartition(bucket))},
+		ConsistentRead:            aws.Bool(true),
+		ScanIndexForward:          aws.Bool(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("outboxddb: read the parked keys of bucket %d: %w", bucket, err)
+	}
+	keys := map[string][]int64{}
+	for _, item := range items {
+		key, ok := item[attrKey].(*types.AttributeValueMemberB)
+		sk, _ := stringAttr(item, s.opts.SortKey)
+		seq, digits := parseDigits(sk)
+		if !ok || !digits {
+			continue
+		}
+		keys[string(key.Value)] = append(keys[string(key.Value)], seq)
+	}
+	return keys, nil
+}
+
+// Park moves the row (p.Bucket, p.Sequence) to the bucket's parked partition
+// under its original sort key, keeping every attribute and adding
+// ParkedReason, ParkedError, Attempts, FirstFailedAt and ParkedAt: one
+// strongly consistent read of the row, then one TransactWriteItems with a
+// Put conditioned on attribute_not_exists and a Delete of the original
+// conditioned on its MessageId (or on its absence), plus, when p.Behind is
+// set, a check that that parked item still exists. A refused condition, or
+// a row already gone, is outbox.ErrParkConflict.
+func (s *Store) Park(ctx context.Context, p outbox.Parking) error {
+	item, err := s.readRow(ctx, s.keys.messagePartition(p.Bucket), p.Sequence)
+	if err != nil {
+		return err
+	}
+	if item == nil {
+		return fmt.Errorf("outboxddb: park bucket %d row %d: the row is gone: %w", p.Bucket, p.Sequence, outbox.ErrParkConflict)
+	}
+	parked := maps.Clone(item)
+	parked[s.opts.PartitionKey] = str(s.keys.parkedPartition(p.Bucket))
+	parked[attrParkedReason] = str(string(p.Reason))
+	if p.Error != "" {
+		parked[attrParkedError] = str(truncateUTF8(p.Error, maxParkedErrorBytes))
+	}
+	parked[attrAttempts] = num(int64(p.Attempts))
+	if !p.FirstFailedAt.IsZero() {
+		parked[attrFirstFailedAt] = num(outbox.Ticks(p.FirstFailedAt))
+	}
+	parked[attrParkedAt] = num(s.now())
+	del := &types.Delete{
+		TableName:                aws.String(s.opts.TableName),
+		Key:                      s.keys.messageKey(p.Bucket, p.Sequence),
+		ConditionExpression:      aws.String(exprNoMessageID),
+		ExpressionAttributeNames: names("#mid", attrMessageID),
+	}
+	if id, ok := item[attrMessageID].(*types.AttributeValueMemberS); ok {
+		del.ConditionExpression = aws.String(exprMessageIDIs)
+		del.ExpressionAttributeValues = map[string]types.AttributeValue{":mid": str(id.Value)}
+	} else if _, present := item[attrMessageID]; present {
+		// A MessageId of another type cannot be compared: require the
+		// row to still exist, which the Put's condition cannot see.
+		del.ConditionExpression = aws.String(exprRowExists)
+		del.ExpressionAttributeNames = names("#pk", s.opts.PartitionKey)
+	}
+	actions := []types.TransactWriteItem{
+		{Put: &types.Put{TableName: aws.String(s.opts.TableName), Item: parked,
+			ConditionExpression: aws.String(exprMessageIsNew), ExpressionAttributeNames: names("#pk", s.opts.PartitionKey)}},
+		{Delete: del},
+	}
+	if p.Behind > 0 {
+		actions = append(actions, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+			TableName: aws.String(s.opts.TableName), Key: s.keys.key(s.keys.parkedPartition(p.Bucket), sequenceSortKeyOf(p.Behind)),
+			ConditionExpression: aws.String(exprRowExists), ExpressionAttributeNames: names("#pk", s.opts.PartitionKey)}})
+	}
+	_, err = s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions})
+	if conditionFailed(err) {
+		s.tel.refused("", OpPark, p.Bucket)
+		return fmt.Errorf("outboxddb: park bucket %d row %d: %w: %v", p.Bucket, p.Sequence, outbox.ErrParkConflict, err)
+	}
+	if err != nil {
+		s.tel.failed("", OpPark, p.Bucket, err)
+		return fmt.Errorf("outboxddb: park bucket %d row %d: %w", p.Bucket, p.Sequence, err)
+	}
+	return nil
+}
+
+// readRow reads one item of partition pk by sequence, strongly consistent;
+// nil when absent.
+func (s *Store) readRow(ctx context.Context, pk string, seq int64) (map[string]types.AttributeValue, error) {
+	sk := sequenceSortKeyOf(seq)
+	out, err := s.client.Query(ctx, &dynamodb.QueryInput{
+		TableName:                aws.String(s.opts.TableName),
+		KeyConditionExpression:   aws.String(exprPartitionBetween),
+		ExpressionAttributeNames: names("#pk", s.opts.PartitionKey, "#sk", s.opts.SortKey),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": str(pk), ":first": str(sk), ":last": str(sk),
+		},
+		ConsistentRead: aws.Bool(true),
+		Limit:          aws.Int32(1),
+	})
+	if err != nil {
+		s.tel.failed("", OpPark, -1, err)
+		return nil, fmt.Errorf("outboxddb: read %s row %d: %w", pk, seq, err)
+	}
+	if len(out.Items) == 0 {
+		return nil, nil
+	}
+	return out.Items[0], nil
+}
+
+// conditionFailed reports a refused condition of a single write or of any
+// action of a transaction.
+func conditionFailed(err error) bool {
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return true
+	}
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) {
+		return false
+	}
+	for _, r := range tce.CancellationReasons {
+		if aws.ToString(r.Code) == "ConditionalCheckFailed" {
+			return true
+		}
+	}
+	return false
+}
+
+// truncateUTF8 cuts s to at most n bytes on a rune boundary.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// timeOfTicks converts an optional ticks attribute; zero when absent.
+func timeOfTicks(item map[string]types.AttributeValue, name string) time.Time {
+	t, ok := intAttr(item, name)
+	if !ok {
+		return time.Time{}
+	}
+	return timeOf(t)
+}

@@ -1,0 +1,138 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// PoisonPolicy says what a relay does with a message Kafka will not take.
+type PoisonPolicy string
+
+// Poison policies.
+const (
+	// PoisonBlock backs the failing head row off and retries it; the rest
+	// of its bucket waits behind it. The default: nothing leaves the
+	// bucket's order, and an operator fixes the cause (creates the topic,
+	// raises a limit).
+	PoisonBlock PoisonPolicy = "block"
+	// PoisonQuarantine parks a message whose failure retrying cannot fix,
+	// or that failed PoisonMaxAttempts times, in its bucket's parked
+	// partition, with every later message of the same key, so other keys
+	// keep flowing while per-key order is kept. Parked messages are
+	// replayed or dropped by an operator (spillway parked).
+	PoisonQuarantine PoisonPolicy = "quarantine"
+)
+
+// DefaultPoisonMaxAttempts is how many failed attempts park a message under
+// PoisonQuarantine when the failure itself looks retriable.
+const DefaultPoisonMaxAttempts = 10
+
+// ParkReason says why a message was parked. The values are stored in the
+// ParkedReason attribute.
+type ParkReason string
+
+// Park reasons.
+const (
+	ParkUnknownTopic    ParkReason = "unknown-topic"
+	ParkTooLarge        ParkReason = "too-large"
+	ParkAuthorization   ParkReason = "authorization"
+	ParkInvalidRecord   ParkReason = "invalid-record"
+	ParkUndecodableItem ParkReason = "undecodable-item"
+	ParkMaxAttempts     ParkReason = "max-attempts"
+	// ParkKeyQuarantined parks a message behind an earlier parked message
+	// of its key; it carries no failure of its own.
+	ParkKeyQuarantined ParkReason = "key-quarantined"
+)
+
+// ErrPoison marks a record that retrying cannot publish (PoisonError).
+var ErrPoison = errors.New("outbox: record cannot be published as stored")
+
+// ErrParkConflict reports a park whose transaction found the table changed:
+// the row was gone, or the parked message it was to wait behind was
+// replayed or dropped meanwhile. The relay reads the parked partition again.
+var ErrParkConflict = errors.New("outbox: park refused: the table changed")
+
+// PoisonError is a per-record failure that retrying the same record cannot
+// fix: a topic the cluster does not have, a record over a size limit, an
+// authorization failure, a record the broker calls invalid. A Publisher
+// returns it (wrapped or not) for the first such record of a batch. It
+// matches ErrPoison with errors.Is.
+type PoisonError struct {
+	Reason ParkReason
+	Err    error
+}
+
+// Error implements error.
+func (e *PoisonError) Error() string { return fmt.Sprintf("%s: %v", e.Reason, e.Err) }
+
+// Unwrap returns the cause.
+func (e *PoisonError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrPoison.
+func (e *PoisonError) Is(target error) bool { return target == ErrPoison }
+
+// PoisonReason returns the reason of the PoisonError in err's chain.
+func PoisonReason(err error) (ParkReason, bool) {
+	var p *PoisonError
+	if errors.As(err, &p) {
+		return p.Reason, true
+	}
+	return "", false
+}
+
+// UnreadableRowError reports a stored row of Bucket at Sequence that cannot
+// be read as a message (a missing topic, a malformed message id). A Store's
+// FetchBatch returns the rows before it together with this error, so the
+// row becomes its bucket's head: backed off under PoisonBlock, parked under
+// PoisonQuarantine. It matches ErrInvalidItem.
+type UnreadableRowError struct {
+	Bucket   int
+	Sequence int64
+	Err      error
+}
+
+// Error implements error.
+func (e *UnreadableRowError) Error() string {
+	return fmt.Sprintf("outbox: bucket %d row %d cannot be read: %v", e.Bucket, e.Sequence, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *UnreadableRowError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrInvalidItem.
+func (e *UnreadableRowError) Is(target error) bool { return target == ErrInvalidItem }
+
+// Parking describes one move of a message row to its bucket's parked
+// partition.
+type Parking struct {
+	Bucket   int
+	Sequence int64
+	Reason   ParkReason
+	// Error is the broker's or the decoder's text; empty for
+	// ParkKeyQuarantined.
+	Error string
+	// Attempts counts failed publishes of the row (0 when it never failed
+	// itself).
+	Attempts int
+	// FirstFailedAt is the first failure; zero when none.
+	FirstFailedAt time.Time
+	// Behind, when > 0, is the sequence of a parked message of the same key
+	// that must still be parked for this move to apply.
+	Behind int64
+}
+
+// Quarantine is what a Store needs under PoisonQuarantine. outboxddb.Store
+// implements it.
+type Quarantine interface {
+	// ParkedKeys reads a bucket's parked partition (once, when the relay
+	// claims the bucket) and returns, for every key with parked messages,
+	// their sequences ascending. Keyless messages never quarantine a key
+	// and are not listed.
+	ParkedKeys(ctx context.Context, bucket int) (map[string][]int64, error)
+	// Park moves a row to its bucket's parked partition in one
+	// transaction, keeping every attribute; ErrParkConflict when the row
+	// or the message it waits behind changed.
+	Park(ctx context.Context, p Parking) error
+}

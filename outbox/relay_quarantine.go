@@ -1,0 +1,183 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+)
+
+// forgetParkedLocked drops the quarantined-key sets of buckets not in keep
+// and of the buckets in claimed: a bucket the relay did not hold throughout
+// may have been parked into or replayed by others, so it is read again
+// when next drained. r.mu must be held.
+func (r *Relay) forgetParkedLocked(keep, claimed []int) {
+	for b := range r.parked {
+		if !slices.Contains(keep, b) || slices.Contains(claimed, b) {
+			delete(r.parked, b)
+		}
+	}
+}
+
+// parkedKeys returns the bucket's quarantined keys, reading the parked
+// partition if the relay has not since it claimed the bucket.
+func (u *run) parkedKeys(ctx context.Context, bucket int) (map[string][]int64, error) {
+	r := u.r
+	r.mu.Lock()
+	keys, ok := r.parked[bucket]
+	r.mu.Unlock()
+	if ok {
+		return keys, nil
+	}
+	keys, err := r.quarantine.ParkedKeys(ctx, bucket)
+	if err != nil {
+		return nil, errCycle(fmt.Sprintf("read parked keys of bucket %d", bucket), err)
+	}
+	if keys == nil {
+		keys = map[string][]int64{}
+	}
+	r.mu.Lock()
+	r.parked[bucket] = keys
+	r.mu.Unlock()
+	return keys, nil
+}
+
+// quarantinedKey returns the last parked sequence of m's key in bucket, or 0
+// when the key is not quarantined. Keyless messages never are.
+func (r *Relay) quarantinedKey(bucket int, m *Message) int64 {
+	if m.Key == nil {
+		return 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if seqs := r.parked[bucket][string(m.Key)]; len(seqs) > 0 {
+		return seqs[len(seqs)-1]
+	}
+	return 0
+}
+
+// noteParked records a parked message of a key so later messages of that key
+// park behind it.
+func (r *Relay) noteParked(bucket int, m *Message) {
+	if m.Key == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if keys, ok := r.parked[bucket]; ok {
+		keys[string(m.Key)] = append(keys[string(m.Key)], m.Sequence)
+	}
+}
+
+// parkQuarantinedKeys parks, in order, the fetched messages whose key is
+// quarantined in their bucket and returns the others, still in order.
+// After a conflict (a replay or drop changed the bucket's parked partition)
+// it forgets the bucket's keys and returns ErrParkConflict: the next batch
+// reads them again.
+func (u *run) parkQuarantinedKeys(ctx context.Context, bucket int, msgs []Message) ([]Message, error) {
+	if _, err := u.parkedKeys(ctx, bucket); err != nil {
+		return nil, err
+	}
+	rest := msgs[:0:0]
+	for i := range msgs {
+		m := &msgs[i]
+		behind := u.r.quarantinedKey(bucket, m)
+		if behind == 0 {
+			rest = append(rest, *m)
+			continue
+		}
+		p := Parking{Bucket: bucket, Sequence: m.Sequence, Reason: ParkKeyQuarantined, Behind: behind}
+		if err := u.park(ctx, p, m); err != nil {
+			return nil, err
+		}
+	}
+	return rest, nil
+}
+
+// park moves one row and keeps the bucket's key set current. A conflict
+// forgets the set so it is read again.
+func (u *run) park(ctx context.Context, p Parking, m *Message) error {
+	r := u.r
+	err := r.quarantine.Park(ctx, p)
+	if errors.Is(err, ErrParkConflict) {
+		r.mu.Lock()
+		delete(r.parked, p.Bucket)
+		r.mu.Unlock()
+	}
+	if err != nil {
+		return errCycle(fmt.Sprintf("park bucket %d row %d", p.Bucket, p.Sequence), err)
+	}
+	attrs := []slog.Attr{slog.Int("bucket", p.Bucket), slog.Int64("sequence", p.Sequence),
+		slog.String("reason", string(p.Reason)), slog.Int("attempts", p.Attempts)}
+	if m != nil {
+		r.noteParked(p.Bucket, m)
+		attrs = append(attrs, slog.String("messageId", m.ID.String()), slog.String("topic", m.Topic))
+	}
+	if p.Error != "" {
+		attrs = append(attrs, slog.String("error", p.Error))
+	}
+	r.log.LogAttrs(ctx, slog.LevelWarn, "message parked", attrs...)
+	r.emit(Event{Kind: EventParked, Bucket: p.Bucket, Count: 1, Op: string(p.Reason)})
+	return nil
+}
+
+// parkFailed decides whether a failed head row is parked under
+// PoisonQuarantine (a failure retrying cannot fix, or too many attempts)
+// and parks it. It reports whether it did.
+func (u *run) parkFailed(ctx context.Context, bucket int, seq int64, m *Message, cause error) (bool, error) {
+	r := u.r
+	if r.quarantine == nil {
+		return false, nil
+	}
+	h := r.headState(bucket)
+	if h == nil || h.seq != seq {
+		return false, nil
+	}
+	reason, poison := PoisonReason(cause)
+	var unreadable *UnreadableRowError
+	if errors.As(cause, &unreadable) {
+		reason, poison = ParkUndecodableItem, true
+	}
+	if !poison {
+		if h.failures < r.opts.PoisonMaxAttempts {
+			return false, nil
+		}
+		reason = ParkMaxAttempts
+	}
+	if m != nil {
+		if _, err := u.parkedKeys(ctx, bucket); err != nil {
+			return false, err
+		}
+	}
+	p := Parking{Bucket: bucket, Sequence: seq, Reason: reason, Error: cause.Error(),
+		Attempts: h.failures, FirstFailedAt: h.firstAt}
+	if err := u.park(ctx, p, m); err != nil {
+		return false, err
+	}
+	r.clearHead(bucket)
+	return true, nil
+}
+
+// headFailed handles a head row that failed (a refused publish or a row that
+// cannot be read): it counts the failure, parks the row when the policy says
+// so, and otherwise backs the bucket off. It never fails the cycle for the
+// row itself; a failed park is backed off like the row.
+func (u *run) headFailed(ctx context.Context, bucket int, seq int64, m *Message, cause error) {
+	r := u.r
+	delay := r.recordHeadFailure(bucket, seq)
+	parked, err := u.parkFailed(ctx, bucket, seq, m, cause)
+	if parked {
+		return
+	}
+	attrs := []slog.Attr{slog.Int("bucket", bucket), slog.Int64("sequence", seq),
+		slog.Duration("backoff", delay), slog.Any("error", cause)}
+	if m != nil {
+		attrs = append(attrs, slog.String("messageId", m.ID.String()))
+	}
+	if err != nil {
+		attrs = append(attrs, slog.Any("parkError", err))
+	}
+	r.log.LogAttrs(ctx, slog.LevelWarn, "publish failed; bucket backs off", attrs...)
+	r.emit(Event{Kind: EventBackoff, Bucket: bucket, Duration: delay, Err: cause})
+}

@@ -1,0 +1,221 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/spillway-dev/spillway/outbox"
+)
+
+// ParkedKeys implements outbox.Quarantine for the engine tests.
+func (s *memStore) ParkedKeys(_ context.Context, bucket int) (map[string][]int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls["parkedKeys"]++
+	keys := map[string][]int64{}
+	for _, m := range s.parked[bucket] {
+		if m.Key != nil {
+			keys[string(m.Key)] = append(keys[string(m.Key)], m.Sequence)
+		}
+	}
+	return keys, nil
+}
+
+// Park implements outbox.Quarantine: the row moves, or nothing changes and
+// the move is a conflict.
+func (s *memStore) Park(_ context.Context, p outbox.Parking) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls["park"]++
+	ms := s.msgs[p.Bucket]
+	i := slices.IndexFunc(ms, func(m outbox.Message) bool { return m.Sequence == p.Sequence })
+	if i < 0 {
+		return outbox.ErrParkConflict
+	}
+	if p.Behind > 0 && !slices.ContainsFunc(s.parked[p.Bucket], func(m outbox.Message) bool { return m.Sequence == p.Behind }) {
+		return outbox.ErrParkConflict
+	}
+	s.parked[p.Bucket] = append(s.parked[p.Bucket], ms[i])
+	s.msgs[p.Bucket] = slices.Delete(slices.Clone(ms), i, i+1)
+	s.parkings = append(s.parkings, p)
+	return nil
+}
+
+// replay moves every parked row of key back to the tail of its bucket, in
+// order, with new sequences: what `spillway parked replay` does.
+func (s *memStore) replay(bucket int, key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var keep []outbox.Message
+	for _, m := range s.parked[bucket] {
+		if string(m.Key) != key {
+			keep = append(keep, m)
+			continue
+		}
+		s.seq[bucket]++
+		m.Sequence = s.seq[bucket]
+		s.msgs[bucket] = append(s.msgs[bucket], m)
+	}
+	s.parked[bucket] = keep
+}
+
+func quarantine(cfg *outbox.RelayConfig) { cfg.Options.PoisonPolicy = outbox.PoisonQuarantine }
+
+// keysSent lists the keys of the published messages of bucket in order.
+func keysSent(p *memPublisher, bucket int) []string {
+	var out []string
+	for _, m := range p.sent() {
+		if m.Bucket == bucket {
+			out = append(out, string(m.Key))
+		}
+	}
+	return out
+}
+
+func TestRelayBlockRelaysTheValidPrefixAndBacksOffAnUnreadableRow(t *testing.T) {
+	e := newRelayEnv(t, 1, nil)
+	for range 10 {
+		e.store.add(0, "a")
+	}
+	bad := e.store.add(0, "a")
+	for range 3 {
+		e.store.add(0, "a")
+	}
+	e.store.unreadable[0] = map[int64]bool{bad.Sequence: true}
+	res := e.run(t, outbox.RunInput{Deadline: t0.Add(12 * time.Second)})
+	// The ten rows before the bad one are relayed; the bad one blocks the
+	// rest of its bucket and is retried on the head-row backoff.
+	if got := len(e.pub.sent()); got != 10 || res.Deleted != 10 {
+		t.Fatalf("published %d, deleted %d, want 10 and 10", got, res.Deleted)
+	}
+	if n, _ := e.obs.count(outbox.EventHeadRowRetry); n < 2 {
+		t.Fatalf("head-row retries = %d, want the bad row retried", n)
+	}
+	if e.store.pending() != 4 || e.store.count("park") != 0 {
+		t.Fatalf("pending %d, parks %d; want 4 left and nothing parked under block", e.store.pending(), e.store.count("park"))
+	}
+}
+
+func TestRelayQuarantineParksAnUnreadableRowAndRelaysTheRest(t *testing.T) {
+	e := newRelayEnv(t, 1, quarantine)
+	for range 10 {
+		e.store.add(0, "a")
+	}
+	bad := e.store.add(0, "a")
+	for range 3 {
+		e.store.add(0, "b")
+	}
+	e.store.unreadable[0] = map[int64]bool{bad.Sequence: true}
+	res := e.run(t, outbox.RunInput{})
+	if res.Deleted != 13 || e.store.pending() != 0 {
+		t.Fatalf("deleted %d, pending %d; want 13 and 0", res.Deleted, e.store.pending())
+	}
+	if len(e.store.parkings) != 1 || e.store.parkings[0].Reason != outbox.ParkUndecodableItem || e.store.parkings[0].Sequence != bad.Sequence {
+		t.Fatalf("parkings %+v, want the bad row as undecodable-item", e.store.parkings)
+	}
+}
+
+func TestRelayQuarantineKeepsPerKeyOrderWhileOtherKeysFlow(t *testing.T) {
+	e := newRelayEnv(t, 1, quarantine)
+	var poison outbox.Message
+	for i := range 30 {
+		m := e.store.add(0, []string{"a", "b", "c"}[i%3])
+		if i == 4 {
+			poison = m // the second message of key b
+		}
+	}
+	e.pub.poison[poison.ID] = outbox.ParkUnknownTopic
+	e.run(t, outbox.RunInput{})
+
+	// Keys a and c are delivered whole; b only up to the poison message.
+	sent := keysSent(e.pub, 0)
+	count := map[string]int{}
+	for _, k := range sent {
+		count[k]++
+	}
+	if count["a"] != 10 || count["c"] != 10 || count["b"] != 1 {
+		t.Fatalf("delivered per key %v, want a:10 c:10 b:1", count)
+	}
+	if e.store.pending() != 0 || len(e.store.parked[0]) != 9 {
+		t.Fatalf("pending %d, parked %d; want 0 and 9 (b's poison and its 8 successors)", e.store.pending(), len(e.store.parked[0]))
+	}
+	if got := e.store.parkings[0]; got.Reason != outbox.ParkUnknownTopic || got.Sequence != poison.Sequence || got.Attempts != 1 {
+		t.Fatalf("first parking %+v, want the poison row, unknown-topic, 1 attempt", got)
+	}
+	for _, p := range e.store.parkings[1:] {
+		if p.Reason != outbox.ParkKeyQuarantined || p.Behind == 0 {
+			t.Fatalf("parking %+v, want key-quarantined behind an earlier one", p)
+		}
+	}
+	// The parked partition was read once, when the bucket was claimed.
+	if n := e.store.count("parkedKeys"); n != 1 {
+		t.Fatalf("parked keys read %d times, want 1", n)
+	}
+
+	// Replay: b's messages come back at the tail, in order, and flow once
+	// the cause is fixed; the relay notices the replay through the
+	// refused park and reads the parked partition again.
+	delete(e.pub.poison, poison.ID)
+	e.store.replay(0, "b")
+	e.store.add(0, "b")
+	e.run(t, outbox.RunInput{})
+	var ids []outbox.MessageID
+	for _, m := range e.pub.sent() {
+		if string(m.Key) == "b" {
+			ids = append(ids, m.ID)
+		}
+	}
+	if len(ids) != 11 || e.store.pending() != 0 || len(e.store.parked[0]) != 0 {
+		t.Fatalf("b delivered %d times, pending %d, parked %d; want 11, 0, 0", len(ids), e.store.pending(), len(e.store.parked[0]))
+	}
+	// b's messages in their original order: the poison message is b's
+	// second delivery, with its original id.
+	if ids[1] != poison.ID {
+		t.Fatalf("after replay the poison message is not b's second delivery")
+	}
+}
+
+func TestRelayQuarantineParksAfterMaxAttemptsAndKeylessAlone(t *testing.T) {
+	e := newRelayEnv(t, 1, func(cfg *outbox.RelayConfig) {
+		quarantine(cfg)
+		cfg.Options.PoisonMaxAttempts = 3
+	})
+	keyless := e.store.add(0, "")
+	e.store.mu.Lock()
+	e.store.msgs[0][0].Key = nil
+	e.store.mu.Unlock()
+	for range 4 {
+		e.store.add(0, "")
+	}
+	// A retriable failure, forever: parked after three attempts.
+	e.pub.failures[keyless.ID] = 1 << 30
+	e.run(t, outbox.RunInput{})
+	if len(e.store.parkings) != 1 || e.store.parkings[0].Reason != outbox.ParkMaxAttempts || e.store.parkings[0].Attempts != 3 {
+		t.Fatalf("parkings %+v, want one max-attempts parking after 3 attempts", e.store.parkings)
+	}
+	// A keyless message quarantines nothing: the empty-key messages, a
+	// real key, flow.
+	if got := len(e.pub.sent()); got != 4 || e.store.pending() != 0 {
+		t.Fatalf("published %d, pending %d; want 4 and 0", got, e.store.pending())
+	}
+}
+
+func TestRelayQuarantineNeedsAQuarantineStore(t *testing.T) {
+	_, err := outbox.NewRelay(outbox.RelayConfig{
+		Options: outbox.RelayOptions{RelayID: "r", PoisonPolicy: outbox.PoisonQuarantine},
+		Store:   struct{ outbox.Store }{newMemStore(nil, 1)}, Publisher: newMemPublisher(),
+	})
+	if !errors.Is(err, outbox.ErrMisconfigured) {
+		t.Fatalf("err = %v, want a misconfiguration", err)
+	}
+	_, err = outbox.NewRelay(outbox.RelayConfig{
+		Options: outbox.RelayOptions{RelayID: "r", PoisonPolicy: "skip"},
+		Store:   newMemStore(nil, 1), Publisher: newMemPublisher(),
+	})
+	if !errors.Is(err, outbox.ErrMisconfigured) {
+		t.Fatalf("err = %v, want a misconfiguration for an unknown policy", err)
+	}
+}
