@@ -107,9 +107,13 @@ type Config struct {
 	// a record still unacknowledged after it fails. Publish's ctx bounds it
 	// further. Default DefaultProduceTimeout.
 	ProduceTimeout time.Duration
-	// Clock stamps acknowledgement times in Result.AckedAt. Default
-	// outbox.SystemClock.
+	// Clock stamps acknowledgement times in Result.AckedAt and times the
+	// unknown-topic wait. Default outbox.SystemClock.
 	Clock outbox.Clock
+	// UnknownTopicWait is how long a publisher waits before asking the
+	// brokers' metadata once more for a topic it did not list, before it
+	// reports the topic unknown. Default DefaultUnknownTopicWait (1 s).
+	UnknownTopicWait time.Duration
 	// ExtraOpts are further franz-go options (logger, hooks, compression,
 	// linger, retry backoff, dialer ...). They are applied first, so the
 	// settings the publisher relies on win: acks=all, the outbox
@@ -137,6 +141,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Clock == nil {
 		c.Clock = outbox.SystemClock{}
+	}
+	if c.UnknownTopicWait == 0 {
+		c.UnknownTopicWait = DefaultUnknownTopicWait
 	}
 	return c
 }

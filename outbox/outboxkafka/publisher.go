@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/spillway-dev/spillway/outbox"
@@ -21,6 +22,8 @@ type Publisher struct {
 	idHeader string
 	clock    outbox.Clock
 	scram    *scramSource // nil unless SCRAM
+	topics   *topicCheck
+	maxBatch int64
 }
 
 var _ outbox.Publisher = (*Publisher)(nil)
@@ -50,12 +53,15 @@ func New(cfg Config) (*Publisher, error) {
 		cl.Close()
 		return nil, err
 	}
+	maxBatch, _ := cl.OptValue(kgo.ProducerBatchMaxBytes).(int32)
 	return &Publisher{
 		cl:       cl,
 		brokers:  strings.Join(cfg.Brokers, ","),
 		idHeader: cfg.MessageIDHeaderName,
 		clock:    cfg.Clock,
 		scram:    src,
+		topics:   &topicCheck{known: map[string]bool{}, wait: cfg.UnknownTopicWait, clock: cfg.Clock},
+		maxBatch: int64(maxBatch),
 	}, nil
 }
 
@@ -106,7 +112,8 @@ type Result struct {
 	// Err is nil when every message was acknowledged. Otherwise it is the
 	// first failure in batch order (a broker error, a row that could not be
 	// built, such as one with a malformed header blob matching
-	// outbox.ErrHeaderFormat), each naming the message, or, when nothing
+	// outbox.ErrHeaderFormat), each naming the message; a failure retrying
+	// cannot fix carries an *outbox.PoisonError with its reason. Or, when nothing
 	// failed but ctx ended before every message was acknowledged, an error
 	// matching ctx.Err() (context.Canceled or context.DeadlineExceeded):
 	// the caller stopped the batch, Kafka did not refuse it.
@@ -123,10 +130,14 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) (int, er
 // started, so the result is final: nothing of this batch is still in flight
 // when it returns.
 //
-// Every record is handed to the client before any is awaited, so the client
-// batches them. A row that cannot be built stops the batch there: the rows
-// before it are still published and awaited. An empty batch produces
-// nothing. ctx bounds the batch: records not yet sent when it ends fail with
+// Every record is checked before any is produced: a row that cannot be
+// built, a topic the brokers' metadata does not list (asked again after
+// Config.UnknownTopicWait), a record over the client's batch size limit.
+// The first such row stops the batch there, with an *outbox.PoisonError:
+// the rows before it are published and awaited, nothing after it is sent,
+// so nothing of its key overtakes it. The records are then all handed to
+// the client before any is awaited, so the client batches them. An empty
+// batch produces nothing. ctx bounds the batch: records not yet sent when it ends fail with
 // its error, while records already sent are awaited, because an idempotent
 // producer cannot know whether the broker wrote them.
 func (p *Publisher) PublishDetailed(ctx context.Context, msgs []outbox.Message) Result {
@@ -136,18 +147,10 @@ func (p *Publisher) PublishDetailed(ctx context.Context, msgs []outbox.Message) 
 	if err := ctx.Err(); err != nil {
 		return Result{Err: stopped(0, len(msgs), err)}
 	}
-	outcomes := make([]outcome, len(msgs))
-	var (
-		wg       sync.WaitGroup
-		started  int
-		buildErr error
-	)
-	for i := range msgs {
-		r, err := newRecord(ctx, &msgs[i], p.idHeader)
-		if err != nil {
-			buildErr = err
-			break
-		}
+	records, buildErr := p.records(ctx, msgs)
+	outcomes := make([]outcome, len(records))
+	var wg sync.WaitGroup
+	for i, r := range records {
 		wg.Add(1)
 		o := &outcomes[i]
 		p.cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
@@ -156,21 +159,56 @@ func (p *Publisher) PublishDetailed(ctx context.Context, msgs []outbox.Message) 
 			o.err, o.at = err, p.clock.Now()
 			wg.Done()
 		})
-		started++
 	}
-	if started > 0 {
+	if len(records) > 0 {
 		// Flush cuts any linger short. Its error is ctx's, which the
 		// records that it stopped report themselves.
 		_ = p.cl.Flush(ctx)
 	}
 	wg.Wait()
-	res := settle(ctx, msgs, outcomes[:started], buildErr)
+	res := settle(ctx, msgs, outcomes, buildErr)
 	if isAuthFailure(res.Err) {
 		// The next connection re-reads rotated credentials; the relay's
 		// retry of this batch uses it.
 		p.scram.refused()
 	}
 	return res
+}
+
+// records builds and checks the records of msgs in order and stops at the
+// first that cannot be published as stored.
+func (p *Publisher) records(ctx context.Context, msgs []outbox.Message) ([]*kgo.Record, error) {
+	records := make([]*kgo.Record, 0, len(msgs))
+	checked := map[string]bool{}
+	for i := range msgs {
+		m := &msgs[i]
+		r, err := newRecord(ctx, m, p.idHeader)
+		if err != nil {
+			reason := outbox.ParkInvalidRecord
+			if errors.Is(err, outbox.ErrHeaderFormat) {
+				reason = outbox.ParkUndecodableItem
+			}
+			return records, &outbox.PoisonError{Reason: reason, Err: err}
+		}
+		if size := recordSize(r); p.maxBatch > 0 && size > p.maxBatch {
+			return records, &outbox.PoisonError{Reason: outbox.ParkTooLarge, Err: fmt.Errorf(
+				"outboxkafka: message %s (bucket %d, sequence %d) is a %d-byte record batch, over the client's %d-byte limit (ProducerBatchMaxBytes): %w",
+				m.ID, m.Bucket, m.Sequence, size, p.maxBatch, kerr.MessageTooLarge)}
+		}
+		if checked[m.Topic] {
+			records = append(records, r)
+			continue
+		}
+		checked[m.Topic] = true
+		if err := p.topics.check(ctx, p.cl, m.Topic); err != nil {
+			if _, poison := outbox.PoisonReason(err); poison {
+				err = fmt.Errorf("outboxkafka: message %s (bucket %d, sequence %d): %w", m.ID, m.Bucket, m.Sequence, err)
+			}
+			return records, err
+		}
+		records = append(records, r)
+	}
+	return records, nil
 }
 
 // outcome is one record's promise result.
@@ -201,7 +239,7 @@ func settle(ctx context.Context, msgs []outbox.Message, outcomes []outcome, buil
 		case res.Err == nil:
 			m := &msgs[i]
 			res.Err = fmt.Errorf("outboxkafka: publish message %s (bucket %d, sequence %d) to %s: %w",
-				m.ID, m.Bucket, m.Sequence, m.Topic, o.err)
+				m.ID, m.Bucket, m.Sequence, m.Topic, classify(o.err, len(outcomes) == 1))
 		}
 		prefix = false
 	}

@@ -382,6 +382,9 @@ func TestPublishStoppedByCallerIsNotAFailure(t *testing.T) {
 		t.Fatalf("warm-up Publish = %d, %v", n, err)
 	}
 	armed.Store(true)
+	// The publisher's own topic check gets no verdict (a leader election),
+	// so rows 2–3 reach the client, which waits for the topic.
+	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Metadata}, Topic: "later", Err: kerr.LeaderNotAvailable})
 	msgs := []outbox.Message{
 		message(t, 1, "orders", []byte("a"), []byte("v"), nil, nil),
 		message(t, 2, "orders", []byte("b"), []byte("v"), nil, nil),
