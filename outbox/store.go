@@ -107,7 +107,8 @@ type Backlog struct {
 	// nothing is pending.
 	Oldest time.Time
 	// Parked counts the messages in the buckets' parked partitions, each
-	// bucket capped like Pending; zero from a store without quarantine.
+	// bucket capped like Pending; zero from a store that does not count
+	// them. Relays report it only under PoisonQuarantine.
 	Parked int64
 }
 

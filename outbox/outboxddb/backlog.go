@@ -41,7 +41,8 @@ type BucketSample struct {
 	Pending int64
 	// Oldest is the CreatedAt of the bucket's head; zero when empty.
 	Oldest time.Time
-	// Parked counts the bucket's parked messages, capped like Pending.
+	// Parked counts the bucket's parked messages, capped like Pending;
+	// zero unless Options.CountParked.
 	Parked int64
 }
 
@@ -52,11 +53,11 @@ func (s *Store) SampleBuckets(ctx context.Context) ([]BucketSample, error) {
 	out := make([]BucketSample, n)
 	err := forEach(ctx, s.opts.MaxConcurrency, n, func(ctx context.Context, b int) error {
 		head, count, err := s.sampleBucket(ctx, b)
-		if err != nil {
+		out[b] = BucketSample{Bucket: b, Pending: count, Oldest: timeOf(head)}
+		if err != nil || !s.opts.CountParked {
 			return err
 		}
-		parked, err := s.countPartition(ctx, s.keys.parkedPartition(b), b, "parked messages")
-		out[b] = BucketSample{Bucket: b, Pending: count, Oldest: timeOf(head), Parked: parked}
+		out[b].Parked, err = s.countPartition(ctx, s.keys.parkedPartition(b), b, "parked messages")
 		return err
 	})
 	if err != nil {

@@ -24,7 +24,8 @@ const (
 var reservedAttributes = []string{
 	attrMessageID, attrTopic, attrKey, attrValue, attrHeaders, attrPartition,
 	attrCreatedAt, attrBucketCount, attrSequence, attrOwner, attrExpiresAt,
-	attrLastSeen, attrStoppedAt,
+	attrLastSeen, attrStoppedAt, attrParkedReason, attrParkedError, attrAttempts,
+	attrFirstFailedAt, attrParkedAt,
 }
 
 // Options configure a Store, a Writer and the table helpers. The zero value
@@ -68,6 +69,15 @@ type Options struct {
 	// before its next poll. Optional: without it relays find messages by
 	// polling.
 	Notifier outbox.Notifier
+	// Topics, when set, are the only topics a Writer accepts: a message
+	// for another topic is refused with outbox.ErrInvalidMessage before any
+	// request, as the enqueue function refuses it (SPILLWAY_TOPICS), since
+	// the relay could not publish it. Default: any topic.
+	Topics []string
+	// CountParked makes backlog samples count the parked partitions too
+	// (one more query per bucket): set it where relays quarantine, the only
+	// place anything is parked. Default false.
+	CountParked bool
 }
 
 // WithDefaults returns o with every zero field set to its default.
@@ -133,6 +143,11 @@ func (o Options) Validate() error {
 	}{{"BucketCount", o.BucketCount}, {"MaxConcurrency", o.MaxConcurrency}, {"PendingCountLimit", o.PendingCountLimit}} {
 		if f.n < 1 {
 			return outbox.Misconfigured(op, "%s must be >= 1, got %d", f.name, f.n)
+		}
+	}
+	for i, t := range o.Topics {
+		if strings.TrimSpace(t) == "" {
+			return outbox.Misconfigured(op, "Topics[%d] is blank", i)
 		}
 	}
 	return nil

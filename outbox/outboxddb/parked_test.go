@@ -32,7 +32,7 @@ func TestFetch_StopsAtAnUnreadableRow_AndReturnsTheValidPrefix(t *testing.T) {
 
 func TestPark_MovesTheRowKeepingEveryAttribute_ThenReplayAndDrop(t *testing.T) {
 	e := newEnv(t)
-	w, s := e.writer(t), e.store(t)
+	w, s := e.writer(t), e.store(t, func(o *Options) { o.CountParked = true })
 	msgs := enqueue(t, w, 5, 3)
 	// Park message 1 as unknown-topic, then message 3 behind it (same key
 	// for the test's purpose: quarantine is by key, the store only moves).

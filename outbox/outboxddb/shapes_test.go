@@ -410,6 +410,7 @@ func TestRequestShapes_Delete_IsBatchWriteItemOfKeys(t *testing.T) {
 func TestRequestShapes_Backlog_HeadThenBoundedCount(t *testing.T) {
 	s, f, _ := shapeStore(t, 1)
 	s.opts.PendingCountLimit = 10
+	s.opts.CountParked = true
 	counts := 0
 	f.query = func(in *dynamodb.QueryInput) (*dynamodb.QueryOutput, error) {
 		if in.Select != types.SelectCount {

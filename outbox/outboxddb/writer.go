@@ -263,6 +263,8 @@ func (w *Writer) validate(m outbox.Message) error {
 		problem = "message id is zero"
 	case m.Topic == "":
 		problem = "topic is empty"
+	case len(w.opts.Topics) > 0 && !slices.Contains(w.opts.Topics, m.Topic):
+		problem = fmt.Sprintf("topic %q is not one of the writer's topics %v (Options.Topics); the relay could not publish it", m.Topic, w.opts.Topics)
 	case m.Partition != nil && *m.Partition < 0:
 		problem = fmt.Sprintf("partition %d is negative", *m.Partition)
 	default:

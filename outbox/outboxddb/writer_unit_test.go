@@ -194,3 +194,28 @@ func TestWriter_ZeroCreatedAt_IsStampedFromTheClock(t *testing.T) {
 		t.Fatalf("created %v, %v; want the clock's %v", got.CreatedAt, err, t0)
 	}
 }
+
+func TestWriter_AllowedTopics_RefuseOthersBeforeAnyRequest(t *testing.T) {
+	f := &fakeDB{update: counterAt(map[string]int64{})}
+	w := writerOn(t, f, Options{Topics: []string{"payments"}})
+	bad := testMessage(t, 1, "a") // topic "orders"
+	for name, call := range map[string]func() error{
+		"Enqueue":      func() error { _, err := w.Enqueue(context.Background(), bad); return err },
+		"EnqueueBatch": func() error { _, err := w.EnqueueBatch(context.Background(), []outbox.Message{bad}); return err },
+		"TransactItem": func() error { _, _, err := w.TransactItem(context.Background(), bad); return err },
+	} {
+		err := call()
+		if !errors.Is(err, outbox.ErrInvalidMessage) || !strings.Contains(err.Error(), `"orders"`) || !strings.Contains(err.Error(), "payments") {
+			t.Errorf("%s: %v, want an invalid message naming the topic and the allowed ones", name, err)
+		}
+	}
+	wantOps(t, f)
+	ok := testMessage(t, 1, "a")
+	ok.Topic = "payments"
+	if _, _, err := w.TransactItem(context.Background(), ok); err != nil {
+		t.Fatalf("an allowed topic: %v", err)
+	}
+	if _, err := NewWriter(f, Options{TableName: "outbox", Topics: []string{" "}}); !errors.Is(err, outbox.ErrMisconfigured) {
+		t.Fatalf("a blank allowed topic: %v, want a misconfiguration", err)
+	}
+}

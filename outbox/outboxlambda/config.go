@@ -227,6 +227,8 @@ func (c Config) StoreOptions() outboxddb.Options {
 		SortKey:      c.SortKey,
 		KeyPrefix:    c.KeyPrefix,
 		BucketCount:  c.BucketCount,
+		Topics:       c.Topics,
+		CountParked:  c.PoisonPolicy == outbox.PoisonQuarantine,
 	}
 }
 
