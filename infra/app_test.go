@@ -100,8 +100,14 @@ func placeholderDist(t *testing.T) string {
 
 const testCluster = "arn:aws:kafka:eu-west-1:123456789012:cluster/orders/1a2b3c4d-5e6f-7a8b-9c0d-1e2f3a4b5c6d-3"
 
+// inVpc adds the network keys an MSK cluster needs to ctx.
+func inVpc(ctx map[string]any) map[string]any {
+	ctx["vpcId"], ctx["vpcCidr"], ctx["subnetIds"] = "vpc-0123456789abcdef0", "10.0.0.0/16", "subnet-1,subnet-2"
+	return ctx
+}
+
 func TestMissingBuildSaysToRunMakeBuild(t *testing.T) {
-	app := newTestApp(t, map[string]any{"distDir": t.TempDir(), "mskClusterArn": testCluster, "topics": "orders"})
+	app := newTestApp(t, inVpc(map[string]any{"distDir": t.TempDir(), "mskClusterArn": testCluster, "topics": "orders"}))
 	_, err := newApp(app)
 	if !errors.Is(err, ErrMissingBuild) {
 		t.Fatalf("want ErrMissingBuild, got %v", err)
@@ -112,7 +118,7 @@ func TestMissingBuildSaysToRunMakeBuild(t *testing.T) {
 }
 
 func TestInvalidContextStopsBeforeSynth(t *testing.T) {
-	app := newTestApp(t, map[string]any{"distDir": placeholderDist(t), "mskClusterArn": testCluster, "topics": "orders", "reservedConcurrency": "9"})
+	app := newTestApp(t, inVpc(map[string]any{"distDir": placeholderDist(t), "mskClusterArn": testCluster, "topics": "orders", "reservedConcurrency": "9"}))
 	_, err := newApp(app)
 	if err == nil || !strings.Contains(err.Error(), "reserved concurrency must be in [1, bucket count 8], got 9") {
 		t.Fatalf("want the reserved concurrency error, got %v", err)
@@ -123,7 +129,7 @@ func TestInvalidContextStopsBeforeSynth(t *testing.T) {
 }
 
 func TestAppSynthesizesCleanWithCdkJSONDefaults(t *testing.T) {
-	app := newTestApp(t, map[string]any{"distDir": placeholderDist(t), "mskClusterArn": testCluster, "topics": "orders,payments"})
+	app := newTestApp(t, inVpc(map[string]any{"distDir": placeholderDist(t), "mskClusterArn": testCluster, "topics": "orders,payments"}))
 	stack, err := newApp(app)
 	if err != nil {
 		t.Fatal(err)
@@ -158,11 +164,11 @@ func TestAppSynthesizesCleanWithCdkJSONDefaults(t *testing.T) {
 }
 
 func TestExistingTableFromContext(t *testing.T) {
-	app := newTestApp(t, map[string]any{
+	app := newTestApp(t, inVpc(map[string]any{
 		"distDir": placeholderDist(t), "mskClusterArn": testCluster, "topics": "orders",
 		"existingTableName": "shared", "existingTableStreamArn": "arn:aws:dynamodb:eu-west-1:123456789012:table/shared/stream/2026-01-01T00:00:00.000",
 		"streamsTrigger": "true", "account": "123456789012", "region": "eu-west-1",
-	})
+	}))
 	stack, err := newApp(app)
 	if err != nil {
 		t.Fatal(err)
@@ -182,5 +188,46 @@ func TestExistingTableFromContext(t *testing.T) {
 	}
 	if *stack.Region() != "eu-west-1" || *stack.Account() != "123456789012" {
 		t.Errorf("environment %s/%s", *stack.Account(), *stack.Region())
+	}
+}
+
+func TestMSKClusterWithoutNetworkFailsNamingTheKeys(t *testing.T) {
+	app := newTestApp(t, map[string]any{"distDir": placeholderDist(t), "mskClusterArn": testCluster, "topics": "orders"})
+	_, err := newApp(app)
+	for _, want := range []string{"vpcId", "vpcCidr", "subnetIds", "mskPublicAccess"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("synth with an MSK cluster and no network: %v; want an error naming %s", err, want)
+		}
+	}
+	if n := len(*app.Node().Children()); n != 0 {
+		t.Errorf("app has %d constructs after a context error", n)
+	}
+}
+
+func TestMSKPublicAccessIsAnExplicitOptIn(t *testing.T) {
+	base := func(extra map[string]any) map[string]any {
+		ctx := map[string]any{"distDir": placeholderDist(t), "mskClusterArn": testCluster, "topics": "orders"}
+		for k, v := range extra {
+			ctx[k] = v
+		}
+		return ctx
+	}
+	// Without the public brokers, or together with a VPC: refused.
+	for _, ctx := range []map[string]any{
+		base(map[string]any{"mskPublicAccess": "true"}),
+		inVpc(base(map[string]any{"mskPublicAccess": "true", "brokers": "b-1-public.orders.kafka.eu-west-1.amazonaws.com:9198"})),
+	} {
+		if _, err := newApp(newTestApp(t, ctx)); err == nil || !strings.Contains(err.Error(), "mskPublicAccess") {
+			t.Errorf("context %v: %v, want a refusal naming mskPublicAccess", ctx, err)
+		}
+	}
+	app := newTestApp(t, base(map[string]any{"mskPublicAccess": "true", "brokers": "b-1-public.orders.kafka.eu-west-1.amazonaws.com:9198"}))
+	stack, err := newApp(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fns := jsonOf(t, assertions.Template_FromStack(stack.Stack, nil).FindResources(jsii.String("AWS::Lambda::Function"), nil))
+	if !strings.Contains(fns, "b-1-public.orders.kafka.eu-west-1.amazonaws.com:9198") || strings.Contains(fns, "VpcConfig") {
+		t.Errorf("the relay should use the public brokers outside any VPC: %s", fns)
 	}
 }

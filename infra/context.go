@@ -56,7 +56,8 @@ var contextKeys = []contextKey{
 	{"scramSecretArn", "Secrets Manager secret with the SCRAM credentials"},
 	{"scramSecretKmsKeyArn", "KMS key encrypting the SCRAM secret (relay may decrypt through Secrets Manager only)"},
 	{"brokerPort", "broker port the relay may reach (default 9098 msk-iam, 9096 SCRAM, 9094 TLS, 9092 plaintext)"},
-	{"vpcId", "VPC of the brokers; puts the relay in the VPC (requires vpcCidr and subnetIds)"},
+	{"vpcId", "VPC of the brokers; puts the relay in the VPC (requires vpcCidr and subnetIds); required with mskClusterArn unless mskPublicAccess"},
+	{"mskPublicAccess", "reach the MSK cluster through its public listener instead of from inside its VPC (the cluster must have public access on; give its public bootstrap brokers in brokers; default false)"},
 	{"vpcCidr", "IPv4 CIDR of the VPC"},
 	{"subnetIds", "comma-separated private subnet ids for the relay"},
 	{"routeTableIds", "comma-separated route table ids of those subnets (for dynamoDbEndpoint)"},
@@ -282,6 +283,7 @@ func configFromContext(get func(string) any) (appConfig, error) {
 			}
 		}
 	}
+	r.errs = append(r.errs, mskNetworkCheck(r, c.outbox)...)
 	if c.existingTableName != "" && c.existingTableArn != "" {
 		r.errs = append(r.errs, errors.New("context: give existingTableName or existingTableArn, not both"))
 	}
@@ -292,6 +294,34 @@ func configFromContext(get func(string) any) (appConfig, error) {
 		r.errs = append(r.errs, errors.New("context: give both account and region, or neither"))
 	}
 	return c, errors.Join(r.errs...)
+}
+
+// mskNetworkCheck refuses an MSK cluster the relay could not reach. MSK's
+// bootstrap brokers are private listeners, reachable only from inside the
+// cluster's VPC; a relay outside any VPC deploys fine and then never
+// connects. So a cluster needs the network keys, unless the user opts into
+// the cluster's public listener, whose brokers the lookup does not return
+// and must be given (IAM listens on port 9198, SCRAM on 9196 there).
+func mskNetworkCheck(r *contextReader, o spillway.OutboxProps) []error {
+	public := r.boolean("mskPublicAccess", false)
+	if o.Kafka.ClusterArn == "" {
+		if public {
+			return []error{errors.New("context \"mskPublicAccess\" needs mskClusterArn")}
+		}
+		return nil
+	}
+	switch {
+	case public && o.Network != nil:
+		return []error{errors.New("context: mskPublicAccess reaches the cluster from outside its VPC; drop it or drop vpcId")}
+	case public && len(o.Kafka.Brokers) == 0:
+		return []error{fmt.Errorf("context: with mskPublicAccess give the cluster's public bootstrap brokers in brokers " +
+			"(aws kafka get-bootstrap-brokers --cluster-arn <mskClusterArn> --query BootstrapBrokerStringPublicSaslIam, or ...PublicSaslScram)")}
+	case o.Network == nil && !public:
+		return []error{errors.New("context: an MSK cluster (mskClusterArn) listens on private addresses inside its VPC, and a relay outside any VPC cannot reach it: " +
+			"add -c vpcId=vpc-… -c vpcCidr=10.0.0.0/16 -c subnetIds=subnet-a,subnet-b (private subnets that reach the brokers; brokerSecurityGroupId to open the brokers' security group), " +
+			"or -c mskPublicAccess=true -c brokers=<public bootstrap brokers> if the cluster has public access turned on")}
+	}
+	return nil
 }
 
 // retentionDays maps CloudWatch Logs' allowed retentions to CDK's enum.

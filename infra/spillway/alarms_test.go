@@ -33,8 +33,14 @@ func TestAlarmsWatchBacklogFailuresTheRelayAndTheTable(t *testing.T) {
 		// Logical ids are Outbox + Alarms + id + an 8-character hash.
 		name := strings.SplitN(id, "Alarms", 2)[1]
 		name = name[:len(name)-8]
-		assertJSON(t, name+" comparison", a["ComparisonOperator"], "GreaterThanThreshold")
-		assertJSON(t, name+" missing data", a["TreatMissingData"], "notBreaching")
+		// Only the liveness alarm fires below its threshold and counts
+		// missing data (a silent fleet) as breaching.
+		op, missing := "GreaterThanThreshold", "notBreaching"
+		if name == "RelayNotRunning" {
+			op, missing = "LessThanThreshold", "breaching"
+		}
+		assertJSON(t, name+" comparison", a["ComparisonOperator"], op)
+		assertJSON(t, name+" missing data", a["TreatMissingData"], missing)
 		assertJSON(t, name+" alarm actions", a["AlarmActions"], []any{"arn:aws:sns:eu-west-1:123456789012:ops"})
 		assertJSON(t, name+" ok actions", a["OKActions"], []any{"arn:aws:sns:eu-west-1:123456789012:ops"})
 		spec := alarmSpec{Threshold: a["Threshold"].(float64), Periods: a["EvaluationPeriods"].(float64), Datapoints: a["DatapointsToAlarm"].(float64)}
@@ -53,10 +59,14 @@ func TestAlarmsWatchBacklogFailuresTheRelayAndTheTable(t *testing.T) {
 			for _, d := range a["Dimensions"].([]any) {
 				dims[d.(map[string]any)["Name"].(string)] = d.(map[string]any)["Value"]
 			}
+			fn := f.outbox.relay.fn
+			if strings.HasPrefix(name, "Enqueue") {
+				fn = f.outbox.enqueue.fn
+			}
 			if spec.Namespace == outboxconf.DefaultMetricsNamespace {
 				assertJSON(t, name+" dimensions", dims, map[string]any{outboxconf.DimensionOutbox: "OUTBOX", outboxconf.DimensionFunction: relayName})
 			} else {
-				assertJSON(t, name+" dimensions", dims, map[string]any{"FunctionName": map[string]any{"Ref": f.functionID(f.outbox.relay.fn)}})
+				assertJSON(t, name+" dimensions", dims, map[string]any{"FunctionName": map[string]any{"Ref": f.functionID(fn)}})
 			}
 		}
 		got[name] = spec
@@ -64,13 +74,22 @@ func TestAlarmsWatchBacklogFailuresTheRelayAndTheTable(t *testing.T) {
 	timeoutMs := 900_000.0
 	want := map[string]alarmSpec{
 		"OldestPendingAge": {outboxconf.MetricOldestPendingAge, "Spillway", "Maximum", 60, 300, 1, 1},
-		"PublishFailures":  {outboxconf.MetricPublishFailures, "Spillway", "Sum", 60, 0, 5, 5},
-		"ReleasesSkipped":  {outboxconf.MetricReleasesSkipped, "Spillway", "Sum", 300, 0, 1, 1},
-		"RelayErrors":      {"Errors", "AWS/Lambda", "Sum", 300, 0, 1, 1},
-		"RelayThrottles":   {"Throttles", "AWS/Lambda", "Sum", 300, 0, 1, 1},
+		// Failures in 2 of the last 5 minutes.
+		"PublishFailures": {outboxconf.MetricPublishFailures, "Spillway", "Sum", 60, 0, 5, 2},
+		"ParkedMessages":  {outboxconf.MetricParkedMessages, "Spillway", "Maximum", 300, 0, 1, 1},
+		// No run completed (no end-of-run document) in 10 minutes.
+		"RelayNotRunning":         {outboxconf.MetricBudgetUsed, "Spillway", "SampleCount", 600, 1, 1, 1},
+		"ReleasesSkipped":         {outboxconf.MetricReleasesSkipped, "Spillway", "Sum", 300, 0, 1, 1},
+		"RelayErrors":             {"Errors", "AWS/Lambda", "Sum", 300, 0, 1, 1},
+		"RelayAsyncEventsDropped": {"AsyncEventsDropped", "AWS/Lambda", "Sum", 300, 0, 1, 1},
+		"RelayThrottles":          {"Throttles", "AWS/Lambda", "Sum", 60, relayThrottleThreshold, 5, 5},
 		// Half the 5 s stop margin before the 15 min timeout.
-		"RelayDuration":  {"Duration", "AWS/Lambda", "p99", 300, timeoutMs - 2500, 1, 1},
-		"TableThrottles": {Threshold: 0, Periods: 1, Datapoints: 1},
+		"RelayDuration":    {"Duration", "AWS/Lambda", "p99", 300, timeoutMs - 2500, 1, 1},
+		"EnqueueErrors":    {"Errors", "AWS/Lambda", "Sum", 300, 0, 1, 1},
+		"EnqueueThrottles": {"Throttles", "AWS/Lambda", "Sum", 300, 0, 1, 1},
+		// 90 % of the 30 s enqueue timeout.
+		"EnqueueDuration": {"Duration", "AWS/Lambda", "Maximum", 300, 27_000, 1, 1},
+		"TableThrottles":  {Threshold: 0, Periods: 1, Datapoints: 1},
 	}
 	tableMetrics := got["TableThrottles"].Metric
 	got["TableThrottles"] = alarmSpec{Threshold: got["TableThrottles"].Threshold, Periods: 1, Datapoints: 1}
@@ -109,14 +128,15 @@ func TestAlarmThresholdsAreConfigurableAndEmailGetsAnEncryptedTopic(t *testing.T
 	topicID := f.ofType("AWS::SNS::Topic")[0]
 	for _, id := range f.ofType("AWS::CloudWatch::Alarm") {
 		a := f.props(id)
-		if name, ok := a["MetricName"].(string); ok {
-			thresholds[name] = a["Threshold"]
+		if _, ok := a["MetricName"].(string); ok {
+			name := strings.SplitN(id, "Alarms", 2)[1]
+			thresholds[name[:len(name)-8]] = a["Threshold"]
 		}
 		assertJSON(t, id+" actions", a["AlarmActions"], []any{map[string]any{"Ref": topicID}})
 	}
-	assertJSON(t, "OldestPendingAge", thresholds[outboxconf.MetricOldestPendingAge], 90)
-	assertJSON(t, "PublishFailures", thresholds[outboxconf.MetricPublishFailures], 3)
-	assertJSON(t, "Duration", thresholds["Duration"], 810000)
+	assertJSON(t, "OldestPendingAge", thresholds["OldestPendingAge"], 90)
+	assertJSON(t, "PublishFailures", thresholds["PublishFailures"], 3)
+	assertJSON(t, "Duration", thresholds["RelayDuration"], 810000)
 	assertJSON(t, "subscription", f.only("AWS::SNS::Subscription"), map[string]any{
 		"Protocol": "email", "Endpoint": "ops@example.com", "TopicArn": map[string]any{"Ref": topicID},
 	})
@@ -143,8 +163,8 @@ func TestAlarmThresholdsAreConfigurableAndEmailGetsAnEncryptedTopic(t *testing.T
 
 func TestNoAlarmActionsWithoutATopic(t *testing.T) {
 	f := synth(t, nil)
-	if n := len(f.ofType("AWS::CloudWatch::Alarm")); n != 7 {
-		t.Errorf("want 7 alarms, got %d", n)
+	if n := len(f.ofType("AWS::CloudWatch::Alarm")); n != 13 {
+		t.Errorf("want 13 alarms, got %d", n)
 	}
 	for _, id := range f.ofType("AWS::CloudWatch::Alarm") {
 		if actions, ok := f.props(id)["AlarmActions"]; ok {
@@ -217,6 +237,11 @@ func TestDashboardShowsEveryOutboxMetric(t *testing.T) {
 		emfMetric(outboxconf.MetricWriteUnits, r), emfMetric(outboxconf.MetricWriteUnits, enqueue),
 		emfMetric(outboxconf.MetricReadUnits, r), emfMetric(outboxconf.MetricReadUnits, enqueue))
 	has("Relay function", `"AWS/Lambda","Invocations"`, `"AWS/Lambda","Errors"`, `"AWS/Lambda","Throttles"`, `"AWS/Lambda","Duration"`)
+	has("Poison messages", emfMetric(outboxconf.MetricMessagesParked, r), emfMetric(outboxconf.MetricParkedMessages, r), emfMetric(outboxconf.MetricHeadRowRetries, r))
+	has("Relay wake-ups and runs", emfMetric(outboxconf.MetricWakeUpsSent, r), `"AWS/Lambda","AsyncEventsDropped"`, emfMetric(outboxconf.MetricBudgetUsed, r), `"stat":"SampleCount"`)
+	has("Enqueue function", `"AWS/Lambda","Invocations","FunctionName","`+enqueue, `"AWS/Lambda","Errors","FunctionName","`+enqueue,
+		`"AWS/Lambda","Throttles","FunctionName","`+enqueue, `"AWS/Lambda","Duration","FunctionName","`+enqueue, emfMetric(outboxconf.MetricEnqueueRejected, enqueue))
+	has("DynamoDB requests and throttles", emfMetric(outboxconf.MetricDynamoDBRequests, r), emfMetric(outboxconf.MetricThrottles, enqueue))
 	if !strings.Contains(body.String(), `"title":"Alarms"`) {
 		t.Error("dashboard lacks the alarm status widget")
 	}

@@ -102,6 +102,32 @@ func newDashboard(scope constructs.Construct, in dashboardInputs) awscloudwatch.
 			},
 			[]awscloudwatch.IMetric{in.relay.MetricDuration(&awscloudwatch.MetricOptions{Statistic: jsii.String(statP99)})}),
 	)
+	sum := &awscloudwatch.MetricOptions{Statistic: jsii.String(statSum)}
+	dashboard.AddWidgets(
+		graph("Poison messages",
+			[]awscloudwatch.IMetric{relay(outboxconf.MetricMessagesParked, statSum), relay(outboxconf.MetricHeadRowRetries, statSum)},
+			[]awscloudwatch.IMetric{relay(outboxconf.MetricParkedMessages, statMaximum)}),
+		graph("Relay wake-ups and runs",
+			[]awscloudwatch.IMetric{
+				relay(outboxconf.MetricWakeUpsSent, statSum),
+				in.relay.Metric(jsii.String("AsyncEventsDropped"), sum),
+				relay(outboxconf.MetricBudgetUsed, statSampleCount),
+			},
+			[]awscloudwatch.IMetric{relay(outboxconf.MetricBudgetUsed, statMaximum)}),
+	)
+	dashboard.AddWidgets(
+		graph("Enqueue function",
+			[]awscloudwatch.IMetric{
+				in.enqueue.MetricInvocations(sum),
+				in.enqueue.MetricErrors(sum),
+				in.enqueue.MetricThrottles(sum),
+				enqueue(outboxconf.MetricEnqueueRejected, statSum),
+			},
+			[]awscloudwatch.IMetric{in.enqueue.MetricDuration(&awscloudwatch.MetricOptions{Statistic: jsii.String(statMaximum)})}),
+		graph("DynamoDB requests and throttles",
+			[]awscloudwatch.IMetric{relay(outboxconf.MetricDynamoDBRequests, statSum), enqueue(outboxconf.MetricDynamoDBRequests, statSum)},
+			[]awscloudwatch.IMetric{relay(outboxconf.MetricThrottles, statSum), enqueue(outboxconf.MetricThrottles, statSum)}),
+	)
 	if len(in.alarms) > 0 {
 		alarms := make([]interfacesawscloudwatch.IAlarmRef, len(in.alarms))
 		for i, a := range in.alarms {

@@ -11,8 +11,10 @@ import (
 const (
 	statSum     = "Sum"
 	statMaximum = "Maximum"
-	statP50     = "p50"
-	statP99     = "p99"
+	// statSampleCount counts the documents that carried a metric.
+	statSampleCount = "SampleCount"
+	statP50         = "p50"
+	statP99         = "p99"
 )
 
 // emf builds metrics the functions emit in Embedded Metric Format, with

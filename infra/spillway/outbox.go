@@ -166,7 +166,8 @@ func NewOutbox(scope constructs.Construct, id string, props *OutboxProps) Outbox
 	o.topic = newAlarmTopic(o, p.Alarms)
 	o.alarms = newAlarms(o, alarmInputs{
 		props: p, emf: metrics, relay: o.relay.fn, relayName: o.relay.fn.FunctionName(),
-		table: o.table, topic: o.topic,
+		enqueue: o.enqueue.fn,
+		table:   o.table, topic: o.topic,
 	})
 	o.dashboard = newDashboard(o, dashboardInputs{
 		emf: metrics, relay: o.relay.fn, enqueue: o.enqueue.fn,
