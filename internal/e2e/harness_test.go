@@ -208,6 +208,18 @@ func (s *trackedStore) MarkPublished(ctx context.Context, bucket int, msgs []out
 	return err
 }
 
+// ParkedKeys and Park pass the quarantine through, tracked like the rest.
+func (s *trackedStore) ParkedKeys(ctx context.Context, bucket int) (map[string][]int64, error) {
+	return track(s.busy, func() (map[string][]int64, error) {
+		return s.Store.(outbox.Quarantine).ParkedKeys(ctx, bucket)
+	})
+}
+
+func (s *trackedStore) Park(ctx context.Context, p outbox.Parking) error {
+	_, err := track(s.busy, func() (struct{}, error) { return struct{}{}, s.Store.(outbox.Quarantine).Park(ctx, p) })
+	return err
+}
+
 func (s *trackedStore) Backlog(ctx context.Context) (outbox.Backlog, error) {
 	return track(s.busy, func() (outbox.Backlog, error) { return s.Store.Backlog(ctx) })
 }
