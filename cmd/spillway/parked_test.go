@@ -102,7 +102,7 @@ func TestParkedListReplayDrop(t *testing.T) {
 		t.Fatalf("second drain: exit %d: %s %s", code, out, errs)
 	}
 	var order []string
-	for _, r := range kafka.Consume(t, orders, 3) {
+	for _, r := range outboxtest.Consume(t, kafka, orders, 3) {
 		for _, h := range r.Headers {
 			if h.Key == outbox.DefaultMessageIDHeaderName {
 				order = append(order, string(h.Value))

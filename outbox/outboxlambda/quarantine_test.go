@@ -9,6 +9,7 @@ import (
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
 // TestQuarantineParksAKeyBehindAnUnknownTopicAndReplayDeliversItInOrder
@@ -60,7 +61,7 @@ func TestQuarantineParksAKeyBehindAnUnknownTopicAndReplayDeliversItInOrder(t *te
 
 	wake := json.RawMessage(fmt.Sprintf(`{"trigger":"wake","buckets":[%d]}`, bucket))
 	handleRelay(t, b, t.Context(), wake)
-	got := b.kafka.Consume(t, orders, 4)
+	got := outboxtest.Consume(t, b.kafka, orders, 4)
 	var ids []string
 	for _, r := range got {
 		id, _ := header(r, outbox.DefaultMessageIDHeaderName)
@@ -94,7 +95,7 @@ func TestQuarantineParksAKeyBehindAnUnknownTopicAndReplayDeliversItInOrder(t *te
 		t.Fatal(err)
 	}
 	handleRelay(t, b, t.Context(), wake)
-	all := b.kafka.Consume(t, orders, 7)
+	all := outboxtest.Consume(t, b.kafka, orders, 7)
 	var poison []string
 	for _, r := range all {
 		if string(r.Key) == "poison" {
