@@ -5,6 +5,9 @@ PKGS := ./...
 STATICCHECK_VERSION := v0.8.2
 BIN := $(CURDIR)/bin
 FUZZTIME ?= 30s
+# Per test binary: the simulations (fleet, steady, e2e) take minutes under -race
+# on 2 cores, and the default 10 minutes leaves too little headroom.
+TEST_TIMEOUT ?= 30m
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 .DEFAULT_GOAL := help
@@ -15,7 +18,7 @@ help: ## List the targets.
 
 .PHONY: test
 test: vet ## go vet, then every test with -race (library, functions, CLI and the CDK stack).
-	$(GO) test -race -count=1 $(PKGS)
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 	@if [ -d infra ]; then $(MAKE) test-infra; fi
 
 .PHONY: vet
