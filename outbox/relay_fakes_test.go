@@ -25,11 +25,14 @@ type memStore struct {
 	calls   map[string]int
 
 	// Scripted faults and hooks.
-	failPending   int
-	failMark      int
-	refuseRenew   bool
-	acquireErr    error
-	onRelease     func()
+	failPending int
+	failMark    int
+	refuseRenew bool
+	acquireErr  error
+	onRelease   func()
+	// afterFetch runs after a fetch computed its answer (without the
+	// lock): a commit landing just after the look.
+	afterFetch    func(bucket int)
 	deletedOrder  map[int][]int64
 	renewedBefore []time.Time
 	rounds        []int // RoundState.Round of every acquisition
@@ -212,15 +215,21 @@ func (s *memStore) PendingBuckets(_ context.Context, buckets []int) ([]int, erro
 
 func (s *memStore) FetchBatch(_ context.Context, bucket, max int) ([]outbox.Message, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.calls["fetch"]++
 	ms := s.msgs[bucket]
+	hook := s.afterFetch
 	for i, m := range ms[:min(max, len(ms))] {
 		if s.unreadable[bucket][m.Sequence] {
+			s.mu.Unlock()
 			return slices.Clone(ms[:i]), &outbox.UnreadableRowError{Bucket: bucket, Sequence: m.Sequence, Err: errors.New("Topic is missing")}
 		}
 	}
-	return slices.Clone(ms[:min(max, len(ms))]), nil
+	out := slices.Clone(ms[:min(max, len(ms))])
+	s.mu.Unlock()
+	if hook != nil {
+		hook(bucket)
+	}
+	return out, nil
 }
 
 func (s *memStore) MarkPublished(ctx context.Context, bucket int, msgs []outbox.Message) error {

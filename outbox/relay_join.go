@@ -120,25 +120,24 @@ func (u *run) validHints() []int {
 // own lease from an earlier run, which it resumes).
 func (u *run) orphaned(coord Coordination, bs []int, now time.Time) []int {
 	r := u.r
-	live := map[string]bool{}
-	for _, rs := range coord.Relays {
-		if rs.Active(now, r.opts.LeaseDuration) {
-			live[rs.RelayID] = true
-		}
-	}
-	held := map[int]bool{}
-	for _, l := range coord.Leases {
-		if l.Owner != "" && l.Owner != r.opts.RelayID && !l.Expired(now) && live[l.Owner] {
-			held[l.Bucket] = true
-		}
-	}
+	held := coord.HeldUntil(now, r.opts.LeaseDuration)
 	var out []int
 	for _, b := range bs {
-		if !held[b] {
+		if _, ok := held[b]; !ok || u.ownLease(coord, b) {
 			out = append(out, b)
 		}
 	}
 	return out
+}
+
+// ownLease reports whether the view names this relay as b's holder.
+func (u *run) ownLease(coord Coordination, b int) bool {
+	for _, l := range coord.Leases {
+		if l.Bucket == b {
+			return l.Owner == u.r.opts.RelayID
+		}
+	}
+	return false
 }
 
 // stillWaiting re-checks the hinted buckets this run waits for: it stops

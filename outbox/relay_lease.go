@@ -274,6 +274,7 @@ func (u *run) stop() {
 		return
 	}
 	slices.Sort(check)
+	releasedAt := r.clock.Now()
 	// Strongly consistent: a commit that landed while this relay stopped
 	// is exactly what the eventually consistent probe can miss, and then
 	// nobody would be woken for it before the schedule.
@@ -282,10 +283,44 @@ func (u *run) stop() {
 		r.log.LogAttrs(u.ctx, slog.LevelWarn, "probing released buckets failed", slog.Any("error", err))
 		return
 	}
+	if len(pending) == 0 && len(rel.Released) > 0 {
+		pending = u.watchReleased(rel.Released, releasedAt)
+	}
 	u.res.WorkLeft = pending
 	if len(pending) > 0 {
 		u.wake(pending)
 	}
+}
+
+// watchReleased covers the writers that skipped their wake-up because a
+// view read before the release showed this relay holding the buckets: it
+// probes the released buckets again OwnerViewTTL after the release, when
+// no such view is trusted any more, and returns those pending. Only a
+// relay that can send the continuation watches, and only if the wait fits
+// before the deadline.
+func (u *run) watchReleased(released []int, releasedAt time.Time) []int {
+	r := u.r
+	if r.notifier == nil || u.ctx.Err() != nil {
+		return nil
+	}
+	until := releasedAt.Add(OwnerViewTTL)
+	if !u.in.Deadline.IsZero() && u.in.Deadline.Sub(until) < u.releaseReserve()/2 {
+		r.log.LogAttrs(u.ctx, slog.LevelWarn, "no time left to watch the released buckets; commits of the last second wait for the next trigger",
+			slog.Any("released", released))
+		return nil
+	}
+	if !Sleep(r.clock, until.Sub(r.clock.Now()), u.ctx.Done()) {
+		return nil
+	}
+	// Strongly consistent, as the stop's first look: the commit whose
+	// wake-up was skipped is exactly what an eventually consistent probe
+	// could miss.
+	pending, err := u.withMessages(released)
+	if err != nil {
+		r.log.LogAttrs(u.ctx, slog.LevelWarn, "looking at the released buckets after the watch failed", slog.Any("error", err))
+		return nil
+	}
+	return pending
 }
 
 // wake sends the continuation wake-up, bounded by the hop limit.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"runtime"
 	"slices"
 	"strings"
@@ -480,6 +481,66 @@ func TestRelayStrandedMessageRaceIsResolvedByTheStoppingOwner(t *testing.T) {
 	res3 := woken.run(t, outbox.RunInput{Trigger: outbox.TriggerWake, Buckets: w[0].Buckets, Hop: w[0].Hop})
 	if !res3.Joined || e.store.pending() != 0 {
 		t.Fatalf("the wake-up did not publish the message: joined %v pending %d", res3.Joined, e.store.pending())
+	}
+}
+
+// TestRelayWatchesReleasedBucketsForSkippedWakeUps is the stop's half of
+// the writers' skipped wake-ups: a commit lands just after the stopping
+// relay's post-release look, and its writer skipped the wake-up because
+// a view read before the release showed the relay holding the bucket. The
+// relay looks at the released buckets again OwnerViewTTL after the
+// release and sends the wake-up itself.
+func TestRelayWatchesReleasedBucketsForSkippedWakeUps(t *testing.T) {
+	e := newRelayEnv(t, 2, nil)
+	e.store.add(1, "first")
+	var releasedAt time.Time
+	e.store.onRelease = func() {
+		e.store.onRelease = nil
+		releasedAt = e.clock.Now()
+		e.store.afterFetch = func(bucket int) {
+			if bucket != 1 {
+				return
+			}
+			e.store.mu.Lock()
+			e.store.afterFetch = nil
+			e.store.mu.Unlock()
+			e.store.add(1, "wake-up skipped")
+		}
+	}
+	res := e.run(t, outbox.RunInput{Trigger: outbox.TriggerWake, Buckets: []int{1}})
+	if res.Reason != outbox.StopDrained || !slices.Equal(res.WorkLeft, []int{1}) || !res.WakeUpSent {
+		t.Fatalf("reason %s, work left %v, wake-up sent %v: want the watch to find bucket 1", res.Reason, res.WorkLeft, res.WakeUpSent)
+	}
+	if w := e.wakes.all(); len(w) != 1 || !slices.Equal(w[0].Buckets, []int{1}) || w[0].Hop != 1 {
+		t.Fatalf("wake-ups %+v, want one for bucket 1 at hop 1", w)
+	}
+	if waited := e.clock.Now().Sub(releasedAt); waited < outbox.OwnerViewTTL {
+		t.Fatalf("the relay probed %v after its release, want at least %v", waited, outbox.OwnerViewTTL)
+	}
+}
+
+func TestCoordinationHeldUntilCountsOnlyLiveHolders(t *testing.T) {
+	now := t0
+	c := outbox.Coordination{
+		Leases: []outbox.LeaseState{
+			{Bucket: 0, Owner: "a", ExpiresAt: now.Add(30 * time.Second)},
+			{Bucket: 1, Owner: "b", ExpiresAt: now.Add(30 * time.Second)}, // stopped
+			{Bucket: 2, Owner: "c", ExpiresAt: now.Add(30 * time.Second)}, // silent
+			{Bucket: 3, Owner: "a", ExpiresAt: now},                       // expired
+			{Bucket: 4, Owner: "", ExpiresAt: now.Add(time.Minute)},       // free
+			{Bucket: 5, Owner: "d", ExpiresAt: now.Add(time.Minute)},      // heartbeat ends first
+		},
+		Relays: []outbox.RelayState{
+			{RelayID: "a", LastSeen: now},
+			{RelayID: "b", LastSeen: now, Stopped: true},
+			{RelayID: "c", LastSeen: now.Add(-30 * time.Second)},
+			{RelayID: "d", LastSeen: now.Add(-20 * time.Second)},
+		},
+	}
+	got := c.HeldUntil(now, 30*time.Second)
+	want := map[int]time.Time{0: now.Add(30 * time.Second), 5: now.Add(10 * time.Second)}
+	if !maps.Equal(got, want) {
+		t.Fatalf("HeldUntil = %v, want %v", got, want)
 	}
 }
 

@@ -99,6 +99,44 @@ type Coordination struct {
 	Relays []RelayState
 }
 
+// OwnerViewTTL is how long a writer may trust a view of the coordination
+// partition that shows a live relay holding a bucket, and skip the wake-up
+// for a commit to it: a stopping relay watches the buckets it released for
+// this long after the release and wakes a relay for what was committed
+// meanwhile, so no commit whose wake-up was skipped waits for the
+// schedule. Writers and relays share it as a protocol constant.
+const OwnerViewTTL = time.Second
+
+// HeldUntil returns, for each bucket a live relay holds in the view, until
+// when it stays held at the latest: the lease's expiry, or the end of the
+// holder's heartbeat window if that comes first. A holder counts as live as
+// in the relay's trust check: not stopped and seen within leaseDuration.
+// Free, expired and stopped or silent holders' buckets are absent.
+func (c Coordination) HeldUntil(now time.Time, leaseDuration time.Duration) map[int]time.Time {
+	live := map[string]time.Time{}
+	for _, rs := range c.Relays {
+		if rs.Active(now, leaseDuration) {
+			live[rs.RelayID] = rs.LastSeen.Add(leaseDuration)
+		}
+	}
+	held := map[int]time.Time{}
+	for _, l := range c.Leases {
+		until, ok := live[l.Owner]
+		if l.Owner == "" || !ok || l.Expired(now) {
+			continue
+		}
+		held[l.Bucket] = minTime(l.ExpiresAt, until)
+	}
+	return held
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
 // Backlog is one sample of the pending messages.
 type Backlog struct {
 	// Pending counts the messages, each bucket capped at the store's limit.

@@ -138,7 +138,7 @@ func TestIAMIsExactlyWhatEachPrincipalCalls(t *testing.T) {
 	lookupLogs := lookup.Node().FindChild(jsii.String("Logs"))
 	scheduleRole := o.Node().FindChild(jsii.String("Schedule")).Node().FindChild(jsii.String("Role")).(awsiam.Role)
 	writers := []stmt{
-		newStmt([]string{"dynamodb:PutItem", "dynamodb:UpdateItem"}, []any{table}, nil),
+		newStmt([]string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"}, []any{table}, nil),
 		newStmt([]string{"lambda:InvokeFunction"}, []any{relayArn}, nil),
 	}
 	f.expectGrants(map[string][]stmt{
@@ -179,7 +179,7 @@ func TestIAMForSCRAMInAVPCWithTheStreamsTrigger(t *testing.T) {
 	relayArn := f.resolved(o.relay.fn.FunctionArn())
 	scheduleRole := o.Node().FindChild(jsii.String("Schedule")).Node().FindChild(jsii.String("Role")).(awsiam.Role)
 	writers := []stmt{
-		newStmt([]string{"dynamodb:PutItem", "dynamodb:UpdateItem"}, []any{table}, nil),
+		newStmt([]string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"}, []any{table}, nil),
 		newStmt([]string{"lambda:InvokeFunction"}, []any{relayArn}, nil),
 	}
 	f.expectGrants(map[string][]stmt{

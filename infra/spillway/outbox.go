@@ -23,8 +23,10 @@ var (
 	// published messages.
 	RelayTableActions = []string{"dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
 	// WriterTableActions are what a writer does: reserve a sequence
-	// (UpdateItem) and put the message (PutItem, alone or in a transaction).
-	WriterTableActions = []string{"dynamodb:PutItem", "dynamodb:UpdateItem"}
+	// (UpdateItem), put the message (PutItem, alone or in a transaction)
+	// and read the coordination partition (Query) to skip the wake-ups a
+	// live relay covers.
+	WriterTableActions = []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"}
 	// StreamReadActions let Lambda's event source mapping read the stream.
 	StreamReadActions = []string{"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"}
 	// InvokeAction sends wake-ups to the relay.
@@ -45,7 +47,7 @@ type Outbox interface {
 	// Enqueue is the enqueue function.
 	Enqueue() awslambda.Function
 	// WritersPolicy lets a service enqueue: PutItem and UpdateItem on the
-	// table and wake-ups of the relay. Attach it to writers' roles.
+	// table, Query of the relays' leases and wake-ups of the relay. Attach it to writers' roles.
 	WritersPolicy() awsiam.ManagedPolicy
 	// Schedule is the EventBridge Scheduler sweep.
 	Schedule() awsscheduler.CfnSchedule

@@ -26,6 +26,7 @@ const (
 	KindRoundRead    = "round read"
 	KindStopRead     = "stop re-read"
 	KindOtherRead    = "other read"
+	KindOwnerView    = "writer owner view"
 	kindMessageRead  = "message read"
 	kindMessageWrite = "message write"
 )
@@ -41,6 +42,8 @@ const (
 	methodRenew   storeMethod = "renew"
 	methodRelease storeMethod = "release"
 	methodRead    storeMethod = "read"
+	// methodOwnerView is a writer's notifier reading who holds the buckets.
+	methodOwnerView storeMethod = "owner view"
 )
 
 func withMethod(ctx context.Context, m storeMethod) context.Context {
@@ -154,6 +157,8 @@ func (c *simClient) readKind(ctx context.Context) string {
 		return KindRoundRead
 	case methodRelease:
 		return KindStopRead
+	case methodOwnerView:
+		return KindOwnerView
 	}
 	return KindOtherRead
 }

@@ -13,8 +13,12 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
-// MaxCoordinationWritesPerMessage is the scenario's cost target.
+// MaxCoordinationWritesPerMessage is the scenario's coordination cost target.
 const MaxCoordinationWritesPerMessage = 0.1
+
+// MaxInvocationsPerMessage is the Lambda cost target at 1 message/s and
+// more: relay invocations per relayed message.
+const MaxInvocationsPerMessage = 0.1
 
 // Report is what a run measured. Durations are simulated time except
 // WallTime.
@@ -96,6 +100,11 @@ type Report struct {
 	WriterWakeUps       int64 `json:"writerWakeUps"`
 	WriterWakeUpsMerged int64 `json:"writerWakeUpsMerged"`
 	WriterWakeUpsFailed int64 `json:"writerWakeUpsFailed"`
+	// WriterWakeUpsSkipped were not sent because a live relay covered
+	// their buckets; WriterOwnerReads are the coordination views the
+	// writers' notifiers read to decide it.
+	WriterWakeUpsSkipped int64 `json:"writerWakeUpsSkipped"`
+	WriterOwnerReads     int64 `json:"writerOwnerReads"`
 
 	// Refused conditional writes by kind, and those after the first
 	// minute (LateRefusals lists the first few).
@@ -143,6 +152,11 @@ func percentiles(sorted []time.Duration) Percentiles {
 // CoordinationWritesPerMessage is coordination writes per relayed message.
 func (r Report) CoordinationWritesPerMessage() float64 {
 	return perMessage(r.CoordinationWrites, r.Relayed)
+}
+
+// InvocationsPerMessage is relay invocations per relayed message.
+func (r Report) InvocationsPerMessage() float64 {
+	return perMessage(r.Invocations, r.Relayed)
 }
 
 // CoordinationReadsPerMessage is coordination reads per relayed message.
@@ -229,7 +243,7 @@ func (r Report) Rows() [][]string {
 	}
 	add("coordination writes per relayed message", fmt.Sprintf("%.4f", r.CoordinationWritesPerMessage()), target("coordination writes per relayed message"))
 	add("coordination reads", fmt.Sprint(r.CoordinationReads), "")
-	for _, k := range []string{KindTrustCheck, KindRoundRead, KindStopRead, KindOtherRead} {
+	for _, k := range []string{KindTrustCheck, KindRoundRead, KindStopRead, KindOwnerView, KindOtherRead} {
 		if n := r.CoordinationReadsByKind[k]; n > 0 {
 			add("  "+k, fmt.Sprint(n), "")
 		}
@@ -241,7 +255,8 @@ func (r Report) Rows() [][]string {
 	add("relay invocations", fmt.Sprintf("%d (%s)", r.Invocations, formatCounts(r.InvocationsByTrigger)), "")
 	add("  outcomes", formatCounts(r.InvocationsByReason), "")
 	add("wake-up invocations / exited without joining", fmt.Sprintf("%d / %d", r.WakeUpInvocations, r.WakeUpsWithoutJoining), "")
-	add("writer wake-ups sent / merged / failed", fmt.Sprintf("%d / %d / %d", r.WriterWakeUps, r.WriterWakeUpsMerged, r.WriterWakeUpsFailed), "")
+	add("writer wake-ups sent / merged / skipped / failed", fmt.Sprintf("%d / %d / %d / %d", r.WriterWakeUps, r.WriterWakeUpsMerged, r.WriterWakeUpsSkipped, r.WriterWakeUpsFailed), "")
+	add("relay invocations per message", fmt.Sprintf("%.4f", r.InvocationsPerMessage()), "")
 	add("invocations that joined / distinct relays", fmt.Sprintf("%d / %d", r.JoinedInvocations, r.JoinedRelays), "")
 	add("bucket claims / handovers", fmt.Sprintf("%d / %d", r.Claims, r.Handovers), "")
 	add("function time, all / joined invocations", fmt.Sprintf("%s / %s", fmtDur(r.FunctionTime), fmtDur(r.JoinedFunctionTime)), "")
@@ -351,6 +366,8 @@ func (s *sim) report(counts outboxlocal.Counts, wall time.Duration) Report {
 			r.WriterWakeUps += ws.Sent
 			r.WriterWakeUpsMerged += ws.Merged
 			r.WriterWakeUpsFailed += ws.Failed
+			r.WriterWakeUpsSkipped += ws.Skipped
+			r.WriterOwnerReads += ws.OwnerReads
 		}
 	}
 	for _, d := range lat {

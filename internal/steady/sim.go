@@ -162,7 +162,7 @@ func (s *sim) build(ddb *outboxlocal.DynamoDB) error {
 		opts.Clock, opts.Logger = s.clock, cfg.Logger
 		var err error
 		if !cfg.WithoutWakeUps {
-			if w.notifier, err = s.newNotifier(); err != nil {
+			if w.notifier, err = s.newWriterNotifier(); err != nil {
 				return err
 			}
 			opts.Notifier = w.notifier
@@ -191,6 +191,30 @@ func (s *sim) newNotifier() (*outboxlambda.Notifier, error) {
 	return outboxlambda.NewNotifier(outboxlambda.NotifierConfig{
 		Client: s.lambda, FunctionName: relayFunction, Clock: s.clock, Logger: s.cfg.Logger, Timeout: notifierTimeout,
 	})
+}
+
+// newWriterNotifier returns a writer's wake-up notifier: it reads the
+// relays' leases through its own store, as a writer process would, and
+// skips the wake-ups a live relay covers.
+func (s *sim) newWriterNotifier() (*outboxlambda.Notifier, error) {
+	opts := s.fn.StoreOptions()
+	opts.Clock, opts.Logger = s.clock, s.cfg.Logger
+	store, err := outboxddb.NewStore(s.client, opts)
+	if err != nil {
+		return nil, err
+	}
+	return outboxlambda.NewNotifier(outboxlambda.NotifierConfig{
+		Client: s.lambda, FunctionName: relayFunction, Clock: s.clock, Logger: s.cfg.Logger, Timeout: notifierTimeout,
+		Owners: ownerReader{store}, LeaseDuration: s.fn.LeaseDuration,
+	})
+}
+
+// ownerReader marks a writer's reads of the coordination partition for
+// simClient's classification.
+type ownerReader struct{ inner *outboxddb.Store }
+
+func (o ownerReader) ReadCoordination(ctx context.Context) (outbox.Coordination, error) {
+	return o.inner.ReadCoordination(withMethod(ctx, methodOwnerView))
 }
 
 // stop cancels whatever still runs (after a failure) and waits for it.

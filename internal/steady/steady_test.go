@@ -44,13 +44,15 @@ func TestSteadyTrafficMeetsTargets(t *testing.T) {
 	if err := rep.Check(); err != nil {
 		t.Errorf("targets missed:\n%v", err)
 	}
-	// What the targets rest on: wake-ups did reach relays that trusted the
-	// owner, the owner renewed (keeps) and nothing was killed or failed.
+	// What the targets rest on: the writers skipped the wake-ups a live
+	// owner covered (so relay invocations stay far below one per message),
+	// the owner renewed (keeps) and nothing was killed or failed.
 	switch {
-	case rep.WakeUpInvocations < rep.Committed/2 || rep.WakeUpsWithoutJoining < rep.WakeUpInvocations-rep.JoinedInvocations:
-		t.Errorf("%d wake-up invocations (%d without joining) for %d commits", rep.WakeUpInvocations, rep.WakeUpsWithoutJoining, rep.Committed)
-	case rep.CoordinationWritesByKind[KindKeep] == 0 || rep.CoordinationReadsByKind[KindTrustCheck] == 0:
-		t.Errorf("no keeps or no trust checks counted: %v %v", rep.CoordinationWritesByKind, rep.CoordinationReadsByKind)
+	case rep.InvocationsPerMessage() > MaxInvocationsPerMessage || rep.WriterWakeUpsSkipped < int64(rep.Committed)/2:
+		t.Errorf("%.4f invocations per message (%d wake-up invocations, %d skipped) for %d commits, want ≤ %.2f",
+			rep.InvocationsPerMessage(), rep.WakeUpInvocations, rep.WriterWakeUpsSkipped, rep.Committed, MaxInvocationsPerMessage)
+	case rep.CoordinationWritesByKind[KindKeep] == 0 || rep.CoordinationReadsByKind[KindOwnerView] == 0:
+		t.Errorf("no keeps or no writer views counted: %v %v", rep.CoordinationWritesByKind, rep.CoordinationReadsByKind)
 	case rep.Killed != 0 || rep.Errors != 0 || rep.Dropped != 0 || rep.WriterWakeUpsFailed != 0:
 		t.Errorf("killed %d, failed %d (%s), dropped %d, wake-ups failed %d", rep.Killed, rep.Errors, rep.LastError, rep.Dropped, rep.WriterWakeUpsFailed)
 	}
@@ -79,9 +81,13 @@ func TestSteadyTrafficHandsOverAtTheDeadline(t *testing.T) {
 			t.Errorf("%s: %s, want %s", tg.Name, tg.Value, tg.Limit)
 		}
 	}
-	if rep.Handovers == 0 || rep.InvocationsByReason["budget"] == 0 || rep.Continuations == 0 {
-		t.Errorf("handovers %d, budget stops %d, continuations %d: want relays stopping at their budget and handing over",
-			rep.Handovers, rep.InvocationsByReason["budget"], rep.Continuations)
+	// The continuation usually reaches the stopping relay's own execution
+	// environment, which claims the buckets again under the same relay id:
+	// every stop shows as a release and a later claim of every bucket.
+	stops := rep.InvocationsByReason["budget"]
+	if stops == 0 || rep.Continuations == 0 || rep.Claims < (stops+1)*rep.Buckets {
+		t.Errorf("budget stops %d, continuations %d, claims %d: want relays stopping at their budget and the buckets claimed again after each stop",
+			stops, rep.Continuations, rep.Claims)
 	}
 	if rep.ReleasesSkipped != 0 || rep.Killed != 0 {
 		t.Errorf("releases skipped %d, killed %d: a 5 s stop margin leaves time to release", rep.ReleasesSkipped, rep.Killed)

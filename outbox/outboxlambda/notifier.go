@@ -1,6 +1,7 @@
 package outboxlambda
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -47,6 +48,20 @@ type NotifierConfig struct {
 	Clock outbox.Clock
 	// Logger receives failed invokes. Default slog.Default().
 	Logger *slog.Logger
+	// Owners, when set, lets a writer's notifier skip the wake-ups that
+	// would only find a live relay holding the buckets (see Notifier).
+	// *outboxddb.Store satisfies it. Leave it nil for a relay's
+	// continuation wake-ups. Optional.
+	Owners OwnerReader
+	// LeaseDuration is the relays' lease duration, which says for how long
+	// a heartbeat proves a relay alive. Default outbox.DefaultLeaseDuration.
+	LeaseDuration time.Duration
+}
+
+// OwnerReader reads the coordination partition: which relay holds which
+// bucket, and the relays' heartbeats.
+type OwnerReader interface {
+	ReadCoordination(ctx context.Context) (outbox.Coordination, error)
 }
 
 // Notifier is an outbox.Notifier that wakes the relay function with an
@@ -60,6 +75,20 @@ type NotifierConfig struct {
 // returns. Merged callers return at once with a nil error. A burst of
 // commits therefore costs two invokes, not one per commit.
 //
+// With Owners set, a writer's wake-up (hop 0, not a join) is skipped when
+// every hinted bucket is covered: a view of the coordination partition read
+// less than outbox.OwnerViewTTL ago showed a live relay holding it, or a
+// wake-up for it was sent less than outbox.OwnerViewTTL ago (the woken relay
+// joins, or trusts a live holder). The live holder polls the bucket, and if
+// it stops meanwhile it watches the released buckets for
+// outbox.OwnerViewTTL and sends the wake-up itself, so a skipped wake-up
+// delays no message beyond the holder's poll. When the coverage has lapsed,
+// the sender reads the view once before invoking (one eventually
+// consistent Query) and skips the invoke if the view covers the buckets;
+// before the first view, it invokes at once and reads the view afterwards.
+// Under steady traffic this turns one invocation per commit into about one
+// read per outbox.OwnerViewTTL per process.
+//
 // A failed invoke is logged, counted (Stats, and the Observer) and returned
 // to its caller, which must not fail its write for it: the relay's schedule
 // finds the messages anyway.
@@ -70,12 +99,18 @@ type Notifier struct {
 	obs      outbox.Observer
 	clock    outbox.Clock
 	log      *slog.Logger
+	owners   OwnerReader
+	lease    time.Duration
 
 	mu       sync.Mutex
 	inFlight bool
 	pending  *outbox.WakeUp
+	// covered maps a bucket to when the notifier stops trusting that a
+	// relay looks at it; viewed reports a view was read at least once.
+	covered map[int]time.Time
+	viewed  bool
 
-	sent, failed, merged atomic.Int64
+	sent, failed, merged, skipped, reads atomic.Int64
 }
 
 var _ outbox.Notifier = (*Notifier)(nil)
@@ -85,8 +120,8 @@ func NewNotifier(cfg NotifierConfig) (*Notifier, error) {
 	if cfg.Client == nil || cfg.FunctionName == "" {
 		return nil, outbox.Misconfigured("new lambda notifier", "a Lambda client and the relay function name are required")
 	}
-	if cfg.Timeout < 0 {
-		return nil, outbox.Misconfigured("new lambda notifier", "negative timeout %v", cfg.Timeout)
+	if cfg.Timeout < 0 || cfg.LeaseDuration < 0 {
+		return nil, outbox.Misconfigured("new lambda notifier", "negative timeout %v or lease duration %v", cfg.Timeout, cfg.LeaseDuration)
 	}
 	n := &Notifier{
 		client:   cfg.Client,
@@ -95,6 +130,9 @@ func NewNotifier(cfg NotifierConfig) (*Notifier, error) {
 		obs:      cfg.Observer,
 		clock:    cfg.Clock,
 		log:      cfg.Logger,
+		owners:   cfg.Owners,
+		lease:    cmp.Or(cfg.LeaseDuration, outbox.DefaultLeaseDuration),
+		covered:  map[int]time.Time{},
 	}
 	if n.timeout == 0 {
 		n.timeout = DefaultNotifyTimeout
@@ -116,11 +154,16 @@ type NotifierStats struct {
 	Failed int64
 	// Merged counts wake-ups folded into a follow-up invoke.
 	Merged int64
+	// Skipped counts wake-ups not sent because a live relay covered their
+	// buckets; OwnerReads the coordination views read to decide it.
+	Skipped    int64
+	OwnerReads int64
 }
 
 // Stats returns the counts so far.
 func (n *Notifier) Stats() NotifierStats {
-	return NotifierStats{Sent: n.sent.Load(), Failed: n.failed.Load(), Merged: n.merged.Load()}
+	return NotifierStats{Sent: n.sent.Load(), Failed: n.failed.Load(), Merged: n.merged.Load(),
+		Skipped: n.skipped.Load(), OwnerReads: n.reads.Load()}
 }
 
 // Notify implements outbox.Notifier. It returns the error of its own invoke;
@@ -128,6 +171,11 @@ func (n *Notifier) Stats() NotifierStats {
 // failure is logged and counted only.
 func (n *Notifier) Notify(ctx context.Context, w outbox.WakeUp) error {
 	n.mu.Lock()
+	if n.skippable(w) && n.coveredLocked(w.Buckets, n.clock.Now()) {
+		n.mu.Unlock()
+		n.skipped.Add(1)
+		return nil
+	}
 	if n.inFlight {
 		n.pending = mergeWakeUps(n.pending, w)
 		n.mu.Unlock()
@@ -176,8 +224,94 @@ func (n *Notifier) followUps(ctx context.Context, limit int) {
 	}
 }
 
-// invoke sends one wake-up and reports it.
+// invoke sends one wake-up unless a fresh view of the owners covers it,
+// and marks its buckets covered once sent.
 func (n *Notifier) invoke(ctx context.Context, w outbox.WakeUp) error {
+	if !n.skippable(w) {
+		return n.send(ctx, w)
+	}
+	n.mu.Lock()
+	viewed := n.viewed
+	n.mu.Unlock()
+	if viewed {
+		// The coverage lapsed: one read decides whether a relay still
+		// holds the buckets. Before the first view the invoke goes first,
+		// so a cold start is not delayed by the read.
+		n.refresh(ctx)
+		n.mu.Lock()
+		covered := n.coveredLocked(w.Buckets, n.clock.Now())
+		n.mu.Unlock()
+		if covered {
+			n.skipped.Add(1)
+			return nil
+		}
+	}
+	err := n.send(ctx, w)
+	if err == nil {
+		n.cover(w.Buckets, n.clock.Now().Add(outbox.OwnerViewTTL))
+	}
+	if !viewed {
+		n.refresh(ctx)
+	}
+	return err
+}
+
+// skippable reports whether w may be skipped: a writer's wake-up with its
+// buckets named, on a notifier that can read the owners.
+func (n *Notifier) skippable(w outbox.WakeUp) bool {
+	return n.owners != nil && w.Hop == 0 && !w.Join && len(w.Buckets) > 0
+}
+
+// coveredLocked reports whether every bucket is covered at now.
+func (n *Notifier) coveredLocked(buckets []int, now time.Time) bool {
+	if n.owners == nil || len(buckets) == 0 {
+		return false
+	}
+	for _, b := range buckets {
+		if !now.Before(n.covered[b]) {
+			return false
+		}
+	}
+	return true
+}
+
+// cover extends the coverage of buckets to until.
+func (n *Notifier) cover(buckets []int, until time.Time) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, b := range buckets {
+		if until.After(n.covered[b]) {
+			n.covered[b] = until
+		}
+	}
+}
+
+// refresh reads the owners and covers every bucket a live relay holds, for
+// at most outbox.OwnerViewTTL from the read's start. A failed read covers
+// nothing: the wake-up is sent.
+func (n *Notifier) refresh(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, n.timeout)
+	defer cancel()
+	view, err := n.owners.ReadCoordination(ctx)
+	n.reads.Add(1)
+	if err != nil {
+		n.log.WarnContext(ctx, "reading the relays' leases failed; sending the wake-up", "error", err)
+		return
+	}
+	trustUntil := view.ReadAt.Add(outbox.OwnerViewTTL)
+	n.mu.Lock()
+	n.viewed = true
+	n.mu.Unlock()
+	for b, until := range view.HeldUntil(view.ReadAt, n.lease) {
+		if until.After(trustUntil) {
+			until = trustUntil
+		}
+		n.cover([]int{b}, until)
+	}
+}
+
+// send invokes the relay function with one wake-up and reports it.
+func (n *Notifier) send(ctx context.Context, w outbox.WakeUp) error {
 	payload, err := json.Marshal(wakePayload{Trigger: triggerWake, Buckets: nonNil(w.Buckets), Hop: w.Hop, Join: w.Join})
 	if err != nil {
 		return fmt.Errorf("outboxlambda: encode wake-up: %w", err)

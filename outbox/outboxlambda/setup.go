@@ -76,12 +76,14 @@ func (in *Init) DynamoDB() *dynamodb.Client {
 }
 
 // notifier returns the wake-up notifier for function, nil when there is
-// no function to wake.
-func (in *Init) notifier(function string, obs outbox.Observer) (*Notifier, error) {
+// no function to wake. A writer's notifier reads the leases through owners
+// to skip the wake-ups a live relay covers; a relay's has none.
+func (in *Init) notifier(function string, obs outbox.Observer, owners OwnerReader) (*Notifier, error) {
 	if function == "" {
 		return nil, nil
 	}
-	return NewNotifier(NotifierConfig{Client: lambda.NewFromConfig(in.AWS), FunctionName: function, Observer: obs, Logger: in.Logger})
+	return NewNotifier(NotifierConfig{Client: lambda.NewFromConfig(in.AWS), FunctionName: function, Observer: obs, Logger: in.Logger,
+		Owners: owners, LeaseDuration: in.Config.LeaseDuration})
 }
 
 // NewRelayFromEnv builds the relay function's handler: DynamoDB store,
@@ -117,7 +119,7 @@ func NewRelayFromEnv(ctx context.Context, getenv func(string) string, log *slog.
 	fn := getenv(EnvFunctionName)
 	// The engine reports its continuation wake-ups itself: the notifier
 	// gets no observer, or they would count twice.
-	notifier, err := in.notifier(cmp.Or(cfg.RelayFunction, fn), nil)
+	notifier, err := in.notifier(cmp.Or(cfg.RelayFunction, fn), nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -148,12 +150,16 @@ func NewEnqueueFromEnv(ctx context.Context, getenv func(string) string, log *slo
 		return nil, err
 	}
 	cfg := in.Config
-	notifier, err := in.notifier(cfg.RelayFunction, in.Metrics)
+	opts := cfg.StoreOptions()
+	opts.Observer, opts.Logger = in.Metrics, log
+	owners, err := outboxddb.NewStore(in.DynamoDB(), opts)
 	if err != nil {
 		return nil, err
 	}
-	opts := cfg.StoreOptions()
-	opts.Observer, opts.Logger = in.Metrics, log
+	notifier, err := in.notifier(cfg.RelayFunction, in.Metrics, owners)
+	if err != nil {
+		return nil, err
+	}
 	if notifier != nil {
 		opts.Notifier = notifier
 	} else {
