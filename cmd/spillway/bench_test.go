@@ -40,13 +40,13 @@ func runBenchCLI(t *testing.T, args ...string) (int, string, string) {
 
 func TestBench_FlagsReachTheScenarioAndTablesArePrinted(t *testing.T) {
 	code, out, errs := runBenchCLI(t, "--scenario", "cli-probe", "--messages", "7", "--brokers", "a:1, b:2",
-		"--dynamodb-endpoint", "http://127.0.0.1:1", "--profile-dir", "/tmp/p", "--quiet")
+		"--dynamodb-endpoint", "http://127.0.0.1:1", "--profile-dir", "/tmp/p", "--plot", "/tmp/economy.svg", "--quiet")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	env := <-probeEnvs
 	if env.Messages != 7 || strings.Join(env.Brokers, ",") != "a:1,b:2" || env.DynamoDBEndpoint != "http://127.0.0.1:1" ||
-		env.ProfileDir != "/tmp/p" || env.Progress != nil {
+		env.ProfileDir != "/tmp/p" || env.PlotFile != "/tmp/economy.svg" || env.Progress != nil {
 		t.Errorf("env %+v", env)
 	}
 	for _, want := range []string{"Machine: ", "probe\n", "rows  1"} {

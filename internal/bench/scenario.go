@@ -26,6 +26,9 @@ type Env struct {
 	// ProfileDir, when set, receives the labelled CPU profile of every
 	// throughput case (component=spillway or component=backend).
 	ProfileDir string
+	// PlotFile, when set, receives the picture of the scenarios that draw
+	// one (SVG).
+	PlotFile string
 	// Progress receives one line per step; nil discards them.
 	Progress io.Writer
 }

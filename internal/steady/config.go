@@ -23,6 +23,9 @@ const (
 	DefaultSeed             = 1
 )
 
+// maxValueSize keeps a message item well under DynamoDB's 400 KB limit.
+const maxValueSize = 256 << 10
+
 // Defaults of Latency: typical in-region figures for a Lambda function.
 const (
 	DefaultDynamoDBLatency = 5 * time.Millisecond
@@ -82,8 +85,11 @@ func orDefault(d, def time.Duration) time.Duration {
 // relays with the relay function's defaults and a 15-minute timeout.
 type Config struct {
 	// Rate is the commits per second (a Poisson process), one message per
-	// commit. Default 10.
+	// commit. Default 10; negative: no commits (only the schedule runs).
 	Rate float64
+	// ValueSize pads every message value to this many bytes. Default: a
+	// short JSON document (about 30 bytes).
+	ValueSize int
 	// Buckets is the bucket count of writers and relays. Default 8.
 	Buckets int
 	// Duration is how long the writers commit, in simulated time. The run
@@ -182,8 +188,10 @@ func (c Config) WithDefaults() Config {
 func (c Config) Validate() error {
 	const op = "validate steady config"
 	switch {
-	case c.Rate <= 0:
-		return outbox.Misconfigured(op, "Rate must be > 0, got %v", c.Rate)
+	case c.Rate == 0:
+		return outbox.Misconfigured(op, "Rate must be > 0, or negative for no commits, got 0")
+	case c.ValueSize < 0 || c.ValueSize > maxValueSize:
+		return outbox.Misconfigured(op, "ValueSize must be in [0, %d], got %d", maxValueSize, c.ValueSize)
 	case c.Buckets < 1:
 		return outbox.Misconfigured(op, "Buckets must be >= 1, got %d", c.Buckets)
 	case c.Duration <= 0:

@@ -1,6 +1,7 @@
 package steady
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -172,7 +173,9 @@ func (s *sim) build(ddb *outboxlocal.DynamoDB) error {
 		}
 		s.writers = append(s.writers, w)
 	}
-	s.at(simStart, s.commitEvent)
+	if cfg.Rate > 0 {
+		s.at(simStart, s.commitEvent)
+	}
 	if cfg.ScheduleInterval > 0 {
 		phase := time.Duration(s.rng.Int64N(int64(cfg.ScheduleInterval)))
 		s.at(simStart.Add(phase), s.scheduleEvent)
@@ -323,6 +326,9 @@ func (s *sim) commitEvent(now time.Time) error {
 	id[8] = id[8]&0x3f | 0x80 // RFC 4122 variant
 	key := fmt.Appendf(nil, "customer-%d", s.rng.IntN(keySpace))
 	value := fmt.Appendf(nil, `{"order":%d,"total":%d}`, s.commits, s.rng.IntN(100000))
+	if pad := s.cfg.ValueSize - len(value); pad > 0 {
+		value = append(value, bytes.Repeat([]byte{' '}, pad)...)
+	}
 	msg, err := outbox.NewMessage(topic, key, value, outbox.MessageOptions{ID: id, BucketCount: s.cfg.Buckets, CreatedAt: now})
 	if err != nil {
 		return err

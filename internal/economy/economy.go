@@ -1,0 +1,224 @@
+package economy
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spillway-dev/spillway/internal/bench"
+	"github.com/spillway-dev/spillway/internal/steady"
+	"github.com/spillway-dev/spillway/outbox"
+)
+
+// Deployments compared.
+const (
+	Spillway = "spillway"
+	Fargate  = "fargate"
+	Streams  = "streams"
+)
+
+// Parts of a bill.
+const (
+	PartDynamoDB       = "dynamodb"
+	PartLambdaRequests = "lambda requests"
+	PartLambdaDuration = "lambda duration"
+	PartSchedule       = "schedule"
+	PartFargate        = "fargate task"
+	PartTotal          = "total"
+)
+
+// Defaults of Config.
+const (
+	DefaultValueSize = 1024
+	DefaultMemoryMB  = 512
+)
+
+// DefaultRates are the rates of the table, messages per second.
+var DefaultRates = []float64{0, 0.1, 1, 10, 100}
+
+// DefaultDuration is how long a rate is simulated: long enough for a few
+// dozen messages at low rates and for a steady state at high ones, short
+// enough to keep the run near a few minutes of wall time.
+func DefaultDuration(rate float64) time.Duration {
+	switch {
+	case rate <= 0:
+		return 10 * time.Minute
+	case rate < 1:
+		return 30 * time.Minute
+	case rate < 10:
+		return 10 * time.Minute
+	case rate < 100:
+		return 5 * time.Minute
+	}
+	return time.Minute
+}
+
+// Config describes one economy run. Zero fields take their defaults.
+type Config struct {
+	// Rates in messages per second. Default DefaultRates.
+	Rates []float64
+	// Duration returns how long a rate's writes are simulated. Default
+	// DefaultDuration.
+	Duration func(rate float64) time.Duration
+	// ValueSize is every message value's size. Default 1 KB.
+	ValueSize int
+	// Buckets is the bucket count. Default 8.
+	Buckets int
+	// MemoryMB is the relay function's memory. Default 512, the stack's.
+	MemoryMB int
+	// IdleTimeout is the drain-mode relay's linger
+	// (SPILLWAY_IDLE_TIMEOUT). Default: the function's.
+	IdleTimeout time.Duration
+	// Seed fixes the scenario's randomness. Default 1.
+	Seed uint64
+	// DynamoDBEndpoint is an external DynamoDB endpoint; empty runs the
+	// embedded server.
+	DynamoDBEndpoint string
+	// Progress receives a line per run. Optional.
+	Progress io.Writer
+}
+
+func (c Config) withDefaults() Config {
+	if len(c.Rates) == 0 {
+		c.Rates = DefaultRates
+	}
+	if c.Duration == nil {
+		c.Duration = DefaultDuration
+	}
+	if c.ValueSize == 0 {
+		c.ValueSize = DefaultValueSize
+	}
+	if c.Buckets == 0 {
+		c.Buckets = outbox.DefaultBucketCount
+	}
+	if c.MemoryMB == 0 {
+		c.MemoryMB = DefaultMemoryMB
+	}
+	if c.Seed == 0 {
+		c.Seed = steady.DefaultSeed
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	const op = "validate economy config"
+	for _, r := range c.Rates {
+		if r < 0 {
+			return outbox.Misconfigured(op, "rates must be >= 0, got %v", r)
+		}
+		if d := c.Duration(r); d <= 0 {
+			return outbox.Misconfigured(op, "duration of rate %v must be > 0, got %v", r, d)
+		}
+	}
+	if c.MemoryMB < 128 || c.MemoryMB > 10240 {
+		return outbox.Misconfigured(op, "MemoryMB must be in [128, 10240] (Lambda's range), got %d", c.MemoryMB)
+	}
+	return nil
+}
+
+// Run measures every rate and prices the three deployments.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return Result{}, err
+	}
+	res := Result{Prices: bench.OnDemandPrices, MemoryMB: cfg.MemoryMB, ValueSize: cfg.ValueSize, Buckets: cfg.Buckets, Seed: cfg.Seed}
+	for _, rate := range cfg.Rates {
+		m, err := measure(ctx, cfg, rate, outbox.ModeDrain)
+		if err != nil {
+			return Result{}, err
+		}
+		res.Runs = append(res.Runs, m)
+		res.Lines = append(res.Lines, spillwayBill(res.Prices, cfg, m)...)
+		hold := modelledIdleHold(cfg, m)
+		if rate > 0 {
+			if hold, err = measure(ctx, cfg, rate, outbox.ModeHold); err != nil {
+				return Result{}, err
+			}
+			res.Runs = append(res.Runs, hold)
+		}
+		res.Lines = append(res.Lines, fargateBill(res.Prices, rate, hold)...)
+		res.Lines = append(res.Lines, streamsBill(res.Prices, cfg, rate)...)
+	}
+	res.Assumptions = Assumptions(cfg)
+	return res, nil
+}
+
+// holdTail is how long a held relay outlives the writes at most, when the
+// writes fit one relay lifetime.
+const holdTail = 30 * time.Second
+
+// Measured is what one steady-scenario run counted, per simulated second
+// where it matters.
+type Measured struct {
+	Rate float64 `json:"rate"`
+	// Mode is the relay mode of the run: drain (Spillway's default) or
+	// hold (the Fargate anchor's requests).
+	Mode outbox.Mode `json:"mode"`
+	// Modelled reports figures that were not run but modelled.
+	Modelled bool `json:"modelled,omitempty"`
+	// Duration is the simulated write time, Simulated the whole run until
+	// the last relay stopped.
+	Duration  time.Duration `json:"durationNanos"`
+	Simulated time.Duration `json:"simulatedNanos"`
+	Messages  int           `json:"messages"`
+	// WriteUnits and ReadUnits are the DynamoDB units consumed.
+	WriteUnits float64 `json:"writeUnits"`
+	ReadUnits  float64 `json:"readUnits"`
+	// Invocations of the relay function, ScheduleInvocations among them;
+	// FunctionTime their summed duration.
+	Invocations         int           `json:"invocations"`
+	ScheduleInvocations int           `json:"scheduleInvocations"`
+	// WakeUpsWithoutJoining are wake-up invocations that found a live
+	// relay holding the buckets (or nothing pending) and exited: waste.
+	WakeUpsWithoutJoining int `json:"wakeUpsWithoutJoining"`
+	FunctionTime        time.Duration `json:"functionTimeNanos"`
+	// P99 and Max are commit → publish latencies.
+	P99 time.Duration `json:"p99Nanos"`
+	Max time.Duration `json:"maxNanos"`
+}
+
+// perMonth scales a run's count to a 30-day month of the same traffic:
+// what the run consumed, tail included, over its write time.
+func (m Measured) perMonth(n float64) float64 {
+	if m.Duration <= 0 {
+		return 0
+	}
+	return n * bench.SecondsPerMonth / m.Duration.Seconds()
+}
+
+// measure runs the steady scenario at rate in mode.
+func measure(ctx context.Context, cfg Config, rate float64, mode outbox.Mode) (Measured, error) {
+	sc := steady.Config{
+		Rate: rate, Duration: cfg.Duration(rate), ValueSize: cfg.ValueSize, Buckets: cfg.Buckets,
+		Seed: cfg.Seed, DynamoDBEndpoint: cfg.DynamoDBEndpoint, Relay: outbox.RelayOptions{Mode: mode},
+	}
+	if mode == outbox.ModeDrain {
+		sc.Relay.IdleTimeout = cfg.IdleTimeout
+	}
+	if rate == 0 {
+		sc.Rate = -1
+	}
+	if mode == outbox.ModeHold {
+		// A held relay polls until its deadline: end it shortly after the
+		// writes, so the run's idle tail stays small against its write
+		// time (at most the function's 15 minutes per lifetime).
+		sc.RelayTimeout = min(steady.DefaultRelayTimeout, sc.Duration+holdTail)
+	}
+	start := time.Now()
+	rep, err := steady.Run(ctx, sc)
+	if err != nil {
+		return Measured{}, fmt.Errorf("economy: %v msg/s, %s mode: %w", rate, mode, err)
+	}
+	if cfg.Progress != nil {
+		fmt.Fprintf(cfg.Progress, "economy: %v msg/s, %s mode: %d messages over %v simulated in %.1fs\n",
+			rate, mode, rep.Relayed, rep.Simulated.Round(time.Second), time.Since(start).Seconds())
+	}
+	return Measured{
+		Rate: rate, Mode: mode, Duration: rep.Duration, Simulated: rep.Simulated, Messages: rep.Relayed,
+		WriteUnits: rep.Counter.WriteUnits, ReadUnits: rep.Counter.ReadUnits,
+		Invocations: rep.Invocations, ScheduleInvocations: rep.InvocationsByTrigger["schedule"], WakeUpsWithoutJoining: rep.WakeUpsWithoutJoining,
+		FunctionTime: rep.FunctionTime, P99: rep.Latency.P99, Max: rep.Latency.Max,
+	}, nil
+}

@@ -1,0 +1,103 @@
+package economy
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testDurations keeps the test short: 5 schedule sweeps at 0 msg/s, about
+// 120 messages at 1 msg/s.
+func testDurations(rate float64) time.Duration {
+	if rate == 0 {
+		return 5 * time.Minute
+	}
+	return 2 * time.Minute
+}
+
+func near(got, want float64) bool { return math.Abs(got-want) <= 1e-9*math.Max(1, math.Abs(want)) }
+
+func TestEconomyCountsTheBillAtAFixedSeed(t *testing.T) {
+	res, err := Run(t.Context(), Config{Rates: []float64{0, 1}, Duration: testDurations})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range res.Tables() {
+		var b bytes.Buffer
+		if err := tb.Write(&b); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("\n%s", b.String())
+	}
+	get := func(d string, rate float64, part string) Line {
+		t.Helper()
+		l, ok := res.find(d, rate, part)
+		if !ok {
+			t.Fatalf("no line for %s at %v msg/s, %s", d, rate, part)
+		}
+		return l
+	}
+	// Idle: only the schedule runs, 5 sweeps in 5 minutes, each one probe
+	// of every bucket's head (0.5 read units): 43,200 sweeps a month.
+	const sweepsPerMonth = 30 * 24 * 60
+	if l := get(Spillway, 0, PartLambdaRequests); !near(l.InvocationsPerMonth, sweepsPerMonth) {
+		t.Errorf("idle invocations per month %v, want %v (the schedule's)", l.InvocationsPerMonth, sweepsPerMonth)
+	}
+	if l := get(Spillway, 0, PartDynamoDB); !near(l.ReadUnitsPerMonth, sweepsPerMonth*8*0.5) || l.WriteUnitsPerMonth != 0 {
+		t.Errorf("idle DynamoDB units per month: %v write, %v read; want 0 and %v", l.WriteUnitsPerMonth, l.ReadUnitsPerMonth, sweepsPerMonth*8*0.5)
+	}
+	// 1 msg/s, the relay's defaults: the message path costs 7 write units
+	// (the sequence reservation, the transactional put of an item over
+	// 1 KB, the relay's delete); leases and relay starts add the rest.
+	ddb := get(Spillway, 1, PartDynamoDB)
+	if ddb.WriteUnitsPerMessage < 7 || ddb.WriteUnitsPerMessage > 9.5 || ddb.ReadUnitsPerMessage > 8 {
+		t.Errorf("1 msg/s: %.2f write and %.2f read units per message, want 7–9.5 and ≤ 8", ddb.WriteUnitsPerMessage, ddb.ReadUnitsPerMessage)
+	}
+	var drain Measured
+	for _, m := range res.Runs {
+		if m.Rate == 1 && m.Mode == "drain" {
+			drain = m
+		}
+	}
+	if waste := float64(drain.WakeUpsWithoutJoining) / float64(max(drain.Messages, 1)); drain.Messages == 0 || waste > 0.1 {
+		t.Errorf("1 msg/s: %d wake-up invocations without joining for %d messages (%.3f), want ≤ 0.1 per message",
+			drain.WakeUpsWithoutJoining, drain.Messages, waste)
+	}
+	if inv := get(Spillway, 1, PartLambdaRequests).InvocationsPerMessage; inv > 0.2 {
+		t.Errorf("1 msg/s: %.3f invocations per message, want ≤ 0.2", inv)
+	}
+	// The anchors' models.
+	if l := get(Fargate, 0, PartFargate); !near(l.USDPerMonth, (0.25*0.03238+0.5*0.00356)*720) {
+		t.Errorf("Fargate task per month $%v", l.USDPerMonth)
+	}
+	if l := get(Streams, 1, PartDynamoDB); l.WriteUnitsPerMessage != 4 || l.ReadUnitsPerMessage != 0 {
+		t.Errorf("streams: %v write and %v read units per message, want 4 and 0", l.WriteUnitsPerMessage, l.ReadUnitsPerMessage)
+	}
+	if l := get(Streams, 1, PartLambdaRequests); !near(l.InvocationsPerMessage, 1) {
+		t.Errorf("streams at 1 msg/s: %v invocations per message, want 1 (one per batching window)", l.InvocationsPerMessage)
+	}
+	if total := get(Spillway, 1, PartTotal); total.USDPerMonth <= ddb.USDPerMonth || !near(total.USDPerMillion, total.USDPerMonth/(1*30*24*3600)*1e6) {
+		t.Errorf("total %+v does not add up over DynamoDB %+v", total, ddb)
+	}
+	var svg bytes.Buffer
+	if err := res.WritePlot(&svg); err != nil {
+		t.Fatal(err)
+	}
+	if s := svg.String(); !strings.Contains(s, "<svg") || !strings.Contains(s, "Fargate") || !strings.Contains(s, "Streams") {
+		t.Errorf("plot is not an SVG with the three deployments: %.200s", s)
+	}
+}
+
+func TestEconomyRefusesBadConfigurations(t *testing.T) {
+	for name, cfg := range map[string]Config{
+		"negative rate": {Rates: []float64{-1}},
+		"small memory":  {MemoryMB: 64},
+		"zero duration": {Rates: []float64{1}, Duration: func(float64) time.Duration { return 0 }},
+	} {
+		if _, err := Run(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "economy") {
+			t.Errorf("%s: err %v, want a configuration error", name, err)
+		}
+	}
+}
