@@ -38,7 +38,7 @@ var contextKeys = []contextKey{
 	{"metricsNamespace", "CloudWatch namespace of the EMF metrics (default Spillway)"},
 	{"relayFunctionName", "physical name of the relay (default <stackName>-Outbox-relay)"},
 	{"relayTimeout", "relay timeout, Go duration (default 15m)"},
-	{"relayMemory", "relay memory in MB (default 512)"},
+	{"relayMemory", "relay memory in MB (default 128)"},
 	{"enqueueTimeout", "enqueue timeout, Go duration (default 30s)"},
 	{"enqueueMemory", "enqueue memory in MB (default 256)"},
 	{"stopMargin", "time before the deadline when the relay stops starting batches, Go duration (default 5s)"},

@@ -75,6 +75,7 @@ func (s *syncBuffer) String() string {
 // fixture is both functions' binaries under the emulator, on the embedded
 // backends, with wake-ups recorded by a stand-in Invoke API.
 type fixture struct {
+	ddb    *outboxlocal.DynamoDB
 	kafka  *outboxlocal.Kafka
 	invoke *lambdalocal.InvokeAPI
 	env    map[string]string
@@ -89,7 +90,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(buildErr)
 	}
 	ddb := outboxtest.NewDynamoDB(t)
-	f := &fixture{kafka: outboxtest.NewKafka(t, "orders", "customers")}
+	f := &fixture{ddb: ddb, kafka: outboxtest.NewKafka(t, "orders", "customers")}
 	api, err := lambdalocal.StartInvokeAPI()
 	if err != nil {
 		t.Fatal(err)

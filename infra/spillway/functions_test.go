@@ -18,7 +18,7 @@ func TestFunctionsRunBootstrapOnArmWithTracingAndJSONLogs(t *testing.T) {
 		timeout float64
 		memory  float64
 	}{
-		{"relay", f.outbox.relay, 900, 512},
+		{"relay", f.outbox.relay, 900, 128},
 		{"enqueue", f.outbox.enqueue, 30, 256},
 	} {
 		p := f.props(f.functionID(c.fn.fn))

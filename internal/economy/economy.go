@@ -31,7 +31,8 @@ const (
 // Defaults of Config.
 const (
 	DefaultValueSize = 1024
-	DefaultMemoryMB  = 512
+	// DefaultMemoryMB is the stack's relay memory (infra/spillway).
+	DefaultMemoryMB = 128
 )
 
 // DefaultRates are the rates of the table, messages per second.
@@ -65,7 +66,7 @@ type Config struct {
 	ValueSize int
 	// Buckets is the bucket count. Default 8.
 	Buckets int
-	// MemoryMB is the relay function's memory. Default 512, the stack's.
+	// MemoryMB is the relay function's memory. Default 128, the stack's.
 	MemoryMB int
 	// IdleTimeout is the drain-mode relay's linger
 	// (SPILLWAY_IDLE_TIMEOUT). Default: the function's.
@@ -168,12 +169,12 @@ type Measured struct {
 	ReadUnits  float64 `json:"readUnits"`
 	// Invocations of the relay function, ScheduleInvocations among them;
 	// FunctionTime their summed duration.
-	Invocations         int           `json:"invocations"`
-	ScheduleInvocations int           `json:"scheduleInvocations"`
+	Invocations         int `json:"invocations"`
+	ScheduleInvocations int `json:"scheduleInvocations"`
 	// WakeUpsWithoutJoining are wake-up invocations that found a live
 	// relay holding the buckets (or nothing pending) and exited: waste.
-	WakeUpsWithoutJoining int `json:"wakeUpsWithoutJoining"`
-	FunctionTime        time.Duration `json:"functionTimeNanos"`
+	WakeUpsWithoutJoining int           `json:"wakeUpsWithoutJoining"`
+	FunctionTime          time.Duration `json:"functionTimeNanos"`
 	// P99 and Max are commit → publish latencies.
 	P99 time.Duration `json:"p99Nanos"`
 	Max time.Duration `json:"maxNanos"`
@@ -201,10 +202,12 @@ func measure(ctx context.Context, cfg Config, rate float64, mode outbox.Mode) (M
 		sc.Rate = -1
 	}
 	if mode == outbox.ModeHold {
-		// A held relay polls until its deadline: end it shortly after the
-		// writes, so the run's idle tail stays small against its write
-		// time (at most the function's 15 minutes per lifetime).
-		sc.RelayTimeout = min(steady.DefaultRelayTimeout, sc.Duration+holdTail)
+		// A held relay polls until its deadline: split the writes into
+		// equal lifetimes of at most the function's 15 minutes that end
+		// shortly after the writes, so the run's idle tail stays small
+		// against its write time.
+		lifetimes := (sc.Duration + holdTail + steady.DefaultRelayTimeout - 1) / steady.DefaultRelayTimeout
+		sc.RelayTimeout = sc.Duration/lifetimes + holdTail
 	}
 	start := time.Now()
 	rep, err := steady.Run(ctx, sc)

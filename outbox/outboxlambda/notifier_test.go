@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
 	"github.com/spillway-dev/spillway/outbox"
-	"github.com/spillway-dev/spillway/outbox/outboxtest"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // invocation is one call a fakeInvoker received.
@@ -356,7 +356,7 @@ func heldBy(now time.Time, relay string, buckets ...int) outbox.Coordination {
 }
 
 func TestNotifierSkipsWakeUpsALiveOwnerCovers(t *testing.T) {
-	clock := outboxtest.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := outboxlocal.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	inv := &fakeInvoker{}
 	owners := &fakeOwners{clock: clock}
 	n, err := NewNotifier(NotifierConfig{Client: inv, FunctionName: "relay", Clock: clock, Owners: owners})
@@ -414,7 +414,7 @@ func TestNotifierSkipsWakeUpsALiveOwnerCovers(t *testing.T) {
 }
 
 func TestNotifierCoverageEndsWithTheHoldersLease(t *testing.T) {
-	clock := outboxtest.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := outboxlocal.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	inv := &fakeInvoker{}
 	owners := &fakeOwners{clock: clock}
 	n, err := NewNotifier(NotifierConfig{Client: inv, FunctionName: "relay", Clock: clock, Owners: owners, LeaseDuration: 30 * time.Second})
