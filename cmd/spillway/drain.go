@@ -162,6 +162,9 @@ func (f *drainFleet) drain(ctx context.Context, o drainOptions, stdout io.Writer
 	end := start.Add(o.timeout)
 	rctx, cancel := context.WithDeadline(ctx, end)
 	defer cancel()
+	// The relays' goroutines report their waits while this one prints
+	// progress: both write through one lock.
+	stdout = &lockedWriter{w: stdout}
 	f.waits.out = stdout
 	var (
 		wg      sync.WaitGroup

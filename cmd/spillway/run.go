@@ -387,7 +387,8 @@ func checkEMF(path string) (int, error) {
 	return n, sc.Err()
 }
 
-// lockedWriter serialises writes of concurrent invocations to one file.
+// lockedWriter serialises writes of concurrent goroutines (invocations
+// writing one file, a drain's relays and its progress line) to one writer.
 type lockedWriter struct {
 	mu sync.Mutex
 	w  io.Writer

@@ -233,7 +233,7 @@ func TestConfigMapsOntoTheFunctionSettings(t *testing.T) {
 		{Relay: outbox.RelayOptions{StopMargin: time.Second}},
 		{Relay: outbox.RelayOptions{LeaseRenewInterval: time.Minute}},
 		{RelayTimeout: time.Minute, StopMargin: time.Minute},
-		{Rate: -1},
+		{ValueSize: -1},
 	} {
 		if err := bad.WithDefaults().Validate(); !outbox.IsMisconfigured(err) {
 			t.Errorf("%+v: err %v, want a misconfiguration", bad, err)
