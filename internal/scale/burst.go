@@ -1,6 +1,7 @@
 package scale
 
 import (
+	"cmp"
 	"context"
 	"math/rand/v2"
 	"time"
@@ -78,15 +79,9 @@ func (c BurstConfig) WithDefaults() BurstConfig {
 	setDur(&c.Latency, DefaultLatency)
 	setDur(&c.StartDelay, DefaultStartDelay)
 	setDur(&c.PublisherInit, DefaultPublisherInit)
-	if c.Backend == "" {
-		c.Backend = Model
-	}
-	if c.Seed == 0 {
-		c.Seed = DefaultSeed
-	}
-	if c.RelayIDPrefix == "" {
-		c.RelayIDPrefix = DefaultRelayIDPrefix
-	}
+	c.Backend = cmp.Or(c.Backend, Model)
+	c.Seed = cmp.Or(c.Seed, DefaultSeed)
+	c.RelayIDPrefix = cmp.Or(c.RelayIDPrefix, DefaultRelayIDPrefix)
 	return c
 }
 

@@ -1,6 +1,7 @@
 package scale
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
@@ -81,15 +82,9 @@ func (c Config) WithDefaults() Config {
 	if c.SteadyRounds == 0 {
 		c.SteadyRounds = DefaultSteadyRounds
 	}
-	if c.Backend == "" {
-		c.Backend = Model
-	}
-	if c.Seed == 0 {
-		c.Seed = DefaultSeed
-	}
-	if c.RelayIDPrefix == "" {
-		c.RelayIDPrefix = DefaultRelayIDPrefix
-	}
+	c.Backend = cmp.Or(c.Backend, Model)
+	c.Seed = cmp.Or(c.Seed, DefaultSeed)
+	c.RelayIDPrefix = cmp.Or(c.RelayIDPrefix, DefaultRelayIDPrefix)
 	return c
 }
 
