@@ -13,8 +13,11 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 )
 
+// init adds the scenarios built on the simulations after the library's own.
 func init() {
-	register("bench", "measure throughput, DynamoDB cost per message, idle cost and latency; print the table", runBench)
+	for _, s := range simScenarios {
+		bench.Register(s)
+	}
 }
 
 // benchReport is the --json output.

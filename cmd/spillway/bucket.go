@@ -10,10 +10,6 @@ import (
 	"github.com/spillway-dev/spillway/outbox"
 )
 
-func init() {
-	register("bucket", "print the bucket a message lands in", runBucket)
-}
-
 func runBucket(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("bucket", "bucket (--key K | --key-base64 B | --message-id UUID) [--partition P] [--bucket-count N]", stderr)
 	key := fs.String("key", "", "the message key as UTF-8 text (an empty value is a real, empty key)")

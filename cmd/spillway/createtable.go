@@ -13,10 +13,6 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
 
-func init() {
-	register("create-table", "create the outbox table if it does not exist and wait until it is active", runCreateTable)
-}
-
 func runCreateTable(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("create-table", "create-table --table NAME [--dynamodb-endpoint URL] [--wait D]", stderr)
 	ef := addEndpointFlags(fs)

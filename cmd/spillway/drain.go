@@ -19,10 +19,6 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 )
 
-func init() {
-	register("drain", "relay until the outbox is empty (exit 0) or --timeout passes (exit 1)", runDrain)
-}
-
 // minRunWindow is the least time left for which drain starts another relay
 // run: enough to claim, publish a batch and release within the stop margin.
 const minRunWindow = 2 * time.Second

@@ -13,10 +13,6 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 )
 
-func init() {
-	register("enqueue", "store messages given as the enqueue function's JSON (from a file or stdin)", runEnqueue)
-}
-
 // errRefused marks a request the enqueue API refused; the response was
 // printed already.
 var errRefused = errors.New("request refused; nothing was written")

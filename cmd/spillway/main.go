@@ -31,10 +31,17 @@ type command struct {
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
-var commands = map[string]command{}
-
-func register(name, summary string, run func(context.Context, []string, io.Writer, io.Writer) error) {
-	commands[name] = command{summary: summary, run: run}
+// commands lists every subcommand in one place, so the usage text and the
+// dispatch cannot disagree and no file registers itself from init.
+var commands = map[string]command{
+	"bench":        {"measure throughput, DynamoDB cost per message, idle cost and latency; print the table", runBench},
+	"bucket":       {"print the bucket a message lands in", runBucket},
+	"create-table": {"create the outbox table if it does not exist and wait until it is active", runCreateTable},
+	"drain":        {"relay until the outbox is empty (exit 0) or --timeout passes (exit 1)", runDrain},
+	"enqueue":      {"store messages given as the enqueue function's JSON (from a file or stdin)", runEnqueue},
+	"parked":       {"list, replay or drop messages quarantined under SPILLWAY_POISON_POLICY=quarantine", runParked},
+	"run":          {"run the whole system on embedded DynamoDB and Kafka with a demo workload", runRun},
+	"status":       {"show each bucket's backlog and lease, and the relays' heartbeats", runStatus},
 }
 
 func main() {

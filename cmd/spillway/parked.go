@@ -21,10 +21,6 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 )
 
-func init() {
-	register("parked", "list, replay or drop messages quarantined under SPILLWAY_POISON_POLICY=quarantine", runParked)
-}
-
 const parkedSynopsis = "parked list [--bucket B] [--json] | replay (--message-id ID | --key-base64 K | --all) [--topic T] [--yes] | drop --message-id ID --yes"
 
 func runParked(ctx context.Context, args []string, stdout, stderr io.Writer) error {

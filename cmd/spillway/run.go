@@ -23,10 +23,6 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxobs/emf"
 )
 
-func init() {
-	register("run", "run the whole system on embedded DynamoDB and Kafka with a demo workload", runRun)
-}
-
 const (
 	demoTable         = "spillway-demo"
 	demoRelayFunction = "spillway-relay"

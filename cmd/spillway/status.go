@@ -12,10 +12,6 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
 
-func init() {
-	register("status", "show each bucket's backlog and lease, and the relays' heartbeats", runStatus)
-}
-
 // statusView is what status prints (and --json emits).
 type statusView struct {
 	Table    string         `json:"table"`

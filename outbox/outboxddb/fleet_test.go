@@ -218,6 +218,21 @@ func (f *fleet) settle() {
 	f.check("relay-a hands over", acqs, refused, 0, map[string][]int{"relay-a": span(0, 3), "relay-b": span(4, 7)})
 }
 
+// outlive runs rounds of survivor alone after a settle while silent runs
+// none: for the two rounds before silent's leases lapse, survivor keeps to
+// its own half without a write to the other's buckets; at the lapse it
+// holds all eight.
+func (f *fleet) outlive(survivor, silent string) {
+	f.t.Helper()
+	split := map[string][]int{"relay-a": span(0, 3), "relay-b": span(4, 7)}
+	for i := range 2 {
+		acqs, refused := f.round(survivor)
+		f.check(fmt.Sprintf("%s silent, round %d", silent, i), acqs, refused, 0, split)
+	}
+	acqs, refused := f.round(survivor)
+	f.check(survivor+" takes the lapsed leases", acqs, refused, 0, map[string][]int{survivor: span(0, 7)})
+}
+
 // TestHowRelaysShareBuckets reproduces every row of the seed's table "How
 // relays share buckets", asserting ownership after each round and the exact
 // number of refused conditional writes the table states.
@@ -289,12 +304,7 @@ func TestHowRelaysShareBuckets(t *testing.T) {
 		// relay-b's last round was at the settle; it never runs again. Its
 		// leases and heartbeat lapse together after L; until then relay-a
 		// writes nothing to its buckets.
-		for i := range 2 {
-			acqs, refused := f.round("relay-a")
-			f.check(fmt.Sprintf("before expiry %d", i), acqs, refused, 0, ab)
-		}
-		acqs, refused := f.round("relay-a")
-		f.check("at expiry", acqs, refused, 0, map[string][]int{"relay-a": span(0, 7)})
+		f.outlive("relay-a", "relay-b")
 	})
 
 	t.Run("whole fleet replaced at once", func(t *testing.T) {
@@ -372,12 +382,7 @@ func TestHowRelaysShareBuckets(t *testing.T) {
 		f := newFleet(t, 8)
 		f.settle()
 		// relay-a stalls; relay-b takes its leases once they lapse.
-		for i := range 2 {
-			acqs, refused := f.round("relay-b")
-			f.check(fmt.Sprintf("relay-a stalled %d", i), acqs, refused, 0, ab)
-		}
-		acqs, refused := f.round("relay-b")
-		f.check("relay-b takes the lapsed leases", acqs, refused, 0, map[string][]int{"relay-b": span(0, 7)})
+		f.outlive("relay-b", "relay-a")
 		// relay-a wakes inside a publish: its in-flight renewal is refused,
 		// one refusal per lost bucket, and it stops publishing them.
 		var ok bool
@@ -392,7 +397,7 @@ func TestHowRelaysShareBuckets(t *testing.T) {
 		}
 		wantRequests(t, c, map[string]int{"UpdateItem": 4}) // no heartbeat after a refusal
 		// It gets a share back only when a peer hands one over.
-		acqs, refused = f.acquire("relay-a", "relay-b")
+		acqs, refused := f.acquire("relay-a", "relay-b")
 		f.check("relay-a is back, relay-b hands over", acqs, refused, 0, map[string][]int{"relay-b": span(4, 7)})
 		acqs, refused = f.round("relay-a", "relay-b")
 		f.check("relay-a claims its share", acqs, refused, 0, ab)

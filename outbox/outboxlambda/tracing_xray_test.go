@@ -3,45 +3,16 @@
 package outboxlambda
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"testing"
-	"time"
-
-	"github.com/aws/aws-xray-sdk-go/strategy/sampling"
-	awsxray "github.com/aws/aws-xray-sdk-go/xray"
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
+	"github.com/spillway-dev/spillway/outbox/outboxobs/xray/xraytest"
 	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
-
-// alwaysSample samples every segment (the SDK's rules sample one a second).
-type alwaysSample struct{}
-
-func (alwaysSample) ShouldTrace(*sampling.Request) *sampling.Decision {
-	return &sampling.Decision{Sample: true}
-}
-
-// xrayDaemon stands in for the X-Ray daemon on a loopback UDP socket.
-type xrayDaemon struct{ conn net.PacketConn }
-
-func newXRayDaemon(t *testing.T) *xrayDaemon {
-	t.Helper()
-	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	if err := awsxray.Configure(awsxray.Config{DaemonAddr: conn.LocalAddr().String(), SamplingStrategy: alwaysSample{}}); err != nil {
-		t.Fatal(err)
-	}
-	return &xrayDaemon{conn: conn}
-}
 
 // xraySegment is the part of a (sub)segment document the test reads.
 type xraySegment struct {
@@ -55,30 +26,18 @@ type xraySegment struct {
 	Subsegments []*xraySegment            `json:"subsegments"`
 }
 
-// sent returns the documents the SDK has sent. Subsegments are sent when
-// they end, before the handler returns, so they are in the socket's buffer;
-// the read deadline only ends the drain of that buffer.
-func (d *xrayDaemon) sent(t *testing.T) []*xraySegment {
+// sent decodes the documents the SDK has sent.
+func sent(t *testing.T, d *xraytest.Daemon) []*xraySegment {
 	t.Helper()
 	var out []*xraySegment
-	buf := make([]byte, 64<<10)
-	for {
-		_ = d.conn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-		n, _, err := d.conn.ReadFrom(buf)
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, body, _ := bytes.Cut(buf[:n], []byte("\n"))
+	for _, body := range d.Sent(t) {
 		var s xraySegment
 		if err := json.Unmarshal(body, &s); err != nil {
 			t.Fatalf("document %s: %v", body, err)
 		}
 		out = append(out, &s)
 	}
+	return out
 }
 
 // flatten lists every (sub)segment of docs, depth first.
@@ -107,7 +66,7 @@ func xrayNamed(segs []*xraySegment, name string) []*xraySegment {
 // publish subsegments (X-Ray has no links), and the enqueue subsegment's
 // header on the stored message.
 func TestXRayTracesARelayRunAndAnEnqueue(t *testing.T) {
-	d := newXRayDaemon(t)
+	d := xraytest.NewDaemon(t)
 	f := newTracingFixture(t, outboxconf.TracingXRay)
 	const (
 		enqHeader = "Root=1-6a1b2c3d-0123456789abcdef01234567;Parent=1111111111111111;Sampled=1"
@@ -120,7 +79,7 @@ func TestXRayTracesARelayRunAndAnEnqueue(t *testing.T) {
 		t.Fatalf("enqueue: %+v %v", resp, err)
 	}
 	buckets = append(buckets, resp.Messages[0].Bucket)
-	docs := d.sent(t)
+	docs := sent(t, d)
 	if len(docs) != 1 || docs[0].Name != outbox.SpanEnqueue || docs[0].ParentID != "1111111111111111" ||
 		docs[0].TraceID != "1-6a1b2c3d-0123456789abcdef01234567" {
 		t.Fatalf("enqueue documents %+v, want one enqueue subsegment of the Lambda segment", docs)
@@ -141,7 +100,7 @@ func TestXRayTracesARelayRunAndAnEnqueue(t *testing.T) {
 	if err != nil || rresp.Published != 3 {
 		t.Fatalf("relay: %+v %v", rresp, err)
 	}
-	docs = d.sent(t)
+	docs = sent(t, d)
 	for _, doc := range docs {
 		if doc.TraceID != "1-6a1b2c3e-0123456789abcdef01234568" || doc.ParentID != "2222222222222222" {
 			t.Fatalf("document %q is not a subsegment of the relay's Lambda segment: trace %s parent %s", doc.Name, doc.TraceID, doc.ParentID)

@@ -16,6 +16,8 @@ import (
 	"github.com/aws/aws-xray-sdk-go/instrumentation/awsv2"
 	awsxray "github.com/aws/aws-xray-sdk-go/xray"
 	"github.com/aws/aws-xray-sdk-go/xraylog"
+
+	"github.com/spillway-dev/spillway/outbox/outboxobs/xray/xraytest"
 )
 
 // fakeDynamoDB answers every request with an empty ListTables result and
@@ -56,7 +58,7 @@ func newClient(t *testing.T, instrument func(*aws.Config)) (*dynamodb.Client, *f
 }
 
 func TestInstrumentAWSRecordsCallsUnderASpan(t *testing.T) {
-	d := newDaemon(t)
+	d := xraytest.NewDaemon(t)
 	client, fake := newClient(t, InstrumentAWS)
 
 	ctx, end := Enable(context.Background(), "spillway-cli")
@@ -67,7 +69,7 @@ func TestInstrumentAWSRecordsCallsUnderASpan(t *testing.T) {
 	span.End(nil)
 	end(nil)
 
-	root, raw := d.next(t)
+	root, raw := next(t, d)
 	t.Logf("document: %s", raw)
 	del := subsegments(t, root)[0]
 	calls := subsegments(t, del)
@@ -84,7 +86,7 @@ func TestInstrumentAWSRecordsCallsUnderASpan(t *testing.T) {
 }
 
 func TestInstrumentAWSIsQuietWhenInactive(t *testing.T) {
-	d := newDaemon(t)
+	d := xraytest.NewDaemon(t)
 	var logs bytes.Buffer
 	awsxray.SetLogger(xraylog.NewDefaultLogger(&logs, xraylog.LogLevelDebug))
 	t.Cleanup(func() { awsxray.SetLogger(xraylog.NewDefaultLogger(io.Discard, xraylog.LogLevelError)) })
@@ -113,7 +115,7 @@ func TestInstrumentAWSIsQuietWhenInactive(t *testing.T) {
 	// Nothing was sent for the untraced calls: the sentinel comes first.
 	_, end := Enable(context.Background(), "sentinel")
 	end(nil)
-	if doc, _ := d.next(t); doc["name"] != "sentinel" {
+	if doc, _ := next(t, d); doc["name"] != "sentinel" {
 		t.Fatalf("first document is %v, want the sentinel", doc["name"])
 	}
 }

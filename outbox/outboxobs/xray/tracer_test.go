@@ -6,18 +6,17 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-xray-sdk-go/strategy/sampling"
 	awsxray "github.com/aws/aws-xray-sdk-go/xray"
 	"github.com/aws/aws-xray-sdk-go/xraylog"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxobs/xray/xraytest"
 )
 
 // The SDK's configuration is process-wide, so these tests do not run in
@@ -28,51 +27,14 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// alwaysSample samples every root segment: the SDK's default rules sample
-// one request per second, which would drop a test's second segment.
-type alwaysSample struct{}
-
-func (alwaysSample) ShouldTrace(*sampling.Request) *sampling.Decision {
-	return &sampling.Decision{Sample: true}
-}
-
-// daemon stands in for the X-Ray daemon: a UDP socket on 127.0.0.1 that the
-// SDK's emitter is pointed at.
-type daemon struct{ conn net.PacketConn }
-
-func newDaemon(t *testing.T) *daemon {
+// next returns the next document the SDK sent, decoded, and its body.
+func next(t *testing.T, d *xraytest.Daemon) (doc map[string]any, raw []byte) {
 	t.Helper()
-	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	raw = d.Next(t)
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatalf("document is not JSON: %v\n%s", err, raw)
 	}
-	t.Cleanup(func() { conn.Close() })
-	if err := awsxray.Configure(awsxray.Config{DaemonAddr: conn.LocalAddr().String(), SamplingStrategy: alwaysSample{}}); err != nil {
-		t.Fatal(err)
-	}
-	return &daemon{conn: conn}
-}
-
-// next returns the next document the SDK sent. The read deadline only
-// bounds a failing test; a passing one never waits on it.
-func (d *daemon) next(t *testing.T) (doc map[string]any, raw []byte) {
-	t.Helper()
-	if err := d.conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 64<<10)
-	n, _, err := d.conn.ReadFrom(buf)
-	if err != nil {
-		t.Fatalf("no document from the SDK: %v", err)
-	}
-	header, body, ok := bytes.Cut(buf[:n], []byte("\n"))
-	if !ok || string(header) != `{"format": "json", "version": 1}` {
-		t.Fatalf("datagram without the daemon header: %q", buf[:n])
-	}
-	if err := json.Unmarshal(body, &doc); err != nil {
-		t.Fatalf("document is not JSON: %v\n%s", err, body)
-	}
-	return doc, body
+	return doc, raw
 }
 
 func subsegments(t *testing.T, doc map[string]any) []map[string]any {
@@ -123,12 +85,12 @@ func relayWork(ctx context.Context, tracer outbox.Tracer, publishErr error) {
 }
 
 func TestTracerUnderRootSegment(t *testing.T) {
-	d := newDaemon(t)
+	d := xraytest.NewDaemon(t)
 	ctx, end := Enable(context.Background(), "spillway-cli")
 	relayWork(ctx, Tracer{}, errors.New("NOT_ENOUGH_REPLICAS"))
 	end(nil)
 
-	root, raw := d.next(t)
+	root, raw := next(t, d)
 	t.Logf("root segment document: %s", raw)
 	if root["name"] != "spillway-cli" || !traceIDPattern.MatchString(root["trace_id"].(string)) || !spanIDPattern.MatchString(root["id"].(string)) {
 		t.Fatalf("root segment: name %v, trace_id %v, id %v", root["name"], root["trace_id"], root["id"])
@@ -190,7 +152,7 @@ func TestTracerUnderRootSegment(t *testing.T) {
 }
 
 func TestTracerUnderLambdaFacade(t *testing.T) {
-	d := newDaemon(t)
+	d := xraytest.NewDaemon(t)
 	const root, parent = "1-5759e988-bd862e3fe1be46a994272793", "53995c3f42cd8ad8"
 	//lint:ignore SA1029 aws-lambda-go stores the trace header under this string key.
 	ctx := context.WithValue(context.Background(), awsxray.LambdaTraceHeaderKey, "Root="+root+";Parent="+parent+";Sampled=1")
@@ -200,7 +162,7 @@ func TestTracerUnderLambdaFacade(t *testing.T) {
 	// and is sent when it closes; nested spans travel inside their parent.
 	var got []map[string]any
 	for range 3 {
-		doc, raw := d.next(t)
+		doc, raw := next(t, d)
 		t.Logf("Lambda subsegment document: %s", raw)
 		got = append(got, doc)
 	}
@@ -219,7 +181,7 @@ func TestTracerUnderLambdaFacade(t *testing.T) {
 }
 
 func TestTracerIsOffWithoutSegment(t *testing.T) {
-	d := newDaemon(t)
+	d := xraytest.NewDaemon(t)
 	var logs bytes.Buffer
 	awsxray.SetLogger(xraylog.NewDefaultLogger(&logs, xraylog.LogLevelDebug))
 	t.Cleanup(func() { awsxray.SetLogger(xraylog.NewDefaultLogger(io.Discard, xraylog.LogLevelError)) })
@@ -248,7 +210,7 @@ func TestTracerIsOffWithoutSegment(t *testing.T) {
 		t.Fatal("Enable did not turn tracing on")
 	}
 	end(nil)
-	if doc, _ := d.next(t); doc["name"] != "sentinel" {
+	if doc, _ := next(t, d); doc["name"] != "sentinel" {
 		t.Fatalf("first document is %v, want the sentinel", doc["name"])
 	}
 	if strings.Contains(logs.String(), "segment cannot be found") {
