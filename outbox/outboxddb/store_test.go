@@ -1,6 +1,7 @@
 package outboxddb
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,6 +29,21 @@ func enqueue(t *testing.T, w *Writer, bucket, n int) []outbox.Message {
 		out = append(out, m)
 	}
 	return out
+}
+
+// enqueueBatch stores n messages of one key in bucket with one EnqueueBatch
+// call per chunk of size (the whole batch when size is 0).
+func enqueueBatch(t *testing.T, w *Writer, bucket, n, size int) {
+	t.Helper()
+	batch := make([]outbox.Message, n)
+	for i := range batch {
+		batch[i] = newMessage(t, "t", "k", bucket)
+	}
+	for chunk := range slices.Chunk(batch, cmp.Or(size, n)) {
+		if _, err := w.EnqueueBatch(t.Context(), chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func TestFetch_ReadsAgain_WhenAMessageCommittedIntoAGapBehindTheQuery(t *testing.T) {
@@ -103,13 +119,7 @@ func TestFetch_ProbesTheSecondReadToo_WhenAnotherTransactionCommitsDuringIt(t *t
 func TestFetch_BoundsItsProbes_WhenManyWritersLeaveManyGaps(t *testing.T) {
 	e := newEnv(t)
 	w, s := e.writer(t), e.store(t)
-	batch := make([]outbox.Message, 80)
-	for i := range batch {
-		batch[i] = newMessage(t, "t", "k", 1)
-	}
-	if _, err := w.EnqueueBatch(t.Context(), batch); err != nil {
-		t.Fatal(err)
-	}
+	enqueueBatch(t, w, 1, 80, 0)
 	// Keep the 40 odd sequence numbers: 39 gaps.
 	for seq := int64(2); seq <= 80; seq += 2 {
 		if _, err := e.d.Client.DeleteItem(t.Context(), &dynamodb.DeleteItemInput{
@@ -273,16 +283,7 @@ func TestPendingBuckets_ReportOnlyBucketsWithMessages_InAscendingOrder(t *testin
 func TestMarkPublished_DeletesThePrefix_AcrossChunks(t *testing.T) {
 	e := newEnv(t)
 	w, s := e.writer(t), e.store(t)
-	batch := make([]outbox.Message, 70)
-	for i := range batch {
-		batch[i] = newMessage(t, "t", "k", 5)
-	}
-	if _, err := w.EnqueueBatch(t.Context(), batch[:35]); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.EnqueueBatch(t.Context(), batch[35:]); err != nil {
-		t.Fatal(err)
-	}
+	enqueueBatch(t, w, 5, 70, 35)
 	fetched, err := s.FetchBatch(t.Context(), 5, 100)
 	if err != nil || len(fetched) != 70 {
 		t.Fatalf("fetched %d, %v", len(fetched), err)
@@ -303,13 +304,7 @@ func TestMarkPublished_RetriesOnlyWhatDynamoDBLeftUnprocessed(t *testing.T) {
 	e := newEnv(t)
 	clock := newStepClock(t0)
 	w, s := e.writer(t), e.store(t, func(o *Options) { o.Clock = clock })
-	batch := make([]outbox.Message, 30)
-	for i := range batch {
-		batch[i] = newMessage(t, "t", "k", 0)
-	}
-	if _, err := w.EnqueueBatch(t.Context(), batch); err != nil {
-		t.Fatal(err)
-	}
+	enqueueBatch(t, w, 0, 30, 0)
 	fetched, err := s.FetchBatch(t.Context(), 0, 100)
 	if err != nil {
 		t.Fatal(err)
@@ -346,13 +341,7 @@ func TestMarkPublished_Fails_WhenThrottlingOutlastsItsRetries_AndTheMessagesStay
 	e := newEnv(t)
 	clock := &refaultingClock{stepClock: newStepClock(t0), rearm: func() { e.d.Faults.UnprocessedDeletes(3) }}
 	w, s := e.writer(t), e.store(t, func(o *Options) { o.Clock = clock })
-	batch := make([]outbox.Message, 3)
-	for i := range batch {
-		batch[i] = newMessage(t, "t", "k", 0)
-	}
-	if _, err := w.EnqueueBatch(t.Context(), batch); err != nil {
-		t.Fatal(err)
-	}
+	enqueueBatch(t, w, 0, 3, 0)
 	fetched, err := s.FetchBatch(t.Context(), 0, 100)
 	if err != nil {
 		t.Fatal(err)
