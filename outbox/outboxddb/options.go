@@ -25,7 +25,8 @@ var reservedAttributes = []string{
 	attrMessageID, attrTopic, attrKey, attrValue, attrHeaders, attrPartition,
 	attrCreatedAt, attrBucketCount, attrSequence, attrOwner, attrExpiresAt,
 	attrLastSeen, attrStoppedAt, attrParkedReason, attrParkedError, attrAttempts,
-	attrFirstFailedAt, attrParkedAt,
+	attrFirstFailedAt, attrParkedAt, attrGenerationState, attrSuccessorPrefix,
+	attrSuccessorBuckets, attrOpenedAt, attrSealedAt, attrDrainedAt,
 }
 
 // Options configure a Store, a Writer and the table helpers. The zero value
@@ -78,6 +79,15 @@ type Options struct {
 	// (one more query per bucket): set it where relays quarantine, the only
 	// place anything is parked. Default false.
 	CountParked bool
+	// GenerationCheck makes the Writer's Enqueue and EnqueueBatch check,
+	// inside their transaction, that this generation (KeyPrefix and
+	// BucketCount) is not sealed, so a writer left on it after the operator
+	// sealed it is refused with outbox.ErrGenerationSealed instead of
+	// writing where no relay looks any more (see Writer.GenerationCheck).
+	// It costs a transaction: Enqueue becomes a TransactWriteItems (twice
+	// the put's write units) and every call adds a ConditionCheck (two
+	// write units). Set it while the bucket count changes. Default false.
+	GenerationCheck bool
 }
 
 // WithDefaults returns o with every zero field set to its default.

@@ -87,7 +87,17 @@ func (w *Writer) TransactItems(ctx context.Context, msgs []outbox.Message) ([]ty
 // as success. Running Enqueue again after an ambiguous error stores a second
 // copy under a new sequence number with the same message id (consumers
 // deduplicate on the id).
+//
+// With Options.GenerationCheck it sends one TransactWriteItems with the
+// generation check instead, as EnqueueBatch does.
 func (w *Writer) Enqueue(ctx context.Context, msg outbox.Message) (outbox.Message, error) {
+	if w.opts.GenerationCheck {
+		msgs, err := w.EnqueueBatch(ctx, []outbox.Message{msg})
+		if err != nil {
+			return outbox.Message{}, err
+		}
+		return msgs[0], nil
+	}
 	msgs, puts, err := w.prepare(ctx, []outbox.Message{msg})
 	if err != nil {
 		return outbox.Message{}, err
@@ -134,20 +144,28 @@ func (w *Writer) EnqueueBatch(ctx context.Context, msgs []outbox.Message) ([]out
 	if err != nil {
 		return nil, err
 	}
-	items := make([]types.TransactWriteItem, len(puts))
+	items := make([]types.TransactWriteItem, len(puts), len(puts)+1)
 	for i := range puts {
 		items[i] = types.TransactWriteItem{Put: &puts[i]}
+	}
+	if w.opts.GenerationCheck {
+		items = append(items, w.GenerationCheck())
 	}
 	_, err = w.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
 		TransactItems:      items,
 		ClientRequestToken: aws.String(newRequestToken()),
 	})
 	if err != nil {
+		what := fmt.Sprintf("enqueue %d messages (first %s, bucket %d)", len(msgs), msgs[0].ID, msgs[0].Bucket)
+		if sealed := w.sealed(err, items, what); sealed != nil {
+			w.tel.refused("", OpEnqueueBatch, -1)
+			return nil, sealed
+		}
 		if w.ownRetry(err, msgs) {
 			w.tel.refused("", OpEnqueueBatch, -1)
 		} else {
 			w.tel.failed("", OpEnqueueBatch, -1, err)
-			return nil, w.explain(err, items, fmt.Sprintf("outboxddb: enqueue %d messages", len(msgs)))
+			return nil, w.explain(err, items, "outboxddb: "+what)
 		}
 	}
 	w.NotifyCommitted(ctx, msgs...)
@@ -177,11 +195,15 @@ func (w *Writer) NotifyCommitted(ctx context.Context, msgs ...outbox.Message) {
 // ExplainTransactionError turns the error of a caller's TransactWriteItems
 // that included items from TransactItems into a *SequenceTakenError when one
 // of those items was refused because its sequence number holds another
-// message. items must be the transaction's items in request order. Any
+// message, and into an error matching outbox.ErrGenerationSealed when the
+// transaction's GenerationCheck was refused. items must be the transaction's items in request order. Any
 // other error comes back unchanged.
 func (w *Writer) ExplainTransactionError(err error, items []types.TransactWriteItem) error {
 	if err == nil {
 		return nil
+	}
+	if sealed := w.sealed(err, items, "transaction"); sealed != nil {
+		return sealed
 	}
 	if taken := w.sequenceTaken(err, items); taken != nil {
 		return taken
@@ -333,10 +355,19 @@ func (w *Writer) reserveBlock(ctx context.Context, bucket int, n int64) (int64, 
 // was applied after its idempotency token expired.
 func (w *Writer) ownRetry(err error, msgs []outbox.Message) bool {
 	var tce *types.TransactionCanceledException
-	if !errors.As(err, &tce) || len(tce.CancellationReasons) != len(msgs) {
+	if !errors.As(err, &tce) {
 		return false
 	}
-	for i, r := range tce.CancellationReasons {
+	reasons := tce.CancellationReasons
+	if w.opts.GenerationCheck && len(reasons) == len(msgs)+1 {
+		// The generation check passed (a refused one is reported as
+		// sealed before this is asked).
+		reasons = reasons[:len(msgs)]
+	}
+	if len(reasons) != len(msgs) {
+		return false
+	}
+	for i, r := range reasons {
 		if aws.ToString(r.Code) != "ConditionalCheckFailed" || storedMessageID(r.Item) != msgs[i].ID || msgs[i].ID.IsZero() {
 			return false
 		}

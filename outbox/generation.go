@@ -1,0 +1,210 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// A generation of an outbox is one key prefix with one bucket count. The
+// bucket count of a table cannot change in place: a key's bucket depends on
+// it, so messages of one key written before and after a change would sit in
+// two buckets that relays drain independently, and could overtake each
+// other. Changing it means starting a new generation under a new key prefix
+// on the same table and retiring the old one:
+//
+//	open ──seal──▶ sealed ──(every bucket empty) finish──▶ drained
+//
+// The old (previous) generation carries a marker item with its phase and
+// its successor. While it is open, writers switch to the new generation by
+// configuration; relays serve only the previous one. Once every writer has
+// switched, the operator seals it: from then on nothing may be written to
+// it (Go writers that check the marker are refused with
+// ErrGenerationSealed). The relay that finds it sealed and every bucket
+// empty — messages and parked messages — marks it drained, and only then
+// do relays serve the new generation. So a key's messages written before
+// a writer switched are published before any it wrote after.
+
+// ErrGenerationSealed marks a write refused because the generation it
+// targets is sealed or drained: the writer still uses the previous key
+// prefix and bucket count after the operator sealed them. Switch the writer
+// to the current generation's configuration.
+var ErrGenerationSealed = errors.New("outbox: generation sealed")
+
+// ErrGenerationPhase marks a generation command that does not fit the
+// marker as stored: an unknown phase, a transition that skips or reverses
+// a phase, a marker naming another successor, or no marker at all.
+var ErrGenerationPhase = errors.New("outbox: generation phase")
+
+// GenerationPhase is where a generation is in its retirement.
+type GenerationPhase string
+
+// Phases of a generation, in order. A phase only moves forward, one step at
+// a time, by conditional writes.
+const (
+	// PhaseOpen: writers may still write; relays serve it and not its
+	// successor.
+	PhaseOpen GenerationPhase = "open"
+	// PhaseSealed: every writer has switched; relays drain what is left.
+	PhaseSealed GenerationPhase = "sealed"
+	// PhaseDrained: empty and retired; relays serve only the successor.
+	PhaseDrained GenerationPhase = "drained"
+)
+
+// Generation names one generation of an outbox table.
+type Generation struct {
+	// KeyPrefix starts every partition key of the generation.
+	KeyPrefix string
+	// BucketCount is the generation's bucket count.
+	BucketCount int
+}
+
+// String formats g as prefix/count, e.g. "OUTBOX/8".
+func (g Generation) String() string { return fmt.Sprintf("%s/%d", g.KeyPrefix, g.BucketCount) }
+
+// Validate checks that g names a usable generation.
+func (g Generation) Validate(op string) error {
+	if g.KeyPrefix == "" {
+		return Misconfigured(op, "generation key prefix is empty")
+	}
+	if g.BucketCount < 1 {
+		return Misconfigured(op, "generation %s: bucket count must be >= 1", g)
+	}
+	return nil
+}
+
+// GenerationMarker is the marker item of a previous generation as stored.
+type GenerationMarker struct {
+	// Exists is false when the generation has no marker yet: a generation
+	// nobody started to retire is open.
+	Exists bool
+	// Phase is the stored phase; empty when the marker does not exist.
+	Phase GenerationPhase
+	// Generation is the generation the marker belongs to.
+	Generation Generation
+	// Successor is the generation that replaces it.
+	Successor Generation
+	// OpenedAt, SealedAt and DrainedAt are when each phase began, on the
+	// clock of whoever moved it; zero when not reached.
+	OpenedAt, SealedAt, DrainedAt time.Time
+}
+
+// Known reports whether p is one of the three phases.
+func (p GenerationPhase) Known() bool {
+	return p == PhaseOpen || p == PhaseSealed || p == PhaseDrained
+}
+
+// CheckTransition reports whether a marker in phase from may move to phase
+// to: only open→sealed and sealed→drained. Anything else, including an
+// unknown phase, matches ErrGenerationPhase.
+func CheckTransition(from, to GenerationPhase) error {
+	if !from.Known() || !to.Known() {
+		return fmt.Errorf("outbox: generation %q → %q: %w: phases are %q, %q and %q", from, to, ErrGenerationPhase, PhaseOpen, PhaseSealed, PhaseDrained)
+	}
+	if (from == PhaseOpen && to == PhaseSealed) || (from == PhaseSealed && to == PhaseDrained) {
+		return nil
+	}
+	return fmt.Errorf("outbox: generation %s → %s: %w: a generation only moves open → sealed → drained, one step at a time", from, to, ErrGenerationPhase)
+}
+
+// GenerationContents is a strongly consistent look at what a generation
+// still holds: the buckets whose message partition, and those whose parked
+// partition, holds at least one item.
+type GenerationContents struct {
+	// Checked is false for the zero value: nothing was read yet.
+	Checked bool
+	// Messages and Parked list the non-empty buckets, ascending.
+	Messages, Parked []int
+}
+
+// Empty reports a checked generation with no message and no parked message
+// left.
+func (c GenerationContents) Empty() bool {
+	return c.Checked && len(c.Messages) == 0 && len(c.Parked) == 0
+}
+
+// GenerationStep is what a relay serving two generations does next.
+type GenerationStep string
+
+// Steps of PlanGenerations.
+const (
+	// StepOpen: write the marker (open, naming the successor) first.
+	StepOpen GenerationStep = "open"
+	// StepServePrevious: relay the previous generation, nothing of the
+	// current one.
+	StepServePrevious GenerationStep = "serve-previous"
+	// StepCheckEmpty: the previous generation is sealed; look (strongly
+	// consistent) whether anything is left in it.
+	StepCheckEmpty GenerationStep = "check-empty"
+	// StepMarkDrained: sealed and empty; mark it drained.
+	StepMarkDrained GenerationStep = "mark-drained"
+	// StepServeCurrent: the previous generation is drained; relay only the
+	// current one.
+	StepServeCurrent GenerationStep = "serve-current"
+)
+
+// PlanGenerations decides what a relay configured with a previous and a
+// current generation may do, from the previous generation's marker and the
+// latest look at its contents (the zero GenerationContents when none was
+// taken since the marker was read). It is the whole serving rule: nothing
+// of the current generation is served before the previous one is drained,
+// and it is marked drained only when sealed and seen empty. A marker that
+// belongs to another generation or names another successor is a
+// misconfiguration; an unknown phase matches ErrGenerationPhase.
+func PlanGenerations(m GenerationMarker, previous, current Generation, c GenerationContents) (GenerationStep, error) {
+	const op = "plan generations"
+	if previous.KeyPrefix == current.KeyPrefix {
+		return "", Misconfigured(op, "previous and current generation share the key prefix %q; a new bucket count needs a new key prefix", previous.KeyPrefix)
+	}
+	if !m.Exists {
+		return StepOpen, nil
+	}
+	if m.Generation != previous {
+		return "", Misconfigured(op, "the marker under prefix %q belongs to generation %s, the relay is configured with %s as the previous generation", previous.KeyPrefix, m.Generation, previous)
+	}
+	if m.Successor != current {
+		return "", Misconfigured(op, "generation %s is being replaced by %s, the relay is configured with %s as the current generation", previous, m.Successor, current)
+	}
+	switch m.Phase {
+	case PhaseOpen:
+		return StepServePrevious, nil
+	case PhaseSealed:
+		switch {
+		case !c.Checked:
+			return StepCheckEmpty, nil
+		case c.Empty():
+			return StepMarkDrained, nil
+		default:
+			return StepServePrevious, nil
+		}
+	case PhaseDrained:
+		return StepServeCurrent, nil
+	}
+	return "", fmt.Errorf("outbox: %s: generation %s: %w: stored phase %q is not one of %q, %q, %q", op, previous, ErrGenerationPhase, m.Phase, PhaseOpen, PhaseSealed, PhaseDrained)
+}
+
+// GenerationStore keeps the marker of a previous generation and looks into
+// it. The DynamoDB implementation is outboxddb.Store, on the previous
+// generation's key prefix: the marker is an item of its own partition,
+// which relays and writers of other languages never read. Every phase
+// change is one conditional write, so concurrent operators and relays
+// cannot skip a phase; a refused change re-reads the marker and reports
+// ErrGenerationPhase unless the marker already holds the wanted state.
+type GenerationStore interface {
+	// ReadGeneration reads the marker, strongly consistent.
+	ReadGeneration(ctx context.Context) (GenerationMarker, error)
+	// OpenGeneration writes the marker open with the given successor if
+	// there is none, and returns the marker as stored.
+	OpenGeneration(ctx context.Context, successor Generation) (GenerationMarker, error)
+	// SealGeneration moves the marker from open to sealed. A marker already
+	// sealed for the same successor is returned as is.
+	SealGeneration(ctx context.Context, successor Generation) (GenerationMarker, error)
+	// FinishGeneration moves the marker from sealed to drained. The caller
+	// checks that the generation is empty first (GenerationContents). A
+	// marker already drained for the same successor is returned as is.
+	FinishGeneration(ctx context.Context, successor Generation) (GenerationMarker, error)
+	// GenerationContents looks, strongly consistent, at the head of every
+	// bucket's message and parked partition.
+	GenerationContents(ctx context.Context) (GenerationContents, error)
+}

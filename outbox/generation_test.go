@@ -1,0 +1,96 @@
+package outbox
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestPlanGenerations(t *testing.T) {
+	prev := Generation{KeyPrefix: "OUTBOX", BucketCount: 8}
+	cur := Generation{KeyPrefix: "OUTBOX2", BucketCount: 32}
+	marker := func(p GenerationPhase) GenerationMarker {
+		return GenerationMarker{Exists: true, Phase: p, Generation: prev, Successor: cur}
+	}
+	full := GenerationContents{Checked: true, Messages: []int{3}}
+	parked := GenerationContents{Checked: true, Parked: []int{5}}
+	empty := GenerationContents{Checked: true}
+	for _, c := range []struct {
+		name     string
+		m        GenerationMarker
+		contents GenerationContents
+		want     GenerationStep
+	}{
+		{"no marker yet: open it first", GenerationMarker{}, GenerationContents{}, StepOpen},
+		{"open: previous only", marker(PhaseOpen), GenerationContents{}, StepServePrevious},
+		{"open and empty: still previous only (writers may write)", marker(PhaseOpen), empty, StepServePrevious},
+		{"sealed, not looked: look", marker(PhaseSealed), GenerationContents{}, StepCheckEmpty},
+		{"sealed, messages left: previous", marker(PhaseSealed), full, StepServePrevious},
+		{"sealed, parked left: previous", marker(PhaseSealed), parked, StepServePrevious},
+		{"sealed and empty: mark drained", marker(PhaseSealed), empty, StepMarkDrained},
+		{"drained: current only", marker(PhaseDrained), GenerationContents{}, StepServeCurrent},
+		{"drained, whatever the contents", marker(PhaseDrained), full, StepServeCurrent},
+	} {
+		got, err := PlanGenerations(c.m, prev, cur, c.contents)
+		if err != nil || got != c.want {
+			t.Errorf("%s: got %q, %v; want %q", c.name, got, err, c.want)
+		}
+	}
+}
+
+func TestPlanGenerations_BadInput(t *testing.T) {
+	prev := Generation{KeyPrefix: "OUTBOX", BucketCount: 8}
+	cur := Generation{KeyPrefix: "OUTBOX2", BucketCount: 32}
+	ok := GenerationMarker{Exists: true, Phase: PhaseOpen, Generation: prev, Successor: cur}
+	otherSuccessor, otherCount, unknown := ok, ok, ok
+	otherSuccessor.Successor = Generation{KeyPrefix: "OUTBOX3", BucketCount: 32}
+	otherCount.Generation.BucketCount = 16
+	unknown.Phase = "retired"
+	for _, c := range []struct {
+		name      string
+		m         GenerationMarker
+		prev, cur Generation
+		want      error
+	}{
+		{"marker names another successor", otherSuccessor, prev, cur, ErrMisconfigured},
+		{"successor with another bucket count", ok, prev, Generation{KeyPrefix: "OUTBOX2", BucketCount: 16}, ErrMisconfigured},
+		{"marker of a generation with another bucket count", otherCount, prev, cur, ErrMisconfigured},
+		{"same prefix for both generations", ok, prev, Generation{KeyPrefix: "OUTBOX", BucketCount: 32}, ErrMisconfigured},
+		{"unknown phase", unknown, prev, cur, ErrGenerationPhase},
+	} {
+		step, err := PlanGenerations(c.m, c.prev, c.cur, GenerationContents{})
+		if !errors.Is(err, c.want) {
+			t.Errorf("%s: got %q, %v; want an error matching %v", c.name, step, err, c.want)
+		}
+	}
+}
+
+func TestCheckTransition(t *testing.T) {
+	for _, c := range []struct {
+		from, to GenerationPhase
+		ok       bool
+	}{
+		{PhaseOpen, PhaseSealed, true},
+		{PhaseSealed, PhaseDrained, true},
+		{PhaseOpen, PhaseDrained, false},
+		{PhaseSealed, PhaseOpen, false},
+		{PhaseDrained, PhaseSealed, false},
+		{PhaseDrained, PhaseOpen, false},
+		{PhaseOpen, PhaseOpen, false},
+		{"", PhaseSealed, false},
+		{PhaseSealed, "gone", false},
+	} {
+		err := CheckTransition(c.from, c.to)
+		if (err == nil) != c.ok || (err != nil && !errors.Is(err, ErrGenerationPhase)) {
+			t.Errorf("%q → %q: %v; want ok=%v (else ErrGenerationPhase)", c.from, c.to, err, c.ok)
+		}
+	}
+}
+
+func TestGenerationContents_EmptyOnlyWhenChecked(t *testing.T) {
+	if (GenerationContents{}).Empty() {
+		t.Error("an unchecked generation reads as empty")
+	}
+	if !(GenerationContents{Checked: true}).Empty() {
+		t.Error("a checked generation with nothing left does not read as empty")
+	}
+}

@@ -1,0 +1,247 @@
+package outboxddb
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/spillway-dev/spillway/outbox"
+)
+
+// Attributes of the generation marker besides BucketCount (the
+// generation's own count).
+const (
+	attrGenerationState  = "GenerationState"
+	attrSuccessorPrefix  = "SuccessorPrefix"
+	attrSuccessorBuckets = "SuccessorBucketCount"
+	attrOpenedAt         = "OpenedAtUtc"
+	attrSealedAt         = "SealedAtUtc"
+	attrDrainedAt        = "DrainedAtUtc"
+)
+
+// Operation names of the generation requests, for telemetry.
+const (
+	OpGenerationRead     = "generation_read"
+	OpGenerationOpen     = "generation_open"
+	OpGenerationSeal     = "generation_seal"
+	OpGenerationFinish   = "generation_finish"
+	OpGenerationContents = "generation_contents"
+)
+
+const (
+	generationSortKey = "GENERATION"
+	// exprGenerationWritable is the writers' check: no marker (nobody
+	// started to retire the generation) or an open one.
+	exprGenerationWritable = "attribute_not_exists(#pk) OR #state = :open"
+	exprGenerationMove     = "#state = :from AND #count = :count AND #succ = :succ AND #succCount = :succCount"
+	exprGenerationSet      = "SET #state = :to, #at = :now"
+)
+
+// generationPartition is {P}#GENERATION, the marker's own partition. Relays
+// and writers of other languages read only the MESSAGES, SEQUENCE and
+// COORDINATION partitions, so they never see it.
+func (k keys) generationPartition() string { return k.prefix + "#GENERATION" }
+
+func (k keys) generationKey() map[string]types.AttributeValue {
+	return k.key(k.generationPartition(), generationSortKey)
+}
+
+var _ outbox.GenerationStore = (*Store)(nil)
+
+// Generation returns the generation the store serves: its key prefix and
+// bucket count.
+func (s *Store) Generation() outbox.Generation {
+	return outbox.Generation{KeyPrefix: s.opts.KeyPrefix, BucketCount: s.opts.BucketCount}
+}
+
+// ReadGeneration reads the store's generation marker with one strongly
+// consistent query (one read unit).
+func (s *Store) ReadGeneration(ctx context.Context) (outbox.GenerationMarker, error) {
+	out, err := s.client.Query(ctx, &dynamodb.QueryInput{
+		TableName:                 aws.String(s.opts.TableName),
+		KeyConditionExpression:    aws.String(exprPartitionIs),
+		ExpressionAttributeNames:  names("#pk", s.opts.PartitionKey),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(s.keys.generationPartition())},
+		ConsistentRead:            aws.Bool(true),
+		Limit:                     aws.Int32(1),
+	})
+	if err != nil {
+		s.tel.failed("", OpGenerationRead, -1, err)
+		return outbox.GenerationMarker{}, fmt.Errorf("outboxddb: read the generation marker %q: %w", s.keys.generationPartition(), err)
+	}
+	if len(out.Items) == 0 {
+		return outbox.GenerationMarker{Generation: s.Generation()}, nil
+	}
+	return s.decodeMarker(out.Items[0])
+}
+
+func (s *Store) decodeMarker(item map[string]types.AttributeValue) (outbox.GenerationMarker, error) {
+	state, _ := stringAttr(item, attrGenerationState)
+	count, okCount := intAttr(item, attrBucketCount)
+	succ, okSucc := stringAttr(item, attrSuccessorPrefix)
+	succCount, okSuccCount := intAttr(item, attrSuccessorBuckets)
+	if !okCount || !okSucc || !okSuccCount {
+		return outbox.GenerationMarker{}, fmt.Errorf("outboxddb: generation marker %q: %w: it needs %s, %s and %s", s.keys.generationPartition(),
+			outbox.ErrInvalidItem, attrBucketCount, attrSuccessorPrefix, attrSuccessorBuckets)
+	}
+	return outbox.GenerationMarker{
+		Exists:     true,
+		Phase:      outbox.GenerationPhase(state),
+		Generation: outbox.Generation{KeyPrefix: s.opts.KeyPrefix, BucketCount: int(count)},
+		Successor:  outbox.Generation{KeyPrefix: succ, BucketCount: int(succCount)},
+		OpenedAt:   timeOfTicks(item, attrOpenedAt),
+		SealedAt:   timeOfTicks(item, attrSealedAt),
+		DrainedAt:  timeOfTicks(item, attrDrainedAt),
+	}, nil
+}
+
+// OpenGeneration writes the marker — open, this generation's bucket count,
+// the successor — with one PutItem conditioned on no marker existing, and
+// returns the marker as stored (the existing one when the put is refused:
+// another relay opened it first, perhaps naming another successor, which
+// outbox.PlanGenerations then reports).
+func (s *Store) OpenGeneration(ctx context.Context, successor outbox.Generation) (outbox.GenerationMarker, error) {
+	if err := s.checkSuccessor("open generation", successor); err != nil {
+		return outbox.GenerationMarker{}, err
+	}
+	now := s.now()
+	item := s.keys.generationKey()
+	item[attrGenerationState] = str(string(outbox.PhaseOpen))
+	item[attrBucketCount] = num(int64(s.opts.BucketCount))
+	item[attrSuccessorPrefix] = str(successor.KeyPrefix)
+	item[attrSuccessorBuckets] = num(int64(successor.BucketCount))
+	item[attrOpenedAt] = num(now)
+	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                aws.String(s.opts.TableName),
+		Item:                     item,
+		ConditionExpression:      aws.String(exprMessageIsNew),
+		ExpressionAttributeNames: names("#pk", s.opts.PartitionKey),
+	})
+	switch {
+	case err == nil:
+		return s.decodeMarker(item)
+	case isConditionFailed(err):
+		s.tel.refused("", OpGenerationOpen, -1)
+		return s.ReadGeneration(ctx)
+	default:
+		s.tel.failed("", OpGenerationOpen, -1, err)
+		return outbox.GenerationMarker{}, fmt.Errorf("outboxddb: open generation %s for successor %s: %w", s.Generation(), successor, err)
+	}
+}
+
+// SealGeneration moves the marker open → sealed with one conditional
+// UpdateItem (the condition names the phase, this bucket count and the
+// successor). Writers that check the marker are refused from then on.
+func (s *Store) SealGeneration(ctx context.Context, successor outbox.Generation) (outbox.GenerationMarker, error) {
+	return s.moveGeneration(ctx, OpGenerationSeal, outbox.PhaseOpen, outbox.PhaseSealed, attrSealedAt, successor)
+}
+
+// FinishGeneration moves the marker sealed → drained with one conditional
+// UpdateItem. It does not look into the generation: the caller checks
+// GenerationContents first.
+func (s *Store) FinishGeneration(ctx context.Context, successor outbox.Generation) (outbox.GenerationMarker, error) {
+	return s.moveGeneration(ctx, OpGenerationFinish, outbox.PhaseSealed, outbox.PhaseDrained, attrDrainedAt, successor)
+}
+
+// moveGeneration sends one phase change. A refused change re-reads the
+// marker: already in the wanted phase for the same successor is success
+// (a concurrent relay or operator did it); anything else is explained.
+func (s *Store) moveGeneration(ctx context.Context, op string, from, to outbox.GenerationPhase, at string, successor outbox.Generation) (outbox.GenerationMarker, error) {
+	if err := outbox.CheckTransition(from, to); err != nil {
+		return outbox.GenerationMarker{}, err
+	}
+	if err := s.checkSuccessor(op, successor); err != nil {
+		return outbox.GenerationMarker{}, err
+	}
+	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:           aws.String(s.opts.TableName),
+		Key:                 s.keys.generationKey(),
+		UpdateExpression:    aws.String(exprGenerationSet),
+		ConditionExpression: aws.String(exprGenerationMove),
+		ExpressionAttributeNames: names("#state", attrGenerationState, "#at", at, "#count", attrBucketCount,
+			"#succ", attrSuccessorPrefix, "#succCount", attrSuccessorBuckets),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":from": str(string(from)), ":to": str(string(to)), ":now": num(s.now()),
+			":count": num(int64(s.opts.BucketCount)), ":succ": str(successor.KeyPrefix), ":succCount": num(int64(successor.BucketCount)),
+		},
+	})
+	if err != nil && !isConditionFailed(err) {
+		s.tel.failed("", op, -1, err)
+		return outbox.GenerationMarker{}, fmt.Errorf("outboxddb: %s %s: %w", op, s.Generation(), err)
+	}
+	if err != nil {
+		s.tel.refused("", op, -1)
+	}
+	m, readErr := s.ReadGeneration(ctx)
+	if readErr != nil {
+		return outbox.GenerationMarker{}, readErr
+	}
+	return m, s.explainMove(op, from, to, successor, m)
+}
+
+// explainMove checks the marker read after a phase change: it must be in
+// phase to, for this generation and successor.
+func (s *Store) explainMove(op string, from, to outbox.GenerationPhase, successor outbox.Generation, m outbox.GenerationMarker) error {
+	switch {
+	case !m.Exists:
+		return fmt.Errorf("outboxddb: %s %s: %w: there is no generation marker under %q; relays configured with this generation as the previous one write it on their first run",
+			op, s.Generation(), outbox.ErrGenerationPhase, s.keys.generationPartition())
+	case m.Generation != s.Generation():
+		return fmt.Errorf("outboxddb: %s %s: %w: the marker says the generation has %d buckets", op, s.Generation(), outbox.ErrGenerationPhase, m.Generation.BucketCount)
+	case m.Successor != successor:
+		return fmt.Errorf("outboxddb: %s %s: %w: the marker names successor %s, not %s", op, s.Generation(), outbox.ErrGenerationPhase, m.Successor, successor)
+	case m.Phase != to:
+		return fmt.Errorf("outboxddb: %s %s: %w: the marker is %s, and only a %s generation can become %s", op, s.Generation(), outbox.ErrGenerationPhase, m.Phase, from, to)
+	}
+	return nil
+}
+
+func (s *Store) checkSuccessor(op string, successor outbox.Generation) error {
+	if err := successor.Validate(op); err != nil {
+		return err
+	}
+	if successor.KeyPrefix == s.opts.KeyPrefix {
+		return outbox.Misconfigured(op, "the successor of generation %s uses the same key prefix; a new bucket count needs a new key prefix", s.Generation())
+	}
+	return nil
+}
+
+// GenerationContents looks at the head of every bucket's message and parked
+// partition: two strongly consistent, one-key queries per bucket (one read
+// unit each), up to MaxConcurrency at once.
+func (s *Store) GenerationContents(ctx context.Context) (outbox.GenerationContents, error) {
+	n := s.opts.BucketCount
+	found := make([]bool, 2*n)
+	err := forEach(ctx, s.opts.MaxConcurrency, 2*n, func(ctx context.Context, i int) error {
+		bucket, pk := i%n, s.keys.messagePartition(i%n)
+		if i >= n {
+			pk = s.keys.parkedPartition(bucket)
+		}
+		in := s.headQuery(bucket, s.opts.SortKey)
+		in.ExpressionAttributeValues[":pk"] = str(pk)
+		in.ConsistentRead = aws.Bool(true)
+		out, err := s.client.Query(ctx, in)
+		if err != nil {
+			s.tel.failed("", OpGenerationContents, bucket, err)
+			return fmt.Errorf("outboxddb: look into %s: %w", pk, err)
+		}
+		found[i] = len(out.Items) > 0
+		return nil
+	})
+	if err != nil {
+		return outbox.GenerationContents{}, err
+	}
+	c := outbox.GenerationContents{Checked: true}
+	for i, f := range found {
+		switch {
+		case f && i < n:
+			c.Messages = append(c.Messages, i)
+		case f:
+			c.Parked = append(c.Parked, i-n)
+		}
+	}
+	return c, nil
+}
