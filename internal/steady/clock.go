@@ -1,7 +1,6 @@
 package steady
 
 import (
-	"context"
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
@@ -38,19 +37,4 @@ func (t simTimer) C() <-chan time.Time { return t.t.C() }
 func (t simTimer) Stop() bool {
 	t.act.poke()
 	return t.t.Stop()
-}
-
-// deadlineContext gives an invocation the deadline Lambda would: the
-// handler converts ctx.Deadline() to its clock as "the same time left", so
-// the wall-clock deadline it reports is recomputed at each call from the
-// simulated time left. It never expires by itself; the simulated Lambda
-// service cancels it when the simulated deadline passes.
-type deadlineContext struct {
-	context.Context
-	clock    outbox.Clock
-	deadline time.Time
-}
-
-func (c deadlineContext) Deadline() (time.Time, bool) {
-	return time.Now().Add(c.deadline.Sub(c.clock.Now())), true
 }

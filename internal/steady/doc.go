@@ -15,9 +15,10 @@
 // notifier, configured through outboxlambda.LoadConfig like the function),
 // the DynamoDB store and writer (outboxddb) against the embedded DynamoDB
 // server (outboxlocal), and the wake-up notifier (outboxlambda.Notifier)
-// whose Lambda Invoke call the simulated Lambda service answers. Kafka is an
-// in-memory publisher that acknowledges every record and records when, on
-// the simulated clock: Kafka's cost is not what this scenario measures.
+// whose Lambda Invoke call the Lambda emulator (internal/lambdasim) answers.
+// Kafka is an
+// in-memory publisher that acknowledges every record and records when,
+// on the simulated clock: Kafka's cost is not what this scenario measures.
 //
 // # Simulated time
 //

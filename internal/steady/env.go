@@ -2,6 +2,7 @@ package steady
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -22,11 +23,16 @@ type env struct {
 	notifier *outboxlambda.Notifier
 	pub      *simPublisher
 
-	// Guarded by ledger.mu: the invocation running (nil when idle) and what
-	// its relay believes it owns since leaseAt.
-	running *invocation
+	// Guarded by ledger.mu: whether an invocation runs and what its relay
+	// believes it owns since leaseAt.
+	running bool
 	owned   []int
 	leaseAt time.Time
+}
+
+// Handle runs one invocation in the environment.
+func (e *env) Handle(ctx context.Context, payload json.RawMessage) (outboxlambda.RelayResponse, error) {
+	return e.handler.Handle(ctx, payload)
 }
 
 // newEnv builds environment n the way the relay function's init does.

@@ -180,19 +180,19 @@ func (l *ledger) releasing(e *env) {
 
 // started and ended bracket an invocation; a relay is a live owner only
 // while its invocation runs (a frozen environment polls nothing).
-func (l *ledger) started(e *env, inv *invocation) {
+func (l *ledger) started(e *env) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !slices.Contains(l.envs, e) {
 		l.envs = append(l.envs, e)
 	}
-	e.running = inv
+	e.running = true
 }
 
 func (l *ledger) ended(e *env) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e.running = nil
+	e.running = false
 	e.owned, e.leaseAt = nil, time.Time{}
 }
 
@@ -225,7 +225,7 @@ func (l *ledger) closeSpellLocked(b int, now time.Time) {
 
 func (l *ledger) liveOwnerLocked(b int, now time.Time) bool {
 	for _, e := range l.envs {
-		if e.running != nil && slices.Contains(e.owned, b) && now.Before(e.leaseAt.Add(l.leaseDuration)) {
+		if e.running && slices.Contains(e.owned, b) && now.Before(e.leaseAt.Add(l.leaseDuration)) {
 			return true
 		}
 	}

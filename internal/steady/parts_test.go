@@ -101,7 +101,7 @@ func TestLedgerMeasuresOrphanSpells(t *testing.T) {
 	m1 := msg(0)
 	l.commit(m1, at(time.Second))
 	l.observe(at(time.Second))
-	l.started(e, &invocation{})
+	l.started(e)
 	l.observe(at(1200 * time.Millisecond)) // running, owns nothing yet
 	l.acquired(e, at(1500*time.Millisecond), outbox.Acquisition{Owned: []int{0, 1}, Claimed: []int{0, 1}}, nil)
 	l.observe(at(1500 * time.Millisecond)) // spell of 500 ms closes

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spillway-dev/spillway/internal/lambdasim"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
@@ -64,37 +65,13 @@ type Report struct {
 	// (attempts, capacity units).
 	Counter outboxlocal.Counts `json:"counter"`
 
-	// Invocations of the relay function, by trigger and outcome.
-	Invocations          int            `json:"invocations"`
-	InvocationsByTrigger map[string]int `json:"invocationsByTrigger"`
-	InvocationsByReason  map[string]int `json:"invocationsByReason"`
-	// WakeUpInvocations ran for a wake-up; WakeUpsWithoutJoining of them
-	// exited without joining the fleet.
-	WakeUpInvocations     int `json:"wakeUpInvocations"`
-	WakeUpsWithoutJoining int `json:"wakeUpsWithoutJoining"`
-	// JoinedInvocations joined the fleet, JoinedRelays distinct relay ids
-	// among them.
-	JoinedInvocations int `json:"joinedInvocations"`
-	JoinedRelays      int `json:"joinedRelays"`
+	// The relay function's invocations and environments (what the Lambda
+	// emulator counted).
+	lambdasim.Stats
 	// Claims counts buckets claimed; Handovers those claimed from another
 	// relay than the bucket's previous claimer.
 	Claims    int `json:"claims"`
 	Handovers int `json:"handovers"`
-	// Environments created; events Throttled (waited for an environment)
-	// and Dropped (too old); invocations Killed at their deadline, failed
-	// with an error, that skipped their release, and continuation wake-ups.
-	Environments    int    `json:"environments"`
-	Throttled       int    `json:"throttled"`
-	Dropped         int    `json:"dropped"`
-	Killed          int    `json:"killed"`
-	Errors          int    `json:"errors"`
-	LastError       string `json:"lastError,omitempty"`
-	ReleasesSkipped int    `json:"releasesSkipped"`
-	Continuations   int    `json:"continuations"`
-	// FunctionTime sums the invocations' durations (what Lambda bills),
-	// JoinedFunctionTime that of the invocations that joined.
-	FunctionTime       time.Duration `json:"functionTimeNanos"`
-	JoinedFunctionTime time.Duration `json:"joinedFunctionTimeNanos"`
 	// WriterWakeUps were sent by the writers' notifiers, WriterWakeUpsMerged
 	// folded into another by coalescing, WriterWakeUpsFailed failed.
 	WriterWakeUps       int64 `json:"writerWakeUps"`
@@ -339,7 +316,6 @@ func fmtDur(d time.Duration) string {
 func (s *sim) report(counts outboxlocal.Counts, wall time.Duration) Report {
 	l := s.ledger
 	lat := l.latencies()
-	st := s.lambda.snapshot()
 	r := Report{
 		Rate: s.cfg.Rate, Buckets: s.cfg.Buckets, Duration: s.cfg.Duration, RelayTimeout: s.cfg.RelayTimeout,
 		StopMargin: s.fn.StopMargin, PollInterval: s.fn.PollInterval, IdleTimeout: s.fn.IdleTimeout,
@@ -349,12 +325,7 @@ func (s *sim) report(counts outboxlocal.Counts, wall time.Duration) Report {
 		Simulated: s.base.Now().Sub(simStart), WallTime: wall, Steps: s.steps,
 		Counter: counts,
 
-		Invocations: st.Invocations, InvocationsByTrigger: st.ByTrigger, InvocationsByReason: st.ByReason,
-		WakeUpInvocations: st.WakeUps, WakeUpsWithoutJoining: st.WakeNotJoined,
-		JoinedInvocations: st.Joined, JoinedRelays: len(st.JoinedRelays),
-		Environments: st.Environments, Throttled: st.Throttled, Dropped: st.Dropped, Killed: st.Killed,
-		Errors: st.Errors, LastError: st.LastError, ReleasesSkipped: st.ReleaseSkipped, Continuations: st.Continuations,
-		FunctionTime: st.Busy, JoinedFunctionTime: st.JoinedBusy,
+		Stats: s.lambda.Stats(),
 
 		Latency:      percentiles(lat),
 		LatencyBound: s.cfg.LatencyBound(s.fn.PollInterval),

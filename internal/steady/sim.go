@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/spillway-dev/spillway/internal/lambdasim"
 	"github.com/spillway-dev/spillway/internal/simtime"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
@@ -92,7 +93,7 @@ type sim struct {
 	client *simClient
 	table  string
 	ledger *ledger
-	lambda *lambdaService
+	lambda *lambdasim.Function[*env]
 
 	writers   []*writerProc
 	rng       *rand.Rand // the driver's only
@@ -156,12 +157,14 @@ func (s *sim) build(ddb *outboxlocal.DynamoDB) error {
 	storeOpts := fn.StoreOptions().WithDefaults()
 	s.client = &simClient{inner: client, s: s, pk: storeOpts.PartitionKey, coordination: storeOpts.KeyPrefix + "#COORDINATION"}
 	s.ledger = newLedger(cfg.Buckets, fn.LeaseDuration, simStart.Add(warmup))
-	s.lambda = newLambdaService(s)
+	var err error
+	if s.lambda, err = s.newLambda(); err != nil {
+		return err
+	}
 	for range cfg.Writers {
 		w := &writerProc{}
 		opts := fn.StoreOptions()
 		opts.Clock, opts.Logger = s.clock, cfg.Logger
-		var err error
 		if !cfg.WithoutWakeUps {
 			if w.notifier, err = s.newWriterNotifier(); err != nil {
 				return err
@@ -256,9 +259,8 @@ func (s *sim) failed() error {
 }
 
 // drive is the driver loop: wait until every simulated process is parked,
-// account for the instant, run the events due, start what the Lambda
-// service can start, and otherwise move the clock to the next event or
-// timer.
+// account for the instant, run the events due (the Lambda service's
+// included), and otherwise move the clock to the next event or timer.
 func (s *sim) drive() error {
 	s.act.calibrate()
 	limit := s.writesEnd.Add(s.cfg.RelayTimeout + s.cfg.MaxEventAge + time.Minute)
@@ -277,13 +279,6 @@ func (s *sim) drive() error {
 			return err
 		}
 		if ran {
-			continue
-		}
-		// An invocation that ended at this instant frees its environment
-		// for a waiting event; what that starts must settle first.
-		if started, err := s.lambda.dispatch(now); err != nil {
-			return err
-		} else if started {
 			continue
 		}
 		if s.finished(now) {
@@ -310,7 +305,7 @@ func (s *sim) drive() error {
 // finished reports whether the writes are over, every message is published
 // and the function is idle.
 func (s *sim) finished(now time.Time) bool {
-	return !now.Before(s.writesEnd) && s.inFlight.Load() == 0 && s.ledger.pending() == 0 && !s.lambda.busy()
+	return !now.Before(s.writesEnd) && s.inFlight.Load() == 0 && s.ledger.pending() == 0 && s.lambda.Pending() == 0
 }
 
 // commitEvent starts one commit and schedules the next, a Poisson process
@@ -367,7 +362,7 @@ func (s *sim) commit(w *writerProc, msg outbox.Message) error {
 // scheduleEvent sends the schedule's sweep and schedules the next one while
 // the writes go on.
 func (s *sim) scheduleEvent(now time.Time) error {
-	s.lambda.accept(schedulePayload, now)
+	s.lambda.Send(schedulePayload, now)
 	if next := now.Add(s.cfg.ScheduleInterval); next.Before(s.writesEnd) {
 		s.at(next, s.scheduleEvent)
 	}

@@ -1,0 +1,37 @@
+// Package lambdasim emulates the AWS Lambda service in-process for the
+// relay function, on any clock: the operator CLI's demo (spillway run) runs
+// it on the wall clock, the steady scenario, the economy and the fleet
+// simulation on a manual clock driven by their simulated-time driver. It
+// runs the real outboxlambda handlers, so the enqueue path, the wake-ups,
+// the continuation chain and the relay's stop all run as on AWS.
+//
+// What it models, as Lambda does for a function with reserved concurrency
+// and an event invoke configuration:
+//
+//   - Asynchronous invokes (Function.Invoke, the Lambda API call the
+//     wake-up notifier makes): the caller waits InvokeLatency, Lambda
+//     answers 202 and queues the event; it can start StartLatency later.
+//   - Execution environments: created on demand (a cold start, ColdStart
+//     late) while fewer than ReservedConcurrency exist, then kept and
+//     reused warm, one invocation at a time, the most recently used first.
+//     An environment holds whatever NewEnv built (the handler, its store,
+//     its Kafka client, its relay id and leases) across invocations.
+//   - Throttling: an event that finds every environment busy and the
+//     concurrency used up waits in the queue; one older than MaxEventAge is
+//     dropped instead of started.
+//   - Deadlines: an invocation's context reports the deadline start +
+//     Timeout on the emulator's clock (as the time left, converted to the
+//     wall clock the way the handler reads it) and is cancelled when the
+//     clock reaches it: the invocation is killed.
+//
+// The emulator never sleeps and starts no timer of its own: its delayed
+// steps go to a Scheduler, the simulation's agenda (internal/simtime) or
+// WallScheduler on the wall clock. Faults are injected through what NewEnv
+// builds (the handler's store, publisher and clients), never by bypassing
+// the handler.
+//
+// internal/lambdalocal is a different job: it hosts the real function
+// binaries as processes behind the Lambda Runtime API, on the wall clock,
+// for tests and scripts/invoke. This package runs handlers as goroutines
+// on a clock the caller controls.
+package lambdasim

@@ -1,0 +1,167 @@
+package lambdasim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+
+	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxlambda"
+)
+
+// fakeEnv is an execution environment whose handler works for the number
+// of milliseconds its payload says, or until its context ends.
+type fakeEnv struct {
+	n   int
+	log *runLog
+}
+
+type run struct {
+	env      int
+	work     int
+	start    time.Time
+	deadline time.Time
+	killed   bool
+}
+
+type runLog struct {
+	mu   sync.Mutex
+	runs []run
+}
+
+func (e *fakeEnv) Handle(ctx context.Context, payload json.RawMessage) (outboxlambda.RelayResponse, error) {
+	var ev struct{ Work int }
+	if err := json.Unmarshal(payload, &ev); err != nil {
+		return outboxlambda.RelayResponse{}, err
+	}
+	dl, _ := ctx.Deadline()
+	r := run{env: e.n, work: ev.Work, start: time.Now(), deadline: dl}
+	r.killed = !outbox.Sleep(outbox.SystemClock{}, time.Duration(ev.Work)*time.Millisecond, ctx.Done())
+	e.log.mu.Lock()
+	e.log.runs = append(e.log.runs, r)
+	e.log.mu.Unlock()
+	return outboxlambda.RelayResponse{Trigger: outboxlambda.SourceWake, RelayID: "relay", Reason: "drained", Joined: ev.Work > 0}, nil
+}
+
+func newFake(t *testing.T, cfg Config[*fakeEnv]) (*Function[*fakeEnv], *runLog, *WallScheduler) {
+	t.Helper()
+	log, sched := &runLog{}, &WallScheduler{}
+	cfg.Clock, cfg.Scheduler = outbox.SystemClock{}, sched
+	cfg.NewEnv = func(n int) (*fakeEnv, error) { return &fakeEnv{n: n, log: log}, nil }
+	f, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, log, sched
+}
+
+func payload(workMillis int) []byte { return fmt.Appendf(nil, `{"work":%d}`, workMillis) }
+
+// TestQueueingWarmReuseAndColdStarts sends three events to a function with
+// one environment: the first waits for the cold start, the others are
+// throttled and run one after the other in the same warm environment.
+func TestQueueingWarmReuseAndColdStarts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, log, sched := newFake(t, Config[*fakeEnv]{
+			ReservedConcurrency: 1, Timeout: time.Minute,
+			InvokeLatency: 15 * time.Millisecond, StartLatency: 50 * time.Millisecond, ColdStart: 250 * time.Millisecond,
+		})
+		t0 := time.Now()
+		out, err := f.Invoke(t.Context(), &lambda.InvokeInput{Payload: payload(1000)})
+		if err != nil || out.StatusCode != 202 || time.Since(t0) != 15*time.Millisecond {
+			t.Fatalf("Invoke: %v, %v after %v; want 202 after 15ms", out, err, time.Since(t0))
+		}
+		// Lambda keeps the order of events accepted one after the other.
+		time.Sleep(time.Millisecond)
+		f.Send(payload(2000), time.Now())
+		time.Sleep(time.Millisecond)
+		f.Send(payload(3000), time.Now())
+		if f.Pending() != 3 {
+			t.Fatalf("pending %d, want 3", f.Pending())
+		}
+		time.Sleep(time.Hour)
+		f.Wait()
+		synctest.Wait()
+		if err := sched.Err(); err != nil {
+			t.Fatal(err)
+		}
+		start := t0.Add(15*time.Millisecond + 50*time.Millisecond + 250*time.Millisecond)
+		want := []run{
+			{env: 1, work: 1000, start: start, deadline: start.Add(time.Minute)},
+			{env: 1, work: 2000, start: start.Add(time.Second), deadline: start.Add(time.Second + time.Minute)},
+			{env: 1, work: 3000, start: start.Add(3 * time.Second), deadline: start.Add(3*time.Second + time.Minute)},
+		}
+		if !slices.EqualFunc(log.runs, want, sameRun) {
+			t.Errorf("runs %+v, want %+v", log.runs, want)
+		}
+		st := f.Stats()
+		if st.Invocations != 3 || st.Environments != 1 || st.Throttled != 2 || st.JoinedInvocations != 3 || st.JoinedRelays != 1 ||
+			st.FunctionTime != 6*time.Second || st.InvocationsByReason["drained"] != 3 || st.WakeUpInvocations != 3 || f.Pending() != 0 {
+			t.Errorf("stats %+v, pending %d", st, f.Pending())
+		}
+	})
+}
+
+func sameRun(a, b run) bool {
+	return a.env == b.env && a.work == b.work && a.start.Equal(b.start) && a.deadline.Equal(b.deadline) && a.killed == b.killed
+}
+
+// TestDeadlineKillsAndOldEventsDrop runs two environments: an invocation
+// past its timeout is cancelled at its deadline, and an event that waited
+// longer than MaxEventAge for an environment is dropped.
+func TestDeadlineKillsAndOldEventsDrop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, log, _ := newFake(t, Config[*fakeEnv]{ReservedConcurrency: 2, Timeout: 2 * time.Second, MaxEventAge: time.Second})
+		t0 := time.Now()
+		f.Send(payload(5000), t0) // killed at +2s
+		synctest.Wait()
+		f.Send(payload(1000), t0) // second environment, done at +1s
+		synctest.Wait()
+		f.Send(payload(1000), t0) // waits; starts at +1s in environment 2
+		synctest.Wait()
+		f.Send(payload(1000), t0) // waits; too old (2s) when environment 1 frees
+		time.Sleep(time.Hour)
+		f.Wait()
+		synctest.Wait()
+		slices.SortFunc(log.runs, func(a, b run) int { return a.start.Compare(b.start)*2 + a.env - b.env })
+		want := []run{
+			{env: 1, work: 5000, start: t0, deadline: t0.Add(2 * time.Second), killed: true},
+			{env: 2, work: 1000, start: t0, deadline: t0.Add(2 * time.Second)},
+			{env: 2, work: 1000, start: t0.Add(time.Second), deadline: t0.Add(3 * time.Second)},
+		}
+		if !slices.EqualFunc(log.runs, want, sameRun) {
+			t.Errorf("runs %+v, want %+v", log.runs, want)
+		}
+		if st := f.Stats(); st.Invocations != 3 || st.Killed != 1 || st.Dropped != 1 || st.Throttled != 2 || st.Environments != 2 {
+			t.Errorf("stats %+v", st)
+		}
+	})
+}
+
+func TestNewRejectsIncompleteConfig(t *testing.T) {
+	base := Config[*fakeEnv]{Clock: outbox.SystemClock{}, Scheduler: &WallScheduler{}, ReservedConcurrency: 1, Timeout: time.Second,
+		NewEnv: func(int) (*fakeEnv, error) { return nil, nil }}
+	for name, mod := range map[string]func(*Config[*fakeEnv]){
+		"no clock":       func(c *Config[*fakeEnv]) { c.Clock = nil },
+		"no scheduler":   func(c *Config[*fakeEnv]) { c.Scheduler = nil },
+		"no NewEnv":      func(c *Config[*fakeEnv]) { c.NewEnv = nil },
+		"no concurrency": func(c *Config[*fakeEnv]) { c.ReservedConcurrency = 0 },
+		"no timeout":     func(c *Config[*fakeEnv]) { c.Timeout = 0 },
+	} {
+		cfg := base
+		mod(&cfg)
+		if _, err := New(cfg); err == nil {
+			t.Errorf("%s: New accepted it", name)
+		}
+	}
+	if _, err := New(base); err != nil {
+		t.Errorf("complete config: %v", err)
+	}
+}

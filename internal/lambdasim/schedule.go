@@ -1,0 +1,60 @@
+package lambdasim
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/spillway-dev/spillway/outbox"
+)
+
+// Scheduler runs functions at instants of the emulator's clock. A
+// simulation passes its agenda (internal/simtime.Agenda), whose driver
+// runs what is due between two moves of the clock; WallScheduler runs them
+// on wall-clock timers.
+type Scheduler interface {
+	// At runs fn at t, or as soon as possible when t is not in the future.
+	// Any goroutine may call it.
+	At(t time.Time, fn func(now time.Time) error)
+}
+
+// WallScheduler runs each function on its own wall-clock timer. An error a
+// function returns is kept; Err returns the first. The zero value is ready
+// to use.
+type WallScheduler struct {
+	err atomic.Pointer[error]
+}
+
+var _ Scheduler = (*WallScheduler)(nil)
+
+// At runs fn at t on the wall clock.
+func (w *WallScheduler) At(t time.Time, fn func(now time.Time) error) {
+	time.AfterFunc(time.Until(t), func() {
+		if err := fn(time.Now()); err != nil {
+			w.err.CompareAndSwap(nil, &err)
+		}
+	})
+}
+
+// Err returns the first error a scheduled function returned.
+func (w *WallScheduler) Err() error {
+	if p := w.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// deadlineContext gives an invocation the deadline Lambda would: the
+// handler converts ctx.Deadline() to its clock as "the same time left", so
+// the wall-clock deadline it reports is recomputed at each call from the
+// time left on the emulator's clock. It never expires by itself; the
+// emulator cancels it when its clock reaches the deadline.
+type deadlineContext struct {
+	context.Context
+	clock    outbox.Clock
+	deadline time.Time
+}
+
+func (c deadlineContext) Deadline() (time.Time, bool) {
+	return time.Now().Add(c.deadline.Sub(c.clock.Now())), true
+}
