@@ -134,7 +134,7 @@ func TestRunDemoRelaysEverythingInOrder(t *testing.T) {
 	if v.Enqueued != 400 || v.Delivered != 400 || v.Missing != 0 || v.OrderBroken != 0 || v.MissingHeader != 0 || sum.Pending != 0 {
 		t.Fatalf("verdict %+v pending %d", v, sum.Pending)
 	}
-	if sum.Relay.Joined == 0 || sum.EMFLines == 0 || sum.Requests["BatchWriteItem"] == 0 {
+	if sum.Relay.JoinedInvocations == 0 || sum.EMFLines == 0 || sum.Requests["BatchWriteItem"] == 0 {
 		t.Fatalf("summary %+v", sum)
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spillway-dev/spillway/internal/lambdasim"
+	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxkafka"
@@ -31,18 +33,18 @@ const (
 
 // runSummary is what run prints at the end (and --json emits).
 type runSummary struct {
-	Verdict        verdict        `json:"verdict"`
-	Elapsed        float64        `json:"elapsedSeconds"`
-	Pending        int64          `json:"pendingAfter"`
-	Requests       map[string]int `json:"dynamodbRequests"`
-	RequestsPerMsg float64        `json:"requestsPerMessage"`
-	WCUPerMsg      float64        `json:"writeUnitsPerMessage"`
-	RCUPerMsg      float64        `json:"readUnitsPerMessage"`
-	Refused        int            `json:"refusedConditionalWrites"`
-	Relay          simStats       `json:"relayFunction"`
-	EMFFile        string         `json:"emfFile"`
-	EMFLines       int            `json:"emfLines"`
-	OTelSpans      int            `json:"otelSpans,omitempty"`
+	Verdict        verdict         `json:"verdict"`
+	Elapsed        float64         `json:"elapsedSeconds"`
+	Pending        int64           `json:"pendingAfter"`
+	Requests       map[string]int  `json:"dynamodbRequests"`
+	RequestsPerMsg float64         `json:"requestsPerMessage"`
+	WCUPerMsg      float64         `json:"writeUnitsPerMessage"`
+	RCUPerMsg      float64         `json:"readUnitsPerMessage"`
+	Refused        int             `json:"refusedConditionalWrites"`
+	Relay          lambdasim.Stats `json:"relayFunction"`
+	EMFFile        string          `json:"emfFile"`
+	EMFLines       int             `json:"emfLines"`
+	OTelSpans      int             `json:"otelSpans,omitempty"`
 }
 
 // runFlags are run's options.
@@ -85,7 +87,8 @@ type demo struct {
 	cfg    outboxlambda.Config
 	kcfg   outboxkafka.Config
 	emfOut io.Writer
-	sim    *lambdaSim
+	sim    *lambdasim.Function[*outboxlambda.RelayHandler]
+	sched  *lambdasim.WallScheduler
 	tr     *runTracing
 }
 
@@ -173,7 +176,7 @@ func (d *demo) startBackends(ctx context.Context, stdout io.Writer) (func(), err
 
 // newRelayEnv builds one execution environment of the relay function: its
 // own store, publisher, notifier and metrics recorder, as on Lambda.
-func (d *demo) newRelayEnv() (*outboxlambda.RelayHandler, error) {
+func (d *demo) newRelayEnv(int) (*outboxlambda.RelayHandler, error) {
 	rec, err := emf.NewRecorder(emf.Config{Namespace: d.cfg.MetricsNamespace, Outbox: d.cfg.OutboxName, FunctionName: demoRelayFunction})
 	if err != nil {
 		return nil, err
@@ -227,8 +230,17 @@ func (d *demo) newEnqueueHandler() (*outboxlambda.EnqueueHandler, error) {
 func (d *demo) run(ctx context.Context, start time.Time) (runSummary, error) {
 	runCtx, cancelRun := context.WithCancel(ctx)
 	defer cancelRun()
-	d.sim = newLambdaSim(runCtx, d.flags.concurrency, d.flags.timeout, d.newRelayEnv)
-	defer d.sim.wait()
+	d.sched = &lambdasim.WallScheduler{}
+	var err error
+	d.sim, err = lambdasim.New(lambdasim.Config[*outboxlambda.RelayHandler]{
+		Clock: outbox.SystemClock{}, Scheduler: d.sched, Context: runCtx,
+		ReservedConcurrency: d.flags.concurrency, Timeout: d.flags.timeout, MaxEventAge: time.Minute,
+		NewEnv: d.newRelayEnv,
+	})
+	if err != nil {
+		return runSummary{}, err
+	}
+	defer d.sim.Wait()
 	enqueue, err := d.newEnqueueHandler()
 	if err != nil {
 		return runSummary{}, err
@@ -242,7 +254,7 @@ func (d *demo) run(ctx context.Context, start time.Time) (runSummary, error) {
 	// Cancelled before the deferred waits above run.
 	defer func() { cancelRun(); wg.Wait() }()
 	wg.Go(func() { cons.run(runCtx) })
-	wg.Go(func() { d.sim.sweep(runCtx, d.flags.schedule) })
+	wg.Go(func() { d.sweep(runCtx) })
 
 	wl := &workload{messages: d.flags.messages, keys: d.flags.keys, producers: 4, largeEvery: 97, seed: 20261130}
 	prodErr := make(chan error, 1)
@@ -252,8 +264,22 @@ func (d *demo) run(ctx context.Context, start time.Time) (runSummary, error) {
 	}
 	cancelRun()
 	wg.Wait()
-	d.sim.wait()
-	return runSummary{Verdict: cons.check(wl.order), Elapsed: time.Since(start).Seconds(), Relay: d.sim.snapshot(), EMFFile: d.flags.emfPath}, nil
+	d.sim.Wait()
+	return runSummary{Verdict: cons.check(wl.order), Elapsed: time.Since(start).Seconds(), Relay: d.sim.Stats(), EMFFile: d.flags.emfPath}, nil
+}
+
+// sweep sends the schedule's event every interval until ctx ends.
+func (d *demo) sweep(ctx context.Context) {
+	tick := time.NewTicker(d.flags.schedule)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			d.sim.Send([]byte(`{"trigger":"schedule"}`), now)
+		}
+	}
 }
 
 // progress prints a line a second until every enqueued message was
@@ -279,10 +305,13 @@ func (d *demo) progress(ctx context.Context, start time.Time, wl *workload, cons
 		if unique != lastUnique {
 			lastProgress, lastUnique = time.Now(), unique
 		}
-		st := d.sim.snapshot()
-		fmt.Fprintf(d.stdout, "%5.1fs  enqueued %d/%d  published %d  relay invocations %d (running %d, environments %d)\n",
-			time.Since(start).Seconds(), wl.enqueued.Load(), d.flags.messages, unique, st.Invocations, d.sim.busy(), st.Environments)
-		if produced && unique >= d.flags.messages && d.sim.busy() == 0 {
+		st, pending := d.sim.Stats(), d.sim.Pending()
+		fmt.Fprintf(d.stdout, "%5.1fs  enqueued %d/%d  published %d  relay invocations %d (running or queued %d, environments %d)\n",
+			time.Since(start).Seconds(), wl.enqueued.Load(), d.flags.messages, unique, st.Invocations, pending, st.Environments)
+		if err := d.sched.Err(); err != nil {
+			return fmt.Errorf("relay function: %w", err)
+		}
+		if produced && unique >= d.flags.messages && pending == 0 {
 			return nil
 		}
 		if time.Since(lastProgress) > time.Minute {
@@ -348,9 +377,9 @@ func printSummary(w io.Writer, s runSummary) {
 		s.RequestsPerMsg, s.WCUPerMsg, s.RCUPerMsg, s.Refused)
 	fmt.Fprintf(w, "  DynamoDB requests       %v\n", s.Requests)
 	r := s.Relay
-	fmt.Fprintf(w, "  relay invocations       %d (joined %d; by trigger %v; by outcome %v)\n", r.Invocations, r.Joined, r.ByTrigger, r.ByReason)
-	fmt.Fprintf(w, "  relay environments      %d, continuations %d, releases skipped %d, throttled %d, errors %d\n",
-		r.Environments, r.Continuations, r.ReleasesSkip, r.Throttled, r.Errors)
+	fmt.Fprintf(w, "  relay invocations       %d (joined %d; by trigger %v; by outcome %v)\n", r.Invocations, r.JoinedInvocations, r.InvocationsByTrigger, r.InvocationsByReason)
+	fmt.Fprintf(w, "  relay environments      %d, continuations %d, releases skipped %d, throttled %d, dropped %d, killed %d, errors %d\n",
+		r.Environments, r.Continuations, r.ReleasesSkipped, r.Throttled, r.Dropped, r.Killed, r.Errors)
 	fmt.Fprintf(w, "  EMF metric lines        %d in %s (all parse)\n", s.EMFLines, s.EMFFile)
 }
 

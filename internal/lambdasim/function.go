@@ -27,8 +27,9 @@ type Config[E Handler] struct {
 	Clock outbox.Clock
 	// Scheduler runs the emulator's delayed steps (required).
 	Scheduler Scheduler
-	// Context is every invocation's parent: cancelling it cancels them.
-	// Default context.Background().
+	// Context is every invocation's parent: cancelling it cancels them,
+	// and the events still queued or arriving are then discarded instead
+	// of started. Default context.Background().
 	Context context.Context
 	// ReservedConcurrency bounds the execution environments (required,
 	// at least 1).
@@ -129,6 +130,7 @@ func (f *Function[E]) Send(payload []byte, now time.Time) {
 	f.mu.Lock()
 	f.arriving++
 	f.mu.Unlock()
+	f.wg.Add(1) // done when the event is dropped, discarded or its invocation ends
 	ev := &queued{payload: payload, sentAt: now}
 	f.cfg.Scheduler.At(now.Add(f.cfg.StartLatency), func(now time.Time) error {
 		f.mu.Lock()
@@ -145,9 +147,15 @@ func (f *Function[E]) dispatch(now time.Time) error {
 	defer f.mu.Unlock()
 	for len(f.ready) > 0 {
 		ev := f.ready[0]
+		if f.cfg.Context.Err() != nil {
+			f.ready = f.ready[1:]
+			f.wg.Done()
+			continue
+		}
 		if now.Sub(ev.sentAt) > f.cfg.MaxEventAge {
 			f.ready = f.ready[1:]
 			f.stats.Dropped++
+			f.wg.Done()
 			continue
 		}
 		if n := len(f.idle); n > 0 {
@@ -160,6 +168,8 @@ func (f *Function[E]) dispatch(now time.Time) error {
 		if len(f.envs) < f.cfg.ReservedConcurrency {
 			e, err := f.cfg.NewEnv(len(f.envs) + 1)
 			if err != nil {
+				f.ready = f.ready[1:]
+				f.wg.Done()
 				return err
 			}
 			f.envs = append(f.envs, e)
@@ -194,9 +204,7 @@ func (f *Function[E]) startLocked(e E, ev *queued, now time.Time) {
 		f.cfg.Started(inv)
 	}
 	dctx := deadlineContext{Context: ctx, clock: f.cfg.Clock, deadline: inv.Deadline}
-	f.wg.Add(1)
 	go func() {
-		defer f.wg.Done()
 		resp, err := e.Handle(dctx, json.RawMessage(ev.payload))
 		cancel()
 		if f.cfg.Ended != nil {
@@ -233,6 +241,7 @@ func (f *Function[E]) finish(inv *Invocation[E], resp outboxlambda.RelayResponse
 	if waiting {
 		f.cfg.Scheduler.At(now, f.dispatch)
 	}
+	f.wg.Done()
 }
 
 // Pending returns the events and invocations not finished: accepted and
@@ -243,7 +252,9 @@ func (f *Function[E]) Pending() int {
 	return f.arriving + len(f.ready) + f.starting + f.running
 }
 
-// Wait blocks until every started invocation returned.
+// Wait blocks until every event sent so far was dropped, discarded or run
+// to its end. Once Context is done, it returns when the invocations
+// running have returned.
 func (f *Function[E]) Wait() { f.wg.Wait() }
 
 // Stats returns what the function did so far.

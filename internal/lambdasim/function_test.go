@@ -165,3 +165,26 @@ func TestNewRejectsIncompleteConfig(t *testing.T) {
 		t.Errorf("complete config: %v", err)
 	}
 }
+
+// TestCancelledContextDiscardsEvents checks the shutdown: once the
+// function's context is done, the running invocation is cancelled, the
+// queued event is discarded, and Wait returns.
+func TestCancelledContextDiscardsEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		f, log, _ := newFake(t, Config[*fakeEnv]{Context: ctx, ReservedConcurrency: 1, Timeout: time.Minute})
+		f.Send(payload(5000), time.Now())
+		synctest.Wait()
+		f.Send(payload(1000), time.Now())
+		synctest.Wait()
+		time.Sleep(time.Second)
+		cancel()
+		f.Wait()
+		if len(log.runs) != 1 || !log.runs[0].killed || f.Pending() != 0 {
+			t.Errorf("runs %+v, pending %d; want the first cut short and the second discarded", log.runs, f.Pending())
+		}
+		if st := f.Stats(); st.Invocations != 1 || st.Dropped != 0 || st.Killed != 0 {
+			t.Errorf("stats %+v", st)
+		}
+	})
+}
