@@ -108,17 +108,23 @@ func (g *GenerationRelay) Run(ctx context.Context, in RunInput) (RunResult, erro
 		case StepServeCurrent:
 			g.setDrained()
 			res, err := g.cfg.Current.Run(ctx, in)
-			return mergeRuns(total, res, served), err
+			return mergeRuns(total, res, !total.Started.IsZero()), err
 		case StepServePrevious:
-			if served && !g.waitForPrevious(ctx, in) {
-				return total, nil
+			if served {
+				// One pass per run; in hold mode, look again later.
+				if !g.waitForPrevious(ctx, in) {
+					return total, nil
+				}
+				m, err = g.cfg.Generations.ReadGeneration(ctx)
+				served, contents = false, GenerationContents{}
+				continue
 			}
 			res, runErr := g.cfg.Previous.Run(ctx, RunInput{Trigger: in.Trigger, Deadline: in.Deadline, Hop: in.Hop, Join: in.Join})
-			total, served = mergeRuns(total, res, served), true
+			total, served = mergeRuns(total, res, !total.Started.IsZero()), true
 			if runErr != nil {
 				return total, runErr
 			}
-			m, err = g.cfg.Generations.ReadGeneration(ctx)
+			// A sealed generation is looked into again after the pass.
 			contents = GenerationContents{}
 		}
 	}

@@ -38,6 +38,11 @@ const (
 	EnvTracing           = "SPILLWAY_TRACING"
 	EnvPoisonPolicy      = "SPILLWAY_POISON_POLICY"
 	EnvPoisonMaxAttempts = "SPILLWAY_POISON_MAX_ATTEMPTS"
+	// The previous generation a relay drains first while the bucket count
+	// changes, and the writers' check that it is not sealed.
+	EnvPreviousKeyPrefix   = "SPILLWAY_PREVIOUS_KEY_PREFIX"
+	EnvPreviousBucketCount = "SPILLWAY_PREVIOUS_BUCKET_COUNT"
+	EnvGenerationCheck     = "SPILLWAY_GENERATION_CHECK"
 )
 
 // Tracing modes accepted in EnvTracing.

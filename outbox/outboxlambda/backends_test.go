@@ -37,6 +37,8 @@ type bundle struct {
 	enqueue *EnqueueHandler
 	// relayStore is the relay's own store; peers get stores of their own.
 	relayStore *outboxddb.Store
+	// pub is the relay's publisher.
+	pub outbox.Publisher
 }
 
 // bundleOptions adjust setup.
@@ -88,9 +90,12 @@ func setup(t *testing.T, o bundleOptions) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.relay, err = NewRelayHandler(RelayHandlerConfig{
-		Config: cfg, FunctionName: "outbox-relay", Store: b.relayStore, Publisher: pub, Notifier: notifier, Logger: log,
-	})
+	hc := RelayHandlerConfig{Config: cfg, FunctionName: "outbox-relay", Store: b.relayStore, Publisher: pub, Notifier: notifier, Logger: log}
+	if _, ok := cfg.Previous(); ok {
+		hc.PreviousStore = b.newStore(t, cfg.PreviousStoreOptions())
+	}
+	b.pub = pub
+	b.relay, err = NewRelayHandler(hc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,12 +112,16 @@ func setup(t *testing.T, o bundleOptions) *bundle {
 	return b
 }
 
-// newStore returns another store of the bundle's outbox (a peer relay's).
-func (b *bundle) newStore(t *testing.T) *outboxddb.Store {
+// newStore returns another store of the bundle's outbox (a peer relay's),
+// or of the outbox opts[0] describes.
+func (b *bundle) newStore(t *testing.T, opts ...outboxddb.Options) *outboxddb.Store {
 	t.Helper()
-	opts := b.cfg.StoreOptions()
-	opts.Logger = testLogger(t)
-	s, err := outboxddb.NewStore(b.ddb.Client, opts)
+	o := b.cfg.StoreOptions()
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	o.Logger = testLogger(t)
+	s, err := outboxddb.NewStore(b.ddb.Client, o)
 	if err != nil {
 		t.Fatal(err)
 	}

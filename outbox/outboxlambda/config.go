@@ -102,6 +102,17 @@ type Config struct {
 	// PoisonMaxAttempts parks a message under quarantine after that many
 	// failed attempts (SPILLWAY_POISON_MAX_ATTEMPTS). Default 10.
 	PoisonMaxAttempts int
+	// PreviousKeyPrefix and PreviousBucketCount name the previous
+	// generation while the bucket count changes
+	// (SPILLWAY_PREVIOUS_KEY_PREFIX, SPILLWAY_PREVIOUS_BUCKET_COUNT; both or
+	// neither). The relay then drains it before it serves the current one
+	// (outbox.GenerationRelay). Default: none.
+	PreviousKeyPrefix   string
+	PreviousBucketCount int
+	// GenerationCheck makes the enqueue function's writes check that its
+	// generation is not sealed (SPILLWAY_GENERATION_CHECK, see
+	// outboxddb.Options.GenerationCheck). Default false.
+	GenerationCheck bool
 }
 
 // ConfigError names the environment variable that makes the configuration
@@ -156,7 +167,10 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		Tracing: p.oneOf(outboxconf.EnvTracing, outboxconf.TracingXRay, outboxconf.TracingXRay, outboxconf.TracingOTel, outboxconf.TracingOff),
 		PoisonPolicy: outbox.PoisonPolicy(p.oneOf(outboxconf.EnvPoisonPolicy, string(outbox.PoisonBlock),
 			string(outbox.PoisonBlock), string(outbox.PoisonQuarantine))),
-		PoisonMaxAttempts: p.integer(outboxconf.EnvPoisonMaxAttempts, outbox.DefaultPoisonMaxAttempts, 1, math.MaxInt32),
+		PoisonMaxAttempts:   p.integer(outboxconf.EnvPoisonMaxAttempts, outbox.DefaultPoisonMaxAttempts, 1, math.MaxInt32),
+		PreviousKeyPrefix:   p.name(outboxconf.EnvPreviousKeyPrefix, ""),
+		PreviousBucketCount: p.integer(outboxconf.EnvPreviousBucketCount, 0, 1, math.MaxInt32),
+		GenerationCheck:     p.boolean(outboxconf.EnvGenerationCheck, false),
 	}
 	c.KafkaTLS = p.boolean(outboxconf.EnvKafkaTLS, c.KafkaAuth != outboxconf.KafkaAuthNone)
 	if p.err != nil {
@@ -182,6 +196,9 @@ func (c Config) crossCheck(getenv func(string) string) error {
 	if err := c.checkTracing(getenv); err != nil {
 		return err
 	}
+	if err := c.checkPrevious(); err != nil {
+		return err
+	}
 	if c.PartitionKey == c.SortKey {
 		return &ConfigError{Variable: outboxconf.EnvSortKey, Value: getenv(outboxconf.EnvSortKey),
 			Problem: fmt.Sprintf("the sort key attribute %q equals %s; they must differ", c.SortKey, outboxconf.EnvPartitionKey)}
@@ -196,6 +213,33 @@ func (c Config) crossCheck(getenv func(string) string) error {
 			Value: c.PartitionKey + "/" + c.SortKey, Problem: detail}
 	}
 	return nil
+}
+
+// checkPrevious requires the previous generation's prefix and bucket count
+// together, under a prefix of its own.
+func (c Config) checkPrevious() error {
+	switch {
+	case c.PreviousKeyPrefix == "" && c.PreviousBucketCount == 0:
+		return nil
+	case c.PreviousKeyPrefix == "":
+		return &ConfigError{Variable: outboxconf.EnvPreviousKeyPrefix, Problem: fmt.Sprintf("required with %s", outboxconf.EnvPreviousBucketCount)}
+	case c.PreviousBucketCount == 0:
+		return &ConfigError{Variable: outboxconf.EnvPreviousBucketCount, Problem: fmt.Sprintf("required with %s", outboxconf.EnvPreviousKeyPrefix)}
+	case c.PreviousKeyPrefix == c.KeyPrefix:
+		return &ConfigError{Variable: outboxconf.EnvPreviousKeyPrefix, Value: c.PreviousKeyPrefix,
+			Problem: fmt.Sprintf("equals %s; the new generation needs a key prefix of its own", outboxconf.EnvKeyPrefix)}
+	}
+	return nil
+}
+
+// Previous returns the previous generation and true when one is configured.
+func (c Config) Previous() (outbox.Generation, bool) {
+	return outbox.Generation{KeyPrefix: c.PreviousKeyPrefix, BucketCount: c.PreviousBucketCount}, c.PreviousKeyPrefix != ""
+}
+
+// Current returns the generation of KeyPrefix and BucketCount.
+func (c Config) Current() outbox.Generation {
+	return outbox.Generation{KeyPrefix: c.KeyPrefix, BucketCount: c.BucketCount}
 }
 
 // checkTracing refuses a tracing mode this binary was built without, and
@@ -229,7 +273,18 @@ func (c Config) StoreOptions() outboxddb.Options {
 		BucketCount:  c.BucketCount,
 		Topics:       c.Topics,
 		CountParked:  c.PoisonPolicy == outbox.PoisonQuarantine,
+		// The writers' check, set only where it is asked for: it makes
+		// every enqueue a transaction.
+		GenerationCheck: c.GenerationCheck,
 	}
+}
+
+// PreviousStoreOptions returns StoreOptions on the previous generation's
+// key prefix and bucket count.
+func (c Config) PreviousStoreOptions() outboxddb.Options {
+	o := c.StoreOptions()
+	o.KeyPrefix, o.BucketCount = c.PreviousKeyPrefix, c.PreviousBucketCount
+	return o
 }
 
 // RelayOptions returns the relay options of c for the relay relayID.

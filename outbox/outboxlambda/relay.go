@@ -55,6 +55,10 @@ type RelayHandlerConfig struct {
 	// live as long as the execution environment.
 	Store     outbox.Store
 	Publisher outbox.Publisher
+	// PreviousStore is the previous generation's store, required when
+	// Config names one (Config.Previous): the handler then relays through
+	// an outbox.GenerationRelay.
+	PreviousStore GenerationStore
 	// Notifier sends continuation wake-ups. Optional.
 	Notifier outbox.Notifier
 	// Clock is the relay's clock; the invocation's deadline is converted to
@@ -79,7 +83,7 @@ type RelayHandlerConfig struct {
 // relay for the execution environment, so a warm invocation resumes the
 // leases of the previous one under the same id.
 type RelayHandler struct {
-	relay   *outbox.Relay
+	relay   runner
 	pub     outbox.Publisher
 	relayID string
 	decoder EventDecoder
@@ -119,8 +123,14 @@ func NewRelayHandler(cfg RelayHandlerConfig) (*RelayHandler, error) {
 	if err != nil {
 		return nil, err
 	}
+	var run runner = relay
+	if prev, ok := cfg.Config.Previous(); ok {
+		if run, err = newGenerationRelay(cfg, relay, prev); err != nil {
+			return nil, err
+		}
+	}
 	return &RelayHandler{
-		relay:   relay,
+		relay:   run,
 		pub:     cfg.Publisher,
 		relayID: cfg.RelayID,
 		decoder: EventDecoder{
@@ -134,6 +144,41 @@ func NewRelayHandler(cfg RelayHandlerConfig) (*RelayHandler, error) {
 		metrics: newMetricsSink(cfg.Metrics, cfg.MetricsOutput, cfg.Clock),
 		invoke:  invocationTrace{tracing: cfg.Tracing, name: cmp.Or(cfg.FunctionName, "relay")},
 	}, nil
+}
+
+// runner is a relay of one or of two generations.
+type runner interface {
+	Run(ctx context.Context, in outbox.RunInput) (outbox.RunResult, error)
+}
+
+// GenerationStore is a store that also keeps its generation's marker, as
+// outboxddb.Store does.
+type GenerationStore interface {
+	outbox.Store
+	outbox.GenerationStore
+}
+
+// newGenerationRelay wraps current in a relay that drains the previous
+// generation first: a second relay, same id and publisher, on
+// cfg.PreviousStore, in drain mode so a run can go on to the current
+// generation.
+func newGenerationRelay(cfg RelayHandlerConfig, current *outbox.Relay, prev outbox.Generation) (*outbox.GenerationRelay, error) {
+	if cfg.PreviousStore == nil {
+		return nil, outbox.Misconfigured("new relay handler", "the configuration names previous generation %s but no store for it was given", prev)
+	}
+	opts := cfg.Config.RelayOptions(cfg.RelayID)
+	opts.BucketCount, opts.Mode = prev.BucketCount, outbox.ModeDrain
+	previous, err := outbox.NewRelay(outbox.RelayConfig{
+		Options: opts, Store: cfg.PreviousStore, Publisher: cfg.Publisher, Clock: cfg.Clock, Notifier: cfg.Notifier,
+		Observer: cfg.Observer, Tracer: cfg.Tracer, Logger: cfg.Logger.With("generation", prev.String()), MaxHops: cfg.Config.MaxHops,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return outbox.NewGenerationRelay(outbox.GenerationRelayConfig{
+		Previous: previous, Current: current, Generations: cfg.PreviousStore,
+		PreviousGeneration: prev, CurrentGeneration: cfg.Config.Current(), Clock: cfg.Clock, Logger: cfg.Logger,
+	})
 }
 
 // RelayID returns the execution environment's relay id.

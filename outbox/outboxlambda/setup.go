@@ -137,6 +137,13 @@ func NewRelayFromEnv(ctx context.Context, getenv func(string) string, log *slog.
 	if notifier != nil {
 		hc.Notifier = notifier
 	}
+	if _, ok := cfg.Previous(); ok {
+		popts := cfg.PreviousStoreOptions()
+		popts.Observer, popts.Logger = in.Metrics, log
+		if hc.PreviousStore, err = outboxddb.NewStore(in.DynamoDB(), popts); err != nil {
+			return nil, err
+		}
+	}
 	return NewRelayHandler(hc)
 }
 
