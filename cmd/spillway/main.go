@@ -39,6 +39,7 @@ var commands = map[string]command{
 	"create-table": {"create the outbox table if it does not exist and wait until it is active", runCreateTable},
 	"drain":        {"relay until the outbox is empty (exit 0) or --timeout passes (exit 1)", runDrain},
 	"enqueue":      {"store messages given as the enqueue function's JSON (from a file or stdin)", runEnqueue},
+	"generation":   {"show, seal or finish the retirement of a generation (key prefix and bucket count)", runGeneration},
 	"parked":       {"list, replay or drop messages quarantined under SPILLWAY_POISON_POLICY=quarantine", runParked},
 	"run":          {"run the whole system on embedded DynamoDB and Kafka with a demo workload", runRun},
 	"status":       {"show each bucket's backlog and lease, and the relays' heartbeats", runStatus},

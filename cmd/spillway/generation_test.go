@@ -1,0 +1,112 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxddb"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
+)
+
+// TestGenerationStatusSealFinish walks a bucket count change from 4 to 16
+// through the CLI: status before and after the relays opened the marker,
+// a seal that needs --yes, a finish refused while messages are left, then
+// accepted once the old generation is empty.
+func TestGenerationStatusSealFinish(t *testing.T) {
+	ddb := outboxtest.NewDynamoDB(t)
+	if ddb.External {
+		t.Skip("the CLI test creates its table through the CLI; external endpoints are covered by the store tests")
+	}
+	table := ddb.NewTableName()
+	ddb.DeleteOnClose(table)
+	t.Setenv("AWS_ACCESS_KEY_ID", "")
+	t.Setenv("AWS_PROFILE", "")
+	conn := []string{"--dynamodb-endpoint", ddb.Endpoint, "--table", table}
+	if code, out, errs := cli(t, append([]string{"create-table"}, conn...)...); code != 0 {
+		t.Fatalf("create-table: exit %d: %s %s", code, out, errs)
+	}
+	flags := append([]string{"--previous-key-prefix", "OUTBOX", "--previous-bucket-count", "4", "--key-prefix", "OUTBOX2", "--bucket-count", "16"}, conn...)
+	gen := func(args ...string) (int, string, string) {
+		return cli(t, append(append([]string{"generation"}, args...), flags...)...)
+	}
+	prevOpts := outboxddb.Options{TableName: table, BucketCount: 4}
+	prev, err := outboxddb.NewStore(ddb.Client, prevOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := outboxddb.NewWriter(ddb.Client, prevOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"a", "b"} {
+		m, err := outbox.NewMessage("orders", []byte(key), []byte("v"), outbox.MessageOptions{BucketCount: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Enqueue(t.Context(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	code, out, errs := gen("status")
+	if code != 0 || !strings.Contains(out, "OUTBOX/4: none") || !strings.Contains(out, "pending ~2") || !strings.Contains(out, "SPILLWAY_PREVIOUS_KEY_PREFIX=OUTBOX") {
+		t.Fatalf("status before the relays ran: exit %d:\n%s%s", code, out, errs)
+	}
+	if code, _, errs = gen("seal", "--yes"); code != 1 || !strings.Contains(errs, "no generation marker") {
+		t.Fatalf("seal without a marker: exit %d, %q; want 1 saying there is no marker", code, errs)
+	}
+	// The relays' first run opens the marker.
+	if _, err := prev.OpenGeneration(t.Context(), outbox.Generation{KeyPrefix: "OUTBOX2", BucketCount: 16}); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ = gen("status"); code != 0 || !strings.Contains(out, "OUTBOX/4: open (successor OUTBOX2/16)") || !strings.Contains(out, "switch every writer") {
+		t.Fatalf("status when open: exit %d:\n%s", code, out)
+	}
+	if code, _, errs = gen("seal"); code != 2 || !strings.Contains(errs, "needs --yes") {
+		t.Fatalf("seal without --yes: exit %d, %q; want 2", code, errs)
+	}
+	if code, out, errs = gen("seal", "--yes"); code != 0 || !strings.Contains(out, "sealed OUTBOX/4") {
+		t.Fatalf("seal --yes: exit %d: %s %s", code, out, errs)
+	}
+	if code, _, errs = gen("finish"); code != 1 || !strings.Contains(errs, "not empty yet: messages in buckets") {
+		t.Fatalf("finish with messages left: exit %d, %q; want 1 naming the buckets", code, errs)
+	}
+	// The relays drain the old generation.
+	for b := range 4 {
+		msgs, err := prev.FetchBatch(t.Context(), b, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := prev.MarkPublished(t.Context(), b, msgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, out, errs = gen("finish"); code != 0 || !strings.Contains(out, "drained OUTBOX/4") {
+		t.Fatalf("finish when empty: exit %d: %s %s", code, out, errs)
+	}
+	if code, out, _ = gen("finish"); code != 0 || !strings.Contains(out, "already drained") {
+		t.Fatalf("finish again: exit %d: %s", code, out)
+	}
+	var st generationStatus
+	code, out, _ = gen("status", "--json")
+	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || st.Phase != "drained" || st.PreviousPending != 0 || st.DrainedAt == nil {
+		t.Fatalf("status --json when drained: exit %d, %v:\n%s", code, err, out)
+	}
+}
+
+func TestGeneration_BadInvocationsExitTwo(t *testing.T) {
+	for _, args := range [][]string{
+		{"generation"},
+		{"generation", "rewind"},
+		{"generation", "status", "--table", "t"},
+		{"generation", "status", "--table", "t", "--previous-key-prefix", "OUTBOX"},
+		{"generation", "status", "--table", "t", "--previous-key-prefix", "OUTBOX", "--previous-bucket-count", "4"},
+		{"generation", "finish", "--table", "t", "--previous-key-prefix", "X", "--previous-bucket-count", "zero", "--key-prefix", "Y"},
+	} {
+		if code, _, errs := cli(t, args...); code != 2 || errs == "" {
+			t.Errorf("%v: exit %d, stderr %q; want 2 with a reason", args, code, errs)
+		}
+	}
+}
