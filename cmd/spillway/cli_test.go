@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
@@ -15,6 +16,27 @@ func cli(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	var out, errb bytes.Buffer
 	code = runCLI(t.Context(), args, &out, &errb)
 	return code, out.String(), errb.String()
+}
+
+// cliTable starts an embedded DynamoDB, creates a table on it through the
+// CLI and returns the server, the table and the connection flags. The CLI
+// tests need the embedded server (external endpoints are covered by the
+// store tests).
+func cliTable(t *testing.T) (*outboxlocal.DynamoDB, string, []string) {
+	t.Helper()
+	ddb := outboxtest.NewDynamoDB(t)
+	if ddb.External {
+		t.Skip("the CLI test creates its table through the CLI; external endpoints are covered by the store tests")
+	}
+	table := ddb.NewTableName()
+	ddb.DeleteOnClose(table)
+	t.Setenv("AWS_ACCESS_KEY_ID", "")
+	t.Setenv("AWS_PROFILE", "")
+	flags := []string{"--dynamodb-endpoint", ddb.Endpoint, "--table", table}
+	if code, out, errs := cli(t, append([]string{"create-table"}, flags...)...); code != 0 {
+		t.Fatalf("create-table: exit %d: %s %s", code, out, errs)
+	}
+	return ddb, table, flags
 }
 
 func TestBucketCommandMatchesTheGoldenVectors(t *testing.T) {

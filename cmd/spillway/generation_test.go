@@ -7,7 +7,6 @@ import (
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
-	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
 // TestGenerationStatusSealFinish walks a bucket count change from 4 to 16
@@ -15,18 +14,7 @@ import (
 // a seal that needs --yes, a finish refused while messages are left, then
 // accepted once the old generation is empty.
 func TestGenerationStatusSealFinish(t *testing.T) {
-	ddb := outboxtest.NewDynamoDB(t)
-	if ddb.External {
-		t.Skip("the CLI test creates its table through the CLI; external endpoints are covered by the store tests")
-	}
-	table := ddb.NewTableName()
-	ddb.DeleteOnClose(table)
-	t.Setenv("AWS_ACCESS_KEY_ID", "")
-	t.Setenv("AWS_PROFILE", "")
-	conn := []string{"--dynamodb-endpoint", ddb.Endpoint, "--table", table}
-	if code, out, errs := cli(t, append([]string{"create-table"}, conn...)...); code != 0 {
-		t.Fatalf("create-table: exit %d: %s %s", code, out, errs)
-	}
+	ddb, table, conn := cliTable(t)
 	flags := append([]string{"--previous-key-prefix", "OUTBOX", "--previous-bucket-count", "4", "--key-prefix", "OUTBOX2", "--bucket-count", "16"}, conn...)
 	gen := func(args ...string) (int, string, string) {
 		return cli(t, append(append([]string{"generation"}, args...), flags...)...)

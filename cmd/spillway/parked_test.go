@@ -15,20 +15,9 @@ import (
 // SPILLWAY_POISON_POLICY=quarantine, then lists, replays (to a repaired
 // topic) and drops through the CLI.
 func TestParkedListReplayDrop(t *testing.T) {
-	ddb := outboxtest.NewDynamoDB(t)
+	ddb, table, flags := cliTable(t)
 	kafka := outboxtest.NewKafka(t, "orders")
-	if ddb.External {
-		t.Skip("the CLI test creates its table through the CLI; external endpoints are covered by the store tests")
-	}
-	table := ddb.NewTableName()
-	ddb.DeleteOnClose(table)
-	t.Setenv("AWS_ACCESS_KEY_ID", "")
-	t.Setenv("AWS_PROFILE", "")
 	t.Setenv(outboxconf.EnvPoisonPolicy, "quarantine")
-	flags := []string{"--dynamodb-endpoint", ddb.Endpoint, "--table", table}
-	if code, out, errs := cli(t, append([]string{"create-table"}, flags...)...); code != 0 {
-		t.Fatalf("create-table: exit %d: %s %s", code, out, errs)
-	}
 	w, err := outboxddb.NewWriter(ddb.Client, outboxddb.Options{TableName: table})
 	if err != nil {
 		t.Fatal(err)
