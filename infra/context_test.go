@@ -42,6 +42,7 @@ func TestEveryContextKeyIsReadAndParsed(t *testing.T) {
 		"stackName": "Orders", "account": "123456789012", "region": "eu-west-1", "distDir": "/tmp/d",
 		"tableName": "orders-outbox", "existingTableName": "", "existingTableArn": "", "existingTableStreamArn": "",
 		"partitionKey": "pk", "sortKey": "sk", "keyPrefix": "ORDERS", "bucketCount": "16", "deletionProtection": "false",
+		"previousKeyPrefix": "OUTBOX", "previousBucketCount": "8", "generationCheck": "true",
 		"outboxName": "orders", "metricsNamespace": "Acme", "relayFunctionName": "orders-relay",
 		"relayTimeout": "10m", "relayMemory": "1024", "enqueueTimeout": "20s", "enqueueMemory": "512",
 		"stopMargin": "8s", "mode": "hold", "maxHops": "6", "reservedConcurrency": "12",
@@ -79,6 +80,7 @@ func TestEveryContextKeyIsReadAndParsed(t *testing.T) {
 	tls := true
 	want := spillway.OutboxProps{
 		TableName: "orders-outbox", PartitionKey: "pk", SortKey: "sk", KeyPrefix: "ORDERS", BucketCount: 16,
+		PreviousKeyPrefix: "OUTBOX", PreviousBucketCount: 8, GenerationCheck: true,
 		OutboxName: "orders", MetricsNamespace: "Acme", RelayFunctionName: "orders-relay",
 		RelayTimeout: 10 * time.Minute, RelayMemoryMB: 1024, EnqueueTimeout: 20 * time.Second, EnqueueMemoryMB: 512,
 		StopMargin: 8 * time.Second, Mode: "hold", MaxHops: 6, ReservedConcurrency: 12, ScheduleRate: "rate(2 minutes)",

@@ -66,4 +66,28 @@
 //	                        │                                             other round)
 //	                        ├─ stop: stamped stopped, leases released; peers claim at once
 //	                        └─ crash: leases lapse after a lease; record pruned after ten
+//
+// # Changing the bucket count
+//
+// A generation of an outbox is one key prefix with one bucket count. The
+// bucket count of a table cannot change in place: a key's bucket depends on
+// it, so messages of one key written before and after a change would sit in
+// two buckets that relays drain independently, and could overtake each
+// other. Changing it means starting a new generation under a new key prefix
+// on the same table and retiring the old one:
+//
+//	open ──seal──▶ sealed ──(every bucket empty) finish──▶ drained
+//
+// The old (previous) generation carries a marker item with its phase and
+// its successor. While it is open, writers switch to the new generation by
+// configuration; relays serve only the previous one. Once every writer has
+// switched, the operator seals it: from then on nothing may be written to
+// it (Go writers that check the marker are refused with
+// ErrGenerationSealed). The relay that finds it sealed and every bucket
+// empty — messages and parked messages — marks it drained, and only then
+// do relays serve the new generation. So a key's messages written before
+// a writer switched are published before any it wrote after.
+//
+// PlanGenerations is the rule, GenerationRelay runs it over two relays, and
+// a GenerationStore keeps the marker.
 package outbox

@@ -118,6 +118,9 @@ func commonEnv(p OutboxProps, table *string, relayName *string) map[string]*stri
 	if len(p.Kafka.Topics) > 0 {
 		env[outboxconf.EnvTopics] = jsii.String(strings.Join(p.Kafka.Topics, ","))
 	}
+	if p.GenerationCheck {
+		env[outboxconf.EnvGenerationCheck] = jsii.String("true")
+	}
 	return env
 }
 
@@ -138,5 +141,9 @@ func relayEnv(p OutboxProps, table, brokers *string) map[string]*string {
 	env[outboxconf.EnvMode] = jsii.String(p.Mode)
 	env[outboxconf.EnvStopMargin] = jsii.String(p.StopMargin.String())
 	env[outboxconf.EnvMaxHops] = jsii.String(strconv.Itoa(p.MaxHops))
+	if p.PreviousKeyPrefix != "" {
+		env[outboxconf.EnvPreviousKeyPrefix] = jsii.String(p.PreviousKeyPrefix)
+		env[outboxconf.EnvPreviousBucketCount] = jsii.String(strconv.Itoa(p.PreviousBucketCount))
+	}
 	return env
 }

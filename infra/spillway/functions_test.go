@@ -97,14 +97,17 @@ func TestFunctionEnvironmentUsesTheSharedNames(t *testing.T) {
 		p.MaxHops = 4
 		p.OutboxName = "orders"
 		p.MetricsNamespace = "Acme/Outbox"
+		p.KeyPrefix, p.BucketCount, p.ReservedConcurrency = "OUTBOX2", 16, 8
+		p.PreviousKeyPrefix, p.PreviousBucketCount, p.GenerationCheck = "OUTBOX", 8, true
 	})
 	table := map[string]any{"Ref": f.ofType("AWS::DynamoDB::Table")[0]}
 	common := map[string]any{
 		outboxconf.EnvTable:            table,
-		outboxconf.EnvKeyPrefix:        "OUTBOX",
+		outboxconf.EnvKeyPrefix:        "OUTBOX2",
 		outboxconf.EnvPartitionKey:     "PK",
 		outboxconf.EnvSortKey:          "SK",
-		outboxconf.EnvBucketCount:      "8",
+		outboxconf.EnvBucketCount:      "16",
+		outboxconf.EnvGenerationCheck:  "true",
 		outboxconf.EnvOutboxName:       "orders",
 		outboxconf.EnvMetricsNamespace: "Acme/Outbox",
 		outboxconf.EnvTopics:           "orders,payments",
@@ -119,6 +122,9 @@ func TestFunctionEnvironmentUsesTheSharedNames(t *testing.T) {
 		outboxconf.EnvMode:         "hold",
 		outboxconf.EnvStopMargin:   "7s",
 		outboxconf.EnvMaxHops:      "4",
+		// The relay drains the previous generation first.
+		outboxconf.EnvPreviousKeyPrefix:   "OUTBOX",
+		outboxconf.EnvPreviousBucketCount: "8",
 	}
 	for k, v := range common {
 		relayEnv[k] = v

@@ -79,6 +79,18 @@ type OutboxProps struct {
 	// BucketCount is the number of buckets; every writer and relay of the
 	// table must agree on it. Default 8.
 	BucketCount int
+	// PreviousKeyPrefix and PreviousBucketCount name the generation being
+	// retired while the bucket count changes (SPILLWAY_PREVIOUS_KEY_PREFIX,
+	// SPILLWAY_PREVIOUS_BUCKET_COUNT on the relay; both or neither): the
+	// relay drains it before it serves KeyPrefix and BucketCount. Remove
+	// them once `spillway generation status` says drained. Default: none.
+	PreviousKeyPrefix   string
+	PreviousBucketCount int
+	// GenerationCheck makes the enqueue function refuse writes once its
+	// generation is sealed (SPILLWAY_GENERATION_CHECK): set it on the old
+	// stack's enqueue function during a bucket count change. Each enqueue
+	// then costs a transaction. Default false.
+	GenerationCheck bool
 	// DeletionProtection guards the created table against deletion.
 	// Default true. The table is also retained when the stack is deleted.
 	DeletionProtection *bool
@@ -317,6 +329,10 @@ func (p OutboxProps) Validate() error {
 	}
 	if p.BucketCount < 1 {
 		bad("bucket count must be >= 1, got %d", p.BucketCount)
+	}
+	if (p.PreviousKeyPrefix == "") != (p.PreviousBucketCount == 0) || p.PreviousBucketCount < 0 || (p.PreviousKeyPrefix != "" && p.PreviousKeyPrefix == p.KeyPrefix) {
+		bad("previous key prefix %q and previous bucket count %d go together (both or neither), the count >= 1, the prefix other than key prefix %q",
+			p.PreviousKeyPrefix, p.PreviousBucketCount, p.KeyPrefix)
 	}
 	if p.ReservedConcurrency < 1 || p.ReservedConcurrency > p.BucketCount {
 		bad("reserved concurrency must be in [1, bucket count %d], got %d: a relay beyond the bucket count owns no bucket", p.BucketCount, p.ReservedConcurrency)

@@ -13,6 +13,13 @@
 //	Lease             {P}#COORDINATION        LEASE#{bucket, 10 digits}
 //	Relay heartbeat   {P}#COORDINATION        RELAY#{relay id}
 //
+// Two partition families are Spillway's own, invisible to writers and
+// relays of other languages, which read only the three above: parked
+// messages ({P}#PARKED#{bucket}, under PoisonQuarantine) and the generation
+// marker ({P}#GENERATION, sort key GENERATION) that retires a key prefix
+// and bucket count while the bucket count changes (Store.OpenGeneration,
+// SealGeneration, FinishGeneration; Options.GenerationCheck for writers).
+//
 // Timestamps are .NET UTC ticks. The layout, the attribute names and the
 // condition expressions are a contract shared with writers and relays in
 // other languages; this package reproduces them exactly.
