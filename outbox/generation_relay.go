@@ -142,14 +142,7 @@ func (g *GenerationRelay) waitForPrevious(ctx context.Context, in RunInput) bool
 	if !in.Deadline.IsZero() && !g.cfg.Clock.Now().Add(cur.PollInterval).Before(in.Deadline.Add(-cur.StopMargin)) {
 		return false
 	}
-	t := g.cfg.Clock.NewTimer(cur.PollInterval)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C():
-		return true
-	}
+	return Sleep(g.cfg.Clock, cur.PollInterval, ctx.Done())
 }
 
 func (g *GenerationRelay) logContents(ctx context.Context, c GenerationContents) {

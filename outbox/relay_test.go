@@ -66,13 +66,19 @@ func (e *relayEnv) run(t *testing.T, in outbox.RunInput) outbox.RunResult {
 }
 
 func (e *relayEnv) runErr(in outbox.RunInput) (outbox.RunResult, error) {
+	return runOnClock(e.clock, func() (outbox.RunResult, error) { return e.relay.Run(context.Background(), in) })
+}
+
+// runOnClock runs run in a goroutine, moving clock to the next timer
+// whenever everything else waits.
+func runOnClock(clock *outboxlocal.ManualClock, run func() (outbox.RunResult, error)) (outbox.RunResult, error) {
 	type out struct {
 		res outbox.RunResult
 		err error
 	}
 	done := make(chan out, 1)
 	go func() {
-		res, err := e.relay.Run(context.Background(), in)
+		res, err := run()
 		done <- out{res, err}
 	}()
 	// Advance only when every other goroutine is blocked: the relay, its
@@ -87,8 +93,8 @@ func (e *relayEnv) runErr(in outbox.RunInput) (outbox.RunResult, error) {
 		default:
 		}
 		runtime.Gosched()
-		if e.clock.Waiters() > 0 && othersBlocked() {
-			e.clock.AdvanceToNext()
+		if clock.Waiters() > 0 && othersBlocked() {
+			clock.AdvanceToNext()
 		}
 	}
 }
