@@ -36,7 +36,10 @@
 //     shares and the shared claim simulation (PlanLeases), so relays that
 //     read the same state write disjoint leases. Keeps carry the stored
 //     expiry as a version; a keep that would move the expiry backwards is
-//     not sent (the keep guard); no claim after a refused heartbeat;
+//     not sent (the keep guard), nor one whose lease still lasts KeepAhead
+//     when the request carries the round interval (with the defaults each
+//     lease is kept every other round, half of them in each round); no
+//     claim after a refused heartbeat;
 //     heartbeat records with an empty id are skipped and counted.
 //  5. Keeps, releases, claims, in that order. The conditional writes, not
 //     the plan, grant ownership.

@@ -137,6 +137,10 @@ type RoundPlan struct {
 	Keep    []LeaseWrite
 	Release []LeaseWrite
 	Claim   []LeaseWrite
+	// Unrenewed lists owned buckets whose keep is not sent because the
+	// stored expiry (Seen) still lasts KeepAhead: the relay owns them
+	// without a write (see LeaseRequest.RenewInterval).
+	Unrenewed []LeaseWrite
 	// Guarded lists owned buckets whose keep is not sent because the stored
 	// expiry is later than this round's (the host clock went back): the
 	// lease still names the relay, so no peer takes it, but the relay does
@@ -168,7 +172,8 @@ type RoundPlan struct {
 //     id is ignored for activity;
 //  2. plan keeps, releases and claims with PlanLeases;
 //  3. the keep guard: a keep whose stored expiry is later than this round's
-//     expiry is not sent;
+//     expiry is not sent; nor is one whose stored expiry still lasts
+//     KeepAhead (the lease stays owned, unrenewed);
 //  4. no claim after a refused heartbeat;
 //  5. prune on the run's first full round and every PruneEvery-th;
 //  6. a relay whose heartbeat was accepted and whose standby rank is at
@@ -201,13 +206,11 @@ func PlanRound(in RoundInput) (RoundPlan, error) {
 	}
 	at, until := TimeFromTicks(now), TimeFromTicks(expiry)
 	plan := RoundPlan{StandbyRank: leases.StandbyRank, IgnoredRelays: ignored}
-	for _, b := range leases.Keep {
-		if seen[b] > expiry {
-			plan.Guarded = append(plan.Guarded, b)
-			continue
-		}
-		plan.Keep = append(plan.Keep, LeaseWrite{Bucket: b, Seen: TimeFromTicks(seen[b]), Expiry: until})
+	kept := make([]LeaseWrite, len(leases.Keep))
+	for i, b := range leases.Keep {
+		kept[i] = LeaseWrite{Bucket: b, Seen: TimeFromTicks(seen[b])}
 	}
+	plan.Keep, plan.Unrenewed, plan.Guarded = planKeeps(req, now, kept)
 	for _, b := range leases.Release {
 		plan.Release = append(plan.Release, LeaseWrite{Bucket: b, Seen: TimeFromTicks(seen[b]), Now: at})
 	}
@@ -226,6 +229,54 @@ func PlanRound(in RoundInput) (RoundPlan, error) {
 		plan.Standby = Standby{relayID: req.RelayID, since: now, lastCall: now, rank: leases.StandbyRank}
 	}
 	return plan, nil
+}
+
+// KeepAhead is how much of an owned lease must be left for a round with
+// the given round interval to leave it unrenewed: one and a half round
+// intervals, and at least half the lease. A lease left unrenewed is kept
+// by the next round at the latest, while more than half an interval of
+// it is left, and peers see it held as before: they judge by its expiry
+// and by the heartbeat, which every round still writes. With the default
+// timings (30 s lease, 10 s rounds) that is 15 s: a keep every other
+// round, and at least 10 s left at every round on schedule. Zero (never
+// skip a keep) when the interval is not set or the lease is too short for
+// a skipped round to be safe.
+func KeepAhead(lease, interval time.Duration) time.Duration {
+	ahead := max(interval+interval/2, lease/2)
+	if interval <= 0 || ahead >= lease {
+		return 0
+	}
+	return ahead
+}
+
+// planKeeps splits the keeps of owned leases (Seen: the stored expiry) at
+// now into those to send with the round's expiry, those left unrenewed
+// (see KeepAhead) and those held back because the stored expiry is later
+// than the round's (the host clock went back).
+//
+// Leases claimed together would otherwise all be kept in the same rounds,
+// and a fleet started together would send every keep in every other
+// round: the busiest second would stay as busy as with a keep every
+// round. So a lease the next round would have to keep is kept one round
+// early on alternate round slots of the bucket's parity: after a round or
+// two, half of a relay's leases are kept in each round.
+func planKeeps(req LeaseRequest, now int64, owned []LeaseWrite) (keep, unrenewed []LeaseWrite, guarded []int) {
+	expiry := now + durationTicks(req.LeaseDuration)
+	ahead := durationTicks(KeepAhead(req.LeaseDuration, req.RenewInterval))
+	interval := durationTicks(req.RenewInterval)
+	for _, w := range owned {
+		seen := Ticks(w.Seen)
+		early := seen-now < ahead+interval && (int64(w.Bucket)+now/max(interval, 1))%2 == 0
+		switch {
+		case seen > expiry:
+			guarded = append(guarded, w.Bucket)
+		case ahead > 0 && seen-now >= ahead && !early:
+			unrenewed = append(unrenewed, LeaseWrite{Bucket: w.Bucket, Seen: w.Seen})
+		default:
+			keep = append(keep, LeaseWrite{Bucket: w.Bucket, Seen: w.Seen, Expiry: TimeFromTicks(expiry)})
+		}
+	}
+	return keep, unrenewed, guarded
 }
 
 // classifyRelays splits heartbeat records into the active relays (counted

@@ -67,7 +67,7 @@ func settledAfter(req LeaseRequest, now time.Time, snap Coordination, plan Round
 		held[l.Owner]++
 		covered[l.Bucket] = true
 	}
-	if slices.Contains(covered, false) || !isActive[req.RelayID] || held[req.RelayID] != len(plan.Keep) {
+	if slices.Contains(covered, false) || !isActive[req.RelayID] || held[req.RelayID] != len(plan.Keep)+len(plan.Unrenewed) {
 		return Settled{}
 	}
 	fs, err := FairShares(n, active, req.RelayID, held)
@@ -84,10 +84,23 @@ func settledAfter(req LeaseRequest, now time.Time, snap Coordination, plan Round
 		at -= int64(Murmur2([]byte(req.RelayID))&0x7fffffff) % lease
 	}
 	s := Settled{relayID: req.RelayID, at: at, active: slices.Sorted(slices.Values(active)), standbyRank: plan.StandbyRank}
-	for _, w := range plan.Keep {
-		s.kept = append(s.kept, LeaseWrite{Bucket: w.Bucket, Seen: w.Expiry})
-	}
+	s.kept = written(plan.Keep, plan.Unrenewed)
 	return s
+}
+
+// written is what a relay remembers of its owned leases after a round:
+// each bucket with the expiry now stored, the new one for a keep, the one
+// read for a lease left unrenewed; ascending by bucket.
+func written(keep, unrenewed []LeaseWrite) []LeaseWrite {
+	out := make([]LeaseWrite, 0, len(keep)+len(unrenewed))
+	for _, w := range keep {
+		out = append(out, LeaseWrite{Bucket: w.Bucket, Seen: w.Expiry})
+	}
+	for _, w := range unrenewed {
+		out = append(out, LeaseWrite{Bucket: w.Bucket, Seen: w.Seen})
+	}
+	slices.SortFunc(out, func(a, b LeaseWrite) int { return a.Bucket - b.Bucket })
+	return out
 }
 
 // current reports whether s may spare a round of req at now the lease
@@ -114,16 +127,7 @@ func (s Settled) sameFleet(req LeaseRequest, now time.Time, relays []RelayState)
 func quietRound(ctx context.Context, io LeaseIO, log *slog.Logger, now time.Time, req LeaseRequest, st RoundState, relays []RelayState) (Acquisition, error) {
 	s, t := st.Settled, Ticks(now)
 	lease := durationTicks(req.LeaseDuration)
-	expiry := TimeFromTicks(t + lease)
-	var keep []LeaseWrite
-	var guarded []int
-	for _, k := range s.kept {
-		if k.Seen.After(expiry) {
-			guarded = append(guarded, k.Bucket)
-			continue
-		}
-		keep = append(keep, LeaseWrite{Bucket: k.Bucket, Seen: k.Seen, Expiry: expiry})
-	}
+	keep, unrenewed, guarded := planKeeps(req, t, s.kept)
 	_, stale, ignored := classifyRelays(relays, t, lease)
 	logPlan(ctx, log, req.RelayID, true, RoundPlan{Guarded: guarded, IgnoredRelays: ignored})
 	kept, lost, err := io.WriteLeases(ctx, req.RelayID, LeaseKeep, keep)
@@ -134,6 +138,7 @@ func quietRound(ctx context.Context, io LeaseIO, log *slog.Logger, now time.Time
 		log.InfoContext(ctx, "outbox: no longer owns bucket", "relayId", req.RelayID, "bucket", b)
 	}
 	acq := Acquisition{Owned: kept, Lost: lost, Refused: len(lost), StandbyRank: s.standbyRank, IgnoredRelays: ignored, Quiet: true}
+	addUnrenewed(&acq, unrenewed)
 	if pruneDue(st.Round) && len(stale) > 0 {
 		acq.Refused += io.Prune(ctx, req.RelayID, PruneWrite{Relays: stale,
 			DeadBefore: TimeFromTicks(t - DeadAfterLeases*lease), StoppedBefore: TimeFromTicks(t - lease)})
@@ -143,10 +148,7 @@ func quietRound(ctx context.Context, io LeaseIO, log *slog.Logger, now time.Time
 	}
 	if len(lost) == 0 && len(guarded) == 0 {
 		acq.Settled = s
-		acq.Settled.kept = make([]LeaseWrite, len(keep))
-		for i, w := range keep {
-			acq.Settled.kept[i] = LeaseWrite{Bucket: w.Bucket, Seen: expiry}
-		}
+		acq.Settled.kept = written(keep, unrenewed)
 	}
 	return acq, nil
 }

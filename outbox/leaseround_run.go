@@ -45,7 +45,8 @@ type LeaseIO interface {
 //     prunes when due (see Settled);
 //  4. otherwise one strongly consistent read of every lease and heartbeat;
 //  5. the plan (PlanRound): keep the relay's own leases (not those whose
-//     stored expiry is later than this round's), release what exceeds its
+//     stored expiry is later than this round's, nor those that still last
+//     KeepAhead: they stay owned, unrenewed), release what exceeds its
 //     share, claim what the shared plan gives it (nothing after a refused
 //     heartbeat), and on the run's first full round and every PruneEvery-th
 //     prune stale heartbeat records.
@@ -93,6 +94,7 @@ func AcquireRound(ctx context.Context, io LeaseIO, log *slog.Logger, now time.Ti
 	if err := writeRound(ctx, io, log, relayID, plan, &acq); err != nil {
 		return Acquisition{}, err
 	}
+	addUnrenewed(&acq, plan.Unrenewed)
 	if plan.Prune != nil && len(plan.Prune.Relays) > 0 {
 		acq.Refused += io.Prune(ctx, relayID, *plan.Prune)
 	}
@@ -135,6 +137,23 @@ func writeRound(ctx context.Context, io LeaseIO, log *slog.Logger, relayID strin
 	}
 	slices.Sort(acq.Owned)
 	return nil
+}
+
+// addUnrenewed adds the owned leases the round left unrenewed to acq, with
+// the earliest of their expiries, which bounds how long the relay may
+// trust its owned set.
+func addUnrenewed(acq *Acquisition, unrenewed []LeaseWrite) {
+	for _, w := range unrenewed {
+		acq.Unrenewed = append(acq.Unrenewed, w.Bucket)
+		if acq.UnrenewedExpiry.IsZero() || w.Seen.Before(acq.UnrenewedExpiry) {
+			acq.UnrenewedExpiry = w.Seen
+		}
+	}
+	if len(unrenewed) > 0 {
+		acq.Owned = append(acq.Owned, acq.Unrenewed...)
+		slices.Sort(acq.Owned)
+		slices.Sort(acq.Unrenewed)
+	}
 }
 
 // logPlan warns about what the plan leaves out and why.

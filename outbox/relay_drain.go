@@ -238,7 +238,7 @@ func (u *run) prepareLease(ctx context.Context, bucket int) error {
 	if !slices.Contains(owned, bucket) {
 		return errCycle(fmt.Sprintf("prepare bucket %d", bucket), ErrLeaseLost)
 	}
-	if age >= r.opts.LeaseRenewInterval {
+	if r.renewalDue(now, age) {
 		if err := r.renew(ctx); err != nil {
 			return err
 		}
@@ -344,7 +344,7 @@ func (r *Relay) checkAck(ctx context.Context, bucket, n, acked int, err error) (
 // half the remaining lease) before trying again.
 func (r *Relay) renewalWait(now time.Time) (time.Duration, bool) {
 	r.mu.Lock()
-	at, errAt := r.lease.at, r.lease.renewErrAt
+	at, errAt, acquiredAt := r.lease.at, r.lease.renewErrAt, r.lease.acquiredAt
 	r.mu.Unlock()
 	if at.IsZero() {
 		// Lost: wait for the publish without renewing.
@@ -356,13 +356,14 @@ func (r *Relay) renewalWait(now time.Time) (time.Duration, bool) {
 		r.dropOwnership("lease expired while publishing")
 		return time.Hour, false
 	}
-	if age >= r.opts.LeaseRenewInterval {
+	if age >= r.opts.LeaseRenewInterval && now.Sub(acquiredAt) >= r.opts.LeaseRenewInterval {
 		if errAt.After(at) && now.Sub(errAt) < min(r.opts.ErrorBackoff, remaining/2) {
 			return max(min(r.opts.ErrorBackoff, remaining/2)-now.Sub(errAt), time.Millisecond), false
 		}
 		return 0, true
 	}
-	return max(min(r.opts.LeaseRenewInterval-age, remaining/2), time.Millisecond), false
+	due := max(r.opts.LeaseRenewInterval-age, r.opts.LeaseRenewInterval-now.Sub(acquiredAt))
+	return max(min(due, remaining/2), time.Millisecond), false
 }
 
 // headState returns a copy of the bucket's head-row state, or nil.

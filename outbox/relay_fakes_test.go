@@ -28,8 +28,15 @@ type memStore struct {
 	failPending int
 	failMark    int
 	refuseRenew bool
-	acquireErr  error
-	onRelease   func()
+	// unrenewed makes rounds leave leases that still last KeepAhead
+	// unrenewed, as the table store does when the request carries the
+	// round interval.
+	unrenewed  bool
+	acquireErr error
+	// beforePending runs before a pending probe takes the lock: a commit
+	// landing at the time of the probe.
+	beforePending func()
+	onRelease     func()
 	// afterFetch runs after a fetch computed its answer (without the
 	// lock): a commit landing just after the look.
 	afterFetch    func(bucket int)
@@ -124,7 +131,15 @@ func (s *memStore) AcquireLeases(_ context.Context, req outbox.LeaseRequest, st 
 	acq := outbox.Acquisition{StandbyRank: -1}
 	for b := range s.buckets {
 		l := s.leases[b]
+		ahead := outbox.KeepAhead(req.LeaseDuration, req.RenewInterval)
 		switch {
+		case l.Owner == req.RelayID && s.unrenewed && ahead > 0 && l.ExpiresAt.Sub(now) >= ahead:
+			acq.Owned = append(acq.Owned, b)
+			acq.Unrenewed = append(acq.Unrenewed, b)
+			if acq.UnrenewedExpiry.IsZero() || l.ExpiresAt.Before(acq.UnrenewedExpiry) {
+				acq.UnrenewedExpiry = l.ExpiresAt
+			}
+			continue
 		case l.Owner == req.RelayID:
 			acq.Owned = append(acq.Owned, b)
 		case l.Owner == "" || l.Expired(now):
@@ -196,6 +211,9 @@ func (s *memStore) ReadCoordination(context.Context) (outbox.Coordination, error
 }
 
 func (s *memStore) PendingBuckets(_ context.Context, buckets []int) ([]int, error) {
+	if s.beforePending != nil {
+		s.beforePending()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls["pending"]++

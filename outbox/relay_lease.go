@@ -144,7 +144,7 @@ func (u *run) acquire() error {
 
 	r.mu.Lock()
 	r.lease.owned = slices.Clone(acq.Owned)
-	r.lease.at = start
+	r.lease.at = r.leaseReference(start, acq)
 	for b := range r.heads {
 		if !slices.Contains(acq.Owned, b) {
 			delete(r.heads, b)
@@ -179,8 +179,29 @@ func (u *run) acquire() error {
 	return nil
 }
 
-// renew extends every owned lease if the reference is at least
-// LeaseRenewInterval old. Concurrent callers (one per draining bucket)
+// leaseReference is the reference of the owned set a round that started
+// at start returned: the start, or earlier when the round left leases
+// unrenewed, as they last only until their stored expiry, which an
+// earlier round of this relay wrote a lease duration before it.
+func (r *Relay) leaseReference(start time.Time, acq Acquisition) time.Time {
+	if acq.UnrenewedExpiry.IsZero() {
+		return start
+	}
+	return minTime(start, acq.UnrenewedExpiry.Add(-r.opts.LeaseDuration))
+}
+
+// renewalDue reports whether an in-flight renewal is due at now for a
+// lease reference of the given age: the reference and the last
+// acquisition round are both at least LeaseRenewInterval old. A round
+// that left leases unrenewed (they still last KeepAhead) dates the
+// reference back but not the round: the next round keeps them, and a
+// renewal in between would only repeat its writes.
+func (r *Relay) renewalDue(now time.Time, age time.Duration) bool {
+	return age >= r.opts.LeaseRenewInterval && r.sinceAcquisition(now) >= r.opts.LeaseRenewInterval
+}
+
+// renew extends every owned lease if the reference and the last
+// acquisition round are at least LeaseRenewInterval old (renewalDue). Concurrent callers (one per draining bucket)
 // collapse into one renewal. ErrLeaseLost means the relay no longer owns its
 // buckets; other errors keep the last confirmed reference.
 func (r *Relay) renew(ctx context.Context) error {
@@ -191,7 +212,7 @@ func (r *Relay) renew(ctx context.Context) error {
 	if len(owned) == 0 || !ok {
 		return ErrLeaseLost
 	}
-	if age < r.opts.LeaseRenewInterval {
+	if !r.renewalDue(start, age) {
 		return nil
 	}
 	renewed, err := r.store.RenewLeases(ctx, r.req, owned)

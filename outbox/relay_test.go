@@ -654,3 +654,35 @@ func TestRelayRenewsDuringASlowDelete(t *testing.T) {
 		t.Fatalf("deleted %d, pending %d", res.Deleted, e.store.pending())
 	}
 }
+
+// TestRelayTrustsAnUnrenewedLeaseUntilItsStoredExpiry: with the default
+// timings the store leaves a lease with 15 s or more left unrenewed. The
+// relay then dates its lease back to the stored expiry, yet does not
+// renew in flight right after such a round: the next round keeps the
+// lease. The lease never lapses while the relay holds it.
+func TestRelayTrustsAnUnrenewedLeaseUntilItsStoredExpiry(t *testing.T) {
+	e := newRelayEnv(t, 1, func(c *outbox.RelayConfig) { c.Options.Mode = outbox.ModeHold })
+	e.store.unrenewed = true
+	var lapsed []time.Duration
+	e.store.beforePending = func() {
+		now := e.clock.Now()
+		e.store.mu.Lock()
+		l := e.store.leases[0]
+		e.store.mu.Unlock()
+		if !l.ExpiresAt.After(now) {
+			lapsed = append(lapsed, now.Sub(t0))
+		}
+		// A commit right after every round from 10 s on: published at
+		// once, within the round interval.
+		if now.Sub(t0) >= 10*time.Second && e.store.pending() == 0 && len(e.pub.sent()) < 5 {
+			e.store.add(0, "k")
+		}
+	}
+	res := e.run(t, outbox.RunInput{Deadline: t0.Add(65 * time.Second)})
+	if res.Published < 5 || len(lapsed) > 0 {
+		t.Fatalf("published %d; lease lapsed at %v", res.Published, lapsed)
+	}
+	if n := e.store.count("renew"); n != 0 {
+		t.Fatalf("%d in-flight renewals; the rounds keep the lease", n)
+	}
+}

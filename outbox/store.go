@@ -14,6 +14,13 @@ type LeaseRequest struct {
 	BucketCount int
 	// LeaseDuration is how long a claimed or renewed lease lasts.
 	LeaseDuration time.Duration
+	// RenewInterval is the relay's round interval (the relay passes
+	// Options.LeaseRenewInterval). When set, a round does not renew an
+	// owned lease that still lasts at least KeepAhead(LeaseDuration,
+	// RenewInterval): with the default timings it renews every other
+	// round, which halves the coordination partition's writes. Zero, the
+	// table contract's plain round, renews every owned lease every round.
+	RenewInterval time.Duration
 }
 
 // Acquisition is the outcome of one acquisition round.
@@ -27,6 +34,14 @@ type Acquisition struct {
 	// Lost lists buckets the relay held (or tried to keep) whose keep was
 	// refused, ascending.
 	Lost []int
+	// Unrenewed lists the owned buckets whose lease the round left as it
+	// was (see LeaseRequest.RenewInterval), ascending.
+	Unrenewed []int
+	// UnrenewedExpiry is the earliest stored expiry of the Unrenewed
+	// leases; zero when the round renewed or claimed every owned lease. A
+	// relay trusts its owned set until the earlier of this and its round's
+	// start plus the lease duration.
+	UnrenewedExpiry time.Time
 	// Refused counts the conditional writes the store refused in the round.
 	Refused int
 	// HeartbeatRefused reports that the heartbeat was refused (clock behind a

@@ -81,6 +81,11 @@ func (s *relayStore) AcquireLeases(ctx context.Context, req outbox.LeaseRequest,
 		e.sim.leases.dropped(e.id, start)
 		e.sim.trace.add("acquire-error", e.id, -1, "%v", err)
 	} else {
+		if u := acq.UnrenewedExpiry; !u.IsZero() && u.Add(-req.LeaseDuration).Before(ref) {
+			// Leases the round left unrenewed last only until their stored
+			// expiry: the relay trusts them that long, no longer.
+			ref = u.Add(-req.LeaseDuration)
+		}
 		e.sim.leases.acquired(e.id, e.clock, ref, start, ret, acq.Owned)
 		e.sim.noteRound(start)
 		e.sim.trace.add("acquire", e.id, -1, "host=%s owned=%v claimed=%v released=%v lost=%v refused=%d heartbeat_refused=%v",

@@ -204,7 +204,8 @@ func (b *burst) invocation(id string, hints []int) error {
 		}
 	}
 	b.rep.Joined++
-	req := outbox.LeaseRequest{RelayID: id, BucketCount: b.cfg.Buckets, LeaseDuration: b.cfg.LeaseDuration}
+	req := outbox.LeaseRequest{RelayID: id, BucketCount: b.cfg.Buckets, LeaseDuration: b.cfg.LeaseDuration,
+		RenewInterval: b.cfg.LeaseRenewInterval}
 	var owned []int
 	var lastRound time.Time
 	var rounds outbox.RoundState

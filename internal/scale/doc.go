@@ -1,8 +1,10 @@
 // Package scale measures the coordination plane of large fleets: every
-// relay's acquisition round reads the whole {prefix}#COORDINATION partition
-// (one lease item per bucket, one heartbeat per relay) and writes its
-// heartbeat and one keep per owned bucket to it, and that single partition
-// key serves at most 3,000 read units and 1,000 write units per second.
+// relay's acquisition round reads the {prefix}#COORDINATION partition (one
+// lease item per bucket, one heartbeat per relay; only the heartbeats while
+// the fleet is settled) and writes its heartbeat and keeps to it (the
+// seed's relays keep every owned lease every round, Spillway's each lease
+// every other round), and that single partition key serves at most 3,000
+// read units and 1,000 write units per second.
 //
 // A run starts a fleet of relays in hold mode together on an empty table
 // (each at a seeded instant within the first renew interval), lets it

@@ -81,11 +81,13 @@ func (f *fleet) nextRelay() *relay {
 // round runs r's acquisition round at r.next and schedules its next one.
 func (f *fleet) round(ctx context.Context, r *relay) (outbox.Acquisition, error) {
 	f.clock.Set(r.next)
-	acq, err := r.store.AcquireLeases(ctx, outbox.LeaseRequest{
-		RelayID:       r.id,
-		BucketCount:   f.cfg.Buckets,
-		LeaseDuration: f.cfg.LeaseDuration,
-	}, r.rounds)
+	req := outbox.LeaseRequest{RelayID: r.id, BucketCount: f.cfg.Buckets, LeaseDuration: f.cfg.LeaseDuration}
+	if !r.seed {
+		// A seed relay runs the table contract's plain round: it keeps
+		// every owned lease every round.
+		req.RenewInterval = f.cfg.LeaseRenewInterval
+	}
+	acq, err := r.store.AcquireLeases(ctx, req, r.rounds)
 	r.rounds.Standby, r.rounds.Settled = acq.Standby, acq.Settled
 	if r.seed {
 		r.rounds.Settled = outbox.Settled{}

@@ -15,21 +15,25 @@ const (
 
 // TestCoordinationAtOneThousandBucketsAndOneHundredTwentyEightRelays pins
 // the counted figures of the largest fleet, with the seed's reads
-// (every round reads the whole partition) and with the settled-fleet reads.
-// A settled round is one heartbeat, one read and one keep per owned bucket,
-// so a renew interval costs Buckets + Relays write units either way; the
-// reads differ: a settled relay reads everything once a lease duration
-// (every third round) and only the heartbeat records in between.
+// (every round reads the whole partition, and keeps every lease every
+// round) and with Spillway's relays. A seed round is one heartbeat, one read
+// and one keep per owned bucket, so a renew interval costs Buckets + Relays
+// write units. Spillway's relays keep a lease every other round, half of
+// their leases in each round (outbox.KeepAhead), so an interval costs
+// Buckets/2 + Relays; they read everything once a lease duration (every
+// third round) and only the heartbeat records in between.
 func TestCoordinationAtOneThousandBucketsAndOneHundredTwentyEightRelays(t *testing.T) {
 	const intervals = 3 // one lease duration
 	for _, c := range []struct {
 		name                  string
 		seedRelays, fullReads int
+		keeps                 int // per renew interval
+		startPeakWrite        float64
 		meanRead, peakRead    float64
 		meanWrite, peakWrite  float64
 	}{
-		{"seed reads", bigRelays, bigRelays * intervals, 345.6, 513, 115.2, 171},
-		{"settled reads", 0, bigRelays, 140.8, 288, 115.2, 171},
+		{"seed reads", bigRelays, bigRelays * intervals, bigBuckets, 1142, 345.6, 513, 115.2, 171},
+		{"settled reads", 0, bigRelays, bigBuckets / 2, 1138, 140.8, 288, 64.0, 95},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rep, err := Run(t.Context(), Config{Buckets: bigBuckets, Relays: bigRelays, SteadyRounds: intervals, SeedRelays: c.seedRelays, Seed: 1})
@@ -45,13 +49,13 @@ func TestCoordinationAtOneThousandBucketsAndOneHundredTwentyEightRelays(t *testi
 			}
 			// The first relay to start claims every bucket in one round:
 			// more than one partition's write limit in that second.
-			if start.PeakWriteUnits != 1142 || start.PeakReadUnits != 485 {
-				t.Errorf("start peaks: %v WCU/s, %v RCU/s; want 1142 and 485", start.PeakWriteUnits, start.PeakReadUnits)
+			if start.PeakWriteUnits != c.startPeakWrite || start.PeakReadUnits != 485 {
+				t.Errorf("start peaks: %v WCU/s, %v RCU/s; want %v and 485", start.PeakWriteUnits, start.PeakReadUnits, c.startPeakWrite)
 			}
 
 			st := rep.Steady
 			reads := bigRelays * intervals
-			wantRequests := map[string]int{"PutItem": reads, "Query": reads, "UpdateItem": bigBuckets * intervals}
+			wantRequests := map[string]int{"PutItem": reads, "Query": reads, "UpdateItem": c.keeps * intervals}
 			if !maps.Equal(st.Requests, wantRequests) || st.Refused != 0 || st.Claims+st.Releases+st.Lost != 0 {
 				t.Fatalf("steady: requests %v, refused %d, moved %d; want %v and nothing refused or moved", st.Requests, st.Refused, st.Claims+st.Releases+st.Lost, wantRequests)
 			}
@@ -61,8 +65,8 @@ func TestCoordinationAtOneThousandBucketsAndOneHundredTwentyEightRelays(t *testi
 			}
 			units := func(bytes int) float64 { return float64((bytes + readUnitBytes - 1) / readUnitBytes) }
 			wantRead := float64(c.fullReads)*units(fullReadBytes) + float64(quiet)*units(heartbeatReadBytes)
-			if st.ReadUnits != wantRead || st.WriteUnits != (bigBuckets+bigRelays)*intervals {
-				t.Errorf("steady units: %v read, %v write; want %v and %v", st.ReadUnits, st.WriteUnits, wantRead, (bigBuckets+bigRelays)*intervals)
+			if wantWrite := float64((c.keeps + bigRelays) * intervals); st.ReadUnits != wantRead || st.WriteUnits != wantWrite {
+				t.Errorf("steady units: %v read, %v write; want %v and %v", st.ReadUnits, st.WriteUnits, wantRead, wantWrite)
 			}
 			if st.MeanReadUnits() != c.meanRead || st.PeakReadUnits != c.peakRead || st.MeanWriteUnits() != c.meanWrite || st.PeakWriteUnits != c.peakWrite {
 				t.Errorf("steady per second: read mean %v peak %v, write mean %v peak %v; want %v, %v, %v, %v",
@@ -74,8 +78,10 @@ func TestCoordinationAtOneThousandBucketsAndOneHundredTwentyEightRelays(t *testi
 
 // TestMixedFleet_SettledAndSeedRelaysShareTheTable_WithoutARefusal runs
 // relays that read only heartbeats while settled next to relays that read
-// everything every round (the seed's, or another language's), on the
-// embedded server.
+// everything and keep every lease every round (the seed's, or another
+// language's), on the embedded server: the seed relays keep their 32
+// leases in each of the 6 rounds, Spillway's relays theirs every other
+// round.
 func TestMixedFleet_SettledAndSeedRelaysShareTheTable_WithoutARefusal(t *testing.T) {
 	rep, err := Run(t.Context(), Config{Buckets: 64, Relays: 16, SeedRelays: 8, SteadyRounds: 6, Backend: Embedded})
 	if err != nil {
@@ -84,8 +90,8 @@ func TestMixedFleet_SettledAndSeedRelaysShareTheTable_WithoutARefusal(t *testing
 	if !rep.Converged || rep.Start.Refused+rep.Steady.Refused != 0 {
 		t.Fatalf("converged %v; refused %d at start, %d settled", rep.Converged, rep.Start.Refused, rep.Steady.Refused)
 	}
-	if st := rep.Steady; st.Claims+st.Releases+st.Lost != 0 || st.Requests["UpdateItem"] != 64*6 {
-		t.Fatalf("settled fleet moved leases or skipped keeps: %+v", st)
+	if st := rep.Steady; st.Claims+st.Releases+st.Lost != 0 || st.Requests["UpdateItem"] != 32*6+32*6/2 {
+		t.Fatalf("settled fleet moved leases or kept the wrong leases: %+v", st)
 	}
 }
 

@@ -2,6 +2,7 @@ package outboxddb
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -63,18 +64,38 @@ func TestRequestShapes_SettledRound_ReadsHeartbeatsByPrefix_AndKeepsWithTheWritt
 			ExpressionAttributeValues: item{":pk": S("OUTBOX#COORDINATION"), ":prefix": S("RELAY#")},
 			ConsistentRead:            aws.Bool(true),
 		})
-		keep := func(b int) *dynamodb.UpdateItemInput {
-			return &dynamodb.UpdateItemInput{
-				TableName:                 aws.String("outbox"),
-				Key:                       leaseKeyLiteral(b),
-				UpdateExpression:          aws.String("SET #expires = :expiry"),
-				ConditionExpression:       aws.String("#owner = :me AND #expires = :seen AND #expires <= :expiry"),
-				ExpressionAttributeNames:  map[string]string{"#owner": "Owner", "#expires": "ExpiresAtUtc"},
-				ExpressionAttributeValues: item{":me": S("relay-a"), ":seen": N(seen), ":expiry": N(expiry[0])},
-			}
-		}
-		wantShapes(t, f, "UpdateItem", keep(0), keep(1))
+		wantShapes(t, f, "UpdateItem", keepShape(0, seen, expiry[0]), keepShape(1, seen, expiry[0]))
 		return
 	}
 	t.Fatal("no quiet round within a lease duration of settling")
+}
+
+// TestRequestShapes_RoundWithTheRenewInterval_LeavesALeaseThatStillLastsUnrenewed
+// pins the round of a relay that passes its round interval (10 s, with a
+// 30 s lease): the contract's heartbeat and read, and the contract's keep
+// only for the lease with less than 15 s left; the lease with 26 s left
+// is owned without a request, so a peer reading the table sees what it
+// saw before: an unexpired lease of a relay with a fresh heartbeat.
+func TestRequestShapes_RoundWithTheRenewInterval_LeavesALeaseThatStillLastsUnrenewed(t *testing.T) {
+	s, f, _ := shapeStore(t, 2)
+	f.query = func(*dynamodb.QueryInput) (*dynamodb.QueryOutput, error) {
+		return &dynamodb.QueryOutput{Items: []item{
+			leaseItem(0, "relay-a", ticksAt(26*time.Second)),
+			leaseItem(1, "relay-a", t0Plus5s),
+			relayItem("relay-a", ticksAt(-10*time.Second), false),
+		}}, nil
+	}
+	req := outbox.LeaseRequest{RelayID: "relay-a", BucketCount: 2, LeaseDuration: 30 * time.Second, RenewInterval: 10 * time.Second}
+	acq, err := s.AcquireLeases(context.Background(), req, outbox.RoundState{Round: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(acq.Owned, []int{0, 1}) || !slices.Equal(acq.Unrenewed, []int{0}) ||
+		!acq.UnrenewedExpiry.Equal(t0.Add(26*time.Second)) || acq.Refused != 0 {
+		t.Fatalf("acquisition %+v", acq)
+	}
+	wantOps(t, f, "PutItem", "Query", "UpdateItem")
+	wantShapes(t, f, "PutItem", heartbeatPut("relay-a", t0Ticks))
+	wantShapes(t, f, "Query", coordinationQuery())
+	wantShapes(t, f, "UpdateItem", keepShape(1, t0Plus5s, t0PlusL))
 }

@@ -120,6 +120,19 @@ func leaseKeyLiteral(bucket int) item {
 	return item{"PK": S("OUTBOX#COORDINATION"), "SK": S(leaseSKLiteral(bucket))}
 }
 
+// keepShape is the table contract's keep of relay-a's lease on bucket b,
+// read with expiry seen, renewed to expiry.
+func keepShape(b int, seen, expiry string) *dynamodb.UpdateItemInput {
+	return &dynamodb.UpdateItemInput{
+		TableName:                 aws.String("outbox"),
+		Key:                       leaseKeyLiteral(b),
+		UpdateExpression:          aws.String("SET #expires = :expiry"),
+		ConditionExpression:       aws.String("#owner = :me AND #expires = :seen AND #expires <= :expiry"),
+		ExpressionAttributeNames:  map[string]string{"#owner": "Owner", "#expires": "ExpiresAtUtc"},
+		ExpressionAttributeValues: item{":me": S("relay-a"), ":seen": N(seen), ":expiry": N(expiry)},
+	}
+}
+
 func TestRequestShapes_AcquisitionRound_HeartbeatReadKeepReleasePrune(t *testing.T) {
 	s, f, _ := shapeStore(t, 4)
 	f.query = func(*dynamodb.QueryInput) (*dynamodb.QueryOutput, error) {
@@ -146,16 +159,7 @@ func TestRequestShapes_AcquisitionRound_HeartbeatReadKeepReleasePrune(t *testing
 	wantOps(t, f, "PutItem", "Query", "UpdateItem", "UpdateItem", "UpdateItem", "DeleteItem", "DeleteItem")
 	wantShapes(t, f, "PutItem", heartbeatPut("relay-a", t0Ticks))
 	wantShapes(t, f, "Query", coordinationQuery())
-	keep := func(b int) *dynamodb.UpdateItemInput {
-		return &dynamodb.UpdateItemInput{
-			TableName:                 aws.String("outbox"),
-			Key:                       leaseKeyLiteral(b),
-			UpdateExpression:          aws.String("SET #expires = :expiry"),
-			ConditionExpression:       aws.String("#owner = :me AND #expires = :seen AND #expires <= :expiry"),
-			ExpressionAttributeNames:  map[string]string{"#owner": "Owner", "#expires": "ExpiresAtUtc"},
-			ExpressionAttributeValues: item{":me": S("relay-a"), ":seen": N(t0Plus5s), ":expiry": N(t0PlusL)},
-		}
-	}
+	keep := func(b int) *dynamodb.UpdateItemInput { return keepShape(b, t0Plus5s, t0PlusL) }
 	release := &dynamodb.UpdateItemInput{
 		TableName:                 aws.String("outbox"),
 		Key:                       leaseKeyLiteral(2),

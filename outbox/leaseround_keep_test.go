@@ -1,0 +1,126 @@
+package outbox
+
+import (
+	"context"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestKeepAhead(t *testing.T) {
+	for _, c := range []struct{ lease, interval, want time.Duration }{
+		{30 * time.Second, 10 * time.Second, 15 * time.Second}, // the defaults: a keep every other round
+		{60 * time.Second, 20 * time.Second, 30 * time.Second},
+		{60 * time.Second, 10 * time.Second, 30 * time.Second}, // at least half the lease
+		{30 * time.Second, 0, 0},                               // no interval: the contract's plain round
+		{15 * time.Second, 10 * time.Second, 0},                // 1.5 intervals reach the lease
+		{20 * time.Second, 10 * time.Second, 15 * time.Second}, // never reached on schedule: keeps every round
+		{30 * time.Second, -time.Second, 0},                    // nonsense interval: plain round
+		{100 * time.Millisecond, 10 * time.Millisecond, 50 * time.Millisecond},
+	} {
+		if got := KeepAhead(c.lease, c.interval); got != c.want {
+			t.Errorf("KeepAhead(%v, %v) = %v; want %v", c.lease, c.interval, got, c.want)
+		}
+	}
+}
+
+// TestPlanRound_LeavesALeaseThatStillLastsUnrenewed: with the relay's round
+// interval in the request, an owned lease with at least KeepAhead left is
+// owned without a write; the guard for a clock set back still wins.
+func TestPlanRound_LeavesALeaseThatStillLastsUnrenewed(t *testing.T) {
+	s := time.Second
+	leases := []LeaseState{lease(0, "a", at(20*s)), lease(1, "a", at(15*s)), lease(2, "a", at(15*s-100)),
+		lease(3, "a", at(-s)), lease(4, "a", at(31*s)), lease(5, "a", at(26*s)), lease(6, "a", at(26*s))}
+	relays := []RelayState{beat("a", at(-10*s))}
+	for _, c := range []struct {
+		name      string
+		interval  time.Duration
+		keep      []LeaseWrite
+		unrenewed []LeaseWrite
+	}{{
+		// rt's round slot (rt / 10 s) is even: of the leases the next
+		// round would have to keep (less than 25 s left), even buckets are
+		// kept one round early.
+		name:      "10 s rounds: 15 s or more left is left alone, unless it is the bucket's turn",
+		interval:  10 * s,
+		keep:      []LeaseWrite{keepW(0, at(20*s)), keepW(2, at(15*s-100)), keepW(3, at(-s))},
+		unrenewed: []LeaseWrite{{Bucket: 1, Seen: at(15 * s)}, {Bucket: 5, Seen: at(26 * s)}, {Bucket: 6, Seen: at(26 * s)}},
+	}, {
+		name:     "no interval: every owned lease is kept",
+		interval: 0,
+		keep: []LeaseWrite{keepW(0, at(20*s)), keepW(1, at(15*s)), keepW(2, at(15*s-100)), keepW(3, at(-s)),
+			keepW(5, at(26*s)), keepW(6, at(26*s))},
+	}, {
+		name:     "20 s rounds: 30 s needed, so everything is kept",
+		interval: 20 * s,
+		keep: []LeaseWrite{keepW(0, at(20*s)), keepW(1, at(15*s)), keepW(2, at(15*s-100)), keepW(3, at(-s)),
+			keepW(5, at(26*s)), keepW(6, at(26*s))},
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			plan, err := PlanRound(RoundInput{
+				Request: LeaseRequest{RelayID: "a", BucketCount: 7, LeaseDuration: rl, RenewInterval: c.interval},
+				Now:     rt, Snapshot: Coordination{Leases: leases, Relays: relays}, HeartbeatRecorded: true, State: RoundState{Round: 3},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			eq := func(a, b []LeaseWrite) bool { return len(a) == 0 && len(b) == 0 || reflect.DeepEqual(a, b) }
+			if !eq(plan.Keep, c.keep) || !eq(plan.Unrenewed, c.unrenewed) || !slices.Equal(plan.Guarded, []int{4}) {
+				t.Errorf("keep %v unrenewed %v guarded %v; want %v, %v, [4]", plan.Keep, plan.Unrenewed, plan.Guarded, c.keep, c.unrenewed)
+			}
+		})
+	}
+}
+
+// TestAcquireRound_DefaultTimings_KeepHalfTheLeasesEachRound runs a lone
+// relay's rounds every 10 s with a 30 s lease: it claims, then keeps each
+// lease every other round, half of them in each round (one kept a round
+// early once), full rounds and settled rounds alike; it owns every bucket
+// at every round, and no lease has less than 10 s left when a round
+// starts.
+func TestAcquireRound_DefaultTimings_KeepHalfTheLeasesEachRound(t *testing.T) {
+	io := newTableIO()
+	req := LeaseRequest{RelayID: "a", BucketCount: 2, LeaseDuration: rl, RenewInterval: 10 * time.Second}
+	var st RoundState
+	var got []string
+	for i := range 8 {
+		now := at(time.Duration(i) * 10 * time.Second)
+		for b, l := range io.leases {
+			if left := l.ExpiresAt.Sub(now); left < 10*time.Second {
+				t.Fatalf("round %d: bucket %d has %v left", i, b, left)
+			}
+		}
+		acq, err := AcquireRound(context.Background(), io, nil, now, req, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(acq.Owned, []int{0, 1}) {
+			t.Fatalf("round %d owns %v", i, acq.Owned)
+		}
+		switch {
+		case len(acq.Unrenewed) == 0 && !acq.UnrenewedExpiry.IsZero(),
+			len(acq.Unrenewed) > 0 && !acq.UnrenewedExpiry.Equal(now.Add(20*time.Second)):
+			t.Errorf("round %d: unrenewed %v until %v", i, acq.Unrenewed, acq.UnrenewedExpiry.Sub(rt))
+		}
+		st.Round++
+		st.Standby, st.Settled = acq.Standby, acq.Settled
+		got = append(got, io.takeCalls())
+	}
+	want := []string{
+		"a heartbeat, snapshot, claim 0, claim 1",
+		"a heartbeat, snapshot, keep 1", // settles; bucket 1's turn: a round early
+		// The settled state is dated back by the relay id's offset, so
+		// the first settled round already reads everything again.
+		"a heartbeat, snapshot, keep 0",
+		"a heartbeat, heartbeats, keep 1",
+		"a heartbeat, heartbeats, keep 0",
+		"a heartbeat, snapshot, keep 1",
+		"a heartbeat, heartbeats, keep 0",
+		"a heartbeat, heartbeats, keep 1",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("rounds:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
