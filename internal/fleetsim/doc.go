@@ -10,16 +10,20 @@
 // messages (Writer.Enqueue), lists (Writer.EnqueueBatch) and business
 // transactions (Writer.TransactItems plus a business Put in another table,
 // some of which the business condition cancels) over a Zipf-skewed key set.
-// Relays run as Lambda execution environments: a schedule sweep every
-// minute, wake-ups from the writers and from relays that stop with work
-// left, bounded concurrency, warm environments reused (same relay id, same
-// Store and Relay) and reaped after an idle time, a random budget per
-// invocation (some too short to release), and a kill at the deadline. Phases
-// alternate: in churn phases faults are injected; in steady phases the relay
-// function is throttled (its events wait, coalesced) and a fixed set of
-// hold-mode relays with clocks within the tolerated skew run without faults,
-// while the writers go on: once the last churn relay has left, the fleet has
-// quiet windows in which a refused write is a bug.
+// Relays run as the relay function's handler (outboxlambda.RelayHandler,
+// the code the function binary runs) on the Lambda emulator
+// (internal/lambdasim): a schedule sweep every minute, wake-ups from the
+// writers and from relays that stop with work left, bounded concurrency,
+// warm environments reused (same relay id, same Store and handler) and
+// reclaimed after an idle time, a random budget per invocation (some too
+// short to release), and a kill at the deadline. Phases alternate: in churn
+// phases faults are injected; in steady phases the relay function is
+// throttled (reserved concurrency 0: its events wait, coalesced) and a
+// fixed set of hold-mode relays (a second function, woken to join) with
+// clocks within the tolerated skew run without faults, while the writers
+// go on: once the last churn relay has left, the fleet has quiet windows
+// in which a refused write is a bug. Faults reach the handler only through
+// its dependencies: the environment's store, publisher and clock.
 //
 // Faults: relay crash at any store or publisher call (before the call, or
 // after it, losing the response), pauses longer than the lease (a stalled

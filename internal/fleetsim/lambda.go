@@ -2,15 +2,18 @@ package fleetsim
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
 	"sync/atomic"
 	"time"
 
+	"github.com/spillway-dev/spillway/internal/lambdasim"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxkafka"
+	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 )
 
 // Functions of the simulated deployment.
@@ -33,14 +36,31 @@ const (
 	asyncLatency = 100 * time.Millisecond
 )
 
-// invocation is one asynchronous invoke of the relay function.
+// invocation is one asynchronous invoke of the relay function: the wire
+// payload of a schedule sweep or a wake-up, as the handler decodes it.
 type invocation struct {
-	trigger outbox.Trigger
-	buckets []int
-	hop     int
-	join    bool
-	source  string
-	readyAt time.Time
+	Trigger string `json:"trigger"`
+	Buckets []int  `json:"buckets"`
+	Hop     int    `json:"hop"`
+	Join    bool   `json:"join"`
+}
+
+// payload renders the event the handler receives.
+func (inv invocation) payload() []byte {
+	if inv.Trigger == string(outboxlambda.SourceSchedule) {
+		return []byte(`{"trigger":"schedule"}`)
+	}
+	if inv.Buckets == nil {
+		inv.Buckets = []int{}
+	}
+	b, _ := json.Marshal(inv)
+	return b
+}
+
+func decodeInvocation(payload []byte) invocation {
+	var inv invocation
+	_ = json.Unmarshal(payload, &inv)
+	return inv
 }
 
 // runPlan is the fate the seed gives one invocation.
@@ -64,7 +84,7 @@ type env struct {
 	clock     *hostClock
 	store     *relayStore
 	kafka     *outboxkafka.Publisher
-	relay     *outbox.Relay
+	handler   *outboxlambda.RelayHandler
 	largeSkew bool
 	skewCause *cause
 
@@ -73,9 +93,13 @@ type env struct {
 	run    atomic.Pointer[runState]
 
 	// Guarded by sim.mu.
-	busy   bool
-	reapAt time.Time
-	runs   int
+	busy bool
+	runs int
+}
+
+// Handle runs one invocation of the environment's relay handler.
+func (e *env) Handle(ctx context.Context, payload json.RawMessage) (outboxlambda.RelayResponse, error) {
+	return e.handler.Handle(ctx, payload)
 }
 
 // newEnv starts an execution environment (a cold start).
@@ -118,72 +142,105 @@ func (s *sim) newEnv(function string) (*env, error) {
 		return nil, err
 	}
 	e.kafka = kp
-	mode := outbox.ModeDrain
-	if function == fnHold {
-		mode = outbox.ModeHold
+	fn := outboxlambda.Config{
+		BucketCount:        s.cfg.BucketCount,
+		BatchSize:          []int{5, 20, 50, 100}[r.IntN(4)],
+		LeaseDuration:      s.cfg.LeaseDuration,
+		LeaseRenewInterval: s.cfg.RenewInterval,
+		PollInterval:       pollInterval,
+		IdleTimeout:        idleTimeout,
+		StopMargin:         stopMargin,
+		Mode:               outbox.ModeDrain,
+		MaxHops:            maxHops,
 	}
-	relay, err := outbox.NewRelay(outbox.RelayConfig{
-		Options: outbox.RelayOptions{
-			RelayID:            e.id,
-			BucketCount:        s.cfg.BucketCount,
-			BatchSize:          []int{5, 20, 50, 100}[r.IntN(4)],
-			LeaseDuration:      s.cfg.LeaseDuration,
-			LeaseRenewInterval: s.cfg.RenewInterval,
-			PollInterval:       pollInterval,
-			IdleTimeout:        idleTimeout,
-			StopMargin:         stopMargin,
-			MaxConcurrency:     1 + r.IntN(4),
-			Mode:               mode,
-		},
+	if function == fnHold {
+		fn.Mode = outbox.ModeHold
+	}
+	e.handler, err = outboxlambda.NewRelayHandler(outboxlambda.RelayHandlerConfig{
+		Config:    fn,
+		RelayID:   e.id,
 		Store:     e.store,
 		Publisher: &relayPublisher{env: e, inner: kp},
 		Clock:     e.clock,
-		Notifier:  notifier{sim: s, source: "continuation"},
+		Notifier:  notifier{sim: s},
 		Observer:  s.obs,
 		Logger:    slog.New(slog.DiscardHandler),
-		MaxHops:   maxHops,
 	})
 	if err != nil {
 		kp.Close()
 		return nil, err
 	}
-	e.relay = relay
+
 	if large {
 		e.skewCause = s.causes.open(causeLargeSkew, e.id, s.clock.Now())
 	}
 	s.trace.add("env-start", e.id, -1, "function=%s skew=%v large=%v", function, skew, large)
+	s.register(e)
 	return e, nil
 }
 
-// invoke queues an asynchronous invocation of the relay function; it can
-// start asyncLatency later, as Lambda's event queue delivers it. Queued
-// wake-ups are coalesced, as a busy function's queue would deliver them;
-// at most one schedule sweep waits.
+// register adds e to the pool of its function.
+func (s *sim) register(e *env) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e.function == fnHold {
+		s.holds = append(s.holds, e)
+	} else {
+		s.pool = append(s.pool, e)
+	}
+}
+
+// newFunctions creates the relay function and the hold function on the
+// Lambda emulator: the simulated clock, the driver's agenda, the
+// asynchronous invoke's delay, warm environments reclaimed after a random
+// idle time, and every invocation's fate drawn when it starts.
+func (s *sim) newFunctions() error {
+	base := lambdasim.Config[*env]{
+		Clock: s.clock, Scheduler: s.agenda, Context: s.ctx,
+		// Every run's deadline is its drawn budget, well below this.
+		Timeout: time.Hour, MaxEventAge: 24 * time.Hour,
+		Started: s.started, Ended: s.ended, Killed: s.killed, KeepWarm: s.keepWarm, Retired: s.reclaimed,
+	}
+	relay, hold := base, base
+	relay.ReservedConcurrency, relay.StartLatency, relay.Coalesce = s.cfg.Concurrency, asyncLatency, coalesce
+	relay.NewEnv = func(int) (*env, error) { return s.newEnv(fnRelay) }
+	hold.ReservedConcurrency = maxHolds
+	hold.NewEnv = func(int) (*env, error) { return s.newEnv(fnHold) }
+	var err error
+	if s.relayFn, err = lambdasim.New(relay); err != nil {
+		return err
+	}
+	s.holdFn, err = lambdasim.New(hold)
+	return err
+}
+
+// invoke sends an asynchronous invocation of the relay function; it can
+// start asyncLatency later, as Lambda's event queue delivers it.
 func (s *sim) invoke(inv invocation) {
 	s.act.poke()
 	s.mu.Lock()
 	s.invocations++
-	for i := range s.queue {
-		q := &s.queue[i]
-		if q.trigger != inv.trigger {
-			continue
-		}
-		if inv.trigger == outbox.TriggerWake {
-			q.buckets = union(q.buckets, inv.buckets)
-			if len(inv.buckets) == 0 {
-				q.buckets = nil
-			}
-			q.hop = min(q.hop, inv.hop)
-			q.join = q.join || inv.join
-		}
-		s.mu.Unlock()
-		return
-	}
-	inv.readyAt = s.clock.Now().Add(asyncLatency)
-	s.queue = append(s.queue, inv)
 	s.mu.Unlock()
-	// The driver stops when the invocation is due.
-	s.at(inv.readyAt, func() {})
+	s.relayFn.Send(inv.payload(), s.clock.Now())
+}
+
+// coalesce folds queued events as a busy function's queue would deliver
+// them: wake-ups merge their buckets, at most one schedule sweep waits.
+func coalesce(queued, incoming []byte) ([]byte, bool) {
+	q, in := decodeInvocation(queued), decodeInvocation(incoming)
+	switch {
+	case q.Trigger != in.Trigger:
+		return nil, false
+	case in.Trigger != string(outboxlambda.SourceWake):
+		return queued, true
+	}
+	q.Buckets = union(q.Buckets, in.Buckets)
+	if len(in.Buckets) == 0 {
+		q.Buckets = nil
+	}
+	q.Hop = min(q.Hop, in.Hop)
+	q.Join = q.Join || in.Join
+	return q.payload(), true
 }
 
 func union(a, b []int) []int {
@@ -195,56 +252,6 @@ func union(a, b []int) []int {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// dispatch starts queued invocations on idle environments, warm ones first,
-// cold ones while the concurrency allows. It reports whether it started any.
-// During a steady phase the relay function is throttled (reserved
-// concurrency 0): its events wait, coalesced, as Lambda keeps throttled
-// asynchronous events, and the hold relays have the table to themselves.
-func (s *sim) dispatch() (bool, error) {
-	if s.steadyAt(s.clock.Now()) {
-		return false, nil
-	}
-	started := false
-	for {
-		s.mu.Lock()
-		if len(s.queue) == 0 {
-			s.mu.Unlock()
-			return started, nil
-		}
-		var e *env
-		for i := len(s.pool) - 1; i >= 0; i-- {
-			if !s.pool[i].busy {
-				e = s.pool[i]
-				break
-			}
-		}
-		if e == nil && len(s.pool) >= s.cfg.Concurrency {
-			s.mu.Unlock()
-			return started, nil
-		}
-		now := s.clock.Now()
-		i := slices.IndexFunc(s.queue, func(q invocation) bool { return !q.readyAt.After(now) })
-		if i < 0 {
-			s.mu.Unlock()
-			return started, nil
-		}
-		inv := s.queue[i]
-		s.queue = slices.Delete(s.queue, i, i+1)
-		s.mu.Unlock()
-		if e == nil {
-			var err error
-			if e, err = s.newEnv(fnRelay); err != nil {
-				return started, err
-			}
-			s.mu.Lock()
-			s.pool = append(s.pool, e)
-			s.mu.Unlock()
-		}
-		s.startRun(e, inv, s.drawPlan())
-		started = true
-	}
 }
 
 // drawPlan draws the next invocation's budget and fate.
@@ -278,80 +285,84 @@ func (s *sim) drawPlan() runPlan {
 	return p
 }
 
-// startRun starts one invocation on e, with a kill at its deadline.
-func (s *sim) startRun(e *env, inv invocation, plan runPlan) {
-	ctx, cancel := context.WithCancel(s.ctx)
+// started begins an invocation on e: its fate (the relay function's
+// drawn, a hold relay's the phase) and its deadline at the budget's end.
+func (s *sim) started(inv *lambdasim.Invocation[*env]) {
+	e := inv.Env
+	var plan runPlan
+	if e.function == fnRelay {
+		plan = s.drawPlan()
+	}
 	s.mu.Lock()
+	if e.function == fnHold {
+		plan.budget = s.holdBudget
+	}
 	e.busy = true
 	e.runs++
 	s.runSerial++
-	run := &runState{n: s.runSerial, inv: inv, plan: plan, cancel: cancel}
-	s.activeRuns++
+	run := &runState{n: s.runSerial, plan: plan, cancel: inv.Cancel}
 	s.mu.Unlock()
 	e.run.Store(run)
-	now := s.clock.Now()
-	in := outbox.RunInput{Trigger: inv.trigger, Deadline: e.clock.Now().Add(plan.budget), Buckets: inv.buckets, Hop: inv.hop, Join: inv.join}
-	s.trace.add("invoke", e.id, -1, "run=%d trigger=%s buckets=%v hop=%d source=%s budget=%v crash_at=%d/%v pause_at=%d/%v warm=%v",
-		run.n, inv.trigger, inv.buckets, inv.hop, inv.source, plan.budget, plan.crashAt, plan.crashAfter, plan.pauseAt, plan.pauseFor, e.runs > 1)
-	s.at(now.Add(plan.budget), func() {
-		if !run.over.Load() {
-			s.crash(e, run, causeTimeout, "killed at the deadline")
-		}
-	})
-	go func() {
-		res, err := e.relay.Run(ctx, in)
-		s.runEnded(e, run, res, err)
-	}()
+	inv.Deadline = inv.Start.Add(plan.budget)
+	ev := decodeInvocation(inv.Payload)
+	s.trace.add("invoke", e.id, -1, "run=%d trigger=%s buckets=%v hop=%d join=%v budget=%v crash_at=%d/%v pause_at=%d/%v warm=%v",
+		run.n, ev.Trigger, ev.Buckets, ev.Hop, ev.Join, plan.budget, plan.crashAt, plan.crashAfter, plan.pauseAt, plan.pauseFor, e.runs > 1)
 }
 
-// runEnded records the end of a run and returns its environment to the
-// pool, or retires a crashed or hold one.
-func (s *sim) runEnded(e *env, run *runState, res outbox.RunResult, err error) {
+// killed crashes an environment whose run outlived its deadline.
+func (s *sim) killed(inv *lambdasim.Invocation[*env]) {
+	if run := inv.Env.run.Load(); run != nil && !run.over.Load() {
+		s.crash(inv.Env, run, causeTimeout, "killed at the deadline")
+	}
+}
+
+// ended records the end of a run.
+func (s *sim) ended(inv *lambdasim.Invocation[*env], resp outboxlambda.RelayResponse, err error) {
+	e := inv.Env
+	run := e.run.Load()
 	run.over.Store(true)
-	run.cancel()
 	now := s.clock.Now()
 	if run.joined.Load() && !e.dead.Load() {
 		s.causes.instant(causeLeave, e.id, now)
 	}
-	s.trace.add("run-end", e.id, -1, "run=%d reason=%s joined=%v calls=%d published=%d deleted=%d rounds=%d refused=%d release_skipped=%v work_left=%v wake=%v errors=%d err=%v",
-		run.n, res.Reason, res.Joined, run.calls.Load(), res.Published, res.Deleted, res.Rounds, res.Refused, res.ReleaseSkipped, res.WorkLeft, res.WakeUpSent, res.Errors, err)
+	s.trace.add("run-end", e.id, -1, "run=%d reason=%s joined=%v calls=%d published=%d deleted=%d rounds=%d refused=%d releaseSkipped=%v workLeft=%v wake=%v err=%v",
+		run.n, resp.Reason, resp.Joined, run.calls.Load(), resp.Published, resp.Deleted, resp.Rounds, resp.Refused, resp.ReleaseSkipped, resp.WorkLeft, resp.WakeUpSent, err)
 	if err != nil && outbox.IsMisconfigured(err) {
 		s.fail(&Violation{Invariant: "relay runs", Detail: fmt.Sprintf("relay %s run %d returned a misconfiguration: %v", e.id, run.n, err), relays: []string{e.id}, bucket: -1})
 	}
 	s.mu.Lock()
-	s.activeRuns--
 	s.stats.runs++
-	if res.Joined {
+	if resp.Joined {
 		s.stats.joined++
 	}
-	if res.ReleaseSkipped {
+	if resp.ReleaseSkipped {
 		s.stats.releaseSkipped++
 	}
-	if res.Reason == outbox.StopFatal {
+	if resp.Reason == string(outbox.StopFatal) {
 		s.stats.fatal++
 	}
 	e.busy = false
-	retire := e.dead.Load() || e.function == fnHold
-	if !retire {
-		r := newRand(s.cfg.Seed, "reap", uint64(run.n))
-		e.reapAt = now.Add(uniform(r, 20*time.Second, 3*time.Minute))
-	}
 	s.mu.Unlock()
 	s.act.poke()
-	if retire {
-		s.retire(e)
-		return
+}
+
+// keepWarm is how long an idle environment lives: a crashed or hold one
+// not at all, others a random while, as Lambda reclaims idle ones.
+func (s *sim) keepWarm(inv *lambdasim.Invocation[*env]) time.Duration {
+	e := inv.Env
+	if e.dead.Load() || e.function == fnHold {
+		return -1
 	}
-	reapAt := e.reapAt
-	s.at(reapAt, func() {
-		s.mu.Lock()
-		idle := !e.busy && e.reapAt.Equal(reapAt)
-		s.mu.Unlock()
-		if idle {
-			s.trace.add("env-reaped", e.id, -1, "idle since the last run")
-			s.retire(e)
-		}
-	})
+	r := newRand(s.cfg.Seed, "reap", uint64(e.run.Load().n))
+	return uniform(r, 20*time.Second, 3*time.Minute)
+}
+
+// reclaimed retires an environment the Lambda emulator reclaimed.
+func (s *sim) reclaimed(e *env) {
+	if !e.dead.Load() && e.function == fnRelay {
+		s.trace.add("env-reaped", e.id, -1, "idle since the last run")
+	}
+	s.retire(e)
 }
 
 // retire removes e from the pool and closes its Kafka client.
@@ -421,17 +432,17 @@ func (s *sim) pause(e *env, run *runState, op string, d time.Duration) {
 }
 
 // startHolds starts the steady phase's hold-mode relays: clocks within the
-// tolerated skew, budgets covering the phase.
-func (s *sim) startHolds(n int, budget time.Duration) error {
+// tolerated skew, budgets covering the phase. They join at once, as a
+// wake-up that asks to join does, and the relay function is throttled
+// until the phase ends.
+func (s *sim) startHolds(n int, budget time.Duration) {
+	now := s.clock.Now()
+	s.relayFn.SetReservedConcurrency(0, now)
+	s.at(now.Add(budget), func() { s.relayFn.SetReservedConcurrency(s.cfg.Concurrency, s.clock.Now()) })
+	s.mu.Lock()
+	s.holdBudget = budget
+	s.mu.Unlock()
 	for range n {
-		e, err := s.newEnv(fnHold)
-		if err != nil {
-			return err
-		}
-		s.mu.Lock()
-		s.holds = append(s.holds, e)
-		s.mu.Unlock()
-		s.startRun(e, invocation{trigger: outbox.TriggerDirect, source: "steady-phase"}, runPlan{budget: budget})
+		s.holdFn.Send(invocation{Trigger: string(outboxlambda.SourceWake), Join: true}.payload(), now)
 	}
-	return nil
 }

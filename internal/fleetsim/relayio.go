@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 )
 
 // errCrashed is what a crashed environment's calls return: the process is
@@ -254,22 +255,18 @@ func seqRange(msgs []outbox.Message) string {
 
 // notifier is the Lambda service's asynchronous invoke as the writers and
 // the relays see it.
-type notifier struct {
-	sim    *sim
-	source string
-}
+type notifier struct{ sim *sim }
 
 var _ outbox.Notifier = notifier{}
 
 func (n notifier) Notify(_ context.Context, w outbox.WakeUp) error {
-	n.sim.invoke(invocation{trigger: outbox.TriggerWake, buckets: w.Buckets, hop: w.Hop, join: w.Join, source: n.source})
+	n.sim.invoke(invocation{Trigger: string(outboxlambda.SourceWake), Buckets: w.Buckets, Hop: w.Hop, Join: w.Join})
 	return nil
 }
 
 // runState is one invocation of an environment.
 type runState struct {
 	n      int
-	inv    invocation
 	plan   runPlan
 	cancel context.CancelFunc
 	calls  atomic.Int64

@@ -16,9 +16,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/spillway-dev/spillway/internal/lambdasim"
 	"github.com/spillway-dev/spillway/internal/simtime"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
+	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
@@ -118,13 +120,14 @@ type sim struct {
 
 	mu          sync.Mutex
 	agenda      *simtime.Agenda
-	queue       []invocation
+	relayFn     *lambdasim.Function[*env]
+	holdFn      *lambdasim.Function[*env]
+	holdBudget  time.Duration
 	pool        []*env
 	holds       []*env
 	envSerial   int
 	invSerial   int
 	runSerial   int
-	activeRuns  int
 	invocations int
 	pending     []pendingFault
 	failure     *Violation
@@ -269,7 +272,10 @@ func (s *sim) setup() error {
 
 	writerOpts := s.storeOpts
 	writerOpts.Clock = s.clock
-	writerOpts.Notifier = notifier{sim: s, source: "writer"}
+	writerOpts.Notifier = notifier{sim: s}
+	if err := s.newFunctions(); err != nil {
+		return err
+	}
 	for i := range cfg.Writers {
 		w, err := outboxddb.NewWriter(s.client, writerOpts)
 		if err != nil {
@@ -300,9 +306,7 @@ func (s *sim) schedule() {
 		if ph.steady {
 			s.at(start.Add(ph.start), func() {
 				s.trace.add("phase", "", -1, "steady phase: %d hold relays until T+%v", ph.holds, ph.end)
-				if err := s.startHolds(ph.holds, ph.end-ph.start); err != nil {
-					s.fail(&Violation{Invariant: "setup", Detail: err.Error(), bucket: -1})
-				}
+				s.startHolds(ph.holds, ph.end-ph.start)
 			})
 		} else {
 			s.at(start.Add(ph.start), func() { s.trace.add("phase", "", -1, "churn phase until T+%v", ph.end) })
@@ -313,7 +317,7 @@ func (s *sim) schedule() {
 	}
 	var sweep func()
 	sweep = func() {
-		s.invoke(invocation{trigger: outbox.TriggerSchedule, source: "schedule"})
+		s.invoke(invocation{Trigger: string(outboxlambda.SourceSchedule)})
 		s.at(s.clock.Now().Add(scheduleEvery), sweep)
 	}
 	s.at(start.Add(scheduleEvery/2), sweep)
@@ -465,22 +469,12 @@ func (s *sim) holdsJoined() int {
 	return n
 }
 
-func (s *sim) activeRunCount() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.activeRuns
-}
+// activeRunCount returns the relay invocations running or waiting.
+func (s *sim) activeRunCount() int { return s.relayFn.Pending() + s.holdFn.Pending() }
 
-// fireDue runs the events due at now and dispatches queued invocations; it
+// fireDue runs the events due at now (the Lambda emulator's included); it
 // reports whether anything happened.
-func (s *sim) fireDue(now time.Time) (bool, error) {
-	ran, err := s.agenda.RunDue(now)
-	if err != nil {
-		return ran, err
-	}
-	started, err := s.dispatch()
-	return ran || started, err
-}
+func (s *sim) fireDue(now time.Time) (bool, error) { return s.agenda.RunDue(now) }
 
 // finished reports whether the writes are over, every writer and relay has
 // stopped and the outbox is empty.
@@ -488,10 +482,7 @@ func (s *sim) finished(now time.Time) (bool, error) {
 	if !s.writesClosed || s.opsDone.Load() < int64(len(s.wl.ops)) {
 		return false, nil
 	}
-	s.mu.Lock()
-	busy := s.activeRuns > 0 || len(s.queue) > 0
-	s.mu.Unlock()
-	if busy || s.lastDrainScan.Equal(now) {
+	if s.activeRunCount() > 0 || s.lastDrainScan.Equal(now) {
 		return false, nil
 	}
 	s.lastDrainScan = now

@@ -44,14 +44,28 @@ type Config[E Handler] struct {
 	// from accepting an event to its start, ColdStart the creation of an
 	// environment. Default 0 each.
 	InvokeLatency, StartLatency, ColdStart time.Duration
-	// NewEnv builds execution environment n (1-based) the way the
-	// function's init does (required). An error fails the dispatch: the
-	// Scheduler's At function returns it.
+	// NewEnv builds execution environment n (1-based, counting every
+	// environment created) the way the function's init does (required).
+	// An error fails the dispatch: the Scheduler's At function returns it.
 	NewEnv func(n int) (E, error)
-	// Started is called when an invocation starts, Ended when its handler
-	// returned; both are optional and must not call the Function.
+	// Started is called when an invocation starts; it may move
+	// inv.Deadline earlier (a budget shorter than the timeout). Ended is
+	// called when its handler returned, Killed when the deadline passed
+	// with the handler still running, just before its context is
+	// cancelled. All three are optional and must not call the Function.
 	Started func(inv *Invocation[E])
 	Ended   func(inv *Invocation[E], resp outboxlambda.RelayResponse, err error)
+	Killed  func(inv *Invocation[E])
+	// KeepWarm says, when an invocation ended, how long its environment
+	// stays warm while idle before Lambda reclaims it: 0 for the whole
+	// run, negative to reclaim it at once (a crashed process). Default:
+	// the whole run. Retired is called with every environment reclaimed.
+	KeepWarm func(inv *Invocation[E]) time.Duration
+	Retired  func(env E)
+	// Coalesce folds an incoming event into one still queued (not
+	// started), returning the merged payload and true, or false to queue
+	// it on its own. Default: never; Lambda queues every event.
+	Coalesce func(queued, incoming []byte) ([]byte, bool)
 }
 
 // DefaultMaxEventAge is Lambda's maximum event age.
@@ -66,9 +80,21 @@ type Invocation[E Handler] struct {
 	// started, Deadline when it is killed if still running.
 	SentAt, Start, Deadline time.Time
 
+	slot   *slot[E]
 	cancel context.CancelFunc
 	done   bool // guarded by Function.mu
 	killed bool // guarded by Function.mu
+}
+
+// Cancel cancels the invocation's context, as a crashed process stops
+// everything it was doing; the handler's return ends the invocation.
+func (inv *Invocation[E]) Cancel() { inv.cancel() }
+
+// slot is one execution environment as Lambda tracks it.
+type slot[E Handler] struct {
+	env     E
+	idleGen int // counts the invocations ended, to tell a reclaim is stale
+	retired bool
 }
 
 // Function is the emulated relay function. It is safe for concurrent use.
@@ -76,11 +102,12 @@ type Function[E Handler] struct {
 	cfg Config[E]
 
 	mu       sync.Mutex
-	envs     []E
-	idle     []E // most recently used last: Lambda prefers warm ones
-	ready    []*queued
-	arriving int // accepted events still in their start delay
-	starting int // environments being created
+	limit    int // the reserved concurrency now
+	created  int
+	envs     []*slot[E] // live environments
+	idle     []*slot[E] // most recently used last: Lambda prefers warm ones
+	queue    []*queued  // accepted, not started: ready from readyAt, in order
+	starting int        // environments being created
 	running  int
 	stats    Stats
 	joined   map[string]bool
@@ -90,6 +117,7 @@ type Function[E Handler] struct {
 type queued struct {
 	payload   []byte
 	sentAt    time.Time
+	readyAt   time.Time
 	throttled bool
 }
 
@@ -111,7 +139,7 @@ func New[E Handler](cfg Config[E]) (*Function[E], error) {
 	if cfg.MaxEventAge <= 0 {
 		cfg.MaxEventAge = DefaultMaxEventAge
 	}
-	return &Function[E]{cfg: cfg, stats: newStats(), joined: map[string]bool{}}, nil
+	return &Function[E]{cfg: cfg, limit: cfg.ReservedConcurrency, stats: newStats(), joined: map[string]bool{}}, nil
 }
 
 // Invoke is the asynchronous invoke: the caller waits for the API call's
@@ -125,87 +153,133 @@ func (f *Function[E]) Invoke(ctx context.Context, in *lambda.InvokeInput, _ ...f
 }
 
 // Send queues an event Lambda accepted at now, as the schedule's target
-// does; it reaches the function StartLatency later.
+// does; it can start StartLatency later.
 func (f *Function[E]) Send(payload []byte, now time.Time) {
 	f.mu.Lock()
-	f.arriving++
-	f.mu.Unlock()
-	f.wg.Add(1) // done when the event is dropped, discarded or its invocation ends
-	ev := &queued{payload: payload, sentAt: now}
-	f.cfg.Scheduler.At(now.Add(f.cfg.StartLatency), func(now time.Time) error {
-		f.mu.Lock()
-		f.arriving--
-		f.ready = append(f.ready, ev)
+	if f.coalesceLocked(payload) {
 		f.mu.Unlock()
-		return f.dispatch(now)
-	})
+		return
+	}
+	ev := &queued{payload: payload, sentAt: now, readyAt: now.Add(f.cfg.StartLatency)}
+	f.queue = append(f.queue, ev)
+	f.wg.Add(1) // done when the event is dropped, discarded or its invocation ends
+	f.mu.Unlock()
+	f.cfg.Scheduler.At(ev.readyAt, f.dispatch)
 }
 
-// dispatch starts the ready events while environments allow.
+// coalesceLocked folds payload into a queued event if Coalesce allows.
+func (f *Function[E]) coalesceLocked(payload []byte) bool {
+	if f.cfg.Coalesce == nil {
+		return false
+	}
+	for _, q := range f.queue {
+		if merged, ok := f.cfg.Coalesce(q.payload, payload); ok {
+			q.payload = merged
+			return true
+		}
+	}
+	return false
+}
+
+// SetReservedConcurrency changes the reserved concurrency at now, as
+// PutFunctionConcurrency does: 0 throttles every event. Environments
+// beyond the new limit are kept but start nothing while the limit is
+// used up.
+func (f *Function[E]) SetReservedConcurrency(n int, now time.Time) {
+	f.mu.Lock()
+	f.limit = max(n, 0)
+	f.mu.Unlock()
+	f.cfg.Scheduler.At(now, f.dispatch)
+}
+
+// dispatch starts the ready events while the concurrency allows, in a warm
+// environment if one is idle, else in a new one.
 func (f *Function[E]) dispatch(now time.Time) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for len(f.ready) > 0 {
-		ev := f.ready[0]
-		if f.cfg.Context.Err() != nil {
-			f.ready = f.ready[1:]
-			f.wg.Done()
+	for i := 0; i < len(f.queue); {
+		ev := f.queue[i]
+		switch {
+		case ev.readyAt.After(now):
+			i++
 			continue
-		}
-		if now.Sub(ev.sentAt) > f.cfg.MaxEventAge {
-			f.ready = f.ready[1:]
+		case f.cfg.Context.Err() != nil:
+			f.removeLocked(i)
+			continue
+		case now.Sub(ev.sentAt) > f.cfg.MaxEventAge:
+			f.removeLocked(i)
 			f.stats.Dropped++
-			f.wg.Done()
 			continue
 		}
-		if n := len(f.idle); n > 0 {
-			e := f.idle[n-1]
-			f.idle = f.idle[:n-1]
-			f.ready = f.ready[1:]
-			f.startLocked(e, ev, now)
-			continue
+		started, err := f.startOneLocked(ev, now)
+		if err != nil {
+			f.removeLocked(i)
+			return err
 		}
-		if len(f.envs) < f.cfg.ReservedConcurrency {
-			e, err := f.cfg.NewEnv(len(f.envs) + 1)
-			if err != nil {
-				f.ready = f.ready[1:]
-				f.wg.Done()
-				return err
+		if !started {
+			if !ev.throttled {
+				ev.throttled = true
+				f.stats.Throttled++
 			}
-			f.envs = append(f.envs, e)
-			f.stats.Environments++
-			f.starting++
-			f.ready = f.ready[1:]
-			f.cfg.Scheduler.At(now.Add(f.cfg.ColdStart), func(now time.Time) error {
-				f.mu.Lock()
-				defer f.mu.Unlock()
-				f.starting--
-				f.startLocked(e, ev, now)
-				return nil
-			})
-			continue
+			return nil
 		}
-		if !ev.throttled {
-			ev.throttled = true
-			f.stats.Throttled++
-		}
-		break
+		f.queue = slices.Delete(f.queue, i, i+1)
 	}
 	return nil
 }
 
-// startLocked runs the handler for ev in e, with the deadline Lambda gives,
-// and schedules the kill at the deadline.
-func (f *Function[E]) startLocked(e E, ev *queued, now time.Time) {
+// removeLocked drops queued event i without running it.
+func (f *Function[E]) removeLocked(i int) {
+	f.queue = slices.Delete(f.queue, i, i+1)
+	f.wg.Done()
+}
+
+// startOneLocked starts ev in a warm environment or a new one, or reports
+// that the concurrency is used up.
+func (f *Function[E]) startOneLocked(ev *queued, now time.Time) (bool, error) {
+	if f.running+f.starting >= f.limit {
+		return false, nil
+	}
+	if n := len(f.idle); n > 0 {
+		sl := f.idle[n-1]
+		f.idle = f.idle[:n-1]
+		f.startLocked(sl, ev, now)
+		return true, nil
+	}
+	if len(f.envs) >= f.limit {
+		return false, nil
+	}
+	e, err := f.cfg.NewEnv(f.created + 1)
+	if err != nil {
+		return false, err
+	}
+	f.created++
+	sl := &slot[E]{env: e}
+	f.envs = append(f.envs, sl)
+	f.stats.Environments++
+	f.starting++
+	f.cfg.Scheduler.At(now.Add(f.cfg.ColdStart), func(now time.Time) error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.starting--
+		f.startLocked(sl, ev, now)
+		return nil
+	})
+	return true, nil
+}
+
+// startLocked runs the handler for ev in sl's environment, with the
+// deadline Lambda gives, and schedules the kill at the deadline.
+func (f *Function[E]) startLocked(sl *slot[E], ev *queued, now time.Time) {
 	f.running++
 	ctx, cancel := context.WithCancel(f.cfg.Context)
-	inv := &Invocation[E]{Env: e, Payload: ev.payload, SentAt: ev.sentAt, Start: now, Deadline: now.Add(f.cfg.Timeout), cancel: cancel}
+	inv := &Invocation[E]{Env: sl.env, Payload: ev.payload, SentAt: ev.sentAt, Start: now, Deadline: now.Add(f.cfg.Timeout), slot: sl, cancel: cancel}
 	if f.cfg.Started != nil {
 		f.cfg.Started(inv)
 	}
 	dctx := deadlineContext{Context: ctx, clock: f.cfg.Clock, deadline: inv.Deadline}
 	go func() {
-		resp, err := e.Handle(dctx, json.RawMessage(ev.payload))
+		resp, err := sl.env.Handle(dctx, json.RawMessage(ev.payload))
 		cancel()
 		if f.cfg.Ended != nil {
 			f.cfg.Ended(inv, resp, err)
@@ -214,34 +288,89 @@ func (f *Function[E]) startLocked(e E, ev *queued, now time.Time) {
 	}()
 	f.cfg.Scheduler.At(inv.Deadline, func(time.Time) error {
 		f.mu.Lock()
-		defer f.mu.Unlock()
-		if !inv.done {
-			inv.killed = true
+		kill := !inv.done && !inv.killed
+		inv.killed = inv.killed || kill
+		f.mu.Unlock()
+		if kill {
+			if f.cfg.Killed != nil {
+				f.cfg.Killed(inv)
+			}
 			inv.cancel()
 		}
 		return nil
 	})
 }
 
-// finish frees the environment, counts the invocation and lets the next
-// ready event start.
+// finish frees the environment (or reclaims it), counts the invocation and
+// lets the next ready event start.
 func (f *Function[E]) finish(inv *Invocation[E], resp outboxlambda.RelayResponse, err error) {
+	defer f.wg.Done()
 	now := f.cfg.Clock.Now()
+	var keep time.Duration
+	if f.cfg.KeepWarm != nil {
+		keep = f.cfg.KeepWarm(inv)
+	}
+	sl := inv.slot
 	f.mu.Lock()
 	inv.done = true
 	f.running--
-	f.idle = append(f.idle, inv.Env)
+	sl.idleGen++
 	f.stats.add(resp, err, now.Sub(inv.Start), inv.killed)
 	if err == nil && resp.Joined {
 		f.joined[resp.RelayID] = true
 		f.stats.JoinedRelays = len(f.joined)
 	}
-	waiting := len(f.ready) > 0
+	if keep < 0 {
+		f.retireLocked(sl)
+	} else {
+		f.idle = append(f.idle, sl)
+	}
+	waiting := len(f.queue) > 0
+	gen := sl.idleGen
 	f.mu.Unlock()
+	if keep < 0 && f.cfg.Retired != nil {
+		f.cfg.Retired(sl.env)
+	}
+	if keep > 0 {
+		f.cfg.Scheduler.At(now.Add(keep), func(time.Time) error {
+			f.reclaim(sl, gen)
+			return nil
+		})
+	}
 	if waiting {
 		f.cfg.Scheduler.At(now, f.dispatch)
 	}
-	f.wg.Done()
+}
+
+// reclaim retires sl if it stayed idle since invocation gen ended.
+func (f *Function[E]) reclaim(sl *slot[E], gen int) {
+	f.mu.Lock()
+	stale := sl.retired || sl.idleGen != gen || !slices.Contains(f.idle, sl)
+	if !stale {
+		f.retireLocked(sl)
+	}
+	f.mu.Unlock()
+	if !stale && f.cfg.Retired != nil {
+		f.cfg.Retired(sl.env)
+	}
+}
+
+// retireLocked removes sl from the environments and the idle list.
+func (f *Function[E]) retireLocked(sl *slot[E]) {
+	sl.retired = true
+	f.envs = slices.DeleteFunc(f.envs, func(x *slot[E]) bool { return x == sl })
+	f.idle = slices.DeleteFunc(f.idle, func(x *slot[E]) bool { return x == sl })
+}
+
+// Envs returns the live environments, busy or idle, in creation order.
+func (f *Function[E]) Envs() []E {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]E, len(f.envs))
+	for i, sl := range f.envs {
+		out[i] = sl.env
+	}
+	return out
 }
 
 // Pending returns the events and invocations not finished: accepted and
@@ -249,7 +378,7 @@ func (f *Function[E]) finish(inv *Invocation[E], resp outboxlambda.RelayResponse
 func (f *Function[E]) Pending() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.arriving + len(f.ready) + f.starting + f.running
+	return len(f.queue) + f.starting + f.running
 }
 
 // Wait blocks until every event sent so far was dropped, discarded or run
