@@ -13,6 +13,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
+	"github.com/spillway-dev/spillway/internal/relayproc"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxkafka"
@@ -92,7 +93,7 @@ func cliLogger(stderr io.Writer, verbose bool) *slog.Logger {
 type drainFleet struct {
 	store   *outboxddb.Store
 	relays  []*outbox.Relay
-	pubs    []*outboxkafka.Publisher
+	procs   []*relayproc.Proc
 	count   drainCounter
 	initial int64 // pending at start, each bucket capped at the count limit
 	waits   waitReporter
@@ -121,30 +122,23 @@ func newDrainFleet(ctx context.Context, o drainOptions) (*drainFleet, error) {
 	}
 	f := &drainFleet{store: store, initial: bl.Pending}
 	for i := range o.relays {
-		pub, err := outboxkafka.New(kcfg)
-		if err != nil {
-			f.close()
-			return nil, err
-		}
-		f.pubs = append(f.pubs, pub)
-		r, err := outbox.NewRelay(outbox.RelayConfig{
-			Options:   o.cfg.RelayOptions(outboxlambda.NewRelayID(fmt.Sprintf("spillway-drain-%d", i))),
-			Store:     store,
-			Publisher: pub,
-			Observer:  &f.count,
-			Logger:    o.log,
+		p, err := relayproc.New(ctx, relayproc.Config{
+			DynamoDB: client, Store: sopts, Kafka: kcfg,
+			Relay:    o.cfg.RelayOptions(outboxlambda.NewRelayID(fmt.Sprintf("spillway-drain-%d", i))),
+			Observer: &f.count, Logger: o.log,
 		})
 		if err != nil {
 			f.close()
 			return nil, err
 		}
-		f.relays = append(f.relays, r)
+		f.procs = append(f.procs, p)
+		f.relays = append(f.relays, p.Relay)
 	}
 	return f, nil
 }
 
 func (f *drainFleet) close() {
-	for _, p := range f.pubs {
+	for _, p := range f.procs {
 		p.Close()
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"runtime/pprof"
 	"strings"
 
+	"github.com/spillway-dev/spillway/internal/relayproc"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxkafka"
@@ -90,15 +91,29 @@ func (b *backends) newTable(ctx context.Context, bucketCount int, clock outbox.C
 	return opts, nil
 }
 
+// kafkaConfig is a publisher's configuration for the cluster.
+func (b *backends) kafkaConfig() outboxkafka.Config {
+	return outboxkafka.Config{Brokers: b.kafka.Brokers, ExtraOpts: outboxlocal.TestClientOpts()}
+}
+
 // newPublisher returns a Kafka publisher connected to the cluster.
 func (b *backends) newPublisher(ctx context.Context) (*outboxkafka.Publisher, error) {
-	p, err := outboxkafka.New(outboxkafka.Config{Brokers: b.kafka.Brokers, ExtraOpts: outboxlocal.TestClientOpts()})
+	p, err := relayproc.NewPublisher(ctx, b.kafkaConfig(), true)
 	if err != nil {
-		return nil, fmt.Errorf("bench: kafka publisher: %w", err)
+		return nil, fmt.Errorf("bench: %w", err)
 	}
-	if err := p.Init(ctx); err != nil {
-		p.Close()
-		return nil, fmt.Errorf("bench: kafka publisher: %w", err)
+	return p, nil
+}
+
+// newRelay builds one relay process on the table of opts, with a publisher
+// of its own unless shared is set, and the bench's quiet logger.
+func (b *backends) newRelay(ctx context.Context, opts outboxddb.Options, shared outbox.Publisher, ropts outbox.RelayOptions, clock outbox.Clock, obs outbox.Observer) (*relayproc.Proc, error) {
+	p, err := relayproc.New(ctx, relayproc.Config{
+		DynamoDB: b.ddb.Client, Store: opts, Publisher: shared, Kafka: b.kafkaConfig(), InitPublisher: true,
+		Relay: ropts, Clock: clock, Observer: obs, Logger: quietLogger(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bench: relay %s: %w", ropts.RelayID, err)
 	}
 	return p, nil
 }

@@ -380,29 +380,15 @@ func (c *costRun) relay(ctx context.Context) (join, backlog, drain, stop PathCos
 	clock := outboxlocal.NewManualClock(simStart)
 	opts := c.opts
 	opts.Clock = clock
-	store, err := outboxddb.NewStore(c.b.ddb.Client, opts)
-	if err != nil {
-		return
-	}
-	pub, err := c.b.newPublisher(ctx)
-	if err != nil {
-		return
-	}
-	defer pub.Close()
 	counter := c.b.ddb.Counter
-	start := counter.Snapshot()
 	obs := &costObserver{counter: counter, total: total, drained: make(chan struct{})}
-	relay, err := outbox.NewRelay(outbox.RelayConfig{
-		Options:   outbox.RelayOptions{RelayID: "cost", BucketCount: c.cfg.BucketCount, Mode: outbox.ModeDrain},
-		Store:     store,
-		Publisher: pub,
-		Clock:     clock,
-		Observer:  obs,
-		Logger:    quietLogger(),
-	})
+	proc, err := c.b.newRelay(ctx, opts, nil, outbox.RelayOptions{RelayID: "cost", BucketCount: c.cfg.BucketCount, Mode: outbox.ModeDrain}, clock, obs)
 	if err != nil {
 		return
 	}
+	defer proc.Close()
+	relay := proc.Relay
+	start := counter.Snapshot()
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type outcome struct {

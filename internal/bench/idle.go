@@ -124,6 +124,8 @@ func RunIdle(ctx context.Context, env Env, cfg IdleConfig) (res IdleResult, err 
 type idleRun struct {
 	cfg   IdleConfig
 	sim   *simulation
+	b     *backends
+	opts  outboxddb.Options
 	pub   outbox.Publisher
 	start time.Time
 
@@ -141,21 +143,18 @@ func simulateIdle(ctx context.Context, b *backends, cfg IdleConfig, mode string)
 		return IdleCost{}, err
 	}
 	defer pub.Close()
-	// One store per execution environment, as in Lambda; they share the
-	// client and so the Counter.
-	newStore := func() (*outboxddb.Store, error) { return outboxddb.NewStore(b.ddb.Client, opts) }
-	run := &idleRun{cfg: cfg, sim: newSimulation(ctx, clock), pub: pub, start: simStart}
+	run := &idleRun{cfg: cfg, sim: newSimulation(ctx, clock), b: b, opts: opts, pub: pub, start: simStart}
 	// Actors start at once (a sweep is due at the start): count from here.
 	before := b.ddb.Counter.Snapshot()
 	switch mode {
 	case IdleDrain:
-		err = run.spawnSchedule(newStore)
+		err = run.spawnSchedule()
 	case IdleHold:
-		if err = run.spawnSchedule(newStore); err == nil {
-			err = run.spawnHeld(newStore)
+		if err = run.spawnSchedule(); err == nil {
+			err = run.spawnHeld()
 		}
 	case IdleAlwaysOn:
-		err = run.spawnAlwaysOn(newStore)
+		err = run.spawnAlwaysOn()
 	default:
 		err = fmt.Errorf("unknown mode %q (want %s, %s or %s)", mode, IdleDrain, IdleHold, IdleAlwaysOn)
 	}
@@ -185,45 +184,25 @@ func simulateIdle(ctx context.Context, b *backends, cfg IdleConfig, mode string)
 	return cost, nil
 }
 
-// relay builds an idle relay: default options with the configured poll and
-// renewal intervals.
-func (r *idleRun) relay(id string, mode outbox.Mode, store outbox.Store) (*outbox.Relay, error) {
-	return outbox.NewRelay(outbox.RelayConfig{
-		Options: outbox.RelayOptions{
-			RelayID: id, BucketCount: r.cfg.BucketCount, Mode: mode,
-			PollInterval: r.cfg.PollInterval, LeaseRenewInterval: r.cfg.RenewInterval,
-		},
-		Store: store, Publisher: r.pub, Clock: r.sim.clock, Logger: quietLogger(),
-	})
+// relay builds an idle relay in its own execution environment (its own
+// store; the environments share the client, and so the Counter, and the
+// publisher): default options with the configured poll and renewal
+// intervals.
+func (r *idleRun) relay(id string, mode outbox.Mode) (*outbox.Relay, error) {
+	p, err := r.b.newRelay(r.sim.ctx, r.opts, r.pub, outbox.RelayOptions{
+		RelayID: id, BucketCount: r.cfg.BucketCount, Mode: mode,
+		PollInterval: r.cfg.PollInterval, LeaseRenewInterval: r.cfg.RenewInterval,
+	}, r.sim.clock, nil)
+	if err != nil {
+		return nil, err
+	}
+	return p.Relay, nil
 }
 
 // spawnSchedule starts the schedule: a drain-mode relay (one warm execution
 // environment) run with TriggerSchedule at every interval of the window.
-func (r *idleRun) spawnSchedule(newStore func() (*outboxddb.Store, error)) error {
-	store, err := newStore()
-	if err != nil {
-		return err
-	}
-	relay, err := r.relay("schedule", outbox.ModeDrain, store)
-	if err != nil {
-		return err
-	}
-	end := r.start.Add(r.cfg.Window)
-	r.sim.spawn(func(ctx context.Context) error {
-		for at := r.start; at.Before(end); at = at.Add(r.cfg.Schedule) {
-			if !r.sim.sleepUntil(ctx, at) {
-				return nil
-			}
-			res, err := relay.Run(ctx, outbox.RunInput{Trigger: outbox.TriggerSchedule, Deadline: at.Add(r.cfg.FunctionTimeout)})
-			if err != nil {
-				return fmt.Errorf("sweep at %v: %w", at.Sub(r.start), err)
-			}
-			r.count(res)
-		}
-		r.sim.park(ctx)
-		return nil
-	})
-	return nil
+func (r *idleRun) spawnSchedule() error {
+	return r.spawnInvocations("schedule", outbox.ModeDrain, outbox.TriggerSchedule, r.cfg.Schedule)
 }
 
 // spawnHeld starts a hold-mode relay invoked at every function timeout of
@@ -232,24 +211,27 @@ func (r *idleRun) spawnSchedule(newStore func() (*outboxddb.Store, error)) error
 // cost of a hold deployment while a relay is held (after a writer's
 // wake-up); once the last held invocation ends, an idle hold deployment
 // costs what the drain deployment costs.
-func (r *idleRun) spawnHeld(newStore func() (*outboxddb.Store, error)) error {
-	store, err := newStore()
-	if err != nil {
-		return err
-	}
-	relay, err := r.relay("held", outbox.ModeHold, store)
+func (r *idleRun) spawnHeld() error {
+	return r.spawnInvocations("held", outbox.ModeHold, outbox.TriggerDirect, r.cfg.FunctionTimeout)
+}
+
+// spawnInvocations starts one warm execution environment whose relay is
+// invoked with trigger at every interval of the window, each invocation's
+// deadline the function timeout after its start.
+func (r *idleRun) spawnInvocations(id string, mode outbox.Mode, trigger outbox.Trigger, every time.Duration) error {
+	relay, err := r.relay(id, mode)
 	if err != nil {
 		return err
 	}
 	end := r.start.Add(r.cfg.Window)
 	r.sim.spawn(func(ctx context.Context) error {
-		for at := r.start; at.Before(end); at = at.Add(r.cfg.FunctionTimeout) {
+		for at := r.start; at.Before(end); at = at.Add(every) {
 			if !r.sim.sleepUntil(ctx, at) {
 				return nil
 			}
-			res, err := relay.Run(ctx, outbox.RunInput{Trigger: outbox.TriggerDirect, Deadline: at.Add(r.cfg.FunctionTimeout)})
+			res, err := relay.Run(ctx, outbox.RunInput{Trigger: trigger, Deadline: at.Add(r.cfg.FunctionTimeout)})
 			if err != nil {
-				return fmt.Errorf("held invocation at %v: %w", at.Sub(r.start), err)
+				return fmt.Errorf("%s invocation at %v: %w", id, at.Sub(r.start), err)
 			}
 			if ctx.Err() != nil {
 				return nil
@@ -263,12 +245,8 @@ func (r *idleRun) spawnHeld(newStore func() (*outboxddb.Store, error)) error {
 }
 
 // spawnAlwaysOn starts one hold-mode relay without a deadline.
-func (r *idleRun) spawnAlwaysOn(newStore func() (*outboxddb.Store, error)) error {
-	store, err := newStore()
-	if err != nil {
-		return err
-	}
-	relay, err := r.relay("always-on", outbox.ModeHold, store)
+func (r *idleRun) spawnAlwaysOn() error {
+	relay, err := r.relay("always-on", outbox.ModeHold)
 	if err != nil {
 		return err
 	}

@@ -128,24 +128,18 @@ func newLatencyRig(ctx context.Context, b *backends, ropts outbox.RelayOptions) 
 	if err != nil {
 		return nil, err
 	}
-	store, err := outboxddb.NewStore(b.ddb.Client, opts)
-	if err != nil {
-		return nil, err
-	}
 	kp, err := b.newPublisher(ctx)
 	if err != nil {
 		return nil, err
 	}
 	rig := &latencyRig{opts: opts, pub: newAckPublisher(kp), work: newWorkload(b.topic, 1<<10, opts.BucketCount), owned: make(chan int, 64), close: kp.Close}
 	ropts.BucketCount = opts.BucketCount
-	rig.relay, err = outbox.NewRelay(outbox.RelayConfig{
-		Options: ropts, Store: store, Publisher: rig.pub, Logger: quietLogger(),
-		Observer: ownedObserver(rig.owned),
-	})
+	proc, err := b.newRelay(ctx, opts, rig.pub, ropts, outbox.SystemClock{}, ownedObserver(rig.owned))
 	if err != nil {
 		kp.Close()
 		return nil, err
 	}
+	rig.relay = proc.Relay
 	return rig, nil
 }
 

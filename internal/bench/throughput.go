@@ -147,26 +147,16 @@ func relayAll(ctx context.Context, env Env, cfg ThroughputConfig, c ThroughputCa
 	obs := newThroughputObserver(cfg.Messages, c)
 	relays := make([]*outbox.Relay, c.Relays)
 	for i := range relays {
-		store, err := outboxddb.NewStore(b.ddb.Client, opts)
-		if err != nil {
-			return ct, err
-		}
 		// One publisher per relay, as one per execution environment.
-		pub, err := b.newPublisher(ctx)
+		p, err := b.newRelay(ctx, opts, nil, outbox.RelayOptions{
+			RelayID: fmt.Sprintf("relay-%d", i), BucketCount: c.Buckets, Mode: outbox.ModeHold,
+			LeaseRenewInterval: cfg.RenewInterval, LeaseDuration: cfg.LeaseDuration,
+		}, outbox.SystemClock{}, obs)
 		if err != nil {
 			return ct, err
 		}
-		defer pub.Close()
-		relays[i], err = outbox.NewRelay(outbox.RelayConfig{
-			Options: outbox.RelayOptions{
-				RelayID: fmt.Sprintf("relay-%d", i), BucketCount: c.Buckets, Mode: outbox.ModeHold,
-				LeaseRenewInterval: cfg.RenewInterval, LeaseDuration: cfg.LeaseDuration,
-			},
-			Store: store, Publisher: pub, Observer: obs, Logger: quietLogger(),
-		})
-		if err != nil {
-			return ct, err
-		}
+		defer p.Close()
+		relays[i] = p.Relay
 	}
 	before := b.ddb.Counter.Snapshot()
 	var published atomic.Int64

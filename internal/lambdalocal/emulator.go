@@ -6,6 +6,14 @@
 // deadline from AWS_LAMBDA_FUNCTION_TIMEOUT, one invoke at a time. It also
 // serves a stand-in for the Lambda Invoke API that records the wake-ups a
 // function sends, so nothing reaches AWS. Tests and `make invoke` use it.
+//
+// It is not internal/lambdasim, the in-process Lambda emulator of the
+// demo and the simulations: that one runs the handlers as goroutines on a
+// clock its caller drives (simulated time, reserved concurrency, queueing),
+// while this one proves the built binaries themselves (their init, the
+// Runtime API, environment variables, SIGTERM) on the wall clock. The two
+// share no code because they share no mechanism: one schedules goroutines
+// on a scheduler, the other starts processes and speaks HTTP.
 package lambdalocal
 
 import (
