@@ -15,6 +15,7 @@ import (
 
 	"github.com/spillway-dev/spillway/internal/relayproc"
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxkafka"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
@@ -71,6 +72,12 @@ func parseDrainFlags(args []string, stderr io.Writer) (drainOptions, error) {
 	cfg, err := ef.config()
 	if err != nil {
 		return drainOptions{}, usagef("%v", err)
+	}
+	if prev, ok := cfg.Previous(); ok {
+		// A drain relays one generation; the new one must wait for the
+		// old one, which only the relays serving both guarantee.
+		return drainOptions{}, usagef("drain relays one generation, and %s=%s is set: drain the previous generation with --key-prefix %s --bucket-count %d, or leave the new one to the relays",
+			outboxconf.EnvPreviousKeyPrefix, prev.KeyPrefix, prev.KeyPrefix, prev.BucketCount)
 	}
 	if *memory > 0 {
 		cfg.MemoryMB = *memory

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
 
@@ -96,5 +97,16 @@ func TestGeneration_BadInvocationsExitTwo(t *testing.T) {
 		if code, _, errs := cli(t, args...); code != 2 || errs == "" {
 			t.Errorf("%v: exit %d, stderr %q; want 2 with a reason", args, code, errs)
 		}
+	}
+}
+
+// A drain relays one generation: while the environment names a previous
+// one, it refuses instead of publishing the new generation early.
+func TestDrain_DuringABucketCountChange_Refuses(t *testing.T) {
+	t.Setenv(outboxconf.EnvPreviousKeyPrefix, "OUTBOX")
+	t.Setenv(outboxconf.EnvPreviousBucketCount, "8")
+	code, _, errs := cli(t, "drain", "--table", "t", "--brokers", "127.0.0.1:9092", "--key-prefix", "OUTBOX2", "--bucket-count", "32")
+	if code != 2 || !strings.Contains(errs, "--key-prefix OUTBOX --bucket-count 8") {
+		t.Fatalf("drain during a change: exit %d, %q; want 2 naming the previous generation", code, errs)
 	}
 }
