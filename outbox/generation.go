@@ -186,6 +186,7 @@ type GenerationStore interface {
 	// marker already drained for the same successor is returned as is.
 	FinishGeneration(ctx context.Context, successor Generation) (GenerationMarker, error)
 	// GenerationContents looks, strongly consistent, at the head of every
-	// bucket's message and parked partition.
+	// bucket's message and parked partition, in an order that finds a
+	// message moving between the two during the look.
 	GenerationContents(ctx context.Context) (GenerationContents, error)
 }

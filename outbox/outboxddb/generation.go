@@ -209,39 +209,55 @@ func (s *Store) checkSuccessor(op string, successor outbox.Generation) error {
 	return nil
 }
 
-// GenerationContents looks at the head of every bucket's message and parked
-// partition: two strongly consistent, one-key queries per bucket (one read
-// unit each), up to MaxConcurrency at once.
+// GenerationContents looks at the head of every bucket's parked partition,
+// then of every message partition, and — when both were empty — of every
+// parked partition again: strongly consistent, one-key queries (one read
+// unit each), up to MaxConcurrency at once, so 3 × BucketCount for an empty
+// generation. A message moves between the two partitions while the looks
+// run (a relay parks it, an operator replays it), and a move between two
+// looks would hide it from both; parked, messages, parked catches any one
+// move whichever its direction.
 func (s *Store) GenerationContents(ctx context.Context) (outbox.GenerationContents, error) {
-	n := s.opts.BucketCount
-	found := make([]bool, 2*n)
-	err := forEach(ctx, s.opts.MaxConcurrency, 2*n, func(ctx context.Context, i int) error {
-		bucket, pk := i%n, s.keys.messagePartition(i%n)
-		if i >= n {
-			pk = s.keys.parkedPartition(bucket)
-		}
-		in := s.headQuery(bucket, s.opts.SortKey)
-		in.ExpressionAttributeValues[":pk"] = str(pk)
-		in.ConsistentRead = aws.Bool(true)
-		out, err := s.client.Query(ctx, in)
-		if err != nil {
-			s.tel.failed("", OpGenerationContents, bucket, err)
-			return fmt.Errorf("outboxddb: look into %s: %w", pk, err)
-		}
-		found[i] = len(out.Items) > 0
-		return nil
-	})
-	if err != nil {
+	c := outbox.GenerationContents{Checked: true}
+	var err error
+	if c.Parked, err = s.nonEmpty(ctx, s.keys.parkedPartition); err != nil {
 		return outbox.GenerationContents{}, err
 	}
-	c := outbox.GenerationContents{Checked: true}
-	for i, f := range found {
-		switch {
-		case f && i < n:
-			c.Messages = append(c.Messages, i)
-		case f:
-			c.Parked = append(c.Parked, i-n)
+	if c.Messages, err = s.nonEmpty(ctx, s.keys.messagePartition); err != nil {
+		return outbox.GenerationContents{}, err
+	}
+	if len(c.Parked) == 0 && len(c.Messages) == 0 {
+		if c.Parked, err = s.nonEmpty(ctx, s.keys.parkedPartition); err != nil {
+			return outbox.GenerationContents{}, err
 		}
 	}
 	return c, nil
+}
+
+// nonEmpty returns, ascending, the buckets whose partition (pk of the
+// bucket) holds at least one item, read strongly consistent.
+func (s *Store) nonEmpty(ctx context.Context, pk func(int) string) ([]int, error) {
+	found := make([]bool, s.opts.BucketCount)
+	err := forEach(ctx, s.opts.MaxConcurrency, len(found), func(ctx context.Context, b int) error {
+		in := s.headQuery(b, s.opts.SortKey)
+		in.ExpressionAttributeValues[":pk"] = str(pk(b))
+		in.ConsistentRead = aws.Bool(true)
+		out, err := s.client.Query(ctx, in)
+		if err != nil {
+			s.tel.failed("", OpGenerationContents, b, err)
+			return fmt.Errorf("outboxddb: look into %s: %w", pk(b), err)
+		}
+		found[b] = len(out.Items) > 0
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for b, f := range found {
+		if f {
+			out = append(out, b)
+		}
+	}
+	return out, nil
 }

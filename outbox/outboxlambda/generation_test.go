@@ -245,10 +245,10 @@ func TestGenerations_SweepCostPerPhase_AndACrashBeforeTheFinish(t *testing.T) {
 	if g.phase(t) != outbox.PhaseDrained {
 		t.Fatalf("after the sealed sweep: %+v, phase %q; want drained", resp, g.phase(t))
 	}
-	// Marker read, 2 × 4 consistent looks (nothing left, so no pass over
-	// the old buckets), the finish and its re-read, 16 probes of the new
-	// buckets.
-	wantCost(t, "sealed sweep (finishes)", c, map[string]int{"Query": 1 + 8 + 1 + 16, "UpdateItem": 1}, 1+8+1+8, 1)
+	// Marker read, 3 × 4 consistent looks (parked, messages, parked;
+	// nothing left, so no pass over the old buckets), the finish and its
+	// re-read, 16 probes of the new buckets.
+	wantCost(t, "sealed sweep (finishes)", c, map[string]int{"Query": 1 + 12 + 1 + 16, "UpdateItem": 1}, 1+12+1+8, 1)
 	_, c = g.sweepCounting(t)
 	wantCost(t, "drained sweep, same environment", c, map[string]int{"Query": 16}, 8, 0)
 	g.crash(t)
