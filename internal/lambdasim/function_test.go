@@ -188,3 +188,63 @@ func TestCancelledContextDiscardsEvents(t *testing.T) {
 		}
 	})
 }
+
+// TestHooksShapeTheFleet covers what the fleet simulation relies on: a
+// budget shorter than the timeout (Started), the kill hook, environments
+// reclaimed after their warm time (KeepWarm, Retired), coalesced events
+// and a reserved concurrency set to 0 and back.
+func TestHooksShapeTheFleet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var killed, retired []int
+		f, log, _ := newFake(t, Config[*fakeEnv]{
+			ReservedConcurrency: 1, Timeout: time.Hour,
+			Started: func(inv *Invocation[*fakeEnv]) { inv.Deadline = inv.Start.Add(2 * time.Second) },
+			Killed: func(inv *Invocation[*fakeEnv]) {
+				mu.Lock()
+				killed = append(killed, inv.Env.n)
+				mu.Unlock()
+			},
+			KeepWarm: func(inv *Invocation[*fakeEnv]) time.Duration { return 10 * time.Second },
+			Retired: func(e *fakeEnv) {
+				mu.Lock()
+				retired = append(retired, e.n)
+				mu.Unlock()
+			},
+			// Events queued together fold into one that works as long as
+			// the longer of the two.
+			Coalesce: func(queued, incoming []byte) ([]byte, bool) {
+				var q, in struct{ Work int }
+				_ = json.Unmarshal(queued, &q)
+				_ = json.Unmarshal(incoming, &in)
+				return payload(max(q.Work, in.Work)), true
+			},
+		})
+		t0 := time.Now()
+		f.SetReservedConcurrency(0, t0)
+		f.Send(payload(3000), t0) // killed at its 2 s budget
+		f.Send(payload(1000), t0) // folded into the first
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if len(log.runs) != 0 || f.Pending() != 1 || f.Stats().Throttled != 1 {
+			t.Fatalf("with concurrency 0: runs %+v, pending %d, stats %+v", log.runs, f.Pending(), f.Stats())
+		}
+		f.SetReservedConcurrency(1, time.Now())
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		start := t0.Add(time.Minute)
+		want := []run{{env: 1, work: 3000, start: start, deadline: start.Add(2 * time.Second), killed: true}}
+		if !slices.EqualFunc(log.runs, want, sameRun) {
+			t.Errorf("runs %+v, want %+v", log.runs, want)
+		}
+		if !slices.Equal(killed, []int{1}) || !slices.Equal(retired, []int{1}) || len(f.Envs()) != 0 {
+			t.Errorf("killed %v, retired %v, environments left %d; want environment 1 killed and reclaimed", killed, retired, len(f.Envs()))
+		}
+		// A new event after the reclaim needs a new environment.
+		f.Send(payload(0), time.Now())
+		f.Wait()
+		if st := f.Stats(); st.Environments != 2 || st.Killed != 1 || st.Invocations != 2 {
+			t.Errorf("stats %+v", st)
+		}
+	})
+}
