@@ -17,21 +17,11 @@ const generationSynopsis = "generation status [--json] | seal --yes | finish  " 
 	"(--previous-key-prefix P --previous-bucket-count N; --key-prefix and --bucket-count name the new generation)"
 
 func runGeneration(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return usagef("usage: spillway %s", generationSynopsis)
-	}
-	switch args[0] {
-	case "status":
-		return runGenerationStatus(ctx, args[1:], stdout, stderr)
-	case "seal":
-		return runGenerationSeal(ctx, args[1:], stdout, stderr)
-	case "finish":
-		return runGenerationFinish(ctx, args[1:], stdout, stderr)
-	case "-h", "--help", "help":
-		fmt.Fprintf(stderr, "Usage: spillway %s\n", generationSynopsis)
-		return flag.ErrHelp
-	}
-	return usagef("unknown generation command %q; want status, seal or finish", args[0])
+	return dispatch(ctx, "generation", generationSynopsis, []subcommand{
+		{"status", runGenerationStatus},
+		{"seal", runGenerationSeal},
+		{"finish", runGenerationFinish},
+	}, args, stdout, stderr)
 }
 
 // generationEnv is the two generations' stores.

@@ -22,13 +22,14 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 )
 
 // command is one subcommand.
 type command struct {
 	summary string
-	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	run     runFunc
 }
 
 // commands lists every subcommand in one place, so the usage text and the
@@ -94,6 +95,36 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-13s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(w, "\nRun 'spillway <command> -h' for a command's flags.")
+}
+
+// runFunc runs a command or subcommand on its arguments.
+type runFunc = func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+
+// subcommand is one verb of a command with verbs (parked, generation).
+type subcommand struct {
+	name string
+	run  runFunc
+}
+
+// dispatch runs the verb args[0] names among subs, or explains the command's
+// synopsis: a missing or unknown verb is a usage error, -h prints the
+// synopsis.
+func dispatch(ctx context.Context, command, synopsis string, subs []subcommand, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usagef("usage: spillway %s", synopsis)
+	}
+	names := make([]string, len(subs))
+	for i, sub := range subs {
+		if sub.name == args[0] {
+			return sub.run(ctx, args[1:], stdout, stderr)
+		}
+		names[i] = sub.name
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintf(stderr, "Usage: spillway %s\n", synopsis)
+		return flag.ErrHelp
+	}
+	return usagef("unknown %s command %q; want %s", command, args[0], strings.Join(names, ", "))
 }
 
 // usageError marks a bad invocation (exit code 2).

@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -24,21 +23,11 @@ import (
 const parkedSynopsis = "parked list [--bucket B] [--json] | replay (--message-id ID | --key-base64 K | --all) [--topic T] [--yes] | drop --message-id ID --yes"
 
 func runParked(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return usagef("usage: spillway %s", parkedSynopsis)
-	}
-	switch args[0] {
-	case "list":
-		return runParkedList(ctx, args[1:], stdout, stderr)
-	case "replay":
-		return runParkedReplay(ctx, args[1:], stdout, stderr)
-	case "drop":
-		return runParkedDrop(ctx, args[1:], stdout, stderr)
-	case "-h", "--help", "help":
-		fmt.Fprintf(stderr, "Usage: spillway %s\n", parkedSynopsis)
-		return flag.ErrHelp
-	}
-	return usagef("unknown parked command %q; want list, replay or drop", args[0])
+	return dispatch(ctx, "parked", parkedSynopsis, []subcommand{
+		{"list", runParkedList},
+		{"replay", runParkedReplay},
+		{"drop", runParkedDrop},
+	}, args, stdout, stderr)
 }
 
 // parkedEnv is the table side every parked command needs.
