@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/spillway-dev/spillway/internal/simtime"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
@@ -18,7 +19,7 @@ const testLease = 20 * time.Second
 
 func leaseFixture() (*outboxlocal.ManualClock, *leaseBook, func(skew time.Duration) *hostClock) {
 	clock := outboxlocal.NewManualClock(simStart)
-	act := newActivity()
+	act := simtime.NewActivity()
 	return clock, newLeaseBook(testLease), func(skew time.Duration) *hostClock { return newHostClock(clock, act, skew) }
 }
 
@@ -149,7 +150,7 @@ func TestLeaseBook_AHostClockSetBackLengthensTheBelief(t *testing.T) {
 
 func TestHostClock_TrueTimeReaching(t *testing.T) {
 	clock := outboxlocal.NewManualClock(simStart)
-	c := newHostClock(clock, newActivity(), 3*time.Second)
+	c := newHostClock(clock, simtime.NewActivity(), 3*time.Second)
 	clock.Advance(10 * time.Second)
 	c.step(-5 * time.Second)
 	at := func(d time.Duration) time.Time { return simStart.Add(d) }

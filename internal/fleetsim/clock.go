@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spillway-dev/spillway/internal/simtime"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
@@ -15,7 +16,7 @@ import (
 // read a given time.
 type hostClock struct {
 	base *outboxlocal.ManualClock
-	act  *activity
+	act  *simtime.Activity
 
 	mu      sync.Mutex
 	history []skewChange // ascending by at; history[0].at is the creation
@@ -28,7 +29,7 @@ type skewChange struct {
 
 var _ outbox.Clock = (*hostClock)(nil)
 
-func newHostClock(base *outboxlocal.ManualClock, act *activity, skew time.Duration) *hostClock {
+func newHostClock(base *outboxlocal.ManualClock, act *simtime.Activity, skew time.Duration) *hostClock {
 	return &hostClock{base: base, act: act, history: []skewChange{{at: base.Now(), skew: skew}}}
 }
 
@@ -39,10 +40,9 @@ func (c *hostClock) Now() time.Time {
 }
 
 // NewTimer is a timer of the shared clock; the driver's quiescence check
-// counts its creation as progress.
+// counts its creation and its stop as progress.
 func (c *hostClock) NewTimer(d time.Duration) outbox.Timer {
-	c.act.poke()
-	return c.base.NewTimer(d)
+	return c.act.Clock(c.base).NewTimer(d)
 }
 
 // skewAt returns the skew in force at true time t.

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/spillway-dev/spillway/internal/simtime"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
@@ -22,7 +23,7 @@ import (
 // so the driver never sees the Counter's refusal without its explanation.
 type trackedClient struct {
 	inner    *dynamodb.Client
-	act      *activity
+	act      *simtime.Activity
 	business string
 	refused  atomic.Int64
 }
@@ -71,32 +72,32 @@ func removeIgnored(ctx context.Context, raw *dynamodb.Client, table string) (boo
 }
 
 func (c *trackedClient) Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	c.act.begin()
-	defer c.act.end()
+	c.act.Begin()
+	defer c.act.End()
 	return c.inner.Query(ctx, in, optFns...)
 }
 
 func (c *trackedClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	c.act.begin()
-	defer c.act.end()
+	c.act.Begin()
+	defer c.act.End()
 	return c.inner.PutItem(ctx, in, optFns...)
 }
 
 func (c *trackedClient) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	c.act.begin()
-	defer c.act.end()
+	c.act.Begin()
+	defer c.act.End()
 	return c.inner.DeleteItem(ctx, in, optFns...)
 }
 
 func (c *trackedClient) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error) {
-	c.act.begin()
-	defer c.act.end()
+	c.act.Begin()
+	defer c.act.End()
 	return c.inner.BatchWriteItem(ctx, in, optFns...)
 }
 
 func (c *trackedClient) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	c.act.begin()
-	defer c.act.end()
+	c.act.Begin()
+	defer c.act.End()
 	out, err := c.inner.TransactWriteItems(ctx, in, optFns...)
 	var tce *types.TransactionCanceledException
 	if errors.As(err, &tce) {
@@ -111,19 +112,19 @@ func (c *trackedClient) TransactWriteItems(ctx context.Context, in *dynamodb.Tra
 }
 
 func (c *trackedClient) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
-	c.act.begin()
-	defer c.act.end()
+	c.act.Begin()
+	defer c.act.End()
 	return c.inner.CreateTable(ctx, in, optFns...)
 }
 
 func (c *trackedClient) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
-	c.act.begin()
-	defer c.act.end()
+	c.act.Begin()
+	defer c.act.End()
 	return c.inner.DescribeTable(ctx, in, optFns...)
 }
 
 func (c *trackedClient) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	c.act.begin()
-	defer c.act.end()
+	c.act.Begin()
+	defer c.act.End()
 	return c.inner.UpdateItem(ctx, in, optFns...)
 }

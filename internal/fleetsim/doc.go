@@ -74,10 +74,10 @@
 // The workload (keys, operations, ids, times) and the fault schedule (times,
 // kinds, parameters, per-invocation budgets, crash and pause points) derive
 // from the seed. The goroutine interleaving does not: the driver advances
-// the manual clock only when every simulated process is parked on a timer
-// (no DynamoDB or Kafka call in flight and no other goroutine runnable, read
-// from runtime/metrics), and which relay's request lands first is up to the
-// scheduler. A failure prints the seed, a replay command and a trace of the
+// the manual clock only when every simulated process is parked (the rule of
+// internal/simtime: no DynamoDB or Kafka call in flight and every goroutine
+// of the simulation waiting), and which relay's request lands first is up
+// to the scheduler. A failure prints the seed, a replay command and a trace of the
 // events around the violation; the whole trace is written to a file.
 //
 // # Running
@@ -87,6 +87,6 @@
 //	make soak SEED=7 DURATION=2h                          # writes over 2 h of simulated time
 //
 // TestFleet runs its seeds in child processes of the test binary, side by
-// side: the driver reads the goroutine states of its whole process, so two
-// simulations cannot share one.
+// side: each driver's exact look stops the world, so simulations sharing a
+// process would slow each other down.
 package fleetsim

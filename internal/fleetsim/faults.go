@@ -261,16 +261,16 @@ func (s *sim) kafkaCall(fn func()) {
 		s.kafkaMu.Unlock()
 		switch {
 		case !down && !counted:
-			s.act.begin()
+			s.act.Begin()
 			counted = true
 		case down && counted:
-			s.act.end()
+			s.act.End()
 			counted = false
 		}
 		select {
 		case <-done:
 			if counted {
-				s.act.end()
+				s.act.End()
 			}
 			return
 		case <-changed:

@@ -217,7 +217,7 @@ func (s *sim) newFunctions() error {
 // invoke sends an asynchronous invocation of the relay function; it can
 // start asyncLatency later, as Lambda's event queue delivers it.
 func (s *sim) invoke(inv invocation) {
-	s.act.poke()
+	s.act.Poke()
 	s.mu.Lock()
 	s.invocations++
 	s.mu.Unlock()
@@ -343,7 +343,7 @@ func (s *sim) ended(inv *lambdasim.Invocation[*env], resp outboxlambda.RelayResp
 	}
 	e.busy = false
 	s.mu.Unlock()
-	s.act.poke()
+	s.act.Poke()
 }
 
 // keepWarm is how long an idle environment lives: a crashed or hold one

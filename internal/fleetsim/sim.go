@@ -91,7 +91,7 @@ type sim struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	clock  *outboxlocal.ManualClock
-	act    *activity
+	act    *simtime.Activity
 	trace  *tracer
 	leases *leaseBook
 	causes *causeBook
@@ -163,8 +163,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	act := simtime.NewActivity()
+	var rep *Report
+	var err error
+	act.Do(ctx, func(ctx context.Context) { rep, err = run(ctx, cfg, act) })
+	return rep, err
+}
+
+// run is Run with every simulated process a participant of act.
+func run(ctx context.Context, cfg Config, act *simtime.Activity) (*Report, error) {
 	wall := time.Now()
-	s, err := newSim(ctx, cfg)
+	s, err := newSim(ctx, cfg, act)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +197,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, err
 }
 
-func newSim(parent context.Context, cfg Config) (*sim, error) {
+func newSim(parent context.Context, cfg Config, act *simtime.Activity) (*sim, error) {
 	ctx, cancel := context.WithCancel(parent)
 	if cfg.WallLimit > 0 {
 		ctx, cancel = context.WithTimeout(parent, cfg.WallLimit)
@@ -196,7 +205,7 @@ func newSim(parent context.Context, cfg Config) (*sim, error) {
 	clock := outboxlocal.NewManualClock(simStart)
 	s := &sim{
 		cfg: cfg, ctx: ctx, cancel: cancel, clock: clock, agenda: simtime.NewAgenda(clock),
-		act:          newActivity(),
+		act:          act,
 		trace:        newTracer(clock),
 		leases:       newLeaseBook(cfg.LeaseDuration),
 		causes:       newCauseBook(cfg.settle()),
@@ -287,7 +296,6 @@ func (s *sim) setup() error {
 	}
 	s.schedule()
 	s.ddb.Counter.Reset()
-	s.act.calibrate()
 	s.prevNow = s.clock.Now()
 	s.logf("seed %d: %d messages in %d operations over %v; %d scheduled faults; phases %s",
 		cfg.Seed, len(s.wl.msgs), len(s.wl.ops), cfg.WriteDuration, len(s.faults), renderPhases(s.phases))
@@ -353,7 +361,7 @@ func (s *sim) churnAt(t time.Time) bool {
 // at queues fn to run on the driver at true time t.
 func (s *sim) at(t time.Time, fn func()) {
 	s.agenda.At(t, func(time.Time) error { fn(); return nil })
-	s.act.poke()
+	s.act.Poke()
 }
 
 // fail records the first violation; the driver stops at its next step.
@@ -384,7 +392,7 @@ func (s *sim) logf(format string, args ...any) {
 func (s *sim) drive() error {
 	end := simStart.Add(s.cfg.WriteDuration + s.cfg.MaxDrain)
 	for {
-		if err := s.act.settle(s.ctx, settleLimit); err != nil {
+		if err := s.act.Settle(s.ctx, settleLimit); err != nil {
 			return &Violation{Invariant: "progress", Detail: err.Error(), bucket: -1, At: s.offset(s.clock.Now())}
 		}
 		now := s.clock.Now()
@@ -411,8 +419,7 @@ func (s *sim) drive() error {
 			return &Violation{Invariant: "drain", bucket: -1, At: s.offset(now), Detail: fmt.Sprintf(
 				"%d messages still in the outbox %v after the writes ended (%d runs active)", n, s.cfg.MaxDrain, s.activeRunCount())}
 		}
-		s.agenda.Arm(now)
-		if !s.clock.AdvanceToNext() {
+		if !s.agenda.Advance(now) {
 			return &Violation{Invariant: "progress", bucket: -1, At: s.offset(now), Detail: "no timer pending and nothing to do"}
 		}
 		s.steps++

@@ -1,19 +1,3 @@
-// Package simtime holds what the whole-system simulations (internal/steady,
-// internal/fleetsim) share about simulated time: the driver's Agenda of
-// events at simulated instants on a manual clock. The driver alternates
-// between waiting until every simulated process is parked, running the
-// events due, and moving the clock to the next event or process timer,
-// whichever comes first; Arm makes the clock stop at the next event.
-//
-// Why not testing/synctest: a bubble exists only inside synctest.Test,
-// which takes a *testing.T, and the steady scenario also runs from the
-// operator CLI (spillway bench --scenario steady), which must not link the
-// testing package. Both embedded servers could live in a bubble (kfake
-// accepts a listener function and ships an in-memory VirtualNetwork; the
-// DynamoDB layer is an http.Handler that can be served on net.Pipe
-// connections), so a simulation run only from tests (the fleet) could move
-// into bubbles and drop its child processes; the steady scenario cannot
-// while the CLI runs it.
 package simtime
 
 import (
@@ -50,6 +34,16 @@ func (a *Agenda) At(t time.Time, fn func(now time.Time) error) {
 	heap.Push(&a.events, event{at: t, seq: a.seq, fn: fn})
 }
 
+// Next returns the instant of the earliest event, false when none is left.
+func (a *Agenda) Next() (time.Time, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.events) == 0 {
+		return time.Time{}, false
+	}
+	return a.events[0].at, true
+}
+
 // RunDue runs the functions due at now, including those they add for now,
 // and reports whether any ran. It stops at the first error.
 func (a *Agenda) RunDue(now time.Time) (bool, error) {
@@ -69,9 +63,18 @@ func (a *Agenda) RunDue(now time.Time) (bool, error) {
 	}
 }
 
-// Arm keeps one timer of the clock at the next event, so that the clock's
-// AdvanceToNext stops there if no process's timer comes first.
-func (a *Agenda) Arm(now time.Time) {
+// Advance moves the clock to the next event or to the next timer of a
+// participant, whichever comes first, firing the timers due then. It
+// reports false, without moving, when neither exists: nothing can ever
+// happen again. The driver calls it once every participant is parked.
+func (a *Agenda) Advance(now time.Time) bool {
+	a.arm(now)
+	return a.clock.AdvanceToNext()
+}
+
+// arm keeps one timer of the clock at the next event, so that the clock's
+// AdvanceToNext stops there if no participant's timer comes first.
+func (a *Agenda) arm(now time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if len(a.events) == 0 {

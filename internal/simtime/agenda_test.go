@@ -28,9 +28,8 @@ func TestAgendaRunsInTimeThenInsertionOrder(t *testing.T) {
 	if ran, err := a.RunDue(start); ran || err != nil {
 		t.Fatalf("RunDue at the start ran %v (%v), want nothing", ran, err)
 	}
-	// Arm stops the clock at the next event rather than jumping past it.
-	a.Arm(start)
-	if !clock.AdvanceToNext() || !clock.Now().Equal(start.Add(time.Second)) {
+	// Advance stops the clock at the next event rather than jumping past it.
+	if !a.Advance(start) || !clock.Now().Equal(start.Add(time.Second)) {
 		t.Fatalf("clock at %v after AdvanceToNext, want +1s", clock.Now().Sub(start))
 	}
 	if ran, err := a.RunDue(clock.Now()); !ran || err != nil {
@@ -39,8 +38,7 @@ func TestAgendaRunsInTimeThenInsertionOrder(t *testing.T) {
 	if want := []string{"a", "b", "added for now"}; !slices.Equal(got, want) {
 		t.Fatalf("ran %v, want %v", got, want)
 	}
-	a.Arm(clock.Now())
-	clock.AdvanceToNext()
+	a.Advance(clock.Now())
 	boom := errors.New("boom")
 	a.At(clock.Now(), func(time.Time) error { return boom })
 	if _, err := a.RunDue(clock.Now()); !errors.Is(err, boom) || !slices.Equal(got, []string{"a", "b", "added for now", "c"}) {

@@ -82,8 +82,8 @@ func roundTrip[I, O any](c *simClient, ctx context.Context, in I, class request,
 	if !outbox.Sleep(c.s.clock, c.s.cfg.Latency.DynamoDB, ctx.Done()) {
 		return zero, context.Cause(ctx)
 	}
-	c.s.act.begin()
-	defer c.s.act.end()
+	c.s.act.Begin()
+	defer c.s.act.End()
 	out, err := send(ctx, in, optFns...)
 	c.s.ledger.request(class, c.s.clock.Now(), refused(err))
 	return out, err

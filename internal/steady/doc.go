@@ -28,16 +28,14 @@
 // waits the Kafka latency, a cold environment its start, an asynchronous
 // invoke its queueing delay. A small discrete-event driver moves the clock
 // to the next event or timer only when every simulated process is parked
-// on the clock: no DynamoDB request in flight, and no goroutine running
-// simulation code that is running, runnable or in a system call. The
-// scheduler's goroutine counts (runtime/metrics) are only a cheap filter —
-// they are approximate and were seen to miss a relay decoding JSON on a
-// loaded machine — so the decision is an exact goroutine dump, taken with
-// the world stopped, bracketed by checks that no request started or ended
-// around it. A relay computing between two requests is therefore never
-// overtaken by the clock, the figures do not depend on the machine's speed,
-// and a seed reproduces a run: only which of two requests sent at the same
-// simulated instant lands first is up to the scheduler.
+// on the clock, by the one rule of internal/simtime: no DynamoDB request in
+// flight, and no goroutine of the simulation running simulation code that
+// is running, runnable or in a system call, read from a goroutine dump
+// taken with the world stopped and bracketed by checks that nothing
+// progressed around it. A relay computing between two requests is
+// therefore never overtaken by the clock, the figures do not depend on the
+// machine's speed, and a seed reproduces a run: only which of two requests
+// sent at the same simulated instant lands first is up to the scheduler.
 //
 // # Accounting
 //

@@ -30,12 +30,12 @@ func (s *sim) newLambda() (*lambdasim.Function[*env], error) {
 		NewEnv:              s.newEnv,
 		Started: func(inv *lambdasim.Invocation[*env]) {
 			s.ledger.started(inv.Env)
-			s.act.poke()
+			s.act.Poke()
 			s.tracef("%s start %s", inv.Env.relayID, inv.Payload)
 		},
 		Ended: func(inv *lambdasim.Invocation[*env], resp outboxlambda.RelayResponse, err error) {
 			s.ledger.ended(inv.Env)
-			s.act.poke()
+			s.act.Poke()
 			s.tracef("%s end: %s joined %v published %d rounds %d refused %d released %v work left %v wake %v err %v",
 				inv.Env.relayID, resp.Reason, resp.Joined, resp.Published, resp.Rounds, resp.Refused, resp.Released, resp.WorkLeft, resp.WakeUpSent, err)
 		},

@@ -2,10 +2,10 @@ package steady
 
 import (
 	"maps"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/spillway-dev/spillway/internal/simtime"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
@@ -22,7 +22,8 @@ func TestRequestsAreClassifiedByKind(t *testing.T) {
 	// No simulated latency: the test calls the stores itself and moves
 	// the clock by hand.
 	cfg := Config{Latency: Latency{DynamoDB: -1}}.WithDefaults()
-	s, err := newSim(t.Context(), cfg, ddb, table)
+	act := simtime.NewActivity()
+	s, err := newSim(t.Context(), cfg, act, ddb, table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,71 +135,6 @@ func TestLedgerMeasuresOrphanSpells(t *testing.T) {
 	if lat := l.latencies(); len(lat) != 1 || lat[0] != time.Second {
 		t.Errorf("latencies %v, want [1s] (commit to first acknowledgement)", lat)
 	}
-}
-
-func TestOnlyCallerBusy(t *testing.T) {
-	const caller = "goroutine 1 [running]:\nmain.main()\n\t/x/main.go:1\n"
-	cases := []struct {
-		name  string
-		other string
-		quiet bool
-	}{
-		{"relay computing", "goroutine 9 [runnable]:\ngithub.com/spillway-dev/spillway/outbox.(*run).loop()\n\t/x/relay_run.go:1\n", false},
-		{"relay in a system call", "goroutine 9 [syscall]:\nsyscall.write()\ngithub.com/spillway-dev/spillway/outbox.(*run).stop()\n", false},
-		{"relay parked on a timer", "goroutine 9 [select, 2 minutes]:\ngithub.com/spillway-dev/spillway/outbox.Sleep()\n", true},
-		{"other code running", "goroutine 9 [runnable]:\nruntime/pprof.profileWriter()\n", true},
-		{"server finishing a response", "goroutine 9 [runnable]:\ngithub.com/spillway-dev/spillway/outbox/outboxlocal.(*embeddedServer).ServeHTTP()\nnet/http.(*conn).serve()\n", true},
-	}
-	for _, c := range cases {
-		if got := onlyCallerBusy([]byte(caller + "\n" + c.other)); got != c.quiet {
-			t.Errorf("%s: quiet = %v, want %v", c.name, got, c.quiet)
-		}
-	}
-}
-
-// spin computes until stop is set; its frames are this module's.
-//
-//go:noinline
-func spin(stop *atomic.Bool, started chan<- struct{}) {
-	close(started)
-	for !stop.Load() {
-	}
-}
-
-// TestExactlyQuietSeesAComputingGoroutine is the positive control of the
-// quiescence check on a real dump: a goroutine of this module that computes
-// makes it false, the same goroutine parked makes it true.
-func TestExactlyQuietSeesAComputingGoroutine(t *testing.T) {
-	a := newActivity()
-	var stop atomic.Bool
-	started, parked, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	go func() {
-		spin(&stop, started)
-		close(parked)
-		<-release
-	}()
-	<-started
-	if a.exactlyQuiet() {
-		t.Error("quiet while a goroutine of this module computes")
-	}
-	stop.Store(true)
-	<-parked
-	quiet := false
-	for range 1000 {
-		if quiet = a.exactlyQuiet(); quiet {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	close(release)
-	if !quiet {
-		t.Error("never quiet although every goroutine of this module is blocked")
-	}
-	a.begin()
-	if a.exactlyQuiet() {
-		t.Error("quiet with a request in flight")
-	}
-	a.end()
 }
 
 func TestPercentiles(t *testing.T) {

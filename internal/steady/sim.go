@@ -42,11 +42,18 @@ const (
 // on a misconfiguration, a failure of the embedded backends or the writers,
 // and on a simulation that does not settle or drain; the targets are the
 // caller's to check (Report.Check).
-func Run(ctx context.Context, cfg Config) (Report, error) {
+func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return Report{}, err
 	}
+	act := simtime.NewActivity()
+	act.Do(ctx, func(ctx context.Context) { rep, err = run(ctx, cfg, act) })
+	return rep, err
+}
+
+// run is Run with every simulated process a participant of act.
+func run(ctx context.Context, cfg Config, act *simtime.Activity) (Report, error) {
 	wallStart := time.Now()
 	var opts []outboxlocal.DynamoOption
 	if cfg.DynamoDBEndpoint != "" {
@@ -63,7 +70,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err := ddb.CreateTable(ctx, table); err != nil {
 		return Report{}, err
 	}
-	s, err := newSim(ctx, cfg, ddb, table)
+	s, err := newSim(ctx, cfg, act, ddb, table)
 	if err != nil {
 		return Report{}, err
 	}
@@ -88,8 +95,8 @@ type sim struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	base   *outboxlocal.ManualClock
-	clock  simClock
-	act    *activity
+	clock  outbox.Clock
+	act    *simtime.Activity
 	client *simClient
 	table  string
 	ledger *ledger
@@ -116,12 +123,11 @@ type writerProc struct {
 }
 
 // newSim prepares a run on table: nothing runs before drive.
-func newSim(ctx context.Context, cfg Config, ddb *outboxlocal.DynamoDB, table string) (*sim, error) {
+func newSim(ctx context.Context, cfg Config, act *simtime.Activity, ddb *outboxlocal.DynamoDB, table string) (*sim, error) {
 	fn, err := cfg.functionConfig(table)
 	if err != nil {
 		return nil, err
 	}
-	act := newActivity()
 	base := outboxlocal.NewManualClock(simStart)
 	ctx, cancel := context.WithCancel(ctx)
 	s := &sim{
@@ -131,7 +137,7 @@ func newSim(ctx context.Context, cfg Config, ddb *outboxlocal.DynamoDB, table st
 		cancel:    cancel,
 		base:      base,
 		agenda:    simtime.NewAgenda(base),
-		clock:     simClock{base: base, act: act},
+		clock:     act.Clock(base),
 		act:       act,
 		table:     table,
 		rng:       rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5eed5eed5eed5eed)),
@@ -262,11 +268,10 @@ func (s *sim) failed() error {
 // account for the instant, run the events due (the Lambda service's
 // included), and otherwise move the clock to the next event or timer.
 func (s *sim) drive() error {
-	s.act.calibrate()
 	limit := s.writesEnd.Add(s.cfg.RelayTimeout + s.cfg.MaxEventAge + time.Minute)
 	nextProgress := simStart.Add(time.Minute)
 	for {
-		if err := s.act.settle(s.ctx, settleLimit); err != nil {
+		if err := s.act.Settle(s.ctx, settleLimit); err != nil {
 			return err
 		}
 		if err := s.failed(); err != nil {
@@ -294,8 +299,7 @@ func (s *sim) drive() error {
 				nextProgress = nextProgress.Add(time.Minute)
 			}
 		}
-		s.agenda.Arm(now)
-		if !s.base.AdvanceToNext() {
+		if !s.agenda.Advance(now) {
 			return errors.New("steady: no timer pending and nothing to do: the simulation is stuck")
 		}
 		s.steps++
