@@ -120,7 +120,7 @@ func TestBrokerDownAtStart_RunFailsAndClaimsNothing(t *testing.T) {
 	}
 	t.Cleanup(p.Close)
 	r := b.newRig(t, manualOpts("relay-a"), func(c *outbox.RelayConfig) {
-		c.Publisher = &trackedPublisher{inner: p, busy: &b.busy}
+		c.Publisher = &trackedPublisher{inner: p, act: b.act}
 	})
 	before := b.ddb.Counter.Snapshot()
 	// Init gets the budget (2 s of the 3 s to the deadline) in real time.

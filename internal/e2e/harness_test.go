@@ -4,11 +4,9 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/spillway-dev/spillway/internal/simtime"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxkafka"
@@ -28,9 +27,9 @@ var t0 = time.Date(2026, 9, 1, 8, 0, 0, 0, time.UTC)
 
 const topic = "orders"
 
-// backend is one outbox table and one Kafka cluster. busy counts the store
+// backend is one outbox table and one Kafka cluster. act counts the store
 // and publisher calls in flight through the relays built here, so the
-// manual-clock driver moves time only while every relay waits on a timer.
+// manual-clock driver moves time only while every relay is parked.
 type backend struct {
 	ddb    *outboxlocal.DynamoDB
 	kafka  *outboxlocal.Kafka
@@ -38,14 +37,14 @@ type backend struct {
 	manual *outboxlocal.ManualClock // nil on the system clock
 	opts   outboxddb.Options
 	writer *outboxddb.Writer
-	busy   atomic.Int64
+	act    *simtime.Activity
 }
 
 // newBackend starts the backends with clock (a *outboxlocal.ManualClock or
 // the system clock) and the given topics besides "orders".
 func newBackend(t testing.TB, clock outbox.Clock, topics ...string) *backend {
 	t.Helper()
-	b := &backend{clock: clock}
+	b := &backend{clock: clock, act: simtime.NewActivity()}
 	b.manual, _ = clock.(*outboxlocal.ManualClock)
 	b.ddb = outboxtest.NewDynamoDB(t, outboxlocal.WithClock(clock))
 	b.kafka = outboxtest.NewKafka(t, append([]string{topic}, topics...)...)
@@ -80,7 +79,7 @@ func (b *backend) newRig(t testing.TB, opts outbox.RelayOptions, tweak func(*out
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
-	r := &rig{store: &trackedStore{Store: s, busy: &b.busy}, pub: &trackedPublisher{inner: p, busy: &b.busy, clock: b.manual}, obs: &recorder{}}
+	r := &rig{store: &trackedStore{Store: s, act: b.act}, pub: &trackedPublisher{inner: p, act: b.act, clock: b.manual}, obs: &recorder{}}
 	cfg := outbox.RelayConfig{Options: opts, Store: r.store, Publisher: r.pub, Clock: b.clock, Observer: r.obs, Logger: quiet()}
 	if tweak != nil {
 		tweak(&cfg)
@@ -93,38 +92,28 @@ func (b *backend) newRig(t testing.TB, opts outbox.RelayOptions, tweak func(*out
 	return r
 }
 
-// drive moves the manual clock to its next timer whenever every relay of
-// the backend waits on one: no store or publisher call in flight and the
-// same number of pending timers for a while (goroutines that start
-// together create their timers at nearly the same moment). It runs until
-// the test ends.
+// drive moves the manual clock to its next timer whenever every
+// participant is parked (internal/simtime's rule): the test's goroutine
+// from now on, and every goroutine it starts, relays included. It runs
+// until the test ends.
 func (b *backend) drive(t testing.TB) {
 	t.Helper()
-	done := make(chan struct{})
+	ctx, leave := b.act.Join(t.Context())
+	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		last, stable := -1, 0
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			if w := b.manual.Waiters(); w > 0 && w == last && b.busy.Load() == 0 {
-				stable++
-			} else {
-				last, stable = w, 0
-			}
-			if stable >= 200 {
+		for b.manual.BlockUntilContext(ctx, 1) == nil {
+			// A settle that runs out of wall time (a participant
+			// computing long) is only looked at again.
+			if b.act.Settle(ctx, time.Minute) == nil {
 				b.manual.AdvanceToNext()
-				last, stable = -1, 0
 			}
-			runtime.Gosched()
 		}
 	})
 	t.Cleanup(func() {
-		close(done)
+		cancel()
 		wg.Wait()
+		leave()
 	})
 }
 
@@ -138,11 +127,11 @@ func (r *rig) run(t testing.TB, in outbox.RunInput) outbox.RunResult {
 	return res
 }
 
-// trackedStore counts its calls in busy; the hooks run before a call,
+// trackedStore counts its calls in flight; the hooks run before a call,
 // outside the count, so a hook may block or run another relay.
 type trackedStore struct {
 	outbox.Store
-	busy *atomic.Int64
+	act *simtime.Activity
 
 	mu            sync.Mutex
 	beforeRelease func()
@@ -167,71 +156,65 @@ func (s *trackedStore) setBeforeRenew(fn func()) {
 	s.mu.Unlock()
 }
 
-func track[T any](busy *atomic.Int64, fn func() (T, error)) (T, error) {
-	busy.Add(1)
-	defer busy.Add(-1)
-	return fn()
-}
-
 func (s *trackedStore) AcquireLeases(ctx context.Context, req outbox.LeaseRequest, st outbox.RoundState) (outbox.Acquisition, error) {
-	return track(s.busy, func() (outbox.Acquisition, error) { return s.Store.AcquireLeases(ctx, req, st) })
+	return simtime.Track(s.act, func() (outbox.Acquisition, error) { return s.Store.AcquireLeases(ctx, req, st) })
 }
 
 func (s *trackedStore) RenewLeases(ctx context.Context, req outbox.LeaseRequest, buckets []int) (bool, error) {
 	if fn := s.hook(&s.beforeRenew); fn != nil {
 		fn()
 	}
-	return track(s.busy, func() (bool, error) { return s.Store.RenewLeases(ctx, req, buckets) })
+	return simtime.Track(s.act, func() (bool, error) { return s.Store.RenewLeases(ctx, req, buckets) })
 }
 
 func (s *trackedStore) ReleaseLeases(ctx context.Context, req outbox.LeaseRequest) (outbox.Release, error) {
 	if fn := s.hook(&s.beforeRelease); fn != nil {
 		fn()
 	}
-	return track(s.busy, func() (outbox.Release, error) { return s.Store.ReleaseLeases(ctx, req) })
+	return simtime.Track(s.act, func() (outbox.Release, error) { return s.Store.ReleaseLeases(ctx, req) })
 }
 
 func (s *trackedStore) ReadCoordination(ctx context.Context) (outbox.Coordination, error) {
-	return track(s.busy, func() (outbox.Coordination, error) { return s.Store.ReadCoordination(ctx) })
+	return simtime.Track(s.act, func() (outbox.Coordination, error) { return s.Store.ReadCoordination(ctx) })
 }
 
 func (s *trackedStore) PendingBuckets(ctx context.Context, buckets []int) ([]int, error) {
-	return track(s.busy, func() ([]int, error) { return s.Store.PendingBuckets(ctx, buckets) })
+	return simtime.Track(s.act, func() ([]int, error) { return s.Store.PendingBuckets(ctx, buckets) })
 }
 
 func (s *trackedStore) FetchBatch(ctx context.Context, bucket, max int) ([]outbox.Message, error) {
-	return track(s.busy, func() ([]outbox.Message, error) { return s.Store.FetchBatch(ctx, bucket, max) })
+	return simtime.Track(s.act, func() ([]outbox.Message, error) { return s.Store.FetchBatch(ctx, bucket, max) })
 }
 
 func (s *trackedStore) MarkPublished(ctx context.Context, bucket int, msgs []outbox.Message) error {
-	_, err := track(s.busy, func() (struct{}, error) { return struct{}{}, s.Store.MarkPublished(ctx, bucket, msgs) })
+	_, err := simtime.Track(s.act, func() (struct{}, error) { return struct{}{}, s.Store.MarkPublished(ctx, bucket, msgs) })
 	return err
 }
 
 // ParkedKeys and Park pass the quarantine through, tracked like the rest.
 func (s *trackedStore) ParkedKeys(ctx context.Context, bucket int) (map[string][]int64, error) {
-	return track(s.busy, func() (map[string][]int64, error) {
+	return simtime.Track(s.act, func() (map[string][]int64, error) {
 		return s.Store.(outbox.Quarantine).ParkedKeys(ctx, bucket)
 	})
 }
 
 func (s *trackedStore) Park(ctx context.Context, p outbox.Parking) error {
-	_, err := track(s.busy, func() (struct{}, error) { return struct{}{}, s.Store.(outbox.Quarantine).Park(ctx, p) })
+	_, err := simtime.Track(s.act, func() (struct{}, error) { return struct{}{}, s.Store.(outbox.Quarantine).Park(ctx, p) })
 	return err
 }
 
 func (s *trackedStore) Backlog(ctx context.Context) (outbox.Backlog, error) {
-	return track(s.busy, func() (outbox.Backlog, error) { return s.Store.Backlog(ctx) })
+	return simtime.Track(s.act, func() (outbox.Backlog, error) { return s.Store.Backlog(ctx) })
 }
 
-// trackedPublisher counts its calls in busy. latency, on a manual clock,
+// trackedPublisher counts its calls in flight. latency, on a manual clock,
 // is how long each publish takes in simulated time: the clock advances by
 // it when the publish is acknowledged. wrap, when set, replaces a publish:
 // it may block before calling publish (outside the count) or change what
 // the relay is told.
 type trackedPublisher struct {
 	inner *outboxkafka.Publisher
-	busy  *atomic.Int64
+	act   *simtime.Activity
 	clock *outboxlocal.ManualClock
 
 	mu      sync.Mutex
@@ -240,7 +223,7 @@ type trackedPublisher struct {
 }
 
 func (p *trackedPublisher) Init(ctx context.Context) error {
-	_, err := track(p.busy, func() (struct{}, error) { return struct{}{}, p.inner.Init(ctx) })
+	_, err := simtime.Track(p.act, func() (struct{}, error) { return struct{}{}, p.inner.Init(ctx) })
 	return err
 }
 
@@ -249,7 +232,7 @@ func (p *trackedPublisher) Publish(ctx context.Context, msgs []outbox.Message) (
 	latency, wrap := p.latency, p.wrap
 	p.mu.Unlock()
 	publish := func() (int, error) {
-		return track(p.busy, func() (int, error) {
+		return simtime.Track(p.act, func() (int, error) {
 			n, err := p.inner.Publish(ctx, msgs)
 			if latency > 0 {
 				p.clock.Advance(latency)
