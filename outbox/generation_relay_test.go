@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
@@ -81,8 +82,10 @@ func (g *memGenerations) phase() outbox.GenerationPhase {
 	return g.marker.Phase
 }
 
+// genEnv is a generation relay on fakes; its tests run in a synctest
+// bubble, like relayEnv's.
 type genEnv struct {
-	clock     *outboxlocal.ManualClock
+	clock     outbox.Clock
 	prev, cur *memStore
 	pub       *memPublisher
 	gens      *memGenerations
@@ -91,7 +94,10 @@ type genEnv struct {
 
 func newGenEnv(t *testing.T, mode outbox.Mode) *genEnv {
 	t.Helper()
-	clk := outboxlocal.NewManualClock(t0)
+	clk := outbox.SystemClock{}
+	if now := clk.Now(); !now.Equal(t0) {
+		t.Fatalf("the relay's clock reads %v, want %v: run the test in a synctest bubble", now, t0)
+	}
 	e := &genEnv{clock: clk, prev: newMemStore(clk, oldGen.BucketCount), cur: newMemStore(clk, newGen.BucketCount), pub: newMemPublisher()}
 	e.pub.clock = clk
 	e.gens = &memGenerations{clock: clk, prev: e.prev}
@@ -117,7 +123,7 @@ func newGenEnv(t *testing.T, mode outbox.Mode) *genEnv {
 
 func (e *genEnv) run(t *testing.T, in outbox.RunInput) outbox.RunResult {
 	t.Helper()
-	res, err := runOnClock(e.clock, func() (outbox.RunResult, error) { return e.relay.Run(context.Background(), in) })
+	res, err := e.relay.Run(context.Background(), in)
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
@@ -136,21 +142,23 @@ func (e *genEnv) sentKeys() []string {
 // A drain-mode run while the previous generation is open opens the marker,
 // relays the previous generation and returns: nothing of the current one.
 func TestGenerationRelay_WhileOpen_RelaysOnlyThePreviousGeneration(t *testing.T) {
-	e := newGenEnv(t, outbox.ModeDrain)
-	e.prev.add(0, "old-a")
-	e.prev.add(1, "old-b")
-	e.cur.add(3, "new-a")
-	res := e.run(t, outbox.RunInput{})
-	if res.Published != 2 || e.gens.phase() != outbox.PhaseOpen || e.cur.pending() != 1 {
-		t.Fatalf("%+v, phase %q, %d current pending; want the 2 old messages only", res, e.gens.phase(), e.cur.pending())
-	}
-	if e.cur.count("fetch") != 0 || e.cur.count("acquire") != 0 {
-		t.Fatalf("the current generation was touched: %d fetches, %d acquisitions", e.cur.count("fetch"), e.cur.count("acquire"))
-	}
-	// One read before the pass; the marker is not read again after it.
-	if e.gens.reads != 1 {
-		t.Fatalf("%d marker reads, want 1", e.gens.reads)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		e := newGenEnv(t, outbox.ModeDrain)
+		e.prev.add(0, "old-a")
+		e.prev.add(1, "old-b")
+		e.cur.add(3, "new-a")
+		res := e.run(t, outbox.RunInput{})
+		if res.Published != 2 || e.gens.phase() != outbox.PhaseOpen || e.cur.pending() != 1 {
+			t.Fatalf("%+v, phase %q, %d current pending; want the 2 old messages only", res, e.gens.phase(), e.cur.pending())
+		}
+		if e.cur.count("fetch") != 0 || e.cur.count("acquire") != 0 {
+			t.Fatalf("the current generation was touched: %d fetches, %d acquisitions", e.cur.count("fetch"), e.cur.count("acquire"))
+		}
+		// One read before the pass; the marker is not read again after it.
+		if e.gens.reads != 1 {
+			t.Fatalf("%d marker reads, want 1", e.gens.reads)
+		}
+	})
 }
 
 // A hold-mode run looks at the marker every poll interval while the
@@ -158,52 +166,56 @@ func TestGenerationRelay_WhileOpen_RelaysOnlyThePreviousGeneration(t *testing.T)
 // what is left, marks it drained and relays the current generation, old
 // messages first.
 func TestGenerationRelay_HoldMode_WaitsForTheSeal_ThenServesTheCurrentGeneration(t *testing.T) {
-	e := newGenEnv(t, outbox.ModeHold)
-	e.prev.add(0, "old-a")
-	e.cur.add(3, "new-a")
-	e.gens.sealAt = t0.Add(10 * time.Second)
-	e.prev.afterFetch = func(int) {
-		// A late old-generation write before the seal.
-		e.prev.afterFetch = nil
-		e.prev.add(1, "old-b")
-	}
-	res := e.run(t, outbox.RunInput{Deadline: t0.Add(time.Minute)})
-	if e.gens.phase() != outbox.PhaseDrained || e.prev.pending() != 0 || e.cur.pending() != 0 {
-		t.Fatalf("%+v: phase %q, pending %d old and %d new; want drained and empty", res, e.gens.phase(), e.prev.pending(), e.cur.pending())
-	}
-	got := e.sentKeys()
-	if len(got) != 3 || got[2] != "new-a" {
-		t.Fatalf("published %v; want both old messages before new-a", got)
-	}
-	if res.Published != 3 {
-		t.Fatalf("the run reports %d published, want 3", res.Published)
-	}
-	// The first pass ends after the drain relay's idle timeout and stop;
-	// then one read per poll interval until the seal at 10 s: the count is
-	// fixed on the manual clock.
-	if e.gens.reads != 4 {
-		t.Fatalf("%d marker reads, want 4", e.gens.reads)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		e := newGenEnv(t, outbox.ModeHold)
+		e.prev.add(0, "old-a")
+		e.cur.add(3, "new-a")
+		e.gens.sealAt = t0.Add(10 * time.Second)
+		e.prev.afterFetch = func(int) {
+			// A late old-generation write before the seal.
+			e.prev.afterFetch = nil
+			e.prev.add(1, "old-b")
+		}
+		res := e.run(t, outbox.RunInput{Deadline: t0.Add(time.Minute)})
+		if e.gens.phase() != outbox.PhaseDrained || e.prev.pending() != 0 || e.cur.pending() != 0 {
+			t.Fatalf("%+v: phase %q, pending %d old and %d new; want drained and empty", res, e.gens.phase(), e.prev.pending(), e.cur.pending())
+		}
+		got := e.sentKeys()
+		if len(got) != 3 || got[2] != "new-a" {
+			t.Fatalf("published %v; want both old messages before new-a", got)
+		}
+		if res.Published != 3 {
+			t.Fatalf("the run reports %d published, want 3", res.Published)
+		}
+		// The first pass ends after the drain relay's idle timeout and stop;
+		// then one read per poll interval until the seal at 10 s: the count is
+		// fixed on the manual clock.
+		if e.gens.reads != 4 {
+			t.Fatalf("%d marker reads, want 4", e.gens.reads)
+		}
+	})
 }
 
 // A failed marker read fails the run before anything is relayed; a marker
 // naming another successor is a misconfiguration.
 func TestGenerationRelay_MarkerProblems_StopTheRun(t *testing.T) {
-	e := newGenEnv(t, outbox.ModeDrain)
-	e.prev.add(0, "old-a")
-	e.gens.err = errors.New("throttled")
-	if _, err := runOnClock(e.clock, func() (outbox.RunResult, error) { return e.relay.Run(context.Background(), outbox.RunInput{}) }); err == nil || outbox.IsMisconfigured(err) {
-		t.Fatalf("a failed marker read: %v; want the read error, not a misconfiguration", err)
-	}
-	e.gens.err = nil
-	e.gens.marker = outbox.GenerationMarker{Exists: true, Phase: outbox.PhaseOpen, Generation: oldGen, Successor: outbox.Generation{KeyPrefix: "OTHER", BucketCount: 4}}
-	res, err := runOnClock(e.clock, func() (outbox.RunResult, error) { return e.relay.Run(context.Background(), outbox.RunInput{}) })
-	if !outbox.IsMisconfigured(err) || res.Reason != outbox.StopFatal {
-		t.Fatalf("a marker naming another successor: %+v, %v; want a fatal misconfiguration", res, err)
-	}
-	if len(e.pub.sent()) != 0 {
-		t.Fatalf("published %d messages despite the marker problems", len(e.pub.sent()))
-	}
+	synctest.Test(t, func(t *testing.T) {
+		e := newGenEnv(t, outbox.ModeDrain)
+		e.prev.add(0, "old-a")
+		e.gens.err = errors.New("throttled")
+		if _, err := e.relay.Run(context.Background(), outbox.RunInput{}); err == nil || outbox.IsMisconfigured(err) {
+			t.Fatalf("a failed marker read: %v; want the read error, not a misconfiguration", err)
+		}
+		e.gens.err = nil
+		e.gens.marker = outbox.GenerationMarker{Exists: true, Phase: outbox.PhaseOpen, Generation: oldGen, Successor: outbox.Generation{KeyPrefix: "OTHER", BucketCount: 4}}
+		res, err := e.relay.Run(context.Background(), outbox.RunInput{})
+		if !outbox.IsMisconfigured(err) || res.Reason != outbox.StopFatal {
+			t.Fatalf("a marker naming another successor: %+v, %v; want a fatal misconfiguration", res, err)
+		}
+		if len(e.pub.sent()) != 0 {
+			t.Fatalf("published %d messages despite the marker problems", len(e.pub.sent()))
+		}
+	})
 }
 
 func TestNewGenerationRelay_RefusesBadConfigurations(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"testing/synctest"
 
 	"github.com/spillway-dev/spillway/outbox"
 )
@@ -79,39 +80,41 @@ func (h *heapMeter) Publish(_ context.Context, msgs []outbox.Message) (int, erro
 // unbounded, the relay would hold 640 MB. Under a 512 MB budget it holds at
 // most a quarter of it, and its measured heap stays within the budget.
 func TestRelayMemory_HeldBytesStayWithinTheBudget(t *testing.T) {
-	const (
-		budget    = 512 << 20
-		valueSize = 400 * 1024
-		buckets   = 8
-		perBucket = 200
-	)
-	meter := &heapMeter{}
-	var store *copyingStore
-	e := newRelayEnv(t, buckets, func(c *outbox.RelayConfig) {
-		c.Options.BatchSize = 200
-		c.Options.MaxConcurrency = buckets
-		c.Options.MaxHeldBytes = outbox.HeldBytesForMemory(budget)
-		store = &copyingStore{memStore: c.Store.(*memStore), valueSize: valueSize}
-		c.Store = store
-		c.Publisher = meter
-	})
-	for b := range buckets {
-		for range perBucket {
-			e.store.add(b, "k")
+	synctest.Test(t, func(t *testing.T) {
+		const (
+			budget    = 512 << 20
+			valueSize = 400 * 1024
+			buckets   = 8
+			perBucket = 200
+		)
+		meter := &heapMeter{}
+		var store *copyingStore
+		e := newRelayEnv(t, buckets, func(c *outbox.RelayConfig) {
+			c.Options.BatchSize = 200
+			c.Options.MaxConcurrency = buckets
+			c.Options.MaxHeldBytes = outbox.HeldBytesForMemory(budget)
+			store = &copyingStore{memStore: c.Store.(*memStore), valueSize: valueSize}
+			c.Store = store
+			c.Publisher = meter
+		})
+		for b := range buckets {
+			for range perBucket {
+				e.store.add(b, "k")
+			}
 		}
-	}
-	meter.base = liveHeap()
-	res := e.run(t, outbox.RunInput{})
-	if res.Deleted != buckets*perBucket || meter.published != buckets*perBucket {
-		t.Fatalf("deleted %d, published %d; want %d", res.Deleted, meter.published, buckets*perBucket)
-	}
-	limit := outbox.HeldBytesForMemory(budget)
-	t.Logf("budget %d MB: held at most %.1f MB (limit %d MB), peak live heap above the start %.1f MB",
-		budget>>20, float64(store.peak)/(1<<20), limit>>20, float64(meter.peakHeap)/(1<<20))
-	if store.peak > limit {
-		t.Errorf("held %d bytes at once, over the limit %d", store.peak, limit)
-	}
-	if meter.peakHeap > budget {
-		t.Errorf("peak live heap %d bytes, over the %d-byte budget", meter.peakHeap, budget)
-	}
+		meter.base = liveHeap()
+		res := e.run(t, outbox.RunInput{})
+		if res.Deleted != buckets*perBucket || meter.published != buckets*perBucket {
+			t.Fatalf("deleted %d, published %d; want %d", res.Deleted, meter.published, buckets*perBucket)
+		}
+		limit := outbox.HeldBytesForMemory(budget)
+		t.Logf("budget %d MB: held at most %.1f MB (limit %d MB), peak live heap above the start %.1f MB",
+			budget>>20, float64(store.peak)/(1<<20), limit>>20, float64(meter.peakHeap)/(1<<20))
+		if store.peak > limit {
+			t.Errorf("held %d bytes at once, over the limit %d", store.peak, limit)
+		}
+		if meter.peakHeap > budget {
+			t.Errorf("peak live heap %d bytes, over the %d-byte budget", meter.peakHeap, budget)
+		}
+	})
 }
