@@ -1,12 +1,12 @@
 package scale
 
 import (
-	"container/heap"
 	"context"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/spillway-dev/spillway/internal/simtime"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
@@ -22,7 +22,7 @@ import (
 // until it waits again or ends. Because at most one process runs and each
 // store keeps at most one request in flight (MaxConcurrency 1), nothing
 // needs to be observed from the outside to know that every process is
-// parked.
+// parked: the resumptions are events of internal/simtime's Agenda.
 type stepper struct {
 	clock *outboxlocal.ManualClock
 	be    backend
@@ -30,45 +30,23 @@ type stepper struct {
 	// applied.
 	charge func(at time.Time, d tally)
 
-	queue eventQueue
-	seq   int
-	yield chan struct{} // the running process parked or ended
-}
-
-type event struct {
-	at     time.Time
-	seq    int
-	resume chan struct{}
-}
-
-type eventQueue []event
-
-func (q eventQueue) Len() int { return len(q) }
-func (q eventQueue) Less(i, j int) bool {
-	if !q[i].at.Equal(q[j].at) {
-		return q[i].at.Before(q[j].at)
-	}
-	return q[i].seq < q[j].seq
-}
-func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *eventQueue) Push(x any)   { *q = append(*q, x.(event)) }
-func (q *eventQueue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return e
+	agenda *simtime.Agenda
+	yield  chan struct{} // the running process parked or ended
 }
 
 func newStepper(clock *outboxlocal.ManualClock, be backend, charge func(time.Time, tally)) *stepper {
-	return &stepper{clock: clock, be: be, charge: charge, yield: make(chan struct{})}
+	return &stepper{clock: clock, be: be, charge: charge, agenda: simtime.NewAgenda(clock), yield: make(chan struct{})}
 }
 
 // at schedules a resumption at t and returns the channel that resumes it.
 // Called by the running process (or before the run starts).
 func (s *stepper) at(t time.Time) chan struct{} {
 	ch := make(chan struct{})
-	s.seq++
-	heap.Push(&s.queue, event{at: t, seq: s.seq, resume: ch})
+	s.agenda.At(t, func(time.Time) error {
+		ch <- struct{}{}
+		<-s.yield
+		return nil
+	})
 	return ch
 }
 
@@ -92,16 +70,18 @@ func (s *stepper) sleep(d time.Duration) {
 // run resumes processes in time order until none is waiting or until is
 // reached (then the waiting ones are abandoned with the clock at until).
 func (s *stepper) run(until time.Time) {
-	for s.queue.Len() > 0 {
-		e := heap.Pop(&s.queue).(event)
-		if e.at.After(until) {
-			heap.Push(&s.queue, e)
+	for {
+		next, ok := s.agenda.Next()
+		if !ok {
+			return
+		}
+		if next.After(until) {
 			s.clock.Set(until)
 			return
 		}
-		s.clock.Set(e.at)
-		e.resume <- struct{}{}
-		<-s.yield
+		s.clock.Set(next)
+		// Each resumption returns once its process parks again or ends.
+		_, _ = s.agenda.RunDue(next)
 	}
 }
 
