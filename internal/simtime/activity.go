@@ -74,6 +74,19 @@ func (a *Activity) Do(ctx context.Context, f func(context.Context)) {
 	pprof.Do(ctx, pprof.Labels(labelKey, a.label), f)
 }
 
+// Go runs f on a new goroutine as the simulation, like Do.
+func (a *Activity) Go(ctx context.Context, f func(context.Context)) {
+	a.enter()
+	// Started inside Do, the goroutine carries the label from its creation
+	// on.
+	a.Do(ctx, func(ctx context.Context) {
+		go func() {
+			defer a.leave()
+			f(ctx)
+		}()
+	})
+}
+
 // Join makes the calling goroutine from now on, and every goroutine it
 // starts, a participant, for a test whose own goroutine runs simulated
 // processes; leave ends the simulation (the goroutine keeps its label).

@@ -1,11 +1,12 @@
 // Package simtime is the one model of simulated time of the whole-system
 // simulations (internal/steady, internal/fleetsim, the end-to-end tests'
-// manual-clock driver): a manual clock, an Agenda of events at simulated
-// instants, and Activity, the one rule that says when every participant of
-// a simulation is parked so that the clock may move. A driver alternates
-// between Activity.Settle (wait until every participant is parked),
-// running what is due at the instant, and moving the clock to the next
-// event or participant's timer, whichever comes first (Agenda.Advance).
+// manual-clock driver, the outboxddb relay tests): a manual clock, an
+// Agenda of events at simulated instants, and Activity, the one rule that
+// says when every participant of a simulation is parked so that the clock
+// may move. A driver alternates between Activity.Settle (wait until every
+// participant is parked), running what is due at the instant, and moving
+// the clock to the next event or participant's timer, whichever comes
+// first (Agenda.Advance).
 //
 // # The rule
 //
@@ -18,12 +19,18 @@
 // before the look to after it, so that no state went unseen in between. The
 // goroutine states come from one goroutine dump, for which the runtime stops
 // the world. Participants are the goroutines started inside Activity.Do or
-// after Activity.Join, which carry the simulation's profiler label (the
+// Go or after Activity.Join, which carry the simulation's profiler label (the
 // label is inherited by every goroutine they start), so simulations running
 // side by side in one process each look at their own goroutines only: all
 // of them, whatever code they run (one that has not run yet shows only its
 // entry function), except an embedded HTTP server's connections, which
-// apply a request before they answer it.
+// apply a request before they answer it. Each look stops the whole
+// process, though: three fleet seeds in one process ran several times
+// slower than in three, so the fleet test keeps one seed per process.
+// While a simulation is alone in its process, the scheduler's running and
+// runnable counts (runtime/metrics) spare looks that would find it busy.
+// A client's calls count as in flight through Begin and End, Track, or, for
+// a DynamoDB client, DynamoDBOption.
 //
 // The labels appear in goroutine dumps only with GODEBUG tracebacklabels=1,
 // which NewActivity adds to the process's GODEBUG (it changes nothing but
@@ -41,6 +48,6 @@
 // the DynamoDB layer is an http.Handler that net.Pipe connections could
 // reach), but the Kafka client keeps wall-clock loops (metadata refreshes,
 // connection reaping) that would then run on the bubble's clock too, and
-// the label filter already lets simulations share a process. Unit tests
-// whose fakes do no real I/O use synctest.
+// the steady scenario would still need this rule. Unit tests whose fakes do
+// no real I/O (the relay's and the Lambda emulator's) use synctest.
 package simtime

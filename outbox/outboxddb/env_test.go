@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/spillway-dev/spillway/internal/simtime"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 	"github.com/spillway-dev/spillway/outbox/outboxtest"
@@ -20,24 +21,27 @@ import (
 // env is one outbox table on the embedded DynamoDB server (or on the
 // endpoint in SPILLWAY_DYNAMODB_ENDPOINT), reached through the real SDK
 // client with the request Counter and Faults attached, and a manual clock
-// starting at 2026-09-01T08:00:00Z.
+// starting at 2026-09-01T08:00:00Z. act counts the requests of its clients
+// in flight, for a test that moves the clock while a relay runs.
 type env struct {
 	d      *outboxlocal.DynamoDB
 	client Client // d.Client
 	clock  *outboxlocal.ManualClock
+	act    *simtime.Activity
 	opts   Options
 }
 
 func newEnv(t *testing.T, edit ...func(*Options)) *env {
 	t.Helper()
 	clock := outboxlocal.NewManualClock(t0)
-	d := outboxtest.NewDynamoDB(t, outboxlocal.WithClock(clock))
+	act := simtime.NewActivity()
+	d := outboxtest.NewDynamoDB(t, outboxlocal.WithClock(clock), outboxlocal.WithClientOptions(act.DynamoDBOption()))
 	opts := Options{TableName: d.NewTableName(), Clock: clock, Logger: testLogger(t)}
 	for _, e := range edit {
 		e(&opts)
 	}
 	createTable(t, d, opts)
-	return &env{d: d, client: d.Client, clock: clock, opts: opts}
+	return &env{d: d, client: d.Client, clock: clock, act: act, opts: opts}
 }
 
 // testLogger logs through t, so a failing test shows the store's warnings

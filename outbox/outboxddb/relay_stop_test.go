@@ -56,7 +56,7 @@ func (s *commitDuringStop) ReleaseLeases(ctx context.Context, req outbox.LeaseRe
 }
 
 // runOnClock runs relay once, moving the manual clock to its next timer
-// whenever the relay waits on it.
+// whenever the relay is parked (internal/simtime's rule).
 func runOnClock(t *testing.T, e *env, relay *outbox.Relay, in outbox.RunInput) outbox.RunResult {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
@@ -64,12 +64,15 @@ func runOnClock(t *testing.T, e *env, relay *outbox.Relay, in outbox.RunInput) o
 		res outbox.RunResult
 		err error
 	)
-	go func() {
+	e.act.Go(ctx, func(context.Context) {
 		defer cancel()
 		res, err = relay.Run(t.Context(), in)
-	}()
-	for e.clock.BlockUntilContext(ctx, 1) == nil {
-		e.clock.AdvanceToNext()
+	})
+	// A settle that runs out of wall time is only looked at again.
+	for ctx.Err() == nil {
+		if e.act.Settle(ctx, time.Minute) == nil {
+			e.clock.AdvanceToNext()
+		}
 	}
 	if err != nil {
 		t.Fatalf("run: %v", err)
