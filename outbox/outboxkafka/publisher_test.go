@@ -321,6 +321,48 @@ func TestPublishNonRetriableErrorFreezesPrefix(t *testing.T) {
 	}
 }
 
+// TestPublishRecordHandedOverAfterItsPartitionFailedIsAppended pins the
+// reorder the README's Order paragraph admits: when the client sends a
+// partition's records before the whole batch was handed to it, and the
+// broker refuses the first partition batch, a record of the same key
+// handed over afterwards is appended anyway, and the relay's retry puts the
+// refused record after it. Here the client's one-record buffer makes the
+// early send certain; in a relay the 10 ms linger running out, or another
+// bucket's publish flushing the shared client, does it while the hand-over
+// loop is descheduled.
+func TestPublishRecordHandedOverAfterItsPartitionFailedIsAppended(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, kfake.SeedTopics(3, "orders"))
+	fault := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.InvalidRecord})
+	p := newPublisher(t, c, func(cfg *Config) { cfg.ExtraOpts = append(cfg.ExtraOpts, kgo.MaxBufferedRecords(1)) })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	msgs := []outbox.Message{
+		message(t, 1, "orders", []byte("k"), []byte("first"), nil, ptr(int32(1))),
+		message(t, 2, "orders", []byte("k"), []byte("second"), nil, ptr(int32(1))),
+	}
+	res := p.PublishDetailed(ctx, msgs)
+	if res.Acked != 0 || !errors.Is(res.Err, kerr.InvalidRecord) {
+		t.Fatalf("first publish: acked %d, error %v; want 0 and %v", res.Acked, res.Err, kerr.InvalidRecord)
+	}
+	if h := fault.Hits(); h != 1 {
+		t.Fatalf("the fault answered %d requests, want 1", h)
+	}
+	if got := endOffsets(t, c.ListenAddrs(), "orders", 3); got[1] != 1 {
+		t.Fatalf("partition 1 holds %d records after the refused publish, want 1 (the second record, sent alone)", got[1])
+	}
+	if res := p.PublishDetailed(ctx, msgs); res.Acked != 2 || res.Err != nil {
+		t.Fatalf("retry: acked %d, error %v; want 2, nil", res.Acked, res.Err)
+	}
+	var got []string
+	for _, r := range consume(t, c.ListenAddrs(), "orders", 3) {
+		got = append(got, string(r.Value))
+	}
+	if want := []string{"second", "first", "second"}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("partition 1 holds %v, want %v", got, want)
+	}
+}
+
 func TestPublishCorruptHeadersStopsTheBatch(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, kfake.SeedTopics(1, "orders"))
