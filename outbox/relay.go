@@ -54,6 +54,9 @@ type Relay struct {
 	held     *byteBudget // nil: no MaxHeldBytes
 
 	running sync.Mutex
+	// work is touched only by the run holding running; it survives runs,
+	// so a warm execution environment keeps its view of the traffic.
+	work recentWork
 
 	mu    sync.Mutex
 	lease leaseState

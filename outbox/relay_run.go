@@ -129,6 +129,7 @@ func (u *run) loop() error {
 		if published > 0 {
 			u.fruitless = 0
 			u.lastWork = r.clock.Now()
+			r.work.record(u.lastWork, r.opts.PollInterval/2)
 			continue
 		}
 		u.fruitless = 0
@@ -251,7 +252,7 @@ func (u *run) idleDelay(now time.Time) time.Duration {
 		d = min(d, max(retry.Sub(now), 0))
 	}
 	if r.opts.Mode == ModeDrain {
-		d = min(d, max(u.lastWork.Add(r.opts.IdleTimeout).Sub(now), 0))
+		d = min(d, max(u.lastWork.Add(r.opts.linger(&r.work)).Sub(now), 0))
 	}
 	if !u.budgetEnd.IsZero() {
 		d = min(d, max(u.budgetEnd.Sub(now), 0))
@@ -265,11 +266,12 @@ func (u *run) idleDelay(now time.Time) time.Duration {
 }
 
 // idleExit decides whether a drain-mode relay with nothing to do stops: only
-// after IdleTimeout without work, when it is not waiting for a hinted bucket,
+// after its linger (IdleTimeout, or MaxIdleTimeout under steady traffic)
+// without work, when it is not waiting for a hinted bucket,
 // and when no bucket outside its set has pending work without a live owner.
 func (u *run) idleExit(now time.Time) (bool, error) {
 	r := u.r
-	if r.opts.Mode != ModeDrain || now.Sub(u.lastWork) < r.opts.IdleTimeout {
+	if r.opts.Mode != ModeDrain || now.Sub(u.lastWork) < r.opts.linger(&r.work) {
 		return false, nil
 	}
 	if u.waiting() && !u.overBudget(now) {

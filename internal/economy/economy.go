@@ -71,6 +71,9 @@ type Config struct {
 	// IdleTimeout is the drain-mode relay's linger
 	// (SPILLWAY_IDLE_TIMEOUT). Default: the function's.
 	IdleTimeout time.Duration
+	// MaxIdleTimeout is its longer linger under steady traffic
+	// (SPILLWAY_MAX_IDLE_TIMEOUT). Default: the function's.
+	MaxIdleTimeout time.Duration
 	// Seed fixes the scenario's randomness. Default 1.
 	Seed uint64
 	// DynamoDBEndpoint is an external DynamoDB endpoint; empty runs the
@@ -196,7 +199,7 @@ func measure(ctx context.Context, cfg Config, rate float64, mode outbox.Mode) (M
 		Seed: cfg.Seed, DynamoDBEndpoint: cfg.DynamoDBEndpoint, Relay: outbox.RelayOptions{Mode: mode},
 	}
 	if mode == outbox.ModeDrain {
-		sc.Relay.IdleTimeout = cfg.IdleTimeout
+		sc.Relay.IdleTimeout, sc.Relay.MaxIdleTimeout = cfg.IdleTimeout, cfg.MaxIdleTimeout
 	}
 	if rate == 0 {
 		sc.Rate = -1

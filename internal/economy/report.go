@@ -31,7 +31,7 @@ func Assumptions(cfg Config) []string {
 	return []string{
 		fmt.Sprintf("prices: %s", bench.OnDemandPrices.Source),
 		"all deployments: a 30-day month; free tiers ignored; Kafka (MSK), CloudWatch, X-Ray, NAT and data transfer are the same for all and left out",
-		fmt.Sprintf("spillway: the stack's defaults (drain mode, 1 s poll, 2 s idle timeout, 15 min timeout, reserved concurrency %d), relay memory %d MB; every commit's writer notifies as the Go writer and the enqueue function do; one EventBridge Scheduler sweep a minute; a run's counts, drain tail included, are scaled from its write time to the month",
+		fmt.Sprintf("spillway: the stack's defaults (drain mode, 1 s poll, 2 s idle timeout or 10 s under steady traffic, 15 min timeout, reserved concurrency %d), relay memory %d MB; every commit's writer notifies as the Go writer and the enqueue function do; one EventBridge Scheduler sweep a minute; a run's counts, drain tail included, are scaled from its write time to the month",
 			cfg.Buckets, cfg.MemoryMB),
 		"spillway: Lambda duration is the invocations' simulated time (DynamoDB 5 ms, produce 10 ms, Invoke 15 ms, start 50 ms, cold start 250 ms); CPU time between requests is not simulated",
 		fmt.Sprintf("fargate: one ECS Fargate task (%.2g vCPU, %.2g GB, Linux/ARM) all month, polling like the seed: the relay in hold mode (1 s polls, 10 s renewals, 30 s leases) on the same traffic, its DynamoDB requests counted in the same scenario; at 0 msg/s modelled as one heartbeat and %d keeps every 10 s (1 WRU each) and %d head probes every second (0.5 RRU each); no load balancer, no public IPv4",

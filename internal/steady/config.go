@@ -110,7 +110,7 @@ type Config struct {
 	// Default 1 minute; negative: no schedule.
 	ScheduleInterval time.Duration
 	// Relay overrides the relay function's settings that its environment
-	// variables expose: PollInterval, IdleTimeout, LeaseDuration,
+	// variables expose: PollInterval, IdleTimeout, MaxIdleTimeout, LeaseDuration,
 	// LeaseRenewInterval, BatchSize and Mode. Zero fields keep the
 	// function's defaults; RelayID and BucketCount are set by the run;
 	// the other fields must be zero (the function has no setting for them).
@@ -235,6 +235,7 @@ func (c Config) functionConfig(table string) (outboxlambda.Config, error) {
 	}
 	setDur(outboxconf.EnvPollInterval, c.Relay.PollInterval)
 	setDur(outboxconf.EnvIdleTimeout, c.Relay.IdleTimeout)
+	setDur(outboxconf.EnvMaxIdleTimeout, c.Relay.MaxIdleTimeout)
 	setDur(outboxconf.EnvLeaseDuration, c.Relay.LeaseDuration)
 	setDur(outboxconf.EnvLeaseRenewInterval, c.Relay.LeaseRenewInterval)
 	setDur(outboxconf.EnvStopMargin, c.StopMargin)

@@ -32,6 +32,7 @@ type Report struct {
 	StopMargin          time.Duration `json:"stopMarginNanos"`
 	PollInterval        time.Duration `json:"pollIntervalNanos"`
 	IdleTimeout         time.Duration `json:"idleTimeoutNanos"`
+	MaxIdleTimeout      time.Duration `json:"maxIdleTimeoutNanos"`
 	LeaseDuration       time.Duration `json:"leaseDurationNanos"`
 	LeaseRenewInterval  time.Duration `json:"leaseRenewIntervalNanos"`
 	ReservedConcurrency int           `json:"reservedConcurrency"`
@@ -255,8 +256,8 @@ func (r Report) Rows() [][]string {
 // Notes are the lines printed under the table.
 func (r Report) Notes() []string {
 	notes := []string{
-		fmt.Sprintf("relay settings: poll %v, idle timeout %v, lease %v renewed every %v, stop margin %v",
-			r.PollInterval, r.IdleTimeout, r.LeaseDuration, r.LeaseRenewInterval, r.StopMargin),
+		fmt.Sprintf("relay settings: poll %v, idle timeout %v (%v under steady traffic), lease %v renewed every %v, stop margin %v",
+			r.PollInterval, r.IdleTimeout, r.MaxIdleTimeout, r.LeaseDuration, r.LeaseRenewInterval, r.StopMargin),
 		fmt.Sprintf("latencies: DynamoDB %v, Kafka %v (first init %v), Invoke %v, start %v (+%v cold)",
 			r.Latencies.DynamoDB, r.Latencies.Kafka, r.Latencies.KafkaInit, r.Latencies.Invoke, r.Latencies.Start, r.Latencies.ColdStart),
 		fmt.Sprintf("simulated %v in %v of wall time (%d clock steps); DynamoDB: %s; Kafka: an in-memory publisher",
@@ -319,7 +320,8 @@ func (s *sim) report(counts outboxlocal.Counts, wall time.Duration) Report {
 	r := Report{
 		Rate: s.cfg.Rate, Buckets: s.cfg.Buckets, Duration: s.cfg.Duration, RelayTimeout: s.cfg.RelayTimeout,
 		StopMargin: s.fn.StopMargin, PollInterval: s.fn.PollInterval, IdleTimeout: s.fn.IdleTimeout,
-		LeaseDuration: s.fn.LeaseDuration, LeaseRenewInterval: s.fn.LeaseRenewInterval,
+		MaxIdleTimeout: s.fn.MaxIdleTimeout,
+		LeaseDuration:  s.fn.LeaseDuration, LeaseRenewInterval: s.fn.LeaseRenewInterval,
 		ReservedConcurrency: s.cfg.ReservedConcurrency, ScheduleInterval: s.cfg.ScheduleInterval,
 		WakeUps: !s.cfg.WithoutWakeUps, Latencies: s.cfg.Latency, Seed: s.cfg.Seed,
 		Simulated: s.base.Now().Sub(simStart), WallTime: wall, Steps: s.steps,

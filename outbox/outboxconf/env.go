@@ -21,6 +21,7 @@ const (
 	EnvMode               = "SPILLWAY_MODE"
 	EnvPollInterval       = "SPILLWAY_POLL_INTERVAL"
 	EnvIdleTimeout        = "SPILLWAY_IDLE_TIMEOUT"
+	EnvMaxIdleTimeout     = "SPILLWAY_MAX_IDLE_TIMEOUT"
 	EnvStopMargin         = "SPILLWAY_STOP_MARGIN"
 	EnvLeaseDuration      = "SPILLWAY_LEASE_DURATION"
 	EnvLeaseRenewInterval = "SPILLWAY_LEASE_RENEW_INTERVAL"

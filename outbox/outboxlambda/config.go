@@ -74,6 +74,10 @@ type Config struct {
 	// SPILLWAY_LEASE_RENEW_INTERVAL) as Go durations. Defaults 1s, 2s, 5s,
 	// 30s and 10s.
 	PollInterval, IdleTimeout, StopMargin, LeaseDuration, LeaseRenewInterval time.Duration
+	// MaxIdleTimeout is the longer linger of a relay under steady traffic
+	// (SPILLWAY_MAX_IDLE_TIMEOUT; outbox.RelayOptions.MaxIdleTimeout), at
+	// least IdleTimeout. Default 5 × IdleTimeout (10s).
+	MaxIdleTimeout time.Duration
 	// BatchSize bounds the messages fetched and published per bucket per
 	// round trip (SPILLWAY_BATCH_SIZE). Default 500.
 	BatchSize int
@@ -173,6 +177,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		GenerationCheck:     p.boolean(outboxconf.EnvGenerationCheck, false),
 	}
 	c.KafkaTLS = p.boolean(outboxconf.EnvKafkaTLS, c.KafkaAuth != outboxconf.KafkaAuthNone)
+	c.MaxIdleTimeout = p.duration(outboxconf.EnvMaxIdleTimeout, outbox.DefaultMaxIdleTimeoutFactor*c.IdleTimeout)
 	if p.err != nil {
 		return Config{}, p.err
 	}
@@ -192,6 +197,10 @@ func (c Config) crossCheck(getenv func(string) string) error {
 		return &ConfigError{Variable: outboxconf.EnvLeaseRenewInterval, Value: getenv(outboxconf.EnvLeaseRenewInterval),
 			Problem: fmt.Sprintf("the renew interval %v must be shorter than %s (%v), or leases lapse between renewals",
 				c.LeaseRenewInterval, outboxconf.EnvLeaseDuration, c.LeaseDuration)}
+	}
+	if c.MaxIdleTimeout < c.IdleTimeout {
+		return &ConfigError{Variable: outboxconf.EnvMaxIdleTimeout, Value: getenv(outboxconf.EnvMaxIdleTimeout),
+			Problem: fmt.Sprintf("the longer linger %v must be at least %s (%v)", c.MaxIdleTimeout, outboxconf.EnvIdleTimeout, c.IdleTimeout)}
 	}
 	if err := c.checkTracing(getenv); err != nil {
 		return err
@@ -298,6 +307,7 @@ func (c Config) RelayOptions(relayID string) outbox.RelayOptions {
 		LeaseRenewInterval: c.LeaseRenewInterval,
 		Mode:               c.Mode,
 		IdleTimeout:        c.IdleTimeout,
+		MaxIdleTimeout:     c.MaxIdleTimeout,
 		StopMargin:         c.StopMargin,
 		MaxHeldBytes:       outbox.HeldBytesForMemory(int64(c.MemoryMB) << 20),
 		PoisonPolicy:       c.PoisonPolicy,

@@ -46,6 +46,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		StopMargin:         5 * time.Second,
 		LeaseDuration:      30 * time.Second,
 		LeaseRenewInterval: 10 * time.Second,
+		MaxIdleTimeout:     10 * time.Second,
 		BatchSize:          500,
 		MaxHops:            10,
 		OutboxName:         "outbox",
@@ -56,6 +57,11 @@ func TestLoadConfigDefaults(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", got, want)
+	}
+	// The longer linger's default follows the linger.
+	short, err := LoadConfig(env(withVars(map[string]string{outboxconf.EnvIdleTimeout: "300ms"})))
+	if err != nil || short.MaxIdleTimeout != 1500*time.Millisecond {
+		t.Fatalf("SPILLWAY_IDLE_TIMEOUT=300ms: MaxIdleTimeout %v, err %v; want 1.5s", short.MaxIdleTimeout, err)
 	}
 }
 
@@ -77,6 +83,7 @@ func TestLoadConfigReadsEveryVariable(t *testing.T) {
 		outboxconf.EnvMode:               "hold",
 		outboxconf.EnvPollInterval:       "250ms",
 		outboxconf.EnvIdleTimeout:        "3s",
+		outboxconf.EnvMaxIdleTimeout:     "30s",
 		outboxconf.EnvStopMargin:         "4s",
 		outboxconf.EnvLeaseDuration:      "20s",
 		outboxconf.EnvLeaseRenewInterval: "5s",
@@ -111,6 +118,7 @@ func TestLoadConfigReadsEveryVariable(t *testing.T) {
 		StopMargin:          4 * time.Second,
 		LeaseDuration:       20 * time.Second,
 		LeaseRenewInterval:  5 * time.Second,
+		MaxIdleTimeout:      30 * time.Second,
 		BatchSize:           100,
 		MaxHops:             0,
 		OutboxName:          "shop",
@@ -125,7 +133,7 @@ func TestLoadConfigReadsEveryVariable(t *testing.T) {
 	opts := got.RelayOptions("relay-1")
 	if opts.PollInterval != 250*time.Millisecond || opts.Mode != outbox.ModeHold || opts.BatchSize != 100 ||
 		opts.LeaseDuration != 20*time.Second || opts.LeaseRenewInterval != 5*time.Second || opts.StopMargin != 4*time.Second ||
-		opts.IdleTimeout != 3*time.Second || opts.BucketCount != 16 || opts.RelayID != "relay-1" ||
+		opts.IdleTimeout != 3*time.Second || opts.MaxIdleTimeout != 30*time.Second || opts.BucketCount != 16 || opts.RelayID != "relay-1" ||
 		opts.PoisonPolicy != outbox.PoisonQuarantine || opts.PoisonMaxAttempts != 3 {
 		t.Fatalf("relay options do not carry the configuration: %+v", opts)
 	}
@@ -204,6 +212,8 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		{variable: outboxconf.EnvPollInterval, value: "0s", problem: "positive"},
 		{variable: outboxconf.EnvIdleTimeout, value: "two seconds", problem: "not a Go duration"},
 		{variable: outboxconf.EnvIdleTimeout, value: "-1s", problem: "positive"},
+		{variable: outboxconf.EnvMaxIdleTimeout, value: "1s", problem: "must be at least SPILLWAY_IDLE_TIMEOUT (2s)"},
+		{variable: outboxconf.EnvMaxIdleTimeout, value: "0s", problem: "positive"},
 		{variable: outboxconf.EnvStopMargin, value: "5", problem: "not a Go duration"},
 		{variable: outboxconf.EnvStopMargin, value: "0ms", problem: "positive"},
 		{variable: outboxconf.EnvLeaseDuration, value: "30", problem: "not a Go duration"},
