@@ -115,29 +115,13 @@ func (u *run) validHints() []int {
 	return out
 }
 
-// orphaned returns the buckets of bs that no live peer holds: free, expired,
-// held by a stopped or silent relay, or named after this relay itself (its
-// own lease from an earlier run, which it resumes).
+// orphaned returns the buckets of bs that no live peer covers
+// (Coordination.Uncovered): free, expired, held by a stopped or silent
+// relay and not being claimed by a live one, or named after this relay
+// itself (its own lease from an earlier run, which it resumes).
 func (u *run) orphaned(coord Coordination, bs []int, now time.Time) []int {
 	r := u.r
-	held := coord.HeldUntil(now, r.opts.LeaseDuration)
-	var out []int
-	for _, b := range bs {
-		if _, ok := held[b]; !ok || u.ownLease(coord, b) {
-			out = append(out, b)
-		}
-	}
-	return out
-}
-
-// ownLease reports whether the view names this relay as b's holder.
-func (u *run) ownLease(coord Coordination, b int) bool {
-	for _, l := range coord.Leases {
-		if l.Bucket == b {
-			return l.Owner == u.r.opts.RelayID
-		}
-	}
-	return false
+	return coord.Uncovered(bs, r.opts.RelayID, r.opts.BucketCount, now, r.opts.LeaseDuration)
 }
 
 // stillWaiting re-checks the hinted buckets this run waits for: it stops
