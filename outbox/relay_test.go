@@ -276,6 +276,42 @@ func TestRelayTrustsALivePeer(t *testing.T) {
 	})
 }
 
+// TestRelayLeavesABucketAPeerIsClaimingToThatPeer: a woken relay whose
+// hinted bucket is free but read free by a peer whose round started less
+// than ClaimWindow ago exits after its trust check; once the peer's round
+// is a ClaimWindow old, or when the bucket was freed after the peer's
+// heartbeat, the relay joins.
+func TestRelayLeavesABucketAPeerIsClaimingToThatPeer(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		heartbeat time.Duration // the peer's heartbeat, before the wake-up
+		freed     time.Duration // when bucket 2 was released, before the wake-up; 0: never claimed
+		join      bool
+	}{
+		{"peer's round just started", 300 * time.Millisecond, 0, false},
+		{"peer's round is over", outbox.ClaimWindow, 0, true},
+		{"freed after the peer read it", 300 * time.Millisecond, 100 * time.Millisecond, true},
+		{"freed before the peer read it", 300 * time.Millisecond, 500 * time.Millisecond, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newRelayEnv(t, 4, nil)
+				e.store.mu.Lock()
+				e.store.relays["peer"] = outbox.RelayState{RelayID: "peer", LastSeen: t0.Add(-c.heartbeat)}
+				e.store.mu.Unlock()
+				if c.freed > 0 {
+					e.store.hold(2, "", t0.Add(-c.freed))
+				}
+				e.store.add(2, "k")
+				res := e.run(t, outbox.RunInput{Trigger: outbox.TriggerWake, Buckets: []int{2}, Deadline: t0.Add(time.Minute)})
+				if res.Joined != c.join || !c.join && (res.Reason != outbox.StopPeerLive || e.store.count("acquire") != 0) {
+					t.Fatalf("joined %v reason %s acquisitions %d; want joined %v", res.Joined, res.Reason, e.store.count("acquire"), c.join)
+				}
+			})
+		})
+	}
+}
+
 func TestRelayDoesNotJoinWhenAPeerClaimedTheBucketDuringItsStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		for _, peerStarts := range []bool{true, false} {
