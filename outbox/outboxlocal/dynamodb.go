@@ -9,8 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -123,9 +121,7 @@ type DynamoDB struct {
 	transport *http.Transport
 	server    *http.Server
 
-	mu      sync.Mutex
-	created []string // tables to delete at Close (external only)
-	closed  bool
+	created created // tables to delete at Close (external only)
 }
 
 // StartDynamoDB starts the embedded server, or connects to the external
@@ -275,24 +271,16 @@ func (d *DynamoDB) DeleteOnClose(table string) {
 	if !d.External {
 		return
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if !slices.Contains(d.created, table) {
-		d.created = append(d.created, table)
-	}
+	d.created.add(table)
 }
 
 // Close deletes the tables CreateTable made on an external endpoint, or
 // stops the embedded server. It is safe to call more than once.
 func (d *DynamoDB) Close() error {
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
+	tables, first := d.created.close()
+	if !first {
 		return nil
 	}
-	d.closed = true
-	tables := d.created
-	d.mu.Unlock()
 
 	var errs []error
 	if len(tables) > 0 {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -58,9 +57,7 @@ type Kafka struct {
 	suffix     string
 	admin      *kgo.Client
 
-	mu      sync.Mutex
-	created []string
-	closed  bool
+	created created // topics to delete at Close (external only)
 }
 
 // TestClientOpts are the client options tests need against kfake: short
@@ -149,9 +146,7 @@ func (k *Kafka) CreateTopic(ctx context.Context, topic string, partitions int32)
 		}
 	}
 	if k.External {
-		k.mu.Lock()
-		k.created = append(k.created, topic)
-		k.mu.Unlock()
+		k.created.add(topic)
 	}
 	return nil
 }
@@ -273,14 +268,10 @@ func (k *Kafka) endOffsets(ctx context.Context, topic string) ([]int64, error) {
 // Close deletes the topics created on external brokers, or stops the
 // embedded cluster. It is safe to call more than once.
 func (k *Kafka) Close() error {
-	k.mu.Lock()
-	if k.closed {
-		k.mu.Unlock()
+	topics, first := k.created.close()
+	if !first {
 		return nil
 	}
-	k.closed = true
-	topics := k.created
-	k.mu.Unlock()
 
 	var errs []error
 	if len(topics) > 0 && k.admin != nil {
