@@ -105,15 +105,17 @@ func (b *backends) newPublisher(ctx context.Context) (*outboxkafka.Publisher, er
 	return p, nil
 }
 
-// newRelay builds one relay process on the table of opts, with a publisher
-// of its own unless shared is set, and the bench's quiet logger.
-func (b *backends) newRelay(ctx context.Context, opts outboxddb.Options, shared outbox.Publisher, ropts outbox.RelayOptions, clock outbox.Clock, obs outbox.Observer) (*relayproc.Proc, error) {
-	p, err := relayproc.New(ctx, relayproc.Config{
-		DynamoDB: b.ddb.Client, Store: opts, Publisher: shared, Kafka: b.kafkaConfig(), InitPublisher: true,
-		Relay: ropts, Clock: clock, Observer: obs, Logger: quietLogger(),
-	})
+// newRelay builds one relay process from cfg: on the bench's DynamoDB
+// client unless cfg names one, with a publisher of its own unless cfg
+// shares one, and with the bench's quiet logger.
+func (b *backends) newRelay(ctx context.Context, cfg relayproc.Config) (*relayproc.Proc, error) {
+	if cfg.DynamoDB == nil {
+		cfg.DynamoDB = b.ddb.Client
+	}
+	cfg.Kafka, cfg.InitPublisher, cfg.Logger = b.kafkaConfig(), true, quietLogger()
+	p, err := relayproc.New(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("bench: relay %s: %w", ropts.RelayID, err)
+		return nil, fmt.Errorf("bench: relay %s: %w", cfg.Relay.RelayID, err)
 	}
 	return p, nil
 }

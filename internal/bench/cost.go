@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/spillway-dev/spillway/internal/relayproc"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
@@ -117,8 +119,9 @@ var costScenario = Scenario{
 
 // RunCost enqueues cfg.Messages messages through each path, relays them all
 // with one relay, and reports the counted requests and units. Writers run
-// on the system clock; the relay runs on a manual clock that stands still
-// while it drains, so its figures do not depend on the machine's speed.
+// on the system clock; the relay runs on a manual clock that moves only
+// when the relay waits (internal/simtime's rule), so its figures do not
+// depend on the machine's speed.
 func RunCost(ctx context.Context, env Env, cfg CostConfig) (res CostResult, err error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -377,51 +380,42 @@ func (c *costRun) itemSize(ctx context.Context) (int, error) {
 // returns).
 func (c *costRun) relay(ctx context.Context) (join, backlog, drain, stop PathCost, err error) {
 	total := c.next
-	clock := outboxlocal.NewManualClock(simStart)
-	opts := c.opts
-	opts.Clock = clock
 	counter := c.b.ddb.Counter
-	obs := &costObserver{counter: counter, total: total, drained: make(chan struct{})}
-	proc, err := c.b.newRelay(ctx, opts, nil, outbox.RelayOptions{RelayID: "cost", BucketCount: c.cfg.BucketCount, Mode: outbox.ModeDrain}, clock, obs)
+	obs := &costObserver{counter: counter, total: total}
+	kp, err := c.b.newPublisher(ctx)
 	if err != nil {
 		return
 	}
-	defer proc.Close()
-	relay := proc.Relay
-	start := counter.Snapshot()
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type outcome struct {
-		res outbox.RunResult
-		err error
-	}
-	done := make(chan outcome, 1)
-	go func() {
-		res, err := relay.Run(runCtx, outbox.RunInput{Trigger: outbox.TriggerDirect})
-		done <- outcome{res, err}
-		cancel()
-	}()
-	var out outcome
-	select {
-	case <-obs.drained:
-	case out = <-done:
-		return join, backlog, drain, stop, fmt.Errorf("relay stopped (%s, %v) after deleting %d of %d messages", out.res.Reason, out.err, obs.deleted.Load(), total)
-	case <-ctx.Done():
-		return join, backlog, drain, stop, ctx.Err()
-	}
-	// Every message is deleted; once the relay waits on its clock, the
-	// drain is over.
-	if err = clock.BlockUntilContext(runCtx, 1); err != nil {
-		out = <-done
-		return join, backlog, drain, stop, fmt.Errorf("relay stopped (%s, %v) before lingering", out.res.Reason, out.err)
-	}
-	drained := counter.Snapshot()
-	for clock.BlockUntilContext(runCtx, 1) == nil {
-		clock.AdvanceToNext()
-	}
-	out = <-done
-	if out.err != nil || out.res.Reason != outbox.StopDrained || out.res.Deleted != total || out.res.Published != total {
-		return join, backlog, drain, stop, fmt.Errorf("relay run: %s, published %d, deleted %d of %d: %v", out.res.Reason, out.res.Published, out.res.Deleted, total, out.err)
+	defer kp.Close()
+	sim := newSimulation(ctx)
+	var start, drained outboxlocal.Counts
+	var out outbox.RunResult
+	err = sim.do(func() error {
+		opts := c.opts
+		opts.Clock = sim.clock
+		proc, err := c.b.newRelay(sim.ctx, relayproc.Config{
+			DynamoDB: sim.dynamoDB(c.b.ddb), Store: opts, Publisher: sim.publisher(kp), Clock: sim.clock, Observer: obs,
+			Relay: outbox.RelayOptions{RelayID: "cost", BucketCount: c.cfg.BucketCount, Mode: outbox.ModeDrain},
+		})
+		if err != nil {
+			return err
+		}
+		start = counter.Snapshot()
+		var ran atomic.Bool
+		sim.spawn(func(ctx context.Context) error {
+			res, err := proc.Relay.Run(ctx, outbox.RunInput{Trigger: outbox.TriggerDirect})
+			out = res
+			ran.Store(true)
+			return err
+		})
+		drained, err = drainThenStop(sim, obs, ran.Load)
+		return err
+	})
+	switch {
+	case err != nil:
+		return join, backlog, drain, stop, fmt.Errorf("relay run after deleting %d of %d messages: %w", obs.deleted.Load(), total, err)
+	case out.Reason != outbox.StopDrained || out.Deleted != total || out.Published != total:
+		return join, backlog, drain, stop, fmt.Errorf("relay run: %s, published %d, deleted %d of %d", out.Reason, out.Published, out.Deleted, total)
 	}
 	joined, sampled, ok := obs.snapshots()
 	if !ok {
@@ -435,14 +429,38 @@ func (c *costRun) relay(ctx context.Context) (join, backlog, drain, stop PathCos
 	return join, backlog, drain, stop, nil
 }
 
+// drainThenStop moves the simulation until the relay deleted every message
+// and then parked (the drain's end, whose counts it returns), then until
+// the run returned (ran, read with every participant parked).
+func drainThenStop(sim *simulation, obs *costObserver, ran func() bool) (outboxlocal.Counts, error) {
+	var drained outboxlocal.Counts
+	deleted := false
+	for {
+		if err := sim.settle(); err != nil {
+			return drained, err
+		}
+		if !deleted && obs.deleted.Load() == int64(obs.total) {
+			deleted, drained = true, obs.counter.Snapshot()
+		}
+		if ran() {
+			if !deleted {
+				return drained, errors.New("the relay stopped before deleting every message")
+			}
+			return drained, nil
+		}
+		if more, err := sim.step(); err != nil || !more {
+			return drained, cmp.Or(err, errors.New("the relay waits on nothing"))
+		}
+	}
+}
+
 // costObserver snapshots the Counter at the end of the first acquisition
 // round and at the end of the first backlog sample (the relay's own
 // goroutine emits both, one after the other, before it probes anything)
-// and reports when every message is deleted.
+// and counts the messages deleted.
 type costObserver struct {
 	counter *outboxlocal.Counter
 	total   int
-	drained chan struct{}
 
 	mu       sync.Mutex
 	atJoin   *outboxlocal.Counts
@@ -457,9 +475,7 @@ func (o *costObserver) Observe(e outbox.Event) {
 	case outbox.EventBacklog:
 		o.first(&o.atSample)
 	case outbox.EventDelete:
-		if o.deleted.Add(int64(e.Count)) == int64(o.total) {
-			close(o.drained)
-		}
+		o.deleted.Add(int64(e.Count))
 	}
 }
 

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/spillway-dev/spillway/internal/lambdasim"
+	"github.com/spillway-dev/spillway/internal/relayproc"
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
-	"github.com/spillway-dev/spillway/outbox/outboxlocal"
+	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 )
 
 // Idle deployment modes.
@@ -128,13 +131,10 @@ type idleRun struct {
 	opts  outboxddb.Options
 	pub   outbox.Publisher
 	start time.Time
-
-	runs, joined int
 }
 
-func simulateIdle(ctx context.Context, b *backends, cfg IdleConfig, mode string) (IdleCost, error) {
-	clock := outboxlocal.NewManualClock(simStart)
-	opts, err := b.newTable(ctx, cfg.BucketCount, clock)
+func simulateIdle(ctx context.Context, b *backends, cfg IdleConfig, mode string) (cost IdleCost, err error) {
+	opts, err := b.newTable(ctx, cfg.BucketCount, nil)
 	if err != nil {
 		return IdleCost{}, err
 	}
@@ -143,36 +143,45 @@ func simulateIdle(ctx context.Context, b *backends, cfg IdleConfig, mode string)
 		return IdleCost{}, err
 	}
 	defer pub.Close()
-	run := &idleRun{cfg: cfg, sim: newSimulation(ctx, clock), b: b, opts: opts, pub: pub, start: simStart}
-	// Actors start at once (a sweep is due at the start): count from here.
-	before := b.ddb.Counter.Snapshot()
+	sim := newSimulation(ctx)
+	run := &idleRun{cfg: cfg, sim: sim, b: b, opts: opts, pub: sim.publisher(pub), start: simStart}
+	err = sim.do(func() error {
+		cost, err = run.simulate(mode)
+		return err
+	})
+	return cost, err
+}
+
+// simulate starts the deployment at the window's start (a sweep is due
+// then) and counts the requests of the window.
+func (r *idleRun) simulate(mode string) (IdleCost, error) {
+	before := r.b.ddb.Counter.Snapshot()
+	var stats func() lambdasim.Stats
+	var err error
 	switch mode {
 	case IdleDrain:
-		err = run.spawnSchedule()
+		stats, err = r.startFunction(outbox.ModeDrain, false)
 	case IdleHold:
-		if err = run.spawnSchedule(); err == nil {
-			err = run.spawnHeld()
-		}
+		stats, err = r.startFunction(outbox.ModeHold, true)
 	case IdleAlwaysOn:
-		err = run.spawnAlwaysOn()
+		stats, err = r.startAlwaysOn()
 	default:
 		err = fmt.Errorf("unknown mode %q (want %s, %s or %s)", mode, IdleDrain, IdleHold, IdleAlwaysOn)
 	}
 	if err != nil {
-		_ = run.sim.stop()
 		return IdleCost{}, err
 	}
-	runErr := run.sim.runUntil(simStart.Add(cfg.Window))
-	counts := b.ddb.Counter.Snapshot().Since(before)
-	if err := run.sim.stop(); err != nil {
+	if err := r.sim.runUntil(r.start.Add(r.cfg.Window)); err != nil {
 		return IdleCost{}, err
 	}
-	if runErr != nil {
-		return IdleCost{}, runErr
+	counts := r.b.ddb.Counter.Snapshot().Since(before)
+	st := stats()
+	if st.Errors > 0 || st.Killed > 0 {
+		return IdleCost{}, fmt.Errorf("%d relay invocations failed and %d were killed at their deadline (last error: %s)", st.Errors, st.Killed, st.LastError)
 	}
-	scale := float64(time.Hour) / float64(cfg.Window)
+	scale := float64(time.Hour) / float64(r.cfg.Window)
 	cost := IdleCost{
-		Mode: mode, Runs: run.runs, Joined: run.joined,
+		Mode: mode, Runs: st.Invocations, Joined: st.JoinedInvocations,
 		Requests: counts.Requests, ReadUnits: counts.ReadUnits, WriteUnits: counts.WriteUnits,
 	}
 	cost.PerHour = Rate{
@@ -184,92 +193,101 @@ func simulateIdle(ctx context.Context, b *backends, cfg IdleConfig, mode string)
 	return cost, nil
 }
 
-// relay builds an idle relay in its own execution environment (its own
-// store; the environments share the client, and so the Counter, and the
-// publisher): default options with the configured poll and renewal
-// intervals.
-func (r *idleRun) relay(id string, mode outbox.Mode) (*outbox.Relay, error) {
-	p, err := r.b.newRelay(r.sim.ctx, r.opts, r.pub, outbox.RelayOptions{
-		RelayID: id, BucketCount: r.cfg.BucketCount, Mode: mode,
-		PollInterval: r.cfg.PollInterval, LeaseRenewInterval: r.cfg.RenewInterval,
-	}, r.sim.clock, nil)
+// Event payloads of the relay function: the schedule's, and the wake-up
+// that holds a relay (it joins whoever holds the buckets).
+var (
+	schedulePayload = []byte(`{"trigger":"schedule"}`)
+	holdPayload     = []byte(`{"trigger":"wake","join":true}`)
+)
+
+// startFunction deploys the relay function in mode on the Lambda emulator,
+// running the real relay handler in each execution environment, and sends
+// the schedule's event at every interval of the window; held adds a
+// wake-up at every function timeout of the window, each invocation joining
+// and polling its share until its deadline. A schedule sweep on an idle
+// table never joins, so the held invocations are the cost of a hold
+// deployment while a relay is held (after a writer's wake-up); once the
+// last one ends, an idle hold deployment costs what the drain deployment
+// costs.
+func (r *idleRun) startFunction(mode outbox.Mode, held bool) (func() lambdasim.Stats, error) {
+	fnCfg, err := r.functionConfig(mode)
 	if err != nil {
 		return nil, err
 	}
-	return p.Relay, nil
-}
-
-// spawnSchedule starts the schedule: a drain-mode relay (one warm execution
-// environment) run with TriggerSchedule at every interval of the window.
-func (r *idleRun) spawnSchedule() error {
-	return r.spawnInvocations("schedule", outbox.ModeDrain, outbox.TriggerSchedule, r.cfg.Schedule)
-}
-
-// spawnHeld starts a hold-mode relay invoked at every function timeout of
-// the window, each invocation joining and polling its share until its
-// budget. A schedule sweep on an idle table never joins, so this is the
-// cost of a hold deployment while a relay is held (after a writer's
-// wake-up); once the last held invocation ends, an idle hold deployment
-// costs what the drain deployment costs.
-func (r *idleRun) spawnHeld() error {
-	return r.spawnInvocations("held", outbox.ModeHold, outbox.TriggerDirect, r.cfg.FunctionTimeout)
-}
-
-// spawnInvocations starts one warm execution environment whose relay is
-// invoked with trigger at every interval of the window, each invocation's
-// deadline the function timeout after its start.
-func (r *idleRun) spawnInvocations(id string, mode outbox.Mode, trigger outbox.Trigger, every time.Duration) error {
-	relay, err := r.relay(id, mode)
-	if err != nil {
-		return err
-	}
-	end := r.start.Add(r.cfg.Window)
-	r.sim.spawn(func(ctx context.Context) error {
-		for at := r.start; at.Before(end); at = at.Add(every) {
-			if !r.sim.sleepUntil(ctx, at) {
-				return nil
-			}
-			res, err := relay.Run(ctx, outbox.RunInput{Trigger: trigger, Deadline: at.Add(r.cfg.FunctionTimeout)})
+	client := r.sim.dynamoDB(r.b.ddb)
+	fn, err := lambdasim.New(lambdasim.Config[*outboxlambda.RelayHandler]{
+		Clock: r.sim.clock, Scheduler: r.sim.agenda, Context: r.sim.ctx,
+		ReservedConcurrency: 2, Timeout: r.cfg.FunctionTimeout,
+		NewEnv: func(n int) (*outboxlambda.RelayHandler, error) {
+			opts := fnCfg.StoreOptions()
+			opts.Clock, opts.Logger = r.sim.clock, quietLogger()
+			store, err := outboxddb.NewStore(client, opts)
 			if err != nil {
-				return fmt.Errorf("%s invocation at %v: %w", id, at.Sub(r.start), err)
+				return nil, err
 			}
-			if ctx.Err() != nil {
-				return nil
-			}
-			r.count(res)
-		}
-		r.sim.park(ctx)
-		return nil
+			return outboxlambda.NewRelayHandler(outboxlambda.RelayHandlerConfig{
+				Config: fnCfg, RelayID: fmt.Sprintf("relay-%02d", n), Store: store, Publisher: r.pub,
+				Clock: r.sim.clock, Logger: quietLogger(),
+			})
+		},
 	})
-	return nil
+	if err != nil {
+		return nil, err
+	}
+	r.every(r.cfg.Schedule, func(now time.Time) { fn.Send(schedulePayload, now) })
+	if held {
+		r.every(r.cfg.FunctionTimeout, func(now time.Time) { fn.Send(holdPayload, now) })
+	}
+	return fn.Stats, nil
 }
 
-// spawnAlwaysOn starts one hold-mode relay without a deadline.
-func (r *idleRun) spawnAlwaysOn() error {
-	relay, err := r.relay("always-on", outbox.ModeHold)
-	if err != nil {
-		return err
+// every runs send at the window's start and at every interval after it.
+func (r *idleRun) every(interval time.Duration, send func(now time.Time)) {
+	var at func(now time.Time) error
+	at = func(now time.Time) error {
+		send(now)
+		r.sim.agenda.At(now.Add(interval), at)
+		return nil
 	}
-	r.runs, r.joined = 1, 1
+	r.sim.agenda.At(r.start, at)
+}
+
+// functionConfig is the relay function's configuration in mode, with the
+// configured poll and renewal intervals, as its environment would give it.
+func (r *idleRun) functionConfig(mode outbox.Mode) (outboxlambda.Config, error) {
+	env := map[string]string{
+		outboxconf.EnvTable:              r.opts.TableName,
+		outboxconf.EnvBucketCount:        fmt.Sprint(r.cfg.BucketCount),
+		outboxconf.EnvMode:               string(mode),
+		outboxconf.EnvPollInterval:       r.cfg.PollInterval.String(),
+		outboxconf.EnvLeaseRenewInterval: r.cfg.RenewInterval.String(),
+	}
+	return outboxlambda.LoadConfig(func(name string) string { return env[name] })
+}
+
+// startAlwaysOn starts one hold-mode relay without a deadline, as a
+// container or host process runs it.
+func (r *idleRun) startAlwaysOn() (func() lambdasim.Stats, error) {
+	opts := r.opts
+	opts.Clock = r.sim.clock
+	p, err := r.b.newRelay(r.sim.ctx, relayproc.Config{
+		DynamoDB: r.sim.dynamoDB(r.b.ddb), Store: opts, Publisher: r.pub, Clock: r.sim.clock,
+		Relay: outbox.RelayOptions{
+			RelayID: "always-on", BucketCount: r.cfg.BucketCount, Mode: outbox.ModeHold,
+			PollInterval: r.cfg.PollInterval, LeaseRenewInterval: r.cfg.RenewInterval,
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
 	r.sim.spawn(func(ctx context.Context) error {
-		res, err := relay.Run(ctx, outbox.RunInput{Trigger: outbox.TriggerDirect})
+		res, err := p.Relay.Run(ctx, outbox.RunInput{Trigger: outbox.TriggerDirect})
 		if err == nil && ctx.Err() == nil {
 			err = fmt.Errorf("always-on relay stopped before the window ended: %s", res.Reason)
 		}
 		return err
 	})
-	return nil
-}
-
-// count records a finished run; actors run one at a time between clock
-// moves, but the schedule and a held relay may finish at the same instant.
-func (r *idleRun) count(res outbox.RunResult) {
-	r.sim.mu.Lock()
-	defer r.sim.mu.Unlock()
-	r.runs++
-	if res.Joined {
-		r.joined++
-	}
+	return func() lambdasim.Stats { return lambdasim.Stats{Invocations: 1, JoinedInvocations: 1} }, nil
 }
 
 // Tables renders the idle costs.

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spillway-dev/spillway/internal/relayproc"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
@@ -134,7 +135,7 @@ func newLatencyRig(ctx context.Context, b *backends, ropts outbox.RelayOptions) 
 	}
 	rig := &latencyRig{opts: opts, pub: newAckPublisher(kp), work: newWorkload(b.topic, 1<<10, opts.BucketCount), owned: make(chan int, 64), close: kp.Close}
 	ropts.BucketCount = opts.BucketCount
-	proc, err := b.newRelay(ctx, opts, rig.pub, ropts, outbox.SystemClock{}, ownedObserver(rig.owned))
+	proc, err := b.newRelay(ctx, relayproc.Config{Store: opts, Publisher: rig.pub, Relay: ropts, Clock: outbox.SystemClock{}, Observer: ownedObserver(rig.owned)})
 	if err != nil {
 		kp.Close()
 		return nil, err

@@ -2,9 +2,13 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/spillway-dev/spillway/internal/simtime"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
@@ -13,82 +17,128 @@ import (
 // timestamps are the same in every run.
 var simStart = time.Date(2030, time.January, 1, 0, 0, 0, 0, time.UTC)
 
-// forever is how long an actor with nothing left to do parks.
-const forever = 10_000 * time.Hour
+// settleLimit bounds the wall time the driver waits for the participants
+// to park: one that never does is a bug of the simulation.
+const settleLimit = 2 * time.Minute
 
-// simulation moves a manual clock from timer to timer while a fixed set of
-// actors runs against it. Every actor waits on at most one clock timer at a
-// time and parks on one once it has nothing left to do, so "every actor is
-// parked" reads as "as many timers pending as actors": the clock then moves
-// to the earliest timer, and never while an actor is between two steps.
-// That makes the requests of a simulated hour the same in every run, however
-// fast the machine is.
+// simulation runs a scenario's participants (relays, the Lambda emulator's
+// invocations) on a manual clock under internal/simtime's rule: the clock
+// moves to the next event or timer only once every participant is parked
+// and no DynamoDB or Kafka call is in flight, so the requests of a
+// simulated hour are the same in every run, however fast the machine is.
 type simulation struct {
-	clock *outboxlocal.ManualClock
+	act    *simtime.Activity
+	base   *outboxlocal.ManualClock
+	clock  outbox.Clock // base as the participants see it
+	agenda *simtime.Agenda
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	actors int
 
 	mu  sync.Mutex
 	err error
 }
 
-func newSimulation(ctx context.Context, clock *outboxlocal.ManualClock) *simulation {
-	s := &simulation{clock: clock}
+func newSimulation(ctx context.Context) *simulation {
+	act := simtime.NewActivity()
+	base := outboxlocal.NewManualClock(simStart)
+	s := &simulation{act: act, base: base, clock: act.Clock(base), agenda: simtime.NewAgenda(base)}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	return s
 }
 
-// spawn starts an actor. An actor's error stops the simulation; an actor
-// that returns without error must not return before the simulation ends
-// (park with s.park instead).
+// do runs f as the simulation's driver, inside the activity so that every
+// goroutine f starts is a participant, then stops whatever still runs.
+func (s *simulation) do(f func() error) error {
+	var err error
+	s.act.Do(s.ctx, func(ctx context.Context) {
+		s.ctx = ctx
+		err = f()
+	})
+	return errors.Join(err, s.stop())
+}
+
+// dynamoDB returns a client of the embedded server (sharing its Counter)
+// whose every operation is a call in flight for the driver.
+func (s *simulation) dynamoDB(ddb *outboxlocal.DynamoDB) *dynamodb.Client {
+	return ddb.NewClient(s.act.DynamoDBOption())
+}
+
+// publisher returns p with every call a call in flight for the driver.
+func (s *simulation) publisher(p outbox.Publisher) outbox.Publisher {
+	return simtime.Publisher(s.act, p)
+}
+
+// spawn starts a participant. Its error stops the simulation.
 func (s *simulation) spawn(actor func(ctx context.Context) error) {
-	s.actors++
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
+	s.wg.Go(func() {
 		if err := actor(s.ctx); err != nil && s.ctx.Err() == nil {
-			s.mu.Lock()
-			if s.err == nil {
-				s.err = err
-			}
-			s.mu.Unlock()
-			s.cancel()
+			s.fail(err)
 		}
-	}()
+	})
 }
 
-// sleepUntil waits on the clock until t (at once when t is not after now);
-// false means the simulation ended.
-func (s *simulation) sleepUntil(ctx context.Context, t time.Time) bool {
-	return outbox.Sleep(s.clock, t.Sub(s.clock.Now()), ctx.Done())
+// fail records the first failure and stops the simulation.
+func (s *simulation) fail(err error) {
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
+	s.mu.Unlock()
+	s.cancel()
 }
 
-// park waits until the simulation ends.
-func (s *simulation) park(ctx context.Context) { s.sleepUntil(ctx, s.clock.Now().Add(forever)) }
+// settle waits until every participant is parked; it fails on a recorded
+// failure.
+func (s *simulation) settle() error {
+	if err := s.act.Settle(s.ctx, settleLimit); err != nil {
+		return s.failure(err)
+	}
+	return s.failure(nil)
+}
 
-// runUntil advances the clock until just before end and returns with every
-// actor parked: the window is [start, end), and timers due at end (the
-// relays' timers fall on whole intervals) have not fired.
+// step settles, runs the agenda's events due now, and otherwise moves the
+// clock to the next event or timer. It reports false when nothing is left
+// to happen.
+func (s *simulation) step() (bool, error) {
+	if err := s.settle(); err != nil {
+		return false, err
+	}
+	now := s.base.Now()
+	ran, err := s.agenda.RunDue(now)
+	if err != nil {
+		s.fail(err)
+		return false, err
+	}
+	if ran {
+		return true, nil
+	}
+	return s.agenda.Advance(now), nil
+}
+
+// runUntil moves the clock until just before end and returns with every
+// participant parked: the window is [start, end), and timers due at end
+// (the relays' timers fall on whole intervals) have not fired.
 func (s *simulation) runUntil(end time.Time) error {
-	stop := s.clock.NewTimer(end.Add(-time.Nanosecond).Sub(s.clock.Now()))
-	defer stop.Stop()
-	for {
-		if err := s.clock.BlockUntilContext(s.ctx, s.actors+1); err != nil {
-			return s.failure(err)
+	done := false
+	s.agenda.At(end.Add(-time.Nanosecond), func(time.Time) error {
+		done = true
+		return nil
+	})
+	for !done {
+		more, err := s.step()
+		if err != nil {
+			return err
 		}
-		s.clock.AdvanceToNext()
-		select {
-		case <-stop.C():
-			return nil
-		default:
+		if !more {
+			return errors.New("bench: the simulation stopped before its window ended: nothing pending")
 		}
 	}
+	return s.settle()
 }
 
-// stop ends the simulation: the actors see their context cancelled.
+// stop ends the simulation: the participants see their context cancelled.
 func (s *simulation) stop() error {
 	s.cancel()
 	s.wg.Wait()

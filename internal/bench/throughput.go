@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/spillway-dev/spillway/internal/relayproc"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
@@ -148,10 +149,10 @@ func relayAll(ctx context.Context, env Env, cfg ThroughputConfig, c ThroughputCa
 	relays := make([]*outbox.Relay, c.Relays)
 	for i := range relays {
 		// One publisher per relay, as one per execution environment.
-		p, err := b.newRelay(ctx, opts, nil, outbox.RelayOptions{
+		p, err := b.newRelay(ctx, relayproc.Config{Store: opts, Relay: outbox.RelayOptions{
 			RelayID: fmt.Sprintf("relay-%d", i), BucketCount: c.Buckets, Mode: outbox.ModeHold,
 			LeaseRenewInterval: cfg.RenewInterval, LeaseDuration: cfg.LeaseDuration,
-		}, outbox.SystemClock{}, obs)
+		}, Clock: outbox.SystemClock{}, Observer: obs})
 		if err != nil {
 			return ct, err
 		}

@@ -270,9 +270,8 @@ func (a *Activity) exactlyQuiet() bool {
 
 // participantBusy reports whether a goroutine of a dump after the first (the
 // caller) is a busy participant: it carries the simulation's label and is
-// not an HTTP server's connection, and its state is not a wait (running,
-// runnable, in a system call, preempted, or assisting the garbage
-// collector, which ends by itself). Its frames do not matter: a goroutine
+// not an HTTP server's connection, and its state is one of busyStates
+// rather than a wait for the simulation. Its frames do not matter: a goroutine
 // that has not run yet shows only its entry function, which may be the
 // standard library's (sync.WaitGroup.Go).
 func (a *Activity) participantBusy(dump []byte) bool {
@@ -309,8 +308,19 @@ func (a *Activity) participantBusy(dump []byte) bool {
 }
 
 // busyStates are the goroutine states of a dump in which a goroutine goes
-// on without anything else happening first.
-var busyStates = [][]byte{[]byte("running"), []byte("runnable"), []byte("syscall"), []byte("preempted"), []byte("GC assist")}
+// on without anything else of the simulation happening first: computing,
+// in a system call, or waiting for the runtime (a garbage collection it
+// assists or waits for, or a semaphore: one that starts a collection waits
+// for the dump's own stop of the world). A goroutine waiting for a mutex is
+// one of them too: it goes on once the holder unlocks, and no holder waits
+// on the simulation while it holds one (one that did would keep Settle
+// from returning, which it reports). The holder need not be a participant:
+// a pooled connection's goroutine may still be finishing a call that has
+// already answered.
+var busyStates = [][]byte{
+	[]byte("running"), []byte("runnable"), []byte("syscall"), []byte("preempted"), []byte("GC "), []byte("semacquire"),
+	[]byte("sync.Mutex.Lock"), []byte("sync.RWMutex.Lock"), []byte("sync.RWMutex.RLock"),
+}
 
 // serverFrame marks the connections of an HTTP server in a goroutine dump.
 var serverFrame = []byte("net/http.(*conn).serve")

@@ -2,6 +2,7 @@ package simtime
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,6 +25,11 @@ func TestParticipantBusy(t *testing.T) {
 		{"another simulation's relay computing", "goroutine 9 [runnable" + other + "]:\ngithub.com/spillway-dev/spillway/outbox.(*run).loop()\n", false},
 		{"a goroutine of no simulation", "goroutine 9 [runnable]:\ngithub.com/spillway-dev/spillway/outbox.(*run).loop()\n", false},
 		{"a participant not started yet", "goroutine 9 [runnable" + mine + "]:\nsync.(*WaitGroup).Go.func1()\ncreated by sync.(*WaitGroup).Go in goroutine 7\n", true},
+		{"relay waiting for a mutex", "goroutine 9 [sync.Mutex.Lock" + mine + "]:\ninternal/sync.runtime_SemacquireMutex()\ncontext.(*cancelCtx).cancel()\n", true},
+		{"relay starting a collection during the dump", "goroutine 9 [semacquire" + mine + "]:\nruntime.gcStart()\ngithub.com/aws/smithy-go/middleware.(*FinalizeStep).Insert()\n", true},
+		{"relay waiting for the collector", "goroutine 9 [GC weak to strong wait" + mine + "]:\nunique.Make()\n", true},
+		{"relay waiting for a read lock", "goroutine 9 [sync.RWMutex.RLock" + mine + "]:\nsync.(*RWMutex).RLock()\n", true},
+		{"relay waiting for a group", "goroutine 9 [sync.WaitGroup.Wait" + mine + "]:\nsync.(*WaitGroup).Wait()\n", false},
 		{"server finishing a response", "goroutine 9 [runnable" + mine + "]:\ngithub.com/spillway-dev/spillway/outbox/outboxlocal.(*embeddedServer).ServeHTTP()\nnet/http.(*conn).serve()\n", false},
 	}
 	for _, c := range cases {
@@ -86,4 +92,32 @@ func checkSettle(t *testing.T, a *Activity, stop *atomic.Bool, parked <-chan str
 		t.Error("quiet with a call in flight")
 	}
 	a.End()
+}
+
+// TestSettleWaitsForAParticipantWaitingOnAMutex: a participant blocked on a
+// mutex that a goroutine of no simulation holds while it computes (a
+// pooled connection finishing a call that already answered) is busy, not
+// parked.
+func TestSettleWaitsForAParticipantWaitingOnAMutex(t *testing.T) {
+	a := NewActivity()
+	var mu sync.Mutex
+	var stop atomic.Bool
+	holding, parked, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	defer stop.Store(true)
+	go func() {
+		mu.Lock()
+		defer mu.Unlock()
+		spin(&stop, holding)
+	}()
+	<-holding
+	a.Do(t.Context(), func(context.Context) {
+		go func() {
+			mu.Lock()
+			mu.Unlock()
+			close(parked)
+			<-release
+		}()
+		checkSettle(t, a, &stop, parked)
+	})
+	close(release)
 }

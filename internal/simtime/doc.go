@@ -1,6 +1,7 @@
 // Package simtime is the one model of simulated time of the whole-system
-// simulations (internal/steady, internal/fleetsim, the end-to-end tests'
-// manual-clock driver, the outboxddb relay tests): a manual clock, an
+// simulations (internal/steady, internal/fleetsim, internal/bench's idle
+// and cost runs, the end-to-end tests' manual-clock driver, the outboxddb
+// relay tests): a manual clock, an
 // Agenda of events at simulated instants, and Activity, the one rule that
 // says when every participant of a simulation is parked so that the clock
 // may move. A driver alternates between Activity.Settle (wait until every
@@ -29,8 +30,8 @@
 // slower than in three, so the fleet test keeps one seed per process.
 // While a simulation is alone in its process, the scheduler's running and
 // runnable counts (runtime/metrics) spare looks that would find it busy.
-// A client's calls count as in flight through Begin and End, Track, or, for
-// a DynamoDB client, DynamoDBOption.
+// A client's calls count as in flight through Begin and End, Track,
+// Publisher for a Kafka publisher, or DynamoDBOption for a DynamoDB client.
 //
 // The labels appear in goroutine dumps only with GODEBUG tracebacklabels=1,
 // which NewActivity adds to the process's GODEBUG (it changes nothing but
