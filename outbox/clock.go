@@ -1,6 +1,11 @@
 package outbox
 
-import "time"
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
 
 // Clock is the source of time for every lease decision and every wait.
 // Services hold one; tests use a manual clock (outboxlocal.ManualClock) so
@@ -52,3 +57,33 @@ func Sleep(c Clock, d time.Duration, done <-chan struct{}) bool {
 		return false
 	}
 }
+
+// errClockTimeout is the cause of a context withClockTimeout ended.
+var errClockTimeout = errors.New("timed out on the relay's clock")
+
+// withClockTimeout returns a copy of ctx that ends once d has passed on c,
+// with errClockTimeout as its cause, and the function that releases it. A
+// bound on I/O then runs on the clock every decision of the relay takes:
+// the wall clock in production, a simulation's manual clock, on which a
+// call is never cut short by how slow the machine running it is.
+func withClockTimeout(ctx context.Context, c Clock, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	t := c.NewTimer(d)
+	released := make(chan struct{})
+	go func() {
+		select {
+		case <-t.C():
+			cancel(errClockTimeout)
+		case <-released:
+			t.Stop()
+		}
+	}()
+	return ctx, sync.OnceFunc(func() {
+		close(released)
+		cancel(context.Canceled)
+	})
+}
+
+// timedOut reports whether ctx, made by withClockTimeout, ended because
+// its time ran out.
+func timedOut(ctx context.Context) bool { return errors.Is(context.Cause(ctx), errClockTimeout) }

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -84,7 +85,7 @@ func (u *run) initPublisher() error {
 	ctx := u.ctx
 	if !u.in.Deadline.IsZero() {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, max(u.budgetEnd.Sub(u.r.clock.Now()), time.Millisecond))
+		ctx, cancel = withClockTimeout(ctx, u.r.clock, max(u.budgetEnd.Sub(u.r.clock.Now()), time.Millisecond))
 		defer cancel()
 	}
 	if err := u.r.pub.Init(ctx); err != nil {
@@ -320,7 +321,7 @@ func (u *run) idleExit(now time.Time) (bool, error) {
 // wait pauses the run for d on the relay's clock, or until ctx ends.
 func (u *run) wait(d time.Duration) { Sleep(u.r.clock, d, u.ctx.Done()) }
 
-// backlogTimeout bounds one backlog sample (wall time: it guards I/O).
+// backlogTimeout bounds one backlog sample, on the relay's clock.
 const backlogTimeout = 5 * time.Second
 
 // sampleBacklog reports the backlog when this relay holds bucket 0 and the
@@ -343,8 +344,11 @@ func (u *run) sampleBacklog(owned []int) {
 	}
 	// The sample is housekeeping: it must not eat the budget of a relay
 	// whose backlog is large (and slow to count), so it gets its own bound.
-	ctx, cancel := context.WithTimeout(u.ctx, backlogTimeout)
+	ctx, cancel := withClockTimeout(u.ctx, r.clock, backlogTimeout)
 	bl, err := r.store.Backlog(ctx)
+	if err != nil && timedOut(ctx) {
+		err = fmt.Errorf("took longer than %v: %w", backlogTimeout, err)
+	}
 	cancel()
 	if err != nil {
 		r.log.LogAttrs(u.ctx, slog.LevelWarn, "backlog sample failed", slog.Any("error", err))
