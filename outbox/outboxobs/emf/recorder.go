@@ -182,6 +182,15 @@ func NewRecorder(cfg Config) (*Recorder, error) {
 	return r, nil
 }
 
+// relayCounts are the relay's events that add their count to one metric.
+var relayCounts = map[outbox.EventKind]int{
+	outbox.EventClaim:          mClaims,
+	outbox.EventRelease:        mReleases,
+	outbox.EventLeaseLost:      mLosses,
+	outbox.EventReleaseSkipped: mReleasesSkipped,
+	outbox.EventParked:         mParked,
+}
+
 // Observe implements outbox.Observer.
 func (r *Recorder) Observe(e outbox.Event) {
 	count := float64(max(e.Count, 0))
@@ -190,6 +199,11 @@ func (r *Recorder) Observe(e outbox.Event) {
 	st := &r.st
 	if e.RelayID != "" {
 		st.relayID = e.RelayID
+	}
+	if m, ok := relayCounts[e.Kind]; ok {
+		st.relay = true
+		st.add(m, count)
+		return
 	}
 	switch e.Kind {
 	case outbox.EventPublish:
@@ -215,27 +229,12 @@ func (r *Recorder) Observe(e outbox.Event) {
 		if e.Err == nil {
 			st.raise(mOwned, count)
 		}
-	case outbox.EventClaim:
-		st.relay = true
-		st.add(mClaims, count)
-	case outbox.EventRelease:
-		st.relay = true
-		st.add(mReleases, count)
-	case outbox.EventLeaseLost:
-		st.relay = true
-		st.add(mLosses, count)
-	case outbox.EventReleaseSkipped:
-		st.relay = true
-		st.add(mReleasesSkipped, count)
 	case outbox.EventHeadRowRetry:
 		st.relay = true
 		st.add(mHeadRowRetries, 1)
 	case outbox.EventStop:
 		st.relay = true
 		st.set(mBudget, count)
-	case outbox.EventParked:
-		st.relay = true
-		st.add(mParked, count)
 	case outbox.EventParkedBacklog:
 		st.relay = true
 		st.set(mParkedGauge, count)
