@@ -234,6 +234,13 @@ func (r *idleRun) startFunction(mode outbox.Mode, held bool) (func() lambdasim.S
 	if err != nil {
 		return nil, err
 	}
+	// The simulation's end waits for the invocations still running, so
+	// that none of their requests lands in another simulation's counts.
+	r.sim.spawn(func(ctx context.Context) error {
+		<-ctx.Done()
+		fn.Wait()
+		return nil
+	})
 	r.every(r.cfg.Schedule, func(now time.Time) { fn.Send(schedulePayload, now) })
 	if held {
 		r.every(r.cfg.FunctionTimeout, func(now time.Time) { fn.Send(holdPayload, now) })
