@@ -268,6 +268,10 @@ func TestRelayBinaryRefusesABadConfigurationAtInit(t *testing.T) {
 	if !resp.Failed() {
 		t.Fatalf("a misconfigured relay answered %s", resp.Payload)
 	}
+	// The function's output reaches the buffer through a pipe, possibly
+	// after the invoke answered; once the emulator has exited, all of it
+	// has.
+	em.Close()
 	if logs := out.String(); !strings.Contains(logs, `SPILLWAY_BATCH_SIZE=\"lots\"`) || !strings.Contains(logs, "relay function cannot start") {
 		t.Fatalf("init error does not name the variable and its value:\n%s", logs)
 	}
