@@ -141,6 +141,7 @@ func relayEnv(p OutboxProps, table, brokers *string) map[string]*string {
 	env[outboxconf.EnvMode] = jsii.String(p.Mode)
 	env[outboxconf.EnvStopMargin] = jsii.String(p.StopMargin.String())
 	env[outboxconf.EnvMaxHops] = jsii.String(strconv.Itoa(p.MaxHops))
+	tuningEnv(p, env)
 	if p.PreviousKeyPrefix != "" {
 		env[outboxconf.EnvPreviousKeyPrefix] = jsii.String(p.PreviousKeyPrefix)
 		env[outboxconf.EnvPreviousBucketCount] = jsii.String(strconv.Itoa(p.PreviousBucketCount))

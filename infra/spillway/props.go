@@ -132,6 +132,41 @@ type OutboxProps struct {
 	// MaxHops bounds chains of continuation wake-ups. Default
 	// outboxconf.DefaultMaxHops.
 	MaxHops int
+	// PollInterval is how often the relay probes its buckets for work when
+	// no wake-up arrives (SPILLWAY_POLL_INTERVAL). Default: unset, so the
+	// relay's default applies (outbox.DefaultPollInterval, 1s).
+	PollInterval time.Duration
+	// IdleTimeout is how long a drain-mode relay lingers with nothing to do
+	// before it stops (SPILLWAY_IDLE_TIMEOUT); shorter than the relay's run
+	// budget, RelayTimeout less StopMargin. Default: unset
+	// (outbox.DefaultIdleTimeout, 2s).
+	IdleTimeout time.Duration
+	// MaxIdleTimeout is the longer linger of a relay under steady traffic
+	// (SPILLWAY_MAX_IDLE_TIMEOUT), at least IdleTimeout; equal to it turns
+	// the adaptation off. Default: unset (5 × IdleTimeout, 10s).
+	MaxIdleTimeout time.Duration
+	// LeaseDuration is how long a claimed bucket lease lasts
+	// (SPILLWAY_LEASE_DURATION): how long a crashed relay's buckets wait.
+	// Default: unset (outbox.DefaultLeaseDuration, 30s).
+	LeaseDuration time.Duration
+	// LeaseRenewInterval is the relay's lease renewal and rebalancing
+	// cadence (SPILLWAY_LEASE_RENEW_INTERVAL), shorter than LeaseDuration
+	// (given or default). Default: unset (outbox.DefaultLeaseRenewInterval,
+	// 10s).
+	LeaseRenewInterval time.Duration
+	// BatchSize bounds the messages fetched and published per bucket per
+	// round trip (SPILLWAY_BATCH_SIZE), 1..math.MaxInt32. Default: unset
+	// (outbox.DefaultBatchSize, 500).
+	BatchSize int
+	// PoisonPolicy is what the relay does with a message Kafka will not
+	// take (SPILLWAY_POISON_POLICY): PoisonBlock retries it while its
+	// bucket waits, PoisonQuarantine parks it and its key's later messages.
+	// Default: unset (block).
+	PoisonPolicy string
+	// PoisonMaxAttempts parks a message after that many failed attempts
+	// under PoisonQuarantine (SPILLWAY_POISON_MAX_ATTEMPTS); only with
+	// that policy. Default: unset (outbox.DefaultPoisonMaxAttempts, 10).
+	PoisonMaxAttempts int
 	// ReservedConcurrency caps concurrent relays, and with MSK IAM the
 	// broker connection budget. Default BucketCount; never more, since a
 	// relay beyond the bucket count owns nothing.
@@ -367,6 +402,7 @@ func (p OutboxProps) Validate() error {
 	if p.Alarms.PublishFailures < 0 {
 		bad("publish failures threshold must be >= 0, got %d", p.Alarms.PublishFailures)
 	}
+	errs = append(errs, p.validateTuning()...)
 	errs = append(errs, p.Kafka.validate()...)
 	errs = append(errs, p.validateTracing()...)
 	if p.Network != nil {

@@ -30,6 +30,12 @@ func TestDefaults(t *testing.T) {
 		"Port":                {p.Kafka.Port, 9098},
 		"OldestPendingAge":    {p.Alarms.OldestPendingAge, 300 * time.Second},
 		"DurationPercent":     {p.Alarms.DurationPercent, 100 * (900 - 2.5) / 900},
+		// Unset relay tuning stays unset: the relay applies its defaults.
+		"PollInterval":      {p.PollInterval, time.Duration(0)},
+		"MaxIdleTimeout":    {p.MaxIdleTimeout, time.Duration(0)},
+		"BatchSize":         {p.BatchSize, 0},
+		"PoisonPolicy":      {p.PoisonPolicy, ""},
+		"PoisonMaxAttempts": {p.PoisonMaxAttempts, 0},
 	}
 	for name, c := range checks {
 		if c[0] != c[1] {
