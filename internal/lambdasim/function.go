@@ -12,6 +12,7 @@ import (
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // Handler is what an execution environment runs per invocation:
@@ -277,7 +278,9 @@ func (f *Function[E]) startLocked(sl *slot[E], ev *queued, now time.Time) {
 	if f.cfg.Started != nil {
 		f.cfg.Started(inv)
 	}
-	dctx := deadlineContext{Context: ctx, clock: f.cfg.Clock, deadline: inv.Deadline}
+	// The deadline as the time left on the emulator's clock; the kill below
+	// cancels ctx when the clock reaches it.
+	dctx := outboxlocal.DeadlineContext(ctx, f.cfg.Clock, inv.Deadline)
 	go func() {
 		resp, err := sl.env.Handle(dctx, json.RawMessage(ev.payload))
 		cancel()

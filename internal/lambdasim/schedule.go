@@ -1,11 +1,8 @@
 package lambdasim
 
 import (
-	"context"
 	"sync/atomic"
 	"time"
-
-	"github.com/spillway-dev/spillway/outbox"
 )
 
 // Scheduler runs functions at instants of the emulator's clock. A
@@ -42,19 +39,4 @@ func (w *WallScheduler) Err() error {
 		return *p
 	}
 	return nil
-}
-
-// deadlineContext gives an invocation the deadline Lambda would: the
-// handler converts ctx.Deadline() to its clock as "the same time left", so
-// the wall-clock deadline it reports is recomputed at each call from the
-// time left on the emulator's clock. It never expires by itself; the
-// emulator cancels it when its clock reaches the deadline.
-type deadlineContext struct {
-	context.Context
-	clock    outbox.Clock
-	deadline time.Time
-}
-
-func (c deadlineContext) Deadline() (time.Time, bool) {
-	return time.Now().Add(c.deadline.Sub(c.clock.Now())), true
 }

@@ -182,3 +182,24 @@ func (t *manualTimer) Stop() bool {
 	c.notifyLocked()
 	return true
 }
+
+// DeadlineContext returns parent carrying deadline on clock the way
+// Lambda's context carries a function's deadline: Deadline reports the
+// time left on clock, converted to the wall clock at each call, so a
+// handler that converts it back to its clock as the time left (as
+// outboxlambda's does) reads deadline again. It never expires by itself,
+// whatever the wall clock does: whoever drives clock cancels parent when
+// clock reaches deadline, as Lambda kills the invocation.
+func DeadlineContext(parent context.Context, clock outbox.Clock, deadline time.Time) context.Context {
+	return deadlineContext{Context: parent, clock: clock, deadline: deadline}
+}
+
+type deadlineContext struct {
+	context.Context
+	clock    outbox.Clock
+	deadline time.Time
+}
+
+func (c deadlineContext) Deadline() (time.Time, bool) {
+	return time.Now().Add(c.deadline.Sub(c.clock.Now())), true
+}

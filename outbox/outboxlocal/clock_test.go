@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
@@ -106,4 +107,32 @@ func TestManualClockDrivesSleepingGoroutines(t *testing.T) {
 	if err := c.BlockUntilContext(ctx, 1); err != context.Canceled {
 		t.Fatalf("BlockUntilContext with no timer: %v", err)
 	}
+}
+
+// TestDeadlineContextReportsTheTimeLeftOnItsClock: the deadline is the time
+// left on the manual clock, whatever the wall clock did, and the context
+// does not expire when the wall clock passes it.
+func TestDeadlineContextReportsTheTimeLeftOnItsClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := NewManualClock(epoch)
+		ctx := DeadlineContext(t.Context(), c, epoch.Add(3*time.Second))
+		left := func() time.Duration {
+			d, ok := ctx.Deadline()
+			if !ok {
+				t.Fatal("no deadline")
+			}
+			return time.Until(d)
+		}
+		if got := left(); got != 3*time.Second {
+			t.Fatalf("%v left at the start, want 3s", got)
+		}
+		time.Sleep(time.Minute)
+		if got := left(); got != 3*time.Second || ctx.Err() != nil {
+			t.Fatalf("after a wall minute: %v left, error %v; want 3s and none", got, ctx.Err())
+		}
+		c.Advance(2 * time.Second)
+		if got := left(); got != time.Second {
+			t.Fatalf("%v left 2 s later on the clock, want 1s", got)
+		}
+	})
 }
