@@ -39,6 +39,8 @@ type bundle struct {
 	relayStore *outboxddb.Store
 	// pub is the relay's publisher.
 	pub outbox.Publisher
+	// clock is every handler's, store's and publisher's clock.
+	clock outbox.Clock
 }
 
 // bundleOptions adjust setup.
@@ -47,11 +49,20 @@ type bundleOptions struct {
 	vars map[string]string
 	// publisher replaces the Kafka publisher.
 	publisher outbox.Publisher
+	// sim, when set, runs the handlers, stores and publisher on its
+	// clock, with every backend call counted as in flight.
+	sim *simulation
 }
 
 func setup(t *testing.T, o bundleOptions) *bundle {
 	t.Helper()
-	b := &bundle{ddb: outboxtest.NewDynamoDB(t), kafka: outboxtest.NewKafka(t, sampleTopics...), inv: &fakeInvoker{}}
+	var clock outbox.Clock = outbox.SystemClock{}
+	var ddbOpts []outboxlocal.DynamoOption
+	if o.sim != nil {
+		clock = o.sim.clock
+		ddbOpts = append(ddbOpts, outboxlocal.WithClock(clock), outboxlocal.WithClientOptions(o.sim.act.DynamoDBOption()))
+	}
+	b := &bundle{ddb: outboxtest.NewDynamoDB(t, ddbOpts...), kafka: outboxtest.NewKafka(t, sampleTopics...), inv: &fakeInvoker{}, clock: clock}
 	vars := map[string]string{
 		outboxconf.EnvTable:         outboxtest.CreateTable(t, b.ddb),
 		outboxconf.EnvKafkaBrokers:  strings.Join(b.kafka.Brokers, ","),
@@ -77,7 +88,7 @@ func setup(t *testing.T, o bundleOptions) *bundle {
 		if err != nil {
 			t.Fatal(err)
 		}
-		kcfg.ExtraOpts = outboxlocal.TestClientOpts()
+		kcfg.ExtraOpts, kcfg.Clock = outboxlocal.TestClientOpts(), clock
 		p, err := outboxkafka.New(kcfg)
 		if err != nil {
 			t.Fatal(err)
@@ -85,12 +96,15 @@ func setup(t *testing.T, o bundleOptions) *bundle {
 		t.Cleanup(p.Close)
 		pub = p
 	}
+	if o.sim != nil {
+		pub = trackedPublisher{Publisher: pub, act: o.sim.act}
+	}
 	b.relayStore = b.newStore(t)
-	notifier, err := NewNotifier(NotifierConfig{Client: b.inv, FunctionName: cfg.RelayFunction, Logger: log})
+	notifier, err := NewNotifier(NotifierConfig{Client: b.inv, FunctionName: cfg.RelayFunction, Clock: clock, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	hc := RelayHandlerConfig{Config: cfg, FunctionName: "outbox-relay", Store: b.relayStore, Publisher: pub, Notifier: notifier, Logger: log}
+	hc := RelayHandlerConfig{Config: cfg, FunctionName: "outbox-relay", Store: b.relayStore, Publisher: pub, Notifier: notifier, Clock: clock, Logger: log}
 	if _, ok := cfg.Previous(); ok {
 		hc.PreviousStore = b.newStore(t, cfg.PreviousStoreOptions())
 	}
@@ -100,12 +114,12 @@ func setup(t *testing.T, o bundleOptions) *bundle {
 		t.Fatal(err)
 	}
 	wopts := cfg.StoreOptions()
-	wopts.Notifier, wopts.Logger = notifier, log
+	wopts.Notifier, wopts.Logger, wopts.Clock = notifier, log, clock
 	writer, err := outboxddb.NewWriter(b.ddb.Client, wopts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.enqueue, err = NewEnqueueHandler(EnqueueHandlerConfig{Config: cfg, Writer: writer, Logger: log, Getenv: env(nil)})
+	b.enqueue, err = NewEnqueueHandler(EnqueueHandlerConfig{Config: cfg, Writer: writer, Clock: clock, Logger: log, Getenv: env(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +134,7 @@ func (b *bundle) newStore(t *testing.T, opts ...outboxddb.Options) *outboxddb.St
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	o.Logger = testLogger(t)
+	o.Logger, o.Clock = testLogger(t), b.clock
 	s, err := outboxddb.NewStore(b.ddb.Client, o)
 	if err != nil {
 		t.Fatal(err)

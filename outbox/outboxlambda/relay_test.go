@@ -235,27 +235,36 @@ func TestWakeUpTrustsALivePeer(t *testing.T) {
 
 // TestRelayUnderAThreeSecondDeadline is the positive control of the budget:
 // within a 3-second invocation the relay claims a lease, publishes a
-// message and releases its leases before returning.
+// message and releases its leases before returning. The invocation runs on
+// a simulated clock (simulation): on the wall clock the claim, the publish
+// and the release had to fit in seconds of a loaded machine's time, and
+// the budget, not the relay, decided whether they did.
 func TestRelayUnderAThreeSecondDeadline(t *testing.T) {
 	t.Parallel()
+	sim := newSimulation()
 	// Lambda's defaults: a 5 s stop margin (cut to a third of the 3 s) and
 	// a 2 s linger, which the budget ends.
-	b := setup(t, bundleOptions{vars: map[string]string{outboxconf.EnvIdleTimeout: "2s", outboxconf.EnvPollInterval: "1s"}})
+	b := setup(t, bundleOptions{sim: sim, vars: map[string]string{outboxconf.EnvIdleTimeout: "2s", outboxconf.EnvPollInterval: "1s"}})
 	enq := handleEnqueue(t, b, b.sample(t, "enqueue.single.json"))
 	if leases := b.leases(t); len(leases) != 0 {
 		t.Fatalf("lease items before the run: %v", leases)
 	}
 
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
-	defer cancel()
 	before := b.ddb.Counter.Snapshot()
-	resp := handleRelay(t, b, ctx, b.sample(t, "relay.notify.json"))
+	started := sim.clock.Now()
+	resp, killed := sim.invoke(t, b, b.sample(t, "relay.notify.json"), 3*time.Second)
+	returned := sim.clock.Now()
 	used := b.ddb.Counter.Snapshot().Since(before)
-	if ctx.Err() != nil {
-		t.Fatalf("the handler returned after its deadline (%+v)", resp)
+	if killed {
+		t.Fatalf("the handler was still running at its deadline (%+v)", resp)
 	}
 	if !resp.Joined || resp.Rounds < 1 || resp.Published != 1 || resp.Deleted != 1 {
 		t.Fatalf("run under a 3 s deadline: %+v; want a claim and the message published", resp)
+	}
+	// The linger would end at 2 s too; the budget ends it (the 3 s less a
+	// third, less the instant the handler's wall-clock conversion takes).
+	if resp.Reason != string(outbox.StopBudget) || returned.Sub(started) > 2*time.Second {
+		t.Fatalf("the run stopped (%s) after %v, want by its budget, at 2 s", resp.Reason, returned.Sub(started))
 	}
 	if resp.ReleaseSkipped || !slices.Contains(resp.Released, enq.Messages[0].Bucket) {
 		t.Fatalf("released %v (skipped %v), want bucket %d among them", resp.Released, resp.ReleaseSkipped, enq.Messages[0].Bucket)
@@ -263,7 +272,6 @@ func TestRelayUnderAThreeSecondDeadline(t *testing.T) {
 	if resp.BudgetUsed <= 0 || resp.BudgetUsed >= 100 {
 		t.Fatalf("budget used %.1f%%", resp.BudgetUsed)
 	}
-	returned := time.Now()
 	leases := b.leases(t)
 	if len(leases) == 0 {
 		t.Fatal("no lease item: the relay never claimed")
