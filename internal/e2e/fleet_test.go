@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -9,8 +8,6 @@ import (
 
 	"github.com/spillway-dev/spillway/outbox"
 )
-
-var fleetTimeout = 5 * time.Minute
 
 // fleetStats sums the runs of a fleet.
 type fleetStats struct {
@@ -55,9 +52,12 @@ func (s *fleetStats) add(res outbox.RunResult) {
 // about 0.1 s under -race), so the fleets' probes and coordination reads
 // would keep 10,000 messages busy for minutes.
 //
-// The relays share the system clock with short lease timings: a manual
-// clock cannot order five relays' real I/O. Nothing in the test waits on
-// the clock itself; each relay returns by its own budget.
+// The relays run on a manual clock that moves only while every relay is
+// parked (internal/simtime's rule), and each publish takes fleetPublish of
+// it, so a run's five seconds hold a fixed share of the work. On the wall
+// clock a loaded machine stretched the requests instead: a run's first
+// round alone could outlast its budget, and the fleet stopped making
+// progress.
 func TestEndToEnd_MixedWrites_DrainedByFleetsOfShortRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end drain of 10,000 messages")
@@ -65,15 +65,17 @@ func TestEndToEnd_MixedWrites_DrainedByFleetsOfShortRuns(t *testing.T) {
 	for _, c := range []struct{ relays, messages int }{{1, 10_000}, {2, 2_000}, {5, 2_000}} {
 		const budget = 5 * time.Second
 		t.Run(fmt.Sprintf("%d relays", c.relays), func(t *testing.T) {
-			b := newBackend(t, outbox.SystemClock{})
+			b, clock := newManual(t)
+			// Wall times, for the log only.
 			start := time.Now()
 			l, mix := b.enqueueMixed(t, workload{messages: c.messages, keys: 500, writers: 4, valueSize: 100, seed: uint64(c.relays)})
 			enqueued := time.Since(start)
 			before := b.ddb.Counter.Snapshot()
 
 			start = time.Now()
+			began := clock.Now()
 			stats := b.drainWithFleet(t, c.relays, c.messages, budget)
-			drained := time.Since(start)
+			drained, simulated := time.Since(start), clock.Now().Sub(began)
 			reqs := b.ddb.Counter.Snapshot().Since(before)
 
 			messages, owners := b.tableState(t)
@@ -84,20 +86,33 @@ func TestEndToEnd_MixedWrites_DrainedByFleetsOfShortRuns(t *testing.T) {
 			if stats.deleted < c.messages {
 				t.Fatalf("the relays deleted %d messages, fewer than the %d enqueued", stats.deleted, c.messages)
 			}
-			t.Logf("%d relays, %d messages over 500 keys (%s) enqueued in %v; %d relays drained them in %v: %d runs (%d budget, %d drained, %d joined nothing, %d release skipped, %d failed cycles), %d published, %d deleted, %d records read, %d duplicates; %.2f DynamoDB requests per message (%v)",
-				c.relays, c.messages, mix, enqueued.Round(time.Millisecond), c.relays, drained.Round(time.Millisecond), stats.runs, stats.budget, stats.drained,
+			// The publishes alone take longer than a run's budget, so no
+			// fleet drains in one run per relay.
+			if stats.runs <= c.relays {
+				t.Fatalf("%d relays drained the table in %d runs: the runs were not short", c.relays, stats.runs)
+			}
+			t.Logf("%d relays, %d messages over 500 keys (%s) enqueued in %v; %d relays drained them in %v simulated (%v of wall time): %d runs (%d budget, %d drained, %d joined nothing, %d release skipped, %d failed cycles), %d published, %d deleted, %d records read, %d duplicates; %.2f DynamoDB requests per message (%v)",
+				c.relays, c.messages, mix, enqueued.Round(time.Millisecond), c.relays, simulated, drained.Round(time.Millisecond), stats.runs, stats.budget, stats.drained,
 				stats.peerLive, stats.skipped, stats.errors, stats.published, stats.deleted, d.records, d.duplicates,
 				float64(reqs.TotalRequests())/float64(c.messages), reqs.Requests)
 		})
 	}
 }
 
-// drainWithFleet runs n relays, each repeating short runs until the table
-// holds no message and its own last run released its leases.
+// fleetPublish is how long a publish takes on the fleet's manual clock;
+// fleetLimit bounds the simulated time a fleet may take to drain.
+const (
+	fleetPublish = 200 * time.Millisecond
+	fleetLimit   = 10 * time.Minute
+)
+
+// drainWithFleet runs n relays on the backend's manual clock, each
+// repeating short runs until the table holds no message and its own last
+// run released its leases.
 func (b *backend) drainWithFleet(t *testing.T, n, messages int, budget time.Duration) *fleetStats {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), fleetTimeout)
-	defer cancel()
+	ctx := t.Context()
+	limit := b.clock.Now().Add(fleetLimit)
 	stats := &fleetStats{}
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
@@ -107,6 +122,7 @@ func (b *backend) drainWithFleet(t *testing.T, n, messages int, budget time.Dura
 			LeaseDuration: 15 * time.Second, LeaseRenewInterval: 4 * time.Second, PollInterval: 250 * time.Millisecond,
 			IdleTimeout: 200 * time.Millisecond, ErrorBackoff: 50 * time.Millisecond, StopMargin: budget / 3,
 		}, nil)
+		r.pub.setLatency(fleetPublish)
 		wg.Go(func() {
 			for {
 				res, err := r.relay.Run(ctx, outbox.RunInput{Deadline: b.clock.Now().Add(budget)})
@@ -115,16 +131,16 @@ func (b *backend) drainWithFleet(t *testing.T, n, messages int, budget time.Dura
 					return
 				}
 				stats.add(res)
-				if ctx.Err() != nil {
-					errs <- fmt.Errorf("relay-%d: the fleet did not drain the table (%d of %d deleted, last run %+v): %w", i, stats.total(), messages, res, ctx.Err())
+				if b.clock.Now().After(limit) {
+					errs <- fmt.Errorf("relay-%d: the fleet did not drain the table in %v of simulated time (%d of %d deleted, last run %+v)", i, fleetLimit, stats.total(), messages, res)
 					return
 				}
 				if stats.total() < messages || res.ReleaseSkipped {
 					continue
 				}
-				// Relays that both published a batch (a lease lapsed under
-				// load) may both delete it, so the sum can reach the count
-				// before the table is empty.
+				// Relays that both published a batch (a lease lapsed
+				// meanwhile) may both delete it, so the sum can reach the
+				// count before the table is empty.
 				pending, err := r.store.PendingBuckets(ctx, allBuckets)
 				if err != nil {
 					errs <- err

@@ -13,6 +13,9 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
 
+// fleetTimeout bounds the wall time of a fleet on the system clock.
+var fleetTimeout = 5 * time.Minute
+
 // TestEndToEnd_QuarantineAndReplayUnderAFleetWithCrashes runs three
 // quarantine relays in short runs that crash (their context is cancelled
 // at a random moment) or hand over at their budget, while three keys each
