@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/spillway-dev/spillway/internal/simtime"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
@@ -97,7 +98,7 @@ func setup(t *testing.T, o bundleOptions) *bundle {
 		pub = p
 	}
 	if o.sim != nil {
-		pub = trackedPublisher{Publisher: pub, act: o.sim.act}
+		pub = simtime.Publisher(o.sim.act, pub)
 	}
 	b.relayStore = b.newStore(t)
 	notifier, err := NewNotifier(NotifierConfig{Client: b.inv, FunctionName: cfg.RelayFunction, Clock: clock, Logger: log})

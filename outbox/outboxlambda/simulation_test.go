@@ -71,19 +71,3 @@ func (s *simulation) invoke(t *testing.T, b *bundle, payload json.RawMessage, ti
 	}
 	return resp, killed
 }
-
-// trackedPublisher makes each Init and Publish one call in flight, so the
-// simulation does not move the clock while Kafka answers.
-type trackedPublisher struct {
-	outbox.Publisher
-	act *simtime.Activity
-}
-
-func (p trackedPublisher) Init(ctx context.Context) error {
-	_, err := simtime.Track(p.act, func() (struct{}, error) { return struct{}{}, p.Publisher.Init(ctx) })
-	return err
-}
-
-func (p trackedPublisher) Publish(ctx context.Context, msgs []outbox.Message) (int, error) {
-	return simtime.Track(p.act, func() (int, error) { return p.Publisher.Publish(ctx, msgs) })
-}
