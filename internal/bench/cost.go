@@ -65,9 +65,9 @@ type CostConfig struct {
 }
 
 func (c CostConfig) withDefaults() CostConfig {
-	setCount(&c.Messages, 200)
-	setCount(&c.ListSize, 10)
-	setCount(&c.BucketCount, outbox.DefaultBucketCount)
+	c.Messages = cmp.Or(c.Messages, 200)
+	c.ListSize = cmp.Or(c.ListSize, 10)
+	c.BucketCount = cmp.Or(c.BucketCount, outbox.DefaultBucketCount)
 	if len(c.ValueSizes) == 0 {
 		c.ValueSizes = []int{512, 16 << 10}
 	}

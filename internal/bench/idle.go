@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -50,12 +51,12 @@ type IdleConfig struct {
 }
 
 func (c IdleConfig) withDefaults() IdleConfig {
-	setDuration(&c.Window, time.Hour)
-	setCount(&c.BucketCount, outbox.DefaultBucketCount)
-	setDuration(&c.Schedule, time.Minute)
-	setDuration(&c.FunctionTimeout, 15*time.Minute)
-	setDuration(&c.PollInterval, outbox.DefaultPollInterval)
-	setDuration(&c.RenewInterval, outbox.DefaultLeaseRenewInterval)
+	c.Window = cmp.Or(c.Window, time.Hour)
+	c.BucketCount = cmp.Or(c.BucketCount, outbox.DefaultBucketCount)
+	c.Schedule = cmp.Or(c.Schedule, time.Minute)
+	c.FunctionTimeout = cmp.Or(c.FunctionTimeout, 15*time.Minute)
+	c.PollInterval = cmp.Or(c.PollInterval, outbox.DefaultPollInterval)
+	c.RenewInterval = cmp.Or(c.RenewInterval, outbox.DefaultLeaseRenewInterval)
 	if len(c.Modes) == 0 {
 		c.Modes = []string{IdleDrain, IdleHold, IdleAlwaysOn}
 	}
@@ -332,16 +333,4 @@ func idleLabel(mode string, c IdleConfig) string {
 		return fmt.Sprintf("always-on (P=%v, I=%v)", c.PollInterval, c.RenewInterval)
 	}
 	return mode
-}
-
-func setDuration(p *time.Duration, v time.Duration) {
-	if *p == 0 {
-		*p = v
-	}
-}
-
-func setCount(p *int, v int) {
-	if *p == 0 {
-		*p = v
-	}
 }

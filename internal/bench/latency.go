@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,11 +46,11 @@ type LatencyConfig struct {
 }
 
 func (c LatencyConfig) withDefaults() LatencyConfig {
-	setCount(&c.Samples, 60)
-	setDuration(&c.PollInterval, time.Second)
-	setDuration(&c.MaxGap, 400*time.Millisecond)
-	setDuration(&c.IdleTimeout, 100*time.Millisecond)
-	setDuration(&c.Timeout, 2*time.Minute)
+	c.Samples = cmp.Or(c.Samples, 60)
+	c.PollInterval = cmp.Or(c.PollInterval, time.Second)
+	c.MaxGap = cmp.Or(c.MaxGap, 400*time.Millisecond)
+	c.IdleTimeout = cmp.Or(c.IdleTimeout, 100*time.Millisecond)
+	c.Timeout = cmp.Or(c.Timeout, 2*time.Minute)
 	return c
 }
 

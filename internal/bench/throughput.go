@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,10 +46,10 @@ type ThroughputConfig struct {
 }
 
 func (c ThroughputConfig) withDefaults() ThroughputConfig {
-	setCount(&c.Messages, 5000)
-	setDuration(&c.RenewInterval, 2*time.Second)
-	setDuration(&c.LeaseDuration, outbox.DefaultLeaseDuration)
-	setDuration(&c.Timeout, 5*time.Minute)
+	c.Messages = cmp.Or(c.Messages, 5000)
+	c.RenewInterval = cmp.Or(c.RenewInterval, 2*time.Second)
+	c.LeaseDuration = cmp.Or(c.LeaseDuration, outbox.DefaultLeaseDuration)
+	c.Timeout = cmp.Or(c.Timeout, 5*time.Minute)
 	if len(c.Cases) == 0 {
 		for _, size := range []int{1 << 10, 16 << 10} {
 			for _, layout := range [][2]int{{1, 1}, {1, 8}, {4, 8}} {

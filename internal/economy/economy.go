@@ -1,6 +1,7 @@
 package economy
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -90,18 +91,10 @@ func (c Config) withDefaults() Config {
 	if c.Duration == nil {
 		c.Duration = DefaultDuration
 	}
-	if c.ValueSize == 0 {
-		c.ValueSize = DefaultValueSize
-	}
-	if c.Buckets == 0 {
-		c.Buckets = outbox.DefaultBucketCount
-	}
-	if c.MemoryMB == 0 {
-		c.MemoryMB = DefaultMemoryMB
-	}
-	if c.Seed == 0 {
-		c.Seed = steady.DefaultSeed
-	}
+	c.ValueSize = cmp.Or(c.ValueSize, DefaultValueSize)
+	c.Buckets = cmp.Or(c.Buckets, outbox.DefaultBucketCount)
+	c.MemoryMB = cmp.Or(c.MemoryMB, DefaultMemoryMB)
+	c.Seed = cmp.Or(c.Seed, steady.DefaultSeed)
 	return c
 }
 

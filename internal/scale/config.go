@@ -67,21 +67,11 @@ type Config struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	if c.Buckets == 0 {
-		c.Buckets = DefaultBuckets
-	}
-	if c.Relays == 0 {
-		c.Relays = DefaultRelays
-	}
-	if c.LeaseDuration == 0 {
-		c.LeaseDuration = outbox.DefaultLeaseDuration
-	}
-	if c.LeaseRenewInterval == 0 {
-		c.LeaseRenewInterval = outbox.DefaultLeaseRenewInterval
-	}
-	if c.SteadyRounds == 0 {
-		c.SteadyRounds = DefaultSteadyRounds
-	}
+	c.Buckets = cmp.Or(c.Buckets, DefaultBuckets)
+	c.Relays = cmp.Or(c.Relays, DefaultRelays)
+	c.LeaseDuration = cmp.Or(c.LeaseDuration, outbox.DefaultLeaseDuration)
+	c.LeaseRenewInterval = cmp.Or(c.LeaseRenewInterval, outbox.DefaultLeaseRenewInterval)
+	c.SteadyRounds = cmp.Or(c.SteadyRounds, DefaultSteadyRounds)
 	c.Backend = cmp.Or(c.Backend, Model)
 	c.Seed = cmp.Or(c.Seed, DefaultSeed)
 	c.RelayIDPrefix = cmp.Or(c.RelayIDPrefix, DefaultRelayIDPrefix)

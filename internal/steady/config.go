@@ -1,6 +1,7 @@
 package steady
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"log/slog"
@@ -149,33 +150,15 @@ type Config struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	if c.Rate == 0 {
-		c.Rate = DefaultRate
-	}
-	if c.Buckets == 0 {
-		c.Buckets = DefaultBuckets
-	}
-	if c.Duration == 0 {
-		c.Duration = DefaultDuration
-	}
-	if c.RelayTimeout == 0 {
-		c.RelayTimeout = DefaultRelayTimeout
-	}
-	if c.ReservedConcurrency == 0 {
-		c.ReservedConcurrency = c.Buckets
-	}
-	if c.ScheduleInterval == 0 {
-		c.ScheduleInterval = DefaultScheduleInterval
-	}
-	if c.Writers == 0 {
-		c.Writers = DefaultWriters
-	}
-	if c.MaxEventAge == 0 {
-		c.MaxEventAge = DefaultMaxEventAge
-	}
-	if c.Seed == 0 {
-		c.Seed = DefaultSeed
-	}
+	c.Rate = cmp.Or(c.Rate, DefaultRate)
+	c.Buckets = cmp.Or(c.Buckets, DefaultBuckets)
+	c.Duration = cmp.Or(c.Duration, DefaultDuration)
+	c.RelayTimeout = cmp.Or(c.RelayTimeout, DefaultRelayTimeout)
+	c.ReservedConcurrency = cmp.Or(c.ReservedConcurrency, c.Buckets)
+	c.ScheduleInterval = cmp.Or(c.ScheduleInterval, DefaultScheduleInterval)
+	c.Writers = cmp.Or(c.Writers, DefaultWriters)
+	c.MaxEventAge = cmp.Or(c.MaxEventAge, DefaultMaxEventAge)
+	c.Seed = cmp.Or(c.Seed, DefaultSeed)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
