@@ -1,13 +1,14 @@
 // Package simtime is the one model of simulated time of the whole-system
-// simulations (internal/steady, internal/fleetsim, internal/bench's idle
-// and cost runs, the end-to-end tests' manual-clock driver, the outboxddb
-// relay tests): a manual clock, an
-// Agenda of events at simulated instants, and Activity, the one rule that
-// says when every participant of a simulation is parked so that the clock
-// may move. A driver alternates between Activity.Settle (wait until every
-// participant is parked), running what is due at the instant, and moving
-// the clock to the next event or participant's timer, whichever comes
-// first (Agenda.Advance).
+// simulations (internal/steady, internal/fleetsim, internal/scale's
+// stepper, internal/bench's idle and cost runs, the end-to-end tests'
+// manual-clock driver, the outboxddb and outboxlambda tests that run
+// relays on the embedded backends): a manual clock, an Agenda of events at
+// simulated instants, and Activity, the one rule that says when every
+// participant of a simulation is parked so that the clock may move. A
+// driver alternates between Activity.Settle (wait until every participant
+// is parked), running what is due at the instant, and moving the clock to
+// the next event or participant's timer, whichever comes first
+// (Agenda.Advance).
 //
 // # The rule
 //
