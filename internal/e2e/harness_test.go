@@ -38,6 +38,9 @@ type backend struct {
 	opts   outboxddb.Options
 	writer *outboxddb.Writer
 	act    *simtime.Activity
+
+	mu     sync.Mutex
+	parked func(ctx context.Context, now time.Time) // see whenParked
 }
 
 // newBackend starts the backends with clock (a *outboxlocal.ManualClock or
@@ -74,7 +77,7 @@ func (b *backend) newRig(t testing.TB, opts outbox.RelayOptions, tweak func(*out
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := outboxkafka.New(outboxkafka.Config{Brokers: b.kafka.Brokers, Clock: b.clock, ExtraOpts: outboxlocal.TestClientOpts()})
+	p, err := outboxkafka.New(outboxkafka.Config{Brokers: b.kafka.Brokers, Clock: b.publisherClock(), ExtraOpts: outboxlocal.TestClientOpts()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,6 +95,41 @@ func (b *backend) newRig(t testing.TB, opts outbox.RelayOptions, tweak func(*out
 	return r
 }
 
+// publisherClock is the clock of the Kafka publishers built here. On a
+// manual clock a publisher's own wait (the second look at a topic its
+// metadata did not list) is no call in flight: the publisher is parked on
+// the simulated clock, which only the driver moves, as a relay is between
+// two calls.
+func (b *backend) publisherClock() outbox.Clock {
+	if b.manual == nil {
+		return b.clock
+	}
+	return waitClock{ManualClock: b.manual, act: b.act}
+}
+
+// waitClock's timers take their wait out of the calls in flight, from the
+// timer's creation to its Stop, which the publisher's waits (outbox.Sleep)
+// always call, fired or not.
+type waitClock struct {
+	*outboxlocal.ManualClock
+	act *simtime.Activity
+}
+
+func (c waitClock) NewTimer(d time.Duration) outbox.Timer {
+	c.act.End()
+	return &waitTimer{Timer: c.ManualClock.NewTimer(d), resume: sync.OnceFunc(c.act.Begin)}
+}
+
+type waitTimer struct {
+	outbox.Timer
+	resume func()
+}
+
+func (t *waitTimer) Stop() bool {
+	defer t.resume()
+	return t.Timer.Stop()
+}
+
 // drive moves the manual clock to its next timer whenever every
 // participant is parked (internal/simtime's rule): the test's goroutine
 // from now on, and every goroutine it starts, relays included. It runs
@@ -106,6 +144,7 @@ func (b *backend) drive(t testing.TB) {
 			// A settle that runs out of wall time (a participant
 			// computing long) is only looked at again.
 			if b.act.Settle(ctx, time.Minute) == nil {
+				b.runParked(ctx)
 				b.manual.AdvanceToNext()
 			}
 		}
@@ -115,6 +154,25 @@ func (b *backend) drive(t testing.TB) {
 		wg.Wait()
 		leave()
 	})
+}
+
+// whenParked has the driver call fn each time every participant is
+// parked, before it moves the clock: what fn reads of the backends is a
+// state no relay is changing, and what fn writes a relay sees once its
+// timer fires. fn runs on the driver's goroutine.
+func (b *backend) whenParked(fn func(ctx context.Context, now time.Time)) {
+	b.mu.Lock()
+	b.parked = fn
+	b.mu.Unlock()
+}
+
+func (b *backend) runParked(ctx context.Context) {
+	b.mu.Lock()
+	fn := b.parked
+	b.mu.Unlock()
+	if fn != nil {
+		fn(ctx, b.manual.Now())
+	}
 }
 
 // run runs the relay and fails the test on an error.
@@ -128,7 +186,8 @@ func (r *rig) run(t testing.TB, in outbox.RunInput) outbox.RunResult {
 }
 
 // trackedStore counts its calls in flight; the hooks run before a call,
-// outside the count, so a hook may block or run another relay.
+// outside the count, so a hook may block or run another relay (or cancel
+// the call's context: a crash).
 type trackedStore struct {
 	outbox.Store
 	act *simtime.Activity
@@ -136,6 +195,7 @@ type trackedStore struct {
 	mu            sync.Mutex
 	beforeRelease func()
 	beforeRenew   func()
+	beforeCall    func() // before every call, after the call's own hook
 }
 
 func (s *trackedStore) hook(p *func()) func() {
@@ -156,55 +216,69 @@ func (s *trackedStore) setBeforeRenew(fn func()) {
 	s.mu.Unlock()
 }
 
+func (s *trackedStore) setBeforeCall(fn func()) {
+	s.mu.Lock()
+	s.beforeCall = fn
+	s.mu.Unlock()
+}
+
+// call runs fn as one call in flight, after the hook at points to (nil for
+// none) and then the hook for every call.
+func call[T any](s *trackedStore, at *func(), fn func() (T, error)) (T, error) {
+	for _, p := range []*func(){at, &s.beforeCall} {
+		if p == nil {
+			continue
+		}
+		if h := s.hook(p); h != nil {
+			h()
+		}
+	}
+	return simtime.Track(s.act, fn)
+}
+
 func (s *trackedStore) AcquireLeases(ctx context.Context, req outbox.LeaseRequest, st outbox.RoundState) (outbox.Acquisition, error) {
-	return simtime.Track(s.act, func() (outbox.Acquisition, error) { return s.Store.AcquireLeases(ctx, req, st) })
+	return call(s, nil, func() (outbox.Acquisition, error) { return s.Store.AcquireLeases(ctx, req, st) })
 }
 
 func (s *trackedStore) RenewLeases(ctx context.Context, req outbox.LeaseRequest, buckets []int) (bool, error) {
-	if fn := s.hook(&s.beforeRenew); fn != nil {
-		fn()
-	}
-	return simtime.Track(s.act, func() (bool, error) { return s.Store.RenewLeases(ctx, req, buckets) })
+	return call(s, &s.beforeRenew, func() (bool, error) { return s.Store.RenewLeases(ctx, req, buckets) })
 }
 
 func (s *trackedStore) ReleaseLeases(ctx context.Context, req outbox.LeaseRequest) (outbox.Release, error) {
-	if fn := s.hook(&s.beforeRelease); fn != nil {
-		fn()
-	}
-	return simtime.Track(s.act, func() (outbox.Release, error) { return s.Store.ReleaseLeases(ctx, req) })
+	return call(s, &s.beforeRelease, func() (outbox.Release, error) { return s.Store.ReleaseLeases(ctx, req) })
 }
 
 func (s *trackedStore) ReadCoordination(ctx context.Context) (outbox.Coordination, error) {
-	return simtime.Track(s.act, func() (outbox.Coordination, error) { return s.Store.ReadCoordination(ctx) })
+	return call(s, nil, func() (outbox.Coordination, error) { return s.Store.ReadCoordination(ctx) })
 }
 
 func (s *trackedStore) PendingBuckets(ctx context.Context, buckets []int) ([]int, error) {
-	return simtime.Track(s.act, func() ([]int, error) { return s.Store.PendingBuckets(ctx, buckets) })
+	return call(s, nil, func() ([]int, error) { return s.Store.PendingBuckets(ctx, buckets) })
 }
 
 func (s *trackedStore) FetchBatch(ctx context.Context, bucket, max int) ([]outbox.Message, error) {
-	return simtime.Track(s.act, func() ([]outbox.Message, error) { return s.Store.FetchBatch(ctx, bucket, max) })
+	return call(s, nil, func() ([]outbox.Message, error) { return s.Store.FetchBatch(ctx, bucket, max) })
 }
 
 func (s *trackedStore) MarkPublished(ctx context.Context, bucket int, msgs []outbox.Message) error {
-	_, err := simtime.Track(s.act, func() (struct{}, error) { return struct{}{}, s.Store.MarkPublished(ctx, bucket, msgs) })
+	_, err := call(s, nil, func() (struct{}, error) { return struct{}{}, s.Store.MarkPublished(ctx, bucket, msgs) })
 	return err
 }
 
 // ParkedKeys and Park pass the quarantine through, tracked like the rest.
 func (s *trackedStore) ParkedKeys(ctx context.Context, bucket int) (map[string][]int64, error) {
-	return simtime.Track(s.act, func() (map[string][]int64, error) {
+	return call(s, nil, func() (map[string][]int64, error) {
 		return s.Store.(outbox.Quarantine).ParkedKeys(ctx, bucket)
 	})
 }
 
 func (s *trackedStore) Park(ctx context.Context, p outbox.Parking) error {
-	_, err := simtime.Track(s.act, func() (struct{}, error) { return struct{}{}, s.Store.(outbox.Quarantine).Park(ctx, p) })
+	_, err := call(s, nil, func() (struct{}, error) { return struct{}{}, s.Store.(outbox.Quarantine).Park(ctx, p) })
 	return err
 }
 
 func (s *trackedStore) Backlog(ctx context.Context) (outbox.Backlog, error) {
-	return simtime.Track(s.act, func() (outbox.Backlog, error) { return s.Store.Backlog(ctx) })
+	return call(s, nil, func() (outbox.Backlog, error) { return s.Store.Backlog(ctx) })
 }
 
 // trackedPublisher counts its calls in flight. latency, on a manual clock,
