@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"context"
 	"time"
 )
 
@@ -21,17 +22,11 @@ const ClaimWindow = time.Second
 // free (its stored expiry), so the peer's round read it free. A lease that
 // names relayID is never covered: the relay resumes it.
 func (c Coordination) Uncovered(bs []int, relayID string, bucketCount int, now time.Time, lease time.Duration) []int {
-	held := c.HeldUntil(now, lease)
 	claiming := c.beingClaimed(relayID, bucketCount, now, lease)
-	mine := map[int]bool{}
-	for _, l := range c.Leases {
-		if l.Owner == relayID {
-			mine[l.Bucket] = true
-		}
-	}
+	mine := c.owned(relayID)
 	var out []int
-	for _, b := range bs {
-		if _, ok := held[b]; mine[b] || !ok && !claiming[b] {
+	for _, b := range c.unheld(bs, relayID, now, lease) {
+		if mine[b] || !claiming[b] {
 			out = append(out, b)
 		}
 	}
@@ -85,4 +80,69 @@ func (c Coordination) beingClaimed(relayID string, bucketCount int, now time.Tim
 		}
 	}
 	return out
+}
+
+// CoverageReader is a Store that can read, for a trust check, only what
+// decides it in the common case: every heartbeat and the leases of the
+// checked buckets, instead of the whole coordination partition (one lease
+// item per bucket). Stores that do not implement it are read whole.
+type CoverageReader interface {
+	// ReadCoverage returns a view (ReadAt set) of every heartbeat and of
+	// the leases of buckets, with partial true; or, when the store judges
+	// that partial read no cheaper than the whole partition (few buckets
+	// in all), the whole view with partial false.
+	ReadCoverage(ctx context.Context, buckets []int) (view Coordination, partial bool, err error)
+}
+
+// ReadUncovered is the trust check of relayID against store: the buckets of
+// bs (ascending, within [0, bucketCount)) that no live peer covers
+// (Coordination.Uncovered) once the read returns, on clock. A
+// CoverageReader's partial view settles it when a live peer holds every
+// bucket of bs, which is what a wake-up usually finds under traffic; else,
+// since the claiming rule needs every lease, the whole partition is read.
+// The answer is the one a whole read at the same instant gives.
+func ReadUncovered(ctx context.Context, store Store, clock Clock, bs []int, relayID string, bucketCount int, lease time.Duration) ([]int, error) {
+	if cr, ok := store.(CoverageReader); ok {
+		view, partial, err := cr.ReadCoverage(ctx, bs)
+		if err != nil {
+			return nil, err
+		}
+		now := clock.Now()
+		if !partial {
+			return view.Uncovered(bs, relayID, bucketCount, now, lease), nil
+		}
+		if len(view.unheld(bs, relayID, now, lease)) == 0 {
+			return nil, nil
+		}
+	}
+	view, err := store.ReadCoordination(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return view.Uncovered(bs, relayID, bucketCount, clock.Now(), lease), nil
+}
+
+// unheld returns the buckets of bs that no live peer of relayID holds in
+// the view: a superset of Uncovered's answer, which needs only the leases
+// of bs and the heartbeats.
+func (c Coordination) unheld(bs []int, relayID string, now time.Time, lease time.Duration) []int {
+	held, mine := c.HeldUntil(now, lease), c.owned(relayID)
+	var out []int
+	for _, b := range bs {
+		if _, ok := held[b]; mine[b] || !ok {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// owned returns the buckets whose lease names relayID, expired or not.
+func (c Coordination) owned(relayID string) map[int]bool {
+	mine := map[int]bool{}
+	for _, l := range c.Leases {
+		if l.Owner == relayID {
+			mine[l.Bucket] = true
+		}
+	}
+	return mine
 }

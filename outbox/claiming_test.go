@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
@@ -65,5 +66,94 @@ func TestCoordinationUncovered(t *testing.T) {
 				t.Errorf("uncovered %v, want %v", got, c.want)
 			}
 		})
+	}
+}
+
+// coverageStore is a Store that answers only the trust check's reads: a
+// partial view (as a CoverageReader) and the whole one, counting each.
+type coverageStore struct {
+	Store
+	partial, whole Coordination
+	wholeOnly      bool // ReadCoverage returns the whole view
+	coverageReads  int
+	wholeReads     int
+}
+
+func (s *coverageStore) ReadCoverage(context.Context, []int) (Coordination, bool, error) {
+	s.coverageReads++
+	if s.wholeOnly {
+		return s.whole, false, nil
+	}
+	return s.partial, true, nil
+}
+
+func (s *coverageStore) ReadCoordination(context.Context) (Coordination, error) {
+	s.wholeReads++
+	return s.whole, nil
+}
+
+// wholeStore is a Store without ReadCoverage.
+type wholeStore struct {
+	Store
+	s *coverageStore
+}
+
+func (w wholeStore) ReadCoordination(ctx context.Context) (Coordination, error) {
+	return w.s.ReadCoordination(ctx)
+}
+
+// fixedClock reads one instant; the trust check sets no timer.
+type fixedClock time.Time
+
+func (c fixedClock) Now() time.Time               { return time.Time(c) }
+func (c fixedClock) NewTimer(time.Duration) Timer { panic("the trust check set a timer") }
+
+// TestReadUncovered settles the trust check on the partial view only when a
+// live peer holds every checked bucket there, and otherwise gives the
+// answer of the whole view, which the claiming rule needs.
+func TestReadUncovered(t *testing.T) {
+	ms := time.Millisecond
+	clock := fixedClock(at(0))
+	heldByP := LeaseState{Bucket: 5, Owner: "p", ExpiresAt: at(20 * time.Second)}
+	mine := LeaseState{Bucket: 6, Owner: "me", ExpiresAt: at(20 * time.Second)}
+	live := beat("p", at(-2*time.Second))
+	// In the whole view bucket 7 is free and p's round, 500 ms old, is
+	// claiming it: covered, though the partial view cannot tell.
+	whole := Coordination{Leases: []LeaseState{heldByP, mine}, Relays: []RelayState{beat("p", at(-500*ms))}}
+	for _, c := range []struct {
+		name             string
+		store            *coverageStore
+		plain            bool // a store without ReadCoverage
+		check            []int
+		want             []int
+		coverage, wholes int
+	}{
+		{name: "held by a live peer: the partial view settles it",
+			store: &coverageStore{partial: Coordination{Leases: []LeaseState{heldByP}, Relays: []RelayState{live}}, whole: whole},
+			check: []int{5}, coverage: 1},
+		{name: "free in the partial view: the whole view, where p is claiming it",
+			store: &coverageStore{partial: Coordination{Relays: []RelayState{live}}, whole: whole},
+			check: []int{5, 7}, coverage: 1, wholes: 1},
+		{name: "my own lease: resumed, after the whole view",
+			store: &coverageStore{partial: Coordination{Leases: []LeaseState{mine}, Relays: []RelayState{live}}, whole: whole},
+			check: []int{6}, want: []int{6}, coverage: 1, wholes: 1},
+		{name: "the store read the whole partition at once",
+			store: &coverageStore{whole: whole, wholeOnly: true},
+			check: []int{6, 7}, want: []int{6}, coverage: 1},
+		{name: "a store without ReadCoverage is read whole",
+			store: &coverageStore{whole: whole}, plain: true,
+			check: []int{5, 6, 7}, want: []int{6}, wholes: 1},
+	} {
+		var store Store = c.store
+		if c.plain {
+			store = wholeStore{s: c.store}
+		}
+		got, err := ReadUncovered(context.Background(), store, clock, c.check, "me", 8, 30*time.Second)
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("%s: uncovered %v, %v; want %v", c.name, got, err, c.want)
+		}
+		if c.store.coverageReads != c.coverage || c.store.wholeReads != c.wholes {
+			t.Errorf("%s: %d coverage and %d whole reads, want %d and %d", c.name, c.store.coverageReads, c.store.wholeReads, c.coverage, c.wholes)
+		}
 	}
 }

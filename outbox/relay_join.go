@@ -34,11 +34,10 @@ func (u *run) shouldJoin() (bool, error) {
 		}
 		hinted = pending
 	}
-	coord, err := r.store.ReadCoordination(u.ctx)
+	orphans, err := u.uncovered(hinted)
 	if err != nil {
 		return false, err
 	}
-	orphans := u.orphaned(coord, hinted, r.clock.Now())
 	if len(orphans) == 0 {
 		u.res.Reason = StopPeerLive
 		return false, nil
@@ -73,11 +72,10 @@ func (u *run) stillOrphaned() (bool, error) {
 	if len(u.waitFor) == 0 {
 		return true, nil
 	}
-	coord, err := u.r.store.ReadCoordination(u.ctx)
+	orphans, err := u.uncovered(u.waitFor)
 	if err != nil {
 		return false, err
 	}
-	orphans := u.orphaned(coord, u.waitFor, u.r.clock.Now())
 	if len(orphans) == 0 {
 		u.res.Reason = StopPeerLive
 		return false, nil
@@ -113,6 +111,12 @@ func (u *run) validHints() []int {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// uncovered is the trust check (ReadUncovered) of the buckets bs.
+func (u *run) uncovered(bs []int) ([]int, error) {
+	r := u.r
+	return ReadUncovered(u.ctx, r.store, r.clock, bs, r.opts.RelayID, r.opts.BucketCount, r.opts.LeaseDuration)
 }
 
 // orphaned returns the buckets of bs that no live peer covers

@@ -271,15 +271,10 @@ func (b *burst) stop(store *outboxddb.Store, req outbox.LeaseRequest) error {
 	return err
 }
 
-// orphaned is the relay's trust check: one consistent read; it returns the
-// hinted buckets no live peer holds or is claiming (the relay's own rule,
-// outbox.Coordination.Uncovered).
+// orphaned is the relay's trust check (outbox.ReadUncovered, the relay's
+// own): the hinted buckets no live peer holds or is claiming.
 func (b *burst) orphaned(store *outboxddb.Store, id string, hints []int) ([]int, error) {
-	view, err := store.ReadCoordination(b.ctx)
-	if err != nil {
-		return nil, err
-	}
-	return view.Uncovered(hints, id, b.cfg.Buckets, b.s.clock.Now(), b.cfg.LeaseDuration), nil
+	return outbox.ReadUncovered(b.ctx, store, b.s.clock, hints, id, b.cfg.Buckets, b.cfg.LeaseDuration)
 }
 
 // noteRound records a round's outcome and who holds what after it.

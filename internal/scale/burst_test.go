@@ -38,7 +38,10 @@ func TestBurstOnTheModelCountsLikeTheEmbeddedServer(t *testing.T) {
 // flight find them being claimed (outbox.Coordination.Uncovered) and exit
 // after their trust check, as do the retried wake-ups whose commits were
 // published meanwhile, so 6 of 1,000 join instead of 127 and each bucket
-// is claimed and released once.
+// is claimed and released once. Trust checks that find a live owner settle
+// on the hinted lease and the heartbeats (outbox.CoverageReader), which
+// keeps the busiest second's reads under a partition's 3,000 RCU; reading
+// the whole partition each time made it 9,150.
 func TestBurstOfOneThousandCommitsWakingOneHundredTwentyEightRelays(t *testing.T) {
 	rep, err := RunBurst(t.Context(), BurstConfig{Seed: 1})
 	if err != nil {
@@ -48,16 +51,16 @@ func TestBurstOfOneThousandCommitsWakingOneHundredTwentyEightRelays(t *testing.T
 		t.Fatalf("%d commits unpublished, %d leases left after the last stop", rep.Unpublished, rep.LeftOwned)
 	}
 	got := []int{rep.WakeUps, rep.Invocations, rep.Throttled, rep.PeerLive, rep.NothingPending, rep.Joined, rep.Rounds, rep.Claims, rep.Releases, rep.Lost, rep.Refused, rep.RefusedAfterOwned}
-	want := []int{1000, 1000, 961, 721, 273, 6, 6, 1024, 1024, 0, 0, 0}
+	want := []int{1000, 1000, 996, 710, 284, 6, 6, 1024, 1024, 0, 0, 0}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("wake-ups, invocations, throttled, peer live, nothing pending, joined, rounds, claims, releases, lost, refused, refused after owned = %v, want %v", got, want)
 	}
 	times := []time.Duration{rep.AllOwnedAfter, rep.MaxPublishWait, rep.LastStopAfter}
-	wantTimes := []time.Duration{547205440, 999058305, 7751547679}
+	wantTimes := []time.Duration{567205440, 999893522, 7780524760}
 	if !reflect.DeepEqual(times, wantTimes) {
 		t.Errorf("every bucket owned, longest publish wait, last stop = %v, want %v", times, wantTimes)
 	}
-	if rep.PeakReadUnits != 9150 || rep.PeakWriteUnits != 1030 {
-		t.Errorf("busiest second: %v RCU, %v WCU; want 9150 and 1030", rep.PeakReadUnits, rep.PeakWriteUnits)
+	if rep.PeakReadUnits != 2767 || rep.PeakWriteUnits != 1030 {
+		t.Errorf("busiest second: %v RCU, %v WCU; want 2767 and 1030", rep.PeakReadUnits, rep.PeakWriteUnits)
 	}
 }

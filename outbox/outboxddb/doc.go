@@ -42,4 +42,9 @@
 // write disjoint leases, so a healthy fleet makes no refused conditional
 // write. Every lease write is conditional; the plan orders writes,
 // DynamoDB decides ownership.
+//
+// A woken relay's trust check (outbox.ReadUncovered) writes nothing. On a
+// large table it first reads only the hinted buckets' lease items and the
+// heartbeats (Store.ReadCoverage), and reads the whole partition only when
+// a hinted bucket is not held by a live peer.
 package outboxddb

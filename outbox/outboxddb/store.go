@@ -129,6 +129,11 @@ func (s *Store) coordination(ctx context.Context) (outbox.Coordination, error) {
 	if err != nil {
 		return outbox.Coordination{}, err
 	}
+	return s.coordinationView(items), nil
+}
+
+// coordinationView decodes coordination items into a view without ReadAt.
+func (s *Store) coordinationView(items []map[string]types.AttributeValue) outbox.Coordination {
 	leases, relays := s.keys.coordinationItems(items)
 	var view outbox.Coordination
 	for _, l := range leases {
@@ -145,7 +150,7 @@ func (s *Store) coordination(ctx context.Context) (outbox.Coordination, error) {
 	// view's order is part of its contract, not the server's.
 	slices.SortFunc(view.Leases, func(a, b outbox.LeaseState) int { return cmp.Compare(a.Bucket, b.Bucket) })
 	slices.SortFunc(view.Relays, func(a, b outbox.RelayState) int { return strings.Compare(a.RelayID, b.RelayID) })
-	return view, nil
+	return view
 }
 
 // timeOf converts stored ticks to a time; 0 (never set) stays the zero time.
@@ -273,4 +278,53 @@ func checkLeaseRequest(op string, req outbox.LeaseRequest) error {
 		return outbox.Misconfigured(op, "lease duration must be > 0, got %v", req.LeaseDuration)
 	}
 	return nil
+}
+
+// leaseItemsPerReadUnit is about how many lease items one read unit of a
+// strongly consistent Query returns (4 KB over items of about 110 bytes):
+// it prices the whole coordination read against a coverage read.
+const leaseItemsPerReadUnit = 32
+
+// maxCoverageBuckets bounds the buckets of a coverage read: its queries
+// run one after the other, and a wake-up names one bucket.
+const maxCoverageBuckets = 4
+
+// ReadCoverage implements outbox.CoverageReader. The partial view costs one
+// strongly consistent Query per bucket for its lease item (the sort key
+// LEASE#{bucket, 10 digits} as the prefix, which no other bucket's key
+// extends), then one of the heartbeats (sort keys starting with RELAY#, as
+// Heartbeats reads them): at least one read unit each. For more than
+// maxCoverageBuckets buckets, or when those queries would cost about as
+// much as the whole partition (one lease item per bucket: a table of fewer
+// than about 100 buckets), it reads the whole partition instead
+// (ReadCoordination) and reports the view whole.
+func (s *Store) ReadCoverage(ctx context.Context, buckets []int) (outbox.Coordination, bool, error) {
+	if len(buckets) > maxCoverageBuckets || len(buckets)+1 >= s.opts.BucketCount/leaseItemsPerReadUnit {
+		view, err := s.ReadCoordination(ctx)
+		return view, false, err
+	}
+	now := s.opts.Clock.Now()
+	var items []map[string]types.AttributeValue
+	for _, prefix := range append(coverageLeaseKeys(buckets, s.opts.BucketCount), relayPrefix) {
+		found, err := s.readCoordinationItems(ctx, prefix)
+		if err != nil {
+			return outbox.Coordination{}, true, err
+		}
+		items = append(items, found...)
+	}
+	view := s.coordinationView(items)
+	view.ReadAt = now
+	return view, true, nil
+}
+
+// coverageLeaseKeys returns the lease sort keys of the distinct buckets of
+// bs within [0, bucketCount).
+func coverageLeaseKeys(bs []int, bucketCount int) []string {
+	var keys []string
+	for _, b := range bs {
+		if k := leaseSortKey(b); b >= 0 && b < bucketCount && !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }
