@@ -97,37 +97,12 @@ func (b *backend) newRig(t testing.TB, opts outbox.RelayOptions, tweak func(*out
 
 // publisherClock is the clock of the Kafka publishers built here. On a
 // manual clock a publisher's own wait (the second look at a topic its
-// metadata did not list) is no call in flight: the publisher is parked on
-// the simulated clock, which only the driver moves, as a relay is between
-// two calls.
+// metadata did not list) is no call in flight (simtime's CallClock).
 func (b *backend) publisherClock() outbox.Clock {
 	if b.manual == nil {
 		return b.clock
 	}
-	return waitClock{ManualClock: b.manual, act: b.act}
-}
-
-// waitClock's timers take their wait out of the calls in flight, from the
-// timer's creation to its Stop, which the publisher's waits (outbox.Sleep)
-// always call, fired or not.
-type waitClock struct {
-	*outboxlocal.ManualClock
-	act *simtime.Activity
-}
-
-func (c waitClock) NewTimer(d time.Duration) outbox.Timer {
-	c.act.End()
-	return &waitTimer{Timer: c.ManualClock.NewTimer(d), resume: sync.OnceFunc(c.act.Begin)}
-}
-
-type waitTimer struct {
-	outbox.Timer
-	resume func()
-}
-
-func (t *waitTimer) Stop() bool {
-	defer t.resume()
-	return t.Timer.Stop()
+	return b.act.CallClock(b.manual)
 }
 
 // drive moves the manual clock to its next timer whenever every

@@ -32,7 +32,9 @@
 // While a simulation is alone in its process, the scheduler's running and
 // runnable counts (runtime/metrics) spare looks that would find it busy.
 // A client's calls count as in flight through Begin and End, Track,
-// Publisher for a Kafka publisher, or DynamoDBOption for a DynamoDB client.
+// Publisher for a Kafka publisher, or DynamoDBOption for a DynamoDB client;
+// a client that waits on the simulated clock inside a call takes that clock
+// from CallClock, so the call is not in flight while it waits.
 //
 // The labels appear in goroutine dumps only with GODEBUG tracebacklabels=1,
 // which NewActivity adds to the process's GODEBUG (it changes nothing but
