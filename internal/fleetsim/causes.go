@@ -25,16 +25,19 @@ const (
 )
 
 // cause is one fault or membership change over a true-time interval; end is
-// zero while it lasts.
+// zero while it lasts. linger is how far the clock of the relay it concerns
+// ran ahead of true time: the expiries that relay wrote lapse that much
+// later, so the cause explains refusals that much longer.
 type cause struct {
-	kind  string
-	relay string
-	start time.Time
-	end   time.Time
+	kind   string
+	relay  string
+	start  time.Time
+	end    time.Time
+	linger time.Duration
 }
 
 // causeBook holds every cause of a run. A cause explains a refused write
-// from its start until settle after its end.
+// from its start until settle plus its linger after its end.
 type causeBook struct {
 	settle time.Duration
 
@@ -44,9 +47,10 @@ type causeBook struct {
 
 func newCauseBook(settle time.Duration) *causeBook { return &causeBook{settle: settle} }
 
-// open starts a cause at at; close it with closeAt.
-func (b *causeBook) open(kind, relay string, at time.Time) *cause {
-	c := &cause{kind: kind, relay: relay, start: at}
+// open starts a cause at at; close it with closeAt. linger is the skew by
+// which the concerned relay's clock ran ahead at most (0 for none).
+func (b *causeBook) open(kind, relay string, linger time.Duration, at time.Time) *cause {
+	c := &cause{kind: kind, relay: relay, start: at, linger: max(linger, 0)}
 	b.mu.Lock()
 	b.list = append(b.list, c)
 	b.mu.Unlock()
@@ -62,8 +66,8 @@ func (b *causeBook) closeAt(c *cause, at time.Time) {
 }
 
 // instant records a cause that happens at one instant.
-func (b *causeBook) instant(kind, relay string, at time.Time) {
-	c := b.open(kind, relay, at)
+func (b *causeBook) instant(kind, relay string, linger time.Duration, at time.Time) {
+	c := b.open(kind, relay, linger, at)
 	b.closeAt(c, at)
 }
 
@@ -77,7 +81,7 @@ func (b *causeBook) explain(t time.Time) *cause {
 		if c.start.After(t) {
 			continue
 		}
-		if !c.end.IsZero() && t.After(c.end.Add(b.settle)) {
+		if !c.end.IsZero() && t.After(c.end.Add(b.settle+c.linger)) {
 			continue
 		}
 		if best == nil || c.start.After(best.start) {

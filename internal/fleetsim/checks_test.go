@@ -23,10 +23,11 @@ func leaseFixture() (*outboxlocal.ManualClock, *leaseBook, func(skew time.Durati
 	return clock, newLeaseBook(testLease), func(skew time.Duration) *hostClock { return newHostClock(clock, act, skew) }
 }
 
-// acquire records a successful round of relay at the current instant.
+// acquire records a successful round of relay at the current instant that
+// claimed nothing it already held.
 func acquire(lb *leaseBook, relay string, c *hostClock, clock *outboxlocal.ManualClock, owned ...int) {
 	now := clock.Now()
-	lb.acquired(relay, c, c.Now(), now, now, owned)
+	lb.acquired(relay, c, c.Now(), now, now, owned, nil)
 }
 
 func TestLeaseBook_FlagsATakeoverBeforeTheLeaseRanOut(t *testing.T) {
@@ -88,6 +89,45 @@ func TestLeaseBook_TheFirstTakerBoundsTheOverlapWithLaterHolders(t *testing.T) {
 	}
 	if v, _ := lb.checkAll(); v != nil {
 		t.Fatalf("checkAll flagged %v", v)
+	}
+}
+
+func TestLeaseBook_AClaimStartsTheBeliefAfresh(t *testing.T) {
+	clock, lb, host := leaseFixture()
+	// x, 8 s ahead, takes r's bucket over 8 s early and releases it a
+	// second later; r, still trusting its old lease, then claims the free
+	// bucket. r's belief overlapped x only until that claim: the 13 s from
+	// x's takeover to the check below are not an overlap with anyone.
+	r, x := host(0), host(8*time.Second)
+	acquire(lb, "r", r, clock, 6)
+	clock.Advance(testLease - 8*time.Second)
+	acquire(lb, "x", x, clock, 6)
+	clock.Advance(time.Second)
+	lb.dropped("x", clock.Now())
+	clock.Advance(2 * time.Second)
+	now := clock.Now()
+	lb.acquired("r", r, r.Now(), now, now, []int{6}, []int{6})
+	clock.Advance(10 * time.Second)
+	if v := lb.checkAt(clock.Now()); v != nil {
+		t.Fatalf("checkAt flagged %v", v)
+	}
+	if v, overlaps := lb.checkAll(); v != nil || overlaps != 1 {
+		t.Fatalf("checkAll = %v with %d overlaps, want r's first belief overlapping x within the skew", v, overlaps)
+	}
+	// Kept rather than claimed, the same belief would outlast x's
+	// takeover by more than x's skew explains.
+	clock2, lb2, host2 := leaseFixture()
+	r2, x2 := host2(0), host2(8*time.Second)
+	acquire(lb2, "r", r2, clock2, 6)
+	clock2.Advance(testLease - 8*time.Second)
+	acquire(lb2, "x", x2, clock2, 6)
+	clock2.Advance(time.Second)
+	lb2.dropped("x", clock2.Now())
+	clock2.Advance(2 * time.Second)
+	acquire(lb2, "r", r2, clock2, 6)
+	clock2.Advance(10 * time.Second)
+	if v := lb2.checkAt(clock2.Now()); v == nil {
+		t.Fatal("checkAt accepted a kept belief outlasting the takeover by 13 s against 8 s of skew")
 	}
 }
 
@@ -168,12 +208,30 @@ func TestHostClock_TrueTimeReaching(t *testing.T) {
 	}
 }
 
+func TestConfig_TolerableSkewIsTheLeastALeaseHasLeftAtARound(t *testing.T) {
+	for _, tc := range []struct {
+		lease, interval, want time.Duration
+	}{
+		{30 * time.Second, 10 * time.Second, 9 * time.Second},  // kept every other round: L − 2I
+		{60 * time.Second, 20 * time.Second, 19 * time.Second}, // likewise
+		{20 * time.Second, 15 * time.Second, 4 * time.Second},  // no round skips a keep: L − I
+	} {
+		c := Config{LeaseDuration: tc.lease, RenewInterval: tc.interval}
+		if got := c.tolerableSkew(); got != tc.want {
+			t.Errorf("L %v, I %v: tolerableSkew = %v, want %v", tc.lease, tc.interval, got, tc.want)
+		}
+	}
+}
+
 func TestCauseBook_ExplainsUntilSettleAfterTheEnd(t *testing.T) {
 	b := newCauseBook(30 * time.Second)
 	at := func(d time.Duration) time.Time { return simStart.Add(d) }
-	c := b.open(causeThrottle, "", at(10*time.Second))
-	b.instant(causeJoin, "r", at(20*time.Second))
+	c := b.open(causeThrottle, "", 0, at(10*time.Second))
+	b.instant(causeJoin, "r", 0, at(20*time.Second))
 	b.closeAt(c, at(25*time.Second))
+	// s's clock ran 8 s ahead: the leases it left lapse 8 s later.
+	b.instant(causeLeave, "s", 8*time.Second, at(100*time.Second))
+	b.instant(causeCrash, "u", -3*time.Second, at(200*time.Second))
 	for _, tc := range []struct {
 		t    time.Duration
 		want string
@@ -183,6 +241,10 @@ func TestCauseBook_ExplainsUntilSettleAfterTheEnd(t *testing.T) {
 		{30 * time.Second, causeJoin}, // the most recent cause
 		{52 * time.Second, causeThrottle},
 		{56 * time.Second, ""},
+		{138 * time.Second, causeLeave},
+		{139 * time.Second, ""},
+		{230 * time.Second, causeCrash}, // a clock behind lingers no less
+		{231 * time.Second, ""},
 	} {
 		got := ""
 		if c := b.explain(at(tc.t)); c != nil {

@@ -59,6 +59,17 @@ func (c *hostClock) skewAt(t time.Time) time.Duration {
 	return s
 }
 
+// maxSkew returns the largest skew the host's clock has had.
+func (c *hostClock) maxSkew() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.history[0].skew
+	for _, h := range c.history[1:] {
+		m = max(m, h.skew)
+	}
+	return m
+}
+
 // skew returns the current skew.
 func (c *hostClock) skew() time.Duration { return c.skewAt(c.base.Now()) }
 

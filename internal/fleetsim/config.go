@@ -5,6 +5,8 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"time"
+
+	"github.com/spillway-dev/spillway/outbox"
 )
 
 // Config parameterises one simulation. NewConfig derives everything not
@@ -107,14 +109,30 @@ func (c Config) validate() error {
 }
 
 // settle is how long a cause (fault or membership change) can still explain
-// a refused write after it ended: a crashed relay's leases lapse after L,
-// and the fleet agrees again within two rounds.
-func (c Config) settle() time.Duration { return c.LeaseDuration + 2*c.RenewInterval }
+// a refused write after it ended: a crashed relay's leases and heartbeat
+// lapse after L on its own clock, which a peer whose clock is behind by up
+// to half the tolerated skew reads that much later (a relay whose clock
+// ran ahead adds its own skew: cause.linger), and the fleet agrees again
+// within two rounds after that.
+func (c Config) settle() time.Duration {
+	return c.LeaseDuration + c.tolerableSkew()/2 + 2*c.RenewInterval
+}
 
 // tolerableSkew is the largest difference between two hosts' clocks the
-// table contract tolerates without disagreement: L − I, less a second of
-// margin because at exactly L − I a peer reads a heartbeat of age L.
-func (c Config) tolerableSkew() time.Duration { return c.LeaseDuration - c.RenewInterval - time.Second }
+// fleet tolerates without disagreement: the least a lease has left, on its
+// holder's clock, at a round on schedule, less a second of margin. Kept
+// every round that is L − I; a round leaves a lease that still lasts
+// outbox.KeepAhead unrenewed, so it is L − 2I with the default timings
+// (the heartbeat, written every round, still has L − I left).
+func (c Config) tolerableSkew() time.Duration {
+	left := c.LeaseDuration - c.RenewInterval
+	if ahead := outbox.KeepAhead(c.LeaseDuration, c.RenewInterval); ahead > 0 {
+		for left >= ahead {
+			left -= c.RenewInterval
+		}
+	}
+	return left - time.Second
+}
 
 // newRand returns a generator for one named stream of the seed, so adding
 // draws to one stream does not shift another.

@@ -27,8 +27,9 @@
 //
 // Faults: relay crash at any store or publisher call (before the call, or
 // after it, losing the response), pauses longer than the lease (a stalled
-// store call or a slow publish), clock skew within and beyond
-// LeaseDuration − LeaseRenewInterval, host clocks set back, DynamoDB
+// store call or a slow publish), clock skew within and beyond the tolerated
+// skew (L − 2I with the default timings: see Config.tolerableSkew), host
+// clocks set back, DynamoDB
 // throttling, unprocessed deletes and lost responses, the read-committed
 // anomaly (outboxlocal.Faults.HideFromNextQuery), Kafka produce errors that
 // the client retries and ones it does not, broker restarts (every connection
@@ -55,17 +56,26 @@
 //     relay X take the bucket over from R once the stored expiry E ≥ a + L
 //     has passed on X's clock, and every later holder got it from X or after
 //     it. So R's belief outlasts the moment the first taker X began holding
-//     by at most skew(X) − skew(R) in true time. The checker asserts exactly
+//     by at most skew(X) − skew(R) in true time. A claim of R's (its
+//     conditional write on a free or expired lease item) starts a new
+//     belief even while R still trusted an older lease on the bucket: no
+//     one held the bucket at that write, so a taker that gave it up
+//     meanwhile bounds only the older belief. The checker asserts exactly
 //     that bound for every belief at every step of the simulation, and again
 //     over the whole intervals at the end (with 1 ms for tick rounding).
-//     With equal clocks it is strict exclusivity; with skew within L − I it
-//     bounds the overlap by the skew. Beyond L − I the same bound still
-//     holds (it does not depend on the relays agreeing on the membership),
-//     so it is asserted there too.
+//     With equal clocks it is strict exclusivity; with skew within the
+//     tolerance it bounds the overlap by the skew. Beyond it the same bound
+//     still holds (it does not depend on the relays agreeing on the
+//     membership), so it is asserted there too.
 //   - Refused conditional writes (counted by outboxlocal.Counter at every
 //     step) are zero at every instant outside the influence of a fault or a
-//     membership change (a relay joining or leaving), where a cause
-//     influences LeaseDuration + 2 × LeaseRenewInterval after it ended; they
+//     membership change (a relay joining or leaving). A cause influences
+//     LeaseDuration + half the tolerated skew + 2 × LeaseRenewInterval
+//     after it ended: the expiries a departed relay wrote lapse L after its
+//     last write on its own clock, peers behind by up to half the tolerated
+//     skew read that later, and the fleet agrees within two rounds; a relay
+//     whose clock ran ahead adds its skew, and a clock set back beyond the
+//     tolerance influences until the relay's environment retires. Refusals
 //     are attributed to the most recent cause otherwise and bounded per
 //     cause.
 //   - The outbox holds no message when the writers have stopped and the

@@ -155,9 +155,9 @@ func (s *sim) apply(f scheduledFault) {
 		s.pendingUntil(f.kind, now, func(outboxlocal.Counts) bool { return h.Hits() >= f.n })
 	case causeLeaderChange:
 		s.kafka.Cluster.ShufflePartitionLeaders()
-		s.causes.instant(f.kind, "", now)
+		s.causes.instant(f.kind, "", 0, now)
 	case causeBrokerRestart:
-		c := s.causes.open(f.kind, "", now)
+		c := s.causes.open(f.kind, "", 0, now)
 		s.setKafkaDown(true)
 		s.at(now.Add(f.dur), func() {
 			s.setKafkaDown(false)
@@ -170,9 +170,12 @@ func (s *sim) apply(f scheduledFault) {
 			s.trace.add("fault-skipped", "", -1, "%s: no running relay", f.kind)
 			return
 		}
-		c := s.causes.open(f.kind, e.id, now)
+		c := s.causes.open(f.kind, e.id, e.linger(), now)
 		e.clock.step(-f.dur)
 		s.trace.add("clock-step", e.id, -1, "host clock set back by %v (skew now %v)", f.dur, e.clock.skew())
+		if s.outOfTolerance(e, c) {
+			return
+		}
 		// The host reads again what it read before the step once f.dur
 		// has passed; the fleet agrees again within settle after that.
 		s.at(now.Add(f.dur), func() { s.causes.closeAt(c, s.clock.Now()) })
@@ -181,7 +184,7 @@ func (s *sim) apply(f scheduledFault) {
 
 // pendingUntil records a fault that lasts until done.
 func (s *sim) pendingUntil(kind string, now time.Time, done func(outboxlocal.Counts) bool) {
-	c := s.causes.open(kind, "", now)
+	c := s.causes.open(kind, "", 0, now)
 	s.mu.Lock()
 	s.pending = append(s.pending, pendingFault{c: c, done: done})
 	s.mu.Unlock()

@@ -172,7 +172,7 @@ func (s *sim) newEnv(function string) (*env, error) {
 	}
 
 	if large {
-		e.skewCause = s.causes.open(causeLargeSkew, e.id, s.clock.Now())
+		e.skewCause = s.causes.open(causeLargeSkew, e.id, e.linger(), s.clock.Now())
 	}
 	s.trace.add("env-start", e.id, -1, "function=%s skew=%v large=%v", function, skew, large)
 	s.register(e)
@@ -323,7 +323,7 @@ func (s *sim) ended(inv *lambdasim.Invocation[*env], resp outboxlambda.RelayResp
 	run.over.Store(true)
 	now := s.clock.Now()
 	if run.joined.Load() && !e.dead.Load() {
-		s.causes.instant(causeLeave, e.id, now)
+		s.causes.instant(causeLeave, e.id, e.linger(), now)
 	}
 	s.trace.add("run-end", e.id, -1, "run=%d reason=%s joined=%v calls=%d published=%d deleted=%d rounds=%d refused=%d releaseSkipped=%v workLeft=%v wake=%v err=%v",
 		run.n, resp.Reason, resp.Joined, run.calls.Load(), resp.Published, resp.Deleted, resp.Rounds, resp.Refused, resp.ReleaseSkipped, resp.WorkLeft, resp.WakeUpSent, err)
@@ -369,12 +369,35 @@ func (s *sim) reclaimed(e *env) {
 func (s *sim) retire(e *env) {
 	s.mu.Lock()
 	s.pool = slices.DeleteFunc(s.pool, func(x *env) bool { return x == e })
+	skewCause := e.skewCause
 	s.mu.Unlock()
-	if e.skewCause != nil {
-		s.causes.closeAt(e.skewCause, s.clock.Now())
+	if skewCause != nil {
+		s.causes.closeAt(skewCause, s.clock.Now())
 	}
 	go e.closeKafka()
 }
+
+// outOfTolerance makes c, a clock step that left e's clock further behind
+// than the tolerated skew, e's skew cause, open until e retires: peers
+// read e's heartbeats and leases as lapsed early for as long as e lives,
+// not only while the step lasts. It reports whether it did; an e already
+// out of tolerance keeps the cause it has.
+func (s *sim) outOfTolerance(e *env, c *cause) bool {
+	if e.clock.skew() >= -s.cfg.tolerableSkew()/2 {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e.skewCause != nil {
+		return false
+	}
+	e.skewCause = c
+	return true
+}
+
+// linger is how far e's clock ran ahead of true time at most: the
+// expiries e wrote lapse that much later (see cause).
+func (e *env) linger() time.Duration { return e.clock.maxSkew() }
 
 // closeKafka closes the environment's Kafka client once.
 func (e *env) closeKafka() {
@@ -387,7 +410,7 @@ func (e *env) closeKafka() {
 func (s *sim) joined(e *env) {
 	run := e.run.Load()
 	if run != nil && run.joined.CompareAndSwap(false, true) {
-		s.causes.instant(causeJoin, e.id, s.clock.Now())
+		s.causes.instant(causeJoin, e.id, e.linger(), s.clock.Now())
 	}
 }
 
@@ -400,7 +423,7 @@ func (s *sim) crash(e *env, run *runState, kind, why string) {
 	}
 	now := s.clock.Now()
 	if run.joined.Load() {
-		s.causes.instant(kind, e.id, now)
+		s.causes.instant(kind, e.id, e.linger(), now)
 	}
 	s.mu.Lock()
 	if kind == causeTimeout {
@@ -421,7 +444,7 @@ func (s *sim) crash(e *env, run *runState, kind, why string) {
 // notice cancellation.
 func (s *sim) pause(e *env, run *runState, op string, d time.Duration) {
 	now := s.clock.Now()
-	c := s.causes.open(causePause, e.id, now)
+	c := s.causes.open(causePause, e.id, e.linger(), now)
 	s.mu.Lock()
 	s.stats.pauses++
 	s.mu.Unlock()

@@ -65,7 +65,12 @@ func (lb *leaseBook) endOf(b *belief) time.Time {
 
 // acquired records a successful acquisition round: ref is the host reading
 // and callStart the true time when the call started, ret when it returned.
-func (lb *leaseBook) acquired(relay string, clock *hostClock, ref, callStart, ret time.Time, owned []int) {
+// A bucket in claimed was won by a conditional write on a free or expired
+// lease item, so no other relay held it then: its belief starts afresh at
+// ret even when the relay still trusted an older lease on it, for a relay
+// that took the bucket over meanwhile and gave it up no longer bounds the
+// new belief.
+func (lb *leaseBook) acquired(relay string, clock *hostClock, ref, callStart, ret time.Time, owned, claimed []int) {
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
 	mine := lb.mineLocked(relay)
@@ -75,9 +80,13 @@ func (lb *leaseBook) acquired(relay string, clock *hostClock, ref, callStart, re
 		}
 	}
 	for _, b := range owned {
-		if cur := mine[b]; cur != nil && cur.ended.IsZero() && lb.activeAt(cur, callStart) {
-			cur.ref = ref
-			continue
+		cur := mine[b]
+		if cur != nil && cur.ended.IsZero() && lb.activeAt(cur, callStart) {
+			if !slices.Contains(claimed, b) {
+				cur.ref = ref
+				continue
+			}
+			cur.ended = ret
 		}
 		nb := &belief{relay: relay, clock: clock, bucket: b, start: ret, ref: ref, startSkew: clock.skewAt(ret)}
 		mine[b] = nb

@@ -87,7 +87,7 @@ func (s *relayStore) AcquireLeases(ctx context.Context, req outbox.LeaseRequest,
 			// expiry: the relay trusts them that long, no longer.
 			ref = u.Add(-req.LeaseDuration)
 		}
-		e.sim.leases.acquired(e.id, e.clock, ref, start, ret, acq.Owned)
+		e.sim.leases.acquired(e.id, e.clock, ref, start, ret, acq.Owned, acq.Claimed)
 		e.sim.noteRound(start)
 		e.sim.trace.add("acquire", e.id, -1, "host=%s owned=%v claimed=%v released=%v lost=%v refused=%d heartbeat_refused=%v",
 			e.sim.hostOffset(ref), acq.Owned, acq.Claimed, acq.Released, acq.Lost, acq.Refused, acq.HeartbeatRefused)
