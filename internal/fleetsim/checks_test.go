@@ -93,40 +93,40 @@ func TestLeaseBook_TheFirstTakerBoundsTheOverlapWithLaterHolders(t *testing.T) {
 }
 
 func TestLeaseBook_AClaimStartsTheBeliefAfresh(t *testing.T) {
-	clock, lb, host := leaseFixture()
 	// x, 8 s ahead, takes r's bucket over 8 s early and releases it a
-	// second later; r, still trusting its old lease, then claims the free
-	// bucket. r's belief overlapped x only until that claim: the 13 s from
-	// x's takeover to the check below are not an overlap with anyone.
-	r, x := host(0), host(8*time.Second)
-	acquire(lb, "r", r, clock, 6)
-	clock.Advance(testLease - 8*time.Second)
-	acquire(lb, "x", x, clock, 6)
-	clock.Advance(time.Second)
-	lb.dropped("x", clock.Now())
-	clock.Advance(2 * time.Second)
-	now := clock.Now()
-	lb.acquired("r", r, r.Now(), now, now, []int{6}, []int{6})
-	clock.Advance(10 * time.Second)
-	if v := lb.checkAt(clock.Now()); v != nil {
+	// second later; 2 s after that r, still trusting its old lease, writes
+	// the bucket again (a claim of the free bucket, or a keep), and the
+	// checks come 10 s later.
+	takenBack := func(claimed bool) (*leaseBook, time.Time) {
+		clock, lb, host := leaseFixture()
+		r, x := host(0), host(8*time.Second)
+		acquire(lb, "r", r, clock, 6)
+		clock.Advance(testLease - 8*time.Second)
+		acquire(lb, "x", x, clock, 6)
+		clock.Advance(time.Second)
+		lb.dropped("x", clock.Now())
+		clock.Advance(2 * time.Second)
+		if claimed {
+			now := clock.Now()
+			lb.acquired("r", r, r.Now(), now, now, []int{6}, []int{6})
+		} else {
+			acquire(lb, "r", r, clock, 6)
+		}
+		clock.Advance(10 * time.Second)
+		return lb, clock.Now()
+	}
+	// Claimed: r's old belief overlapped x only until the claim, and the
+	// 13 s from x's takeover to the check are not an overlap with anyone.
+	lb, at := takenBack(true)
+	if v := lb.checkAt(at); v != nil {
 		t.Fatalf("checkAt flagged %v", v)
 	}
 	if v, overlaps := lb.checkAll(); v != nil || overlaps != 1 {
 		t.Fatalf("checkAll = %v with %d overlaps, want r's first belief overlapping x within the skew", v, overlaps)
 	}
-	// Kept rather than claimed, the same belief would outlast x's
-	// takeover by more than x's skew explains.
-	clock2, lb2, host2 := leaseFixture()
-	r2, x2 := host2(0), host2(8*time.Second)
-	acquire(lb2, "r", r2, clock2, 6)
-	clock2.Advance(testLease - 8*time.Second)
-	acquire(lb2, "x", x2, clock2, 6)
-	clock2.Advance(time.Second)
-	lb2.dropped("x", clock2.Now())
-	clock2.Advance(2 * time.Second)
-	acquire(lb2, "r", r2, clock2, 6)
-	clock2.Advance(10 * time.Second)
-	if v := lb2.checkAt(clock2.Now()); v == nil {
+	// Kept rather than claimed, the same belief outlasts x's takeover by
+	// more than x's skew explains.
+	if lb, at := takenBack(false); lb.checkAt(at) == nil {
 		t.Fatal("checkAt accepted a kept belief outlasting the takeover by 13 s against 8 s of skew")
 	}
 }

@@ -17,12 +17,14 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
-// trackedClient counts every DynamoDB call in flight for the driver's
-// quiescence check. It also counts the refusals of business Puts (in table
-// business) inside cancelled transactions before the call counts as ended,
-// so the driver never sees the Counter's refusal without its explanation.
+// trackedClient is the relays' and writers' client of the endpoint. Its
+// calls count as in flight through simtime's DynamoDBOption, set on the
+// endpoint's client; it also counts the refusals of business Puts (in
+// table business) inside cancelled transactions before such a call counts
+// as ended, so the driver never sees the Counter's refusal without its
+// explanation.
 type trackedClient struct {
-	inner    *dynamodb.Client
+	*dynamodb.Client
 	act      *simtime.Activity
 	business string
 	refused  atomic.Int64
@@ -71,34 +73,10 @@ func removeIgnored(ctx context.Context, raw *dynamodb.Client, table string) (boo
 	return kept, nil
 }
 
-func (c *trackedClient) Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	c.act.Begin()
-	defer c.act.End()
-	return c.inner.Query(ctx, in, optFns...)
-}
-
-func (c *trackedClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	c.act.Begin()
-	defer c.act.End()
-	return c.inner.PutItem(ctx, in, optFns...)
-}
-
-func (c *trackedClient) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	c.act.Begin()
-	defer c.act.End()
-	return c.inner.DeleteItem(ctx, in, optFns...)
-}
-
-func (c *trackedClient) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error) {
-	c.act.Begin()
-	defer c.act.End()
-	return c.inner.BatchWriteItem(ctx, in, optFns...)
-}
-
 func (c *trackedClient) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
 	c.act.Begin()
 	defer c.act.End()
-	out, err := c.inner.TransactWriteItems(ctx, in, optFns...)
+	out, err := c.Client.TransactWriteItems(ctx, in, optFns...)
 	var tce *types.TransactionCanceledException
 	if errors.As(err, &tce) {
 		for i, r := range tce.CancellationReasons {
@@ -109,22 +87,4 @@ func (c *trackedClient) TransactWriteItems(ctx context.Context, in *dynamodb.Tra
 		}
 	}
 	return out, err
-}
-
-func (c *trackedClient) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
-	c.act.Begin()
-	defer c.act.End()
-	return c.inner.CreateTable(ctx, in, optFns...)
-}
-
-func (c *trackedClient) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
-	c.act.Begin()
-	defer c.act.End()
-	return c.inner.DescribeTable(ctx, in, optFns...)
-}
-
-func (c *trackedClient) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	c.act.Begin()
-	defer c.act.End()
-	return c.inner.UpdateItem(ctx, in, optFns...)
 }

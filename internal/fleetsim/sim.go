@@ -231,13 +231,14 @@ func newSim(parent context.Context, cfg Config, act *simtime.Activity) (*sim, er
 func (s *sim) setup() error {
 	ctx, cfg := s.ctx, s.cfg
 	var err error
-	s.ddb, err = outboxlocal.StartDynamoDB(ctx, outboxlocal.WithoutEnvironment(), outboxlocal.WithClock(s.clock))
+	s.ddb, err = outboxlocal.StartDynamoDB(ctx, outboxlocal.WithoutEnvironment(), outboxlocal.WithClock(s.clock),
+		outboxlocal.WithClientOptions(s.act.DynamoDBOption()))
 	if err != nil {
 		return err
 	}
 	s.raw = rawClient(s.ddb)
 	s.table, s.orders = s.ddb.NewTableName(), s.ddb.NewTableName()
-	s.client = &trackedClient{inner: s.ddb.Client, act: s.act, business: s.orders}
+	s.client = &trackedClient{Client: s.ddb.Client, act: s.act, business: s.orders}
 	s.storeOpts = outboxddb.Options{
 		TableName:   s.table,
 		BucketCount: cfg.BucketCount,

@@ -27,13 +27,9 @@ func withVars(vars map[string]string) map[string]string {
 	return out
 }
 
-func TestLoadConfigDefaults(t *testing.T) {
-	t.Parallel()
-	got, err := LoadConfig(env(withVars(nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := Config{
+// defaultConfig is what LoadConfig makes of the minimal environment.
+func defaultConfig() Config {
+	return Config{
 		Table:              "outbox-table",
 		PartitionKey:       "PK",
 		SortKey:            "SK",
@@ -55,7 +51,15 @@ func TestLoadConfigDefaults(t *testing.T) {
 		PoisonPolicy:       outbox.PoisonBlock,
 		PoisonMaxAttempts:  10,
 	}
-	if !reflect.DeepEqual(got, want) {
+}
+
+func TestLoadConfigDefaults(t *testing.T) {
+	t.Parallel()
+	got, err := LoadConfig(env(withVars(nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := defaultConfig(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", got, want)
 	}
 	// The longer linger's default follows the linger.
@@ -67,65 +71,54 @@ func TestLoadConfigDefaults(t *testing.T) {
 
 func TestLoadConfigReadsEveryVariable(t *testing.T) {
 	t.Parallel()
-	got, err := LoadConfig(env(map[string]string{
-		outboxconf.EnvTable:              "orders",
-		outboxconf.EnvPartitionKey:       "pk",
-		outboxconf.EnvSortKey:            "sk",
-		outboxconf.EnvKeyPrefix:          "SHOP",
-		outboxconf.EnvBucketCount:        "16",
-		outboxconf.EnvDynamoDBEndpoint:   "http://127.0.0.1:8000",
-		outboxconf.EnvKafkaBrokers:       "b-1.example:9096, b-2.example:9096",
-		outboxconf.EnvKafkaAuth:          "scram-sha-512",
-		outboxconf.EnvKafkaTLS:           "false",
-		outboxconf.EnvKafkaScramSecret:   "arn:aws:secretsmanager:eu-west-1:123456789012:secret:AmazonMSK_relay-AbCdEf",
-		outboxconf.EnvTopics:             "orders,payments.v1",
-		outboxconf.EnvRelayFunction:      "shop-outbox-relay",
-		outboxconf.EnvMode:               "hold",
-		outboxconf.EnvPollInterval:       "250ms",
-		outboxconf.EnvIdleTimeout:        "3s",
-		outboxconf.EnvMaxIdleTimeout:     "30s",
-		outboxconf.EnvStopMargin:         "4s",
-		outboxconf.EnvLeaseDuration:      "20s",
-		outboxconf.EnvLeaseRenewInterval: "5s",
-		outboxconf.EnvBatchSize:          "100",
-		outboxconf.EnvMaxHops:            "0",
-		outboxconf.EnvOutboxName:         "shop",
-		outboxconf.EnvMetricsNamespace:   "Shop/Outbox",
-		outboxconf.EnvTracing:            "otel",
-		outboxconf.EnvOTelProtocol:       "http/protobuf",
-		outboxconf.EnvPoisonPolicy:       "quarantine",
-		outboxconf.EnvPoisonMaxAttempts:  "3",
-	}))
+	// Each variable beside the field it sets, to a value other than the
+	// default: the whole environment must give the defaults with exactly
+	// these fields changed.
+	vars := []struct {
+		name, value string
+		set         func(*Config)
+	}{
+		{outboxconf.EnvTable, "orders", func(c *Config) { c.Table = "orders" }},
+		{outboxconf.EnvPartitionKey, "pk", func(c *Config) { c.PartitionKey = "pk" }},
+		{outboxconf.EnvSortKey, "sk", func(c *Config) { c.SortKey = "sk" }},
+		{outboxconf.EnvKeyPrefix, "SHOP", func(c *Config) { c.KeyPrefix = "SHOP" }},
+		{outboxconf.EnvBucketCount, "16", func(c *Config) { c.BucketCount = 16 }},
+		{outboxconf.EnvDynamoDBEndpoint, "http://127.0.0.1:8000", func(c *Config) { c.DynamoDBEndpoint = "http://127.0.0.1:8000" }},
+		{outboxconf.EnvKafkaBrokers, "b-1.example:9096, b-2.example:9096", func(c *Config) { c.KafkaBrokers = []string{"b-1.example:9096", "b-2.example:9096"} }},
+		{outboxconf.EnvKafkaAuth, "scram-sha-512", func(c *Config) { c.KafkaAuth = "scram-sha-512" }},
+		// SCRAM turns TLS on by default: "false" is a change.
+		{outboxconf.EnvKafkaTLS, "false", func(c *Config) { c.KafkaTLS = false }},
+		{outboxconf.EnvKafkaScramSecret, "arn:aws:secretsmanager:eu-west-1:123456789012:secret:AmazonMSK_relay-AbCdEf", func(c *Config) {
+			c.KafkaScramSecretARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:AmazonMSK_relay-AbCdEf"
+		}},
+		{outboxconf.EnvTopics, "orders,payments.v1", func(c *Config) { c.Topics = []string{"orders", "payments.v1"} }},
+		{outboxconf.EnvRelayFunction, "shop-outbox-relay", func(c *Config) { c.RelayFunction = "shop-outbox-relay" }},
+		{outboxconf.EnvMode, "hold", func(c *Config) { c.Mode = outbox.ModeHold }},
+		{outboxconf.EnvPollInterval, "250ms", func(c *Config) { c.PollInterval = 250 * time.Millisecond }},
+		{outboxconf.EnvIdleTimeout, "3s", func(c *Config) { c.IdleTimeout = 3 * time.Second }},
+		{outboxconf.EnvMaxIdleTimeout, "30s", func(c *Config) { c.MaxIdleTimeout = 30 * time.Second }},
+		{outboxconf.EnvStopMargin, "4s", func(c *Config) { c.StopMargin = 4 * time.Second }},
+		{outboxconf.EnvLeaseDuration, "20s", func(c *Config) { c.LeaseDuration = 20 * time.Second }},
+		{outboxconf.EnvLeaseRenewInterval, "5s", func(c *Config) { c.LeaseRenewInterval = 5 * time.Second }},
+		{outboxconf.EnvBatchSize, "100", func(c *Config) { c.BatchSize = 100 }},
+		{outboxconf.EnvMaxHops, "0", func(c *Config) { c.MaxHops = 0 }},
+		{outboxconf.EnvOutboxName, "shop", func(c *Config) { c.OutboxName = "shop" }},
+		{outboxconf.EnvMetricsNamespace, "Shop/Outbox", func(c *Config) { c.MetricsNamespace = "Shop/Outbox" }},
+		{outboxconf.EnvTracing, "otel", func(c *Config) { c.Tracing = "otel" }},
+		// Checked (the exporter speaks only http/protobuf), not kept.
+		{outboxconf.EnvOTelProtocol, "http/protobuf", func(*Config) {}},
+		{outboxconf.EnvPoisonPolicy, "quarantine", func(c *Config) { c.PoisonPolicy = outbox.PoisonQuarantine }},
+		{outboxconf.EnvPoisonMaxAttempts, "3", func(c *Config) { c.PoisonMaxAttempts = 3 }},
+	}
+	environment := map[string]string{}
+	want := defaultConfig()
+	for _, v := range vars {
+		environment[v.name] = v.value
+		v.set(&want)
+	}
+	got, err := LoadConfig(env(environment))
 	if err != nil {
 		t.Fatal(err)
-	}
-	want := Config{
-		Table:               "orders",
-		PartitionKey:        "pk",
-		SortKey:             "sk",
-		KeyPrefix:           "SHOP",
-		BucketCount:         16,
-		DynamoDBEndpoint:    "http://127.0.0.1:8000",
-		KafkaBrokers:        []string{"b-1.example:9096", "b-2.example:9096"},
-		KafkaAuth:           "scram-sha-512",
-		KafkaTLS:            false,
-		KafkaScramSecretARN: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:AmazonMSK_relay-AbCdEf",
-		Topics:              []string{"orders", "payments.v1"},
-		RelayFunction:       "shop-outbox-relay",
-		Mode:                outbox.ModeHold,
-		PollInterval:        250 * time.Millisecond,
-		IdleTimeout:         3 * time.Second,
-		StopMargin:          4 * time.Second,
-		LeaseDuration:       20 * time.Second,
-		LeaseRenewInterval:  5 * time.Second,
-		MaxIdleTimeout:      30 * time.Second,
-		BatchSize:           100,
-		MaxHops:             0,
-		OutboxName:          "shop",
-		MetricsNamespace:    "Shop/Outbox",
-		Tracing:             "otel",
-		PoisonPolicy:        outbox.PoisonQuarantine,
-		PoisonMaxAttempts:   3,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("\n got %+v\nwant %+v", got, want)
