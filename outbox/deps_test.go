@@ -44,26 +44,31 @@ func TestDependenciesAreStandardLibraryOnly(t *testing.T) {
 }
 
 // TestBinaryDependencies keeps the binaries lean: the operator CLI links
-// the embedded backends for its local mode but never the testing package,
-// and the Lambda functions link neither test code nor the embedded servers.
+// the embedded backends for its local commands (run, bench) but never the
+// testing package; its operator build (-tags spillway.ops) links neither
+// the embedded backends nor the Lambda emulator and the simulations; the
+// Lambda functions link neither test code nor the embedded servers.
 func TestBinaryDependencies(t *testing.T) {
 	t.Parallel()
 	const module = "github.com/spillway-dev/spillway"
 	embedded := []string{"testing", module + "/outbox/outboxlocal", module + "/outbox/outboxtest", "github.com/truora/minidyn/server", "github.com/twmb/franz-go/pkg/kfake"}
+	local := append([]string{module + "/internal/lambdasim", module + "/internal/bench", module + "/internal/steady",
+		module + "/internal/scale", module + "/internal/economy", module + "/outbox/outboxobs/otel/otlpreceiver"}, embedded...)
 	for _, c := range []struct {
-		dir       string
+		dir, tags string
 		forbidden []string
 		// control is a package the binary is known to link, so an
 		// empty or wrong listing cannot pass.
 		control string
 	}{
-		{"../cmd/spillway", []string{"testing", module + "/outbox/outboxtest"}, module + "/outbox/outboxlocal"},
-		{"../functions/relay", embedded, module + "/outbox/outboxlambda"},
-		{"../functions/enqueue", embedded, module + "/outbox/outboxlambda"},
+		{"../cmd/spillway", "", []string{"testing", module + "/outbox/outboxtest"}, module + "/outbox/outboxlocal"},
+		{"../cmd/spillway", "spillway.ops", local, module + "/internal/relayproc"},
+		{"../functions/relay", "", embedded, module + "/outbox/outboxlambda"},
+		{"../functions/enqueue", "", embedded, module + "/outbox/outboxlambda"},
 	} {
-		t.Run(c.dir, func(t *testing.T) {
+		t.Run(c.dir+" "+c.tags, func(t *testing.T) {
 			t.Parallel()
-			deps := listDeps(t, c.dir)
+			deps := listDeps(t, c.dir, "-tags="+c.tags)
 			if !slices.Contains(deps, c.control) {
 				t.Fatalf("go list -deps %s does not list %s: %q", c.dir, c.control, deps)
 			}
@@ -76,15 +81,15 @@ func TestBinaryDependencies(t *testing.T) {
 	}
 }
 
-// listDeps returns `go list -deps dir`, skipping the test when the go tool
+// listDeps returns `go list -deps [flags] dir`, skipping the test when the go tool
 // is not on PATH.
-func listDeps(t *testing.T, dir string) []string {
+func listDeps(t *testing.T, dir string, flags ...string) []string {
 	t.Helper()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		t.Skipf("go tool not on PATH, cannot list dependencies: %v", err)
 	}
-	cmd := exec.Command(goTool, "list", "-deps", ".")
+	cmd := exec.Command(goTool, append(append([]string{"list", "-deps"}, flags...), ".")...)
 	cmd.Dir = dir
 	out, err := cmd.Output()
 	if err != nil {

@@ -3,6 +3,11 @@
 // of the leases and the backlog, drains the outbox and tells which bucket a
 // message lands in.
 //
+// Built with -tags spillway.ops (make cli), it is the operator build: run
+// and bench, the only commands that need the embedded DynamoDB server and
+// Kafka cluster, the Lambda emulator and the simulations, are left out, and
+// so are those.
+//
 // Usage:
 //
 //	spillway <command> [flags]
@@ -31,6 +36,10 @@ type command struct {
 	summary string
 	run     runFunc
 }
+
+// localCommands run on the embedded backends, which the operator build
+// (-tags spillway.ops) leaves out.
+var localCommands = map[string]bool{"bench": true, "run": true}
 
 // commands lists every subcommand in one place, so the usage text and the
 // dispatch cannot disagree and no file registers itself from init.
@@ -92,7 +101,11 @@ func usage(w io.Writer) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-13s %s\n", n, commands[n].summary)
+		summary := commands[n].summary
+		if localCommands[n] && opsBuild {
+			summary = "(not in the operator build) " + summary
+		}
+		fmt.Fprintf(w, "  %-13s %s\n", n, summary)
 	}
 	fmt.Fprintln(w, "\nRun 'spillway <command> -h' for a command's flags.")
 }

@@ -1,3 +1,5 @@
+//go:build !spillway.ops
+
 package main
 
 import (
@@ -24,6 +26,9 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 	"github.com/spillway-dev/spillway/outbox/outboxobs/emf"
 )
+
+// opsBuild is false: this build has the local commands (see opsbuild.go).
+const opsBuild = false
 
 const (
 	demoTable         = "spillway-demo"
@@ -410,17 +415,4 @@ func checkEMF(path string) (int, error) {
 		}
 	}
 	return n, sc.Err()
-}
-
-// lockedWriter serialises writes of concurrent goroutines (invocations
-// writing one file, a drain's relays and its progress line) to one writer.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

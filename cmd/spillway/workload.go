@@ -1,3 +1,5 @@
+//go:build !spillway.ops
+
 package main
 
 import (
