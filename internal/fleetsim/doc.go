@@ -18,12 +18,13 @@
 // reclaimed after an idle time, a random budget per invocation (some too
 // short to release), and a kill at the deadline. Phases alternate: in churn
 // phases faults are injected; in steady phases the relay function is
-// throttled (reserved concurrency 0: its events wait, coalesced) and a
-// fixed set of hold-mode relays (a second function, woken to join) with
-// clocks within the tolerated skew run without faults, while the writers
-// go on: once the last churn relay has left, the fleet has quiet windows
-// in which a refused write is a bug. Faults reach the handler only through
-// its dependencies: the environment's store, publisher and clock.
+// throttled (reserved concurrency 0: its events wait for their retries,
+// coalesced) and a fixed set of hold-mode relays (a second function, woken
+// to join) with clocks within the tolerated skew run without faults, while
+// the writers go on: once the last churn relay has left, the fleet has
+// quiet windows in which a refused write is a bug. Faults reach the
+// handler only through its dependencies: the environment's store,
+// publisher and clock.
 //
 // Faults: relay crash at any store or publisher call (before the call, or
 // after it, losing the response), pauses longer than the lease (a stalled

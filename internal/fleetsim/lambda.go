@@ -460,8 +460,8 @@ func (s *sim) pause(e *env, run *runState, op string, d time.Duration) {
 // until the phase ends.
 func (s *sim) startHolds(n int, budget time.Duration) {
 	now := s.clock.Now()
-	s.relayFn.SetReservedConcurrency(0, now)
-	s.at(now.Add(budget), func() { s.relayFn.SetReservedConcurrency(s.cfg.Concurrency, s.clock.Now()) })
+	s.relayFn.SetReservedConcurrency(0)
+	s.at(now.Add(budget), func() { s.relayFn.SetReservedConcurrency(s.cfg.Concurrency) })
 	s.mu.Lock()
 	s.holdBudget = budget
 	s.mu.Unlock()

@@ -17,8 +17,10 @@
 //     An environment holds whatever NewEnv built (the handler, its store,
 //     its Kafka client, its relay id and leases) across invocations.
 //   - Throttling: an event that finds every environment busy and the
-//     concurrency used up waits in the queue; one older than MaxEventAge is
-//     dropped instead of started.
+//     concurrency used up goes back to the queue and is tried again 1 s
+//     later, then after twice as long each time up to 5 minutes, not as
+//     soon as an environment frees; one older than MaxEventAge when it is
+//     tried is dropped instead of started.
 //   - Deadlines: an invocation's context reports the deadline start +
 //     Timeout on the emulator's clock (as the time left, converted to the
 //     wall clock the way the handler reads it) and is cancelled when the

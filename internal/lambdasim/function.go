@@ -72,6 +72,15 @@ type Config[E Handler] struct {
 // DefaultMaxEventAge is Lambda's maximum event age.
 const DefaultMaxEventAge = 6 * time.Hour
 
+// Lambda returns an asynchronous event refused for concurrency to its queue
+// and tries it again later, ThrottleRetryFirst after the first attempt and
+// then twice as long each time, at most ThrottleRetryMax, until the event
+// is older than the maximum event age.
+const (
+	ThrottleRetryFirst = time.Second
+	ThrottleRetryMax   = 5 * time.Minute
+)
+
 // Invocation is one run of an environment's handler.
 type Invocation[E Handler] struct {
 	// Env is the execution environment that runs it; Payload the event.
@@ -116,10 +125,10 @@ type Function[E Handler] struct {
 }
 
 type queued struct {
-	payload   []byte
-	sentAt    time.Time
-	readyAt   time.Time
-	throttled bool
+	payload []byte
+	sentAt  time.Time
+	readyAt time.Time
+	retry   time.Duration // the wait after the next refusal; 0 until the first
 }
 
 var _ outboxlambda.Invoker = (*Function[*outboxlambda.RelayHandler])(nil)
@@ -182,19 +191,20 @@ func (f *Function[E]) coalesceLocked(payload []byte) bool {
 	return false
 }
 
-// SetReservedConcurrency changes the reserved concurrency at now, as
-// PutFunctionConcurrency does: 0 throttles every event. Environments
-// beyond the new limit are kept but start nothing while the limit is
-// used up.
-func (f *Function[E]) SetReservedConcurrency(n int, now time.Time) {
+// SetReservedConcurrency changes the reserved concurrency, as
+// PutFunctionConcurrency does: 0 throttles every event. Environments beyond
+// the new limit are kept but start nothing while the limit is used up.
+// Events refused before wait for their next retry.
+func (f *Function[E]) SetReservedConcurrency(n int) {
 	f.mu.Lock()
 	f.limit = max(n, 0)
 	f.mu.Unlock()
-	f.cfg.Scheduler.At(now, f.dispatch)
 }
 
 // dispatch starts the ready events while the concurrency allows, in a warm
-// environment if one is idle, else in a new one.
+// environment if one is idle, else in a new one. An event refused for
+// concurrency is tried again after its retry delay, not as soon as an
+// environment frees, as Lambda does.
 func (f *Function[E]) dispatch(now time.Time) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -218,11 +228,15 @@ func (f *Function[E]) dispatch(now time.Time) error {
 			return err
 		}
 		if !started {
-			if !ev.throttled {
-				ev.throttled = true
+			if ev.retry == 0 {
+				ev.retry = ThrottleRetryFirst
 				f.stats.Throttled++
 			}
-			return nil
+			ev.readyAt = now.Add(ev.retry)
+			ev.retry = min(2*ev.retry, ThrottleRetryMax)
+			f.cfg.Scheduler.At(ev.readyAt, f.dispatch)
+			i++
+			continue
 		}
 		f.queue = slices.Delete(f.queue, i, i+1)
 	}
@@ -304,8 +318,9 @@ func (f *Function[E]) startLocked(sl *slot[E], ev *queued, now time.Time) {
 	})
 }
 
-// finish frees the environment (or reclaims it), counts the invocation and
-// lets the next ready event start.
+// finish frees the environment (or reclaims it) and counts the
+// invocation. It starts nothing: every queued event has its dispatch
+// scheduled, at its start or its next retry.
 func (f *Function[E]) finish(inv *Invocation[E], resp outboxlambda.RelayResponse, err error) {
 	defer f.wg.Done()
 	now := f.cfg.Clock.Now()
@@ -328,7 +343,6 @@ func (f *Function[E]) finish(inv *Invocation[E], resp outboxlambda.RelayResponse
 	} else {
 		f.idle = append(f.idle, sl)
 	}
-	waiting := len(f.queue) > 0
 	gen := sl.idleGen
 	f.mu.Unlock()
 	if keep < 0 && f.cfg.Retired != nil {
@@ -339,9 +353,6 @@ func (f *Function[E]) finish(inv *Invocation[E], resp outboxlambda.RelayResponse
 			f.reclaim(sl, gen)
 			return nil
 		})
-	}
-	if waiting {
-		f.cfg.Scheduler.At(now, f.dispatch)
 	}
 }
 

@@ -92,11 +92,17 @@ func TestQueueingWarmReuseAndColdStarts(t *testing.T) {
 		if err := sched.Err(); err != nil {
 			t.Fatal(err)
 		}
+		// The first starts after the call, the start latency and the cold
+		// start, and runs until +1.315 s. The second, ready at +66 ms, is
+		// refused then and at its retry 1 s later, and starts at its retry
+		// 2 s after that; the third, ready at +67 ms, is refused a third
+		// time at +3.067 s and starts 4 s later.
 		start := t0.Add(15*time.Millisecond + 50*time.Millisecond + 250*time.Millisecond)
+		second, third := t0.Add(66*time.Millisecond+3*time.Second), t0.Add(67*time.Millisecond+7*time.Second)
 		want := []run{
 			{env: 1, work: 1000, start: start, deadline: start.Add(time.Minute)},
-			{env: 1, work: 2000, start: start.Add(time.Second), deadline: start.Add(time.Second + time.Minute)},
-			{env: 1, work: 3000, start: start.Add(3 * time.Second), deadline: start.Add(3*time.Second + time.Minute)},
+			{env: 1, work: 2000, start: second, deadline: second.Add(time.Minute)},
+			{env: 1, work: 3000, start: third, deadline: third.Add(time.Minute)},
 		}
 		if !slices.EqualFunc(log.runs, want, sameRun) {
 			t.Errorf("runs %+v, want %+v", log.runs, want)
@@ -118,28 +124,28 @@ func sameRun(a, b run) bool {
 // longer than MaxEventAge for an environment is dropped.
 func TestDeadlineKillsAndOldEventsDrop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f, log, _ := newFake(t, Config[*fakeEnv]{ReservedConcurrency: 2, Timeout: 2 * time.Second, MaxEventAge: time.Second})
+		f, log, _ := newFake(t, Config[*fakeEnv]{ReservedConcurrency: 2, Timeout: 2 * time.Second, MaxEventAge: 1500 * time.Millisecond})
 		t0 := time.Now()
 		f.Send(payload(5000), t0) // killed at +2s
 		synctest.Wait()
-		f.Send(payload(1000), t0) // second environment, done at +1s
+		f.Send(payload(900), t0) // second environment, done at +0.9s
 		synctest.Wait()
-		f.Send(payload(1000), t0) // waits; starts at +1s in environment 2
+		f.Send(payload(1000), t0) // refused; starts at its retry at +1s in environment 2
 		synctest.Wait()
-		f.Send(payload(1000), t0) // waits; too old (2s) when environment 1 frees
+		f.Send(payload(1000), t0) // refused at +0 and +1s; too old (3s) at its next retry
 		time.Sleep(time.Hour)
 		f.Wait()
 		synctest.Wait()
 		slices.SortFunc(log.runs, func(a, b run) int { return a.start.Compare(b.start)*2 + a.env - b.env })
 		want := []run{
 			{env: 1, work: 5000, start: t0, deadline: t0.Add(2 * time.Second), killed: true},
-			{env: 2, work: 1000, start: t0, deadline: t0.Add(2 * time.Second)},
+			{env: 2, work: 900, start: t0, deadline: t0.Add(2 * time.Second)},
 			{env: 2, work: 1000, start: t0.Add(time.Second), deadline: t0.Add(3 * time.Second)},
 		}
 		if !slices.EqualFunc(log.runs, want, sameRun) {
 			t.Errorf("runs %+v, want %+v", log.runs, want)
 		}
-		if st := f.Stats(); st.Invocations != 3 || st.Killed != 1 || st.Dropped != 1 || st.Throttled != 2 || st.Environments != 2 {
+		if st := f.Stats(); st.Invocations != 3 || st.Killed != 1 || st.Dropped != 1 || st.Throttled != 2 || st.Environments != 2 || st.FunctionTime != 3900*time.Millisecond {
 			t.Errorf("stats %+v", st)
 		}
 	})
@@ -221,7 +227,7 @@ func TestHooksShapeTheFleet(t *testing.T) {
 			},
 		})
 		t0 := time.Now()
-		f.SetReservedConcurrency(0, t0)
+		f.SetReservedConcurrency(0)
 		f.Send(payload(3000), t0) // killed at its 2 s budget
 		f.Send(payload(1000), t0) // folded into the first
 		time.Sleep(time.Minute)
@@ -229,10 +235,12 @@ func TestHooksShapeTheFleet(t *testing.T) {
 		if len(log.runs) != 0 || f.Pending() != 1 || f.Stats().Throttled != 1 {
 			t.Fatalf("with concurrency 0: runs %+v, pending %d, stats %+v", log.runs, f.Pending(), f.Stats())
 		}
-		f.SetReservedConcurrency(1, time.Now())
+		f.SetReservedConcurrency(1)
 		time.Sleep(time.Hour)
 		synctest.Wait()
-		start := t0.Add(time.Minute)
+		// Refused at +0, +1, +3, +7, +15 and +31 s, the event starts at its
+		// retry at +63 s, not when the concurrency came back.
+		start := t0.Add(63 * time.Second)
 		want := []run{{env: 1, work: 3000, start: start, deadline: start.Add(2 * time.Second), killed: true}}
 		if !slices.EqualFunc(log.runs, want, sameRun) {
 			t.Errorf("runs %+v, want %+v", log.runs, want)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/spillway-dev/spillway/internal/lambdasim"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
@@ -124,26 +125,22 @@ func (b *burst) commit(bucket int) {
 	b.wake([]int{bucket})
 }
 
-// Lambda retries an asynchronous event refused for concurrency with a
-// growing delay, from about a second up to five minutes.
-const (
-	throttleRetryFirst = time.Second
-	throttleRetryMax   = 5 * time.Minute
-)
-
 // wake sends a wake-up for buckets.
 func (b *burst) wake(buckets []int) {
 	b.rep.WakeUps++
-	b.deliver(buckets, throttleRetryFirst)
+	b.deliver(buckets, lambdasim.ThrottleRetryFirst)
 }
 
-// deliver is Lambda's handling of an asynchronous event: it starts an
-// invocation after StartDelay while the reserved concurrency allows, and
-// otherwise retries the event after retry (doubling, capped).
+// deliver is Lambda's handling of an asynchronous event for the burst's
+// lease-level relays, which run one at a time on the stepper so that a
+// seed reproduces exactly (internal/lambdasim starts the real handler on
+// goroutines of its own): it starts an invocation after StartDelay while
+// the reserved concurrency allows, and otherwise retries the event after
+// retry, on lambdasim's retry schedule.
 func (b *burst) deliver(buckets []int, retry time.Duration) {
 	if b.running >= b.cfg.Relays {
 		b.rep.Throttled++
-		b.s.spawn(b.s.clock.Now().Add(retry), func() { b.deliver(buckets, min(2*retry, throttleRetryMax)) })
+		b.s.spawn(b.s.clock.Now().Add(retry), func() { b.deliver(buckets, min(2*retry, lambdasim.ThrottleRetryMax)) })
 		return
 	}
 	b.running++
