@@ -170,11 +170,11 @@ func (f *Function[E]) Send(payload []byte, now time.Time) {
 		f.mu.Unlock()
 		return
 	}
-	ev := &queued{payload: payload, sentAt: now, readyAt: now.Add(f.cfg.StartLatency)}
-	f.queue = append(f.queue, ev)
+	ready := now.Add(f.cfg.StartLatency)
+	f.queue = append(f.queue, &queued{payload: payload, sentAt: now, readyAt: ready})
 	f.wg.Add(1) // done when the event is dropped, discarded or its invocation ends
 	f.mu.Unlock()
-	f.cfg.Scheduler.At(ev.readyAt, f.dispatch)
+	f.cfg.Scheduler.At(ready, f.dispatch)
 }
 
 // coalesceLocked folds payload into a queued event if Coalesce allows.
