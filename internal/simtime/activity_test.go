@@ -113,8 +113,8 @@ func TestSettleWaitsForAParticipantWaitingOnAMutex(t *testing.T) {
 	a.Do(t.Context(), func(context.Context) {
 		go func() {
 			mu.Lock()
+			close(parked) // it got the mutex: the holder let go
 			mu.Unlock()
-			close(parked)
 			<-release
 		}()
 		checkSettle(t, a, &stop, parked)

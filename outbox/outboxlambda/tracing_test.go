@@ -254,7 +254,7 @@ func TestOTelTracesARelayRunAndAnEnqueue(t *testing.T) {
 		t.Errorf("enqueue span attributes %v", a)
 	}
 	put := named(spans, "DynamoDB.PutItem")
-	if len(put) != 1 || !childOf(put[0], enq[0]) || attrs(put[0])["aws.region"] != "us-east-1" {
+	if len(put) != 1 || !childOf(put[0], enq[0]) || attrs(put[0])["cloud.region"] != "us-east-1" {
 		t.Fatalf("the PutItem call is not traced under the enqueue span: %v", names(spans))
 	}
 	enqSpanID := hex.EncodeToString(enq[0].SpanId)

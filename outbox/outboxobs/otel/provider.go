@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"go.opentelemetry.io/contrib/instrumentation/github.com/aws/aws-sdk-go-v2/otelaws"
 	"go.opentelemetry.io/contrib/propagators/aws/xray"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -116,15 +114,6 @@ func resourceAttributes(service string, getenv func(string) string) []attribute.
 // Tracer returns the outbox.Tracer whose spans are children of the span in
 // ctx; it records nothing outside a root span.
 func (p *Provider) Tracer() outbox.Tracer { return Tracer{tracer: p.scoped.Tracer(ScopeName)} }
-
-// InstrumentAWS makes every client built from cfg record a span per AWS
-// call (otelaws: service, operation, region, request id) under the span in
-// the call's ctx and send the X-Ray trace header downstream. Calls outside
-// a root span record nothing.
-func (p *Provider) InstrumentAWS(cfg *aws.Config) {
-	otelaws.AppendMiddlewares(&cfg.APIOptions,
-		otelaws.WithTracerProvider(p.scoped), otelaws.WithTextMapPropagator(xray.Propagator{}))
-}
 
 // StartInvocation opens the root span of one Lambda invocation, named name
 // (the function's name), as a child of the function's X-Ray segment when
