@@ -98,11 +98,11 @@
 //
 // # Running
 //
-//	go test -race -run Fleet ./internal/fleetsim/        # CI: seeds 11, 22, 33, 3,334 messages each
-//	SPILLWAY_FLEET_SEED=22 go test -run TestFleetSeed -v ./internal/fleetsim/   # one CI seed
-//	make soak SEED=7 DURATION=2h                          # writes over 2 h of simulated time
+//	go test -race -run Fleet ./internal/fleetsim/                 # CI: seeds 11, 22, 33, 3,334 messages each
+//	go test -run 'TestFleet/seed=22' -v ./internal/fleetsim/      # one CI seed
+//	make soak SEED=7 DURATION=2h                                   # writes over 2 h of simulated time
 //
-// TestFleet runs its seeds in child processes of the test binary, side by
-// side: each driver's exact look stops the world, so simulations sharing a
-// process would slow each other down.
+// TestFleet runs its seeds one after the other in the test process: each
+// driver's exact look stops the world, so a simulation alone in its
+// process is never slowed by another's looks.
 package fleetsim

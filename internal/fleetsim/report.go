@@ -135,7 +135,7 @@ type Violation struct {
 func (v *Violation) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "fleet simulation seed %d: %s violated at T+%.3fs: %s\n", v.Seed, v.Invariant, v.At.Seconds(), v.Detail)
-	fmt.Fprintf(&b, "replay: make soak SEED=%d DURATION=%v (or SPILLWAY_FLEET_SEED=%d go test -run TestFleetSeed -v ./internal/fleetsim/ for a CI seed)\n", v.Seed, v.duration, v.Seed)
+	fmt.Fprintf(&b, "replay: make soak SEED=%d DURATION=%v (or go test -run 'TestFleet/seed=%d' -v ./internal/fleetsim/ for a CI seed)\n", v.Seed, v.duration, v.Seed)
 	if v.TraceFile != "" {
 		fmt.Fprintf(&b, "full trace: %s\n", v.TraceFile)
 	}

@@ -27,10 +27,10 @@
 // of them, whatever code they run (one that has not run yet shows only its
 // entry function), except an embedded HTTP server's connections, which
 // apply a request before they answer it. Each look stops the whole
-// process, though: three fleet seeds in one process ran several times
-// slower than in three, so the fleet test keeps one seed per process.
-// While a simulation is alone in its process, the scheduler's running and
-// runnable counts (runtime/metrics) spare looks that would find it busy.
+// process, though, so simulations side by side slow each other down; the
+// fleet test runs its seeds one after the other. While a simulation is
+// alone in its process, the scheduler's running and runnable counts
+// (runtime/metrics) spare looks that would find it busy.
 // A client's calls count as in flight through Begin and End, Track,
 // Publisher for a Kafka publisher, or DynamoDBOption for a DynamoDB client;
 // a client that waits on the simulated clock inside a call takes that clock
