@@ -2,46 +2,15 @@ package otel
 
 import (
 	"encoding/hex"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+
+	"github.com/spillway-dev/spillway/outbox/outboxobs/internal/fakedynamodb"
 )
-
-// fakeDynamoDB answers ListTables with an empty list, or with a
-// ResourceNotFoundException for DescribeTable, and records the trace
-// headers it received.
-type fakeDynamoDB struct {
-	mu      sync.Mutex
-	headers []string
-}
-
-func (f *fakeDynamoDB) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	f.headers = append(f.headers, r.Header.Get("X-Amzn-Trace-Id"))
-	f.mu.Unlock()
-	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
-	w.Header().Set("X-Amzn-RequestId", "REQ123")
-	if strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".DescribeTable") {
-		w.WriteHeader(http.StatusBadRequest)
-		_, _ = io.WriteString(w, `{"__type":"com.amazonaws.dynamodb.v20120810#ResourceNotFoundException","message":"Requested resource not found"}`)
-		return
-	}
-	_, _ = io.WriteString(w, `{"TableNames":[]}`)
-}
-
-func (f *fakeDynamoDB) seen() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string(nil), f.headers...)
-}
 
 func attributes(s *tracepb.Span) map[string]string {
 	got := map[string]string{}
@@ -58,15 +27,9 @@ func attributes(s *tracepb.Span) map[string]string {
 
 func TestInstrumentAWSRecordsEachOperationUnderTheCallersSpan(t *testing.T) {
 	p, recv := newProvider(t)
-	fake := &fakeDynamoDB{}
-	srv := httptest.NewServer(fake)
-	t.Cleanup(srv.Close)
-	cfg := aws.Config{
-		Region: "eu-west-1", Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""),
-		RetryMaxAttempts: 1, BaseEndpoint: aws.String(srv.URL),
-	}
-	p.InstrumentAWS(&cfg)
-	client := dynamodb.NewFromConfig(cfg)
+	fake := fakedynamodb.Start()
+	t.Cleanup(fake.Close)
+	client := fake.Client("eu-west-1", p.InstrumentAWS)
 
 	// Outside a root: no span, no header.
 	if _, err := client.ListTables(t.Context(), &dynamodb.ListTablesInput{}); err != nil {
@@ -98,7 +61,7 @@ func TestInstrumentAWSRecordsEachOperationUnderTheCallersSpan(t *testing.T) {
 	}
 	got := attributes(list)
 	for k, want := range map[string]string{"rpc.system.name": "aws-api", "rpc.method": "DynamoDB/ListTables", "cloud.region": "eu-west-1",
-		"aws.request_id": "REQ123", "http.response.status_code": "int_value:200"} {
+		"aws.request_id": fakedynamodb.RequestID, "http.response.status_code": "int_value:200"} {
 		if got[k] != want {
 			t.Errorf("ListTables attribute %s = %q, want %q", k, got[k], want)
 		}
@@ -114,7 +77,7 @@ func TestInstrumentAWSRecordsEachOperationUnderTheCallersSpan(t *testing.T) {
 	// Each call sent the X-Ray header of its own span; the first, outside
 	// a root, sent none.
 	tid := hex.EncodeToString(root.TraceId)
-	headers := fake.seen()
+	headers := fake.TraceHeaders()
 	if len(headers) != 3 || headers[0] != "" {
 		t.Fatalf("trace headers %q, want none and then two", headers)
 	}

@@ -4,57 +4,24 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-xray-sdk-go/instrumentation/awsv2"
 	awsxray "github.com/aws/aws-xray-sdk-go/xray"
 	"github.com/aws/aws-xray-sdk-go/xraylog"
 
+	"github.com/spillway-dev/spillway/outbox/outboxobs/internal/fakedynamodb"
 	"github.com/spillway-dev/spillway/outbox/outboxobs/xray/xraytest"
 )
 
-// fakeDynamoDB answers every request with an empty ListTables result and
-// records the trace headers it received.
-type fakeDynamoDB struct {
-	mu      sync.Mutex
-	headers []string
-}
-
-func (f *fakeDynamoDB) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	f.headers = append(f.headers, r.Header.Get("X-Amzn-Trace-Id"))
-	f.mu.Unlock()
-	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
-	w.Header().Set("X-Amzn-RequestId", "REQ123")
-	_, _ = io.WriteString(w, `{"TableNames":[]}`)
-}
-
-func (f *fakeDynamoDB) seen() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string(nil), f.headers...)
-}
-
-func newClient(t *testing.T, instrument func(*aws.Config)) (*dynamodb.Client, *fakeDynamoDB) {
+func newClient(t *testing.T, instrument func(*aws.Config)) (*dynamodb.Client, *fakedynamodb.Server) {
 	t.Helper()
-	fake := &fakeDynamoDB{}
-	srv := httptest.NewServer(fake)
-	t.Cleanup(srv.Close)
-	cfg := aws.Config{
-		Region:           "us-east-1",
-		Credentials:      credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""),
-		RetryMaxAttempts: 1,
-		BaseEndpoint:     aws.String(srv.URL),
-	}
-	instrument(&cfg)
-	return dynamodb.NewFromConfig(cfg), fake
+	fake := fakedynamodb.Start()
+	t.Cleanup(fake.Close)
+	return fake.Client("us-east-1", instrument), fake
 }
 
 func TestInstrumentAWSRecordsCallsUnderASpan(t *testing.T) {
@@ -77,10 +44,10 @@ func TestInstrumentAWSRecordsCallsUnderASpan(t *testing.T) {
 		t.Fatalf("delete span holds %v, want one DynamoDB call", names(calls))
 	}
 	awsData := calls[0]["aws"].(map[string]any)
-	if awsData["operation"] != "ListTables" || awsData["request_id"] != "REQ123" {
+	if awsData["operation"] != "ListTables" || awsData["request_id"] != fakedynamodb.RequestID {
 		t.Fatalf("call aws data = %v", awsData)
 	}
-	if seen := fake.seen(); len(seen) != 1 || !strings.HasPrefix(seen[0], "Root="+root["trace_id"].(string)+";Parent="+calls[0]["id"].(string)) {
+	if seen := fake.TraceHeaders(); len(seen) != 1 || !strings.HasPrefix(seen[0], "Root="+root["trace_id"].(string)+";Parent="+calls[0]["id"].(string)) {
 		t.Fatalf("DynamoDB saw trace header %q, want Root=%v;Parent=%v", seen, root["trace_id"], calls[0]["id"])
 	}
 }
@@ -109,7 +76,7 @@ func TestInstrumentAWSIsQuietWhenInactive(t *testing.T) {
 	if strings.Contains(logs.String(), complaint) {
 		t.Fatalf("an untraced call logged a missing context:\n%s", logs.String())
 	}
-	if seen := fake.seen(); len(seen) != 1 || seen[0] != "" {
+	if seen := fake.TraceHeaders(); len(seen) != 1 || seen[0] != "" {
 		t.Fatalf("an untraced call sent trace header %q", seen)
 	}
 	// Nothing was sent for the untraced calls: the sentinel comes first.
