@@ -3,10 +3,10 @@
 // of the leases and the backlog, drains the outbox and tells which bucket a
 // message lands in.
 //
-// Built with -tags spillway.ops (make cli), it is the operator build: run
-// and bench, the only commands that need the embedded DynamoDB server and
-// Kafka cluster, the Lambda emulator and the simulations, are left out, and
-// so are those.
+// Built with -tags spillway.ops (make cli), it is the operator build: it
+// leaves out run and bench, the only commands that need the embedded
+// DynamoDB server and Kafka cluster, the Lambda emulator and the
+// simulations, and with them those packages.
 //
 // Usage:
 //
