@@ -13,6 +13,14 @@ import (
 // to the current generation's configuration.
 var ErrGenerationSealed = errors.New("outbox: generation sealed")
 
+// ErrGenerationNotOpen marks a generation that may not be served yet: a
+// relay (or drain) configured with it alone while the generation it
+// replaces, named by its predecessor marker, is not drained. Serving it
+// then would publish messages written after the seal ahead of older ones
+// of the same keys. Configure the relay with both generations until the
+// previous one is drained.
+var ErrGenerationNotOpen = errors.New("outbox: generation not open yet")
+
 // ErrGenerationPhase marks a generation command that does not fit the
 // marker as stored: an unknown phase, a transition that skips or reverses
 // a phase, a marker naming another successor, or no marker at all.
@@ -87,6 +95,78 @@ func CheckTransition(from, to GenerationPhase) error {
 		return nil
 	}
 	return fmt.Errorf("outbox: generation %s → %s: %w: a generation only moves open → sealed → drained, one step at a time", from, to, ErrGenerationPhase)
+}
+
+// PredecessorMarker is the item under a generation's own key prefix that
+// names the generation it replaces. It is written with the previous
+// generation's marker when a change opens, so it exists before the seal,
+// and so before any message of the new generation.
+type PredecessorMarker struct {
+	// Exists is false when the generation replaces none.
+	Exists bool
+	// Predecessor is the generation it replaces.
+	Predecessor Generation
+}
+
+// WriteTarget decides which generation a writer replacing previous by
+// current writes to, from the previous generation's marker as last seen
+// (the zero marker when none was seen): previous while it has no marker or
+// an open one, current once it is sealed or drained. The seal is therefore
+// the switch point: a write to previous carries a check that it is still
+// open, so it commits before the seal or not at all, and a write to current
+// follows a look at the sealed marker. Sealed is permanent (a phase only
+// moves forward), so a writer that saw it never needs to look again. A
+// marker of another generation or naming another successor is a
+// misconfiguration; an unknown phase matches ErrGenerationPhase.
+func WriteTarget(m GenerationMarker, previous, current Generation) (Generation, error) {
+	const op = "choose the generation to write"
+	if !m.Exists {
+		return previous, nil
+	}
+	if m.Generation != previous {
+		return Generation{}, Misconfigured(op, "the marker under prefix %q belongs to generation %s, the writer is configured with %s as the previous generation", previous.KeyPrefix, m.Generation, previous)
+	}
+	switch m.Phase {
+	case PhaseOpen:
+		return previous, nil
+	case PhaseSealed, PhaseDrained:
+		if m.Successor != current {
+			return Generation{}, Misconfigured(op, "generation %s was sealed for successor %s, the writer writes %s", previous, m.Successor, current)
+		}
+		return current, nil
+	}
+	return Generation{}, fmt.Errorf("outbox: %s: generation %s: %w: stored phase %q is not one of %q, %q, %q", op, previous, ErrGenerationPhase, m.Phase, PhaseOpen, PhaseSealed, PhaseDrained)
+}
+
+// CheckServable decides whether a relay configured with current alone may
+// serve it, from current's predecessor marker and the marker of the
+// predecessor it names (the zero marker when p does not exist): always
+// without a predecessor, otherwise only once the predecessor is drained;
+// before that it returns an error matching ErrGenerationNotOpen. A
+// predecessor marker whose generation's marker belongs to another bucket
+// count or names another successor is a misconfiguration.
+func CheckServable(p PredecessorMarker, m GenerationMarker, current Generation) error {
+	const op = "check the generation may be served"
+	if !p.Exists {
+		return nil
+	}
+	prev := p.Predecessor
+	switch {
+	case m.Exists && m.Generation != prev:
+		return Misconfigured(op, "generation %s names %s as its predecessor, whose marker says it has %d buckets", current, prev, m.Generation.BucketCount)
+	case m.Exists && m.Successor != current:
+		return Misconfigured(op, "generation %s names %s as its predecessor, which is being replaced by %s", current, prev, m.Successor)
+	case m.Exists && m.Phase == PhaseDrained:
+		return nil
+	case m.Exists && m.Phase != PhaseOpen && m.Phase != PhaseSealed:
+		return fmt.Errorf("outbox: %s: generation %s: %w: stored phase %q is not one of %q, %q, %q", op, prev, ErrGenerationPhase, m.Phase, PhaseOpen, PhaseSealed, PhaseDrained)
+	}
+	phase := "without a marker"
+	if m.Exists {
+		phase = string(m.Phase)
+	}
+	return fmt.Errorf("outbox: %s %s: %w: it replaces %s, which is %s and not drained yet; relay it with %s as the previous generation until then",
+		op, current, ErrGenerationNotOpen, prev, phase, prev)
 }
 
 // GenerationContents is a strongly consistent look at what a generation

@@ -6,6 +6,16 @@ import (
 	"sync"
 )
 
+// GenerationGate tells a relay configured with one generation whether it
+// may serve it (RelayConfig.Gate): not while the generation it replaces is
+// undrained (see CheckServable).
+type GenerationGate interface {
+	// CheckServable returns nil when the relay may serve its generation,
+	// an error matching ErrGenerationNotOpen while its predecessor is not
+	// drained, or the error of the reads it took.
+	CheckServable(ctx context.Context) error
+}
+
 // GenerationRelayConfig wires a relay that serves a previous and a current
 // generation of one table while the bucket count changes.
 type GenerationRelayConfig struct {

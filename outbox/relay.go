@@ -33,6 +33,12 @@ type RelayConfig struct {
 	// MaxHops bounds a chain of continuation wake-ups: a run started by hop
 	// n sends hop n+1 only while n+1 <= MaxHops. Zero sends none.
 	MaxHops int
+	// Gate, when set, is asked once per run, after the relay decided to
+	// join and before it claims anything, whether it may serve its
+	// generation (outboxddb.Store implements it with the predecessor
+	// marker). A refusal ends the run as fatal with the gate's error.
+	// Optional: without it the relay serves its generation.
+	Gate GenerationGate
 }
 
 // Relay moves messages from a Store to a Publisher under fair-share leases.
@@ -49,6 +55,7 @@ type Relay struct {
 	tracer   Tracer
 	log      *slog.Logger
 	maxHops  int
+	gate     GenerationGate
 	jitter   *jitter
 	req      LeaseRequest
 	held     *byteBudget // nil: no MaxHeldBytes
@@ -99,6 +106,7 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 		tracer:   cfg.Tracer,
 		log:      cfg.Logger,
 		maxHops:  cfg.MaxHops,
+		gate:     cfg.Gate,
 		jitter:   newJitter(opts.RelayID),
 		req: LeaseRequest{RelayID: opts.RelayID, BucketCount: opts.BucketCount, LeaseDuration: opts.LeaseDuration,
 			RenewInterval: opts.LeaseRenewInterval},

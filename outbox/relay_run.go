@@ -58,6 +58,13 @@ func (u *run) execute() error {
 	if !join {
 		return nil
 	}
+	if r.gate != nil {
+		if err := r.gate.CheckServable(u.ctx); err != nil {
+			u.res.Reason = StopFatal
+			r.log.LogAttrs(u.ctx, slog.LevelError, "relay may not serve its generation; claiming nothing", slog.Any("error", err))
+			return err
+		}
+	}
 	if err := u.initPublisher(); err != nil {
 		u.res.Reason = StopFatal
 		return err

@@ -2,6 +2,7 @@ package outboxddb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -38,6 +39,7 @@ const (
 	exprGenerationWritable = "attribute_not_exists(#pk) OR #state = :open"
 	exprGenerationMove     = "#state = :from AND #count = :count AND #succ = :succ AND #succCount = :succCount"
 	exprGenerationSet      = "SET #state = :to, #at = :now"
+	exprGenerationItem     = "#pk = :pk AND #sk = :sk"
 )
 
 // generationPartition is {P}#GENERATION, the marker's own partition. Relays
@@ -60,37 +62,68 @@ func (s *Store) Generation() outbox.Generation {
 // ReadGeneration reads the store's generation marker with one strongly
 // consistent query (one read unit).
 func (s *Store) ReadGeneration(ctx context.Context) (outbox.GenerationMarker, error) {
-	out, err := s.client.Query(ctx, &dynamodb.QueryInput{
-		TableName:                 aws.String(s.opts.TableName),
-		KeyConditionExpression:    aws.String(exprPartitionIs),
-		ExpressionAttributeNames:  names("#pk", s.opts.PartitionKey),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(s.keys.generationPartition())},
+	return s.readMarker(ctx, s.Generation())
+}
+
+// readMarker reads the marker of generation g (this store's or another one
+// of the same table) with one strongly consistent query for its key.
+func (s *Store) readMarker(ctx context.Context, g outbox.Generation) (outbox.GenerationMarker, error) {
+	k := s.keysOf(g.KeyPrefix)
+	item, err := s.readGenerationItem(ctx, k, generationSortKey)
+	if err != nil || item == nil {
+		return outbox.GenerationMarker{Generation: g}, err
+	}
+	return decodeMarker(k, g.KeyPrefix, item)
+}
+
+// readGenerationItem reads one item of a {P}#GENERATION partition by its
+// sort key, strongly consistent (one read unit); nil when absent.
+func (s *Store) readGenerationItem(ctx context.Context, k keys, sk string) (map[string]types.AttributeValue, error) {
+	return readGenerationItem(ctx, s.client, s.opts, s.tel, k, sk)
+}
+
+func readGenerationItem(ctx context.Context, client Client, opts Options, tel telemetry, k keys, sk string) (map[string]types.AttributeValue, error) {
+	out, err := client.Query(ctx, &dynamodb.QueryInput{
+		TableName:                 aws.String(opts.TableName),
+		KeyConditionExpression:    aws.String(exprGenerationItem),
+		ExpressionAttributeNames:  names("#pk", opts.PartitionKey, "#sk", opts.SortKey),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(k.generationPartition()), ":sk": str(sk)},
 		ConsistentRead:            aws.Bool(true),
-		Limit:                     aws.Int32(1),
 	})
 	if err != nil {
-		s.tel.failed("", OpGenerationRead, -1, err)
-		return outbox.GenerationMarker{}, fmt.Errorf("outboxddb: read the generation marker %q: %w", s.keys.generationPartition(), err)
+		tel.failed("", OpGenerationRead, -1, err)
+		return nil, fmt.Errorf("outboxddb: read %s of %q: %w", sk, k.generationPartition(), err)
 	}
 	if len(out.Items) == 0 {
-		return outbox.GenerationMarker{Generation: s.Generation()}, nil
+		return nil, nil
 	}
-	return s.decodeMarker(out.Items[0])
+	return out.Items[0], nil
+}
+
+// keysOf returns the keys of the generation under prefix in this table.
+func (s *Store) keysOf(prefix string) keys {
+	k := s.keys
+	k.prefix = prefix
+	return k
 }
 
 func (s *Store) decodeMarker(item map[string]types.AttributeValue) (outbox.GenerationMarker, error) {
+	return decodeMarker(s.keys, s.opts.KeyPrefix, item)
+}
+
+func decodeMarker(k keys, prefix string, item map[string]types.AttributeValue) (outbox.GenerationMarker, error) {
 	state, _ := stringAttr(item, attrGenerationState)
 	count, okCount := intAttr(item, attrBucketCount)
 	succ, okSucc := stringAttr(item, attrSuccessorPrefix)
 	succCount, okSuccCount := intAttr(item, attrSuccessorBuckets)
 	if !okCount || !okSucc || !okSuccCount {
-		return outbox.GenerationMarker{}, fmt.Errorf("outboxddb: generation marker %q: %w: it needs %s, %s and %s", s.keys.generationPartition(),
+		return outbox.GenerationMarker{}, fmt.Errorf("outboxddb: generation marker %q: %w: it needs %s, %s and %s", k.generationPartition(),
 			outbox.ErrInvalidItem, attrBucketCount, attrSuccessorPrefix, attrSuccessorBuckets)
 	}
 	return outbox.GenerationMarker{
 		Exists:     true,
 		Phase:      outbox.GenerationPhase(state),
-		Generation: outbox.Generation{KeyPrefix: s.opts.KeyPrefix, BucketCount: int(count)},
+		Generation: outbox.Generation{KeyPrefix: prefix, BucketCount: int(count)},
 		Successor:  outbox.Generation{KeyPrefix: succ, BucketCount: int(succCount)},
 		OpenedAt:   timeOfTicks(item, attrOpenedAt),
 		SealedAt:   timeOfTicks(item, attrSealedAt),
@@ -99,10 +132,14 @@ func (s *Store) decodeMarker(item map[string]types.AttributeValue) (outbox.Gener
 }
 
 // OpenGeneration writes the marker — open, this generation's bucket count,
-// the successor — with one PutItem conditioned on no marker existing, and
-// returns the marker as stored (the existing one when the put is refused:
-// another relay opened it first, perhaps naming another successor, which
-// outbox.PlanGenerations then reports).
+// the successor — and the successor's predecessor marker naming this
+// generation, in one TransactWriteItems (two puts, four write units): the
+// marker conditioned on no marker existing, the predecessor marker on none
+// naming another generation. It returns the marker as stored (the existing
+// one when the marker's put is refused: another relay opened it first,
+// perhaps naming another successor, which outbox.PlanGenerations then
+// reports). A successor that already names another predecessor is a
+// misconfiguration.
 func (s *Store) OpenGeneration(ctx context.Context, successor outbox.Generation) (outbox.GenerationMarker, error) {
 	if err := s.checkSuccessor("open generation", successor); err != nil {
 		return outbox.GenerationMarker{}, err
@@ -114,22 +151,34 @@ func (s *Store) OpenGeneration(ctx context.Context, successor outbox.Generation)
 	item[attrSuccessorPrefix] = str(successor.KeyPrefix)
 	item[attrSuccessorBuckets] = num(int64(successor.BucketCount))
 	item[attrOpenedAt] = num(now)
-	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                aws.String(s.opts.TableName),
-		Item:                     item,
-		ConditionExpression:      aws.String(exprMessageIsNew),
-		ExpressionAttributeNames: names("#pk", s.opts.PartitionKey),
+	_, err := s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+		TransactItems: []types.TransactWriteItem{
+			{Put: &types.Put{
+				TableName:                aws.String(s.opts.TableName),
+				Item:                     item,
+				ConditionExpression:      aws.String(exprMessageIsNew),
+				ExpressionAttributeNames: names("#pk", s.opts.PartitionKey),
+			}},
+			{Put: s.predecessorPut(successor, now)},
+		},
+		ClientRequestToken: aws.String(newRequestToken()),
 	})
-	switch {
-	case err == nil:
+	if err == nil {
 		return s.decodeMarker(item)
-	case isConditionFailed(err):
-		s.tel.refused("", OpGenerationOpen, -1)
-		return s.ReadGeneration(ctx)
-	default:
+	}
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) {
 		s.tel.failed("", OpGenerationOpen, -1, err)
 		return outbox.GenerationMarker{}, fmt.Errorf("outboxddb: open generation %s for successor %s: %w", s.Generation(), successor, err)
 	}
+	s.tel.refused("", OpGenerationOpen, -1)
+	if r := tce.CancellationReasons; len(r) == 2 && aws.ToString(r[1].Code) == "ConditionalCheckFailed" {
+		prefix, _ := stringAttr(r[1].Item, attrPredecessorPrefix)
+		count, _ := intAttr(r[1].Item, attrPredecessorBuckets)
+		return outbox.GenerationMarker{}, outbox.Misconfigured("open generation", "generation %s already replaces %s/%d; it cannot also replace %s",
+			successor, prefix, count, s.Generation())
+	}
+	return s.ReadGeneration(ctx)
 }
 
 // SealGeneration moves the marker open → sealed with one conditional

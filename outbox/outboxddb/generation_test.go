@@ -22,7 +22,7 @@ func wantUnits(t *testing.T, what string, c outboxlocal.Counts, read, write floa
 }
 
 // The marker moves open → sealed → drained, one conditional write per
-// phase; repeating a phase change (a second relay or operator) is answered
+// phase (the open also writes the successor's predecessor marker); repeating a phase change (a second relay or operator) is answered
 // from the stored marker, and a marker opened first by another relay wins.
 func TestGenerationMarker_MovesOpenSealedDrained_OneConditionalWriteEach(t *testing.T) {
 	e := newEnv(t)
@@ -40,15 +40,17 @@ func TestGenerationMarker_MovesOpenSealedDrained_OneConditionalWriteEach(t *test
 	if err != nil || m.Phase != outbox.PhaseOpen || m.Successor != successor || !m.OpenedAt.Equal(t0) {
 		t.Fatalf("open: %+v, %v", m, err)
 	}
-	wantRequests(t, c, map[string]int{"PutItem": 1})
-	wantUnits(t, "open", c, 0, 1)
+	// The marker and the successor's predecessor marker, in one
+	// transaction.
+	wantRequests(t, c, map[string]int{"TransactWriteItems": 1})
+	wantUnits(t, "open", c, 0, 4)
 	// A second relay opening with another successor gets the stored one.
 	other := outbox.Generation{KeyPrefix: "OTHER", BucketCount: 4}
 	c = e.counts(func() { m, err = s.OpenGeneration(t.Context(), other) })
 	if err != nil || m.Successor != successor {
 		t.Fatalf("second open: %+v, %v; want the stored successor %s", m, err, successor)
 	}
-	wantRequests(t, c, map[string]int{"PutItem": 1, "Query": 1})
+	wantRequests(t, c, map[string]int{"TransactWriteItems": 1, "Query": 1})
 
 	c = e.counts(func() { m, err = s.SealGeneration(t.Context(), successor) })
 	if err != nil || m.Phase != outbox.PhaseSealed || m.SealedAt.IsZero() {

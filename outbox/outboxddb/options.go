@@ -88,6 +88,18 @@ type Options struct {
 	// the put's write units) and every call adds a ConditionCheck (two
 	// write units). Set it while the bucket count changes. Default false.
 	GenerationCheck bool
+	// PreviousKeyPrefix and PreviousBucketCount name the generation this
+	// one replaces while the bucket count changes (both or neither). A
+	// Writer with them switches at the seal: it writes to the previous
+	// generation, checking in the same transaction that it is still open,
+	// until it sees it sealed, and to this generation from then on, without
+	// a check (sealed is permanent). So every message it commits before the
+	// seal is in the previous generation and every one after it in this
+	// one, whichever writer instance commits it. Stores ignore them. Keep
+	// them until every writer runs with them and the previous generation is
+	// sealed. Default: none.
+	PreviousKeyPrefix   string
+	PreviousBucketCount int
 }
 
 // WithDefaults returns o with every zero field set to its default.
@@ -160,7 +172,19 @@ func (o Options) Validate() error {
 			return outbox.Misconfigured(op, "Topics[%d] is blank", i)
 		}
 	}
-	return nil
+	return o.validatePrevious(op)
+}
+
+// validatePrevious requires the previous generation whole and under a key
+// prefix of its own.
+func (o Options) validatePrevious(op string) error {
+	switch {
+	case o.PreviousKeyPrefix == "" && o.PreviousBucketCount == 0:
+		return nil
+	case o.PreviousKeyPrefix == o.KeyPrefix:
+		return outbox.Misconfigured(op, "PreviousKeyPrefix equals KeyPrefix %q; a new bucket count needs a new key prefix", o.KeyPrefix)
+	}
+	return outbox.Generation{KeyPrefix: o.PreviousKeyPrefix, BucketCount: o.PreviousBucketCount}.Validate(op)
 }
 
 // resolve applies the defaults and validates.

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -39,6 +40,10 @@ type Store struct {
 	mu                sync.Mutex
 	lastHeartbeatSent int64 // ticks
 	lastDeleted       map[int]int64
+
+	// predecessorDrained: CheckServable saw the generation this one
+	// replaces drained, which is permanent.
+	predecessorDrained atomic.Bool
 }
 
 var _ outbox.Store = (*Store)(nil)

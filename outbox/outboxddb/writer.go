@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -36,6 +37,13 @@ type Writer struct {
 	opts   Options
 	keys   keys
 	tel    telemetry
+
+	// prev writes the generation this one replaces (Options.Previous…),
+	// checking that it is open, until switched; nil without one.
+	prev *Writer
+	// switched: the writer saw the previous generation sealed. Sealed is
+	// permanent, so it never goes back.
+	switched atomic.Bool
 }
 
 // NewWriter returns a writer for the outbox described by opts.
@@ -47,7 +55,19 @@ func NewWriter(client Client, opts Options) (*Writer, error) {
 	if client == nil {
 		return nil, outbox.Misconfigured("new writer", "DynamoDB client is nil")
 	}
-	return &Writer{client: client, opts: opts, keys: newKeys(opts), tel: telemetry{opts.Observer, opts.Clock}}, nil
+	w := newWriter(client, opts)
+	if opts.PreviousKeyPrefix != "" {
+		popts := opts
+		popts.KeyPrefix, popts.BucketCount = opts.PreviousKeyPrefix, opts.PreviousBucketCount
+		popts.PreviousKeyPrefix, popts.PreviousBucketCount = "", 0
+		popts.GenerationCheck = true
+		w.prev = newWriter(client, popts)
+	}
+	return w, nil
+}
+
+func newWriter(client Client, opts Options) *Writer {
+	return &Writer{client: client, opts: opts, keys: newKeys(opts), tel: telemetry{opts.Observer, opts.Clock}}
 }
 
 // TransactItem reserves msg's sequence number and returns the Put to include
@@ -56,7 +76,15 @@ func NewWriter(client Client, opts Options) (*Writer, error) {
 // transaction instead of overwriting a pending message; pass the error to
 // ExplainTransactionError to learn which message holds the number. Call
 // NotifyCommitted after the transaction committed.
+//
+// A writer with a previous generation (Options.PreviousKeyPrefix) refuses
+// it as misconfigured: its items carry their generation check, so use
+// TransactItems.
 func (w *Writer) TransactItem(ctx context.Context, msg outbox.Message) (types.TransactWriteItem, outbox.Message, error) {
+	if w.prev != nil {
+		return types.TransactWriteItem{}, outbox.Message{}, outbox.Misconfigured("transact item",
+			"a writer replacing generation %s adds a generation check to its items; use TransactItems", w.prev.generation())
+	}
 	items, msgs, err := w.TransactItems(ctx, []outbox.Message{msg})
 	if err != nil {
 		return types.TransactWriteItem{}, outbox.Message{}, err
@@ -69,7 +97,21 @@ func (w *Writer) TransactItem(ctx context.Context, msg outbox.Message) (types.Tr
 // list order within each bucket. The items and messages come back in input
 // order. Every message is validated before any request; an empty list makes
 // no request.
+//
+// A writer with a previous generation builds the items for the generation
+// it writes now (see Options.PreviousKeyPrefix), the messages' buckets
+// computed for it; while that is the previous generation the items end with
+// its generation check, one item more than msgs. Pass a refusal to
+// ExplainTransactionError and build the items again: after a refusal for
+// the seal they are for the new generation.
 func (w *Writer) TransactItems(ctx context.Context, msgs []outbox.Message) ([]types.TransactWriteItem, []outbox.Message, error) {
+	if w.prev != nil {
+		return w.transactSwitching(ctx, msgs)
+	}
+	return w.transactItems(ctx, msgs)
+}
+
+func (w *Writer) transactItems(ctx context.Context, msgs []outbox.Message) ([]types.TransactWriteItem, []outbox.Message, error) {
 	msgs, puts, err := w.prepare(ctx, msgs)
 	if err != nil || len(puts) == 0 {
 		return nil, nil, err
@@ -88,9 +130,21 @@ func (w *Writer) TransactItems(ctx context.Context, msgs []outbox.Message) ([]ty
 // copy under a new sequence number with the same message id (consumers
 // deduplicate on the id).
 //
-// With Options.GenerationCheck it sends one TransactWriteItems with the
-// generation check instead, as EnqueueBatch does.
+// With Options.GenerationCheck, and with a previous generation it still
+// writes to, it sends one TransactWriteItems with the generation check
+// instead, as EnqueueBatch does.
 func (w *Writer) Enqueue(ctx context.Context, msg outbox.Message) (outbox.Message, error) {
+	if w.prev != nil {
+		msgs, err := w.enqueueSwitching(ctx, []outbox.Message{msg})
+		if err != nil {
+			return outbox.Message{}, err
+		}
+		return msgs[0], nil
+	}
+	return w.enqueue(ctx, msg)
+}
+
+func (w *Writer) enqueue(ctx context.Context, msg outbox.Message) (outbox.Message, error) {
 	if w.opts.GenerationCheck {
 		msgs, err := w.EnqueueBatch(ctx, []outbox.Message{msg})
 		if err != nil {
@@ -140,6 +194,13 @@ func (w *Writer) EnqueueBatch(ctx context.Context, msgs []outbox.Message) ([]out
 	if len(msgs) > MaxTransactionItems {
 		return nil, fmt.Errorf("outboxddb: enqueue %d messages: %w: at most %d per transaction", len(msgs), outbox.ErrInvalidMessage, MaxTransactionItems)
 	}
+	if w.prev != nil {
+		return w.enqueueSwitching(ctx, msgs)
+	}
+	return w.enqueueBatch(ctx, msgs)
+}
+
+func (w *Writer) enqueueBatch(ctx context.Context, msgs []outbox.Message) ([]outbox.Message, error) {
 	msgs, puts, err := w.prepare(ctx, msgs)
 	if err != nil {
 		return nil, err
@@ -196,14 +257,22 @@ func (w *Writer) NotifyCommitted(ctx context.Context, msgs ...outbox.Message) {
 // that included items from TransactItems into a *SequenceTakenError when one
 // of those items was refused because its sequence number holds another
 // message, and into an error matching outbox.ErrGenerationSealed when the
-// transaction's GenerationCheck was refused. items must be the transaction's items in request order. Any
-// other error comes back unchanged.
+// transaction's generation check was refused (GenerationCheck, or the
+// check TransactItems adds for a previous generation; a writer with a
+// previous generation then writes the new one). items must be the
+// transaction's items in request order. Any other error comes back
+// unchanged.
 func (w *Writer) ExplainTransactionError(err error, items []types.TransactWriteItem) error {
 	if err == nil {
 		return nil
 	}
 	if sealed := w.sealed(err, items, "transaction"); sealed != nil {
 		return sealed
+	}
+	if w.prev != nil {
+		if sealed := w.prev.sealed(err, items, "transaction"); sealed != nil {
+			return w.learn(sealed)
+		}
 	}
 	if taken := w.sequenceTaken(err, items); taken != nil {
 		return taken

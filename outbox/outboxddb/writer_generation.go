@@ -1,6 +1,7 @@
 package outboxddb
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -10,13 +11,46 @@ import (
 	"github.com/spillway-dev/spillway/outbox"
 )
 
+// GenerationSealedError reports a write refused by its generation check:
+// the generation's marker is no longer open. It matches
+// outbox.ErrGenerationSealed.
+type GenerationSealedError struct {
+	// Op is what was refused, e.g. "enqueue 1 messages (…)".
+	Op string
+	// Generation is the generation the write was for.
+	Generation outbox.Generation
+	// Marker is the marker as DynamoDB returned it with the refusal; its
+	// Exists is false when the response carried none.
+	Marker outbox.GenerationMarker
+	// Switched is true when the writer replaces Generation and writes its
+	// successor from now on: build the transaction's items again.
+	Switched bool
+}
+
+// Error implements error.
+func (e *GenerationSealedError) Error() string {
+	if e.Switched {
+		return fmt.Sprintf("outboxddb: %s: %v: generation %s is %s; the writer writes %s from now on, build the items again",
+			e.Op, outbox.ErrGenerationSealed, e.Generation, e.Marker.Phase, e.Marker.Successor)
+	}
+	if !e.Marker.Exists {
+		return fmt.Sprintf("outboxddb: %s: %v: generation %s is no longer open", e.Op, outbox.ErrGenerationSealed, e.Generation)
+	}
+	return fmt.Sprintf("outboxddb: %s: %v: generation %s is %s; switch the writer to key prefix %q and bucket count %d",
+		e.Op, outbox.ErrGenerationSealed, e.Generation, e.Marker.Phase, e.Marker.Successor.KeyPrefix, e.Marker.Successor.BucketCount)
+}
+
+// Is reports whether target is outbox.ErrGenerationSealed.
+func (e *GenerationSealedError) Is(target error) bool { return target == outbox.ErrGenerationSealed }
+
 // GenerationCheck returns a ConditionCheck on the writer's generation
 // marker: it passes while there is no marker or the marker is open, and
 // fails the transaction once the operator sealed the generation. Include it
 // once in a TransactWriteItems built from TransactItems while the bucket
 // count changes (Options.GenerationCheck makes Enqueue and EnqueueBatch
-// include it themselves); ExplainTransactionError turns its refusal into an
-// error matching outbox.ErrGenerationSealed. It costs two write units per
+// include it themselves; a writer with a previous generation adds its own
+// check in TransactItems and needs none); ExplainTransactionError turns its
+// refusal into a *GenerationSealedError. It costs two write units per
 // transaction.
 func (w *Writer) GenerationCheck() types.TransactWriteItem {
 	return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
@@ -29,10 +63,14 @@ func (w *Writer) GenerationCheck() types.TransactWriteItem {
 	}}
 }
 
+func (w *Writer) generation() outbox.Generation {
+	return outbox.Generation{KeyPrefix: w.opts.KeyPrefix, BucketCount: w.opts.BucketCount}
+}
+
 // sealed returns the error of a cancelled transaction whose generation
-// check (among items, in request order) was refused, naming the phase and
-// the successor the marker holds; nil when the check passed or is absent.
-func (w *Writer) sealed(err error, items []types.TransactWriteItem, what string) error {
+// check (among items, in request order) was refused, with the marker
+// DynamoDB returned; nil when the check passed or is absent.
+func (w *Writer) sealed(err error, items []types.TransactWriteItem, what string) *GenerationSealedError {
 	var tce *types.TransactionCanceledException
 	if !errors.As(err, &tce) {
 		return nil
@@ -41,11 +79,11 @@ func (w *Writer) sealed(err error, items []types.TransactWriteItem, what string)
 		if i >= len(items) || !w.isGenerationCheck(items[i]) || aws.ToString(r.Code) != "ConditionalCheckFailed" {
 			continue
 		}
-		phase, _ := stringAttr(r.Item, attrGenerationState)
-		succ, _ := stringAttr(r.Item, attrSuccessorPrefix)
-		succCount, _ := intAttr(r.Item, attrSuccessorBuckets)
-		return fmt.Errorf("outboxddb: %s: %w: generation %s/%d is %s; switch the writer to key prefix %q and bucket count %d",
-			what, outbox.ErrGenerationSealed, w.opts.KeyPrefix, w.opts.BucketCount, phase, succ, succCount)
+		m, decodeErr := decodeMarker(w.keys, w.opts.KeyPrefix, r.Item)
+		if decodeErr != nil {
+			m = outbox.GenerationMarker{}
+		}
+		return &GenerationSealedError{Op: what, Generation: w.generation(), Marker: m}
 	}
 	return nil
 }
@@ -56,4 +94,101 @@ func (w *Writer) isGenerationCheck(item types.TransactWriteItem) bool {
 	}
 	pk, _ := stringAttr(item.ConditionCheck.Key, w.opts.PartitionKey)
 	return pk == w.keys.generationPartition()
+}
+
+// target is the writer of the generation w writes now: the previous one
+// until w saw it sealed.
+func (w *Writer) target() *Writer {
+	if w.prev != nil && !w.switched.Load() {
+		return w.prev
+	}
+	return w
+}
+
+// learn decides, from the marker of a refused check on the previous
+// generation, what a switching writer writes next (outbox.WriteTarget): on
+// a seal naming this generation it switches for good and marks the error
+// Switched; a marker naming another successor is a misconfiguration.
+func (w *Writer) learn(se *GenerationSealedError) error {
+	if !se.Marker.Exists {
+		return se
+	}
+	next, err := outbox.WriteTarget(se.Marker, w.prev.generation(), w.generation())
+	if err != nil {
+		return fmt.Errorf("%s: %w", se.Op, err)
+	}
+	if next == w.generation() {
+		w.switched.Store(true)
+		se.Switched = true
+	}
+	return se
+}
+
+// enqueueSwitching is EnqueueBatch of a writer with a previous generation:
+// to the previous generation with its check while it is open, else to this
+// one; a refusal for the seal switches the writer and sends the messages
+// again, to this generation, once.
+func (w *Writer) enqueueSwitching(ctx context.Context, msgs []outbox.Message) ([]outbox.Message, error) {
+	for {
+		t := w.target()
+		in, err := t.inGeneration(msgs)
+		if err != nil {
+			return nil, err
+		}
+		if t == w {
+			if len(in) == 1 {
+				m, err := w.enqueue(ctx, in[0])
+				return []outbox.Message{m}, err
+			}
+			return w.enqueueBatch(ctx, in)
+		}
+		out, err := t.enqueueBatch(ctx, in)
+		var se *GenerationSealedError
+		if !errors.As(err, &se) {
+			return out, err
+		}
+		if !se.Marker.Exists {
+			// The refusal carried no marker: read it.
+			item, readErr := readGenerationItem(ctx, t.client, t.opts, t.tel, t.keys, generationSortKey)
+			if readErr != nil {
+				return nil, errors.Join(err, readErr)
+			}
+			if se.Marker, readErr = decodeMarker(t.keys, t.opts.KeyPrefix, item); readErr != nil {
+				return nil, errors.Join(err, readErr)
+			}
+		}
+		if err := w.learn(se); !se.Switched {
+			return nil, err
+		}
+	}
+}
+
+// transactSwitching is TransactItems of a writer with a previous
+// generation.
+func (w *Writer) transactSwitching(ctx context.Context, msgs []outbox.Message) ([]types.TransactWriteItem, []outbox.Message, error) {
+	t := w.target()
+	in, err := t.inGeneration(msgs)
+	if err != nil {
+		return nil, nil, err
+	}
+	items, out, err := t.transactItems(ctx, in)
+	if err != nil || len(items) == 0 || t == w {
+		return items, out, err
+	}
+	return append(items, t.GenerationCheck()), out, nil
+}
+
+// inGeneration returns msgs with their buckets computed for w's bucket
+// count: a writer replacing a generation takes messages built for either.
+func (w *Writer) inGeneration(msgs []outbox.Message) ([]outbox.Message, error) {
+	out := make([]outbox.Message, len(msgs))
+	for i, m := range msgs {
+		b, err := outbox.ComputeBucket(m.Key, m.ID, w.opts.BucketCount, m.Partition)
+		if err != nil {
+			return nil, fmt.Errorf("outboxddb: enqueue message %s: %w", m.ID, err)
+		}
+		m.Bucket = b
+		out[i] = m
+	}
+	return out, nil
 }
