@@ -110,7 +110,8 @@ type Config struct {
 	// generation while the bucket count changes
 	// (SPILLWAY_PREVIOUS_KEY_PREFIX, SPILLWAY_PREVIOUS_BUCKET_COUNT; both or
 	// neither). The relay then drains it before it serves the current one
-	// (outbox.GenerationRelay). Default: none.
+	// (outbox.GenerationRelay), and the enqueue function writes it until it
+	// is sealed (outboxddb.Options.PreviousKeyPrefix). Default: none.
 	PreviousKeyPrefix   string
 	PreviousBucketCount int
 	// GenerationCheck makes the enqueue function's writes check that its
@@ -285,6 +286,9 @@ func (c Config) StoreOptions() outboxddb.Options {
 		// The writers' check, set only where it is asked for: it makes
 		// every enqueue a transaction.
 		GenerationCheck: c.GenerationCheck,
+		// The enqueue function's writer switches at the seal.
+		PreviousKeyPrefix:   c.PreviousKeyPrefix,
+		PreviousBucketCount: c.PreviousBucketCount,
 	}
 }
 
@@ -293,6 +297,7 @@ func (c Config) StoreOptions() outboxddb.Options {
 func (c Config) PreviousStoreOptions() outboxddb.Options {
 	o := c.StoreOptions()
 	o.KeyPrefix, o.BucketCount = c.PreviousKeyPrefix, c.PreviousBucketCount
+	o.PreviousKeyPrefix, o.PreviousBucketCount = "", 0
 	return o
 }
 

@@ -9,6 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
@@ -33,7 +37,9 @@ func setupGenerations(t *testing.T) *genBundle {
 	return &genBundle{bundle: b, prev: b.newStore(t, b.cfg.PreviousStoreOptions()), cur: b.newStore(t)}
 }
 
-// writer returns a writer of the previous (old) or the current generation.
+// writer returns a writer of the old configuration (the previous
+// generation, with its check) or of the new one (both generations: it
+// writes the previous one until the seal).
 func (g *genBundle) writer(t *testing.T, old bool) *outboxddb.Writer {
 	t.Helper()
 	opts := g.cfg.StoreOptions()
@@ -117,93 +123,190 @@ func (g *genBundle) published(t *testing.T) map[string][]int {
 	return out
 }
 
-// Writers switch one after the other while relays serve both generations;
-// a relay restarts (a crash: new id, nothing in memory) in every phase. Each
-// key's messages reach Kafka in the order they were written, the new
-// generation only after the old one was sealed and drained, and the old
-// generation's partitions end empty.
-func TestGenerations_KeepKeyOrderAcrossTheSwitch_ThroughACrashInEveryPhase(t *testing.T) {
+// commit writes value n of key in one transaction with the key's business
+// item, whose version condition serializes the key's commits whichever
+// writer instance makes them (as an application's own data does): n
+// commits only after n-1. A writer of the old generation includes its
+// GenerationCheck; a refusal for the seal is built again once, as a
+// caller's retry loop does.
+func (g *genBundle) commit(t *testing.T, w *outboxddb.Writer, old bool, key string, n int) error {
+	t.Helper()
+	count := g.cfg.BucketCount
+	if old {
+		count = g.cfg.PreviousBucketCount
+	}
+	for attempt := 0; ; attempt++ {
+		m, err := outbox.NewMessage(g.topic("orders"), []byte(key), []byte(strconv.Itoa(n)), outbox.MessageOptions{BucketCount: count})
+		if err != nil {
+			t.Fatal(err)
+		}
+		items, _, err := w.TransactItems(t.Context(), []outbox.Message{m})
+		if err != nil {
+			return err
+		}
+		if old {
+			items = append(items, w.GenerationCheck())
+		}
+		items = append(items, g.businessPut(key, n))
+		_, err = g.ddb.Client.TransactWriteItems(t.Context(), &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		if err = w.ExplainTransactionError(err, items); err == nil || attempt > 0 || !errors.Is(err, outbox.ErrGenerationSealed) {
+			return err
+		}
+	}
+}
+
+// businessPut stores version n of key's business item, if the stored
+// version is n-1.
+func (g *genBundle) businessPut(key string, n int) types.TransactWriteItem {
+	put := &types.Put{
+		TableName: aws.String(g.cfg.Table),
+		Item: map[string]types.AttributeValue{
+			g.cfg.PartitionKey: str("ORDER#" + key), g.cfg.SortKey: str("ORDER"),
+			"Version": &types.AttributeValueMemberN{Value: strconv.Itoa(n)},
+		},
+		ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
+		ExpressionAttributeNames: map[string]string{"#pk": g.cfg.PartitionKey},
+	}
+	if n > 0 {
+		put.ConditionExpression = aws.String("#v = :prev")
+		put.ExpressionAttributeNames = map[string]string{"#v": "Version"}
+		put.ExpressionAttributeValues = map[string]types.AttributeValue{":prev": &types.AttributeValueMemberN{Value: strconv.Itoa(n - 1)}}
+	}
+	return types.TransactWriteItem{Put: put}
+}
+
+// A rolling writer switch: instance A already runs the new configuration
+// (both generations), instance B still the old one (the old generation,
+// with its check), and they take turns on every key, serialized by the
+// key's business item. Relays serve both generations and restart (a
+// crash: new id, nothing in memory) in every phase. Each key reaches Kafka
+// in commit order: the seal is the switch point, so A's commits before it
+// land in the old generation with B's, and B is refused after it.
+func TestGenerations_RollingWriterSwitch_KeepsCommitOrder_ThroughACrashInEveryPhase(t *testing.T) {
 	g := setupGenerations(t)
 	keys := []string{"k0", "k1", "k2", "k3", "k4", "k5"}
-	oldA, oldB := g.writer(t, true), g.writer(t, true)
-	newA, newB := g.writer(t, false), g.writer(t, false)
+	newA, oldB := g.writer(t, false), g.writer(t, true)
 	for _, k := range keys {
-		for n := range 2 {
-			if err := g.write(t, oldA, true, k, n); err != nil {
-				t.Fatal(err)
+		for n := range 4 {
+			w, old := newA, false
+			if n%2 == 0 {
+				w, old = oldB, true
+			}
+			if err := g.commit(t, w, old, k, n); err != nil {
+				t.Fatalf("commit %s:%d: %v", k, n, err)
 			}
 		}
 	}
-	// Writer A switches; writer B still writes the old generation.
-	for _, k := range keys {
-		if err := g.write(t, newA, false, k, 2); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, k := range keys[3:] {
-		if err := g.write(t, oldB, true, k, 3); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Phase open (no marker yet): the relay opens the marker and relays
-	// only the old generation.
+	// Open (the first sweep writes the marker): everything committed so
+	// far is in the old generation and published.
 	resp := g.sweep(t)
-	if g.phase(t) != outbox.PhaseOpen || resp.Published != 15 || len(g.contents(t, g.cur).Messages) == 0 {
-		t.Fatalf("open: %+v, phase %q; want the 15 old messages published and the new ones waiting", resp, g.phase(t))
+	if g.phase(t) != outbox.PhaseOpen || resp.Published != 24 {
+		t.Fatalf("open: %+v, phase %q; want all 24 messages published from the old generation", resp, g.phase(t))
 	}
 	g.crash(t)
-	// Writer B switches too; what it writes now waits behind its old writes.
-	for _, k := range keys[3:] {
-		if err := g.write(t, newB, false, k, 4); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, k := range keys[:3] {
-		if err := g.write(t, oldB, true, k, 3); err != nil {
-			t.Fatal(err)
-		}
-	}
 	if _, err := g.prev.SealGeneration(t.Context(), g.cfg.Current()); err != nil {
 		t.Fatal(err)
 	}
-	// A stale Go writer after the seal is refused.
-	if err := g.write(t, oldA, true, "k0", 99); !errors.Is(err, outbox.ErrGenerationSealed) {
-		t.Fatalf("a stale writer after the seal: %v; want ErrGenerationSealed", err)
+	for _, k := range keys {
+		// B is refused after the seal and restarts with the new
+		// configuration; A switches after one refusal.
+		if err := g.commit(t, oldB, true, k, 4); !errors.Is(err, outbox.ErrGenerationSealed) {
+			t.Fatalf("the old configuration after the seal: %v; want ErrGenerationSealed", err)
+		}
+		if err := g.commit(t, newA, false, k, 4); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.commit(t, g.writer(t, false), false, k, 5); err != nil {
+			t.Fatal(err)
+		}
 	}
-	// Sealed, not empty: a fresh relay drains the rest of the old
-	// generation, marks it drained and goes on with the new one.
+	// Sealed: a fresh relay finds the old generation empty, marks it
+	// drained and goes on with the new one.
 	resp = g.sweep(t)
-	if g.phase(t) != outbox.PhaseDrained || !g.contents(t, g.prev).Empty() || resp.Published != 3+6+3 {
-		t.Fatalf("sealed: %+v, phase %q; want 3 old and 9 new messages published, the old generation drained", resp, g.phase(t))
+	if g.phase(t) != outbox.PhaseDrained || resp.Published != 12 {
+		t.Fatalf("sealed: %+v, phase %q; want the 12 new messages published, the old generation drained", resp, g.phase(t))
 	}
 	g.crash(t)
-	// Drained: a fresh relay serves only the new generation.
-	if err := g.write(t, newA, false, "k0", 5); err != nil {
+	if err := g.commit(t, newA, false, "k0", 6); err != nil {
 		t.Fatal(err)
 	}
 	if resp = g.sweep(t); resp.Published != 1 {
 		t.Fatalf("drained: %+v; want the one new message", resp)
 	}
-	// The old generation goes first: for k0-k2, B's old write 3 reaches
-	// Kafka before A's new write 2, although A wrote first — two writers
-	// on two generations race like any two writers. Each writer's own
-	// order holds, and nothing new overtakes anything old.
-	want := map[string][]int{}
-	for i, k := range keys {
-		want[k] = []int{0, 1, 3, 2}
-		if i >= 3 {
-			want[k] = []int{0, 1, 3, 2, 4}
-		}
-	}
-	want["k0"] = append(want["k0"], 5)
 	got := g.published(t)
 	for _, k := range keys {
-		if !slices.Equal(got[k], want[k]) {
-			t.Errorf("key %s reached Kafka as %v, want %v", k, got[k], want[k])
+		want := []int{0, 1, 2, 3, 4, 5}
+		if k == "k0" {
+			want = append(want, 6)
+		}
+		if !slices.Equal(got[k], want) {
+			t.Errorf("key %s reached Kafka as %v, want commit order %v", k, got[k], want)
 		}
 	}
 	if c := g.contents(t, g.prev); !c.Empty() {
 		t.Errorf("the old generation still holds %+v", c)
+	}
+}
+
+// alone returns a relay handler configured with the new generation alone.
+func (g *genBundle) alone(t *testing.T, id string) *RelayHandler {
+	t.Helper()
+	cfg := g.cfg
+	cfg.PreviousKeyPrefix, cfg.PreviousBucketCount = "", 0
+	h, err := NewRelayHandler(RelayHandlerConfig{Config: cfg, RelayID: id, Store: g.newStore(t, cfg.StoreOptions()), Publisher: g.pub, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// A relay configured with the new generation alone, deployed too early,
+// claims nothing and publishes nothing while the old generation is not
+// drained (its predecessor marker names the old one), so a message
+// committed after the seal does not overtake one committed before it. Once
+// the old generation is drained it serves; it then remembers that, for
+// good.
+func TestGenerations_RelayOfTheNewGenerationAlone_WaitsForTheOldToDrain(t *testing.T) {
+	g := setupGenerations(t)
+	g.sweep(t) // opens the marker
+	if err := g.write(t, g.writer(t, true), true, "k", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.prev.SealGeneration(t.Context(), g.cfg.Current()); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.write(t, g.writer(t, false), false, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	early := g.alone(t, "early")
+	for _, phase := range []string{"sealed", "sealed, again"} {
+		before := g.ddb.Counter.Snapshot()
+		resp, err := early.Handle(t.Context(), g.sample(t, "relay.schedule.json"))
+		if !errors.Is(err, outbox.ErrGenerationNotOpen) || resp.Published != 0 || len(g.leases(t)) != 0 {
+			t.Fatalf("%s: %+v, %v; want ErrGenerationNotOpen, nothing published or claimed", phase, resp, err)
+		}
+		c := g.ddb.Counter.Snapshot().Since(before)
+		t.Logf("%s: a refused run: %v, %.1f read units", phase, c.Requests, c.ReadUnits)
+	}
+	if got := g.published(t); len(got["k"]) != 0 {
+		t.Fatalf("the early relay published %v", got["k"])
+	}
+	// The relays serving both generations drain the old one.
+	if resp := g.sweep(t); resp.Published != 2 || g.phase(t) != outbox.PhaseDrained {
+		t.Fatalf("the two-generation relay: %+v, phase %q", resp, g.phase(t))
+	}
+	if err := g.write(t, g.writer(t, false), false, "k", 2); err != nil {
+		t.Fatal(err)
+	}
+	before := g.ddb.Counter.Snapshot()
+	resp, err := early.Handle(t.Context(), g.sample(t, "relay.schedule.json"))
+	if err != nil || resp.Published != 1 {
+		t.Fatalf("after the drain: %+v, %v; want the new message published", resp, err)
+	}
+	c := g.ddb.Counter.Snapshot().Since(before)
+	t.Logf("first served run: %v, %.1f read units", c.Requests, c.ReadUnits)
+	if got := g.published(t); !slices.Equal(got["k"], []int{0, 1, 2}) {
+		t.Fatalf("k reached Kafka as %v, want commit order [0 1 2]", got["k"])
 	}
 }
 
@@ -229,8 +332,9 @@ func wantCost(t *testing.T, what string, c outboxlocal.Counts, requests map[stri
 func TestGenerations_SweepCostPerPhase_AndACrashBeforeTheFinish(t *testing.T) {
 	g := setupGenerations(t)
 	_, c := g.sweepCounting(t)
-	// Marker read, open put, 4 eventually consistent probes.
-	wantCost(t, "first sweep (opens the marker)", c, map[string]int{"Query": 5, "PutItem": 1}, 3, 1)
+	// Marker read, the open (marker and predecessor marker in one
+	// transaction), 4 eventually consistent probes.
+	wantCost(t, "first sweep (opens the marker)", c, map[string]int{"Query": 5, "TransactWriteItems": 1}, 3, 4)
 	_, c = g.sweepCounting(t)
 	wantCost(t, "open sweep", c, map[string]int{"Query": 5}, 3, 0)
 	if _, err := g.prev.SealGeneration(t.Context(), g.cfg.Current()); err != nil {

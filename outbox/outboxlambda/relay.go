@@ -109,7 +109,15 @@ func NewRelayHandler(cfg RelayHandlerConfig) (*RelayHandler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	// A relay of one generation serves it only once the generation it
+	// replaces, if any, is drained; one of two generations is gated by
+	// the generation relay instead.
+	var gate outbox.GenerationGate
+	if _, twoGenerations := cfg.Config.Previous(); !twoGenerations {
+		gate, _ = cfg.Store.(outbox.GenerationGate)
+	}
 	relay, err := outbox.NewRelay(outbox.RelayConfig{
+		Gate:      gate,
 		Options:   cfg.Config.RelayOptions(cfg.RelayID),
 		Store:     cfg.Store,
 		Publisher: cfg.Publisher,
