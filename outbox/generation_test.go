@@ -94,3 +94,65 @@ func TestGenerationContents_EmptyOnlyWhenChecked(t *testing.T) {
 		t.Error("a checked generation with nothing left does not read as empty")
 	}
 }
+
+func TestWriteTarget(t *testing.T) {
+	prev := Generation{KeyPrefix: "OUTBOX", BucketCount: 8}
+	cur := Generation{KeyPrefix: "OUTBOX2", BucketCount: 32}
+	marker := func(p GenerationPhase) GenerationMarker {
+		return GenerationMarker{Exists: true, Phase: p, Generation: prev, Successor: cur}
+	}
+	otherSuccessor, otherCount := marker(PhaseSealed), marker(PhaseOpen)
+	otherSuccessor.Successor = Generation{KeyPrefix: "OUTBOX3", BucketCount: 32}
+	otherCount.Generation.BucketCount = 16
+	for _, c := range []struct {
+		name    string
+		m       GenerationMarker
+		want    Generation
+		wantErr error
+	}{
+		{"no marker yet: previous", GenerationMarker{}, prev, nil},
+		{"open: previous, checked", marker(PhaseOpen), prev, nil},
+		{"sealed: current, for good", marker(PhaseSealed), cur, nil},
+		{"drained: current", marker(PhaseDrained), cur, nil},
+		{"sealed for another successor", otherSuccessor, Generation{}, ErrMisconfigured},
+		{"marker of another bucket count", otherCount, Generation{}, ErrMisconfigured},
+		{"unknown phase", marker("retired"), Generation{}, ErrGenerationPhase},
+	} {
+		got, err := WriteTarget(c.m, prev, cur)
+		if got != c.want || !errors.Is(err, c.wantErr) || (c.wantErr == nil) != (err == nil) {
+			t.Errorf("%s: got %s, %v; want %s, %v", c.name, got, err, c.want, c.wantErr)
+		}
+	}
+}
+
+func TestCheckServable(t *testing.T) {
+	prev := Generation{KeyPrefix: "OUTBOX", BucketCount: 8}
+	cur := Generation{KeyPrefix: "OUTBOX2", BucketCount: 32}
+	link := PredecessorMarker{Exists: true, Predecessor: prev}
+	marker := func(p GenerationPhase) GenerationMarker {
+		return GenerationMarker{Exists: true, Phase: p, Generation: prev, Successor: cur}
+	}
+	otherSuccessor, otherCount := marker(PhaseDrained), marker(PhaseDrained)
+	otherSuccessor.Successor = Generation{KeyPrefix: "OUTBOX3", BucketCount: 32}
+	otherCount.Generation.BucketCount = 16
+	for _, c := range []struct {
+		name string
+		p    PredecessorMarker
+		m    GenerationMarker
+		want error // nil: serve
+	}{
+		{"no predecessor: serve", PredecessorMarker{}, GenerationMarker{}, nil},
+		{"predecessor drained: serve", link, marker(PhaseDrained), nil},
+		{"predecessor open: wait", link, marker(PhaseOpen), ErrGenerationNotOpen},
+		{"predecessor sealed, maybe not empty: wait", link, marker(PhaseSealed), ErrGenerationNotOpen},
+		{"predecessor without a marker: wait", link, GenerationMarker{}, ErrGenerationNotOpen},
+		{"predecessor replaced by another generation", link, otherSuccessor, ErrMisconfigured},
+		{"predecessor's marker of another bucket count", link, otherCount, ErrMisconfigured},
+		{"unknown phase", link, marker("retired"), ErrGenerationPhase},
+	} {
+		err := CheckServable(c.p, c.m, cur)
+		if !errors.Is(err, c.want) || (c.want == nil) != (err == nil) {
+			t.Errorf("%s: %v; want %v", c.name, err, c.want)
+		}
+	}
+}

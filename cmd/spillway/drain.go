@@ -123,6 +123,11 @@ func newDrainFleet(ctx context.Context, o drainOptions) (*drainFleet, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A generation that replaces another is drained only once that one
+	// is: its messages were committed after the older ones of their keys.
+	if err := store.CheckServable(ctx); err != nil {
+		return nil, err
+	}
 	bl, err := store.Backlog(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read the outbox: %w", err)

@@ -8,6 +8,7 @@ import (
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
 // TestGenerationStatusSealFinish walks a bucket count change from 4 to 16
@@ -108,5 +109,47 @@ func TestDrain_DuringABucketCountChange_Refuses(t *testing.T) {
 	code, _, errs := cli(t, "drain", "--table", "t", "--brokers", "127.0.0.1:9092", "--key-prefix", "OUTBOX2", "--bucket-count", "32")
 	if code != 2 || !strings.Contains(errs, "--key-prefix OUTBOX --bucket-count 8") {
 		t.Fatalf("drain during a change: exit %d, %q; want 2 naming the previous generation", code, errs)
+	}
+}
+
+// A drain of the new generation alone refuses (exit 1, naming the old
+// generation) while the generation it replaces is not drained, and
+// publishes the new generation once it is.
+func TestDrain_OfTheNewGenerationAlone_WaitsForTheOldToDrain(t *testing.T) {
+	e := newDrainEnv(t)
+	prevOpts := outboxddb.Options{TableName: e.table, BucketCount: 4}
+	prev, err := outboxddb.NewStore(e.ddb.Client, prevOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := outbox.Generation{KeyPrefix: "OUTBOX2", BucketCount: 16}
+	if _, err := prev.OpenGeneration(t.Context(), next); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := prev.SealGeneration(t.Context(), next); err != nil {
+		t.Fatal(err)
+	}
+	w, err := outboxddb.NewWriter(e.ddb.Client, outboxddb.Options{TableName: e.table, KeyPrefix: "OUTBOX2", BucketCount: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := outbox.NewMessage(e.kafka.Topic("orders"), []byte("k"), []byte("v"), outbox.MessageOptions{BucketCount: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Enqueue(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	drain := func() (int, string, string) {
+		return cli(t, append([]string{"drain", "--brokers", e.brokers, "--key-prefix", "OUTBOX2", "--bucket-count", "16", "--timeout", "20s"}, e.flags...)...)
+	}
+	if code, out, errs := drain(); code != 1 || !strings.Contains(errs, "not open yet") || !strings.Contains(errs, "OUTBOX/4") {
+		t.Fatalf("drain before the old generation is drained: exit %d, %q %q; want 1 naming OUTBOX/4", code, out, errs)
+	}
+	if _, err := prev.FinishGeneration(t.Context(), next); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := drain(); code != 0 || len(outboxtest.ConsumeAll(t, e.kafka, e.kafka.Topic("orders"))) != 1 {
+		t.Fatalf("drain after the old generation is drained: exit %d, %q %q; want the message published", code, out, errs)
 	}
 }
