@@ -82,14 +82,20 @@
 //	open ──seal──▶ sealed ──(every bucket empty) finish──▶ drained
 //
 // The old (previous) generation carries a marker item with its phase and
-// its successor. While it is open, writers switch to the new generation by
-// configuration; relays serve only the previous one. Once every writer has
-// switched, the operator seals it: from then on nothing may be written to
-// it (Go writers that check the marker are refused with
-// ErrGenerationSealed). The relay that finds it sealed and every bucket
-// empty — messages and parked messages — marks it drained, and only then
-// do relays serve the new generation. So a key's messages written before
-// a writer switched are published before any it wrote after.
+// its successor; the new one a predecessor marker naming the old one. While
+// it is open, writers configured with both generations keep writing the old
+// one, each write checking that it is still open (WriteTarget); relays
+// serve only the previous one. The seal is the switch point: from then on
+// nothing may be written to the old generation (Go writers that check the
+// marker are refused with ErrGenerationSealed) and writers with both
+// generations write the new one. So every commit to the old generation
+// precedes every commit to the new one. The relay that finds it sealed and
+// every bucket empty — messages and parked messages — marks it drained, and
+// only then do relays serve the new generation; a relay configured with the
+// new generation alone refuses it until then (CheckServable,
+// ErrGenerationNotOpen). So each key's messages are published in commit
+// order across the change, for writers that serialize their commits per
+// key.
 //
 // PlanGenerations is the rule, GenerationRelay runs it over two relays, and
 // a GenerationStore keeps the marker.

@@ -132,7 +132,7 @@ func nextStep(m outbox.GenerationMarker, e *generationEnv) string {
 	case m.Successor != e.successor:
 		return fmt.Sprintf("the marker names successor %s, not %s: fix the configuration", m.Successor, e.successor)
 	case m.Phase == outbox.PhaseOpen:
-		return fmt.Sprintf("switch every writer to %s, then `spillway generation seal --yes`", e.successor)
+		return fmt.Sprintf("give every writer both generations (%s, previous %s), then `spillway generation seal --yes`", e.successor, e.previous)
 	case m.Phase == outbox.PhaseSealed:
 		return "relays drain what is left and mark it drained; `spillway generation finish` does it now if it is empty"
 	case m.Phase == outbox.PhaseDrained:
@@ -155,15 +155,15 @@ func runGenerationSeal(ctx context.Context, args []string, stdout, stderr io.Wri
 		return err
 	}
 	if !*yes {
-		return usagef("sealing %s needs --yes: seal only once every writer writes to %s (writers in other languages cannot be refused; what they write to %s after the seal is never relayed)",
-			e.previous, e.successor, e.previous)
+		return usagef("sealing %s needs --yes: seal only once every writer is configured with both generations, or with %s alone and its generation check (writers in other languages cannot be refused; what they write to %s after the seal overtakes or is never relayed)",
+			e.previous, e.previous, e.previous)
 	}
 	m, err := e.prev.SealGeneration(ctx, e.successor)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "sealed %s at %s: Go writers that check the marker are refused from now; relays drain it, then serve %s\n",
-		e.previous, m.SealedAt.UTC().Format(time.RFC3339), e.successor)
+	fmt.Fprintf(stdout, "sealed %s at %s: writers with both generations write %s from now, Go writers that check the marker are refused; relays drain it, then serve %s\n",
+		e.previous, m.SealedAt.UTC().Format(time.RFC3339), e.successor, e.successor)
 	return nil
 }
 

@@ -51,7 +51,7 @@ func TestGenerationStatusSealFinish(t *testing.T) {
 	if _, err := prev.OpenGeneration(t.Context(), outbox.Generation{KeyPrefix: "OUTBOX2", BucketCount: 16}); err != nil {
 		t.Fatal(err)
 	}
-	if code, out, _ = gen("status"); code != 0 || !strings.Contains(out, "OUTBOX/4: open (successor OUTBOX2/16)") || !strings.Contains(out, "switch every writer") {
+	if code, out, _ = gen("status"); code != 0 || !strings.Contains(out, "OUTBOX/4: open (successor OUTBOX2/16)") || !strings.Contains(out, "give every writer both generations") {
 		t.Fatalf("status when open: exit %d:\n%s", code, out)
 	}
 	if code, _, errs = gen("seal"); code != 2 || !strings.Contains(errs, "needs --yes") {

@@ -121,6 +121,12 @@ func commonEnv(p OutboxProps, table *string, relayName *string) map[string]*stri
 	if p.GenerationCheck {
 		env[outboxconf.EnvGenerationCheck] = jsii.String("true")
 	}
+	// Both functions know the previous generation: the relay drains it
+	// first, the enqueue function writes it until the seal.
+	if p.PreviousKeyPrefix != "" {
+		env[outboxconf.EnvPreviousKeyPrefix] = jsii.String(p.PreviousKeyPrefix)
+		env[outboxconf.EnvPreviousBucketCount] = jsii.String(strconv.Itoa(p.PreviousBucketCount))
+	}
 	return env
 }
 
@@ -142,9 +148,5 @@ func relayEnv(p OutboxProps, table, brokers *string) map[string]*string {
 	env[outboxconf.EnvStopMargin] = jsii.String(p.StopMargin.String())
 	env[outboxconf.EnvMaxHops] = jsii.String(strconv.Itoa(p.MaxHops))
 	tuningEnv(p, env)
-	if p.PreviousKeyPrefix != "" {
-		env[outboxconf.EnvPreviousKeyPrefix] = jsii.String(p.PreviousKeyPrefix)
-		env[outboxconf.EnvPreviousBucketCount] = jsii.String(strconv.Itoa(p.PreviousBucketCount))
-	}
 	return env
 }

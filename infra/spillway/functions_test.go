@@ -112,6 +112,10 @@ func TestFunctionEnvironmentUsesTheSharedNames(t *testing.T) {
 		outboxconf.EnvMetricsNamespace: "Acme/Outbox",
 		outboxconf.EnvTopics:           "orders,payments",
 		outboxconf.EnvTracing:          "xray",
+		// The relay drains the previous generation first; the enqueue
+		// function writes it until the seal.
+		outboxconf.EnvPreviousKeyPrefix:   "OUTBOX",
+		outboxconf.EnvPreviousBucketCount: "8",
 	}
 	// No SPILLWAY_RELAY_FUNCTION: the relay wakes itself under
 	// AWS_LAMBDA_FUNCTION_NAME.
@@ -122,9 +126,6 @@ func TestFunctionEnvironmentUsesTheSharedNames(t *testing.T) {
 		outboxconf.EnvMode:         "hold",
 		outboxconf.EnvStopMargin:   "7s",
 		outboxconf.EnvMaxHops:      "4",
-		// The relay drains the previous generation first.
-		outboxconf.EnvPreviousKeyPrefix:   "OUTBOX",
-		outboxconf.EnvPreviousBucketCount: "8",
 	}
 	for k, v := range common {
 		relayEnv[k] = v

@@ -81,9 +81,10 @@ type OutboxProps struct {
 	BucketCount int
 	// PreviousKeyPrefix and PreviousBucketCount name the generation being
 	// retired while the bucket count changes (SPILLWAY_PREVIOUS_KEY_PREFIX,
-	// SPILLWAY_PREVIOUS_BUCKET_COUNT on the relay; both or neither): the
-	// relay drains it before it serves KeyPrefix and BucketCount. Remove
-	// them once `spillway generation status` says drained. Default: none.
+	// SPILLWAY_PREVIOUS_BUCKET_COUNT on both functions; both or neither):
+	// the relay drains it before it serves KeyPrefix and BucketCount, and
+	// the enqueue function writes it until it is sealed. Remove them once
+	// `spillway generation status` says drained. Default: none.
 	PreviousKeyPrefix   string
 	PreviousBucketCount int
 	// GenerationCheck makes the enqueue function refuse writes once its
