@@ -146,7 +146,7 @@ func (w *Writer) Enqueue(ctx context.Context, msg outbox.Message) (outbox.Messag
 
 func (w *Writer) enqueue(ctx context.Context, msg outbox.Message) (outbox.Message, error) {
 	if w.opts.GenerationCheck {
-		msgs, err := w.EnqueueBatch(ctx, []outbox.Message{msg})
+		msgs, err := w.enqueueBatch(ctx, []outbox.Message{msg})
 		if err != nil {
 			return outbox.Message{}, err
 		}

@@ -210,3 +210,26 @@ func TestStore_CheckServable_WaitsForThePredecessorToDrain(t *testing.T) {
 		t.Fatalf("a second predecessor: %v; want ErrMisconfigured", err)
 	}
 }
+
+// A writer replacing a generation may also check its own generation (for a
+// later change): after the switch its writes carry that check.
+func TestWriter_WithAPreviousGeneration_AndItsOwnCheck(t *testing.T) {
+	e := newEnv(t)
+	old := e.store(t)
+	if _, err := old.OpenGeneration(t.Context(), successor); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.SealGeneration(t.Context(), successor); err != nil {
+		t.Fatal(err)
+	}
+	w := e.writer(t, replacing, func(o *Options) { o.GenerationCheck = true })
+	if _, err := w.Enqueue(t.Context(), newMessage(t, "t", "a", 0)); err != nil {
+		t.Fatal(err)
+	}
+	c := e.counts(func() {
+		if _, err := w.Enqueue(t.Context(), newMessage(t, "t", "b", 0)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	wantRequests(t, c, map[string]int{"UpdateItem": 1, "TransactWriteItems": 1})
+}
