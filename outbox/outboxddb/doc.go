@@ -16,9 +16,12 @@
 // Two partition families are Spillway's own, invisible to writers and
 // relays of other languages, which read only the three above: parked
 // messages ({P}#PARKED#{bucket}, under PoisonQuarantine) and the generation
-// marker ({P}#GENERATION, sort key GENERATION) that retires a key prefix
-// and bucket count while the bucket count changes (Store.OpenGeneration,
-// SealGeneration, FinishGeneration; Options.GenerationCheck for writers).
+// markers ({P}#GENERATION): sort key GENERATION retires a key prefix and
+// bucket count while the bucket count changes (Store.OpenGeneration,
+// SealGeneration, FinishGeneration), sort key PREDECESSOR names the
+// generation a new one replaces (Store.CheckServable). Writers switch at
+// the seal with Options.PreviousKeyPrefix, or are refused after it with
+// Options.GenerationCheck.
 //
 // Timestamps are .NET UTC ticks. The layout, the attribute names and the
 // condition expressions are a contract shared with writers and relays in
