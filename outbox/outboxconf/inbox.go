@@ -19,3 +19,7 @@ const (
 	// conflict (each re-runs the handler).
 	MetricTransactionConflicts = "TransactionConflicts"
 )
+
+// EnvInboxConsumer names the consumer of the sample consumer function (the
+// inbox's Consumer option); default the function's name.
+const EnvInboxConsumer = "SPILLWAY_INBOX_CONSUMER"

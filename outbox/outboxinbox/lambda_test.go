@@ -113,6 +113,7 @@ func TestLambdaHandler_FailedRecord_RetryOfTheBatchAppliesTheRestOnce(t *testing
 		t.Fatalf("retry: %v", err)
 	}
 	e.verify(t, &s)
+	t.Logf("batch retry: %d applied by the failed invocation, %d skipped on the retry", first, in.Metrics().Snapshot().Duplicates)
 	if c := in.Metrics().Snapshot(); c.Duplicates != first || c.Applied != int64(len(s.recs)) {
 		t.Fatalf("counts %+v, want %d duplicates on the retry and %d applied in all", c, first, len(s.recs))
 	}
