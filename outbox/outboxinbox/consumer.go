@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"time"
@@ -17,6 +18,9 @@ import (
 const (
 	// DefaultMaxPollRecords bounds the records one poll hands to the inbox.
 	DefaultMaxPollRecords = 500
+	// DefaultMetricsInterval is how often Run writes the inbox's EMF line
+	// to MetricsOutput, as the relay does during a run.
+	DefaultMetricsInterval = time.Minute
 	// DefaultErrorBackoff is the wait after a poll in which a record
 	// failed, before its partition is read again from that record.
 	DefaultErrorBackoff = time.Second
@@ -47,6 +51,13 @@ type ConsumerConfig struct {
 	// ErrorBackoff is the wait after a failed record. Default
 	// DefaultErrorBackoff.
 	ErrorBackoff time.Duration
+	// MetricsOutput receives the inbox's EMF line at most every
+	// MetricsInterval and when Run returns. Default none (call
+	// Inbox.Metrics().Flush yourself).
+	MetricsOutput io.Writer
+	// MetricsInterval is the period of the EMF line. Default
+	// DefaultMetricsInterval.
+	MetricsInterval time.Duration
 	// Logger receives failures. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -92,6 +103,9 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	if cfg.ErrorBackoff <= 0 {
 		cfg.ErrorBackoff = DefaultErrorBackoff
 	}
+	if cfg.MetricsInterval <= 0 {
+		cfg.MetricsInterval = DefaultMetricsInterval
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -118,7 +132,14 @@ func (c *Consumer) Close() { c.cl.Close() }
 // Run polls and applies records until ctx ends (then it returns nil after
 // committing what it applied) or the client is closed.
 func (c *Consumer) Run(ctx context.Context) error {
+	clock := c.cfg.Inbox.opts.Clock
+	lastFlush := clock.Now()
+	defer func() { c.flushMetrics(ctx, clock.Now()) }()
 	for {
+		if now := clock.Now(); now.Sub(lastFlush) >= c.cfg.MetricsInterval {
+			c.flushMetrics(ctx, now)
+			lastFlush = now
+		}
 		fetches := c.cl.PollRecords(ctx, c.cfg.MaxPollRecords)
 		if fetches.IsClientClosed() {
 			return nil
@@ -137,7 +158,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			return nil
 		}
 		if failed {
-			t := c.cfg.Inbox.opts.Clock.NewTimer(c.cfg.ErrorBackoff)
+			t := clock.NewTimer(c.cfg.ErrorBackoff)
 			select {
 			case <-t.C():
 			case <-ctx.Done():
@@ -145,6 +166,16 @@ func (c *Consumer) Run(ctx context.Context) error {
 				return nil
 			}
 		}
+	}
+}
+
+// flushMetrics writes the inbox's EMF line to MetricsOutput, if any.
+func (c *Consumer) flushMetrics(ctx context.Context, now time.Time) {
+	if c.cfg.MetricsOutput == nil {
+		return
+	}
+	if err := c.cfg.Inbox.metrics.Flush(c.cfg.MetricsOutput, now); err != nil {
+		c.cfg.Logger.WarnContext(ctx, "outboxinbox: metrics not written", "error", err)
 	}
 }
 

@@ -1,10 +1,12 @@
 package outboxinbox_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +18,24 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
+
+// syncBuffer is a bytes.Buffer safe for the consumer's goroutine.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
 
 // stream is what a test produced: the records in order, and per key the
 // values whose effects a consumer must apply once each, in order.
@@ -137,12 +157,16 @@ func TestConsumer_DuplicatesInTheTopic_EachEffectOnceInPartitionOrder(t *testing
 	}
 	produce(t, k, s.recs)
 	in := e.inbox(t, "billing", nil)
-	stop := running(e.consumer(t, k, in, e.handler()))
+	var metrics syncBuffer
+	stop := running(e.consumer(t, k, in, e.handler(), func(c *outboxinbox.ConsumerConfig) { c.MetricsOutput = &metrics }))
 	waitFor(t, "every record", func() bool { n, _ := consumed(in); return n == int64(len(s.recs)) })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	e.verify(t, &s)
+	if line := metrics.String(); !strings.Contains(line, `"RecordsConsumed":72`) || !strings.Contains(line, `"DuplicatesSkipped":12`) {
+		t.Fatalf("EMF at the end of the run: %q, want 72 records consumed and 12 duplicates", line)
+	}
 	_, dups := consumed(in)
 	t.Logf("duplicates in the topic: %d produced, %d skipped", s.dups, dups)
 	if dups != int64(s.dups) || s.dups != 12 {
