@@ -221,7 +221,7 @@ func TestConsumer_RebalanceMidRun_LosesNothingDoublesNothing(t *testing.T) {
 	}
 	produce(t, k, s.recs)
 	slow := func(ctx context.Context, rec outboxinbox.Record, tx *outboxinbox.Tx) error {
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 		e.effect(rec, tx)
 		return nil
 	}
