@@ -79,7 +79,7 @@ $(BIN)/aws-lambda-rie:
 	GOBIN=$(BIN) $(GO) install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
 
 .PHONY: invoke
-invoke: $(BIN)/aws-lambda-rie ## Run a function locally under the emulator: EVENT=files (comma-separated), FN=relay|enqueue (default: from each file name).
+invoke: $(BIN)/aws-lambda-rie ## Run a function locally under the emulator: EVENT=files (comma-separated), FN=relay|enqueue|consumer (default: from each file name).
 	$(GO) run ./scripts/invoke -fn "$(FN)" -event "$(EVENT)" -rie $(BIN)/aws-lambda-rie
 
 # The operator CLI without run and bench, the embedded backends, the Lambda

@@ -65,6 +65,7 @@ func TestBinaryDependencies(t *testing.T) {
 		{"../cmd/spillway", "spillway.ops", local, module + "/internal/relayproc"},
 		{"../functions/relay", "", embedded, module + "/outbox/outboxlambda"},
 		{"../functions/enqueue", "", embedded, module + "/outbox/outboxlambda"},
+		{"../functions/consumer", "", embedded, module + "/outbox/outboxinbox"},
 	} {
 		t.Run(c.dir+" "+c.tags, func(t *testing.T) {
 			t.Parallel()

@@ -47,3 +47,8 @@ func numberSize(n string) int {
 	digits := strings.Trim(strings.ReplaceAll(strings.TrimLeft(n, "+-"), ".", ""), "0")
 	return size + (len(digits)+1)/2
 }
+
+// ItemSize is an item's size in bytes as DynamoDB counts it against the
+// 400 KB item and 4 MB transaction limits (see MaxItemSize), for callers
+// that check their own transaction items before sending them.
+func ItemSize(item map[string]types.AttributeValue) int { return itemSize(item) }

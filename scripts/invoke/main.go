@@ -11,8 +11,8 @@
 //	go run ./scripts/invoke -event events/enqueue.single.json,events/relay.notify.json
 //
 // Without -fn each event goes to the function its file name starts with
-// (enqueue.… or relay.…), so one run can enqueue and then relay on the same
-// data.
+// (enqueue.…, relay.… or consumer.…), so one run can enqueue and then relay
+// on the same data.
 //
 // The function reads the SPILLWAY_* variables of the environment. Without
 // SPILLWAY_DYNAMODB_ENDPOINT, invoke starts the embedded DynamoDB server and
@@ -40,7 +40,7 @@ import (
 )
 
 func main() {
-	fn := flag.String("fn", "", "function to run: relay or enqueue (default: from each event's file name)")
+	fn := flag.String("fn", "", "function to run: relay, enqueue or consumer (default: from each event's file name)")
 	events := flag.String("event", "", "comma-separated event files, invoked in order")
 	rie := flag.String("rie", filepath.Join("bin", "aws-lambda-rie"), "path of aws-lambda-rie")
 	timeout := flag.String("timeout", "", "function timeout in seconds (AWS_LAMBDA_FUNCTION_TIMEOUT; default 30)")
@@ -118,8 +118,8 @@ func parseSteps(fn, events string) ([]step, error) {
 		if target == "" {
 			target, _, _ = strings.Cut(filepath.Base(file), ".")
 		}
-		if target != "relay" && target != "enqueue" {
-			return nil, fmt.Errorf("%s: the function must be relay or enqueue, got %q (use -fn)", file, target)
+		if target != "relay" && target != "enqueue" && target != "consumer" {
+			return nil, fmt.Errorf("%s: the function must be relay, enqueue or consumer, got %q (use -fn)", file, target)
 		}
 		steps = append(steps, step{target, file})
 	}

@@ -1,0 +1,123 @@
+//go:build !spillway.ops
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/spillway-dev/spillway/outbox/outboxinbox"
+)
+
+// The demo's inbox consumer: a consumer group on the demo topics that
+// applies each message to the orders in the demo table exactly once. It
+// publishes a copy of every injectEvery-th record it reads (marked with
+// injectedHeader, so copies are not copied again), so the duplicates it
+// skips are never zero.
+const (
+	inboxDemoGroup = "spillway-run-orders"
+	injectEvery    = 10
+	injectedHeader = "x-spillway-run-copy"
+)
+
+type inboxDemo struct {
+	inbox    *outboxinbox.Inbox
+	consumer *outboxinbox.Consumer
+	copies   *kgo.Client
+	table    string
+	injected atomic.Int64
+	inFlight atomic.Int64 // copies produced but not acknowledged
+	seen     atomic.Int64
+}
+
+// newInboxDemo builds the consumer on client's table and the brokers.
+func newInboxDemo(client outboxinbox.Client, table string, brokers []string, log *slog.Logger) (*inboxDemo, error) {
+	in, err := outboxinbox.New(client, outboxinbox.Options{TableName: table, Consumer: "run-orders", Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	copies, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return nil, err
+	}
+	d := &inboxDemo{inbox: in, copies: copies, table: table}
+	d.consumer, err = outboxinbox.NewConsumer(outboxinbox.ConsumerConfig{
+		Inbox: in, Handler: d.apply, Group: inboxDemoGroup, Topics: demoTopics, Brokers: brokers, Logger: log,
+		ClientOpts: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100 * time.Millisecond)},
+	})
+	if err != nil {
+		copies.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// run consumes until ctx ends, then closes the clients.
+func (d *inboxDemo) run(ctx context.Context) error {
+	defer d.copies.Close()
+	defer d.consumer.Close()
+	return d.consumer.Run(ctx)
+}
+
+// apply counts the message on its order's item. Publishing the copy is
+// the demo's fault injection, outside the transaction on purpose: a
+// handler's own effects belong in tx.
+func (d *inboxDemo) apply(ctx context.Context, rec outboxinbox.Record, tx *outboxinbox.Tx) error {
+	if d.seen.Add(1)%injectEvery == 0 && !isCopy(rec) {
+		cp := &kgo.Record{Topic: rec.Topic, Key: rec.Key, Value: rec.Value, Headers: []kgo.RecordHeader{{Key: injectedHeader, Value: []byte("1")}}}
+		for _, h := range rec.Headers {
+			cp.Headers = append(cp.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+		}
+		d.inFlight.Add(1)
+		d.copies.Produce(ctx, cp, func(_ *kgo.Record, err error) {
+			if err == nil {
+				d.injected.Add(1)
+			}
+			d.inFlight.Add(-1)
+		})
+	}
+	tx.Add(types.TransactWriteItem{Update: &types.Update{
+		TableName: aws.String(d.table),
+		Key: map[string]types.AttributeValue{
+			"PK": &types.AttributeValueMemberS{Value: "ORDER#" + rec.Topic + "#" + string(rec.Key)},
+			"SK": &types.AttributeValueMemberS{Value: "ORDER"},
+		},
+		UpdateExpression:          aws.String("ADD #applied :one"),
+		ExpressionAttributeNames:  map[string]string{"#applied": "Applied"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":one": &types.AttributeValueMemberN{Value: "1"}},
+	}})
+	return nil
+}
+
+func isCopy(rec outboxinbox.Record) bool {
+	for _, h := range rec.Headers {
+		if h.Key == injectedHeader {
+			return true
+		}
+	}
+	return false
+}
+
+// done reports whether want messages were applied and every copy injected
+// was skipped.
+func (d *inboxDemo) done(want int) bool {
+	// The counts first: a record counted as applied has already started
+	// its copy, so the in-flight check below sees it.
+	c := d.inbox.Metrics().Snapshot()
+	return c.Applied >= int64(want) && d.inFlight.Load() == 0 && c.Duplicates >= d.injected.Load()
+}
+
+// summary prints the consumer's line of the run's summary.
+func (d *inboxDemo) summary(w io.Writer) {
+	c := d.inbox.Metrics().Snapshot()
+	fmt.Fprintf(w, "inbox consumer: %d effects applied, %d duplicates skipped (%d injected), %d failures, %d conflicts\n",
+		c.Applied, c.Duplicates, d.injected.Load(), c.Failures, c.Conflicts)
+}

@@ -1,0 +1,81 @@
+//go:build !spillway.ops
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
+)
+
+func TestInboxDemo_AppliesEachMessageOnce_SkipsTheInjectedCopies(t *testing.T) {
+	d := outboxtest.NewDynamoDB(t)
+	table := outboxtest.CreateTable(t, d)
+	k := outboxtest.NewKafka(t, demoTopics...)
+	const messages = 40
+	producer, err := kgo.NewClient(k.ClientOpts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer producer.Close()
+	for i := range messages {
+		r := &kgo.Record{Topic: demoTopics[i%2], Key: []byte(fmt.Sprintf("k%d", i%5)), Value: []byte("v"),
+			Headers: []kgo.RecordHeader{{Key: outbox.DefaultMessageIDHeaderName, Value: []byte(outbox.NewMessageID().String())}}}
+		if err := producer.ProduceSync(t.Context(), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	demo, err := newInboxDemo(d.Client, table, k.Brokers, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() { errc <- demo.run(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for !demo.done(messages) || demo.injected.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for i := range 10 {
+		out, err := d.Client.GetItem(t.Context(), &dynamodb.GetItemInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
+			Key: map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: fmt.Sprintf("ORDER#%s#k%d", demoTopics[i%2], i%5)}, "SK": &types.AttributeValueMemberS{Value: "ORDER"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, ok := out.Item["Applied"].(*types.AttributeValueMemberN); ok {
+			v, _ := strconv.Atoi(n.Value)
+			total += v
+		}
+	}
+	if total != messages {
+		t.Fatalf("orders count %d applications, want %d", total, messages)
+	}
+	var buf bytes.Buffer
+	demo.summary(&buf)
+	t.Log(strings.TrimSpace(buf.String()))
+	if c := demo.inbox.Metrics().Snapshot(); c.Applied != messages || c.Duplicates != demo.injected.Load() || c.Duplicates == 0 {
+		t.Fatalf("counts %+v with %d injected; want %d applied and every copy skipped", c, demo.injected.Load(), messages)
+	}
+}

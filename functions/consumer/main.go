@@ -1,0 +1,75 @@
+// Command consumer is a sample Lambda function for an Amazon MSK or
+// self-managed Apache Kafka event source mapping on Spillway's topics
+// (provided.al2023, binary bootstrap, built with -tags lambda.norpc): it
+// applies each order message to the orders table exactly once through the
+// inbox (outbox/outboxinbox). Markers and orders share SPILLWAY_TABLE; the
+// consumer name is SPILLWAY_INBOX_CONSUMER, by default the function's name.
+// Replace applyOrder with your own handler.
+package main
+
+import (
+	"cmp"
+	"context"
+	"os"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/spillway-dev/spillway/outbox/outboxconf"
+	"github.com/spillway-dev/spillway/outbox/outboxinbox"
+	"github.com/spillway-dev/spillway/outbox/outboxlambda"
+)
+
+func main() {
+	log := outboxlambda.NewLogger(os.Stdout, os.Getenv)
+	setup, err := outboxlambda.NewInit(context.Background(), os.Getenv, log)
+	if err != nil {
+		log.Error("consumer function cannot start", "error", err)
+		os.Exit(1)
+	}
+	cfg := setup.Config
+	in, err := outboxinbox.New(setup.DynamoDB(), outboxinbox.Options{
+		TableName:    cfg.Table,
+		Consumer:     cmp.Or(os.Getenv(outboxconf.EnvInboxConsumer), os.Getenv(outboxlambda.EnvFunctionName)),
+		PartitionKey: cfg.PartitionKey,
+		SortKey:      cfg.SortKey,
+		Tracer:       setup.Tracing.Tracer(),
+		Logger:       log,
+	})
+	if err != nil {
+		log.Error("consumer function cannot start", "error", err)
+		os.Exit(1)
+	}
+	h, err := outboxinbox.NewLambdaHandler(in, applyOrder(cfg.Table, cfg.PartitionKey, cfg.SortKey))
+	if err != nil {
+		log.Error("consumer function cannot start", "error", err)
+		os.Exit(1)
+	}
+	lambda.Start(func(ctx context.Context, ev events.KafkaEvent) error {
+		ctx, end := setup.Tracing.StartInvocation(ctx, "consumer")
+		return end(h.Handle(ctx, ev))
+	})
+}
+
+// applyOrder records each message on its order's item: the last value and
+// the number of messages applied, which a duplicate never raises.
+func applyOrder(table, pk, sk string) outboxinbox.Handler {
+	return func(_ context.Context, rec outboxinbox.Record, tx *outboxinbox.Tx) error {
+		tx.Add(types.TransactWriteItem{Update: &types.Update{
+			TableName: aws.String(table),
+			Key: map[string]types.AttributeValue{
+				pk: &types.AttributeValueMemberS{Value: "ORDER#" + string(rec.Key)},
+				sk: &types.AttributeValueMemberS{Value: "ORDER"},
+			},
+			UpdateExpression:         aws.String("SET #last = :v ADD #applied :one"),
+			ExpressionAttributeNames: map[string]string{"#last": "LastValue", "#applied": "Applied"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":v":   &types.AttributeValueMemberS{Value: string(rec.Value)},
+				":one": &types.AttributeValueMemberN{Value: "1"},
+			},
+		}})
+		return nil
+	}
+}

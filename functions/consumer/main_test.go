@@ -1,0 +1,57 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/spillway-dev/spillway/outbox/outboxinbox"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
+)
+
+// The sample event, delivered twice as a Lambda retry would, leaves each
+// order with one application per distinct message.
+func TestApplyOrder_SampleEventTwice_EachMessageAppliedOnce(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "events", "consumer.kafka.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev events.KafkaEvent
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		t.Fatal(err)
+	}
+	d := outboxtest.NewDynamoDB(t)
+	table := outboxtest.CreateTable(t, d)
+	pk, sk := outboxlocal.DefaultPartitionKey, outboxlocal.DefaultSortKey
+	in, err := outboxinbox.New(d.Client, outboxinbox.Options{TableName: table, Consumer: "spillway-consumer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := outboxinbox.NewLambdaHandler(in, applyOrder(table, pk, sk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Metrics = nil
+	for range 2 {
+		if err := h.Handle(t.Context(), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for order, want := range map[string]string{"order-7": "2", "order-9": "1"} {
+		out, err := d.Client.GetItem(t.Context(), &dynamodb.GetItemInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
+			Key: map[string]types.AttributeValue{pk: &types.AttributeValueMemberS{Value: "ORDER#" + order}, sk: &types.AttributeValueMemberS{Value: "ORDER"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := out.Item["Applied"].(*types.AttributeValueMemberN); n == nil || n.Value != want {
+			t.Fatalf("%s applied %v times, want %s", order, out.Item["Applied"], want)
+		}
+	}
+}

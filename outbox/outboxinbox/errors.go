@@ -1,0 +1,90 @@
+package outboxinbox
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinels the typed errors match with errors.Is.
+var (
+	// ErrMissingMessageID matches a *MissingIDError.
+	ErrMissingMessageID = errors.New("outboxinbox: record carries no message id")
+	// ErrTransactionLimit matches a *LimitError.
+	ErrTransactionLimit = errors.New("outboxinbox: transaction over DynamoDB's limits")
+	// ErrConflicts matches a *ConflictError.
+	ErrConflicts = errors.New("outboxinbox: transaction kept conflicting")
+)
+
+// MissingIDError reports a record without a valid message id header under
+// RefuseMissingID: a record Spillway did not publish, or a header that is
+// not a GUID. Nothing was written.
+type MissingIDError struct {
+	// Topic, Partition and Offset locate the record.
+	Topic     string
+	Partition int32
+	Offset    int64
+	// Header is the header name looked for.
+	Header string
+	// Value is the header's value when present but not a GUID.
+	Value string
+}
+
+// Error implements error.
+func (e *MissingIDError) Error() string {
+	where := fmt.Sprintf("%s/%d@%d", e.Topic, e.Partition, e.Offset)
+	if e.Value != "" {
+		return fmt.Sprintf("outboxinbox: record %s has header %s = %q, which is not a message id; was it published by Spillway?", where, e.Header, e.Value)
+	}
+	return fmt.Sprintf("outboxinbox: record %s has no %s header, so it cannot be deduplicated; publish through Spillway or set MissingID to SkipMissingID", where, e.Header)
+}
+
+// Is reports whether target is ErrMissingMessageID.
+func (e *MissingIDError) Is(target error) bool { return target == ErrMissingMessageID }
+
+// LimitError reports a handler whose writes, with the marker, exceed what
+// one DynamoDB transaction carries (100 actions, 4 MB). It is returned
+// before any request.
+type LimitError struct {
+	// MessageID is the record's message id.
+	MessageID string
+	// Items counts the actions including the marker; Size their bytes as
+	// DynamoDB counts them.
+	Items, Size int
+	// MaxItems and MaxSize are DynamoDB's limits.
+	MaxItems, MaxSize int
+}
+
+// Error implements error.
+func (e *LimitError) Error() string {
+	if e.Items > e.MaxItems {
+		return fmt.Sprintf("outboxinbox: message %s: the handler's writes and the inbox marker are %d transaction actions, over DynamoDB's %d; write at most %d items per message",
+			e.MessageID, e.Items, e.MaxItems, e.MaxItems-1)
+	}
+	return fmt.Sprintf("outboxinbox: message %s: the handler's writes and the inbox marker total %d bytes, over DynamoDB's %d-byte transaction limit",
+		e.MessageID, e.Size, e.MaxSize)
+}
+
+// Is reports whether target is ErrTransactionLimit.
+func (e *LimitError) Is(target error) bool { return target == ErrTransactionLimit }
+
+// ConflictError reports a record whose transaction was cancelled by a
+// conflict with another write on every one of MaxAttempts runs.
+type ConflictError struct {
+	// MessageID is the record's message id.
+	MessageID string
+	// Attempts is how many times the handler ran.
+	Attempts int
+	// Err is the last DynamoDB error.
+	Err error
+}
+
+// Error implements error.
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("outboxinbox: message %s: the transaction conflicted with other writes on all %d attempts: %v", e.MessageID, e.Attempts, e.Err)
+}
+
+// Unwrap returns the DynamoDB error.
+func (e *ConflictError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrConflicts.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflicts }
