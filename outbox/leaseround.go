@@ -231,18 +231,39 @@ func PlanRound(in RoundInput) (RoundPlan, error) {
 	return plan, nil
 }
 
+// KeepMargin is the least lease a running relay keeps ahead of its own
+// clock: every round on schedule finds each owned lease with at least this
+// much left, and no publish or delete starts with less (the relay renews
+// first). For rounds that leave leases unrenewed (KeepAhead > 0) it is
+// LeaseDuration − 2 × interval, at least one interval and at most
+// LeaseDuration − interval; for rounds that keep every lease it is
+// LeaseDuration − interval. It is also the fleet-wide clock-skew limit: a
+// peer whose clock runs ahead by more sees a lease expire while its holder
+// still trusts it. 10 s with the default timings. Zero when the interval
+// is not set.
+func KeepMargin(lease, interval time.Duration) time.Duration {
+	if interval <= 0 {
+		return 0
+	}
+	if ahead := KeepAhead(lease, interval); ahead > 0 {
+		return min(ahead-interval/2, lease-interval)
+	}
+	return max(lease-interval, 0)
+}
+
 // KeepAhead is how much of an owned lease must be left for a round with
-// the given round interval to leave it unrenewed: one and a half round
-// intervals, and at least half the lease. A lease left unrenewed is kept
-// by the next round at the latest, while more than half an interval of
-// it is left, and peers see it held as before: they judge by its expiry
-// and by the heartbeat, which every round still writes. With the default
-// timings (30 s lease, 10 s rounds) that is 15 s: a keep every other
-// round, and at least 10 s left at every round on schedule. Zero (never
-// skip a keep) when the interval is not set or the lease is too short for
-// a skipped round to be safe.
+// the given round interval to leave it unrenewed: KeepMargin plus half an
+// interval, that is LeaseDuration − 1.5 × interval, and at least one and a
+// half intervals. The next round is then due when the lease is down to
+// KeepMargin (see RoundDue), at least half an interval later, and keeps
+// it; peers see it held as before: they judge by its expiry and by the
+// heartbeat, which every round still writes. With the default timings
+// (30 s lease, 10 s rounds) that is 15 s: a keep every other round, and at
+// least 10 s left at every round. Zero (never skip a keep) when the
+// interval is not set or the lease is too short for a skipped round to be
+// safe.
 func KeepAhead(lease, interval time.Duration) time.Duration {
-	ahead := max(interval+interval/2, lease/2)
+	ahead := max(interval+interval/2, lease-interval-interval/2)
 	if interval <= 0 || ahead >= lease {
 		return 0
 	}

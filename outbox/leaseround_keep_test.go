@@ -9,19 +9,23 @@ import (
 	"time"
 )
 
-func TestKeepAhead(t *testing.T) {
-	for _, c := range []struct{ lease, interval, want time.Duration }{
-		{30 * time.Second, 10 * time.Second, 15 * time.Second}, // the defaults: a keep every other round
-		{60 * time.Second, 20 * time.Second, 30 * time.Second},
-		{60 * time.Second, 10 * time.Second, 30 * time.Second}, // at least half the lease
-		{30 * time.Second, 0, 0},                               // no interval: the contract's plain round
-		{15 * time.Second, 10 * time.Second, 0},                // 1.5 intervals reach the lease
-		{20 * time.Second, 10 * time.Second, 15 * time.Second}, // never reached on schedule: keeps every round
-		{30 * time.Second, -time.Second, 0},                    // nonsense interval: plain round
-		{100 * time.Millisecond, 10 * time.Millisecond, 50 * time.Millisecond},
+func TestKeepAheadAndKeepMargin(t *testing.T) {
+	for _, c := range []struct{ lease, interval, ahead, margin time.Duration }{
+		{30 * time.Second, 10 * time.Second, 15 * time.Second, 10 * time.Second}, // the defaults: a keep every other round
+		{60 * time.Second, 20 * time.Second, 30 * time.Second, 20 * time.Second},
+		{60 * time.Second, 10 * time.Second, 45 * time.Second, 40 * time.Second}, // L − 1.5 I, margin L − 2 I
+		{30 * time.Second, 0, 0, 0},                                              // no interval: the contract's plain round
+		{15 * time.Second, 10 * time.Second, 0, 5 * time.Second},                 // 1.5 intervals reach the lease: L − I
+		{20 * time.Second, 10 * time.Second, 15 * time.Second, 10 * time.Second}, // never reached on schedule: keeps every round
+		{18 * time.Second, 10 * time.Second, 15 * time.Second, 8 * time.Second},  // margin at most L − I
+		{30 * time.Second, -time.Second, 0, 0},                                   // nonsense interval: plain round
+		{100 * time.Millisecond, 10 * time.Millisecond, 85 * time.Millisecond, 80 * time.Millisecond},
 	} {
-		if got := KeepAhead(c.lease, c.interval); got != c.want {
-			t.Errorf("KeepAhead(%v, %v) = %v; want %v", c.lease, c.interval, got, c.want)
+		if got := KeepAhead(c.lease, c.interval); got != c.ahead {
+			t.Errorf("KeepAhead(%v, %v) = %v; want %v", c.lease, c.interval, got, c.ahead)
+		}
+		if got := KeepMargin(c.lease, c.interval); got != c.margin {
+			t.Errorf("KeepMargin(%v, %v) = %v; want %v", c.lease, c.interval, got, c.margin)
 		}
 	}
 }

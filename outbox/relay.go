@@ -51,7 +51,9 @@ type Relay struct {
 	maxHops  int
 	jitter   *jitter
 	req      LeaseRequest
-	held     *byteBudget // nil: no MaxHeldBytes
+	// timing is when the relay acts on its leases: rounds and renewals.
+	timing leaseTiming
+	held   *byteBudget // nil: no MaxHeldBytes
 
 	running sync.Mutex
 	// work is touched only by the run holding running; it survives runs,
@@ -102,6 +104,8 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 		jitter:   newJitter(opts.RelayID),
 		req: LeaseRequest{RelayID: opts.RelayID, BucketCount: opts.BucketCount, LeaseDuration: opts.LeaseDuration,
 			RenewInterval: opts.LeaseRenewInterval},
+		timing: leaseTiming{lease: opts.LeaseDuration, interval: opts.LeaseRenewInterval,
+			margin: KeepMargin(opts.LeaseDuration, opts.LeaseRenewInterval)},
 		heads:      map[int]*headRow{},
 		held:       newByteBudget(opts.MaxHeldBytes, opts.MaxMessageBytes),
 		quarantine: q,
