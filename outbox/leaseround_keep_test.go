@@ -128,3 +128,60 @@ func TestAcquireRound_DefaultTimings_KeepHalfTheLeasesEachRound(t *testing.T) {
 		t.Errorf("rounds:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestAcquireRound_UnmarkedPeer_MakesEveryRoundKeepEveryLease: relay a
+// keeps ahead; b is a relay of another language (its heartbeat carries no
+// keep-ahead mark) whose clock runs 12 s ahead, within the
+// LeaseDuration − LeaseRenewInterval (20 s) such relays are promised. While
+// b is live, a keeps every lease every round, so on b's clock none of a's
+// leases is ever expired when a's next round is due: b never claims a
+// lease a still trusts.
+func TestAcquireRound_UnmarkedPeer_MakesEveryRoundKeepEveryLease(t *testing.T) {
+	const skew = 12 * time.Second
+	io := newTableIO()
+	req := LeaseRequest{RelayID: "a", BucketCount: 4, LeaseDuration: rl, RenewInterval: 10 * time.Second}
+	var st RoundState
+	for i := range 8 {
+		now := at(time.Duration(i) * 10 * time.Second)
+		// b's round just before a's, on b's clock.
+		io.relays["b"] = RelayState{RelayID: "b", LastSeen: now.Add(skew - time.Second)}
+		for b, l := range io.leases {
+			if l.Owner == "a" && !l.ExpiresAt.After(now.Add(skew)) {
+				t.Fatalf("round %d: b's clock sees a's lease on bucket %d expired (%v left on a's)", i, b, l.ExpiresAt.Sub(now))
+			}
+		}
+		acq, err := AcquireRound(context.Background(), io, nil, now, req, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(acq.Owned) != 2 {
+			t.Fatalf("round %d owns %v, want its share of 2", i, acq.Owned)
+		}
+		st.Round++
+		st.Standby, st.Settled = acq.Standby, acq.Settled
+	}
+}
+
+// TestUnmarkedRelays: the heartbeat records without the keep-ahead mark
+// that make a round keep every lease are those the prune would not remove
+// yet, other than the relay's own.
+func TestUnmarkedRelays(t *testing.T) {
+	s := time.Second
+	marked := func(r RelayState) RelayState { r.KeepsAhead = true; return r }
+	relays := []RelayState{
+		beat("a", at(-s)),                       // the relay itself
+		beat("live", at(-29*s)),                 // active
+		beat("ahead", at(12*s)),                 // active, clock ahead
+		marked(beat("spillway", at(-s))),        // keeps ahead
+		stopped("stopping", at(-29*s)),          // stopped less than a lease ago
+		stopped("gone", at(-31*s)),              // stopped a lease ago: stale
+		beat("silent", at(-299*s)),              // silent for fewer than 10 leases
+		beat("dead", at(-301*s)),                // silent for more: stale
+		{RelayID: "", LastSeen: at(-s)},         // names no relay
+		marked(stopped("spillway-stopped", rt)), // keeps ahead
+	}
+	got := unmarkedRelays(relays, "a", Ticks(rt), durationTicks(rl))
+	if want := []string{"live", "ahead", "stopping", "silent"}; !slices.Equal(got, want) {
+		t.Errorf("unmarked %v, want %v", got, want)
+	}
+}

@@ -103,13 +103,16 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 		maxHops:  cfg.MaxHops,
 		jitter:   newJitter(opts.RelayID),
 		req: LeaseRequest{RelayID: opts.RelayID, BucketCount: opts.BucketCount, LeaseDuration: opts.LeaseDuration,
-			RenewInterval: opts.LeaseRenewInterval},
-		timing: leaseTiming{lease: opts.LeaseDuration, interval: opts.LeaseRenewInterval,
-			margin: KeepMargin(opts.LeaseDuration, opts.LeaseRenewInterval)},
+			RenewInterval: opts.LeaseRenewInterval, KeepEveryRound: opts.KeepEveryRound},
 		heads:      map[int]*headRow{},
 		held:       newByteBudget(opts.MaxHeldBytes, opts.MaxMessageBytes),
 		quarantine: q,
 		parked:     map[int]map[string][]int64{},
+	}
+	r.timing = leaseTiming{lease: opts.LeaseDuration, interval: opts.LeaseRenewInterval,
+		margin: KeepMargin(opts.LeaseDuration, opts.LeaseRenewInterval)}
+	if opts.KeepEveryRound {
+		r.timing.margin = opts.LeaseDuration - opts.LeaseRenewInterval
 	}
 	if r.clock == nil {
 		r.clock = SystemClock{}

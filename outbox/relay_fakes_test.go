@@ -133,7 +133,7 @@ func (s *memStore) AcquireLeases(_ context.Context, req outbox.LeaseRequest, st 
 		l := s.leases[b]
 		ahead := outbox.KeepAhead(req.LeaseDuration, req.RenewInterval)
 		switch {
-		case l.Owner == req.RelayID && s.unrenewed && ahead > 0 && l.ExpiresAt.Sub(now) >= ahead:
+		case l.Owner == req.RelayID && s.unrenewed && req.KeepsAhead() && l.ExpiresAt.Sub(now) >= ahead:
 			acq.Owned = append(acq.Owned, b)
 			acq.Unrenewed = append(acq.Unrenewed, b)
 			if acq.UnrenewedExpiry.IsZero() || l.ExpiresAt.Before(acq.UnrenewedExpiry) {

@@ -143,7 +143,7 @@ func (s *Store) coordinationView(items []map[string]types.AttributeValue) outbox
 		view.Leases = append(view.Leases, outbox.LeaseState{Bucket: l.bucket, Owner: l.owner, ExpiresAt: timeOf(l.expires)})
 	}
 	for _, r := range relays {
-		view.Relays = append(view.Relays, outbox.RelayState{RelayID: r.id, LastSeen: timeOf(r.lastSeen), Stopped: r.stopped})
+		view.Relays = append(view.Relays, r.state())
 	}
 	// The query returns sort-key order: LEASE# before RELAY#, buckets
 	// zero-padded, relay ids as DynamoDB orders bytes. Sort anyway: the
@@ -242,15 +242,19 @@ func (s *Store) leaseUpdate(relayID string, op outbox.LeaseOp, w outbox.LeaseWri
 	}, nil
 }
 
-// heartbeat writes the relay's LastSeenUtc = now, conditional on moving it
-// forward, so a request the relay gave up on cannot put an older round
-// back. It reports false when DynamoDB refused it.
-func (s *Store) heartbeat(ctx context.Context, relayID string, now int64) (bool, error) {
+// heartbeat writes the relay's LastSeenUtc = now, with the keep-ahead mark
+// when keepsAhead, conditional on moving it forward, so a request the relay
+// gave up on cannot put an older round back. It reports false when
+// DynamoDB refused it.
+func (s *Store) heartbeat(ctx context.Context, relayID string, now int64, keepsAhead bool) (bool, error) {
 	s.mu.Lock()
 	s.lastHeartbeatSent = max(s.lastHeartbeatSent, now)
 	s.mu.Unlock()
 	item := s.keys.relayKey(relayID)
 	item[attrLastSeen] = num(now)
+	if keepsAhead {
+		item[attrKeepsAhead] = &types.AttributeValueMemberBOOL{Value: true}
+	}
 	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                 aws.String(s.opts.TableName),
 		Item:                      item,
