@@ -321,6 +321,33 @@ func (s *Store) ReadCoverage(ctx context.Context, buckets []int) (outbox.Coordin
 	return view, true, nil
 }
 
+// ReadLeases implements outbox.LeaseReader: one strongly consistent Query
+// per bucket for its lease item (its sort key as the prefix, as
+// ReadCoverage reads it), at least one read unit each; for more than
+// maxCoverageBuckets buckets, or when that would cost about as much, one
+// Query of every lease item (sort keys starting with LEASE#).
+func (s *Store) ReadLeases(ctx context.Context, buckets []int) ([]outbox.LeaseState, error) {
+	prefixes := coverageLeaseKeys(buckets, s.opts.BucketCount)
+	if len(prefixes) > maxCoverageBuckets || len(prefixes) >= s.opts.BucketCount/leaseItemsPerReadUnit {
+		prefixes = []string{leasePrefix}
+	}
+	var items []map[string]types.AttributeValue
+	for _, prefix := range prefixes {
+		found, err := s.readCoordinationItems(ctx, prefix)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, found...)
+	}
+	var out []outbox.LeaseState
+	for _, l := range s.coordinationView(items).Leases {
+		if slices.Contains(buckets, l.Bucket) {
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
 // coverageLeaseKeys returns the lease sort keys of the distinct buckets of
 // bs within [0, bucketCount).
 func coverageLeaseKeys(bs []int, bucketCount int) []string {
