@@ -260,9 +260,8 @@ func KeepMargin(lease, interval time.Duration) time.Duration {
 // KeepAhead is how much of an owned lease must be left for a round with
 // the given round interval to leave it unrenewed: KeepMargin plus half an
 // interval, that is LeaseDuration − 1.5 × interval, and at least one and a
-// half intervals. The next round is then due when the lease is down to
-// KeepMargin (see RoundDue), at least half an interval later, and keeps
-// it; peers see it held as before: they judge by its expiry and by the
+// half intervals. The relay's next round is then due when the lease is
+// down to KeepMargin, at least half an interval later, and keeps it; peers see it held as before: they judge by its expiry and by the
 // heartbeat, which every round still writes. With the default timings
 // (30 s lease, 10 s rounds) that is 15 s: a keep every other round, and at
 // least 10 s left at every round. Zero (never skip a keep) when the
@@ -312,9 +311,8 @@ func planKeeps(req LeaseRequest, now int64, owned []LeaseWrite, everyRound bool)
 
 // unmarkedRelays returns the ids of the heartbeat records of relays other
 // than relayID without the keep-ahead mark that the prune would not remove
-// yet: relays that are
-// active, stopped less than a lease ago, or silent for fewer than
-// DeadAfterLeases leases. Such a relay (another language's, or a Spillway
+// yet: relays that are active, stopped less than a lease ago, or silent
+// for fewer than DeadAfterLeases leases. Such a relay (another language's, or a Spillway
 // relay that keeps every round) renews every lease every round and is
 // promised a clock skew of up to LeaseDuration − LeaseRenewInterval; a
 // lease left unrenewed can have as little as KeepMargin (LeaseDuration −

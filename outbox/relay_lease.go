@@ -203,8 +203,9 @@ func (r *Relay) renewalDue(now time.Time) bool {
 }
 
 // renew extends every owned lease if a renewal is due (renewalDue).
-// Concurrent callers (one per draining bucket) collapse into one renewal. ErrLeaseLost means the relay no longer owns its
-// buckets; other errors keep the last confirmed reference.
+// Concurrent callers (one per draining bucket) collapse into one renewal.
+// ErrLeaseLost means the relay no longer owns its buckets; other errors
+// keep the last confirmed reference.
 func (r *Relay) renew(ctx context.Context) error {
 	r.lease.renewMu.Lock()
 	defer r.lease.renewMu.Unlock()
