@@ -185,3 +185,31 @@ func TestUnmarkedRelays(t *testing.T) {
 		t.Errorf("unmarked %v, want %v", got, want)
 	}
 }
+
+// TestAcquireRound_KeepEveryRound: a request that keeps every round (as
+// RelayOptions.KeepEveryRound asks, like a relay of another language)
+// keeps every owned lease in every round and writes its heartbeat without
+// the keep-ahead mark, so its peers keep every round too.
+func TestAcquireRound_KeepEveryRound(t *testing.T) {
+	io := newTableIO()
+	req := LeaseRequest{RelayID: "a", BucketCount: 2, LeaseDuration: rl, RenewInterval: 10 * time.Second, KeepEveryRound: true}
+	var st RoundState
+	for i := range 4 {
+		acq, err := AcquireRound(context.Background(), io, nil, at(time.Duration(i)*10*time.Second), req, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(acq.Unrenewed) > 0 || io.relays["a"].KeepsAhead {
+			t.Fatalf("round %d: unrenewed %v, heartbeat marked %v", i, acq.Unrenewed, io.relays["a"].KeepsAhead)
+		}
+		st.Round++
+		st.Standby, st.Settled = acq.Standby, acq.Settled
+		if calls := io.takeCalls(); i > 0 && !strings.HasSuffix(calls, "keep 0, keep 1") {
+			t.Errorf("round %d: %s; want both leases kept", i, calls)
+		}
+	}
+	req.KeepEveryRound = false
+	if _, err := AcquireRound(context.Background(), io, nil, at(40*time.Second), req, st); err != nil || !io.relays["a"].KeepsAhead {
+		t.Errorf("a relay that keeps ahead wrote its heartbeat without the mark (%v)", err)
+	}
+}
