@@ -38,13 +38,20 @@
 //     expiry as a version; a keep that would move the expiry backwards is
 //     not sent (the keep guard), nor one whose lease still lasts KeepAhead
 //     when the request carries the round interval (with the defaults each
-//     lease is kept every other round, half of them in each round); no
-//     claim after a refused heartbeat;
+//     lease is kept every other round, half of them in each round), unless
+//     a heartbeat record without the keep-ahead mark (a relay of another
+//     language) is around; no claim after a refused heartbeat;
 //     heartbeat records with an empty id are skipped and counted.
 //  5. Keeps, releases, claims, in that order. The conditional writes, not
 //     the plan, grant ownership.
 //  6. On a run's first full round and every PruneEvery-th, prune heartbeat
 //     records stopped for a lease or silent for DeadAfterLeases leases.
+//
+// The relay runs its next round a LeaseRenewInterval after the last one,
+// or sooner, once a lease a round left unrenewed is down to KeepMargin
+// (LeaseDuration − 2 × LeaseRenewInterval), and renews before and during a
+// publish once its leases are down to it: the margin every lease keeps,
+// and the fleet's clock-skew limit.
 //
 // RoundState carries the run's round count, the standby state and the
 // settled-fleet state from one round to the next; the relay keeps it. A bucket's lease, as one relay

@@ -155,6 +155,9 @@ type RoundPlan struct {
 	// StandbyRank is -1 when the relay has a share or owns a lease,
 	// otherwise its place in the standby queue.
 	StandbyRank int
+	// Unmarked lists the heartbeat records without the keep-ahead mark
+	// that made the round keep every owned lease (see PlanRound).
+	Unmarked []string
 	// IgnoredRelays counts heartbeat records that name no relay (sort key
 	// exactly RELAY#, an empty id): never counted as active, pruned like
 	// any other record once stale.
@@ -173,7 +176,9 @@ type RoundPlan struct {
 //  2. plan keeps, releases and claims with PlanLeases;
 //  3. the keep guard: a keep whose stored expiry is later than this round's
 //     expiry is not sent; nor is one whose stored expiry still lasts
-//     KeepAhead (the lease stays owned, unrenewed);
+//     KeepAhead (the lease stays owned, unrenewed), unless the request
+//     keeps every round or a heartbeat record the prune would not remove
+//     yet lacks the keep-ahead mark (see unmarkedRelays);
 //  4. no claim after a refused heartbeat;
 //  5. prune on the run's first full round and every PruneEvery-th;
 //  6. a relay whose heartbeat was accepted and whose standby rank is at
@@ -210,7 +215,8 @@ func PlanRound(in RoundInput) (RoundPlan, error) {
 	for i, b := range leases.Keep {
 		kept[i] = LeaseWrite{Bucket: b, Seen: TimeFromTicks(seen[b])}
 	}
-	plan.Keep, plan.Unrenewed, plan.Guarded = planKeeps(req, now, kept)
+	plan.Unmarked = unmarkedRelays(in.Snapshot.Relays, req.RelayID, now, lease)
+	plan.Keep, plan.Unrenewed, plan.Guarded = planKeeps(req, now, kept, len(plan.Unmarked) > 0)
 	for _, b := range leases.Release {
 		plan.Release = append(plan.Release, LeaseWrite{Bucket: b, Seen: TimeFromTicks(seen[b]), Now: at})
 	}
@@ -231,18 +237,38 @@ func PlanRound(in RoundInput) (RoundPlan, error) {
 	return plan, nil
 }
 
+// KeepMargin is the least lease a running relay keeps ahead of its own
+// clock: every round on schedule finds each owned lease with at least this
+// much left, and no publish or delete starts with less (the relay renews
+// first). For rounds that leave leases unrenewed (KeepAhead > 0) it is
+// LeaseDuration − 2 × interval, at least one interval and at most
+// LeaseDuration − interval; for rounds that keep every lease it is
+// LeaseDuration − interval. It is also the fleet-wide clock-skew limit: a
+// peer whose clock runs ahead by more sees a lease expire while its holder
+// still trusts it. 10 s with the default timings. Zero when the interval
+// is not set.
+func KeepMargin(lease, interval time.Duration) time.Duration {
+	if interval <= 0 {
+		return 0
+	}
+	if ahead := KeepAhead(lease, interval); ahead > 0 {
+		return min(ahead-interval/2, lease-interval)
+	}
+	return max(lease-interval, 0)
+}
+
 // KeepAhead is how much of an owned lease must be left for a round with
-// the given round interval to leave it unrenewed: one and a half round
-// intervals, and at least half the lease. A lease left unrenewed is kept
-// by the next round at the latest, while more than half an interval of
-// it is left, and peers see it held as before: they judge by its expiry
-// and by the heartbeat, which every round still writes. With the default
-// timings (30 s lease, 10 s rounds) that is 15 s: a keep every other
-// round, and at least 10 s left at every round on schedule. Zero (never
-// skip a keep) when the interval is not set or the lease is too short for
-// a skipped round to be safe.
+// the given round interval to leave it unrenewed: KeepMargin plus half an
+// interval, that is LeaseDuration − 1.5 × interval, and at least one and a
+// half intervals. The relay's next round is then due when the lease is
+// down to KeepMargin, at least half an interval later, and keeps it; peers see it held as before: they judge by its expiry and by the
+// heartbeat, which every round still writes. With the default timings
+// (30 s lease, 10 s rounds) that is 15 s: a keep every other round, and at
+// least 10 s left at every round. Zero (never skip a keep) when the
+// interval is not set or the lease is too short for a skipped round to be
+// safe.
 func KeepAhead(lease, interval time.Duration) time.Duration {
-	ahead := max(interval+interval/2, lease/2)
+	ahead := max(interval+interval/2, lease-interval-interval/2)
 	if interval <= 0 || ahead >= lease {
 		return 0
 	}
@@ -251,8 +277,9 @@ func KeepAhead(lease, interval time.Duration) time.Duration {
 
 // planKeeps splits the keeps of owned leases (Seen: the stored expiry) at
 // now into those to send with the round's expiry, those left unrenewed
-// (see KeepAhead) and those held back because the stored expiry is later
-// than the round's (the host clock went back).
+// (see KeepAhead; none when the request does not keep ahead or everyRound)
+// and those held back because the stored expiry is later than the round's
+// (the host clock went back).
 //
 // Leases claimed together would otherwise all be kept in the same rounds,
 // and a fleet started together would send every keep in every other
@@ -260,9 +287,12 @@ func KeepAhead(lease, interval time.Duration) time.Duration {
 // round. So a lease the next round would have to keep is kept one round
 // early on alternate round slots of the bucket's parity: after a round or
 // two, half of a relay's leases are kept in each round.
-func planKeeps(req LeaseRequest, now int64, owned []LeaseWrite) (keep, unrenewed []LeaseWrite, guarded []int) {
+func planKeeps(req LeaseRequest, now int64, owned []LeaseWrite, everyRound bool) (keep, unrenewed []LeaseWrite, guarded []int) {
 	expiry := now + durationTicks(req.LeaseDuration)
-	ahead := durationTicks(KeepAhead(req.LeaseDuration, req.RenewInterval))
+	var ahead int64
+	if req.KeepsAhead() && !everyRound {
+		ahead = durationTicks(KeepAhead(req.LeaseDuration, req.RenewInterval))
+	}
 	interval := durationTicks(req.RenewInterval)
 	for _, w := range owned {
 		seen := Ticks(w.Seen)
@@ -277,6 +307,30 @@ func planKeeps(req LeaseRequest, now int64, owned []LeaseWrite) (keep, unrenewed
 		}
 	}
 	return keep, unrenewed, guarded
+}
+
+// unmarkedRelays returns the ids of the heartbeat records of relays other
+// than relayID without the keep-ahead mark that the prune would not remove
+// yet: relays that are active, stopped less than a lease ago, or silent
+// for fewer than DeadAfterLeases leases. Such a relay (another language's, or a Spillway
+// relay that keeps every round) renews every lease every round and is
+// promised a clock skew of up to LeaseDuration − LeaseRenewInterval; a
+// lease left unrenewed can have as little as KeepMargin (LeaseDuration −
+// 2 × LeaseRenewInterval) left, which it could see expired while its
+// holder still trusts it. Counting recent stopped and silent records too
+// keeps a fleet whose other-language relays come and go (a restart, a
+// deployment) from leaving leases unrenewed between their runs. Records
+// with an empty id are skipped.
+func unmarkedRelays(relays []RelayState, relayID string, now, lease int64) []string {
+	var out []string
+	for _, r := range relays {
+		seen := Ticks(r.LastSeen)
+		stale := r.Stopped && seen < now-lease || !r.Stopped && seen < now-DeadAfterLeases*lease
+		if r.RelayID != "" && r.RelayID != relayID && !r.KeepsAhead && !stale {
+			out = append(out, r.RelayID)
+		}
+	}
+	return out
 }
 
 // classifyRelays splits heartbeat records into the active relays (counted

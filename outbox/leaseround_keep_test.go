@@ -9,19 +9,23 @@ import (
 	"time"
 )
 
-func TestKeepAhead(t *testing.T) {
-	for _, c := range []struct{ lease, interval, want time.Duration }{
-		{30 * time.Second, 10 * time.Second, 15 * time.Second}, // the defaults: a keep every other round
-		{60 * time.Second, 20 * time.Second, 30 * time.Second},
-		{60 * time.Second, 10 * time.Second, 30 * time.Second}, // at least half the lease
-		{30 * time.Second, 0, 0},                               // no interval: the contract's plain round
-		{15 * time.Second, 10 * time.Second, 0},                // 1.5 intervals reach the lease
-		{20 * time.Second, 10 * time.Second, 15 * time.Second}, // never reached on schedule: keeps every round
-		{30 * time.Second, -time.Second, 0},                    // nonsense interval: plain round
-		{100 * time.Millisecond, 10 * time.Millisecond, 50 * time.Millisecond},
+func TestKeepAheadAndKeepMargin(t *testing.T) {
+	for _, c := range []struct{ lease, interval, ahead, margin time.Duration }{
+		{30 * time.Second, 10 * time.Second, 15 * time.Second, 10 * time.Second}, // the defaults: a keep every other round
+		{60 * time.Second, 20 * time.Second, 30 * time.Second, 20 * time.Second},
+		{60 * time.Second, 10 * time.Second, 45 * time.Second, 40 * time.Second}, // L − 1.5 I, margin L − 2 I
+		{30 * time.Second, 0, 0, 0},                                              // no interval: the contract's plain round
+		{15 * time.Second, 10 * time.Second, 0, 5 * time.Second},                 // 1.5 intervals reach the lease: L − I
+		{20 * time.Second, 10 * time.Second, 15 * time.Second, 10 * time.Second}, // never reached on schedule: keeps every round
+		{18 * time.Second, 10 * time.Second, 15 * time.Second, 8 * time.Second},  // margin at most L − I
+		{30 * time.Second, -time.Second, 0, 0},                                   // nonsense interval: plain round
+		{100 * time.Millisecond, 10 * time.Millisecond, 85 * time.Millisecond, 80 * time.Millisecond},
 	} {
-		if got := KeepAhead(c.lease, c.interval); got != c.want {
-			t.Errorf("KeepAhead(%v, %v) = %v; want %v", c.lease, c.interval, got, c.want)
+		if got := KeepAhead(c.lease, c.interval); got != c.ahead {
+			t.Errorf("KeepAhead(%v, %v) = %v; want %v", c.lease, c.interval, got, c.ahead)
+		}
+		if got := KeepMargin(c.lease, c.interval); got != c.margin {
+			t.Errorf("KeepMargin(%v, %v) = %v; want %v", c.lease, c.interval, got, c.margin)
 		}
 	}
 }
@@ -122,5 +126,90 @@ func TestAcquireRound_DefaultTimings_KeepHalfTheLeasesEachRound(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("rounds:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestAcquireRound_UnmarkedPeer_MakesEveryRoundKeepEveryLease: relay a
+// keeps ahead; b is a relay of another language (its heartbeat carries no
+// keep-ahead mark) whose clock runs 12 s ahead, within the
+// LeaseDuration − LeaseRenewInterval (20 s) such relays are promised. While
+// b is live, a keeps every lease every round, so on b's clock none of a's
+// leases is ever expired when a's next round is due: b never claims a
+// lease a still trusts.
+func TestAcquireRound_UnmarkedPeer_MakesEveryRoundKeepEveryLease(t *testing.T) {
+	const skew = 12 * time.Second
+	io := newTableIO()
+	req := LeaseRequest{RelayID: "a", BucketCount: 4, LeaseDuration: rl, RenewInterval: 10 * time.Second}
+	var st RoundState
+	for i := range 8 {
+		now := at(time.Duration(i) * 10 * time.Second)
+		// b's round just before a's, on b's clock.
+		io.relays["b"] = RelayState{RelayID: "b", LastSeen: now.Add(skew - time.Second)}
+		for b, l := range io.leases {
+			if l.Owner == "a" && !l.ExpiresAt.After(now.Add(skew)) {
+				t.Fatalf("round %d: b's clock sees a's lease on bucket %d expired (%v left on a's)", i, b, l.ExpiresAt.Sub(now))
+			}
+		}
+		acq, err := AcquireRound(context.Background(), io, nil, now, req, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(acq.Owned) != 2 {
+			t.Fatalf("round %d owns %v, want its share of 2", i, acq.Owned)
+		}
+		st.Round++
+		st.Standby, st.Settled = acq.Standby, acq.Settled
+	}
+}
+
+// TestUnmarkedRelays: the heartbeat records without the keep-ahead mark
+// that make a round keep every lease are those the prune would not remove
+// yet, other than the relay's own.
+func TestUnmarkedRelays(t *testing.T) {
+	s := time.Second
+	marked := func(r RelayState) RelayState { r.KeepsAhead = true; return r }
+	relays := []RelayState{
+		beat("a", at(-s)),                       // the relay itself
+		beat("live", at(-29*s)),                 // active
+		beat("ahead", at(12*s)),                 // active, clock ahead
+		marked(beat("spillway", at(-s))),        // keeps ahead
+		stopped("stopping", at(-29*s)),          // stopped less than a lease ago
+		stopped("gone", at(-31*s)),              // stopped a lease ago: stale
+		beat("silent", at(-299*s)),              // silent for fewer than 10 leases
+		beat("dead", at(-301*s)),                // silent for more: stale
+		{RelayID: "", LastSeen: at(-s)},         // names no relay
+		marked(stopped("spillway-stopped", rt)), // keeps ahead
+	}
+	got := unmarkedRelays(relays, "a", Ticks(rt), durationTicks(rl))
+	if want := []string{"live", "ahead", "stopping", "silent"}; !slices.Equal(got, want) {
+		t.Errorf("unmarked %v, want %v", got, want)
+	}
+}
+
+// TestAcquireRound_KeepEveryRound: a request that keeps every round (as
+// RelayOptions.KeepEveryRound asks, like a relay of another language)
+// keeps every owned lease in every round and writes its heartbeat without
+// the keep-ahead mark, so its peers keep every round too.
+func TestAcquireRound_KeepEveryRound(t *testing.T) {
+	io := newTableIO()
+	req := LeaseRequest{RelayID: "a", BucketCount: 2, LeaseDuration: rl, RenewInterval: 10 * time.Second, KeepEveryRound: true}
+	var st RoundState
+	for i := range 4 {
+		acq, err := AcquireRound(context.Background(), io, nil, at(time.Duration(i)*10*time.Second), req, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(acq.Unrenewed) > 0 || io.relays["a"].KeepsAhead {
+			t.Fatalf("round %d: unrenewed %v, heartbeat marked %v", i, acq.Unrenewed, io.relays["a"].KeepsAhead)
+		}
+		st.Round++
+		st.Standby, st.Settled = acq.Standby, acq.Settled
+		if calls := io.takeCalls(); i > 0 && !strings.HasSuffix(calls, "keep 0, keep 1") {
+			t.Errorf("round %d: %s; want both leases kept", i, calls)
+		}
+	}
+	req.KeepEveryRound = false
+	if _, err := AcquireRound(context.Background(), io, nil, at(40*time.Second), req, st); err != nil || !io.relays["a"].KeepsAhead {
+		t.Errorf("a relay that keeps ahead wrote its heartbeat without the mark (%v)", err)
 	}
 }

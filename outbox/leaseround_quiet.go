@@ -127,9 +127,10 @@ func (s Settled) sameFleet(req LeaseRequest, now time.Time, relays []RelayState)
 func quietRound(ctx context.Context, io LeaseIO, log *slog.Logger, now time.Time, req LeaseRequest, st RoundState, relays []RelayState) (Acquisition, error) {
 	s, t := st.Settled, Ticks(now)
 	lease := durationTicks(req.LeaseDuration)
-	keep, unrenewed, guarded := planKeeps(req, t, s.kept)
+	unmarked := unmarkedRelays(relays, req.RelayID, t, lease)
+	keep, unrenewed, guarded := planKeeps(req, t, s.kept, len(unmarked) > 0)
 	_, stale, ignored := classifyRelays(relays, t, lease)
-	logPlan(ctx, log, req.RelayID, true, RoundPlan{Guarded: guarded, IgnoredRelays: ignored})
+	logPlan(ctx, log, req.RelayID, true, RoundPlan{Guarded: guarded, IgnoredRelays: ignored, Unmarked: unmarked})
 	kept, lost, err := io.WriteLeases(ctx, req.RelayID, LeaseKeep, keep)
 	if err != nil {
 		return Acquisition{}, err

@@ -23,9 +23,9 @@ func newTableIO() *tableIO {
 	return &tableIO{leases: map[int]LeaseState{}, relays: map[string]RelayState{}}
 }
 
-func (t *tableIO) Heartbeat(_ context.Context, id string, now time.Time) (bool, error) {
+func (t *tableIO) Heartbeat(_ context.Context, id string, now time.Time, keepsAhead bool) (bool, error) {
 	t.calls = append(t.calls, id+" heartbeat")
-	t.relays[id] = RelayState{RelayID: id, LastSeen: now}
+	t.relays[id] = RelayState{RelayID: id, LastSeen: now, KeepsAhead: keepsAhead}
 	return true, nil
 }
 

@@ -13,9 +13,10 @@ import (
 // what to keep, release, claim and prune — is AcquireRound's.
 type LeaseIO interface {
 	// Heartbeat writes relayID's heartbeat at now, conditional on moving it
-	// forward. It reports false when the store refused it; any other error
-	// fails the round.
-	Heartbeat(ctx context.Context, relayID string, now time.Time) (recorded bool, err error)
+	// forward, with the keep-ahead mark when keepsAhead
+	// (RelayState.KeepsAhead). It reports false when the store refused it;
+	// any other error fails the round.
+	Heartbeat(ctx context.Context, relayID string, now time.Time, keepsAhead bool) (recorded bool, err error)
 	// Snapshot reads every lease and heartbeat record with one strongly
 	// consistent read, all pages.
 	Snapshot(ctx context.Context) (Coordination, error)
@@ -64,7 +65,7 @@ func AcquireRound(ctx context.Context, io LeaseIO, log *slog.Logger, now time.Ti
 		return Acquisition{StandbyRank: start.StandbyRank, Rested: true, Standby: start.Standby}, nil
 	}
 	now = TimeFromTicks(Ticks(now))
-	recorded, err := io.Heartbeat(ctx, relayID, now)
+	recorded, err := io.Heartbeat(ctx, relayID, now, req.KeepsAhead())
 	if err != nil {
 		return Acquisition{}, err
 	}
@@ -165,6 +166,10 @@ func logPlan(ctx context.Context, log *slog.Logger, relayID string, recorded boo
 	if len(plan.Guarded) > 0 {
 		log.WarnContext(ctx, "outbox: not renewing leases that expire later than this round's expiry (host clock set back?); not publishing those buckets until the clock catches up",
 			"relayId", relayID, "buckets", plan.Guarded)
+	}
+	if len(plan.Unmarked) > 0 {
+		log.DebugContext(ctx, "outbox: keeping every lease this round: relays without the keep-ahead mark (other languages) tolerate more clock skew than a lease left unrenewed allows",
+			"relayId", relayID, "unmarked", plan.Unmarked)
 	}
 	if plan.IgnoredRelays > 0 {
 		log.WarnContext(ctx, "outbox: ignoring heartbeat records with an empty relay id; the prune removes them once stale",

@@ -23,7 +23,7 @@ type scriptedIO struct {
 	calls     []string
 }
 
-func (s *scriptedIO) Heartbeat(_ context.Context, id string, now time.Time) (bool, error) {
+func (s *scriptedIO) Heartbeat(_ context.Context, id string, now time.Time, _ bool) (bool, error) {
 	s.calls = append(s.calls, fmt.Sprintf("heartbeat %s %s", id, now.Format(time.TimeOnly)))
 	return !s.refuseHB, nil
 }

@@ -138,6 +138,16 @@ type RelayOptions struct {
 	// PoisonMaxAttempts is how many failed attempts park a message under
 	// PoisonQuarantine when its failure looks retriable. Default 10.
 	PoisonMaxAttempts int
+	// KeepEveryRound makes the relay keep every owned lease in every round
+	// and leave its heartbeat without the keep-ahead mark, as relays of
+	// other languages sharing the table do: its leases then keep
+	// LeaseDuration − LeaseRenewInterval (20 s) ahead, and peers that keep
+	// ahead keep every round too while it is around (RelayState.KeepsAhead).
+	// It costs a keep per owned lease per round (twice the coordination
+	// writes of the default); it exists to run such a fleet's rules, in
+	// tests and simulations, with Spillway relays. Default false: rounds
+	// leave a lease that still lasts KeepAhead unrenewed.
+	KeepEveryRound bool
 }
 
 // WithDefaults returns o with every zero field set to its default.

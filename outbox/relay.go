@@ -58,7 +58,9 @@ type Relay struct {
 	gate     GenerationGate
 	jitter   *jitter
 	req      LeaseRequest
-	held     *byteBudget // nil: no MaxHeldBytes
+	// timing is when the relay acts on its leases: rounds and renewals.
+	timing leaseTiming
+	held   *byteBudget // nil: no MaxHeldBytes
 
 	running sync.Mutex
 	// work is touched only by the run holding running; it survives runs,
@@ -109,11 +111,16 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 		gate:     cfg.Gate,
 		jitter:   newJitter(opts.RelayID),
 		req: LeaseRequest{RelayID: opts.RelayID, BucketCount: opts.BucketCount, LeaseDuration: opts.LeaseDuration,
-			RenewInterval: opts.LeaseRenewInterval},
+			RenewInterval: opts.LeaseRenewInterval, KeepEveryRound: opts.KeepEveryRound},
 		heads:      map[int]*headRow{},
 		held:       newByteBudget(opts.MaxHeldBytes, opts.MaxMessageBytes),
 		quarantine: q,
 		parked:     map[int]map[string][]int64{},
+	}
+	r.timing = leaseTiming{lease: opts.LeaseDuration, interval: opts.LeaseRenewInterval,
+		margin: KeepMargin(opts.LeaseDuration, opts.LeaseRenewInterval)}
+	if opts.KeepEveryRound {
+		r.timing.margin = opts.LeaseDuration - opts.LeaseRenewInterval
 	}
 	if r.clock == nil {
 		r.clock = SystemClock{}

@@ -225,8 +225,8 @@ func (u *run) deletePublished(ctx context.Context, bucket int, msgs []Message) e
 }
 
 // prepareLease refuses to publish from a bucket the relay no longer holds and
-// renews the leases first when they are due, so a publish starts with a
-// whole renewal interval ahead of it.
+// renews the leases first when they are due, so a publish starts with more
+// than the margin (KeepMargin) ahead of it.
 func (u *run) prepareLease(ctx context.Context, bucket int) error {
 	r := u.r
 	now := r.clock.Now()
@@ -238,7 +238,7 @@ func (u *run) prepareLease(ctx context.Context, bucket int) error {
 	if !slices.Contains(owned, bucket) {
 		return errCycle(fmt.Sprintf("prepare bucket %d", bucket), ErrLeaseLost)
 	}
-	if r.renewalDue(now, age) {
+	if r.renewalDue(now) {
 		if err := r.renew(ctx); err != nil {
 			return err
 		}
@@ -356,13 +356,13 @@ func (r *Relay) renewalWait(now time.Time) (time.Duration, bool) {
 		r.dropOwnership("lease expired while publishing")
 		return time.Hour, false
 	}
-	if age >= r.opts.LeaseRenewInterval && now.Sub(acquiredAt) >= r.opts.LeaseRenewInterval {
+	due := r.timing.renewDue(at, acquiredAt).Sub(now)
+	if due <= 0 {
 		if errAt.After(at) && now.Sub(errAt) < min(r.opts.ErrorBackoff, remaining/2) {
 			return max(min(r.opts.ErrorBackoff, remaining/2)-now.Sub(errAt), time.Millisecond), false
 		}
 		return 0, true
 	}
-	due := max(r.opts.LeaseRenewInterval-age, r.opts.LeaseRenewInterval-now.Sub(acquiredAt))
 	return max(min(due, remaining/2), time.Millisecond), false
 }
 

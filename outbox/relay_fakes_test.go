@@ -133,7 +133,7 @@ func (s *memStore) AcquireLeases(_ context.Context, req outbox.LeaseRequest, st 
 		l := s.leases[b]
 		ahead := outbox.KeepAhead(req.LeaseDuration, req.RenewInterval)
 		switch {
-		case l.Owner == req.RelayID && s.unrenewed && ahead > 0 && l.ExpiresAt.Sub(now) >= ahead:
+		case l.Owner == req.RelayID && s.unrenewed && req.KeepsAhead() && l.ExpiresAt.Sub(now) >= ahead:
 			acq.Owned = append(acq.Owned, b)
 			acq.Unrenewed = append(acq.Unrenewed, b)
 			if acq.UnrenewedExpiry.IsZero() || l.ExpiresAt.Before(acq.UnrenewedExpiry) {
@@ -311,6 +311,8 @@ type memPublisher struct {
 	// clock driver advances like any other.
 	delay time.Duration
 	clock outbox.Clock
+	// onPublish runs when a batch is handed over, before Kafka answers.
+	onPublish func(msgs []outbox.Message)
 }
 
 func newMemPublisher() *memPublisher {
@@ -325,6 +327,9 @@ func (p *memPublisher) Init(context.Context) error {
 }
 
 func (p *memPublisher) Publish(ctx context.Context, msgs []outbox.Message) (int, error) {
+	if p.onPublish != nil {
+		p.onPublish(msgs)
+	}
 	if p.delay > 0 {
 		outbox.Sleep(p.clock, p.delay, ctx.Done())
 	}

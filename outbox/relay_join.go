@@ -113,19 +113,40 @@ func (u *run) validHints() []int {
 	return out
 }
 
-// uncovered is the trust check (ReadUncovered) of the buckets bs.
+// uncovered is the trust check of the buckets bs: those no live peer
+// covers (ReadUncovered). A bucket left to a live peer only because its
+// round seemed to be claiming it is read again once ClaimWindow has passed
+// (ConfirmClaims, one strongly consistent read) and counts as uncovered if
+// it is still free: the inference rests on the peer's clock, and when it
+// is wrong the commit would wait for the peer's next round or the
+// schedule. A continuation wake-up draws no such inference (ReadUnheld):
+// its buckets were just released with work left.
 func (u *run) uncovered(bs []int) ([]int, error) {
 	r := u.r
-	return ReadUncovered(u.ctx, r.store, r.clock, bs, r.opts.RelayID, r.opts.BucketCount, r.opts.LeaseDuration)
+	if u.continuation() {
+		return ReadUnheld(u.ctx, r.store, r.clock, r.req, bs)
+	}
+	cov, err := ReadUncovered(u.ctx, r.store, r.clock, r.req, bs)
+	if err != nil || len(cov.Uncovered) > 0 || len(cov.Claimed) == 0 {
+		return cov.Uncovered, err
+	}
+	if u.overBudget(r.clock.Now().Add(ClaimWindow)) || !Sleep(r.clock, ClaimWindow, u.ctx.Done()) {
+		return nil, u.ctx.Err()
+	}
+	return ConfirmClaims(u.ctx, r.store, r.clock, r.opts.RelayID, cov.Claimed)
 }
 
-// orphaned returns the buckets of bs that no live peer covers
-// (Coordination.Uncovered): free, expired, held by a stopped or silent
-// relay and not being claimed by a live one, or named after this relay
-// itself (its own lease from an earlier run, which it resumes).
+// continuation reports a run started by a relay's continuation wake-up.
+func (u *run) continuation() bool { return u.in.Trigger == TriggerWake && u.in.Hop > 0 }
+
+// orphaned returns the buckets of bs that no live peer holds in coord
+// (Coordination.Unheld): free, expired, held by a stopped or silent relay,
+// or named after this relay itself (its own lease from an earlier run,
+// which it resumes). The idle-exit decision uses it: pending work a peer
+// is only inferred to be claiming is no reason to stop.
 func (u *run) orphaned(coord Coordination, bs []int, now time.Time) []int {
 	r := u.r
-	return coord.Uncovered(bs, r.opts.RelayID, r.opts.BucketCount, now, r.opts.LeaseDuration)
+	return coord.Unheld(bs, r.opts.RelayID, now, r.opts.LeaseDuration)
 }
 
 // stillWaiting re-checks the hinted buckets this run waits for: it stops

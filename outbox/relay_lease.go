@@ -36,19 +36,18 @@ type leaseState struct {
 
 // acquisitionDue reports whether an acquisition round must run now.
 func (r *Relay) acquisitionDue(now time.Time) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return !r.lease.attempted || r.lease.force || now.Sub(r.lease.acquiredAt) >= r.opts.LeaseRenewInterval
+	return r.untilRenewal(now) <= 0
 }
 
-// untilRenewal is the time until the next acquisition is due.
+// untilRenewal is the time until the next acquisition is due
+// (leaseTiming.roundDue).
 func (r *Relay) untilRenewal(now time.Time) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.lease.attempted || r.lease.force {
 		return 0
 	}
-	return r.lease.acquiredAt.Add(r.opts.LeaseRenewInterval).Sub(now)
+	return r.timing.roundDue(r.lease.at, r.lease.acquiredAt).Sub(now)
 }
 
 // sinceAcquisition is the time since the last acquisition attempt started.
@@ -190,29 +189,32 @@ func (r *Relay) leaseReference(start time.Time, acq Acquisition) time.Time {
 	return minTime(start, acq.UnrenewedExpiry.Add(-r.opts.LeaseDuration))
 }
 
-// renewalDue reports whether an in-flight renewal is due at now for a
-// lease reference of the given age: the reference and the last
-// acquisition round are both at least LeaseRenewInterval old. A round
-// that left leases unrenewed (they still last KeepAhead) dates the
+// renewalDue reports whether an in-flight renewal is due at now
+// (leaseTiming.renewDue): the lease reference has only the margin left,
+// or it and the last acquisition round are both LeaseRenewInterval old. A
+// round that left leases unrenewed (they still last KeepAhead) dates the
 // reference back but not the round: the next round keeps them, and a
-// renewal in between would only repeat its writes.
-func (r *Relay) renewalDue(now time.Time, age time.Duration) bool {
-	return age >= r.opts.LeaseRenewInterval && r.sinceAcquisition(now) >= r.opts.LeaseRenewInterval
+// renewal in between would only repeat its writes, unless that round runs
+// late.
+func (r *Relay) renewalDue(now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.lease.at.IsZero() && !now.Before(r.timing.renewDue(r.lease.at, r.lease.acquiredAt))
 }
 
-// renew extends every owned lease if the reference and the last
-// acquisition round are at least LeaseRenewInterval old (renewalDue). Concurrent callers (one per draining bucket)
-// collapse into one renewal. ErrLeaseLost means the relay no longer owns its
-// buckets; other errors keep the last confirmed reference.
+// renew extends every owned lease if a renewal is due (renewalDue).
+// Concurrent callers (one per draining bucket) collapse into one renewal.
+// ErrLeaseLost means the relay no longer owns its buckets; other errors
+// keep the last confirmed reference.
 func (r *Relay) renew(ctx context.Context) error {
 	r.lease.renewMu.Lock()
 	defer r.lease.renewMu.Unlock()
 	start := r.clock.Now()
-	owned, age, ok := r.leaseAge(start)
+	owned, _, ok := r.leaseAge(start)
 	if len(owned) == 0 || !ok {
 		return ErrLeaseLost
 	}
-	if !r.renewalDue(start, age) {
+	if !r.renewalDue(start) {
 		return nil
 	}
 	renewed, err := r.store.RenewLeases(ctx, r.req, owned)

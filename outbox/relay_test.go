@@ -278,20 +278,28 @@ func TestRelayTrustsALivePeer(t *testing.T) {
 
 // TestRelayLeavesABucketAPeerIsClaimingToThatPeer: a woken relay whose
 // hinted bucket is free but read free by a peer whose round started less
-// than ClaimWindow ago exits after its trust check; once the peer's round
-// is a ClaimWindow old, or when the bucket was freed after the peer's
-// heartbeat, the relay joins.
+// than ClaimWindow ago leaves it to that peer only if a second read,
+// ClaimWindow later, finds the peer's claim; when the inference was wrong
+// (the peer's clock is behind: its round read the bucket before the
+// release, and claims nothing) it joins then and publishes the commit. It
+// joins at once when the peer's round is a ClaimWindow old, when the
+// bucket was freed after the peer's heartbeat, or when a continuation
+// wake-up started it: a continuation takes no claim on inference.
 func TestRelayLeavesABucketAPeerIsClaimingToThatPeer(t *testing.T) {
 	for _, c := range []struct {
 		name      string
 		heartbeat time.Duration // the peer's heartbeat, before the wake-up
 		freed     time.Duration // when bucket 2 was released, before the wake-up; 0: never claimed
-		join      bool
+		claims    bool          // the peer's round claims bucket 2, 200 ms after the wake-up
+		hop       int
+		join      time.Duration // when the relay publishes; -1: never
 	}{
-		{"peer's round just started", 300 * time.Millisecond, 0, false},
-		{"peer's round is over", outbox.ClaimWindow, 0, true},
-		{"freed after the peer read it", 300 * time.Millisecond, 100 * time.Millisecond, true},
-		{"freed before the peer read it", 300 * time.Millisecond, 500 * time.Millisecond, false},
+		{"peer's round claims it", 300 * time.Millisecond, 0, true, 0, -1},
+		{"peer's round just started, but claims nothing", 300 * time.Millisecond, 0, false, 0, outbox.ClaimWindow},
+		{"freed before the peer read it, by the peer's clock, which is behind", 300 * time.Millisecond, 500 * time.Millisecond, false, 0, outbox.ClaimWindow},
+		{"peer's round is over", outbox.ClaimWindow, 0, false, 0, 0},
+		{"freed after the peer read it", 300 * time.Millisecond, 100 * time.Millisecond, false, 0, 0},
+		{"continuation wake-up", 300 * time.Millisecond, 0, true, 1, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -303,9 +311,20 @@ func TestRelayLeavesABucketAPeerIsClaimingToThatPeer(t *testing.T) {
 					e.store.hold(2, "", t0.Add(-c.freed))
 				}
 				e.store.add(2, "k")
-				res := e.run(t, outbox.RunInput{Trigger: outbox.TriggerWake, Buckets: []int{2}, Deadline: t0.Add(time.Minute)})
-				if res.Joined != c.join || !c.join && (res.Reason != outbox.StopPeerLive || e.store.count("acquire") != 0) {
-					t.Fatalf("joined %v reason %s acquisitions %d; want joined %v", res.Joined, res.Reason, e.store.count("acquire"), c.join)
+				claimed := make(chan struct{})
+				go func() {
+					defer close(claimed)
+					time.Sleep(200 * time.Millisecond)
+					if c.claims {
+						e.store.hold(2, "peer", e.clock.Now().Add(30*time.Second))
+					}
+				}()
+				defer func() { <-claimed }()
+				published := time.Duration(-1)
+				e.pub.onPublish = func([]outbox.Message) { published = e.clock.Now().Sub(t0) }
+				res := e.run(t, outbox.RunInput{Trigger: outbox.TriggerWake, Buckets: []int{2}, Hop: c.hop, Deadline: t0.Add(time.Minute)})
+				if published != c.join || c.join < 0 && (res.Joined || res.Reason != outbox.StopPeerLive || e.store.count("acquire") != 0) {
+					t.Fatalf("published at %v (joined %v, reason %s, acquisitions %d); want at %v", published, res.Joined, res.Reason, e.store.count("acquire"), c.join)
 				}
 			})
 		})

@@ -20,7 +20,19 @@ type LeaseRequest struct {
 	// RenewInterval): with the default timings it renews every other
 	// round, which halves the coordination partition's writes. Zero, the
 	// table contract's plain round, renews every owned lease every round.
+	// A round also keeps every lease while a relay without the keep-ahead
+	// mark is around (RelayState.KeepsAhead).
 	RenewInterval time.Duration
+	// KeepEveryRound makes every round keep every owned lease and the
+	// heartbeat carry no keep-ahead mark, as relays of other languages do
+	// (RelayOptions.KeepEveryRound).
+	KeepEveryRound bool
+}
+
+// KeepsAhead reports whether rounds of r may leave leases unrenewed
+// (KeepAhead) and its heartbeats carry the keep-ahead mark.
+func (r LeaseRequest) KeepsAhead() bool {
+	return !r.KeepEveryRound && KeepAhead(r.LeaseDuration, r.RenewInterval) > 0
 }
 
 // Acquisition is the outcome of one acquisition round.
@@ -95,6 +107,13 @@ type RelayState struct {
 	LastSeen time.Time
 	// Stopped reports a record stamped by a graceful stop.
 	Stopped bool
+	// KeepsAhead reports the keep-ahead mark, an attribute only Spillway
+	// relays whose rounds leave leases unrenewed write (other relays ignore
+	// attributes they do not know). A record without it is a relay that
+	// keeps every lease every round and is promised a clock skew of up to
+	// LeaseDuration − LeaseRenewInterval: while one is around, rounds keep
+	// every lease (see PlanRound).
+	KeepsAhead bool
 }
 
 // Active reports whether the relay counts towards fair share at now with

@@ -18,6 +18,7 @@ func (r BurstReport) Rows() [][]string {
 	return [][]string{
 		{"wake-ups sent / invocations / throttled deliveries", fmt.Sprintf("%d / %d / %d", r.WakeUps, r.Invocations, r.Throttled)},
 		{"invocations that found a live peer / nothing pending / joined", fmt.Sprintf("%d / %d / %d", r.PeerLive, r.NothingPending, r.Joined)},
+		{"trust checks that read a claimed bucket's lease again", fmt.Sprintf("%d", r.ClaimChecks)},
 		{"rounds / claims / releases / lost", fmt.Sprintf("%d / %d / %d / %d", r.Rounds, r.Claims, r.Releases, r.Lost)},
 		{"refused conditional writes (after every bucket had an owner)", fmt.Sprintf("%d (%d)", r.Refused, r.RefusedAfterOwned)},
 		{"every bucket owned after", secs(r.AllOwnedAfter)},

@@ -33,6 +33,11 @@ type BurstReport struct {
 	PeerLive       int `json:"peerLive"`
 	NothingPending int `json:"nothingPending"`
 	Joined         int `json:"joined"`
+	// ClaimChecks counts the trust checks that left every uncovered bucket
+	// to a peer whose round seemed to be claiming it and so read those
+	// buckets' leases again after outbox.ClaimWindow (one strongly
+	// consistent Query per bucket, or of every lease on a small table).
+	ClaimChecks int `json:"claimChecks"`
 	// Rounds, Claims, Releases (by rounds and by stops) and Lost leases.
 	Rounds   int `json:"rounds"`
 	Claims   int `json:"claims"`
@@ -122,13 +127,14 @@ func (b *burst) commit(bucket int) {
 		b.oldest[bucket] = now
 	}
 	b.pending[bucket]++
-	b.wake([]int{bucket})
+	b.wake([]int{bucket}, false)
 }
 
-// wake sends a wake-up for buckets.
-func (b *burst) wake(buckets []int) {
+// wake sends a wake-up for buckets: a stopping relay's continuation, or a
+// commit's or the schedule's.
+func (b *burst) wake(buckets []int, continuation bool) {
 	b.rep.WakeUps++
-	b.deliver(buckets, lambdasim.ThrottleRetryFirst)
+	b.deliver(buckets, continuation, lambdasim.ThrottleRetryFirst)
 }
 
 // deliver is Lambda's handling of an asynchronous event for the burst's
@@ -137,17 +143,17 @@ func (b *burst) wake(buckets []int) {
 // goroutines of its own): it starts an invocation after StartDelay while
 // the reserved concurrency allows, and otherwise retries the event after
 // retry, on lambdasim's retry schedule.
-func (b *burst) deliver(buckets []int, retry time.Duration) {
+func (b *burst) deliver(buckets []int, continuation bool, retry time.Duration) {
 	if b.running >= b.cfg.Relays {
 		b.rep.Throttled++
-		b.s.spawn(b.s.clock.Now().Add(retry), func() { b.deliver(buckets, min(2*retry, lambdasim.ThrottleRetryMax)) })
+		b.s.spawn(b.s.clock.Now().Add(retry), func() { b.deliver(buckets, continuation, min(2*retry, lambdasim.ThrottleRetryMax)) })
 		return
 	}
 	b.running++
 	b.rep.Invocations++
 	id := fmt.Sprintf("%s-%016x", b.cfg.RelayIDPrefix, b.rng.Uint64())
 	b.s.spawn(b.s.clock.Now().Add(b.cfg.StartDelay), func() {
-		if err := b.invocation(id, buckets); err != nil {
+		if err := b.invocation(id, buckets, continuation); err != nil {
 			b.errs = append(b.errs, fmt.Errorf("relay %s: %w", id, err))
 		}
 		b.running--
@@ -162,7 +168,7 @@ func (b *burst) deliver(buckets []int, retry time.Duration) {
 // ends once nothing is pending and no relay runs.
 func (b *burst) schedule() {
 	if pending := b.pendingBuckets(); len(pending) > 0 {
-		b.wake(pending)
+		b.wake(pending, false)
 	} else if b.running == 0 {
 		return
 	}
@@ -185,7 +191,7 @@ func (b *burst) pendingBuckets() []int {
 // buckets stayed empty for the idle timeout, then the graceful release.
 // Publishing is instant: a bucket's commits are published at the first
 // poll after the relay owns it.
-func (b *burst) invocation(id string, hints []int) error {
+func (b *burst) invocation(id string, hints []int, continuation bool) error {
 	store, err := outboxddb.NewStore(b.client, outboxddb.Options{TableName: b.table, BucketCount: b.cfg.Buckets,
 		MaxConcurrency: 1, Clock: b.s.clock, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -195,7 +201,7 @@ func (b *burst) invocation(id string, hints []int) error {
 		if look == 1 {
 			b.s.sleep(b.cfg.PublisherInit)
 		}
-		orphans, err := b.orphaned(store, id, hints)
+		orphans, err := b.orphaned(store, id, hints, continuation)
 		if err != nil || len(orphans) == 0 {
 			if err == nil {
 				b.rep.PeerLive++
@@ -263,15 +269,30 @@ func (b *burst) stop(store *outboxddb.Store, req outbox.LeaseRequest) error {
 		}
 	}
 	if len(left) > 0 {
-		b.wake(left)
+		b.wake(left, true)
 	}
 	return err
 }
 
-// orphaned is the relay's trust check (outbox.ReadUncovered, the relay's
-// own): the hinted buckets no live peer holds or is claiming.
-func (b *burst) orphaned(store *outboxddb.Store, id string, hints []int) ([]int, error) {
-	return outbox.ReadUncovered(b.ctx, store, b.s.clock, hints, id, b.cfg.Buckets, b.cfg.LeaseDuration)
+// orphaned is the relay's trust check, by the relay's rules: the hinted
+// buckets no live peer holds or is claiming (outbox.ReadUncovered); when
+// the check leaves buckets only to a claiming peer, their leases are read
+// again after outbox.ClaimWindow and those still free count
+// (outbox.ConfirmClaims); a continuation wake-up draws no claim on
+// inference (outbox.ReadUnheld).
+func (b *burst) orphaned(store *outboxddb.Store, id string, hints []int, continuation bool) ([]int, error) {
+	req := outbox.LeaseRequest{RelayID: id, BucketCount: b.cfg.Buckets, LeaseDuration: b.cfg.LeaseDuration,
+		RenewInterval: b.cfg.LeaseRenewInterval}
+	if continuation {
+		return outbox.ReadUnheld(b.ctx, store, b.s.clock, req, hints)
+	}
+	cov, err := outbox.ReadUncovered(b.ctx, store, b.s.clock, req, hints)
+	if err != nil || len(cov.Uncovered) > 0 || len(cov.Claimed) == 0 {
+		return cov.Uncovered, err
+	}
+	b.rep.ClaimChecks++
+	b.s.sleep(outbox.ClaimWindow)
+	return outbox.ConfirmClaims(b.ctx, store, b.s.clock, id, cov.Claimed)
 }
 
 // noteRound records a round's outcome and who holds what after it.

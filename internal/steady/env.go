@@ -112,6 +112,20 @@ func (st *envStore) ReadCoordination(ctx context.Context) (outbox.Coordination, 
 	return c, err
 }
 
+// ReadLeases passes the trust check's second look at a bucket left to a
+// claiming peer through to the store (outbox.LeaseReader), as the relay
+// function's store serves it.
+func (st *envStore) ReadLeases(ctx context.Context, buckets []int) ([]outbox.LeaseState, error) {
+	lr, ok := st.inner.(outbox.LeaseReader)
+	if !ok {
+		c, err := st.ReadCoordination(ctx)
+		return c.Leases, err
+	}
+	leases, err := lr.ReadLeases(withMethod(ctx, methodRead), buckets)
+	st.s.tracef("%s read leases %v: %v err %v", st.env.relayID, buckets, leases, err)
+	return leases, err
+}
+
 func (st *envStore) PendingBuckets(ctx context.Context, buckets []int) ([]int, error) {
 	p, err := st.inner.PendingBuckets(ctx, buckets)
 	st.s.tracef("%s probe %v: pending %v err %v", st.env.relayID, buckets, p, err)

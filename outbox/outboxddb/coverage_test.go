@@ -2,6 +2,7 @@ package outboxddb
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -71,6 +72,42 @@ func TestReadCoverage_ReadsTheWholePartition_WhenThatIsNoDearer(t *testing.T) {
 		wantShapes(t, f, "Query", coordinationQuery())
 		if len(view.Leases) != 1 || len(view.Relays) != 1 || !view.ReadAt.Equal(t0) {
 			t.Fatalf("view %+v", view)
+		}
+	}
+}
+
+// TestRequestShapes_ReadLeases pins the second look at a bucket a trust
+// check left to a claiming peer: on a large table one strongly consistent
+// Query of the bucket's lease item, on a small one (or for many buckets)
+// one Query of every lease item, and only the asked buckets' leases.
+func TestRequestShapes_ReadLeases(t *testing.T) {
+	for _, c := range []struct {
+		buckets int
+		check   []int
+		queries []any
+	}{
+		{1024, []int{42, 7}, []any{coverageQuery("LEASE#0000000042"), coverageQuery("LEASE#0000000007")}},
+		{8, []int{3}, []any{coverageQuery("LEASE#")}},
+		{1024, []int{1, 2, 3, 4, 5}, []any{coverageQuery("LEASE#")}},
+	} {
+		s, f, _ := shapeStore(t, c.buckets)
+		f.query = func(in *dynamodb.QueryInput) (*dynamodb.QueryOutput, error) {
+			switch in.ExpressionAttributeValues[":prefix"].(*types.AttributeValueMemberS).Value {
+			case "LEASE#0000000042":
+				return &dynamodb.QueryOutput{Items: []item{{"PK": S("OUTBOX#COORDINATION"), "SK": S("LEASE#0000000042"), "Owner": S("relay-a"), "ExpiresAtUtc": N(t0Plus5s)}}}, nil
+			case "LEASE#":
+				return &dynamodb.QueryOutput{Items: []item{leaseItem(0, "", t0Ticks), leaseItem(3, "relay-a", t0Plus5s)}}, nil
+			default:
+				return &dynamodb.QueryOutput{}, nil // never claimed
+			}
+		}
+		leases, err := s.ReadLeases(context.Background(), c.check)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantShapes(t, f, "Query", c.queries...)
+		if len(leases) != 1 || !slices.Contains(c.check, leases[0].Bucket) || leases[0].Owner != "relay-a" {
+			t.Fatalf("%d buckets, checking %v: leases %+v", c.buckets, c.check, leases)
 		}
 	}
 }

@@ -44,10 +44,14 @@
 // relay's own part of the shared plan: relays that read the same state
 // write disjoint leases, so a healthy fleet makes no refused conditional
 // write. Every lease write is conditional; the plan orders writes,
-// DynamoDB decides ownership.
+// DynamoDB decides ownership. A relay whose rounds leave leases unrenewed
+// adds a KeepsAhead attribute (BOOL) to its heartbeat, which relays of
+// other languages ignore; their records, without it, make Spillway's
+// rounds keep every lease (outbox.RelayState.KeepsAhead).
 //
 // A woken relay's trust check (outbox.ReadUncovered) writes nothing. On a
 // large table it first reads only the hinted buckets' lease items and the
 // heartbeats (Store.ReadCoverage), and reads the whole partition only when
-// a hinted bucket is not held by a live peer.
+// a hinted bucket is not held by a live peer. A bucket it left to a
+// claiming peer is read again, its lease item alone (Store.ReadLeases).
 package outboxddb

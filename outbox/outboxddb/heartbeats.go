@@ -20,7 +20,7 @@ func (io leaseIO) Heartbeats(ctx context.Context) ([]outbox.RelayState, error) {
 	_, relays := io.s.keys.coordinationItems(items)
 	out := make([]outbox.RelayState, 0, len(relays))
 	for _, r := range relays {
-		out = append(out, outbox.RelayState{RelayID: r.id, LastSeen: timeOf(r.lastSeen), Stopped: r.stopped})
+		out = append(out, r.state())
 	}
 	slices.SortFunc(out, func(a, b outbox.RelayState) int { return strings.Compare(a.RelayID, b.RelayID) })
 	return out, nil

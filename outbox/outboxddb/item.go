@@ -143,9 +143,15 @@ type leaseRecord struct {
 
 // relayRecord is one heartbeat item.
 type relayRecord struct {
-	id       string
-	lastSeen int64 // ticks; 0 when missing
-	stopped  bool
+	id         string
+	lastSeen   int64 // ticks; 0 when missing
+	stopped    bool
+	keepsAhead bool
+}
+
+// state is the record as the core reads it.
+func (r relayRecord) state() outbox.RelayState {
+	return outbox.RelayState{RelayID: r.id, LastSeen: timeOf(r.lastSeen), Stopped: r.stopped, KeepsAhead: r.keepsAhead}
 }
 
 // coordinationItems splits the items of the coordination partition into
@@ -169,6 +175,9 @@ func (k keys) coordinationItems(items []map[string]types.AttributeValue) (leases
 			r := relayRecord{id: id}
 			r.lastSeen, _ = intAttr(item, attrLastSeen)
 			_, r.stopped = item[attrStoppedAt]
+			if v, ok := item[attrKeepsAhead].(*types.AttributeValueMemberBOOL); ok {
+				r.keepsAhead = v.Value
+			}
 			relays = append(relays, r)
 		}
 	}

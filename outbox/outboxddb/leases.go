@@ -44,8 +44,8 @@ type leaseIO struct{ s *Store }
 var _ outbox.LeaseIO = leaseIO{}
 
 // Heartbeat is the conditional heartbeat PutItem.
-func (io leaseIO) Heartbeat(ctx context.Context, relayID string, now time.Time) (bool, error) {
-	return io.s.heartbeat(ctx, relayID, outbox.Ticks(now))
+func (io leaseIO) Heartbeat(ctx context.Context, relayID string, now time.Time, keepsAhead bool) (bool, error) {
+	return io.s.heartbeat(ctx, relayID, outbox.Ticks(now), keepsAhead)
 }
 
 // Snapshot is the strongly consistent coordination read.
@@ -132,7 +132,7 @@ func (s *Store) RenewLeases(ctx context.Context, req outbox.LeaseRequest, bucket
 		// this renewal.
 		return false, nil
 	}
-	if _, err := s.heartbeat(ctx, req.RelayID, now); err != nil {
+	if _, err := s.heartbeat(ctx, req.RelayID, now, req.KeepsAhead()); err != nil {
 		return false, err
 	}
 	return true, nil

@@ -24,7 +24,7 @@ const (
 var reservedAttributes = []string{
 	attrMessageID, attrTopic, attrKey, attrValue, attrHeaders, attrPartition,
 	attrCreatedAt, attrBucketCount, attrSequence, attrOwner, attrExpiresAt,
-	attrLastSeen, attrStoppedAt, attrParkedReason, attrParkedError, attrAttempts,
+	attrLastSeen, attrStoppedAt, attrKeepsAhead, attrParkedReason, attrParkedError, attrAttempts,
 	attrFirstFailedAt, attrParkedAt, attrGenerationState, attrSuccessorPrefix,
 	attrSuccessorBuckets, attrOpenedAt, attrSealedAt, attrDrainedAt,
 }

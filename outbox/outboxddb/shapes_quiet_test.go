@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/spillway-dev/spillway/outbox"
 )
@@ -72,30 +73,58 @@ func TestRequestShapes_SettledRound_ReadsHeartbeatsByPrefix_AndKeepsWithTheWritt
 
 // TestRequestShapes_RoundWithTheRenewInterval_LeavesALeaseThatStillLastsUnrenewed
 // pins the round of a relay that passes its round interval (10 s, with a
-// 30 s lease): the contract's heartbeat and read, and the contract's keep
-// only for the lease with less than 15 s left; the lease with 26 s left
-// is owned without a request, so a peer reading the table sees what it
-// saw before: an unexpired lease of a relay with a fresh heartbeat.
+// 30 s lease): the contract's heartbeat with the keep-ahead mark and the
+// contract's read, and the contract's keep only for the lease with less
+// than 15 s left; the lease with 26 s left is owned without a request, so
+// a peer reading the table sees what it saw before: an unexpired lease of
+// a relay with a fresh heartbeat. A peer's heartbeat without the mark (a
+// relay of another language, live or stopped less than a lease ago) makes
+// the round keep both.
 func TestRequestShapes_RoundWithTheRenewInterval_LeavesALeaseThatStillLastsUnrenewed(t *testing.T) {
-	s, f, _ := shapeStore(t, 2)
-	f.query = func(*dynamodb.QueryInput) (*dynamodb.QueryOutput, error) {
-		return &dynamodb.QueryOutput{Items: []item{
-			leaseItem(0, "relay-a", ticksAt(26*time.Second)),
-			leaseItem(1, "relay-a", t0Plus5s),
-			relayItem("relay-a", ticksAt(-10*time.Second), false),
-		}}, nil
+	mark := func(it item) item {
+		it["KeepsAhead"] = &types.AttributeValueMemberBOOL{Value: true}
+		return it
 	}
-	req := outbox.LeaseRequest{RelayID: "relay-a", BucketCount: 2, LeaseDuration: 30 * time.Second, RenewInterval: 10 * time.Second}
-	acq, err := s.AcquireLeases(context.Background(), req, outbox.RoundState{Round: 3})
-	if err != nil {
-		t.Fatal(err)
+	keepBoth := []any{keepShape(0, ticksAt(26*time.Second), t0PlusL), keepShape(1, t0Plus5s, t0PlusL)}
+	for _, c := range []struct {
+		name      string
+		peers     []item // the holder of bucket 2 among them
+		unrenewed []int
+		keeps     []any
+	}{
+		{"peer keeps ahead", []item{mark(relayItem("relay-b", ticksAt(-time.Second), false))},
+			[]int{0}, []any{keepShape(1, t0Plus5s, t0PlusL)}},
+		{"peer of another language", []item{relayItem("relay-b", ticksAt(-time.Second), false)}, nil, keepBoth},
+		{"peer of another language stopped less than a lease ago", []item{
+			mark(relayItem("relay-b", ticksAt(-time.Second), false)), relayItem("relay-c", ticksAt(-29*time.Second), true),
+		}, nil, keepBoth},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, f, _ := shapeStore(t, 3)
+			f.query = func(*dynamodb.QueryInput) (*dynamodb.QueryOutput, error) {
+				return &dynamodb.QueryOutput{Items: append([]item{
+					leaseItem(0, "relay-a", ticksAt(26*time.Second)),
+					leaseItem(1, "relay-a", t0Plus5s),
+					leaseItem(2, "relay-b", ticksAt(20*time.Second)),
+					relayItem("relay-a", ticksAt(-10*time.Second), false),
+				}, c.peers...)}, nil
+			}
+			req := outbox.LeaseRequest{RelayID: "relay-a", BucketCount: 3, LeaseDuration: 30 * time.Second, RenewInterval: 10 * time.Second}
+			acq, err := s.AcquireLeases(context.Background(), req, outbox.RoundState{Round: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(acq.Owned, []int{0, 1}) || !slices.Equal(acq.Unrenewed, c.unrenewed) || acq.Refused != 0 {
+				t.Fatalf("acquisition %+v", acq)
+			}
+			ops := []string{"PutItem", "Query"}
+			for range c.keeps {
+				ops = append(ops, "UpdateItem")
+			}
+			wantOps(t, f, ops...)
+			wantShapes(t, f, "PutItem", markedHeartbeatPut("relay-a", t0Ticks))
+			wantShapes(t, f, "Query", coordinationQuery())
+			wantShapes(t, f, "UpdateItem", c.keeps...)
+		})
 	}
-	if !slices.Equal(acq.Owned, []int{0, 1}) || !slices.Equal(acq.Unrenewed, []int{0}) ||
-		!acq.UnrenewedExpiry.Equal(t0.Add(26*time.Second)) || acq.Refused != 0 {
-		t.Fatalf("acquisition %+v", acq)
-	}
-	wantOps(t, f, "PutItem", "Query", "UpdateItem")
-	wantShapes(t, f, "PutItem", heartbeatPut("relay-a", t0Ticks))
-	wantShapes(t, f, "Query", coordinationQuery())
-	wantShapes(t, f, "UpdateItem", keepShape(1, t0Plus5s, t0PlusL))
 }

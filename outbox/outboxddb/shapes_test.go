@@ -93,6 +93,14 @@ func heartbeatPut(relay, at string) *dynamodb.PutItemInput {
 	}
 }
 
+// markedHeartbeatPut is heartbeatPut with the keep-ahead mark, as a relay
+// whose rounds leave leases unrenewed sends it.
+func markedHeartbeatPut(relay, at string) *dynamodb.PutItemInput {
+	in := heartbeatPut(relay, at)
+	in.Item["KeepsAhead"] = &types.AttributeValueMemberBOOL{Value: true}
+	return in
+}
+
 func leaseItem(bucket int, owner, expires string) item {
 	it := item{"PK": S("OUTBOX#COORDINATION"), "SK": S(leaseSKLiteral(bucket))}
 	if owner != "" {

@@ -148,7 +148,7 @@ func (s *Store) coordinationView(items []map[string]types.AttributeValue) outbox
 		view.Leases = append(view.Leases, outbox.LeaseState{Bucket: l.bucket, Owner: l.owner, ExpiresAt: timeOf(l.expires)})
 	}
 	for _, r := range relays {
-		view.Relays = append(view.Relays, outbox.RelayState{RelayID: r.id, LastSeen: timeOf(r.lastSeen), Stopped: r.stopped})
+		view.Relays = append(view.Relays, r.state())
 	}
 	// The query returns sort-key order: LEASE# before RELAY#, buckets
 	// zero-padded, relay ids as DynamoDB orders bytes. Sort anyway: the
@@ -247,15 +247,19 @@ func (s *Store) leaseUpdate(relayID string, op outbox.LeaseOp, w outbox.LeaseWri
 	}, nil
 }
 
-// heartbeat writes the relay's LastSeenUtc = now, conditional on moving it
-// forward, so a request the relay gave up on cannot put an older round
-// back. It reports false when DynamoDB refused it.
-func (s *Store) heartbeat(ctx context.Context, relayID string, now int64) (bool, error) {
+// heartbeat writes the relay's LastSeenUtc = now, with the keep-ahead mark
+// when keepsAhead, conditional on moving it forward, so a request the relay
+// gave up on cannot put an older round back. It reports false when
+// DynamoDB refused it.
+func (s *Store) heartbeat(ctx context.Context, relayID string, now int64, keepsAhead bool) (bool, error) {
 	s.mu.Lock()
 	s.lastHeartbeatSent = max(s.lastHeartbeatSent, now)
 	s.mu.Unlock()
 	item := s.keys.relayKey(relayID)
 	item[attrLastSeen] = num(now)
+	if keepsAhead {
+		item[attrKeepsAhead] = &types.AttributeValueMemberBOOL{Value: true}
+	}
 	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                 aws.String(s.opts.TableName),
 		Item:                      item,
@@ -320,6 +324,33 @@ func (s *Store) ReadCoverage(ctx context.Context, buckets []int) (outbox.Coordin
 	view := s.coordinationView(items)
 	view.ReadAt = now
 	return view, true, nil
+}
+
+// ReadLeases implements outbox.LeaseReader: one strongly consistent Query
+// per bucket for its lease item (its sort key as the prefix, as
+// ReadCoverage reads it), at least one read unit each; for more than
+// maxCoverageBuckets buckets, or when that would cost about as much, one
+// Query of every lease item (sort keys starting with LEASE#).
+func (s *Store) ReadLeases(ctx context.Context, buckets []int) ([]outbox.LeaseState, error) {
+	prefixes := coverageLeaseKeys(buckets, s.opts.BucketCount)
+	if len(prefixes) > maxCoverageBuckets || len(prefixes) >= s.opts.BucketCount/leaseItemsPerReadUnit {
+		prefixes = []string{leasePrefix}
+	}
+	var items []map[string]types.AttributeValue
+	for _, prefix := range prefixes {
+		found, err := s.readCoordinationItems(ctx, prefix)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, found...)
+	}
+	var out []outbox.LeaseState
+	for _, l := range s.coordinationView(items).Leases {
+		if slices.Contains(buckets, l.Bucket) {
+			out = append(out, l)
+		}
+	}
+	return out, nil
 }
 
 // coverageLeaseKeys returns the lease sort keys of the distinct buckets of

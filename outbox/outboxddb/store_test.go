@@ -531,7 +531,7 @@ func TestRelease_IsNotUndoneByTheHeartbeatOfTheRoundTheStopCancelled(t *testing.
 	if _, err := stale.ReleaseLeases(t.Context(), f.request("relay-b")); err != nil {
 		t.Fatal(err)
 	}
-	ok, err := stale.heartbeat(t.Context(), "relay-b", outbox.Ticks(cancelledRound))
+	ok, err := stale.heartbeat(t.Context(), "relay-b", outbox.Ticks(cancelledRound), true)
 	if err != nil || ok {
 		t.Fatalf("late heartbeat accepted = %v, %v; the stopped stamp must refuse it", ok, err)
 	}
