@@ -100,6 +100,15 @@ func isLoopback(endpoint string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// allBuckets returns 0, 1, ..., count-1.
+func allBuckets(count int) []int {
+	all := make([]int, count)
+	for b := range all {
+		all[b] = b
+	}
+	return all
+}
+
 // bucketCountFlag registers --bucket-count (and its synonym --count) with
 // the default from SPILLWAY_BUCKET_COUNT, else 8.
 func bucketCountFlag(fs *flag.FlagSet) *int {

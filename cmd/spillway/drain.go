@@ -200,10 +200,7 @@ func (f *drainFleet) drain(ctx context.Context, o drainOptions, stdout io.Writer
 // by a live-looking peer (perhaps a dead process whose leases have not
 // expired yet) are retried, not given up on, and their holders reported.
 func (f *drainFleet) relayUntilEmpty(ctx context.Context, r *outbox.Relay, end time.Time, o drainOptions) error {
-	all := make([]int, o.cfg.BucketCount)
-	for b := range all {
-		all[b] = b
-	}
+	all := allBuckets(o.cfg.BucketCount)
 	for {
 		// The run's deadline is the drain's: the relay keeps its stop
 		// margin before it, as under Lambda, so its leases are released

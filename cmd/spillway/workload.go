@@ -194,24 +194,33 @@ func (c *consumer) unique() int {
 
 // verdict compares what was consumed with what was enqueued.
 type verdict struct {
-	Enqueued      int    `json:"enqueued"`
-	Delivered     int    `json:"deliveredUnique"`
-	Records       int    `json:"records"`
-	Duplicates    int    `json:"duplicates"`
-	Missing       int    `json:"missing"`
-	MissingHeader int    `json:"withoutMessageIdHeader"`
-	KeysChecked   int    `json:"keysChecked"`
-	OrderBroken   int    `json:"keysOutOfOrder"`
-	FirstProblem  string `json:"firstProblem,omitempty"`
+	Enqueued      int `json:"enqueued"`
+	Delivered     int `json:"deliveredUnique"`
+	Records       int `json:"records"`
+	Duplicates    int `json:"duplicates"`
+	Missing       int `json:"missing"`
+	MissingHeader int `json:"withoutMessageIdHeader"`
+	// KeysChecked counts the message keys, Topics the topics they write
+	// to, PairsChecked the topic/key pairs: Kafka orders a key within
+	// one topic, so each pair is checked on its own.
+	KeysChecked  int `json:"keysChecked"`
+	Topics       int `json:"topics"`
+	PairsChecked int `json:"topicKeyPairsChecked"`
+	// OrderBroken counts the topic/key pairs delivered out of order.
+	OrderBroken  int    `json:"pairsOutOfOrder"`
+	FirstProblem string `json:"firstProblem,omitempty"`
 }
 
 func (c *consumer) check(order map[string][]string) verdict {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	v := verdict{Delivered: len(c.seen), Records: c.total, MissingHeader: c.noID, Duplicates: c.total - c.noID - len(c.seen)}
+	keys, topics := map[string]bool{}, map[string]bool{}
 	for key, ids := range order {
+		topic, k, _ := strings.Cut(key, "/")
+		keys[k], topics[topic] = true, true
 		v.Enqueued += len(ids)
-		v.KeysChecked++
+		v.PairsChecked++
 		for _, id := range ids {
 			if c.seen[id] == 0 {
 				v.Missing++
@@ -224,6 +233,7 @@ func (c *consumer) check(order map[string][]string) verdict {
 			}
 		}
 	}
+	v.KeysChecked, v.Topics = len(keys), len(topics)
 	return v
 }
 
