@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -139,5 +140,17 @@ func TestOperatorCommandsAgainstAnEndpoint(t *testing.T) {
 	code, out, _ = cli(t, append([]string{"status"}, flags...)...)
 	if code != 0 || !strings.Contains(out, "0 pending") || !strings.Contains(out, "stopped") {
 		t.Fatalf("status after drain: exit %d:\n%s", code, out)
+	}
+}
+
+func TestVersionNamesTheBuildAndGo(t *testing.T) {
+	code, out, errs := cli(t, "version")
+	if code != 0 || !strings.HasPrefix(out, "spillway ") || !strings.Contains(out, runtime.Version()) {
+		t.Fatalf("version: exit %d, %q %q; want the version and %s", code, out, errs, runtime.Version())
+	}
+	defer func(v string) { version = v }(version)
+	version = "v0.1.0-3-gabcdef"
+	if _, out, _ := cli(t, "version"); !strings.HasPrefix(out, "spillway v0.1.0-3-gabcdef (go") {
+		t.Errorf("version with -X main.version: %q", out)
 	}
 }

@@ -51,6 +51,7 @@ var commands = map[string]command{
 	"enqueue":      {"store messages given as the enqueue function's JSON (from a file or stdin)", runEnqueue},
 	"generation":   {"show, seal or finish the retirement of a generation (key prefix and bucket count)", runGeneration},
 	"parked":       {"list, replay or drop messages quarantined under SPILLWAY_POISON_POLICY=quarantine", runParked},
+	"version":      {"print the version of this build and the Go version", runVersion},
 	"run":          {"run the whole system on embedded DynamoDB and Kafka with a demo workload", runRun},
 	"status":       {"show each bucket's backlog and lease, and the relays' heartbeats", runStatus},
 }
