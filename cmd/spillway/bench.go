@@ -36,7 +36,7 @@ type benchScenario struct {
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench", "bench [--scenario NAME,...] [--messages N] [--json] [--plot FILE.svg] [--profile-dir DIR] [--dynamodb-endpoint URL] [--brokers HOST:PORT]", stderr)
+	fs := newFlagSet("bench", stdout)
 	endpoint := fs.String("dynamodb-endpoint", os.Getenv(outboxconf.EnvDynamoDBEndpoint),
 		fmt.Sprintf("external DynamoDB endpoint URL (env %s; default: the embedded server)", outboxconf.EnvDynamoDBEndpoint))
 	brokers := fs.String("brokers", os.Getenv(outboxconf.EnvKafkaBrokers),

@@ -36,7 +36,7 @@ type drainOptions struct {
 }
 
 func runDrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	o, err := parseDrainFlags(args, stderr)
+	o, err := parseDrainFlags(args, stdout, stderr)
 	if err != nil {
 		return err
 	}
@@ -48,9 +48,9 @@ func runDrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return f.drain(ctx, o, stdout)
 }
 
-func parseDrainFlags(args []string, stderr io.Writer) (drainOptions, error) {
-	fs := newFlagSet("drain", "drain --table NAME --brokers HOST:PORT [--relays N] [--timeout D]", stderr)
-	ef := addEndpointFlags(fs)
+func parseDrainFlags(args []string, stdout, stderr io.Writer) (drainOptions, error) {
+	fs := newFlagSet("drain", stdout)
+	ef := addTableFlags(fs).withOutbox().withBrokers()
 	relays := fs.Int("relays", 1, "relays to run concurrently, each with its own id")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this long")
 	progress := fs.Duration("progress", 2*time.Second, "interval between progress lines (0: none)")

@@ -67,7 +67,6 @@ func TestParkedListReplayDrop(t *testing.T) {
 		args []string
 		code int
 	}{
-		{[]string{"parked", "replay", "--message-id", ids[1]}, 2},
 		{[]string{"parked", "replay", "--message-id", "5c3e9f10-7b2a-4d6e-8f41-a2b3c4d5e6f7", "--yes"}, 1},
 		{[]string{"parked", "replay", "--all", "--key-base64", "aw==", "--yes"}, 2},
 		{[]string{"parked", "drop", "--message-id", "5c3e9f10-7b2a-4d6e-8f41-a2b3c4d5e6f7", "--yes"}, 1},
@@ -77,6 +76,15 @@ func TestParkedListReplayDrop(t *testing.T) {
 		if code, _, errs := cli(t, append(c.args, flags...)...); code != c.code || errs == "" {
 			t.Errorf("%v: exit %d (%s), want %d and a reason", c.args, code, errs, c.code)
 		}
+	}
+
+	// Without --yes, a dry run: it shows what it would do and how, exit 0.
+	code, out, errs = cli(t, append([]string{"parked", "replay", "--message-id", ids[1]}, flags...)...)
+	if code != 0 || !strings.Contains(out, ids[1]) || !strings.Contains(out, ids[2]) || !strings.Contains(out, "dry run") || !strings.Contains(out, "--yes") {
+		t.Fatalf("replay without --yes: exit %d: %s %s; want 0, both messages, the dry run and --yes", code, out, errs)
+	}
+	if code, out, _ := cli(t, append([]string{"parked", "list"}, flags...)...); code != 0 || !strings.Contains(out, "3 parked") {
+		t.Fatalf("parked list after a dry run: exit %d:\n%s", code, out)
 	}
 
 	// Replaying message 1 takes its key's message 2 along, in order.

@@ -63,9 +63,9 @@ type runFlags struct {
 	serve, asJSON, verbose      bool
 }
 
-func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
+func parseRunFlags(args []string, stdout io.Writer) (runFlags, error) {
 	var f runFlags
-	fs := newFlagSet("run", "run [--messages N] [--keys N] [--concurrency N] [--timeout D] [--tracing off|otel] [--serve] [--json]", stderr)
+	fs := newFlagSet("run", stdout)
 	fs.IntVar(&f.messages, "messages", 3000, "demo messages to enqueue")
 	fs.IntVar(&f.keys, "keys", 60, "distinct message keys")
 	fs.IntVar(&f.concurrency, "concurrency", 4, "reserved concurrency of the relay function (execution environments)")
@@ -101,7 +101,7 @@ type demo struct {
 }
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	flags, err := parseRunFlags(args, stderr)
+	flags, err := parseRunFlags(args, stdout)
 	if err != nil {
 		return err
 	}

@@ -42,8 +42,8 @@ type relayStatus struct {
 }
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("status", "status --table NAME [--dynamodb-endpoint URL] [--json]", stderr)
-	ef := addEndpointFlags(fs)
+	fs := newFlagSet("status", stdout)
+	ef := addTableFlags(fs).withOutbox()
 	asJSON := fs.Bool("json", false, "print JSON")
 	verbose := fs.Bool("v", false, "log the store's activity")
 	if err := parse(fs, args); err != nil {

@@ -14,7 +14,7 @@ import (
 var version = ""
 
 func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("version", "version", stderr)
+	fs := newFlagSet("version", stdout)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
