@@ -96,16 +96,22 @@ func (f *endpointFlags) config() (outboxlambda.Config, error) {
 // explain turns a configuration error into a sentence for the operator:
 // the flag first, the variable as the other way to set it.
 func (f *endpointFlags) explain(err error) string {
+	return explainConfig(err, f.names, f.set())
+}
+
+// explainConfig is explain for the flags names (by variable), of which set
+// were given.
+func explainConfig(err error, names map[string]string, set map[string]bool) string {
 	var ce *outboxlambda.ConfigError
 	if !errors.As(err, &ce) {
 		return err.Error()
 	}
 	var pairs []string
-	for env, name := range f.names {
+	for env, name := range names {
 		pairs = append(pairs, env, "--"+name)
 	}
 	problem := strings.NewReplacer(pairs...).Replace(ce.Problem)
-	name, ok := f.names[ce.Variable]
+	name, ok := names[ce.Variable]
 	switch {
 	case !ok:
 		return fmt.Sprintf("%s=%q: %s", ce.Variable, ce.Value, problem)
@@ -114,7 +120,7 @@ func (f *endpointFlags) explain(err error) string {
 			return fmt.Sprintf("--%s is required (or set %s)", name, ce.Variable)
 		}
 		return fmt.Sprintf("--%s is %s (or set %s)", name, problem, ce.Variable)
-	case f.set()[name] || (name == "bucket-count" && f.set()["count"]):
+	case set[name] || (name == "bucket-count" && set["count"]):
 		return fmt.Sprintf("--%s %s: %s", name, ce.Value, problem)
 	default:
 		return fmt.Sprintf("%s=%q, the default of --%s: %s", ce.Variable, ce.Value, name, problem)

@@ -277,7 +277,7 @@ func kafkaConfig(ctx context.Context, cfg outboxlambda.Config) (outboxkafka.Conf
 	}
 	kcfg, err := cfg.KafkaConfig(ctx, secrets)
 	if err != nil {
-		return outboxkafka.Config{}, usagef("%v", err)
+		return outboxkafka.Config{}, usageError{explainConfig(err, map[string]string{outboxconf.EnvKafkaBrokers: "brokers"}, nil)}
 	}
 	return kcfg, nil
 }

@@ -67,7 +67,7 @@ func parseRunFlags(args []string, stdout io.Writer) (runFlags, error) {
 	var f runFlags
 	fs := newFlagSet("run", stdout)
 	fs.IntVar(&f.messages, "messages", 3000, "demo messages to enqueue")
-	fs.IntVar(&f.keys, "keys", 60, "distinct message keys")
+	fs.IntVar(&f.keys, "keys", 60, "distinct message keys; each writes to both demo topics")
 	fs.IntVar(&f.concurrency, "concurrency", 4, "reserved concurrency of the relay function (execution environments)")
 	fs.DurationVar(&f.timeout, "timeout", 15*time.Second, "relay function timeout (each invocation's deadline)")
 	fs.DurationVar(&f.schedule, "schedule", 5*time.Second, "interval of the schedule's sweep invocations (1 minute on AWS)")
