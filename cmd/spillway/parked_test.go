@@ -63,6 +63,28 @@ func TestParkedListReplayDrop(t *testing.T) {
 	}
 
 	// Refusals: no --yes, an unknown id, two selectors.
+	// status counts them per bucket, beside the pending messages.
+	var st statusView
+	code, out, errs = cli(t, append([]string{"status", "--json"}, flags...)...)
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil {
+		t.Fatalf("status: exit %d: %s %s", code, out, errs)
+	}
+	perBucket := map[int]int64{}
+	for _, p := range listed {
+		perBucket[p.Bucket]++
+	}
+	for _, b := range st.Buckets {
+		if b.Parked != perBucket[b.Bucket] {
+			t.Errorf("status: bucket %d parked %d, want %d", b.Bucket, b.Parked, perBucket[b.Bucket])
+		}
+	}
+	if st.Parked != 3 {
+		t.Errorf("status: %d parked, want 3", st.Parked)
+	}
+	if _, out, _ := cli(t, append([]string{"status"}, flags...)...); !strings.Contains(out, "0 pending, 3 parked") || !strings.Contains(out, "PARKED") {
+		t.Errorf("status text lacks the parked counts:\n%s", out)
+	}
+
 	for _, c := range []struct {
 		args []string
 		code int
