@@ -101,7 +101,8 @@ run: ## Run the whole system on the embedded default (in-process DynamoDB and Ka
 synth: build infra/node_modules ## cdk synth without AWS credentials into cdk.out/ (placeholder MSK cluster and VPC; see infra/README.md).
 	./infra/node_modules/.bin/cdk synth -q \
 	  -c mskClusterArn=arn:aws:kafka:us-east-1:123456789012:cluster/demo/11111111-2222-3333-4444-555555555555-1 \
-	  -c topics=orders -c vpcId=vpc-0123456789abcdef0 -c vpcCidr=10.0.0.0/16 -c subnetIds=subnet-0a,subnet-0b
+	  -c topics=orders -c vpcId=vpc-0123456789abcdef0 -c vpcCidr=10.0.0.0/16 -c subnetIds=subnet-0a,subnet-0b \
+	  -c alarms=none
 
 # Benchmarks: Go micro-benchmarks of the hot paths, then `spillway bench`
 # (throughput, DynamoDB cost per message, idle cost, latency) on the
