@@ -13,8 +13,9 @@ import (
 // SPILLWAY_SORT_KEY, SPILLWAY_KEY_PREFIX, SPILLWAY_BUCKET_COUNT,
 // SPILLWAY_TOPICS and SPILLWAY_GENERATION_CHECK, each with the functions'
 // default when unset. getenv is os.Getenv outside tests. The error is an
-// *outboxconf.VariableError naming the first unusable variable; it matches
-// outbox.ErrMisconfigured.
+// *outboxconf.VariableError naming the first unusable variable, or for what
+// no single variable decides (equal key attribute names) the options'
+// validation error; both match outbox.ErrMisconfigured.
 func OptionsFromEnv(getenv func(string) string) (Options, error) {
 	env := outboxconf.NewEnv(getenv)
 	o := Options{
