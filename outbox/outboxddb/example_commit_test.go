@@ -31,7 +31,7 @@ func ExampleWriter_Commit() {
 	writer, err := outboxddb.NewWriter(db.Client, outboxddb.Options{
 		TableName: "orders-outbox",
 		// The topics the relay publishes to: a typo is refused here, not
-		// parked in the outbox where it would block its bucket.
+		// stored where the relay could never publish it.
 		Topics: []string{"orders"},
 	})
 	if err != nil {
