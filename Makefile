@@ -8,6 +8,9 @@ FUZZTIME ?= 30s
 # Per test binary: the simulations (fleet, steady, e2e) take minutes under -race
 # on 2 cores, and the default 10 minutes leaves too little headroom.
 TEST_TIMEOUT ?= 30m
+# The version `spillway version` prints: the nearest tag, commits since, and
+# the commit (git describe), or "dev" outside a git checkout.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 .DEFAULT_GOAL := help
@@ -88,7 +91,7 @@ OPS_TAGS := spillway.ops
 
 .PHONY: cli
 cli: ## Build the operator CLI for this machine into bin/spillway (-tags spillway.ops: no run, bench or embedded backends). GOOS/GOARCH=... to cross-build.
-	CGO_ENABLED=0 $(GO) build -tags $(OPS_TAGS) -trimpath -ldflags='-s -w' -o $(BIN)/spillway ./cmd/spillway
+	CGO_ENABLED=0 $(GO) build -tags $(OPS_TAGS) -trimpath -ldflags='-s -w -X main.version=$(VERSION)' -o $(BIN)/spillway ./cmd/spillway
 
 .PHONY: run
 run: ## Run the whole system on the embedded default (in-process DynamoDB and Kafka): demo workload, summary. ARGS=... for flags.
@@ -98,7 +101,8 @@ run: ## Run the whole system on the embedded default (in-process DynamoDB and Ka
 synth: build infra/node_modules ## cdk synth without AWS credentials into cdk.out/ (placeholder MSK cluster and VPC; see infra/README.md).
 	./infra/node_modules/.bin/cdk synth -q \
 	  -c mskClusterArn=arn:aws:kafka:us-east-1:123456789012:cluster/demo/11111111-2222-3333-4444-555555555555-1 \
-	  -c topics=orders -c vpcId=vpc-0123456789abcdef0 -c vpcCidr=10.0.0.0/16 -c subnetIds=subnet-0a,subnet-0b
+	  -c topics=orders -c vpcId=vpc-0123456789abcdef0 -c vpcCidr=10.0.0.0/16 -c subnetIds=subnet-0a,subnet-0b \
+	  -c alarms=none
 
 # Benchmarks: Go micro-benchmarks of the hot paths, then `spillway bench`
 # (throughput, DynamoDB cost per message, idle cost, latency) on the

@@ -76,8 +76,9 @@ var contextKeys = []contextKey{
 	{"dynamoDbEndpoint", "create a DynamoDB gateway endpoint (default false)"},
 	{"lambdaEndpoint", "create a Lambda interface endpoint for the relay's wake-ups (default false)"},
 	{"dynamoDbPrefixListId", "DynamoDB prefix list id; narrows the relay's HTTPS egress to it and the VPC CIDR"},
-	{"alarmTopicArn", "existing SNS topic for alarm notifications"},
-	{"alarmEmail", "e-mail address subscribed to a created, encrypted alarm topic"},
+	{"alarmTopicArn", "existing SNS topic for alarm notifications; this, alarmEmail or alarms=none is required"},
+	{"alarmEmail", "e-mail address subscribed to a created, encrypted alarm topic; this, alarmTopicArn or alarms=none is required"},
+	{"alarms", "notify (default: needs alarmEmail or alarmTopicArn) or none (deploy the alarms without notifications, an explicit opt-out)"},
 	{"alarmOldestPendingAgeSeconds", "OldestPendingAge alarm threshold in seconds (default 300)"},
 	{"alarmPublishFailures", "PublishFailures alarm threshold per minute, 5 minutes in a row (default 0)"},
 	{"alarmDurationPercent", "relay p99 duration alarm, percent of the timeout (default: timeout minus half the stop margin)"},
@@ -306,6 +307,7 @@ func configFromContext(get func(string) any) (appConfig, error) {
 		}
 	}
 	r.errs = append(r.errs, mskNetworkCheck(r, c.outbox)...)
+	r.errs = append(r.errs, alarmTargetCheck(r, c.outbox.Alarms)...)
 	if c.existingTableName != "" && c.existingTableArn != "" {
 		r.errs = append(r.errs, errors.New("context: give existingTableName or existingTableArn, not both"))
 	}
@@ -342,6 +344,24 @@ func mskNetworkCheck(r *contextReader, o spillway.OutboxProps) []error {
 		return []error{errors.New("context: an MSK cluster (mskClusterArn) listens on private addresses inside its VPC, and a relay outside any VPC cannot reach it: " +
 			"add -c vpcId=vpc-… -c vpcCidr=10.0.0.0/16 -c subnetIds=subnet-a,subnet-b (private subnets that reach the brokers; brokerSecurityGroupId to open the brokers' security group), " +
 			"or -c mskPublicAccess=true -c brokers=<public bootstrap brokers> if the cluster has public access turned on")}
+	}
+	return nil
+}
+
+// errNoAlarmTarget says the alarms would notify nobody.
+var errNoAlarmTarget = errors.New("context: the alarms would notify nobody: give -c alarmEmail=ops@example.com (a created, encrypted topic) " +
+	"or -c alarmTopicArn=arn:aws:sns:<region>:<account>:<topic> (an existing topic), or -c alarms=none to deploy them without notifications")
+
+// alarmTargetCheck refuses alarms without a target unless alarms=none says
+// so: a stuck outbox that alarms to nobody looks like a healthy one.
+func alarmTargetCheck(r *contextReader, a spillway.AlarmProps) []error {
+	switch opt := r.str("alarms", "notify"); {
+	case opt != "notify" && opt != "none":
+		return []error{fmt.Errorf("context \"alarms\": %q is not notify or none", opt)}
+	case opt == "none" && (a.TopicArn != "" || a.Email != ""):
+		return []error{errors.New("context: alarms=none contradicts alarmEmail/alarmTopicArn; drop one")}
+	case opt == "notify" && a.TopicArn == "" && a.Email == "":
+		return []error{errNoAlarmTarget}
 	}
 	return nil
 }

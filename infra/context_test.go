@@ -23,7 +23,7 @@ func fromMap(m map[string]any, asked *[]string) func(string) any {
 }
 
 func TestContextDefaultsLeaveOutboxDefaultsInCharge(t *testing.T) {
-	c, err := configFromContext(fromMap(nil, nil))
+	c, err := configFromContext(fromMap(map[string]any{"alarms": "none"}, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestEveryContextKeyIsReadAndParsed(t *testing.T) {
 		"brokerPort": "9096", "mskPublicAccess": "false",
 		"vpcId": "vpc-1", "vpcCidr": "10.0.0.0/16", "subnetIds": "subnet-1,subnet-2", "routeTableIds": "rtb-1",
 		"brokerSecurityGroupId": "sg-1", "dynamoDbEndpoint": "true", "lambdaEndpoint": "true", "dynamoDbPrefixListId": "pl-1",
-		"alarmTopicArn": "arn:aws:sns:eu-west-1:123456789012:ops", "alarmEmail": "ops@example.com",
+		"alarmTopicArn": "arn:aws:sns:eu-west-1:123456789012:ops", "alarmEmail": "ops@example.com", "alarms": "notify",
 		"alarmOldestPendingAgeSeconds": "120", "alarmPublishFailures": "2", "alarmDurationPercent": "95.5",
 		"tracing": "otel", "otelCollectorLayerArn": "arn:aws:lambda:eu-west-1:901920570463:layer:aws-otel-collector-arm64-ver-0-117-0:1",
 		"otelEndpoint": "http://localhost:4318",
@@ -124,7 +124,7 @@ func TestEveryContextKeyIsReadAndParsed(t *testing.T) {
 
 func TestCdkJSONValuesAreAcceptedWithTheirJSONTypes(t *testing.T) {
 	c, err := configFromContext(fromMap(map[string]any{
-		"bucketCount": 4.0, "streamsTrigger": true, "topics": []any{"a", "b"}, "logRetentionDays": 7.0,
+		"bucketCount": 4.0, "streamsTrigger": true, "topics": []any{"a", "b"}, "logRetentionDays": 7.0, "alarms": "none",
 	}, nil))
 	if err != nil {
 		t.Fatal(err)
@@ -176,6 +176,32 @@ func TestReadmeDocumentsEveryContextKey(t *testing.T) {
 	for _, k := range contextKeys {
 		if !strings.Contains(string(readme), "`"+k.name+"`") {
 			t.Errorf("README.md does not document context key `%s`", k.name)
+		}
+	}
+}
+
+// A stack whose alarms notify nobody looks healthy while it is stuck:
+// synthesis wants a target or the explicit opt-out.
+func TestAlarmsNeedATargetOrAnExplicitOptOut(t *testing.T) {
+	for name, tc := range map[string]struct {
+		ctx  map[string]any
+		want string
+	}{
+		"no target":             {map[string]any{}, "-c alarmEmail="},
+		"opt-out with a target": {map[string]any{"alarms": "none", "alarmEmail": "ops@example.com"}, "alarms=none contradicts"},
+		"unknown value":         {map[string]any{"alarms": "off"}, `"off" is not notify or none`},
+	} {
+		_, err := configFromContext(fromMap(tc.ctx, nil))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error containing %q", name, err, tc.want)
+		}
+		if name == "no target" && (!strings.Contains(err.Error(), "alarmTopicArn") || !strings.Contains(err.Error(), "alarms=none")) {
+			t.Errorf("%s: %v does not name alarmTopicArn and alarms=none", name, err)
+		}
+	}
+	for _, ctx := range []map[string]any{{"alarms": "none"}, {"alarmEmail": "ops@example.com"}, {"alarmTopicArn": "arn:aws:sns:eu-west-1:123456789012:ops"}} {
+		if _, err := configFromContext(fromMap(ctx, nil)); err != nil {
+			t.Errorf("context %v: %v", ctx, err)
 		}
 	}
 }

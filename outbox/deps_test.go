@@ -47,7 +47,9 @@ func TestDependenciesAreStandardLibraryOnly(t *testing.T) {
 // the embedded backends for its local commands (run, bench) but never the
 // testing package; its operator build (-tags spillway.ops) links neither
 // the embedded backends nor the Lambda emulator and the simulations; the
-// Lambda functions link neither test code nor the embedded servers.
+// Lambda functions link neither test code nor the embedded servers; a
+// service's writer with wake-ups (outboxwake) links neither Kafka nor a
+// tracing SDK.
 func TestBinaryDependencies(t *testing.T) {
 	t.Parallel()
 	const module = "github.com/spillway-dev/spillway"
@@ -66,6 +68,8 @@ func TestBinaryDependencies(t *testing.T) {
 		{"../functions/relay", "", embedded, module + "/outbox/outboxlambda"},
 		{"../functions/enqueue", "", embedded, module + "/outbox/outboxlambda"},
 		{"../functions/consumer", "", embedded, module + "/outbox/outboxinbox"},
+		{"./outboxwake", "", append([]string{"github.com/twmb/franz-go/pkg/kgo", "github.com/aws/aws-xray-sdk-go/xray",
+			"go.opentelemetry.io/otel", module + "/outbox/outboxlambda"}, embedded...), "github.com/aws/aws-sdk-go-v2/service/lambda"},
 	} {
 		t.Run(c.dir+" "+c.tags, func(t *testing.T) {
 			t.Parallel()

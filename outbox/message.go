@@ -27,9 +27,14 @@ type Message struct {
 	Headers []byte
 	// Partition, when non-nil, is the explicit Kafka partition.
 	Partition *int32
-	// Bucket is the ordering bucket, 0 <= Bucket < the bucket count the
-	// message was built with.
+	// Bucket is the ordering bucket, 0 <= Bucket < BucketCount.
 	Bucket int
+	// BucketCount is the bucket count Bucket was computed for: NewMessage
+	// sets it, a writer refuses a message built for another count than its
+	// own (the message would land in a bucket its key does not hash to
+	// there), and outboxddb sets it on what it fetches from the item's stamp.
+	// Zero means not known, and is not checked.
+	BucketCount int
 	// CreatedAt is the enqueue time. It drives the oldest-pending-age metric
 	// and the commit-to-ack latency; it is never the record timestamp.
 	CreatedAt time.Time
@@ -98,6 +103,6 @@ func NewMessage(topic string, key, value []byte, opts MessageOptions) (Message, 
 	if err != nil {
 		return Message{}, fmt.Errorf("new message for topic %q: %w", topic, err)
 	}
-	m.Bucket = bucket
+	m.Bucket, m.BucketCount = bucket, bucketCount
 	return m, nil
 }

@@ -36,7 +36,7 @@ type benchScenario struct {
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench", "bench [--scenario NAME,...] [--messages N] [--json] [--plot FILE.svg] [--profile-dir DIR] [--dynamodb-endpoint URL] [--brokers HOST:PORT]", stderr)
+	fs := newFlagSet("bench", stdout)
 	endpoint := fs.String("dynamodb-endpoint", os.Getenv(outboxconf.EnvDynamoDBEndpoint),
 		fmt.Sprintf("external DynamoDB endpoint URL (env %s; default: the embedded server)", outboxconf.EnvDynamoDBEndpoint))
 	brokers := fs.String("brokers", os.Getenv(outboxconf.EnvKafkaBrokers),
@@ -48,7 +48,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	scenario := fs.String("scenario", "all", "scenarios to run, comma-separated: all or "+strings.Join(names, ", "))
 	messages := fs.Int("messages", 0, "messages per throughput case and samples per latency series (default: the scenario's: 5000 and 60)")
 	asJSON := fs.Bool("json", false, "print the results as JSON instead of tables")
-	profileDir := fs.String("profile-dir", "", "write the labelled CPU profile of every throughput case to this directory (go tool pprof -tagfocus component=spillway)")
+	profileDir := fs.String("profile-dir", "", "write the labelled CPU profile of every throughput case to this directory (go tool pprof --tagfocus component=spillway)")
 	plotFile := fs.String("plot", "", "write the economy scenario's picture (USD per month against messages per second, log-log) to this SVG file")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	if err := parse(fs, args); err != nil {

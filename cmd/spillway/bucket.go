@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -11,14 +12,18 @@ import (
 )
 
 func runBucket(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bucket", "bucket (--key K | --key-base64 B | --message-id UUID) [--partition P] [--bucket-count N]", stderr)
+	fs := newFlagSet("bucket", stdout)
 	key := fs.String("key", "", "the message key as UTF-8 text (an empty value is a real, empty key)")
 	keyB64 := fs.String("key-base64", "", "the message key as base64 bytes")
 	id := fs.String("message-id", "", "the message id of a keyless message")
 	partition := fs.Int("partition", -1, "explicit Kafka partition (overrides key and id)")
-	count := bucketCountFlag(fs)
+	count := bucketCountFlag(fs.FlagSet)
+	asJSON := fs.Bool("json", false, "print {\"bucket\": B, \"bucketCount\": N}")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *count < 1 {
+		return usagef("--bucket-count must be at least 1, got %d", *count)
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -59,7 +64,14 @@ func runBucket(_ context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	b, err := outbox.ComputeBucket(k, mid, *count, p)
 	if err != nil {
-		return usagef("%v", err)
+		// The flags were checked above; this is a bug, not the operator's.
+		return fmt.Errorf("compute the bucket: %w", err)
+	}
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(struct {
+			Bucket      int `json:"bucket"`
+			BucketCount int `json:"bucketCount"`
+		}{b, *count})
 	}
 	_, err = fmt.Fprintln(stdout, b)
 	return err

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
@@ -139,5 +141,46 @@ func TestOperatorCommandsAgainstAnEndpoint(t *testing.T) {
 	code, out, _ = cli(t, append([]string{"status"}, flags...)...)
 	if code != 0 || !strings.Contains(out, "0 pending") || !strings.Contains(out, "stopped") {
 		t.Fatalf("status after drain: exit %d:\n%s", code, out)
+	}
+}
+
+func TestVersionNamesTheBuildAndGo(t *testing.T) {
+	code, out, errs := cli(t, "version")
+	if code != 0 || !strings.HasPrefix(out, "spillway ") || !strings.Contains(out, runtime.Version()) {
+		t.Fatalf("version: exit %d, %q %q; want the version and %s", code, out, errs, runtime.Version())
+	}
+	defer func(v string) { version = v }(version)
+	version = "v0.1.0-3-gabcdef"
+	if _, out, _ := cli(t, "version"); !strings.HasPrefix(out, "spillway v0.1.0-3-gabcdef (go") {
+		t.Errorf("version with -X main.version: %q", out)
+	}
+}
+
+// TestErrorsNameTheFlag: configuration errors name the flag first and the
+// variable as the other way to set it, in a sentence without package
+// prefixes.
+func TestErrorsNameTheFlag(t *testing.T) {
+	t.Setenv(outboxconf.EnvTable, "")
+	t.Setenv(outboxconf.EnvBucketCount, "")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"status"}, "spillway status: --table is required (or set SPILLWAY_TABLE)\n"},
+		{[]string{"status", "--table", "t", "--bucket-count", "0"}, "spillway status: --bucket-count 0: must be between 1 and 2147483647\n"},
+		{[]string{"parked", "list", "--table", "t", "--count", "-1"}, "spillway parked: --bucket-count -1: must be between 1 and 2147483647\n"},
+		{[]string{"bucket", "--key", "a", "--bucket-count", "0"}, "spillway bucket: --bucket-count must be at least 1, got 0\n"},
+		{[]string{"drain", "--table", "t"}, "spillway drain: --brokers is required by the relay: list the seed brokers as host:port,host:port (or set SPILLWAY_KAFKA_BROKERS)\n"},
+		{[]string{"drain", "--tablex", "t"}, "spillway drain: flag provided but not defined: -tablex (spillway help drain lists the flags)\n"},
+		{[]string{"help", "nonsense"}, "spillway help: unknown command \"nonsense\"; spillway help lists them\n"},
+	} {
+		code, _, errs := cli(t, c.args...)
+		if code != 2 || errs != c.want {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, errs, c.want)
+		}
+	}
+	t.Setenv(outboxconf.EnvBucketCount, "abc")
+	if _, _, errs := cli(t, "status", "--table", "t"); errs != "spillway status: SPILLWAY_BUCKET_COUNT=\"abc\", the default of --bucket-count: not a decimal integer\n" {
+		t.Errorf("a bad variable: %q", errs)
 	}
 }

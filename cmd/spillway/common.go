@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -22,35 +23,51 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 )
 
-// endpointFlags are the flags every command that talks to the table shares.
-// Each overrides the environment variable the functions read, so the CLI and
-// the functions agree on one configuration.
+// endpointFlags are the flags of the commands that talk to the table, each
+// overriding the environment variable the functions read, so the CLI and
+// the functions agree on one configuration. A command registers only the
+// flags it uses.
 type endpointFlags struct {
-	values map[string]*string
+	values map[string]*string // by environment variable
+	names  map[string]string  // flag name by environment variable
 	count  *int
-	fs     *flag.FlagSet
+	fs     *flagSet
 }
 
-func addEndpointFlags(fs *flag.FlagSet) *endpointFlags {
-	f := &endpointFlags{values: map[string]*string{}, fs: fs}
-	for _, d := range []struct{ name, env, help string }{
-		{"dynamodb-endpoint", outboxconf.EnvDynamoDBEndpoint, "DynamoDB endpoint URL (default: the regional endpoint)"},
-		{"table", outboxconf.EnvTable, "outbox table name"},
-		{"key-prefix", outboxconf.EnvKeyPrefix, "prefix of every outbox partition key (default OUTBOX)"},
-		{"brokers", outboxconf.EnvKafkaBrokers, "Kafka seed brokers, host:port,host:port"},
-	} {
-		f.values[d.env] = fs.String(d.name, "", fmt.Sprintf("%s (env %s)", d.help, d.env))
-	}
-	f.count = bucketCountFlag(fs)
+// addTableFlags registers --dynamodb-endpoint and --table.
+func addTableFlags(fs *flagSet) *endpointFlags {
+	f := &endpointFlags{values: map[string]*string{}, names: map[string]string{}, fs: fs}
+	f.add("dynamodb-endpoint", outboxconf.EnvDynamoDBEndpoint, "DynamoDB endpoint `URL` (default: the regional endpoint)")
+	f.add("table", outboxconf.EnvTable, "the `NAME` of the outbox table")
 	return f
+}
+
+// withOutbox adds --key-prefix and --bucket-count, which say where a
+// message's bucket lies.
+func (f *endpointFlags) withOutbox() *endpointFlags {
+	f.add("key-prefix", outboxconf.EnvKeyPrefix, "the `PREFIX` of every outbox partition key (default OUTBOX)")
+	f.count = bucketCountFlag(f.fs.FlagSet)
+	f.names[outboxconf.EnvBucketCount] = "bucket-count"
+	return f
+}
+
+// withBrokers adds --brokers.
+func (f *endpointFlags) withBrokers() *endpointFlags {
+	f.add("brokers", outboxconf.EnvKafkaBrokers, "Kafka seed brokers, `HOST:PORT,...`")
+	return f
+}
+
+// add registers a string flag overriding env.
+func (f *endpointFlags) add(name, env, help string) {
+	f.values[env] = f.fs.String(name, "", fmt.Sprintf("%s (env %s)", help, env))
+	f.names[env] = name
 }
 
 // getenv returns the environment with the flags that were set laid over it.
 func (f *endpointFlags) getenv() func(string) string {
-	set := map[string]bool{}
-	f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	set := f.set()
 	return func(key string) string {
-		if key == outboxconf.EnvBucketCount && (set["bucket-count"] || set["count"]) {
+		if key == outboxconf.EnvBucketCount && f.count != nil && (set["bucket-count"] || set["count"]) {
 			return strconv.Itoa(*f.count)
 		}
 		if p, ok := f.values[key]; ok && *p != "" {
@@ -60,9 +77,54 @@ func (f *endpointFlags) getenv() func(string) string {
 	}
 }
 
-// config loads the functions' configuration with the flags applied.
+func (f *endpointFlags) set() map[string]bool {
+	set := map[string]bool{}
+	f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	return set
+}
+
+// config loads the functions' configuration with the flags applied. An
+// unusable value is a usage error naming the flag that sets it.
 func (f *endpointFlags) config() (outboxlambda.Config, error) {
-	return outboxlambda.LoadConfig(f.getenv())
+	cfg, err := outboxlambda.LoadConfig(f.getenv())
+	if err != nil {
+		return cfg, usageError{f.explain(err)}
+	}
+	return cfg, nil
+}
+
+// explain turns a configuration error into a sentence for the operator:
+// the flag first, the variable as the other way to set it.
+func (f *endpointFlags) explain(err error) string {
+	return explainConfig(err, f.names, f.set())
+}
+
+// explainConfig is explain for the flags names (by variable), of which set
+// were given.
+func explainConfig(err error, names map[string]string, set map[string]bool) string {
+	var ce *outboxlambda.ConfigError
+	if !errors.As(err, &ce) {
+		return err.Error()
+	}
+	var pairs []string
+	for env, name := range names {
+		pairs = append(pairs, env, "--"+name)
+	}
+	problem := strings.NewReplacer(pairs...).Replace(ce.Problem)
+	name, ok := names[ce.Variable]
+	switch {
+	case !ok:
+		return fmt.Sprintf("%s=%q: %s", ce.Variable, ce.Value, problem)
+	case ce.Value == "" && strings.HasPrefix(ce.Problem, "required"):
+		if problem == "required, not set" {
+			return fmt.Sprintf("--%s is required (or set %s)", name, ce.Variable)
+		}
+		return fmt.Sprintf("--%s is %s (or set %s)", name, problem, ce.Variable)
+	case set[name] || (name == "bucket-count" && set["count"]):
+		return fmt.Sprintf("--%s %s: %s", name, ce.Value, problem)
+	default:
+		return fmt.Sprintf("%s=%q, the default of --%s: %s", ce.Variable, ce.Value, name, problem)
+	}
 }
 
 // dynamoClient returns a DynamoDB client for cfg. A loopback endpoint
@@ -98,6 +160,15 @@ func isLoopback(endpoint string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// allBuckets returns 0, 1, ..., count-1.
+func allBuckets(count int) []int {
+	all := make([]int, count)
+	for b := range all {
+		all[b] = b
+	}
+	return all
 }
 
 // bucketCountFlag registers --bucket-count (and its synonym --count) with

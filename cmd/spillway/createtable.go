@@ -14,8 +14,8 @@ import (
 )
 
 func runCreateTable(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("create-table", "create-table --table NAME [--dynamodb-endpoint URL] [--wait D]", stderr)
-	ef := addEndpointFlags(fs)
+	fs := newFlagSet("create-table", stdout)
+	ef := addTableFlags(fs)
 	wait := fs.Duration("wait", 5*time.Minute, "give up when the table is not active after this long")
 	progress := fs.Duration("progress", 5*time.Second, "interval between lines saying what the table is waiting for (0: none)")
 	if err := parse(fs, args); err != nil {

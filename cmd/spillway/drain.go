@@ -36,7 +36,7 @@ type drainOptions struct {
 }
 
 func runDrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	o, err := parseDrainFlags(args, stderr)
+	o, err := parseDrainFlags(args, stdout, stderr)
 	if err != nil {
 		return err
 	}
@@ -48,9 +48,9 @@ func runDrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return f.drain(ctx, o, stdout)
 }
 
-func parseDrainFlags(args []string, stderr io.Writer) (drainOptions, error) {
-	fs := newFlagSet("drain", "drain --table NAME --brokers HOST:PORT [--relays N] [--timeout D]", stderr)
-	ef := addEndpointFlags(fs)
+func parseDrainFlags(args []string, stdout, stderr io.Writer) (drainOptions, error) {
+	fs := newFlagSet("drain", stdout)
+	ef := addTableFlags(fs).withOutbox().withBrokers()
 	relays := fs.Int("relays", 1, "relays to run concurrently, each with its own id")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this long")
 	progress := fs.Duration("progress", 2*time.Second, "interval between progress lines (0: none)")
@@ -205,10 +205,7 @@ func (f *drainFleet) drain(ctx context.Context, o drainOptions, stdout io.Writer
 // by a live-looking peer (perhaps a dead process whose leases have not
 // expired yet) are retried, not given up on, and their holders reported.
 func (f *drainFleet) relayUntilEmpty(ctx context.Context, r *outbox.Relay, end time.Time, o drainOptions) error {
-	all := make([]int, o.cfg.BucketCount)
-	for b := range all {
-		all[b] = b
-	}
+	all := allBuckets(o.cfg.BucketCount)
 	for {
 		// The run's deadline is the drain's: the relay keeps its stop
 		// margin before it, as under Lambda, so its leases are released
@@ -285,7 +282,7 @@ func kafkaConfig(ctx context.Context, cfg outboxlambda.Config) (outboxkafka.Conf
 	}
 	kcfg, err := cfg.KafkaConfig(ctx, secrets)
 	if err != nil {
-		return outboxkafka.Config{}, usagef("%v", err)
+		return outboxkafka.Config{}, usageError{explainConfig(err, map[string]string{outboxconf.EnvKafkaBrokers: "brokers"}, nil)}
 	}
 	return kcfg, nil
 }

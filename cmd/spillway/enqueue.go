@@ -18,8 +18,8 @@ import (
 var errRefused = errors.New("request refused; nothing was written")
 
 func runEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("enqueue", "enqueue [--file FILE] --table NAME [--dynamodb-endpoint URL]", stderr)
-	ef := addEndpointFlags(fs)
+	fs := newFlagSet("enqueue", stdout)
+	ef := addTableFlags(fs).withOutbox()
 	file := fs.String("file", "-", "request JSON file, - for stdin (same format as the enqueue function)")
 	if err := parse(fs, args); err != nil {
 		return err

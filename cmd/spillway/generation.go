@@ -13,11 +13,8 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
 
-const generationSynopsis = "generation status [--json] | seal --yes | finish  " +
-	"(--previous-key-prefix P --previous-bucket-count N; --key-prefix and --bucket-count name the new generation)"
-
 func runGeneration(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return dispatch(ctx, "generation", generationSynopsis, []subcommand{
+	return dispatch(ctx, "generation", []subcommand{
 		{"status", runGenerationStatus},
 		{"seal", runGenerationSeal},
 		{"finish", runGenerationFinish},
@@ -32,13 +29,13 @@ type generationEnv struct {
 
 // openGenerations parses the shared flags (and extra, the command's own)
 // and opens a store on each generation.
-func openGenerations(ctx context.Context, name string, args []string, stderr io.Writer, extra func(*flag.FlagSet)) (*generationEnv, error) {
-	fs := newFlagSet("generation "+name, "generation "+name+" [flags]", stderr)
-	ef := addEndpointFlags(fs)
-	ef.values[outboxconf.EnvPreviousKeyPrefix] = fs.String("previous-key-prefix", "", fmt.Sprintf("key prefix of the generation being retired (env %s)", outboxconf.EnvPreviousKeyPrefix))
-	ef.values[outboxconf.EnvPreviousBucketCount] = fs.String("previous-bucket-count", "", fmt.Sprintf("bucket count of the generation being retired (env %s)", outboxconf.EnvPreviousBucketCount))
+func openGenerations(ctx context.Context, name string, args []string, stdout io.Writer, extra func(*flag.FlagSet)) (*generationEnv, error) {
+	fs := newFlagSet("generation "+name, stdout)
+	ef := addTableFlags(fs).withOutbox()
+	ef.add("previous-key-prefix", outboxconf.EnvPreviousKeyPrefix, "key prefix of the generation being retired")
+	ef.add("previous-bucket-count", outboxconf.EnvPreviousBucketCount, "bucket count of the generation being retired")
 	if extra != nil {
-		extra(fs)
+		extra(fs.FlagSet)
 	}
 	if err := parse(fs, args); err != nil {
 		return nil, err
@@ -49,7 +46,7 @@ func openGenerations(ctx context.Context, name string, args []string, stderr io.
 	}
 	previous, ok := cfg.Previous()
 	if !ok {
-		return nil, usagef("name the generation being retired with --previous-key-prefix and --previous-bucket-count (or %s and %s)",
+		return nil, usagef("name the generation being retired with --previous-key-prefix and --previous-bucket-count (or set %s and %s)",
 			outboxconf.EnvPreviousKeyPrefix, outboxconf.EnvPreviousBucketCount)
 	}
 	client, err := dynamoClient(ctx, cfg)
@@ -84,7 +81,7 @@ type generationStatus struct {
 
 func runGenerationStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var asJSON *bool
-	e, err := openGenerations(ctx, "status", args, stderr, func(fs *flag.FlagSet) { asJSON = fs.Bool("json", false, "print JSON") })
+	e, err := openGenerations(ctx, "status", args, stdout, func(fs *flag.FlagSet) { asJSON = fs.Bool("json", false, "print JSON") })
 	if err != nil {
 		return err
 	}
@@ -150,7 +147,7 @@ func timePtr(t time.Time) *time.Time {
 
 func runGenerationSeal(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var yes *bool
-	e, err := openGenerations(ctx, "seal", args, stderr, func(fs *flag.FlagSet) { yes = fs.Bool("yes", false, "seal (without: say what sealing means)") })
+	e, err := openGenerations(ctx, "seal", args, stdout, func(fs *flag.FlagSet) { yes = fs.Bool("yes", false, "seal (without: say what sealing means)") })
 	if err != nil {
 		return err
 	}
@@ -168,7 +165,7 @@ func runGenerationSeal(ctx context.Context, args []string, stdout, stderr io.Wri
 }
 
 func runGenerationFinish(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	e, err := openGenerations(ctx, "finish", args, stderr, nil)
+	e, err := openGenerations(ctx, "finish", args, stdout, nil)
 	if err != nil {
 		return err
 	}

@@ -12,8 +12,8 @@
 //
 //	spillway <command> [flags]
 //
-// Run `spillway help` for the commands and `spillway <command> -h` for a
-// command's flags. Every command reads the same environment variables as the
+// Run `spillway help` for the commands and `spillway help <command>` (or
+// `spillway <command> -h`) for a command's flags and examples. Every command reads the same environment variables as the
 // Lambda functions (SPILLWAY_TABLE, SPILLWAY_DYNAMODB_ENDPOINT, ...); flags
 // override them.
 package main
@@ -24,35 +24,33 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
-	"sort"
+	"slices"
 	"strings"
 	"syscall"
+	"text/tabwriter"
 )
-
-// command is one subcommand.
-type command struct {
-	summary string
-	run     runFunc
-}
 
 // localCommands run on the embedded backends, which the operator build
 // (-tags spillway.ops) leaves out.
 var localCommands = map[string]bool{"bench": true, "run": true}
 
-// commands lists every subcommand in one place, so the usage text and the
-// dispatch cannot disagree and no file registers itself from init.
-var commands = map[string]command{
-	"bench":        {"measure throughput, DynamoDB cost per message, idle cost and latency; print the table", runBench},
-	"bucket":       {"print the bucket a message lands in", runBucket},
-	"create-table": {"create the outbox table if it does not exist and wait until it is active", runCreateTable},
-	"drain":        {"relay until the outbox is empty (exit 0) or --timeout passes (exit 1)", runDrain},
-	"enqueue":      {"store messages given as the enqueue function's JSON (from a file or stdin)", runEnqueue},
-	"generation":   {"show, seal or finish the retirement of a generation (key prefix and bucket count)", runGeneration},
-	"parked":       {"list, replay or drop messages quarantined under SPILLWAY_POISON_POLICY=quarantine", runParked},
-	"run":          {"run the whole system on embedded DynamoDB and Kafka with a demo workload", runRun},
-	"status":       {"show each bucket's backlog and lease, and the relays' heartbeats", runStatus},
+// commands lists every subcommand in one place (their help is in docs), so
+// the usage text and the dispatch cannot disagree and no file registers
+// itself from init.
+var commands = map[string]runFunc{
+	"bench":        runBench,
+	"bucket":       runBucket,
+	"create-table": runCreateTable,
+	"drain":        runDrain,
+	"enqueue":      runEnqueue,
+	"generation":   runGeneration,
+	"parked":       runParked,
+	"run":          runRun,
+	"status":       runStatus,
+	"version":      runVersion,
 }
 
 func main() {
@@ -64,20 +62,27 @@ func main() {
 // runCLI dispatches args and returns the exit code: 0 on success, 2 for a
 // usage error, 1 for any other failure.
 func runCLI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		usage(stdout)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
 	}
-	cmd, ok := commands[args[0]]
+	switch args[0] {
+	case "-h", "--help":
+		args[0] = "help"
+	case "--version":
+		args[0] = "version"
+	}
+	run, ok := commands[args[0]]
+	if args[0] == "help" {
+		// Not in commands: runHelp looks commands up.
+		run, ok = runHelp, true
+	}
 	if !ok {
 		fmt.Fprintf(stderr, "spillway: unknown command %q\n\n", args[0])
 		usage(stderr)
 		return 2
 	}
-	err := cmd.run(ctx, args[1:], stdout, stderr)
+	err := run(ctx, args[1:], stdout, stderr)
 	switch {
 	case err == nil:
 		return 0
@@ -95,19 +100,17 @@ func runCLI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "Spillway: a serverless transactional outbox from DynamoDB to Kafka.")
 	fmt.Fprintln(w, "\nUsage: spillway <command> [flags]\n\nCommands:")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		summary := commands[n].summary
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, n := range slices.Sorted(slices.Values(append(slices.Collect(maps.Keys(commands)), "help"))) {
+		summary := docs[n].summary
 		if localCommands[n] && opsBuild {
 			summary = "(not in the operator build) " + summary
 		}
-		fmt.Fprintf(w, "  %-13s %s\n", n, summary)
+		fmt.Fprintf(tw, "  %s\t%s\n", n, summary)
 	}
-	fmt.Fprintln(w, "\nRun 'spillway <command> -h' for a command's flags.")
+	tw.Flush()
+	fmt.Fprintln(w, "\nRun 'spillway help <command>' for a command's flags and examples. Flags override the")
+	fmt.Fprintln(w, "SPILLWAY_* environment variables the Lambda functions read.")
 }
 
 // runFunc runs a command or subcommand on its arguments.
@@ -119,22 +122,24 @@ type subcommand struct {
 	run  runFunc
 }
 
-// dispatch runs the verb args[0] names among subs, or explains the command's
-// synopsis: a missing or unknown verb is a usage error, -h prints the
-// synopsis.
-func dispatch(ctx context.Context, command, synopsis string, subs []subcommand, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return usagef("usage: spillway %s", synopsis)
-	}
+// dispatch runs the verb args[0] names among subs, or explains the
+// command: a missing or unknown verb is a usage error, -h prints the verbs.
+func dispatch(ctx context.Context, command string, subs []subcommand, args []string, stdout, stderr io.Writer) error {
 	names := make([]string, len(subs))
 	for i, sub := range subs {
+		names[i] = sub.name
+	}
+	if len(args) == 0 {
+		return usagef("want a command: %s (spillway help %s explains them)", strings.Join(names, ", "), command)
+	}
+	for _, sub := range subs {
 		if sub.name == args[0] {
 			return sub.run(ctx, args[1:], stdout, stderr)
 		}
-		names[i] = sub.name
 	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintf(stderr, "Usage: spillway %s\n", synopsis)
+		printHelp(stdout, command, nil, names)
+		fmt.Fprintf(stdout, "\nRun 'spillway help %s <command>' for a command's flags and examples.\n", command)
 		return flag.ErrHelp
 	}
 	return usagef("unknown %s command %q; want %s", command, args[0], strings.Join(names, ", "))
@@ -146,28 +151,3 @@ type usageError struct{ msg string }
 func (e usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
-
-// newFlagSet returns a flag set that reports errors instead of exiting.
-func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: spillway %s\n\nFlags:\n", synopsis)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-// parse parses args and turns flag errors into usage errors.
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err.Error()}
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q", fs.Arg(0))
-	}
-	return nil
-}

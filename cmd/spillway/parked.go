@@ -20,10 +20,8 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 )
 
-const parkedSynopsis = "parked list [--bucket B] [--json] | replay (--message-id ID | --key-base64 K | --all) [--topic T] [--yes] | drop --message-id ID --yes"
-
 func runParked(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return dispatch(ctx, "parked", parkedSynopsis, []subcommand{
+	return dispatch(ctx, "parked", []subcommand{
 		{"list", runParkedList},
 		{"replay", runParkedReplay},
 		{"drop", runParkedDrop},
@@ -87,8 +85,8 @@ func viewOf(p outboxddb.ParkedMessage) parkedView {
 }
 
 func runParkedList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("parked list", "parked list [--bucket B] [--json] [connection flags]", stderr)
-	ef := addEndpointFlags(fs)
+	fs := newFlagSet("parked list", stdout)
+	ef := addTableFlags(fs).withOutbox()
 	bucket := fs.Int("bucket", -1, "only this bucket (default: every bucket)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := parse(fs, args); err != nil {
@@ -145,13 +143,13 @@ func showKey(k []byte) string {
 }
 
 func runParkedReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("parked replay", "parked replay (--message-id ID | --key-base64 K | --all) [--topic T] [--yes] [connection flags]", stderr)
-	ef := addEndpointFlags(fs)
+	fs := newFlagSet("parked replay", stdout)
+	ef := addTableFlags(fs).withOutbox()
 	id := fs.String("message-id", "", "replay this message and every parked message of its key, in order")
 	keyB64 := fs.String("key-base64", "", "replay every parked message of this key (base64), in order")
 	all := fs.Bool("all", false, "replay every parked message")
 	topic := fs.String("topic", "", "publish to this topic instead of the stored one")
-	yes := fs.Bool("yes", false, "do it (without: show what would be replayed)")
+	yes := fs.Bool("yes", false, "replay (without it: a dry run that lists what would be replayed)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -175,7 +173,9 @@ func runParkedReplay(ctx context.Context, args []string, stdout, stderr io.Write
 		fmt.Fprintf(stdout, "replay %s (bucket %d, sequence %d, %s, key %s)\n", p.MessageID, p.Bucket, p.Sequence, p.Reason, showKey(p.Key))
 	}
 	if !*yes {
-		return usagef("replaying %d message(s) needs --yes", len(chosen))
+		// A dry run did what was asked: show, and say how to apply it.
+		fmt.Fprintf(stdout, "dry run: nothing was replayed; add --yes to replay these %d message(s)\n", len(chosen))
+		return nil
 	}
 	done, err := env.w.ReplayParked(ctx, chosen, *topic)
 	fmt.Fprintf(stdout, "replayed %d of %d message(s)\n", len(done), len(chosen))
@@ -257,8 +257,8 @@ func findParked(ps []outboxddb.ParkedMessage, id string) (outboxddb.ParkedMessag
 }
 
 func runParkedDrop(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("parked drop", "parked drop --message-id ID --yes [connection flags]", stderr)
-	ef := addEndpointFlags(fs)
+	fs := newFlagSet("parked drop", stdout)
+	ef := addTableFlags(fs).withOutbox()
 	id := fs.String("message-id", "", "the parked message to delete for good")
 	yes := fs.Bool("yes", false, "do it")
 	if err := parse(fs, args); err != nil {

@@ -63,11 +63,32 @@ func TestParkedListReplayDrop(t *testing.T) {
 	}
 
 	// Refusals: no --yes, an unknown id, two selectors.
+	// status counts them per bucket, beside the pending messages.
+	var st statusView
+	code, out, errs = cli(t, append([]string{"status", "--json"}, flags...)...)
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil {
+		t.Fatalf("status: exit %d: %s %s", code, out, errs)
+	}
+	perBucket := map[int]int64{}
+	for _, p := range listed {
+		perBucket[p.Bucket]++
+	}
+	for _, b := range st.Buckets {
+		if b.Parked != perBucket[b.Bucket] {
+			t.Errorf("status: bucket %d parked %d, want %d", b.Bucket, b.Parked, perBucket[b.Bucket])
+		}
+	}
+	if st.Parked != 3 {
+		t.Errorf("status: %d parked, want 3", st.Parked)
+	}
+	if _, out, _ := cli(t, append([]string{"status"}, flags...)...); !strings.Contains(out, "0 pending, 3 parked") || !strings.Contains(out, "PARKED") {
+		t.Errorf("status text lacks the parked counts:\n%s", out)
+	}
+
 	for _, c := range []struct {
 		args []string
 		code int
 	}{
-		{[]string{"parked", "replay", "--message-id", ids[1]}, 2},
 		{[]string{"parked", "replay", "--message-id", "5c3e9f10-7b2a-4d6e-8f41-a2b3c4d5e6f7", "--yes"}, 1},
 		{[]string{"parked", "replay", "--all", "--key-base64", "aw==", "--yes"}, 2},
 		{[]string{"parked", "drop", "--message-id", "5c3e9f10-7b2a-4d6e-8f41-a2b3c4d5e6f7", "--yes"}, 1},
@@ -77,6 +98,15 @@ func TestParkedListReplayDrop(t *testing.T) {
 		if code, _, errs := cli(t, append(c.args, flags...)...); code != c.code || errs == "" {
 			t.Errorf("%v: exit %d (%s), want %d and a reason", c.args, code, errs, c.code)
 		}
+	}
+
+	// Without --yes, a dry run: it shows what it would do and how, exit 0.
+	code, out, errs = cli(t, append([]string{"parked", "replay", "--message-id", ids[1]}, flags...)...)
+	if code != 0 || !strings.Contains(out, ids[1]) || !strings.Contains(out, ids[2]) || !strings.Contains(out, "dry run") || !strings.Contains(out, "--yes") {
+		t.Fatalf("replay without --yes: exit %d: %s %s; want 0, both messages, the dry run and --yes", code, out, errs)
+	}
+	if code, out, _ := cli(t, append([]string{"parked", "list"}, flags...)...); code != 0 || !strings.Contains(out, "3 parked") {
+		t.Fatalf("parked list after a dry run: exit %d:\n%s", code, out)
 	}
 
 	// Replaying message 1 takes its key's message 2 along, in order.

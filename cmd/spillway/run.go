@@ -4,17 +4,20 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spillway-dev/spillway/internal/lambdasim"
@@ -60,11 +63,11 @@ type runFlags struct {
 	serve, asJSON, verbose      bool
 }
 
-func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
+func parseRunFlags(args []string, stdout io.Writer) (runFlags, error) {
 	var f runFlags
-	fs := newFlagSet("run", "run [--messages N] [--keys N] [--concurrency N] [--timeout D] [--tracing off|otel] [--serve] [--json]", stderr)
+	fs := newFlagSet("run", stdout)
 	fs.IntVar(&f.messages, "messages", 3000, "demo messages to enqueue")
-	fs.IntVar(&f.keys, "keys", 60, "distinct message keys")
+	fs.IntVar(&f.keys, "keys", 60, "distinct message keys; each writes to both demo topics")
 	fs.IntVar(&f.concurrency, "concurrency", 4, "reserved concurrency of the relay function (execution environments)")
 	fs.DurationVar(&f.timeout, "timeout", 15*time.Second, "relay function timeout (each invocation's deadline)")
 	fs.DurationVar(&f.schedule, "schedule", 5*time.Second, "interval of the schedule's sweep invocations (1 minute on AWS)")
@@ -98,7 +101,7 @@ type demo struct {
 }
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	flags, err := parseRunFlags(args, stderr)
+	flags, err := parseRunFlags(args, stdout)
 	if err != nil {
 		return err
 	}
@@ -133,12 +136,30 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := d.report(ctx, &sum); err != nil {
 		return err
 	}
+	if !flags.asJSON {
+		d.printNext()
+	}
 	if flags.serve {
 		fmt.Fprintf(stdout, "\nserving: %s=%s %s=%s %s=%s (Ctrl-C to stop)\n",
 			outboxconf.EnvDynamoDBEndpoint, d.ddb.Endpoint, outboxconf.EnvKafkaBrokers, strings.Join(d.kafka.Brokers, ","), outboxconf.EnvTable, demoTable)
 		<-ctx.Done()
 	}
 	return nil
+}
+
+// printNext suggests the commands to try after the demo: with --serve, the
+// operator CLI against the endpoints still up.
+func (d *demo) printNext() {
+	if !d.flags.serve {
+		fmt.Fprintln(d.stdout, "\nNext: make run ARGS=--serve keeps the embedded endpoints up for the operator CLI (go run ./cmd/spillway help);")
+		fmt.Fprintln(d.stdout, "      make test runs every test.")
+		return
+	}
+	conn := fmt.Sprintf("--dynamodb-endpoint %s --table %s", d.ddb.Endpoint, demoTable)
+	fmt.Fprintf(d.stdout, "\nTry, in another terminal:\n")
+	fmt.Fprintf(d.stdout, "  go run ./cmd/spillway status %s\n", conn)
+	fmt.Fprintf(d.stdout, "  go run ./cmd/spillway enqueue --file events/enqueue.single.json %s\n", conn)
+	fmt.Fprintf(d.stdout, "  go run ./cmd/spillway drain --brokers %s %s\n", strings.Join(d.kafka.Brokers, ","), conn)
 }
 
 // startBackends starts the embedded DynamoDB and Kafka, loads the
@@ -261,7 +282,11 @@ func (d *demo) run(ctx context.Context, start time.Time) (runSummary, error) {
 	wg.Go(func() { cons.run(runCtx) })
 	wg.Go(func() { d.sweep(runCtx) })
 
-	wl := &workload{messages: d.flags.messages, keys: d.flags.keys, producers: 4, largeEvery: 97, seed: 20261130}
+	service, err := d.newServiceWriter(ctx)
+	if err != nil {
+		return runSummary{}, err
+	}
+	wl := &workload{messages: d.flags.messages, keys: d.flags.keys, producers: 4, largeEvery: 97, seed: 20261130, service: service}
 	prodErr := make(chan error, 1)
 	wg.Go(func() { prodErr <- wl.run(runCtx, enqueue) })
 	if err := d.progress(ctx, start, wl, cons, prodErr); err != nil {
@@ -270,7 +295,9 @@ func (d *demo) run(ctx context.Context, start time.Time) (runSummary, error) {
 	cancelRun()
 	wg.Wait()
 	d.sim.Wait()
-	return runSummary{Verdict: cons.check(wl.order), Elapsed: time.Since(start).Seconds(), Relay: d.sim.Stats(), EMFFile: d.flags.emfPath}, nil
+	v := cons.check(wl.order)
+	v.Committed = int(wl.committed.Load())
+	return runSummary{Verdict: v, Elapsed: time.Since(start).Seconds(), Relay: d.sim.Stats(), EMFFile: d.flags.emfPath}, nil
 }
 
 // sweep sends the schedule's event every interval until ctx ends.
@@ -287,14 +314,27 @@ func (d *demo) sweep(ctx context.Context) {
 	}
 }
 
-// progress prints a line a second until every enqueued message was
-// consumed and the relays stopped; it fails after a minute without
+// progress prints a line whenever what it shows changed, until every
+// enqueued message was consumed and deleted and no relay invocation runs
+// (events still queued, throttled wake-ups that would find nothing to do,
+// are discarded when the run ends); it fails after a minute without
 // progress.
 func (d *demo) progress(ctx context.Context, start time.Time, wl *workload, cons *consumer, prodErr chan error) error {
-	tick := time.NewTicker(time.Second)
+	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
+	// An uncounted client: the summary's request counts are the demo's.
+	probe, err := d.probeStore(ctx)
+	if err != nil {
+		return err
+	}
 	produced := false
 	lastProgress, lastUnique := time.Now(), -1
+	var lastLine string
+	var lastPrint time.Time
+	say := func(line string) {
+		fmt.Fprintf(d.stdout, "%5.1fs  %s\n", time.Since(start).Seconds(), line)
+		lastLine, lastPrint = line, time.Now()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -306,23 +346,42 @@ func (d *demo) progress(ctx context.Context, start time.Time, wl *workload, cons
 			produced, prodErr = true, nil
 		case <-tick.C:
 		}
-		unique := cons.unique()
-		if unique != lastUnique {
-			lastProgress, lastUnique = time.Now(), unique
-		}
-		st, pending := d.sim.Stats(), d.sim.Pending()
-		fmt.Fprintf(d.stdout, "%5.1fs  enqueued %d/%d  published %d  relay invocations %d (running or queued %d, environments %d)\n",
-			time.Since(start).Seconds(), wl.enqueued.Load(), d.flags.messages, unique, st.Invocations, pending, st.Environments)
 		if err := d.sched.Err(); err != nil {
 			return fmt.Errorf("relay function: %w", err)
 		}
-		if produced && unique >= d.flags.messages && pending == 0 {
-			return nil
+		unique, running := cons.unique(), d.sim.Running()
+		if unique != lastUnique {
+			lastProgress, lastUnique = time.Now(), unique
+		}
+		published := produced && unique >= d.flags.messages
+		switch line := fmt.Sprintf("enqueued %d/%d  published %d  relay invocations running %d", wl.enqueued.Load(), d.flags.messages, unique, running); {
+		case !published && line != lastLine && time.Since(lastPrint) >= time.Second:
+			say(line)
+		case published && running > 0 && !strings.HasPrefix(lastLine, "every"):
+			say(fmt.Sprintf("every message published; waiting for the relay invocations running (%d) to return", running))
+		}
+		if published && running == 0 {
+			// A relay stopped by its budget between publishing and deleting
+			// left a continuation queued: wait for it.
+			if left, err := probe.PendingBuckets(ctx, allBuckets(d.cfg.BucketCount)); err == nil && len(left) == 0 {
+				say(fmt.Sprintf("every message published and deleted from the outbox; %d relay invocations in all", d.sim.Stats().Invocations))
+				return nil
+			}
 		}
 		if time.Since(lastProgress) > time.Minute {
 			return errors.New("no progress for a minute; the demo is stuck")
 		}
 	}
+}
+
+// probeStore returns a store on a client of the embedded endpoint that the
+// request counter does not see.
+func (d *demo) probeStore(ctx context.Context) (*outboxddb.Store, error) {
+	client, err := dynamoClient(ctx, d.cfg)
+	if err != nil {
+		return nil, err
+	}
+	return outboxddb.NewStore(client, d.cfg.StoreOptions())
 }
 
 // report adds the DynamoDB figures, the backlog and the EMF check to sum,
@@ -371,21 +430,45 @@ func printSummary(w io.Writer, s runSummary) {
 	v := s.Verdict
 	order := "kept"
 	if v.OrderBroken > 0 {
-		order = fmt.Sprintf("BROKEN for %d keys (%s)", v.OrderBroken, v.FirstProblem)
+		order = fmt.Sprintf("BROKEN for %d topic/key pairs (%s)", v.OrderBroken, v.FirstProblem)
 	}
-	fmt.Fprintf(w, "\nSummary (%.1fs)\n", s.Elapsed)
-	fmt.Fprintf(w, "  messages enqueued       %d\n", v.Enqueued)
-	fmt.Fprintf(w, "  messages published      %d (records %d, duplicates %d, missing %d)\n", v.Delivered, v.Records, v.Duplicates, v.Missing)
-	fmt.Fprintf(w, "  per-key order           %s over %d keys\n", order, v.KeysChecked)
-	fmt.Fprintf(w, "  pending afterwards      %d\n", s.Pending)
-	fmt.Fprintf(w, "  DynamoDB per message    %.2f requests, %.2f write units, %.2f read units (refused writes %d)\n",
-		s.RequestsPerMsg, s.WCUPerMsg, s.RCUPerMsg, s.Refused)
-	fmt.Fprintf(w, "  DynamoDB requests       %v\n", s.Requests)
 	r := s.Relay
-	fmt.Fprintf(w, "  relay invocations       %d (joined %d; by trigger %v; by outcome %v)\n", r.Invocations, r.JoinedInvocations, r.InvocationsByTrigger, r.InvocationsByReason)
-	fmt.Fprintf(w, "  relay environments      %d, continuations %d, releases skipped %d, throttled %d, dropped %d, killed %d, errors %d\n",
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "\nSummary (%.1fs)\n", s.Elapsed)
+	fmt.Fprintf(tw, "  messages enqueued\t%d (%d by the enqueue function, %d by the Go writer with their order items)\n",
+		v.Enqueued, v.Enqueued-v.Committed, v.Committed)
+	fmt.Fprintf(tw, "  messages published\t%d (records %d, duplicates %d, missing %d)\n", v.Delivered, v.Records, v.Duplicates, v.Missing)
+	fmt.Fprintf(tw, "  per-key order\t%s for %d keys (each key writes to %d topics: %d topic/key pairs checked)\n",
+		order, v.KeysChecked, v.Topics, v.PairsChecked)
+	fmt.Fprintf(tw, "  pending afterwards\t%d\n", s.Pending)
+	fmt.Fprintf(tw, "  DynamoDB per message\t%.2f requests, %.2f write units, %.2f read units (refused writes %d)\n",
+		s.RequestsPerMsg, s.WCUPerMsg, s.RCUPerMsg, s.Refused)
+	fmt.Fprintf(tw, "  relay invocations\t%d, %d of them joined the fleet\n", r.Invocations, r.JoinedInvocations)
+	fmt.Fprintf(tw, "    by trigger\t%s\n", countList(r.InvocationsByTrigger))
+	fmt.Fprintf(tw, "    by outcome\t%s\n", countList(r.InvocationsByReason))
+	fmt.Fprintf(tw, "  relay environments\t%d, continuations %d, releases skipped %d, throttled %d, dropped %d, killed %d, errors %d\n",
 		r.Environments, r.Continuations, r.ReleasesSkipped, r.Throttled, r.Dropped, r.Killed, r.Errors)
-	fmt.Fprintf(w, "  EMF metric lines        %d in %s (all parse)\n", s.EMFLines, s.EMFFile)
+	fmt.Fprintf(tw, "  EMF metric lines\t%d in %s (all parse)\n", s.EMFLines, s.EMFFile)
+	fmt.Fprintf(tw, "\n  DynamoDB request\tcount\n")
+	for _, op := range slices.Sorted(maps.Keys(s.Requests)) {
+		fmt.Fprintf(tw, "  %s\t%d\n", op, s.Requests[op])
+	}
+	tw.Flush()
+}
+
+// countList prints counts as "a 3, b 2, c 2": largest first, then by name.
+func countList(counts map[string]int) string {
+	names := slices.SortedFunc(maps.Keys(counts), func(a, b string) int {
+		return cmp.Or(cmp.Compare(counts[b], counts[a]), strings.Compare(a, b))
+	})
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s %d", n, counts[n])
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // checkEMF parses every line the functions wrote and checks it is an EMF

@@ -43,3 +43,41 @@ func TestRunWithOTelCountsTheExportedSpans(t *testing.T) {
 		t.Fatalf("%d spans for %d relay invocations (delivered %d)", sum.OTelSpans, sum.Relay.Invocations, sum.Verdict.Delivered)
 	}
 }
+
+// TestRunPrintsProgressOnChangeAndAPlainSummary runs the demo in text mode:
+// no progress line repeats, the keys are counted as the workload has them,
+// and no Go map syntax reaches the summary.
+func TestRunPrintsProgressOnChangeAndAPlainSummary(t *testing.T) {
+	code, out, errs := cli(t, "run", "--messages", "120", "--keys", "6", "--schedule", "1s", "--emf", filepath.Join(t.TempDir(), "emf.jsonl"))
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s\n%s", code, out, errs)
+	}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(out, "\n") {
+		// "  3.1s  enqueued ...": the progress lines, without their time.
+		if f := strings.Fields(line); len(f) > 1 && strings.HasSuffix(f[0], "s") && (f[1] == "enqueued" || f[1] == "every") {
+			rest := strings.Join(f[1:], " ")
+			if seen[rest] {
+				t.Errorf("progress line repeated: %q\n%s", rest, out)
+			}
+			seen[rest] = true
+		}
+	}
+	for _, want := range []string{"kept for 6 keys", "12 topic/key pairs", "every message published and deleted", "  Query  ", "by trigger"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "map[") {
+		t.Errorf("Go map syntax in the output:\n%s", out)
+	}
+}
+
+func TestCountListIsLargestFirstThenByName(t *testing.T) {
+	if got, want := countList(map[string]int{"wake": 3, "schedule": 1, "direct": 3}), "direct 3, wake 3, schedule 1"; got != want {
+		t.Errorf("countList = %q, want %q", got, want)
+	}
+	if got := countList(nil); got != "none" {
+		t.Errorf("countList(nil) = %q, want none", got)
+	}
+}

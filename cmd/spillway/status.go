@@ -17,6 +17,7 @@ type statusView struct {
 	Table    string         `json:"table"`
 	ReadAt   time.Time      `json:"readAt"`
 	Pending  int64          `json:"pending"`
+	Parked   int64          `json:"parked"`
 	Buckets  []bucketStatus `json:"buckets"`
 	Relays   []relayStatus  `json:"relays"`
 	CountCap int            `json:"countCap"`
@@ -27,7 +28,10 @@ type statusView struct {
 type bucketStatus struct {
 	Bucket int `json:"bucket"`
 	// Pending is capped at CountCap.
-	Pending        int64      `json:"pending"`
+	Pending int64 `json:"pending"`
+	// Parked counts the messages quarantined in the bucket (capped at
+	// CountCap): a relay does not publish them until they are replayed.
+	Parked         int64      `json:"parked"`
 	OldestAgeSec   *float64   `json:"oldestAgeSeconds,omitempty"`
 	Owner          string     `json:"owner,omitempty"`
 	LeaseExpiresAt *time.Time `json:"leaseExpiresAt,omitempty"`
@@ -42,8 +46,8 @@ type relayStatus struct {
 }
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("status", "status --table NAME [--dynamodb-endpoint URL] [--json]", stderr)
-	ef := addEndpointFlags(fs)
+	fs := newFlagSet("status", stdout)
+	ef := addTableFlags(fs).withOutbox()
 	asJSON := fs.Bool("json", false, "print JSON")
 	verbose := fs.Bool("v", false, "log the store's activity")
 	if err := parse(fs, args); err != nil {
@@ -59,6 +63,9 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	opts := cfg.StoreOptions()
 	opts.Logger = cliLogger(stderr, *verbose)
+	// Parked messages wait for an operator, so status always counts them
+	// (one query per bucket; relays count them only under quarantine).
+	opts.CountParked = true
 	store, err := outboxddb.NewStore(client, opts)
 	if err != nil {
 		return err
@@ -97,8 +104,9 @@ func readStatus(ctx context.Context, store *outboxddb.Store, table string, lease
 		leases[l.Bucket] = l
 	}
 	for _, s := range samples {
-		b := bucketStatus{Bucket: s.Bucket, Pending: s.Pending}
+		b := bucketStatus{Bucket: s.Bucket, Pending: s.Pending, Parked: s.Parked}
 		v.Pending += s.Pending
+		v.Parked += s.Parked
 		if !s.Oldest.IsZero() {
 			age := now.Sub(s.Oldest).Seconds()
 			b.OldestAgeSec = &age
@@ -119,8 +127,8 @@ func readStatus(ctx context.Context, store *outboxddb.Store, table string, lease
 
 func printStatus(w io.Writer, v statusView) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "table %s at %s: %d pending (per-bucket count capped at %d)\n\n", v.Table, v.ReadAt.Format(time.RFC3339), v.Pending, v.CountCap)
-	fmt.Fprintln(tw, "BUCKET\tPENDING\tOLDEST\tOWNER\tLEASE EXPIRES")
+	fmt.Fprintf(tw, "table %s at %s: %d pending, %d parked (per-bucket counts capped at %d)\n\n", v.Table, v.ReadAt.Format(time.RFC3339), v.Pending, v.Parked, v.CountCap)
+	fmt.Fprintln(tw, "BUCKET\tPENDING\tPARKED\tOLDEST\tOWNER\tLEASE EXPIRES")
 	for _, b := range v.Buckets {
 		oldest, owner, expires := "-", "-", "-"
 		if b.OldestAgeSec != nil {
@@ -135,7 +143,7 @@ func printStatus(w io.Writer, v statusView) error {
 				expires = "in " + expires
 			}
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\n", b.Bucket, b.Pending, oldest, owner, expires)
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\n", b.Bucket, b.Pending, b.Parked, oldest, owner, expires)
 	}
 	fmt.Fprintln(tw, "\nRELAY\tLAST SEEN\tSTATE")
 	if len(v.Relays) == 0 {

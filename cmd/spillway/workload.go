@@ -13,26 +13,40 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
+	"github.com/spillway-dev/spillway/outbox/outboxwake"
 )
+
+// demoOrdersTable is the order service's own table, which the Go writer
+// commits order items to together with their messages.
+const demoOrdersTable = "spillway-demo-orders"
 
 // demoTopics are the topics the demo workload writes to.
 var demoTopics = []string{"orders", "payments"}
 
-// workload enqueues the demo messages through the enqueue handler: several
-// producers, each owning a set of keys (so each key's writes are serialized,
-// which is what gives "enqueue order" a meaning), mixing single messages and
-// batches, some large values and headers on every message.
+// workload enqueues the demo messages: several producers, each owning a set
+// of keys (so each key's writes are serialized, which is what gives
+// "enqueue order" a meaning), mixing single messages and batches, some
+// large values and headers on every message. Even producers call the
+// enqueue function; odd ones are a Go service that commits an order item
+// per message to its own table with Writer.Commit, when service is set.
 type workload struct {
 	messages, keys, producers int
 	largeEvery                int
 	seed                      uint64
+	service                   *outboxddb.Writer
 
 	enqueued atomic.Int64
-	mu       sync.Mutex
+	// committed counts the messages the Go service committed with their
+	// order items (also counted in enqueued).
+	committed atomic.Int64
+	mu        sync.Mutex
 	// order lists the message ids of each topic and key in enqueue order:
 	// Kafka orders a key within one topic's partition, so that is where
 	// the outbox's per-key order shows.
@@ -109,6 +123,13 @@ func (w *workload) produce(ctx context.Context, h *outboxlambda.EnqueueHandler, 
 			msg.Value, msg.ValueEncoding = raw, "json"
 			batch = append(batch, msg)
 		}
+		if w.service != nil && producer%2 == 1 {
+			if err := w.commitOrders(ctx, producer, batch); err != nil {
+				return err
+			}
+			sent += len(batch)
+			continue
+		}
 		var payload []byte
 		var err error
 		if len(batch) == 1 {
@@ -136,6 +157,60 @@ func (w *workload) produce(ctx context.Context, h *outboxlambda.EnqueueHandler, 
 		sent += len(batch)
 	}
 	return nil
+}
+
+// commitOrders is the Go service's path: one Writer.Commit puts an order
+// item per message in the service's table and enqueues the messages, all or
+// nothing, then wakes the relay.
+func (w *workload) commitOrders(ctx context.Context, producer int, batch []wireMessage) error {
+	msgs := make([]outbox.Message, len(batch))
+	for i, b := range batch {
+		m, err := w.service.NewMessage(b.Topic, []byte(b.Key), b.Value, outbox.MessageOptions{Headers: []outbox.Header{
+			{Key: "producer", Value: []byte(fmt.Sprint(producer))}, {Key: "content-type", Value: []byte("application/json")}}})
+		if err != nil {
+			return err
+		}
+		msgs[i] = m
+	}
+	_, err := w.service.Commit(ctx, func(_ context.Context, tx *outboxddb.Tx) error {
+		for _, m := range msgs {
+			tx.Put(types.Put{TableName: aws.String(demoOrdersTable), Item: map[string]types.AttributeValue{
+				outboxddb.DefaultPartitionKey: &types.AttributeValueMemberS{Value: "ORDER#" + m.ID.String()},
+				outboxddb.DefaultSortKey:      &types.AttributeValueMemberS{Value: string(m.Key)},
+				"Topic":                       &types.AttributeValueMemberS{Value: m.Topic},
+			}})
+		}
+		tx.Enqueue(msgs...)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("commit %d orders: %w", len(msgs), err)
+	}
+	w.mu.Lock()
+	for i, m := range msgs {
+		k := orderKey(batch[i].Topic, batch[i].Key)
+		w.order[k] = append(w.order[k], m.ID.String())
+	}
+	w.mu.Unlock()
+	w.enqueued.Add(int64(len(msgs)))
+	w.committed.Add(int64(len(msgs)))
+	return nil
+}
+
+// newServiceWriter builds the Go service's writer: the functions' options
+// and a notifier that wakes the simulated relay function after each commit,
+// and the service's own orders table.
+func (d *demo) newServiceWriter(ctx context.Context) (*outboxddb.Writer, error) {
+	if err := outboxddb.CreateIfNotExists(ctx, d.ddb.Client, outboxddb.Options{TableName: demoOrdersTable}); err != nil {
+		return nil, err
+	}
+	wakeups, err := outboxwake.NewNotifier(outboxwake.NotifierConfig{Client: d.sim, FunctionName: demoRelayFunction, Logger: d.log})
+	if err != nil {
+		return nil, err
+	}
+	opts := d.cfg.StoreOptions()
+	opts.Logger, opts.Notifier = d.log, wakeups
+	return outboxddb.NewWriter(d.ddb.Client, opts)
 }
 
 // consumer reads the demo topics from the start and checks what arrived.
@@ -194,24 +269,36 @@ func (c *consumer) unique() int {
 
 // verdict compares what was consumed with what was enqueued.
 type verdict struct {
-	Enqueued      int    `json:"enqueued"`
-	Delivered     int    `json:"deliveredUnique"`
-	Records       int    `json:"records"`
-	Duplicates    int    `json:"duplicates"`
-	Missing       int    `json:"missing"`
-	MissingHeader int    `json:"withoutMessageIdHeader"`
-	KeysChecked   int    `json:"keysChecked"`
-	OrderBroken   int    `json:"keysOutOfOrder"`
-	FirstProblem  string `json:"firstProblem,omitempty"`
+	Enqueued int `json:"enqueued"`
+	// Committed are the messages the Go service committed with their
+	// order items; the rest went through the enqueue function.
+	Committed     int `json:"committedWithOrders"`
+	Delivered     int `json:"deliveredUnique"`
+	Records       int `json:"records"`
+	Duplicates    int `json:"duplicates"`
+	Missing       int `json:"missing"`
+	MissingHeader int `json:"withoutMessageIdHeader"`
+	// KeysChecked counts the message keys, Topics the topics they write
+	// to, PairsChecked the topic/key pairs: Kafka orders a key within
+	// one topic, so each pair is checked on its own.
+	KeysChecked  int `json:"keysChecked"`
+	Topics       int `json:"topics"`
+	PairsChecked int `json:"topicKeyPairsChecked"`
+	// OrderBroken counts the topic/key pairs delivered out of order.
+	OrderBroken  int    `json:"pairsOutOfOrder"`
+	FirstProblem string `json:"firstProblem,omitempty"`
 }
 
 func (c *consumer) check(order map[string][]string) verdict {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	v := verdict{Delivered: len(c.seen), Records: c.total, MissingHeader: c.noID, Duplicates: c.total - c.noID - len(c.seen)}
+	keys, topics := map[string]bool{}, map[string]bool{}
 	for key, ids := range order {
+		topic, k, _ := strings.Cut(key, "/")
+		keys[k], topics[topic] = true, true
 		v.Enqueued += len(ids)
-		v.KeysChecked++
+		v.PairsChecked++
 		for _, id := range ids {
 			if c.seen[id] == 0 {
 				v.Missing++
@@ -224,6 +311,7 @@ func (c *consumer) check(order map[string][]string) verdict {
 			}
 		}
 	}
+	v.KeysChecked, v.Topics = len(keys), len(topics)
 	return v
 }
 

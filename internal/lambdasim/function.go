@@ -149,7 +149,21 @@ func New[E Handler](cfg Config[E]) (*Function[E], error) {
 	if cfg.MaxEventAge <= 0 {
 		cfg.MaxEventAge = DefaultMaxEventAge
 	}
-	return &Function[E]{cfg: cfg, limit: cfg.ReservedConcurrency, stats: newStats(), joined: map[string]bool{}}, nil
+	f := &Function[E]{cfg: cfg, limit: cfg.ReservedConcurrency, stats: newStats(), joined: map[string]bool{}}
+	// A throttled event waits for its retry; discarding the queue as soon
+	// as the context ends keeps Wait from waiting out those retries.
+	context.AfterFunc(cfg.Context, f.discardQueued)
+	return f, nil
+}
+
+// discardQueued drops every event not started yet.
+func (f *Function[E]) discardQueued() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for range f.queue {
+		f.wg.Done()
+	}
+	f.queue = nil
 }
 
 // Invoke is the asynchronous invoke: the caller waits for the API call's
@@ -393,6 +407,15 @@ func (f *Function[E]) Pending() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.queue) + f.starting + f.running
+}
+
+// Running returns the invocations started (or starting in a new
+// environment) and not yet returned; events waiting in the queue are not
+// counted.
+func (f *Function[E]) Running() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.starting + f.running
 }
 
 // Wait blocks until every event sent so far was dropped, discarded or run

@@ -183,9 +183,17 @@ func TestCancelledContextDiscardsEvents(t *testing.T) {
 		synctest.Wait()
 		f.Send(payload(1000), time.Now())
 		synctest.Wait()
-		time.Sleep(time.Second)
+		time.Sleep(1500 * time.Millisecond) // between the throttled event's retries at 1 s and 3 s
+		if f.Running() != 1 || f.Pending() != 2 {
+			t.Errorf("running %d, pending %d; want 1 running and 1 throttled", f.Running(), f.Pending())
+		}
+		cancelled := time.Now()
 		cancel()
 		f.Wait()
+		// The throttled event's next retry is 1.5 s away: Wait does not wait for it.
+		if d := time.Since(cancelled); d != 0 {
+			t.Errorf("Wait returned %v after the cancel, want at once", d)
+		}
 		if len(log.runs) != 1 || !log.runs[0].killed || f.Pending() != 0 {
 			t.Errorf("runs %+v, pending %d; want the first cut short and the second discarded", log.runs, f.Pending())
 		}

@@ -1,7 +1,8 @@
 // Package outboxconf holds the names that the functions, the CLI and the CDK
-// stack must agree on: environment variables and CloudWatch metric names.
-// It imports only the standard library so the stack's module can use it
-// without pulling in the AWS SDK.
+// stack must agree on: environment variables and CloudWatch metric names,
+// and the reader of those variables (Env) that reports an unusable one by
+// name. It imports only the standard library and the core, so the stack's
+// module and a service's writer can use it without pulling in the AWS SDK.
 package outboxconf
 
 // Environment variables read by the functions and the CLI and set by the

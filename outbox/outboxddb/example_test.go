@@ -14,8 +14,10 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
-// A message is enqueued in the same transaction as the business write: both
-// commit, or neither does.
+// A caller that sends its own TransactWriteItems includes the message's Put
+// from TransactItem, explains a refusal with ExplainTransactionError and
+// wakes the relay with NotifyCommitted; Writer.Commit does all of it in one
+// call.
 func ExampleWriter_TransactItem() {
 	ctx := context.Background()
 	db, err := outboxlocal.StartDynamoDB(ctx, outboxlocal.WithoutEnvironment())
@@ -24,7 +26,12 @@ func ExampleWriter_TransactItem() {
 	}
 	defer db.Close()
 
-	opts := outboxddb.Options{TableName: "orders-outbox"}
+	opts := outboxddb.Options{
+		TableName: "orders-outbox",
+		// The topics the relay publishes to: a typo is refused here, not
+		// stored where the relay could never publish it.
+		Topics: []string{"orders"},
+	}
 	if err := outboxddb.CreateIfNotExists(ctx, db.Client, opts); err != nil {
 		log.Fatal(err)
 	}
@@ -33,7 +40,7 @@ func ExampleWriter_TransactItem() {
 		log.Fatal(err)
 	}
 
-	msg, err := outbox.NewMessage("orders", []byte("order-1"), []byte(`{"total":42}`), outbox.MessageOptions{})
+	msg, err := writer.NewMessage("orders", []byte("order-1"), []byte(`{"total":42}`), outbox.MessageOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}

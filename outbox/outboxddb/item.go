@@ -113,6 +113,9 @@ func (k keys) decodeMessage(item map[string]types.AttributeValue, bucket int) (o
 		p32 := int32(p)
 		m.Partition = &p32
 	}
+	if n, ok := intAttr(item, attrBucketCount); ok && n > 0 && n <= maxInt32 {
+		m.BucketCount = int(n)
+	}
 	return m, nil
 }
 

@@ -23,6 +23,7 @@ const (
 	OpReserve       = "reserve"
 	OpEnqueue       = "enqueue"
 	OpEnqueueBatch  = "enqueue_batch"
+	OpCommit        = "commit"
 )
 
 // telemetry reports refusals and throttles to the observer.

@@ -43,8 +43,10 @@ type Options struct {
 	// prefixes keep several outboxes, or the outbox and other items, apart
 	// in one table. Default "OUTBOX".
 	KeyPrefix string
-	// BucketCount must equal the relays' and the message constructor's
-	// count; it is stamped on every message item. Default 8.
+	// BucketCount must equal the relays' count; it is stamped on every
+	// message item. Writer.NewMessage builds messages for it, and a Writer
+	// refuses a message built for another count (BucketCountError), so it
+	// is given once, here. Default 8.
 	BucketCount int
 	// MaxConcurrency bounds the DynamoDB requests one store or writer call
 	// keeps in flight (lease writes, probes, counter reservations).
@@ -79,7 +81,11 @@ type Options struct {
 	// (one more query per bucket): set it where relays quarantine, the only
 	// place anything is parked. Default false.
 	CountParked bool
-	// GenerationCheck makes the Writer's Enqueue and EnqueueBatch check,
+	// MaxCommitAttempts bounds the transactions Writer.Commit sends for
+	// one call when they lose to concurrent writes. Default
+	// DefaultMaxCommitAttempts (4).
+	MaxCommitAttempts int
+	// GenerationCheck makes the Writer's Enqueue, EnqueueBatch and Commit check,
 	// inside their transaction, that this generation (KeyPrefix and
 	// BucketCount) is not sealed, so a writer left on it after the operator
 	// sealed it is refused with outbox.ErrGenerationSealed instead of
@@ -122,6 +128,9 @@ func (o Options) WithDefaults() Options {
 	if o.PendingCountLimit == 0 {
 		o.PendingCountLimit = DefaultPendingCountLimit
 	}
+	if o.MaxCommitAttempts == 0 {
+		o.MaxCommitAttempts = DefaultMaxCommitAttempts
+	}
 	if o.Clock == nil {
 		o.Clock = outbox.SystemClock{}
 	}
@@ -162,7 +171,7 @@ func (o Options) Validate() error {
 	for _, f := range []struct {
 		name string
 		n    int
-	}{{"BucketCount", o.BucketCount}, {"MaxConcurrency", o.MaxConcurrency}, {"PendingCountLimit", o.PendingCountLimit}} {
+	}{{"BucketCount", o.BucketCount}, {"MaxConcurrency", o.MaxConcurrency}, {"PendingCountLimit", o.PendingCountLimit}, {"MaxCommitAttempts", o.MaxCommitAttempts}} {
 		if f.n < 1 {
 			return outbox.Misconfigured(op, "%s must be >= 1, got %d", f.name, f.n)
 		}

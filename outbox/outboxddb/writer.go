@@ -15,8 +15,12 @@ import (
 	"github.com/spillway-dev/spillway/outbox"
 )
 
-// Writer enqueues messages: into the caller's own TransactWriteItems
-// (TransactItem, TransactItems) or on their own (Enqueue, EnqueueBatch).
+// Writer enqueues messages: with the caller's business items in one call
+// (Commit), into a TransactWriteItems the caller sends itself (TransactItem,
+// TransactItems, ExplainTransactionError, NotifyCommitted), or on their own
+// (Enqueue, EnqueueBatch). Build messages with NewMessage, which uses the
+// writer's bucket count; a message built for another count is refused with
+// a *BucketCountError.
 //
 // DynamoDB has no auto-increment, so every message first takes the next
 // number of its bucket's counter, outside the transaction. The order of two
@@ -295,6 +299,7 @@ func (w *Writer) prepare(ctx context.Context, msgs []outbox.Message) ([]outbox.M
 		if err := w.validate(m); err != nil {
 			return nil, nil, err
 		}
+		m.BucketCount = w.opts.BucketCount
 		headers, err := withTrace(m.Headers, tc)
 		if err != nil {
 			return nil, nil, fmt.Errorf("outboxddb: enqueue message %s: %w", m.ID, err)
@@ -346,6 +351,9 @@ func withTrace(blob []byte, tc outbox.TraceContext) ([]byte, error) {
 }
 
 func (w *Writer) validate(m outbox.Message) error {
+	if m.BucketCount != 0 && m.BucketCount != w.opts.BucketCount {
+		return &BucketCountError{MessageID: m.ID, Topic: m.Topic, Built: m.BucketCount, Writer: w.opts.BucketCount}
+	}
 	var problem string
 	switch {
 	case m.Bucket < 0 || m.Bucket >= w.opts.BucketCount:

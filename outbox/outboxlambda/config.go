@@ -4,12 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
-	"net/url"
-	"strconv"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
@@ -122,65 +117,50 @@ type Config struct {
 
 // ConfigError names the environment variable that makes the configuration
 // unusable, its value and what is wrong. It matches outbox.ErrMisconfigured.
-type ConfigError struct {
-	// Variable is the environment variable, e.g. "SPILLWAY_BATCH_SIZE".
-	Variable string
-	// Value is the variable's value as read.
-	Value string
-	// Problem says what is wrong and what is expected.
-	Problem string
-}
-
-// Error implements error.
-func (e *ConfigError) Error() string {
-	return fmt.Sprintf("outboxlambda: configuration: %s=%q: %s", e.Variable, e.Value, e.Problem)
-}
-
-// Is reports whether target is outbox.ErrMisconfigured.
-func (e *ConfigError) Is(target error) bool { return target == outbox.ErrMisconfigured }
+type ConfigError = outboxconf.VariableError
 
 // LoadConfig reads every variable through getenv (os.Getenv in the
 // functions), applies the defaults and validates the result. The error is a
 // *ConfigError for the first unusable variable, in the order of Config's
 // fields; cross-field problems name every variable involved.
 func LoadConfig(getenv func(string) string) (Config, error) {
-	p := parser{getenv: getenv}
+	p := outboxconf.NewEnv(getenv)
 	c := Config{
-		Table:               p.required(outboxconf.EnvTable),
-		PartitionKey:        p.name(outboxconf.EnvPartitionKey, outboxddb.DefaultPartitionKey),
-		SortKey:             p.name(outboxconf.EnvSortKey, outboxddb.DefaultSortKey),
-		KeyPrefix:           p.name(outboxconf.EnvKeyPrefix, outboxddb.DefaultKeyPrefix),
-		BucketCount:         p.integer(outboxconf.EnvBucketCount, outbox.DefaultBucketCount, 1, math.MaxInt32),
-		DynamoDBEndpoint:    p.endpoint(outboxconf.EnvDynamoDBEndpoint),
-		KafkaBrokers:        p.brokers(outboxconf.EnvKafkaBrokers),
-		KafkaAuth:           p.oneOf(outboxconf.EnvKafkaAuth, DefaultKafkaAuth, outboxconf.KafkaAuthNone, outboxconf.KafkaAuthScram, outboxconf.KafkaAuthIAM),
-		KafkaScramSecretARN: p.arn(outboxconf.EnvKafkaScramSecret, "secretsmanager"),
-		Topics:              p.topics(outboxconf.EnvTopics),
-		RelayFunction:       p.function(outboxconf.EnvRelayFunction),
-		Mode:                outbox.Mode(p.oneOf(outboxconf.EnvMode, string(outbox.ModeDrain), string(outbox.ModeDrain), string(outbox.ModeHold))),
-		PollInterval:        p.duration(outboxconf.EnvPollInterval, outbox.DefaultPollInterval),
-		IdleTimeout:         p.duration(outboxconf.EnvIdleTimeout, outbox.DefaultIdleTimeout),
-		StopMargin:          p.duration(outboxconf.EnvStopMargin, outbox.DefaultStopMargin),
-		LeaseDuration:       p.duration(outboxconf.EnvLeaseDuration, outbox.DefaultLeaseDuration),
-		LeaseRenewInterval:  p.duration(outboxconf.EnvLeaseRenewInterval, outbox.DefaultLeaseRenewInterval),
-		BatchSize:           p.integer(outboxconf.EnvBatchSize, outbox.DefaultBatchSize, 1, math.MaxInt32),
-		MaxHops:             p.integer(outboxconf.EnvMaxHops, outboxconf.DefaultMaxHops, 0, math.MaxInt32),
-		OutboxName:          p.name(outboxconf.EnvOutboxName, DefaultOutboxName),
-		MetricsNamespace:    p.name(outboxconf.EnvMetricsNamespace, outboxconf.DefaultMetricsNamespace),
-		MemoryMB: p.integer(outboxconf.EnvMemoryMB,
-			p.integer(outboxconf.EnvLambdaMemory, 0, 0, math.MaxInt32), 0, math.MaxInt32),
-		Tracing: p.oneOf(outboxconf.EnvTracing, outboxconf.TracingXRay, outboxconf.TracingXRay, outboxconf.TracingOTel, outboxconf.TracingOff),
-		PoisonPolicy: outbox.PoisonPolicy(p.oneOf(outboxconf.EnvPoisonPolicy, string(outbox.PoisonBlock),
+		Table:               p.Required(outboxconf.EnvTable),
+		PartitionKey:        p.Name(outboxconf.EnvPartitionKey, outboxddb.DefaultPartitionKey),
+		SortKey:             p.Name(outboxconf.EnvSortKey, outboxddb.DefaultSortKey),
+		KeyPrefix:           p.Name(outboxconf.EnvKeyPrefix, outboxddb.DefaultKeyPrefix),
+		BucketCount:         p.Int(outboxconf.EnvBucketCount, outbox.DefaultBucketCount, 1, math.MaxInt32),
+		DynamoDBEndpoint:    p.Endpoint(outboxconf.EnvDynamoDBEndpoint),
+		KafkaBrokers:        p.Brokers(outboxconf.EnvKafkaBrokers),
+		KafkaAuth:           p.OneOf(outboxconf.EnvKafkaAuth, DefaultKafkaAuth, outboxconf.KafkaAuthNone, outboxconf.KafkaAuthScram, outboxconf.KafkaAuthIAM),
+		KafkaScramSecretARN: p.ARN(outboxconf.EnvKafkaScramSecret, "secretsmanager"),
+		Topics:              p.Topics(outboxconf.EnvTopics),
+		RelayFunction:       p.Function(outboxconf.EnvRelayFunction),
+		Mode:                outbox.Mode(p.OneOf(outboxconf.EnvMode, string(outbox.ModeDrain), string(outbox.ModeDrain), string(outbox.ModeHold))),
+		PollInterval:        p.Duration(outboxconf.EnvPollInterval, outbox.DefaultPollInterval),
+		IdleTimeout:         p.Duration(outboxconf.EnvIdleTimeout, outbox.DefaultIdleTimeout),
+		StopMargin:          p.Duration(outboxconf.EnvStopMargin, outbox.DefaultStopMargin),
+		LeaseDuration:       p.Duration(outboxconf.EnvLeaseDuration, outbox.DefaultLeaseDuration),
+		LeaseRenewInterval:  p.Duration(outboxconf.EnvLeaseRenewInterval, outbox.DefaultLeaseRenewInterval),
+		BatchSize:           p.Int(outboxconf.EnvBatchSize, outbox.DefaultBatchSize, 1, math.MaxInt32),
+		MaxHops:             p.Int(outboxconf.EnvMaxHops, outboxconf.DefaultMaxHops, 0, math.MaxInt32),
+		OutboxName:          p.Name(outboxconf.EnvOutboxName, DefaultOutboxName),
+		MetricsNamespace:    p.Name(outboxconf.EnvMetricsNamespace, outboxconf.DefaultMetricsNamespace),
+		MemoryMB: p.Int(outboxconf.EnvMemoryMB,
+			p.Int(outboxconf.EnvLambdaMemory, 0, 0, math.MaxInt32), 0, math.MaxInt32),
+		Tracing: p.OneOf(outboxconf.EnvTracing, outboxconf.TracingXRay, outboxconf.TracingXRay, outboxconf.TracingOTel, outboxconf.TracingOff),
+		PoisonPolicy: outbox.PoisonPolicy(p.OneOf(outboxconf.EnvPoisonPolicy, string(outbox.PoisonBlock),
 			string(outbox.PoisonBlock), string(outbox.PoisonQuarantine))),
-		PoisonMaxAttempts:   p.integer(outboxconf.EnvPoisonMaxAttempts, outbox.DefaultPoisonMaxAttempts, 1, math.MaxInt32),
-		PreviousKeyPrefix:   p.name(outboxconf.EnvPreviousKeyPrefix, ""),
-		PreviousBucketCount: p.integer(outboxconf.EnvPreviousBucketCount, 0, 1, math.MaxInt32),
-		GenerationCheck:     p.boolean(outboxconf.EnvGenerationCheck, false),
+		PoisonMaxAttempts:   p.Int(outboxconf.EnvPoisonMaxAttempts, outbox.DefaultPoisonMaxAttempts, 1, math.MaxInt32),
+		PreviousKeyPrefix:   p.Name(outboxconf.EnvPreviousKeyPrefix, ""),
+		PreviousBucketCount: p.Int(outboxconf.EnvPreviousBucketCount, 0, 1, math.MaxInt32),
+		GenerationCheck:     p.Bool(outboxconf.EnvGenerationCheck, false),
 	}
-	c.KafkaTLS = p.boolean(outboxconf.EnvKafkaTLS, c.KafkaAuth != outboxconf.KafkaAuthNone)
-	c.MaxIdleTimeout = p.duration(outboxconf.EnvMaxIdleTimeout, outbox.DefaultMaxIdleTimeoutFactor*c.IdleTimeout)
-	if p.err != nil {
-		return Config{}, p.err
+	c.KafkaTLS = p.Bool(outboxconf.EnvKafkaTLS, c.KafkaAuth != outboxconf.KafkaAuthNone)
+	c.MaxIdleTimeout = p.Duration(outboxconf.EnvMaxIdleTimeout, outbox.DefaultMaxIdleTimeoutFactor*c.IdleTimeout)
+	if err := p.Err(); err != nil {
+		return Config{}, err
 	}
 	if err := c.crossCheck(getenv); err != nil {
 		return Config{}, err
@@ -318,226 +298,4 @@ func (c Config) RelayOptions(relayID string) outbox.RelayOptions {
 		PoisonPolicy:       c.PoisonPolicy,
 		PoisonMaxAttempts:  c.PoisonMaxAttempts,
 	}.WithDefaults()
-}
-
-// parser reads variables and keeps the first error; later reads after an
-// error return zero values that are never used.
-type parser struct {
-	getenv func(string) string
-	err    error
-}
-
-func (p *parser) fail(name, value, format string, args ...any) {
-	if p.err == nil {
-		p.err = &ConfigError{Variable: name, Value: value, Problem: fmt.Sprintf(format, args...)}
-	}
-}
-
-// get returns the value and whether it is set; a value of only spaces is
-// set (and then rejected by the caller) so a typo is never read as unset.
-func (p *parser) get(name string) (string, bool) {
-	v := p.getenv(name)
-	return v, v != ""
-}
-
-func (p *parser) required(name string) string {
-	v, ok := p.get(name)
-	switch {
-	case !ok:
-		p.fail(name, v, "required, not set")
-	case strings.TrimSpace(v) != v || v == "":
-		p.fail(name, v, "has leading or trailing spaces")
-	}
-	return v
-}
-
-// name reads a name-like value: non-blank, no surrounding spaces.
-func (p *parser) name(name, def string) string {
-	v, ok := p.get(name)
-	if !ok {
-		return def
-	}
-	if strings.TrimSpace(v) != v || strings.TrimSpace(v) == "" {
-		p.fail(name, v, "must not be blank or have leading or trailing spaces")
-	}
-	return v
-}
-
-func (p *parser) integer(name string, def, lo, hi int) int {
-	v, ok := p.get(name)
-	if !ok {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		p.fail(name, v, "not a decimal integer")
-		return def
-	}
-	if n < lo || n > hi {
-		p.fail(name, v, "must be between %d and %d", lo, hi)
-	}
-	return n
-}
-
-func (p *parser) duration(name string, def time.Duration) time.Duration {
-	v, ok := p.get(name)
-	if !ok {
-		return def
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		p.fail(name, v, "not a Go duration (write e.g. 500ms, 1s or 2m30s)")
-		return def
-	}
-	if d <= 0 {
-		p.fail(name, v, "must be positive")
-	}
-	return d
-}
-
-func (p *parser) boolean(name string, def bool) bool {
-	v, ok := p.get(name)
-	if !ok {
-		return def
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		p.fail(name, v, "not a boolean (true or false)")
-		return def
-	}
-	return b
-}
-
-func (p *parser) oneOf(name, def string, allowed ...string) string {
-	v, ok := p.get(name)
-	if !ok {
-		return def
-	}
-	for _, a := range allowed {
-		if v == a {
-			return v
-		}
-	}
-	p.fail(name, v, "must be one of %s", strings.Join(allowed, ", "))
-	return def
-}
-
-func (p *parser) endpoint(name string) string {
-	v, ok := p.get(name)
-	if !ok {
-		return ""
-	}
-	u, err := url.Parse(v)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		p.fail(name, v, "not an http:// or https:// URL with a host")
-	}
-	return v
-}
-
-// list splits a comma-separated value, rejecting empty elements.
-func (p *parser) list(name string) ([]string, string, bool) {
-	v, ok := p.get(name)
-	if !ok {
-		return nil, v, true
-	}
-	var out []string
-	for part := range strings.SplitSeq(v, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			p.fail(name, v, "has an empty element; separate values with single commas")
-			return nil, v, false
-		}
-		out = append(out, part)
-	}
-	return out, v, true
-}
-
-func (p *parser) brokers(name string) []string {
-	brokers, v, ok := p.list(name)
-	if !ok {
-		return nil
-	}
-	for _, b := range brokers {
-		host, port, err := net.SplitHostPort(b)
-		n, perr := strconv.Atoi(port)
-		if err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
-			p.fail(name, v, "broker %q is not host:port", b)
-			return nil
-		}
-	}
-	return brokers
-}
-
-func (p *parser) topics(name string) []string {
-	topics, v, ok := p.list(name)
-	if !ok {
-		return nil
-	}
-	for _, t := range topics {
-		if problem := topicProblem(t); problem != "" {
-			p.fail(name, v, "topic %q: %s", t, problem)
-			return nil
-		}
-	}
-	return topics
-}
-
-// arn reads an ARN of the given service.
-func (p *parser) arn(name, service string) string {
-	v, ok := p.get(name)
-	if !ok {
-		return ""
-	}
-	parts := strings.SplitN(v, ":", 6)
-	if len(parts) != 6 || parts[0] != "arn" || parts[2] != service || parts[5] == "" {
-		p.fail(name, v, "not an ARN of %s (arn:aws:%s:<region>:<account>:…)", service, service)
-	}
-	return v
-}
-
-// function reads a Lambda function name, name:qualifier, partial or full
-// ARN: what lambda:Invoke accepts as FunctionName.
-func (p *parser) function(name string) string {
-	v, ok := p.get(name)
-	if !ok {
-		return ""
-	}
-	const maxLen = 170 // Invoke's FunctionName limit, ARN and qualifier included
-	if len(v) > maxLen {
-		p.fail(name, v, "longer than %d characters", maxLen)
-		return v
-	}
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-_:$.", c) >= 0) {
-			p.fail(name, v, "not a Lambda function name or ARN (character %q at %d)", c, i)
-			return v
-		}
-	}
-	return v
-}
-
-// topicProblem says why t is not a valid Kafka topic name; empty when it is.
-// A message for an invalid topic can never be published and would block its
-// bucket, so it is refused at enqueue.
-func topicProblem(t string) string {
-	const maxTopic = 249
-	switch {
-	case t == "":
-		return "is empty"
-	case len(t) > maxTopic:
-		return fmt.Sprintf("is %d characters, Kafka allows at most %d", len(t), maxTopic)
-	case t == "." || t == "..":
-		return "is not a legal Kafka topic name"
-	}
-	for i, c := range t {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			what := strconv.QuoteRune(c)
-			if c == utf8.RuneError && !strings.HasPrefix(t[i:], string(utf8.RuneError)) {
-				what = fmt.Sprintf("byte 0x%02x", t[i])
-			}
-			return fmt.Sprintf("%s at byte %d is not allowed (Kafka topics use ASCII letters, digits, '.', '_' and '-')", what, i)
-		}
-	}
-	return ""
 }

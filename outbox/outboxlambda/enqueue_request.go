@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxconf"
 )
 
 // MaxEnqueueMessages bounds the messages of one enqueue request: one
@@ -183,7 +184,7 @@ func parseMessage(raw json.RawMessage, p string, opts RequestOptions, trace outb
 	if topic == nil || *topic == "" {
 		return outbox.Message{}, &FieldError{Field: p + "topic", Problem: "is required"}
 	}
-	if problem := topicProblem(*topic); problem != "" {
+	if problem := outboxconf.TopicProblem(*topic); problem != "" {
 		return outbox.Message{}, &FieldError{Field: p + "topic", Problem: fmt.Sprintf("%q %s", *topic, problem)}
 	}
 	if len(opts.Topics) > 0 && !slices.Contains(opts.Topics, *topic) {

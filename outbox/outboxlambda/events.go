@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/spillway-dev/spillway/outbox/outboxwake"
 )
 
 // ErrInvalidEvent marks a relay payload that is none of the accepted shapes,
@@ -55,7 +57,7 @@ const (
 // Event payload markers.
 const (
 	triggerSchedule      = "schedule"
-	triggerWake          = "wake"
+	triggerWake          = outboxwake.TriggerWake
 	streamEventSource    = "aws:dynamodb"
 	scheduledDetailType  = "Scheduled Event"
 	eventBridgeSource    = "aws.events"
@@ -135,16 +137,8 @@ func (d EventDecoder) decodeTrigger(payload, raw json.RawMessage) (RelayEvent, e
 	return RelayEvent{}, invalidEvent("unknown trigger %q; want %q or %q", trigger, triggerSchedule, triggerWake)
 }
 
-// wakePayload is the wire shape of a wake-up; the notifier writes it.
-type wakePayload struct {
-	Trigger string `json:"trigger"`
-	Buckets []int  `json:"buckets"`
-	Hop     int    `json:"hop"`
-	Join    bool   `json:"join"`
-}
-
 func (d EventDecoder) decodeWake(payload []byte) (RelayEvent, error) {
-	var ev wakePayload
+	var ev outboxwake.Payload
 	if err := strictUnmarshal(payload, &ev); err != nil {
 		return RelayEvent{}, invalidEvent("wake event: %v", err)
 	}

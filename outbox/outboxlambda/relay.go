@@ -311,3 +311,11 @@ func (h *RelayHandler) logSummary(ctx context.Context, r RelayResponse) {
 		slog.Bool("releaseSkipped", r.ReleaseSkipped), slog.Any("workLeft", r.WorkLeft),
 		slog.Bool("wakeUpSent", r.WakeUpSent), slog.Float64("budgetUsed", r.BudgetUsed))
 }
+
+// nonNil makes an absent list encode as [] in the response, not null.
+func nonNil(b []int) []int {
+	if b == nil {
+		return []int{}
+	}
+	return b
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxtest"
+	"github.com/spillway-dev/spillway/outbox/outboxwake"
 )
 
 func handleRelay(t *testing.T, b *bundle, ctx context.Context, payload json.RawMessage) RelayResponse {
@@ -82,7 +83,7 @@ func TestEnqueueThenWakeRelaysEveryMessage(t *testing.T) {
 	if len(calls) != 2 {
 		t.Fatalf("%d wake-ups, want one per request", len(calls))
 	}
-	var wake wakePayload
+	var wake outboxwake.Payload
 	if err := json.Unmarshal([]byte(calls[1].payload), &wake); err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,9 @@
-package outboxlambda
+package outboxwake
 
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"reflect"
 	"sync"
 	"testing"
@@ -442,3 +443,5 @@ func TestNotifierCoverageEndsWithTheHoldersLease(t *testing.T) {
 		t.Fatalf("%d invokes, want 2 (the first, and one after the lease ran out)", got)
 	}
 }
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

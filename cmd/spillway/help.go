@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// helpDoc is what `spillway help <command>` and `<command> -h` print.
+type helpDoc struct {
+	// summary is one line, also shown in the command list.
+	summary string
+	// synopsis follows "Usage: spillway ".
+	synopsis string
+	// examples are command lines to copy.
+	examples []string
+}
+
+// conn is the connection part of the examples.
+const conn = "--table orders-outbox"
+
+// docs holds the help of every command and verb ("parked replay"), in one
+// place so the list, the usage lines and the examples cannot disagree.
+var docs = map[string]helpDoc{
+	"bench": {"measure throughput, DynamoDB cost per message, idle cost and latency on embedded backends",
+		"bench [--scenario NAME,...] [--messages N] [--json] [--plot FILE.svg] [--profile-dir DIR] [--dynamodb-endpoint URL] [--brokers HOST:PORT]",
+		[]string{"spillway bench --scenario economy", "spillway bench --json > bench.json"}},
+	"bucket": {"print the bucket a message lands in",
+		"bucket (--key K | --key-base64 B | --message-id UUID | --partition P) [--bucket-count N] [--json]",
+		[]string{"spillway bucket --key customer-42 --bucket-count 16", "spillway bucket --message-id 3f2504e0-4f89-11d3-9a0c-0305e82c3301"}},
+	"create-table": {"create the outbox table if it does not exist and wait until it is active",
+		"create-table --table NAME [--dynamodb-endpoint URL] [--wait D] [--progress D]",
+		[]string{"spillway create-table " + conn, "spillway create-table --table demo --dynamodb-endpoint http://127.0.0.1:8000"}},
+	"drain": {"relay until the outbox is empty (exit 0) or --timeout passes (exit 1)",
+		"drain --table NAME --brokers HOST:PORT [--bucket-count N] [--relays N] [--timeout D] [--json]",
+		[]string{"spillway drain " + conn + " --brokers b-1.example:9092 --timeout 10m", "spillway drain " + conn + " --brokers localhost:9092 --relays 4 --json"}},
+	"enqueue": {"store messages given as the enqueue function's JSON (from a file or stdin)",
+		"enqueue --table NAME [--file FILE] [--bucket-count N]",
+		[]string{"spillway enqueue " + conn + " --file events/enqueue.single.json", `echo '{"topic":"orders","key":"o-1","value":"hi"}' | spillway enqueue ` + conn}},
+	"generation": {"show, seal or finish the retirement of a generation (key prefix and bucket count)",
+		"generation status|seal|finish --previous-key-prefix P --previous-bucket-count N [--key-prefix P] [--bucket-count N]",
+		[]string{"spillway generation status " + conn + " --previous-key-prefix OUTBOX --previous-bucket-count 8 --key-prefix OUTBOX2 --bucket-count 32"}},
+	"generation status": {"show both generations' phase, pending and parked counts, and the next step",
+		"generation status --previous-key-prefix P --previous-bucket-count N [--key-prefix P] [--bucket-count N] [--json]",
+		[]string{"spillway generation status " + conn + " --previous-key-prefix OUTBOX --previous-bucket-count 8 --key-prefix OUTBOX2 --bucket-count 32"}},
+	"generation seal": {"seal the previous generation once every writer writes to the new one",
+		"generation seal --previous-key-prefix P --previous-bucket-count N [--key-prefix P] [--bucket-count N] --yes",
+		[]string{"spillway generation seal " + conn + " --previous-key-prefix OUTBOX --previous-bucket-count 8 --key-prefix OUTBOX2 --bucket-count 32 --yes"}},
+	"generation finish": {"mark a sealed previous generation drained once it is empty",
+		"generation finish --previous-key-prefix P --previous-bucket-count N [--key-prefix P] [--bucket-count N]",
+		[]string{"spillway generation finish " + conn + " --previous-key-prefix OUTBOX --previous-bucket-count 8 --key-prefix OUTBOX2 --bucket-count 32"}},
+	"help": {"show the commands, or a command's flags and examples",
+		"help [command [verb]]",
+		[]string{"spillway help drain", "spillway help parked replay"}},
+	"parked": {"list, replay or drop messages quarantined under SPILLWAY_POISON_POLICY=quarantine",
+		"parked list|replay|drop [flags]",
+		[]string{"spillway parked list " + conn, "spillway parked replay " + conn + " --all"}},
+	"parked list": {"list the parked messages with their reason and attempts",
+		"parked list --table NAME [--bucket B] [--json]",
+		[]string{"spillway parked list " + conn, "spillway parked list " + conn + " --bucket 3 --json"}},
+	"parked replay": {"put parked messages back at the tail of their bucket (a dry run without --yes)",
+		"parked replay --table NAME (--message-id ID | --key-base64 K | --all) [--topic T] [--yes]",
+		[]string{"spillway parked replay " + conn + " --all", "spillway parked replay " + conn + " --message-id 3f2504e0-4f89-11d3-9a0c-0305e82c3301 --topic orders-v2 --yes"}},
+	"parked drop": {"delete one parked message for good",
+		"parked drop --table NAME --message-id ID --yes",
+		[]string{"spillway parked drop " + conn + " --message-id 3f2504e0-4f89-11d3-9a0c-0305e82c3301 --yes"}},
+	"run": {"run the whole system on embedded DynamoDB and Kafka with a demo workload",
+		"run [--messages N] [--keys N] [--concurrency N] [--timeout D] [--tracing off|otel] [--serve] [--json]",
+		[]string{"spillway run", "spillway run --messages 20000 --concurrency 8", "spillway run --serve"}},
+	"status": {"show each bucket's backlog, parked messages and lease, and the relays' heartbeats",
+		"status --table NAME [--dynamodb-endpoint URL] [--bucket-count N] [--json]",
+		[]string{"spillway status " + conn, "spillway status --table demo --dynamodb-endpoint http://127.0.0.1:8000 --json"}},
+	"version": {"print the version of this build and the Go version",
+		"version",
+		[]string{"spillway version"}},
+}
+
+// hiddenFlags are accepted but not listed: --count is the old name of
+// --bucket-count.
+var hiddenFlags = map[string]bool{"count": true}
+
+// flagSet is a command's flags: errors are returned, not printed, and -h
+// prints the command's help to out (stdout).
+type flagSet struct {
+	*flag.FlagSet
+	out io.Writer
+}
+
+// newFlagSet returns the flag set of the command or verb name (a key of
+// docs).
+func newFlagSet(name string, stdout io.Writer) *flagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return &flagSet{FlagSet: fs, out: stdout}
+}
+
+// parse parses args: -h prints the help (flag.ErrHelp, exit 0), a flag
+// error is a usage error.
+func parse(fs *flagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printHelp(fs.out, fs.Name(), fs.FlagSet, nil)
+			return err
+		}
+		return usagef("%v (spillway help %s lists the flags)", err, fs.Name())
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q (spillway help %s lists the flags)", fs.Arg(0), fs.Name())
+	}
+	return nil
+}
+
+// printHelp prints name's summary, usage, flags (when fs is not nil) or
+// verbs, and examples.
+func printHelp(w io.Writer, name string, fs *flag.FlagSet, verbs []string) {
+	d := docs[name]
+	fmt.Fprintf(w, "spillway %s: %s.\n\nUsage: spillway %s\n", name, d.summary, d.synopsis)
+	if fs != nil {
+		var rows []string
+		fs.VisitAll(func(f *flag.Flag) {
+			if hiddenFlags[f.Name] {
+				return
+			}
+			arg, usage := flag.UnquoteUsage(f)
+			switch arg {
+			case "":
+			case "int":
+				arg = " N"
+			default:
+				arg = " " + strings.ToUpper(arg)
+			}
+			if def := f.DefValue; def != "" && def != "0" && def != "false" && def != "0s" && def != "-1" {
+				usage += fmt.Sprintf(" (default %s)", def)
+			}
+			rows = append(rows, fmt.Sprintf("  --%s%s\t%s\n", f.Name, arg, usage))
+		})
+		if len(rows) > 0 {
+			fmt.Fprintln(w, "\nFlags:")
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			for _, r := range rows {
+				fmt.Fprint(tw, r)
+			}
+			tw.Flush()
+		}
+	}
+	if len(verbs) > 0 {
+		fmt.Fprintln(w, "\nCommands:")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, v := range verbs {
+			fmt.Fprintf(tw, "  %s\t%s\n", v, docs[name+" "+v].summary)
+		}
+		tw.Flush()
+	}
+	if len(d.examples) > 0 {
+		fmt.Fprintln(w, "\nExamples:")
+		for _, e := range d.examples {
+			fmt.Fprintf(w, "  %s\n", e)
+		}
+	}
+}
+
+// runHelp prints the command list, or the help of the command (and verb)
+// args name, as `<command> [verb] -h` does.
+func runHelp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		usage(stdout)
+		return nil
+	}
+	if args[0] == "help" {
+		printHelp(stdout, "help", nil, nil)
+		return nil
+	}
+	run, ok := commands[args[0]]
+	if !ok {
+		return usagef("unknown command %q; spillway help lists them", args[0])
+	}
+	return run(ctx, append(slices.Clone(args[1:]), "-h"), stdout, stderr)
+}

@@ -1,0 +1,371 @@
+package outboxwake
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
+
+	"github.com/spillway-dev/spillway/outbox"
+)
+
+// DefaultNotifyTimeout bounds one asynchronous invoke. An Event invoke is
+// only queued by Lambda, so it answers in milliseconds; a slow answer must
+// not hold the writer that committed.
+const DefaultNotifyTimeout = 2 * time.Second
+
+// Invoker is the Lambda call the notifier makes. *lambda.Client satisfies
+// it.
+type Invoker interface {
+	Invoke(ctx context.Context, in *lambda.InvokeInput, optFns ...func(*lambda.Options)) (*lambda.InvokeOutput, error)
+}
+
+var _ Invoker = (*lambda.Client)(nil)
+
+// NotifierConfig configures a Notifier.
+type NotifierConfig struct {
+	// Client invokes the relay function (required).
+	Client Invoker
+	// FunctionName is the relay function's name or ARN (required).
+	FunctionName string
+	// Timeout bounds each invoke. Default DefaultNotifyTimeout.
+	Timeout time.Duration
+	// Observer receives one outbox.EventWakeUpSent per invoke, with Err on
+	// failure. Optional. Leave it nil where the caller reports wake-ups
+	// itself (the relay engine emits its continuation wake-ups), or they
+	// count twice.
+	Observer outbox.Observer
+	// Clock stamps the events. Default outbox.SystemClock.
+	Clock outbox.Clock
+	// Logger receives failed invokes. Default slog.Default().
+	Logger *slog.Logger
+	// Owners, when set, lets a writer's notifier skip the wake-ups that
+	// would only find a live relay holding the buckets (see Notifier).
+	// *outboxddb.Store satisfies it. Leave it nil for a relay's
+	// continuation wake-ups. Optional.
+	Owners OwnerReader
+	// LeaseDuration is the relays' lease duration, which says for how long
+	// a heartbeat proves a relay alive. Default outbox.DefaultLeaseDuration.
+	LeaseDuration time.Duration
+}
+
+// OwnerReader reads the coordination partition: which relay holds which
+// bucket, and the relays' heartbeats.
+type OwnerReader interface {
+	ReadCoordination(ctx context.Context) (outbox.Coordination, error)
+}
+
+// Notifier is an outbox.Notifier that wakes the relay function with an
+// asynchronous invoke (InvocationType Event) carrying
+// {"trigger":"wake","buckets":[…],"hop":n,"join":b}.
+//
+// Wake-ups are coalesced per process: while one invoke is in flight, later
+// wake-ups are merged into a single follow-up invoke (the union of their
+// buckets, the highest hop, join if any asked for it; an unknown bucket set
+// absorbs the others) that the caller of the in-flight invoke sends once it
+// returns. Merged callers return at once with a nil error. A burst of
+// commits therefore costs two invokes, not one per commit.
+//
+// With Owners set, a writer's wake-up (hop 0, not a join) is skipped when
+// every hinted bucket is covered: a view of the coordination partition read
+// less than outbox.OwnerViewTTL ago showed a live relay holding it, or a
+// wake-up for it was sent less than outbox.OwnerViewTTL ago (the woken relay
+// joins, or trusts a live holder). The live holder polls the bucket, and if
+// it stops meanwhile it watches the released buckets for
+// outbox.OwnerViewTTL and sends the wake-up itself, so a skipped wake-up
+// delays no message beyond the holder's poll. When the coverage has lapsed,
+// the sender reads the view once before invoking (one eventually
+// consistent Query) and skips the invoke if the view covers the buckets;
+// before the first view, it invokes at once and reads the view afterwards.
+// Under steady traffic this turns one invocation per commit into about one
+// read per outbox.OwnerViewTTL per process.
+//
+// A failed invoke is logged, counted (Stats, and the Observer) and returned
+// to its caller, which must not fail its write for it: the relay's schedule
+// finds the messages anyway.
+type Notifier struct {
+	client   Invoker
+	function string
+	timeout  time.Duration
+	obs      outbox.Observer
+	clock    outbox.Clock
+	log      *slog.Logger
+	owners   OwnerReader
+	lease    time.Duration
+
+	mu       sync.Mutex
+	inFlight bool
+	pending  *outbox.WakeUp
+	// covered maps a bucket to when the notifier stops trusting that a
+	// relay looks at it; viewed reports a view was read at least once.
+	covered map[int]time.Time
+	viewed  bool
+
+	sent, failed, merged, skipped, reads atomic.Int64
+}
+
+var _ outbox.Notifier = (*Notifier)(nil)
+
+// NewNotifier validates cfg and returns a notifier.
+func NewNotifier(cfg NotifierConfig) (*Notifier, error) {
+	if cfg.Client == nil || cfg.FunctionName == "" {
+		return nil, outbox.Misconfigured("new wake-up notifier", "a Lambda client and the relay function name are required")
+	}
+	if cfg.Timeout < 0 || cfg.LeaseDuration < 0 {
+		return nil, outbox.Misconfigured("new wake-up notifier", "negative timeout %v or lease duration %v", cfg.Timeout, cfg.LeaseDuration)
+	}
+	n := &Notifier{
+		client:   cfg.Client,
+		function: cfg.FunctionName,
+		timeout:  cfg.Timeout,
+		obs:      cfg.Observer,
+		clock:    cfg.Clock,
+		log:      cfg.Logger,
+		owners:   cfg.Owners,
+		lease:    cmp.Or(cfg.LeaseDuration, outbox.DefaultLeaseDuration),
+		covered:  map[int]time.Time{},
+	}
+	if n.timeout == 0 {
+		n.timeout = DefaultNotifyTimeout
+	}
+	if n.clock == nil {
+		n.clock = outbox.SystemClock{}
+	}
+	if n.log == nil {
+		n.log = slog.Default()
+	}
+	return n, nil
+}
+
+// NotifierStats counts a notifier's wake-ups since it was created.
+type NotifierStats struct {
+	// Sent counts invokes Lambda accepted.
+	Sent int64
+	// Failed counts invokes that failed or timed out.
+	Failed int64
+	// Merged counts wake-ups folded into a follow-up invoke.
+	Merged int64
+	// Skipped counts wake-ups not sent because a live relay covered their
+	// buckets; OwnerReads the coordination views read to decide it.
+	Skipped    int64
+	OwnerReads int64
+}
+
+// Stats returns the counts so far.
+func (n *Notifier) Stats() NotifierStats {
+	return NotifierStats{Sent: n.sent.Load(), Failed: n.failed.Load(), Merged: n.merged.Load(),
+		Skipped: n.skipped.Load(), OwnerReads: n.reads.Load()}
+}
+
+// Notify implements outbox.Notifier. It returns the error of its own invoke;
+// a wake-up merged into a follow-up returns nil at once, and a follow-up's
+// failure is logged and counted only.
+func (n *Notifier) Notify(ctx context.Context, w outbox.WakeUp) error {
+	n.mu.Lock()
+	if n.skippable(w) && n.coveredLocked(w.Buckets, n.clock.Now()) {
+		n.mu.Unlock()
+		n.skipped.Add(1)
+		return nil
+	}
+	if n.inFlight {
+		n.pending = mergeWakeUps(n.pending, w)
+		n.mu.Unlock()
+		n.merged.Add(1)
+		return nil
+	}
+	n.inFlight = true
+	n.mu.Unlock()
+
+	// Follow-ups go out on behalf of callers that already returned, so the
+	// first caller's cancellation must not drop them; each invoke has its
+	// own timeout instead.
+	base := context.WithoutCancel(ctx)
+	err := n.invoke(base, w)
+	n.followUps(base, callerFollowUps)
+	return err
+}
+
+// callerFollowUps bounds the follow-ups a caller sends before it hands the
+// rest to a goroutine. Under continuous commits from many goroutines (a Go
+// service) the pending set refills while each follow-up is in flight, and
+// without a bound one caller's write would be held up by everyone's
+// wake-ups. A Lambda invocation has a single caller, so it never gets there.
+const callerFollowUps = 2
+
+// followUps sends the merged wake-ups until none is pending; after limit
+// invokes (a negative limit: none) it hands the rest to a new goroutine,
+// which keeps the notifier in flight until it is done.
+func (n *Notifier) followUps(ctx context.Context, limit int) {
+	for sent := 0; ; sent++ {
+		n.mu.Lock()
+		next := n.pending
+		if next == nil {
+			n.inFlight = false
+			n.mu.Unlock()
+			return
+		}
+		if sent == limit {
+			n.mu.Unlock()
+			go n.followUps(ctx, -1)
+			return
+		}
+		n.pending = nil
+		n.mu.Unlock()
+		_ = n.invoke(ctx, *next)
+	}
+}
+
+// invoke sends one wake-up unless a fresh view of the owners covers it,
+// and marks its buckets covered once sent.
+func (n *Notifier) invoke(ctx context.Context, w outbox.WakeUp) error {
+	if !n.skippable(w) {
+		return n.send(ctx, w)
+	}
+	n.mu.Lock()
+	viewed := n.viewed
+	n.mu.Unlock()
+	if viewed {
+		// The coverage lapsed: one read decides whether a relay still
+		// holds the buckets. Before the first view the invoke goes first,
+		// so a cold start is not delayed by the read.
+		n.refresh(ctx)
+		n.mu.Lock()
+		covered := n.coveredLocked(w.Buckets, n.clock.Now())
+		n.mu.Unlock()
+		if covered {
+			n.skipped.Add(1)
+			return nil
+		}
+	}
+	err := n.send(ctx, w)
+	if err == nil {
+		n.cover(w.Buckets, n.clock.Now().Add(outbox.OwnerViewTTL))
+	}
+	if !viewed {
+		n.refresh(ctx)
+	}
+	return err
+}
+
+// skippable reports whether w may be skipped: a writer's wake-up with its
+// buckets named, on a notifier that can read the owners.
+func (n *Notifier) skippable(w outbox.WakeUp) bool {
+	return n.owners != nil && w.Hop == 0 && !w.Join && len(w.Buckets) > 0
+}
+
+// coveredLocked reports whether every bucket is covered at now.
+func (n *Notifier) coveredLocked(buckets []int, now time.Time) bool {
+	if n.owners == nil || len(buckets) == 0 {
+		return false
+	}
+	for _, b := range buckets {
+		if !now.Before(n.covered[b]) {
+			return false
+		}
+	}
+	return true
+}
+
+// cover extends the coverage of buckets to until.
+func (n *Notifier) cover(buckets []int, until time.Time) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, b := range buckets {
+		if until.After(n.covered[b]) {
+			n.covered[b] = until
+		}
+	}
+}
+
+// refresh reads the owners and covers every bucket a live relay holds, for
+// at most outbox.OwnerViewTTL from the read's start. A failed read covers
+// nothing: the wake-up is sent.
+func (n *Notifier) refresh(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, n.timeout)
+	defer cancel()
+	view, err := n.owners.ReadCoordination(ctx)
+	n.reads.Add(1)
+	if err != nil {
+		n.log.WarnContext(ctx, "reading the relays' leases failed; sending the wake-up", "error", err)
+		return
+	}
+	trustUntil := view.ReadAt.Add(outbox.OwnerViewTTL)
+	n.mu.Lock()
+	n.viewed = true
+	n.mu.Unlock()
+	for b, until := range view.HeldUntil(view.ReadAt, n.lease) {
+		if until.After(trustUntil) {
+			until = trustUntil
+		}
+		n.cover([]int{b}, until)
+	}
+}
+
+// send invokes the relay function with one wake-up and reports it.
+func (n *Notifier) send(ctx context.Context, w outbox.WakeUp) error {
+	payload, err := json.Marshal(Payload{Trigger: TriggerWake, Buckets: nonNil(w.Buckets), Hop: w.Hop, Join: w.Join})
+	if err != nil {
+		return fmt.Errorf("outboxwake: encode wake-up: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, n.timeout)
+	defer cancel()
+	out, err := n.client.Invoke(ctx, &lambda.InvokeInput{
+		FunctionName:   aws.String(n.function),
+		InvocationType: types.InvocationTypeEvent,
+		Payload:        payload,
+	})
+	if err == nil && out != nil && out.StatusCode != 202 {
+		err = fmt.Errorf("status %d, want 202", out.StatusCode)
+	}
+	if err != nil {
+		err = fmt.Errorf("outboxwake: wake relay function %s for buckets %v (hop %d): %w", n.function, w.Buckets, w.Hop, err)
+		n.failed.Add(1)
+		n.log.WarnContext(ctx, "wake-up invoke failed; the schedule finds the messages",
+			"function", n.function, "buckets", w.Buckets, "hop", w.Hop, "error", err)
+	} else {
+		n.sent.Add(1)
+	}
+	outbox.Emit(n.obs, outbox.Event{Kind: outbox.EventWakeUpSent, Time: n.clock.Now(), Bucket: -1, Count: len(w.Buckets), Err: err})
+	return err
+}
+
+// mergeWakeUps folds w into acc. An empty bucket list means "unknown" and
+// makes the merged wake-up unknown too; the highest hop keeps a chain's
+// bound; join survives the merge.
+func mergeWakeUps(acc *outbox.WakeUp, w outbox.WakeUp) *outbox.WakeUp {
+	if acc == nil {
+		c := outbox.WakeUp{Buckets: slices.Clone(w.Buckets), Hop: w.Hop, Join: w.Join}
+		slices.Sort(c.Buckets)
+		c.Buckets = slices.Compact(c.Buckets)
+		if len(w.Buckets) == 0 {
+			c.Buckets = nil
+		}
+		return &c
+	}
+	acc.Hop = max(acc.Hop, w.Hop)
+	acc.Join = acc.Join || w.Join
+	if len(acc.Buckets) == 0 || len(w.Buckets) == 0 {
+		acc.Buckets = nil
+		return acc
+	}
+	acc.Buckets = append(acc.Buckets, w.Buckets...)
+	slices.Sort(acc.Buckets)
+	acc.Buckets = slices.Compact(acc.Buckets)
+	return acc
+}
+
+func nonNil(b []int) []int {
+	if b == nil {
+		return []int{}
+	}
+	return b
+}

@@ -1,0 +1,63 @@
+package outboxwake
+
+import (
+	"log/slog"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+
+	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxconf"
+	"github.com/spillway-dev/spillway/outbox/outboxddb"
+)
+
+// WriterFromEnv returns the writer of a service deployed next to the
+// stack, configured by the variables the stack sets on its enqueue
+// function (copy them to the service): the table and its layout
+// (outboxddb.OptionsFromEnv), SPILLWAY_DYNAMODB_ENDPOINT and, when
+// SPILLWAY_RELAY_FUNCTION is set, a Notifier that wakes that function after
+// every commit and skips the wake-ups a live relay covers
+// (SPILLWAY_LEASE_DURATION, default 30s). Without SPILLWAY_RELAY_FUNCTION
+// the messages wait for the relay's schedule, and it logs a warning saying
+// so. cfg is the service's AWS SDK configuration; log receives the
+// writer's warnings (nil: slog.Default()). getenv is os.Getenv outside
+// tests. The error is an *outboxconf.VariableError naming the first
+// unusable variable.
+func WriterFromEnv(cfg aws.Config, getenv func(string) string, log *slog.Logger) (*outboxddb.Writer, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	opts, err := outboxddb.OptionsFromEnv(getenv)
+	if err != nil {
+		return nil, err
+	}
+	env := outboxconf.NewEnv(getenv)
+	endpoint := env.Endpoint(outboxconf.EnvDynamoDBEndpoint)
+	function := env.Function(outboxconf.EnvRelayFunction)
+	lease := env.Duration(outboxconf.EnvLeaseDuration, outbox.DefaultLeaseDuration)
+	if err := env.Err(); err != nil {
+		return nil, err
+	}
+	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		if endpoint != "" {
+			o.BaseEndpoint = aws.String(endpoint)
+		}
+	})
+	opts.Logger = log
+	if function == "" {
+		log.Warn("no relay function configured: committed messages wait for the relay's schedule", "variable", outboxconf.EnvRelayFunction)
+		return outboxddb.NewWriter(client, opts)
+	}
+	owners, err := outboxddb.NewStore(client, opts)
+	if err != nil {
+		return nil, err
+	}
+	notifier, err := NewNotifier(NotifierConfig{Client: lambda.NewFromConfig(cfg), FunctionName: function, Logger: log,
+		Owners: owners, LeaseDuration: lease})
+	if err != nil {
+		return nil, err
+	}
+	opts.Notifier = notifier
+	return outboxddb.NewWriter(client, opts)
+}
