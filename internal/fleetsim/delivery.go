@@ -18,18 +18,15 @@ type deliveryCheck struct {
 	records    int
 	distinct   int
 	duplicates int
-	// reordered counts first deliveries out of key order that a failed
-	// publish of both messages excuses (see refusals).
-	reordered int
 }
 
 // checkRecords checks the records read back from Kafka against the
 // workload: every record is a known message, a cancelled one is never
 // delivered, every committed one is, and per key the first deliveries
-// follow the enqueue order, except where refused excuses a pair. recs must
-// hold each partition's records in offset order (a key's records share one
-// partition).
-func checkRecords(wl *workload, recs []*kgo.Record, header string, refused *refusals) (deliveryCheck, *Violation) {
+// follow the enqueue order, with no exception: duplicates are allowed,
+// reordering is not. recs must hold each partition's records in offset
+// order (a key's records share one partition).
+func checkRecords(wl *workload, recs []*kgo.Record, header string) (deliveryCheck, *Violation) {
 	var dc deliveryCheck
 	seen := map[outbox.MessageID]int{}
 	last := map[string]*logicalMsg{}
@@ -56,10 +53,6 @@ func checkRecords(wl *workload, recs []*kgo.Record, header string, refused *refu
 			continue
 		}
 		prev := last[m.keyName]
-		if prev != nil && prev.index >= m.index && refused.excuses(m.id, prev.id) {
-			dc.reordered++
-			continue
-		}
 		if prev != nil && prev.index >= m.index {
 			return dc, &Violation{Invariant: "per-key order", bucket: m.bucket, key: m.keyName, Detail: fmt.Sprintf(
 				"key %s: message #%d (%s, bucket %d sequences %v) first delivered at %s[%d]@%d, after message #%d (%s, sequences %v) was first delivered at offset %d",

@@ -42,12 +42,8 @@
 //   - No loss: every message whose enqueue returned success is delivered at
 //     least once; a message of a cancelled business transaction never is.
 //   - Order: for each key, the first deliveries of its messages follow their
-//     enqueue order (the key's writer serializes its enqueues), except the
-//     one reorder the contract admits (README, "Order"): a publish the broker
-//     refused may have had later records of the key written after the
-//     refused part, so a message may be first delivered after a later one
-//     when one failed publish held both, the earlier unacknowledged. The
-//     report counts those as reordered.
+//     enqueue order (the key's writer serializes its enqueues), whatever
+//     the faults: duplicates are allowed, reordering is not.
 //   - Lease exclusivity. A relay's belief that it holds a bucket is modelled
 //     from its store calls: a successful acquisition or renewal that started
 //     when the relay's clock read a makes it hold the bucket until its own

@@ -236,9 +236,6 @@ func (p *relayPublisher) Publish(ctx context.Context, msgs []outbox.Message) (in
 	var acked int
 	e.sim.kafkaCall(func() { acked, err = p.inner.Publish(ctx, msgs) })
 	e.sim.trace.add("publish", e.id, bucket, "%s acked=%d err=%v", seqRange(msgs), acked, err)
-	if err != nil {
-		e.sim.refused.add(msgs, acked)
-	}
 	if cerr := after(); cerr != nil {
 		return 0, cerr
 	}

@@ -29,9 +29,6 @@ type Report struct {
 	Records    int // records read back from Kafka
 	Delivered  int // distinct message ids among them
 	Duplicates int // Records - Delivered
-	// Reordered counts first deliveries out of key order that a failed
-	// publish holding both messages explains (README, "Order").
-	Reordered int
 
 	// Fleet.
 	Invocations    int // asynchronous invokes, before coalescing
@@ -87,7 +84,7 @@ func (r *Report) String() string {
 		r.Seed, r.BucketCount, r.LeaseDuration, r.RenewInterval, r.Concurrency, r.Writers, r.Keys)
 	fmt.Fprintf(&b, "  messages %d (committed %d, rejected %d, uncertain %d) in %d operations, %d abandoned\n",
 		r.Messages, r.Committed, r.Rejected, r.Uncertain, r.Ops, r.AbandonedOps)
-	fmt.Fprintf(&b, "  records %d, delivered %d, duplicates %d, reordered by a refused publish %d\n", r.Records, r.Delivered, r.Duplicates, r.Reordered)
+	fmt.Fprintf(&b, "  records %d, delivered %d, duplicates %d; every key's first deliveries in commit order\n", r.Records, r.Delivered, r.Duplicates)
 	fmt.Fprintf(&b, "  invocations %d, runs %d (joined %d) on %d environments; crashes %d, timeouts %d, pauses %d, releases skipped %d, fatal %d\n",
 		r.Invocations, r.Runs, r.Joined, r.Environments, r.Crashes, r.Timeouts, r.Pauses, r.ReleaseSkipped, r.FatalRuns)
 	fmt.Fprintf(&b, "  lease overlaps within skew %d, publishes/deletes outside the lease %d\n", r.LeaseOverlaps, r.OutsideLease)
