@@ -96,21 +96,25 @@ func (s *sim) readBack(ctx context.Context) ([]*kgo.Record, error) {
 
 // pendingMessages counts the message items left in the outbox, strongly
 // consistent, through the uncounted client.
-func (s *sim) pendingMessages(ctx context.Context) (int, error) {
+func (s *sim) pendingMessages(ctx context.Context) (int, error) { return s.countPartitions(ctx, "MESSAGES") }
+
+// countPartitions counts the items of every bucket's partition of the
+// given kind (MESSAGES or PARKED), as pendingMessages does.
+func (s *sim) countPartitions(ctx context.Context, kind string) (int, error) {
 	total := 0
 	for b := range s.cfg.BucketCount {
 		in := &dynamodb.QueryInput{
 			TableName:                 aws.String(s.table),
 			KeyConditionExpression:    aws.String("#pk = :pk"),
 			ExpressionAttributeNames:  map[string]string{"#pk": outboxddb.DefaultPartitionKey},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: fmt.Sprintf("%s#MESSAGES#%d", outboxddb.DefaultKeyPrefix, b)}},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: fmt.Sprintf("%s#%s#%d", outboxddb.DefaultKeyPrefix, kind, b)}},
 			ConsistentRead:            aws.Bool(true),
 			Select:                    types.SelectCount,
 		}
 		for {
 			out, err := s.raw.Query(ctx, in)
 			if err != nil {
-				return 0, fmt.Errorf("fleetsim: count messages of bucket %d: %w", b, err)
+				return 0, fmt.Errorf("fleetsim: count the %s items of bucket %d: %w", kind, b, err)
 			}
 			total += int(out.Count)
 			if len(out.LastEvaluatedKey) == 0 {

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/spillway-dev/spillway/internal/lambdasim"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
@@ -87,6 +89,13 @@ type env struct {
 	handler   *outboxlambda.RelayHandler
 	largeSkew bool
 	skewCause *cause
+	// plain marks a relay that keeps every lease every round, as relays
+	// of other languages do (FaultMixedSkew).
+	plain bool
+
+	// The order menu's faults aimed at this environment.
+	hold atomic.Pointer[handoverHold]
+	late atomic.Pointer[lateCalls]
 
 	dead   atomic.Bool
 	closed atomic.Bool
@@ -119,11 +128,19 @@ func (s *sim) newEnv(function string) (*env, error) {
 			skew = -skew
 		}
 	}
+	// A relay of another language's habits: its own leases are kept
+	// every round, and its clock is ahead by more than the kept-ahead
+	// leases' margin but within the tolerance such relays claim.
+	plain := false
+	if !large && function == fnRelay && s.cfg.has(FaultMixedSkew) && !s.steadyAt(s.clock.Now()) && r.IntN(100) < 15 {
+		plain = true
+		skew = uniform(r, s.cfg.LeaseDuration-2*s.cfg.RenewInterval, s.cfg.LeaseDuration-s.cfg.RenewInterval)
+	}
 	prefix := "r"
 	if function == fnHold {
 		prefix = "h"
 	}
-	e := &env{sim: s, id: fmt.Sprintf("%s%04x-%03d", prefix, r.IntN(0x10000), n), function: function, largeSkew: large}
+	e := &env{sim: s, id: fmt.Sprintf("%s%04x-%03d", prefix, r.IntN(0x10000), n), function: function, largeSkew: large, plain: plain}
 	e.clock = newHostClock(s.clock, s.act, skew)
 	storeOpts := s.storeOpts
 	storeOpts.Clock = e.clock
@@ -132,11 +149,15 @@ func (s *sim) newEnv(function string) (*env, error) {
 		return nil, err
 	}
 	e.store = &relayStore{env: e, inner: store}
+	kopts := s.kafka.ClientOpts()
+	if s.cfg.has(FaultHandoverRefusal) {
+		kopts = append(kopts, kgo.WithHooks(handoverHook{e}))
+	}
 	kp, err := outboxkafka.New(outboxkafka.Config{
 		Brokers:   s.kafka.Brokers,
 		ClientID:  e.id,
 		Clock:     e.clock,
-		ExtraOpts: s.kafka.ClientOpts(),
+		ExtraOpts: kopts,
 	})
 	if err != nil {
 		return nil, err
@@ -156,6 +177,9 @@ func (s *sim) newEnv(function string) (*env, error) {
 	if function == fnHold {
 		fn.Mode = outbox.ModeHold
 	}
+	if s.cfg.quarantine() {
+		fn.PoisonPolicy = outbox.PoisonQuarantine
+	}
 	e.handler, err = outboxlambda.NewRelayHandler(outboxlambda.RelayHandlerConfig{
 		Config:    fn,
 		RelayID:   e.id,
@@ -171,10 +195,17 @@ func (s *sim) newEnv(function string) (*env, error) {
 		return nil, err
 	}
 
-	if large {
+	switch {
+	case large:
 		e.skewCause = s.causes.open(causeLargeSkew, e.id, e.linger(), s.clock.Now())
+	case plain:
+		e.skewCause = s.causes.open(causeMixedSkew, e.id, e.linger(), s.clock.Now())
+		s.leases.markPlain(e.id)
+		s.mu.Lock()
+		s.stats.faults[causeMixedSkew]++
+		s.mu.Unlock()
 	}
-	s.trace.add("env-start", e.id, -1, "function=%s skew=%v large=%v", function, skew, large)
+	s.trace.add("env-start", e.id, -1, "function=%s skew=%v large=%v plain=%v", function, skew, large, plain)
 	s.register(e)
 	return e, nil
 }
@@ -321,6 +352,7 @@ func (s *sim) ended(inv *lambdasim.Invocation[*env], resp outboxlambda.RelayResp
 	e := inv.Env
 	run := e.run.Load()
 	run.over.Store(true)
+	e.endLate(nil)
 	now := s.clock.Now()
 	if run.joined.Load() && !e.dead.Load() {
 		s.causes.instant(causeLeave, e.id, e.linger(), now)
@@ -433,6 +465,7 @@ func (s *sim) crash(e *env, run *runState, kind, why string) {
 	}
 	s.mu.Unlock()
 	s.trace.add(kind, e.id, -1, "run=%d %s", run.n, why)
+	e.endLate(nil)
 	run.cancel()
 	// Closing fails the records still buffered, so a publish the crash
 	// interrupted returns instead of waiting for delivery.

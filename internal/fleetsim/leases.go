@@ -37,10 +37,35 @@ type leaseBook struct {
 	mu       sync.Mutex
 	open     map[string]map[int]*belief // relay → bucket → latest belief
 	byBucket map[int][]*belief          // ascending by start
+	plain    map[string]bool            // relays that keep every round
 }
 
 func newLeaseBook(lease time.Duration) *leaseBook {
-	return &leaseBook{lease: lease, open: map[string]map[int]*belief{}, byBucket: map[int][]*belief{}}
+	return &leaseBook{lease: lease, open: map[string]map[int]*belief{}, byBucket: map[int][]*belief{}, plain: map[string]bool{}}
+}
+
+// markPlain records a relay that keeps every lease every round.
+func (lb *leaseBook) markPlain(relay string) {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	lb.plain[relay] = true
+}
+
+// plainTakeovers counts the beliefs that a relay keeping every round
+// took over while their holder still believed in them: two relays then
+// publish one bucket.
+func (lb *leaseBook) plainTakeovers() int {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	n := 0
+	for _, bs := range lb.byBucket {
+		for _, r := range bs {
+			if x := firstTaker(r, bs); x != nil && lb.plain[x.relay] && !lb.plain[r.relay] && lb.endOf(r).After(x.start.Add(overlapTolerance)) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // activeAt reports whether b holds at true time t.

@@ -66,6 +66,14 @@ type Report struct {
 	// cause (faults and membership changes).
 	Faults map[string]int
 	Causes map[string]int
+	// OrderFaults lists the order menu's faults the run drew from, and
+	// FaultsHit counts what they did: refused hand-overs, late calls,
+	// takeovers by relays that keep every round (mixed-skew), messages
+	// re-enqueued by replays, parks whose response was lost.
+	OrderFaults []OrderFault
+	FaultsHit   map[string]int
+	// Parked counts the messages the relays parked.
+	Parked int
 
 	// DynamoDB.
 	Requests     int // attempts, every client of the endpoint
@@ -91,6 +99,7 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "  refused writes %d by cause %s; by request %s; business %d\n", r.Refused, render(r.RefusedByCause), render(r.RefusedByOp), r.BusinessRefused)
 	fmt.Fprintf(&b, "  quiet windows %v with %d rounds, 0 refusals\n", r.QuietTime.Round(time.Second), r.QuietRounds)
 	fmt.Fprintf(&b, "  faults %s\n", render(r.Faults))
+	fmt.Fprintf(&b, "  order faults %v: hit %s; parked %d\n", r.OrderFaults, render(r.FaultsHit), r.Parked)
 	fmt.Fprintf(&b, "  causes %s\n", render(r.Causes))
 	fmt.Fprintf(&b, "  DynamoDB attempts %d, throttled %d; %d steps, simulated %v, wall %v",
 		r.Requests, r.Throttles, r.Steps, r.SimDuration.Round(time.Second), r.Wall.Round(time.Millisecond))
