@@ -340,3 +340,33 @@ func TestViolation_NamesTheSeedAndTheReplay(t *testing.T) {
 		}
 	}
 }
+
+func TestLeaseBook_CheckMixedFlagsATakeoverOfALeaseItsRoundLeftUnrenewed(t *testing.T) {
+	const interval = 5 * time.Second
+	limit := Config{LeaseDuration: testLease, RenewInterval: interval}.mixedSkewLimit()
+	run := func(left time.Duration) *leaseViolation {
+		clock, lb, host := leaseFixture()
+		// r's round at 0 leaves bucket 1 with left of its lease; x keeps
+		// every round, its clock 12 s ahead (between L − 2I and L − I).
+		r, x := host(0), host(12*time.Second)
+		lb.markPlain("x")
+		now := clock.Now()
+		lb.acquired("r", r, r.Now().Add(left-testLease), now, now, []int{1}, nil)
+		// x claims as soon as the stored expiry has passed on its clock.
+		clock.Advance(max(left-12*time.Second, 0) + time.Second)
+		now = clock.Now()
+		lb.acquired("x", x, x.Now(), now, now, []int{1}, []int{1})
+		clock.Advance(testLease)
+		return lb.checkMixed(interval, limit)
+	}
+	// Left unrenewed with 8 s: x takes it a second later, while r still
+	// trusts it for 7 s.
+	if v := run(8 * time.Second); v == nil || v.first.relay != "r" || v.second.relay != "x" {
+		t.Fatalf("checkMixed = %v, want x's takeover of r's unrenewed lease", v)
+	}
+	// Renewed (the whole lease left): x sees it expire only 8 s later,
+	// after r's next round was due; not the mixed fleet's fault.
+	if v := run(testLease); v != nil {
+		t.Fatalf("checkMixed flagged %v", v)
+	}
+}

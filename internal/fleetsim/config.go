@@ -185,6 +185,14 @@ func (c Config) tolerableSkew() time.Duration {
 	return left - time.Second
 }
 
+// mixedSkewLimit is the clock skew between a relay that keeps every round
+// and the others that the mixed-fleet check holds the fleet to: the L − I
+// that relays of other languages tolerate, less a quarter interval for the
+// jitter of the rounds.
+func (c Config) mixedSkewLimit() time.Duration {
+	return c.LeaseDuration - c.RenewInterval - c.RenewInterval/4
+}
+
 // newRand returns a generator for one named stream of the seed, so adding
 // draws to one stream does not shift another.
 func newRand(seed uint64, stream string, n ...uint64) *rand.Rand {

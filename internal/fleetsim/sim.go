@@ -566,6 +566,10 @@ func (s *sim) finish() error {
 	}
 	lv, overlaps := s.leases.checkAll()
 	s.hit(causeMixedSkew, s.leases.plainTakeovers())
+	if mv := s.leases.checkMixed(s.cfg.RenewInterval, s.cfg.mixedSkewLimit()); mv != nil && lv == nil {
+		return &Violation{Invariant: "mixed-fleet lease exclusivity", Detail: mv.String() + " within a round of its holder's last one", bucket: mv.bucket,
+			relays: []string{mv.first.relay, mv.second.relay}, At: s.offset(s.clock.Now())}
+	}
 	s.mu.Lock()
 	s.stats.overlaps = overlaps
 	s.mu.Unlock()
