@@ -35,7 +35,16 @@
 // anomaly (outboxlocal.Faults.HideFromNextQuery), Kafka produce errors that
 // the client retries and ones it does not, broker restarts (every connection
 // refused for a while, a kfake Control), partition leader changes, and
-// budgets too short to release.
+// budgets too short to release. The order menu (Config.OrderFaults,
+// orderfaults.go) adds: broker refusals of a partition batch while a
+// later record of its key waits to be handed to the client (a client
+// hook holds that hand-over until the client has the broker's answer),
+// fetches, probes and backlog samples that return later than the renew
+// interval, relay-function environments that keep every lease every round
+// (LeaseRequest.RenewInterval zero, as relays of other languages do) with
+// clocks ahead by between L − 2I and L − I, relays that quarantine poison
+// messages while an operator replays them and the writers go on, and
+// parks applied with their response lost and their retries throttled.
 //
 // # Invariants
 //
@@ -75,8 +84,11 @@
 //     tolerance influences until the relay's environment retires. Refusals
 //     are attributed to the most recent cause otherwise and bounded per
 //     cause.
-//   - The outbox holds no message when the writers have stopped and the
-//     relays have drained.
+//   - Mixed fleets: a relay that keeps every round, its clock ahead of a
+//     holder's by at most L − I less a quarter interval, never takes over a
+//     lease within a round of the holder's last round (Config.mixedSkewLimit).
+//   - The outbox holds no message, and no parked one, when the writers
+//     have stopped and the relays have drained.
 //
 // Duplicates (records whose message id was delivered before) are counted and
 // reported, not limited: at-least-once allows them.
