@@ -96,7 +96,9 @@ func (s *sim) readBack(ctx context.Context) ([]*kgo.Record, error) {
 
 // pendingMessages counts the message items left in the outbox, strongly
 // consistent, through the uncounted client.
-func (s *sim) pendingMessages(ctx context.Context) (int, error) { return s.countPartitions(ctx, "MESSAGES") }
+func (s *sim) pendingMessages(ctx context.Context) (int, error) {
+	return s.countPartitions(ctx, "MESSAGES")
+}
 
 // countPartitions counts the items of every bucket's partition of the
 // given kind (MESSAGES or PARKED), as pendingMessages does.
