@@ -200,6 +200,18 @@ func (lb *leaseBook) holds(relay string, bucket int, t time.Time) bool {
 	return cur != nil && lb.activeAt(cur, t)
 }
 
+// left returns how much of relay's lease on bucket its own clock shows
+// left at true time t, and whether it believes it holds the bucket.
+func (lb *leaseBook) left(relay string, bucket int, t time.Time) (time.Duration, bool) {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	cur := lb.open[relay][bucket]
+	if cur == nil || !lb.activeAt(cur, t) {
+		return 0, false
+	}
+	return cur.ref.Add(lb.lease).Sub(t.Add(cur.clock.skewAt(t))), true
+}
+
 // allowed is the overlap the skew explains when x took a bucket over from
 // r: x claimed once the expiry r's lease carries had passed on x's clock.
 // Later holders got the bucket from x (or after it), so x, the first taker,

@@ -281,7 +281,11 @@ func (p *relayPublisher) Publish(ctx context.Context, msgs []outbox.Message) (in
 	bucket := -1
 	if len(msgs) > 0 {
 		bucket = msgs[0].Bucket
-		if !e.sim.leases.holds(e.id, bucket, e.sim.clock.Now()) {
+		left, held := e.sim.leases.left(e.id, bucket, e.sim.clock.Now())
+		if held {
+			e.sim.notePublishMargin(e, bucket, left)
+		}
+		if !held {
 			e.sim.outsideLease.Add(1)
 			e.sim.trace.add("late-publish", e.id, bucket, "publishing %s outside the relay's lease", seqRange(msgs))
 		}

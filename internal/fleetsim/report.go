@@ -74,6 +74,11 @@ type Report struct {
 	FaultsHit   map[string]int
 	// Parked counts the messages the relays parked.
 	Parked int
+	// ThinPublishes counts publishes that started with less than L − 2I
+	// of the relay's lease left on its own clock (the margin the README
+	// states), and LeastLeaseLeft is the least such lease.
+	ThinPublishes  int
+	LeastLeaseLeft time.Duration
 
 	// DynamoDB.
 	Requests     int // attempts, every client of the endpoint
@@ -95,7 +100,8 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "  records %d, delivered %d, duplicates %d; every key's first deliveries in commit order\n", r.Records, r.Delivered, r.Duplicates)
 	fmt.Fprintf(&b, "  invocations %d, runs %d (joined %d) on %d environments; crashes %d, timeouts %d, pauses %d, releases skipped %d, fatal %d\n",
 		r.Invocations, r.Runs, r.Joined, r.Environments, r.Crashes, r.Timeouts, r.Pauses, r.ReleaseSkipped, r.FatalRuns)
-	fmt.Fprintf(&b, "  lease overlaps within skew %d, publishes/deletes outside the lease %d\n", r.LeaseOverlaps, r.OutsideLease)
+	fmt.Fprintf(&b, "  lease overlaps within skew %d, publishes/deletes outside the lease %d, publishes with less than L − 2I left %d (least %v)\n",
+		r.LeaseOverlaps, r.OutsideLease, r.ThinPublishes, r.LeastLeaseLeft.Round(time.Millisecond))
 	fmt.Fprintf(&b, "  refused writes %d by cause %s; by request %s; business %d\n", r.Refused, render(r.RefusedByCause), render(r.RefusedByOp), r.BusinessRefused)
 	fmt.Fprintf(&b, "  quiet windows %v with %d rounds, 0 refusals\n", r.QuietTime.Round(time.Second), r.QuietRounds)
 	fmt.Fprintf(&b, "  faults %s\n", render(r.Faults))

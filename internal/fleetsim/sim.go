@@ -166,6 +166,8 @@ type stats struct {
 	throttles                           int
 	faults                              map[string]int
 	hits                                map[string]int
+	thinPublishes                       int
+	leastLeft                           time.Duration
 	parked                              int
 	records, distinct, duplicates       int
 	overlaps                            int
@@ -651,7 +653,7 @@ func (s *sim) report(wall time.Duration) *Report {
 		FatalRuns: s.stats.fatal, OutsideLease: int(s.outsideLease.Load()), LeaseOverlaps: s.stats.overlaps,
 		RefusedByCause: s.refusedCause, RefusedByOp: s.refusedByOp, BusinessRefused: int(s.client.refused.Load()),
 		QuietTime: s.quietTime, Faults: s.stats.faults, FaultsHit: s.stats.hits, OrderFaults: s.cfg.OrderFaults,
-		Parked: s.stats.parked, Causes: s.causes.count(),
+		Parked: s.stats.parked, ThinPublishes: s.stats.thinPublishes, LeastLeaseLeft: s.stats.leastLeft, Causes: s.causes.count(),
 		Records: s.stats.records, Delivered: s.stats.distinct, Duplicates: s.stats.duplicates,
 		AbandonedOps: s.stats.abandonedOps, Throttles: s.stats.throttles,
 		Steps: s.steps, Wall: wall,
@@ -688,6 +690,21 @@ func (s *sim) report(wall time.Duration) *Report {
 		r.Requests, r.RequestsByOp = c.TotalRequests(), c.Requests
 	}
 	return r
+}
+
+// notePublishMargin records a publish that started with less than the
+// README's margin, L − 2I, of its lease left on the relay's clock.
+func (s *sim) notePublishMargin(e *env, bucket int, left time.Duration) {
+	if margin := s.cfg.LeaseDuration - 2*s.cfg.RenewInterval; left >= margin {
+		return
+	}
+	s.mu.Lock()
+	if s.stats.thinPublishes == 0 || left < s.stats.leastLeft {
+		s.stats.leastLeft = left
+	}
+	s.stats.thinPublishes++
+	s.mu.Unlock()
+	s.trace.add("thin-publish", e.id, bucket, "publish starts with %v of the lease left", left)
 }
 
 // noteRound records the start of an acquisition round.
