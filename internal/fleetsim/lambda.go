@@ -180,10 +180,14 @@ func (s *sim) newEnv(function string) (*env, error) {
 	if s.cfg.quarantine() {
 		fn.PoisonPolicy = outbox.PoisonQuarantine
 	}
+	var relayStore outbox.Store = e.store
+	if s.cfg.quarantine() {
+		relayStore = quarantineStore{relayStore: e.store, Quarantine: store}
+	}
 	e.handler, err = outboxlambda.NewRelayHandler(outboxlambda.RelayHandlerConfig{
 		Config:    fn,
 		RelayID:   e.id,
-		Store:     e.store,
+		Store:     relayStore,
 		Publisher: &relayPublisher{env: e, inner: kp},
 		Clock:     e.clock,
 		Notifier:  notifier{sim: s},

@@ -2,6 +2,8 @@ package fleetsim
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxddb"
+	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
@@ -233,9 +237,9 @@ func (s *sim) takeParkLoss() bool {
 	return true
 }
 
-// replay is the operator's `spillway parked replay --all --yes` (the CLI's
-// path: ListParked, then Writer.ReplayParked) on a goroutine of its own,
-// while the writers go on.
+// replay is the operator's `spillway parked replay --all --yes` on a
+// goroutine of its own, while the writers go on: ListParked, then the
+// replay the store or the writer offers (see replayer).
 func (s *sim) replay() {
 	c := s.causes.open(causeReplay, "", 0, s.clock.Now())
 	s.replays.Add(1)
@@ -243,13 +247,47 @@ func (s *sim) replay() {
 		defer s.replays.Add(-1)
 		defer func() { s.causes.closeAt(c, s.clock.Now()) }()
 		parked, err := s.replayStore.ListParked(s.ctx)
-		var moved []outbox.Message
+		n := 0
 		if err == nil && len(parked) > 0 {
-			moved, err = s.replayWriter.ReplayParked(s.ctx, parked, "")
+			n, err = s.replayParked(parked)
 		}
-		s.hit(causeReplay, len(moved))
-		s.trace.add("replay", "", -1, "%d parked, %d re-enqueued, err=%v", len(parked), len(moved), err)
+		s.hit(causeReplay, n)
+		s.trace.add("replay", "", -1, "%d parked, %d replayed, err=%v", len(parked), n, err)
 	})
+}
+
+// replayMarker is a store on which a replay marks parked messages for the
+// relay holding their bucket, which publishes a key's marked messages
+// before its later ones (outboxddb.Store.RequestReplay).
+type replayMarker interface {
+	RequestReplay(ctx context.Context, parked []outboxddb.ParkedMessage, topic string) (int, error)
+}
+
+// reEnqueuer is a writer on which a replay re-enqueues parked messages at
+// the tail of their buckets (outboxddb.Writer.ReplayParked, the replay
+// before RequestReplay).
+type reEnqueuer interface {
+	ReplayParked(ctx context.Context, parked []outboxddb.ParkedMessage, topic string) ([]outbox.Message, error)
+}
+
+// replayParked replays parked the way the operator's CLI does: marked for
+// the relays when the store can, re-enqueued otherwise. Marked buckets are
+// woken, as a relay may have nothing else to do there.
+func (s *sim) replayParked(parked []outboxddb.ParkedMessage) (int, error) {
+	if m, ok := any(s.replayStore).(replayMarker); ok {
+		n, err := m.RequestReplay(s.ctx, parked, "")
+		var buckets []int
+		for _, p := range parked {
+			buckets = union(buckets, []int{p.Bucket})
+		}
+		s.invoke(invocation{Trigger: string(outboxlambda.SourceWake), Buckets: buckets})
+		return n, err
+	}
+	if w, ok := any(s.replayWriter).(reEnqueuer); ok {
+		moved, err := w.ReplayParked(s.ctx, parked, "")
+		return len(moved), err
+	}
+	return 0, errors.New("fleetsim: the outboxddb store and writer offer no replay")
 }
 
 // replayWhileParked replays every parked message each replayEvery until
