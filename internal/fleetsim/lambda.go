@@ -132,7 +132,7 @@ func (s *sim) newEnv(function string) (*env, error) {
 	// every round, and its clock is ahead by more than the kept-ahead
 	// leases' margin but within the tolerance such relays claim.
 	plain := false
-	if !large && function == fnRelay && s.cfg.has(FaultMixedSkew) && !s.steadyAt(s.clock.Now()) && r.IntN(100) < 15 {
+	if !large && function == fnRelay && s.cfg.has(FaultMixedSkew) && !s.steadyAt(s.clock.Now()) && r.IntN(100) < 25 {
 		plain = true
 		skew = uniform(r, s.cfg.LeaseDuration-2*s.cfg.RenewInterval, s.cfg.LeaseDuration-s.cfg.RenewInterval)
 	}
