@@ -113,9 +113,9 @@ const (
 	// FaultLateRound: a relay's fetch, bucket probe or backlog sample
 	// returns late, past the renew interval, once or twice in a row.
 	FaultLateRound OrderFault = "late-round"
-	// FaultMixedSkew: a relay-function environment keeps every lease every
-	// round, as relays of other languages do, with its clock ahead by
-	// between L − 2I and L − I.
+	// FaultMixedSkew: a long-running relay joins the fleet for a while
+	// that keeps every lease every round, as relays of other languages
+	// do, with its clock ahead by between L − 2I and L − I.
 	FaultMixedSkew OrderFault = "mixed-skew"
 	// FaultQuarantineReplay: relays quarantine poison messages (a
 	// partition refuses a key's record until its head row is parked) and

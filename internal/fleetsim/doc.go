@@ -40,7 +40,7 @@
 // later record of its key waits to be handed to the client (a client
 // hook holds that hand-over until the client has the broker's answer),
 // fetches, probes and backlog samples that return later than the renew
-// interval, relay-function environments that keep every lease every round
+// interval, long-running relays that keep every lease every round
 // (LeaseRequest.RenewInterval zero, as relays of other languages do) with
 // clocks ahead by between L − 2I and L − I, relays that quarantine poison
 // messages while an operator replays them and the writers go on, and

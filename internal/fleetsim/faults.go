@@ -74,6 +74,7 @@ func genFaults(cfg Config, phases []phase) []scheduledFault {
 	}{
 		{cfg.has(FaultHandoverRefusal), causeHandoverRefusal, 10},
 		{cfg.has(FaultLateRound), causeLateRound, 10},
+		{cfg.has(FaultMixedSkew), causeMixedSkew, 6},
 		{cfg.has(FaultQuarantineReplay), causePoison, 8},
 		{cfg.has(FaultQuarantineReplay), causeReplay, 8},
 		{cfg.has(FaultParkLost), causeParkLost, 8},
@@ -134,6 +135,8 @@ func genFaults(cfg Config, phases []phase) []scheduledFault {
 				// such calls let a lease left with L − 2I lapse.
 				f.n = 1 + r.IntN(2)
 				f.dur = uniform(r, cfg.RenewInterval+cfg.RenewInterval/5, 2*cfg.RenewInterval)
+			case causeMixedSkew:
+				f.dur = min(uniform(r, 30*time.Second, 90*time.Second), max(ph.end-t, time.Second))
 			case causePoison, causeParkLost:
 				// The batch's refusal and the head row's retry alone: the
 				// head row is parked as an invalid record.
@@ -199,6 +202,8 @@ func (s *sim) apply(f scheduledFault) {
 		s.armHandover(s.causes.open(f.kind, "", 0, now))
 	case causeLateRound:
 		s.lateRound(f, now)
+	case causeMixedSkew:
+		s.startPlain(f.dur)
 	case causePoison, causeParkLost:
 		s.poison(f, now)
 	case causeReplay:

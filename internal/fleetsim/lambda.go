@@ -90,8 +90,9 @@ type env struct {
 	largeSkew bool
 	skewCause *cause
 	// plain marks a relay that keeps every lease every round, as relays
-	// of other languages do (FaultMixedSkew).
-	plain bool
+	// of other languages do (FaultMixedSkew), for plainFor.
+	plain    bool
+	plainFor time.Duration
 
 	// The order menu's faults aimed at this environment.
 	hold atomic.Pointer[handoverHold]
@@ -128,19 +129,23 @@ func (s *sim) newEnv(function string) (*env, error) {
 			skew = -skew
 		}
 	}
-	// A relay of another language's habits: its own leases are kept
-	// every round, and its clock is ahead by more than the kept-ahead
-	// leases' margin but within the tolerance such relays claim.
-	plain := false
-	if !large && function == fnRelay && s.cfg.has(FaultMixedSkew) && !s.steadyAt(s.clock.Now()) && r.IntN(100) < 25 {
-		plain = true
+	// A relay of another language's habits (FaultMixedSkew): its own
+	// leases are kept every round, and its clock is ahead by more than
+	// the kept-ahead leases' margin but within the tolerance such relays
+	// claim.
+	plainFor := time.Duration(0)
+	if function == fnHold {
+		plainFor = s.takePlainHold()
+	}
+	plain := plainFor > 0
+	if plain {
 		skew = uniform(r, s.cfg.LeaseDuration-2*s.cfg.RenewInterval, s.cfg.LeaseDuration-s.cfg.RenewInterval)
 	}
 	prefix := "r"
 	if function == fnHold {
 		prefix = "h"
 	}
-	e := &env{sim: s, id: fmt.Sprintf("%s%04x-%03d", prefix, r.IntN(0x10000), n), function: function, largeSkew: large, plain: plain}
+	e := &env{sim: s, id: fmt.Sprintf("%s%04x-%03d", prefix, r.IntN(0x10000), n), function: function, largeSkew: large, plain: plain, plainFor: plainFor}
 	e.clock = newHostClock(s.clock, s.act, skew)
 	storeOpts := s.storeOpts
 	storeOpts.Clock = e.clock
@@ -205,9 +210,6 @@ func (s *sim) newEnv(function string) (*env, error) {
 	case plain:
 		e.skewCause = s.causes.open(causeMixedSkew, e.id, e.linger(), s.clock.Now())
 		s.leases.markPlain(e.id)
-		s.mu.Lock()
-		s.stats.faults[causeMixedSkew]++
-		s.mu.Unlock()
 	}
 	s.trace.add("env-start", e.id, -1, "function=%s skew=%v large=%v plain=%v", function, skew, large, plain)
 	s.register(e)
@@ -331,6 +333,9 @@ func (s *sim) started(inv *lambdasim.Invocation[*env]) {
 	s.mu.Lock()
 	if e.function == fnHold {
 		plan.budget = s.holdBudget
+		if e.plain {
+			plan.budget = e.plainFor
+		}
 	}
 	e.busy = true
 	e.runs++
@@ -489,6 +494,29 @@ func (s *sim) pause(e *env, run *runState, op string, d time.Duration) {
 	outbox.Sleep(e.clock, d, nil)
 	s.causes.closeAt(c, s.clock.Now())
 	s.trace.add("resume", e.id, -1, "run=%d after %v", run.n, d)
+}
+
+// startPlain starts a hold relay that keeps every round, its clock ahead
+// (see newEnv), for d: a long-running relay of another language joining
+// the fleet.
+func (s *sim) startPlain(d time.Duration) {
+	s.mu.Lock()
+	s.plainHolds = append(s.plainHolds, d)
+	s.mu.Unlock()
+	s.holdFn.Send(invocation{Trigger: string(outboxlambda.SourceWake), Join: true}.payload(), s.clock.Now())
+}
+
+// takePlainHold returns the budget of the next hold relay that keeps every
+// round, or zero.
+func (s *sim) takePlainHold() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.plainHolds) == 0 {
+		return 0
+	}
+	d := s.plainHolds[0]
+	s.plainHolds = s.plainHolds[1:]
+	return d
 }
 
 // startHolds starts the steady phase's hold-mode relays: clocks within the
