@@ -113,9 +113,10 @@ const (
 	// FaultLateRound: a relay's fetch, bucket probe or backlog sample
 	// returns late, past the renew interval, once or twice in a row.
 	FaultLateRound OrderFault = "late-round"
-	// FaultMixedSkew: a long-running relay joins the fleet for a while
-	// that keeps every lease every round, as relays of other languages
-	// do, with its clock ahead by between L − 2I and L − I.
+	// FaultMixedSkew: two long-running relays join the fleet for a
+	// while, one of Spillway's and one that keeps every lease every
+	// round, as relays of other languages do, its clock ahead by between
+	// L − 2I and L − I.
 	FaultMixedSkew OrderFault = "mixed-skew"
 	// FaultQuarantineReplay: relays quarantine poison messages (a
 	// partition refuses a key's record until its head row is parked) and

@@ -203,7 +203,7 @@ func (s *sim) apply(f scheduledFault) {
 	case causeLateRound:
 		s.lateRound(f, now)
 	case causeMixedSkew:
-		s.startPlain(f.dur)
+		s.startMixed(f.dur)
 	case causePoison, causeParkLost:
 		s.poison(f, now)
 	case causeReplay:

@@ -90,9 +90,11 @@ type env struct {
 	largeSkew bool
 	skewCause *cause
 	// plain marks a relay that keeps every lease every round, as relays
-	// of other languages do (FaultMixedSkew), for plainFor.
-	plain    bool
-	plainFor time.Duration
+	// of other languages do (FaultMixedSkew).
+	plain bool
+	// holdFor is the budget of a hold relay of a mixed fleet; zero for a
+	// steady phase's.
+	holdFor time.Duration
 
 	// The order menu's faults aimed at this environment.
 	hold atomic.Pointer[handoverHold]
@@ -133,11 +135,11 @@ func (s *sim) newEnv(function string) (*env, error) {
 	// leases are kept every round, and its clock is ahead by more than
 	// the kept-ahead leases' margin but within the tolerance such relays
 	// claim.
-	plainFor := time.Duration(0)
+	var mixed holdRun
 	if function == fnHold {
-		plainFor = s.takePlainHold()
+		mixed = s.takeHoldRun()
 	}
-	plain := plainFor > 0
+	plain := mixed.plain
 	if plain {
 		skew = uniform(r, s.cfg.LeaseDuration-2*s.cfg.RenewInterval, s.cfg.LeaseDuration-s.cfg.RenewInterval)
 	}
@@ -145,7 +147,7 @@ func (s *sim) newEnv(function string) (*env, error) {
 	if function == fnHold {
 		prefix = "h"
 	}
-	e := &env{sim: s, id: fmt.Sprintf("%s%04x-%03d", prefix, r.IntN(0x10000), n), function: function, largeSkew: large, plain: plain, plainFor: plainFor}
+	e := &env{sim: s, id: fmt.Sprintf("%s%04x-%03d", prefix, r.IntN(0x10000), n), function: function, largeSkew: large, plain: plain, holdFor: mixed.budget}
 	e.clock = newHostClock(s.clock, s.act, skew)
 	storeOpts := s.storeOpts
 	storeOpts.Clock = e.clock
@@ -333,8 +335,8 @@ func (s *sim) started(inv *lambdasim.Invocation[*env]) {
 	s.mu.Lock()
 	if e.function == fnHold {
 		plan.budget = s.holdBudget
-		if e.plain {
-			plan.budget = e.plainFor
+		if e.holdFor > 0 {
+			plan.budget = e.holdFor
 		}
 	}
 	e.busy = true
@@ -496,27 +498,35 @@ func (s *sim) pause(e *env, run *runState, op string, d time.Duration) {
 	s.trace.add("resume", e.id, -1, "run=%d after %v", run.n, d)
 }
 
-// startPlain starts a hold relay that keeps every round, its clock ahead
-// (see newEnv), for d: a long-running relay of another language joining
-// the fleet.
-func (s *sim) startPlain(d time.Duration) {
-	s.mu.Lock()
-	s.plainHolds = append(s.plainHolds, d)
-	s.mu.Unlock()
-	s.holdFn.Send(invocation{Trigger: string(outboxlambda.SourceWake), Join: true}.payload(), s.clock.Now())
+// holdRun is a hold relay of the order menu's mixed fleet.
+type holdRun struct {
+	budget time.Duration
+	plain  bool
 }
 
-// takePlainHold returns the budget of the next hold relay that keeps every
-// round, or zero.
-func (s *sim) takePlainHold() time.Duration {
+// startMixed starts a mixed fleet for d: a hold relay that keeps every
+// round, its clock ahead (see newEnv), as a long-running relay of another
+// language, and a hold relay of Spillway's beside it; both join at once
+// and share the buckets.
+func (s *sim) startMixed(d time.Duration) {
+	s.mu.Lock()
+	s.holdRuns = append(s.holdRuns, holdRun{budget: d, plain: true}, holdRun{budget: d})
+	s.mu.Unlock()
+	for range 2 {
+		s.holdFn.Send(invocation{Trigger: string(outboxlambda.SourceWake), Join: true}.payload(), s.clock.Now())
+	}
+}
+
+// takeHoldRun returns the next hold relay of a mixed fleet, if any.
+func (s *sim) takeHoldRun() holdRun {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.plainHolds) == 0 {
-		return 0
+	if len(s.holdRuns) == 0 {
+		return holdRun{}
 	}
-	d := s.plainHolds[0]
-	s.plainHolds = s.plainHolds[1:]
-	return d
+	h := s.holdRuns[0]
+	s.holdRuns = s.holdRuns[1:]
+	return h
 }
 
 // startHolds starts the steady phase's hold-mode relays: clocks within the

@@ -121,7 +121,7 @@ type sim struct {
 	// operator's store and writer.
 	handovers    []*cause
 	parkLosses   int
-	plainHolds   []time.Duration
+	holdRuns     []holdRun
 	replays      atomic.Int32
 	wgReplay     sync.WaitGroup
 	replayStore  *outboxddb.Store
