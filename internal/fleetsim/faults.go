@@ -136,18 +136,24 @@ func genFaults(cfg Config, phases []phase) []scheduledFault {
 				f.n = 1 + r.IntN(2)
 				f.dur = uniform(r, cfg.RenewInterval+cfg.RenewInterval/5, 2*cfg.RenewInterval)
 			case causeMixedSkew:
-				f.dur = min(uniform(r, 30*time.Second, 90*time.Second), max(ph.end-t, time.Second))
+				f.dur = min(uniform(r, 30*time.Second, 90*time.Second), max(ph.end-t-faultQuietBefore/2, time.Second))
 			case causePoison, causeParkLost:
 				// The batch's refusal and the head row's retry alone: the
-				// head row is parked as an invalid record.
+				// head row is parked as an invalid record. The partition
+				// refuses for a while at most, whoever produces to it.
 				f.n = 2
 				f.op = simTopics[r.IntN(len(simTopics))]
+				f.dur = min(poisonFor, max(ph.end-t-faultQuietBefore/2, time.Second))
 			}
 			out = append(out, f)
 		}
 	}
 	return out
 }
+
+// poisonFor bounds how long a poison fault's partition refuses: the
+// relays' head-row retry comes within it.
+const poisonFor = 30 * time.Second
 
 // expDuration draws an exponentially distributed gap of the given mean.
 func expDuration(r *rand.Rand, mean time.Duration) time.Duration {

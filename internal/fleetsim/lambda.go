@@ -244,6 +244,10 @@ func (s *sim) newFunctions() error {
 	relay.ReservedConcurrency, relay.StartLatency, relay.Coalesce = s.cfg.Concurrency, asyncLatency, coalesce
 	relay.NewEnv = func(int) (*env, error) { return s.newEnv(fnRelay) }
 	hold.ReservedConcurrency = maxHolds
+	if s.cfg.has(FaultMixedSkew) {
+		// A mixed fleet's two relays never hold a steady phase's back.
+		hold.ReservedConcurrency += 2
+	}
 	hold.NewEnv = func(int) (*env, error) { return s.newEnv(fnHold) }
 	var err error
 	if s.relayFn, err = lambdasim.New(relay); err != nil {

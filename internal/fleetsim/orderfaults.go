@@ -16,7 +16,6 @@ import (
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
-	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // The mechanisms of the order menu (Config.OrderFaults); apply starts them.
@@ -212,9 +211,9 @@ func (e *env) endLate(l *lateCalls) {
 	}
 }
 
-// poison refuses f.n produce requests of one partition of topic f.op: the
-// batch and its head row's retry alone, which the relays park. A park-lost
-// fault also loses the response of the next park.
+// poison refuses f.n produce requests of one partition of topic f.op
+// within f.dur: the batch and its head row's retry alone, which the relays
+// park. A park-lost fault also loses the response of the next park.
 func (s *sim) poison(f scheduledFault, now time.Time) {
 	h := s.kafka.Cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: s.kafka.Topic(f.op),
 		Partitions: []int32{int32(f.pick % simPartitions)}, Err: kerr.InvalidRecord, Count: f.n})
@@ -223,7 +222,12 @@ func (s *sim) poison(f scheduledFault, now time.Time) {
 		s.parkLosses++
 		s.mu.Unlock()
 	}
-	s.pendingUntil(f.kind, now, func(outboxlocal.Counts) bool { return h.Hits() >= f.n })
+	c := s.causes.open(f.kind, "", 0, now)
+	s.at(now.Add(f.dur), func() {
+		h.Remove()
+		s.causes.closeAt(c, s.clock.Now())
+		s.trace.add("fault-end", "", -1, "%s: %d of %d refusals", f.kind, h.Hits(), f.n)
+	})
 }
 
 // takeParkLoss consumes an armed park-lost fault.
