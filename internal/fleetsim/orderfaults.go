@@ -213,7 +213,8 @@ func (e *env) endLate(l *lateCalls) {
 
 // poison refuses f.n produce requests of one partition of topic f.op
 // within f.dur: the batch and its head row's retry alone, which the relays
-// park. A park-lost fault also loses the response of the next park.
+// park. A park-lost fault also loses the response of the next park within
+// f.dur.
 func (s *sim) poison(f scheduledFault, now time.Time) {
 	h := s.kafka.Cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: s.kafka.Topic(f.op),
 		Partitions: []int32{int32(f.pick % simPartitions)}, Err: kerr.InvalidRecord, Count: f.n})
@@ -225,6 +226,9 @@ func (s *sim) poison(f scheduledFault, now time.Time) {
 	c := s.causes.open(f.kind, "", 0, now)
 	s.at(now.Add(f.dur), func() {
 		h.Remove()
+		if f.kind == causeParkLost && s.takeParkLoss() {
+			s.trace.add("fault-skipped", "", -1, "%s: no park within %v", f.kind, f.dur)
+		}
 		s.causes.closeAt(c, s.clock.Now())
 		s.trace.add("fault-end", "", -1, "%s: %d of %d refusals", f.kind, h.Hits(), f.n)
 	})
