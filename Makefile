@@ -122,7 +122,8 @@ bench: ## Micro-benchmarks (hash, header codec, planner, item codec, publish; BE
 # simulated time at the same message rate.
 SEED ?=
 DURATION ?= 30m
+ORDER_FAULTS ?=
 
 .PHONY: soak
-soak: ## Long fleet simulation: SEED=<n> (default random) DURATION=<simulated write time> (default 30m).
-	SPILLWAY_SOAK_SEED=$(SEED) SPILLWAY_SOAK_DURATION=$(DURATION) $(GO) test -run TestFleetSoak -timeout 0 -v ./internal/fleetsim/
+soak: ## Long fleet simulation: SEED=<n> (default random) DURATION=<simulated write time> (default 30m) ORDER_FAULTS=all|<names>.
+	SPILLWAY_SOAK_SEED=$(SEED) SPILLWAY_SOAK_DURATION=$(DURATION) SPILLWAY_SOAK_ORDER_FAULTS=$(ORDER_FAULTS) $(GO) test -run TestFleetSoak -timeout 0 -v ./internal/fleetsim/

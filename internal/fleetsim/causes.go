@@ -22,6 +22,15 @@ const (
 	causeKafkaFatal     = "kafka-fatal"
 	causeBrokerRestart  = "broker-restart"
 	causeLeaderChange   = "leader-change"
+
+	// The order menu (Config.OrderFaults); poison and replay make up
+	// FaultQuarantineReplay.
+	causeHandoverRefusal = string(FaultHandoverRefusal)
+	causeLateRound       = string(FaultLateRound)
+	causeMixedSkew       = string(FaultMixedSkew)
+	causePoison          = "poison"
+	causeReplay          = "replay"
+	causeParkLost        = string(FaultParkLost)
 )
 
 // cause is one fault or membership change over a true-time interval; end is

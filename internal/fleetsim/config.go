@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
@@ -23,6 +24,10 @@ type Config struct {
 	WriteDuration time.Duration
 	// Faults turns fault injection on. Default true (NewConfig).
 	Faults bool
+	// OrderFaults adds faults of the order menu (issue 24) to the base
+	// menu when Faults is on, each drawn from the seed like the others.
+	// Default defaultOrderFaults (NewConfig).
+	OrderFaults []OrderFault
 	// MaxDrain bounds the simulated time after the writers stopped within
 	// which the outbox must be empty. Default 15 minutes.
 	MaxDrain time.Duration
@@ -78,6 +83,7 @@ func NewConfig(seed uint64) Config {
 		Messages:      ciMessages,
 		WriteDuration: ciWriteDuration,
 		Faults:        true,
+		OrderFaults:   defaultOrderFaults,
 		MaxDrain:      15 * time.Minute,
 		WallLimit:     10 * time.Minute,
 		BucketCount:   []int{4, 8, 8, 12}[r.IntN(4)],
@@ -94,7 +100,53 @@ func NewConfig(seed uint64) Config {
 	return c
 }
 
+// OrderFault is a fault of the order menu: each drives a path on which a
+// key's first deliveries could leave commit order.
+type OrderFault string
+
+// The order menu.
+const (
+	// FaultHandoverRefusal: the broker refuses the partition batch of a
+	// key's record while a later record of that key waits to be handed to
+	// the client (the hand-over is held until the refusal was processed).
+	FaultHandoverRefusal OrderFault = "handover-refusal"
+	// FaultLateRound: a relay's fetch, bucket probe or backlog sample
+	// returns late, past the renew interval, once or twice in a row.
+	FaultLateRound OrderFault = "late-round"
+	// FaultMixedSkew: two long-running relays join the fleet for a
+	// while, one of Spillway's and one that keeps every lease every
+	// round, as relays of other languages do, its clock ahead by between
+	// L − 2I and L − I.
+	FaultMixedSkew OrderFault = "mixed-skew"
+	// FaultQuarantineReplay: relays quarantine poison messages (a
+	// partition refuses a key's record until its head row is parked) and
+	// an operator replays every parked message while the writers go on.
+	FaultQuarantineReplay OrderFault = "quarantine-replay"
+	// FaultParkLost: as FaultQuarantineReplay, and the park transaction is
+	// applied but its response lost, its retries throttled.
+	FaultParkLost OrderFault = "park-lost"
+)
+
+// AllOrderFaults is the whole order menu.
+var AllOrderFaults = []OrderFault{FaultHandoverRefusal, FaultLateRound, FaultMixedSkew, FaultQuarantineReplay, FaultParkLost}
+
+// defaultOrderFaults are the order faults of NewConfig, and so of the CI
+// seeds. They expose the order bugs of issue 24 §1–§5 and stay off until
+// those fixes are in; AllOrderFaults turns them all on.
+var defaultOrderFaults []OrderFault
+
+// has reports whether c injects the order fault f.
+func (c Config) has(f OrderFault) bool { return c.Faults && slices.Contains(c.OrderFaults, f) }
+
+// quarantine reports whether the relays run with PoisonQuarantine.
+func (c Config) quarantine() bool { return c.has(FaultQuarantineReplay) || c.has(FaultParkLost) }
+
 func (c Config) validate() error {
+	for _, f := range c.OrderFaults {
+		if !slices.Contains(AllOrderFaults, f) {
+			return fmt.Errorf("fleetsim: unknown order fault %q (known: %v)", f, AllOrderFaults)
+		}
+	}
 	switch {
 	case c.Messages < 1:
 		return fmt.Errorf("fleetsim: Messages %d < 1", c.Messages)
@@ -132,6 +184,14 @@ func (c Config) tolerableSkew() time.Duration {
 		}
 	}
 	return left - time.Second
+}
+
+// mixedSkewLimit is the clock skew between a relay that keeps every round
+// and the others that the mixed-fleet check holds the fleet to: the L − I
+// that relays of other languages tolerate, less a quarter interval for the
+// jitter of the rounds.
+func (c Config) mixedSkewLimit() time.Duration {
+	return c.LeaseDuration - c.RenewInterval - c.RenewInterval/4
 }
 
 // newRand returns a generator for one named stream of the seed, so adding

@@ -35,19 +35,24 @@
 // anomaly (outboxlocal.Faults.HideFromNextQuery), Kafka produce errors that
 // the client retries and ones it does not, broker restarts (every connection
 // refused for a while, a kfake Control), partition leader changes, and
-// budgets too short to release.
+// budgets too short to release. The order menu (Config.OrderFaults,
+// orderfaults.go) adds: broker refusals of a partition batch while a
+// later record of its key waits to be handed to the client (a client
+// hook holds that hand-over until the client has the broker's answer),
+// fetches, probes and backlog samples that return later than the renew
+// interval, long-running relays that keep every lease every round
+// (LeaseRequest.RenewInterval zero, as relays of other languages do) with
+// clocks ahead by between L − 2I and L − I, relays that quarantine poison
+// messages while an operator replays them and the writers go on, and
+// parks applied with their response lost and their retries throttled.
 //
 // # Invariants
 //
 //   - No loss: every message whose enqueue returned success is delivered at
 //     least once; a message of a cancelled business transaction never is.
 //   - Order: for each key, the first deliveries of its messages follow their
-//     enqueue order (the key's writer serializes its enqueues), except the
-//     one reorder the contract admits (README, "Order"): a publish the broker
-//     refused may have had later records of the key written after the
-//     refused part, so a message may be first delivered after a later one
-//     when one failed publish held both, the earlier unacknowledged. The
-//     report counts those as reordered.
+//     enqueue order (the key's writer serializes its enqueues), whatever
+//     the faults: duplicates are allowed, reordering is not.
 //   - Lease exclusivity. A relay's belief that it holds a bucket is modelled
 //     from its store calls: a successful acquisition or renewal that started
 //     when the relay's clock read a makes it hold the bucket until its own
@@ -79,8 +84,11 @@
 //     tolerance influences until the relay's environment retires. Refusals
 //     are attributed to the most recent cause otherwise and bounded per
 //     cause.
-//   - The outbox holds no message when the writers have stopped and the
-//     relays have drained.
+//   - Mixed fleets: a relay that keeps every round, its clock ahead of a
+//     holder's by at most L − I less a quarter interval, never takes over a
+//     lease within a round of the holder's last round (Config.mixedSkewLimit).
+//   - The outbox holds no message, and no parked one, when the writers
+//     have stopped and the relays have drained.
 //
 // Duplicates (records whose message id was delivered before) are counted and
 // reported, not limited: at-least-once allows them.

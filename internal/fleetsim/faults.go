@@ -44,6 +44,9 @@ func (f scheduledFault) String() string {
 	if f.kafka != nil {
 		fmt.Fprintf(&b, " error=%s", f.kafka.Message)
 	}
+	if f.kind == causePoison || f.kind == causeParkLost {
+		fmt.Fprintf(&b, " partition=%d", f.pick%simPartitions)
+	}
 	return b.String()
 }
 
@@ -63,6 +66,25 @@ func genFaults(cfg Config, phases []phase) []scheduledFault {
 		{causeThrottle, 20}, {causeUnprocessed, 12}, {causeLostResponse, 10},
 		{causeKafkaRetriable, 12}, {causeKafkaFatal, 8}, {causeBrokerRestart, 5},
 		{causeLeaderChange, 5}, {causeClockStep, 6},
+	}
+	for _, f := range []struct {
+		on   bool
+		kind string
+		w    int
+	}{
+		{cfg.has(FaultHandoverRefusal), causeHandoverRefusal, 10},
+		{cfg.has(FaultLateRound), causeLateRound, 10},
+		{cfg.has(FaultMixedSkew), causeMixedSkew, 6},
+		{cfg.has(FaultQuarantineReplay), causePoison, 8},
+		{cfg.has(FaultQuarantineReplay), causeReplay, 8},
+		{cfg.has(FaultParkLost), causeParkLost, 8},
+	} {
+		if f.on {
+			weights = append(weights, struct {
+				kind string
+				w    int
+			}{f.kind, f.w})
+		}
 	}
 	total := 0
 	for _, w := range weights {
@@ -108,12 +130,30 @@ func genFaults(cfg Config, phases []phase) []scheduledFault {
 				f.dur = min(uniform(r, 500*time.Millisecond, 15*time.Second), max(ph.end-t-faultQuietBefore/2, time.Second))
 			case causeClockStep:
 				f.dur = uniform(r, cfg.RenewInterval, 2*cfg.RenewInterval)
+			case causeLateRound:
+				// Past the renew interval, once or twice in a row: two
+				// such calls let a lease left with L − 2I lapse.
+				f.n = 1 + r.IntN(2)
+				f.dur = uniform(r, cfg.RenewInterval+cfg.RenewInterval/5, 2*cfg.RenewInterval)
+			case causeMixedSkew:
+				f.dur = min(uniform(r, 30*time.Second, 90*time.Second), max(ph.end-t-faultQuietBefore/2, time.Second))
+			case causePoison, causeParkLost:
+				// The batch's refusal and the head row's retry alone: the
+				// head row is parked as an invalid record. The partition
+				// refuses for a while at most, whoever produces to it.
+				f.n = 2
+				f.op = simTopics[r.IntN(len(simTopics))]
+				f.dur = min(poisonFor, max(ph.end-t-faultQuietBefore/2, time.Second))
 			}
 			out = append(out, f)
 		}
 	}
 	return out
 }
+
+// poisonFor bounds how long a poison fault's partition refuses: the
+// relays' head-row retry comes within it.
+const poisonFor = 30 * time.Second
 
 // expDuration draws an exponentially distributed gap of the given mean.
 func expDuration(r *rand.Rand, mean time.Duration) time.Duration {
@@ -164,6 +204,16 @@ func (s *sim) apply(f scheduledFault) {
 			s.causes.closeAt(c, s.clock.Now())
 			s.trace.add("fault-end", "", -1, "%s", f.kind)
 		})
+	case causeHandoverRefusal:
+		s.armHandover(s.causes.open(f.kind, "", 0, now))
+	case causeLateRound:
+		s.lateRound(f, now)
+	case causeMixedSkew:
+		s.startMixed(f.dur)
+	case causePoison, causeParkLost:
+		s.poison(f, now)
+	case causeReplay:
+		s.replay()
 	case causeClockStep:
 		e := s.pickRunning(f.pick)
 		if e == nil {

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -14,6 +15,9 @@ const (
 	// envSoakSeed and envSoakDuration start TestFleetSoak (make soak).
 	envSoakSeed     = "SPILLWAY_SOAK_SEED"
 	envSoakDuration = "SPILLWAY_SOAK_DURATION"
+	// envSoakOrderFaults sets Config.OrderFaults of the soak run: "all",
+	// or names of the order menu separated by commas.
+	envSoakOrderFaults = "SPILLWAY_SOAK_ORDER_FAULTS"
 )
 
 // ciSeeds are the seeds of the CI run: 3 × 3,334 messages.
@@ -86,8 +90,19 @@ func TestFleetSoak(t *testing.T) {
 			t.Fatalf("%s=%q: %v", envSoakDuration, rawDur, err)
 		}
 	}
-	t.Logf("soak: seed %d, writes over %v of simulated time", seed, d)
-	runAndReport(t, SoakConfig(seed, d))
+	cfg := SoakConfig(seed, d)
+	switch raw := os.Getenv(envSoakOrderFaults); raw {
+	case "":
+	case "all":
+		cfg.OrderFaults = AllOrderFaults
+	default:
+		cfg.OrderFaults = nil
+		for _, f := range strings.Split(raw, ",") {
+			cfg.OrderFaults = append(cfg.OrderFaults, OrderFault(strings.TrimSpace(f)))
+		}
+	}
+	t.Logf("soak: seed %d, writes over %v of simulated time, order faults %v", seed, d, cfg.OrderFaults)
+	runAndReport(t, cfg)
 }
 
 // runAndReport runs cfg, logs its report and checks that the run

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/spillway-dev/spillway/internal/lambdasim"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
@@ -87,6 +89,16 @@ type env struct {
 	handler   *outboxlambda.RelayHandler
 	largeSkew bool
 	skewCause *cause
+	// plain marks a relay that keeps every lease every round, as relays
+	// of other languages do (FaultMixedSkew).
+	plain bool
+	// holdFor is the budget of a hold relay of a mixed fleet; zero for a
+	// steady phase's.
+	holdFor time.Duration
+
+	// The order menu's faults aimed at this environment.
+	hold atomic.Pointer[handoverHold]
+	late atomic.Pointer[lateCalls]
 
 	dead   atomic.Bool
 	closed atomic.Bool
@@ -119,11 +131,23 @@ func (s *sim) newEnv(function string) (*env, error) {
 			skew = -skew
 		}
 	}
+	// A relay of another language's habits (FaultMixedSkew): its own
+	// leases are kept every round, and its clock is ahead by more than
+	// the kept-ahead leases' margin but within the tolerance such relays
+	// claim.
+	var mixed holdRun
+	if function == fnHold {
+		mixed = s.takeHoldRun()
+	}
+	plain := mixed.plain
+	if plain {
+		skew = uniform(r, s.cfg.LeaseDuration-2*s.cfg.RenewInterval, s.cfg.LeaseDuration-s.cfg.RenewInterval)
+	}
 	prefix := "r"
 	if function == fnHold {
 		prefix = "h"
 	}
-	e := &env{sim: s, id: fmt.Sprintf("%s%04x-%03d", prefix, r.IntN(0x10000), n), function: function, largeSkew: large}
+	e := &env{sim: s, id: fmt.Sprintf("%s%04x-%03d", prefix, r.IntN(0x10000), n), function: function, largeSkew: large, plain: plain, holdFor: mixed.budget}
 	e.clock = newHostClock(s.clock, s.act, skew)
 	storeOpts := s.storeOpts
 	storeOpts.Clock = e.clock
@@ -132,11 +156,15 @@ func (s *sim) newEnv(function string) (*env, error) {
 		return nil, err
 	}
 	e.store = &relayStore{env: e, inner: store}
+	kopts := s.kafka.ClientOpts()
+	if s.cfg.has(FaultHandoverRefusal) {
+		kopts = append(kopts, kgo.WithHooks(handoverHook{e}))
+	}
 	kp, err := outboxkafka.New(outboxkafka.Config{
 		Brokers:   s.kafka.Brokers,
 		ClientID:  e.id,
 		Clock:     e.clock,
-		ExtraOpts: s.kafka.ClientOpts(),
+		ExtraOpts: kopts,
 	})
 	if err != nil {
 		return nil, err
@@ -156,10 +184,17 @@ func (s *sim) newEnv(function string) (*env, error) {
 	if function == fnHold {
 		fn.Mode = outbox.ModeHold
 	}
+	if s.cfg.quarantine() {
+		fn.PoisonPolicy = outbox.PoisonQuarantine
+	}
+	var relayStore outbox.Store = e.store
+	if s.cfg.quarantine() {
+		relayStore = quarantineStore{relayStore: e.store, Quarantine: store}
+	}
 	e.handler, err = outboxlambda.NewRelayHandler(outboxlambda.RelayHandlerConfig{
 		Config:    fn,
 		RelayID:   e.id,
-		Store:     e.store,
+		Store:     relayStore,
 		Publisher: &relayPublisher{env: e, inner: kp},
 		Clock:     e.clock,
 		Notifier:  notifier{sim: s},
@@ -171,10 +206,14 @@ func (s *sim) newEnv(function string) (*env, error) {
 		return nil, err
 	}
 
-	if large {
+	switch {
+	case large:
 		e.skewCause = s.causes.open(causeLargeSkew, e.id, e.linger(), s.clock.Now())
+	case plain:
+		e.skewCause = s.causes.open(causeMixedSkew, e.id, e.linger(), s.clock.Now())
+		s.leases.markPlain(e.id)
 	}
-	s.trace.add("env-start", e.id, -1, "function=%s skew=%v large=%v", function, skew, large)
+	s.trace.add("env-start", e.id, -1, "function=%s skew=%v large=%v plain=%v", function, skew, large, plain)
 	s.register(e)
 	return e, nil
 }
@@ -205,6 +244,10 @@ func (s *sim) newFunctions() error {
 	relay.ReservedConcurrency, relay.StartLatency, relay.Coalesce = s.cfg.Concurrency, asyncLatency, coalesce
 	relay.NewEnv = func(int) (*env, error) { return s.newEnv(fnRelay) }
 	hold.ReservedConcurrency = maxHolds
+	if s.cfg.has(FaultMixedSkew) {
+		// A mixed fleet's two relays never hold a steady phase's back.
+		hold.ReservedConcurrency += 2
+	}
 	hold.NewEnv = func(int) (*env, error) { return s.newEnv(fnHold) }
 	var err error
 	if s.relayFn, err = lambdasim.New(relay); err != nil {
@@ -296,6 +339,9 @@ func (s *sim) started(inv *lambdasim.Invocation[*env]) {
 	s.mu.Lock()
 	if e.function == fnHold {
 		plan.budget = s.holdBudget
+		if e.holdFor > 0 {
+			plan.budget = e.holdFor
+		}
 	}
 	e.busy = true
 	e.runs++
@@ -321,6 +367,7 @@ func (s *sim) ended(inv *lambdasim.Invocation[*env], resp outboxlambda.RelayResp
 	e := inv.Env
 	run := e.run.Load()
 	run.over.Store(true)
+	e.endLate(nil)
 	now := s.clock.Now()
 	if run.joined.Load() && !e.dead.Load() {
 		s.causes.instant(causeLeave, e.id, e.linger(), now)
@@ -433,6 +480,7 @@ func (s *sim) crash(e *env, run *runState, kind, why string) {
 	}
 	s.mu.Unlock()
 	s.trace.add(kind, e.id, -1, "run=%d %s", run.n, why)
+	e.endLate(nil)
 	run.cancel()
 	// Closing fails the records still buffered, so a publish the crash
 	// interrupted returns instead of waiting for delivery.
@@ -452,6 +500,37 @@ func (s *sim) pause(e *env, run *runState, op string, d time.Duration) {
 	outbox.Sleep(e.clock, d, nil)
 	s.causes.closeAt(c, s.clock.Now())
 	s.trace.add("resume", e.id, -1, "run=%d after %v", run.n, d)
+}
+
+// holdRun is a hold relay of the order menu's mixed fleet.
+type holdRun struct {
+	budget time.Duration
+	plain  bool
+}
+
+// startMixed starts a mixed fleet for d: a hold relay that keeps every
+// round, its clock ahead (see newEnv), as a long-running relay of another
+// language, and a hold relay of Spillway's beside it; both join at once
+// and share the buckets.
+func (s *sim) startMixed(d time.Duration) {
+	s.mu.Lock()
+	s.holdRuns = append(s.holdRuns, holdRun{budget: d, plain: true}, holdRun{budget: d})
+	s.mu.Unlock()
+	for range 2 {
+		s.holdFn.Send(invocation{Trigger: string(outboxlambda.SourceWake), Join: true}.payload(), s.clock.Now())
+	}
+}
+
+// takeHoldRun returns the next hold relay of a mixed fleet, if any.
+func (s *sim) takeHoldRun() holdRun {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.holdRuns) == 0 {
+		return holdRun{}
+	}
+	h := s.holdRuns[0]
+	s.holdRuns = s.holdRuns[1:]
+	return h
 }
 
 // startHolds starts the steady phase's hold-mode relays: clocks within the

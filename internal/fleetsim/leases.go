@@ -25,6 +25,9 @@ type belief struct {
 	ref       time.Time
 	startSkew time.Duration
 	ended     time.Time // true time; zero unless ended by a call
+	// confirmed is the true time of the latest round or renewal that
+	// confirmed the belief, whether it renewed the lease or left it.
+	confirmed time.Time
 }
 
 // leaseBook models what every relay believes it holds, from its store calls
@@ -37,10 +40,63 @@ type leaseBook struct {
 	mu       sync.Mutex
 	open     map[string]map[int]*belief // relay → bucket → latest belief
 	byBucket map[int][]*belief          // ascending by start
+	plain    map[string]bool            // relays that keep every round
 }
 
 func newLeaseBook(lease time.Duration) *leaseBook {
-	return &leaseBook{lease: lease, open: map[string]map[int]*belief{}, byBucket: map[int][]*belief{}}
+	return &leaseBook{lease: lease, open: map[string]map[int]*belief{}, byBucket: map[int][]*belief{}, plain: map[string]bool{}}
+}
+
+// markPlain records a relay that keeps every lease every round.
+func (lb *leaseBook) markPlain(relay string) {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	lb.plain[relay] = true
+}
+
+// checkMixed finds a bucket that a relay keeping every round took over
+// from a relay on schedule, while the holder still believed in it: the
+// holder's last round confirmed the lease at most interval before the
+// takeover, and the taker's clock was ahead of the holder's by at most
+// skewLimit. Kept every round, a lease lasts L after each round, so such
+// a taker sees it expire only after the next round is due: a takeover
+// means the round left the lease unrenewed, with less than the skew the
+// mixed fleet tolerates left.
+func (lb *leaseBook) checkMixed(interval, skewLimit time.Duration) *leaseViolation {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	for bucket, bs := range lb.byBucket {
+		for _, r := range bs {
+			x := firstTaker(r, bs)
+			if x == nil || !lb.plain[x.relay] || lb.plain[r.relay] {
+				continue
+			}
+			overlap := lb.endOf(r).Sub(x.start)
+			skew := x.startSkew - r.clock.skewAt(x.start)
+			if overlap <= overlapTolerance || x.start.Sub(r.confirmed) > interval || skew > skewLimit {
+				continue
+			}
+			return &leaseViolation{bucket: bucket, first: r, second: x, overlap: overlap, allowed: 0}
+		}
+	}
+	return nil
+}
+
+// plainTakeovers counts the beliefs that a relay keeping every round
+// took over while their holder still believed in them: two relays then
+// publish one bucket.
+func (lb *leaseBook) plainTakeovers() int {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	n := 0
+	for _, bs := range lb.byBucket {
+		for _, r := range bs {
+			if x := firstTaker(r, bs); x != nil && lb.plain[x.relay] && !lb.plain[r.relay] && lb.endOf(r).After(x.start.Add(overlapTolerance)) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // activeAt reports whether b holds at true time t.
@@ -83,12 +139,12 @@ func (lb *leaseBook) acquired(relay string, clock *hostClock, ref, callStart, re
 		cur := mine[b]
 		if cur != nil && cur.ended.IsZero() && lb.activeAt(cur, callStart) {
 			if !slices.Contains(claimed, b) {
-				cur.ref = ref
+				cur.ref, cur.confirmed = ref, callStart
 				continue
 			}
 			cur.ended = ret
 		}
-		nb := &belief{relay: relay, clock: clock, bucket: b, start: ret, ref: ref, startSkew: clock.skewAt(ret)}
+		nb := &belief{relay: relay, clock: clock, bucket: b, start: ret, ref: ref, startSkew: clock.skewAt(ret), confirmed: callStart}
 		mine[b] = nb
 		// Calls return in true-time order, so appending keeps the order.
 		lb.byBucket[b] = append(lb.byBucket[b], nb)
@@ -123,7 +179,7 @@ func (lb *leaseBook) renewed(relay string, ref, ret time.Time, buckets []int) {
 			cur.ended = ret
 			continue
 		}
-		cur.ref = ref
+		cur.ref, cur.confirmed = ref, ret
 	}
 }
 
@@ -142,6 +198,18 @@ func (lb *leaseBook) holds(relay string, bucket int, t time.Time) bool {
 	defer lb.mu.Unlock()
 	cur := lb.open[relay][bucket]
 	return cur != nil && lb.activeAt(cur, t)
+}
+
+// left returns how much of relay's lease on bucket its own clock shows
+// left at true time t, and whether it believes it holds the bucket.
+func (lb *leaseBook) left(relay string, bucket int, t time.Time) (time.Duration, bool) {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	cur := lb.open[relay][bucket]
+	if cur == nil || !lb.activeAt(cur, t) {
+		return 0, false
+	}
+	return cur.ref.Add(lb.lease).Sub(t.Add(cur.clock.skewAt(t))), true
 }
 
 // allowed is the overlap the skew explains when x took a bucket over from

@@ -22,7 +22,10 @@ type relayStore struct {
 	inner outbox.Store
 }
 
-var _ outbox.Store = (*relayStore)(nil)
+var (
+	_ outbox.Store      = (*relayStore)(nil)
+	_ outbox.Quarantine = quarantineStore{}
+)
 
 // relayPublisher is the outbox.Publisher of one execution environment.
 type relayPublisher struct {
@@ -76,7 +79,7 @@ func (s *relayStore) AcquireLeases(ctx context.Context, req outbox.LeaseRequest,
 	e := s.env
 	ref, start := e.clock.Now(), e.sim.clock.Now()
 	e.sim.joined(e)
-	acq, err := s.inner.AcquireLeases(ctx, req, st)
+	acq, err := s.inner.AcquireLeases(ctx, e.leaseRequest(req), st)
 	ret := e.sim.clock.Now()
 	if err != nil {
 		e.sim.leases.dropped(e.id, start)
@@ -105,7 +108,7 @@ func (s *relayStore) RenewLeases(ctx context.Context, req outbox.LeaseRequest, b
 	}
 	e := s.env
 	ref, start := e.clock.Now(), e.sim.clock.Now()
-	ok, err := s.inner.RenewLeases(ctx, req, buckets)
+	ok, err := s.inner.RenewLeases(ctx, e.leaseRequest(req), buckets)
 	ret := e.sim.clock.Now()
 	switch {
 	case err != nil:
@@ -155,6 +158,7 @@ func (s *relayStore) PendingBuckets(ctx context.Context, buckets []int) ([]int, 
 	if err != nil {
 		return nil, err
 	}
+	s.env.runLate("pending")
 	p, err := s.inner.PendingBuckets(ctx, buckets)
 	if cerr := after(); cerr != nil {
 		return nil, cerr
@@ -167,6 +171,7 @@ func (s *relayStore) FetchBatch(ctx context.Context, bucket, max int) ([]outbox.
 	if err != nil {
 		return nil, err
 	}
+	s.env.runLate("fetch")
 	msgs, err := s.inner.FetchBatch(ctx, bucket, max)
 	if cerr := after(); cerr != nil {
 		return nil, cerr
@@ -197,11 +202,54 @@ func (s *relayStore) Backlog(ctx context.Context) (outbox.Backlog, error) {
 	if err != nil {
 		return outbox.Backlog{}, err
 	}
+	s.env.runLate("backlog")
 	b, err := s.inner.Backlog(ctx)
 	if cerr := after(); cerr != nil {
 		return outbox.Backlog{}, cerr
 	}
 	return b, err
+}
+
+// leaseRequest is req as e's relay sends it: a relay that keeps every
+// round (FaultMixedSkew) sends the table contract's plain round, which
+// renews every owned lease (LeaseRequest.RenewInterval zero).
+func (e *env) leaseRequest(req outbox.LeaseRequest) outbox.LeaseRequest {
+	if e.plain {
+		req.RenewInterval = 0
+	}
+	return req
+}
+
+// quarantineStore is an environment's store under PoisonQuarantine: the
+// relayStore, and the DynamoDB store's quarantine side, whose calls other
+// than Park go to it directly (they take part in no crash or pause plan).
+type quarantineStore struct {
+	*relayStore
+	outbox.Quarantine
+}
+
+// Park implements outbox.Quarantine; an armed park-lost fault makes this
+// park's transaction apply and its response be lost, its retries
+// throttled.
+func (s quarantineStore) Park(ctx context.Context, p outbox.Parking) error {
+	after, err := s.env.enter("park")
+	if err != nil {
+		return err
+	}
+	e := s.env
+	lost := e.sim.takeParkLoss()
+	if lost {
+		ctx = e.sim.ddb.Faults.LoseResponseIn(ctx, "TransactWriteItems", parkThrottles)
+	}
+	err = s.Quarantine.Park(ctx, p)
+	if lost && err != nil {
+		e.sim.hit(causeParkLost, 1)
+	}
+	e.sim.trace.add("park", e.id, p.Bucket, "row %d reason=%s behind=%d response lost=%v err=%v", p.Sequence, p.Reason, p.Behind, lost, err)
+	if cerr := after(); cerr != nil {
+		return cerr
+	}
+	return err
 }
 
 func (p *relayPublisher) Init(ctx context.Context) error {
@@ -228,17 +276,23 @@ func (p *relayPublisher) Publish(ctx context.Context, msgs []outbox.Message) (in
 	bucket := -1
 	if len(msgs) > 0 {
 		bucket = msgs[0].Bucket
-		if !e.sim.leases.holds(e.id, bucket, e.sim.clock.Now()) {
+		left, held := e.sim.leases.left(e.id, bucket, e.sim.clock.Now())
+		if held {
+			e.sim.notePublishMargin(e, bucket, left)
+		}
+		if !held {
 			e.sim.outsideLease.Add(1)
 			e.sim.trace.add("late-publish", e.id, bucket, "publishing %s outside the relay's lease", seqRange(msgs))
 		}
 	}
 	var acked int
+	h := e.sim.claimHandoverIf(e, msgs)
 	e.sim.kafkaCall(func() { acked, err = p.inner.Publish(ctx, msgs) })
-	e.sim.trace.add("publish", e.id, bucket, "%s acked=%d err=%v", seqRange(msgs), acked, err)
-	if err != nil {
-		e.sim.refused.add(msgs, acked)
+	if h != nil {
+		e.hold.Store(nil)
+		e.sim.endHandover(e, h)
 	}
+	e.sim.trace.add("publish", e.id, bucket, "%s acked=%d err=%v", seqRange(msgs), acked, err)
 	if cerr := after(); cerr != nil {
 		return 0, cerr
 	}

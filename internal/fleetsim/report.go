@@ -29,9 +29,6 @@ type Report struct {
 	Records    int // records read back from Kafka
 	Delivered  int // distinct message ids among them
 	Duplicates int // Records - Delivered
-	// Reordered counts first deliveries out of key order that a failed
-	// publish holding both messages explains (README, "Order").
-	Reordered int
 
 	// Fleet.
 	Invocations    int // asynchronous invokes, before coalescing
@@ -69,6 +66,19 @@ type Report struct {
 	// cause (faults and membership changes).
 	Faults map[string]int
 	Causes map[string]int
+	// OrderFaults lists the order menu's faults the run drew from, and
+	// FaultsHit counts what they did: refused hand-overs, late calls,
+	// takeovers by relays that keep every round (mixed-skew), messages
+	// re-enqueued by replays, parks whose response was lost.
+	OrderFaults []OrderFault
+	FaultsHit   map[string]int
+	// Parked counts the messages the relays parked.
+	Parked int
+	// ThinPublishes counts publishes that started with less than L − 2I
+	// of the relay's lease left on its own clock (the margin the README
+	// states), and LeastLeaseLeft is the least such lease.
+	ThinPublishes  int
+	LeastLeaseLeft time.Duration
 
 	// DynamoDB.
 	Requests     int // attempts, every client of the endpoint
@@ -87,13 +97,15 @@ func (r *Report) String() string {
 		r.Seed, r.BucketCount, r.LeaseDuration, r.RenewInterval, r.Concurrency, r.Writers, r.Keys)
 	fmt.Fprintf(&b, "  messages %d (committed %d, rejected %d, uncertain %d) in %d operations, %d abandoned\n",
 		r.Messages, r.Committed, r.Rejected, r.Uncertain, r.Ops, r.AbandonedOps)
-	fmt.Fprintf(&b, "  records %d, delivered %d, duplicates %d, reordered by a refused publish %d\n", r.Records, r.Delivered, r.Duplicates, r.Reordered)
+	fmt.Fprintf(&b, "  records %d, delivered %d, duplicates %d; every key's first deliveries in commit order\n", r.Records, r.Delivered, r.Duplicates)
 	fmt.Fprintf(&b, "  invocations %d, runs %d (joined %d) on %d environments; crashes %d, timeouts %d, pauses %d, releases skipped %d, fatal %d\n",
 		r.Invocations, r.Runs, r.Joined, r.Environments, r.Crashes, r.Timeouts, r.Pauses, r.ReleaseSkipped, r.FatalRuns)
-	fmt.Fprintf(&b, "  lease overlaps within skew %d, publishes/deletes outside the lease %d\n", r.LeaseOverlaps, r.OutsideLease)
+	fmt.Fprintf(&b, "  lease overlaps within skew %d, publishes/deletes outside the lease %d, publishes with less than L − 2I left %d (least %v)\n",
+		r.LeaseOverlaps, r.OutsideLease, r.ThinPublishes, r.LeastLeaseLeft.Round(time.Millisecond))
 	fmt.Fprintf(&b, "  refused writes %d by cause %s; by request %s; business %d\n", r.Refused, render(r.RefusedByCause), render(r.RefusedByOp), r.BusinessRefused)
 	fmt.Fprintf(&b, "  quiet windows %v with %d rounds, 0 refusals\n", r.QuietTime.Round(time.Second), r.QuietRounds)
 	fmt.Fprintf(&b, "  faults %s\n", render(r.Faults))
+	fmt.Fprintf(&b, "  order faults %v: hit %s; parked %d\n", r.OrderFaults, render(r.FaultsHit), r.Parked)
 	fmt.Fprintf(&b, "  causes %s\n", render(r.Causes))
 	fmt.Fprintf(&b, "  DynamoDB attempts %d, throttled %d; %d steps, simulated %v, wall %v",
 		r.Requests, r.Throttles, r.Steps, r.SimDuration.Round(time.Second), r.Wall.Round(time.Millisecond))

@@ -39,6 +39,8 @@ const (
 	traceExcerpt = 200
 	// maxHolds bounds the hold relays of a steady phase.
 	maxHolds = 3
+	// simPartitions is the partition count of every topic.
+	simPartitions = 3
 )
 
 // simStart is the simulated start instant of every run.
@@ -113,9 +115,17 @@ type sim struct {
 
 	opsDone      atomic.Int64
 	outsideLease atomic.Int64
-	// refused remembers failed publishes: the reorder they may cause is
-	// the only one the order check admits.
-	refused refusals
+
+	// The order menu's state (orderfaults.go): armed hand-over refusals
+	// and park losses (guarded by mu), replays running, and the
+	// operator's store and writer.
+	handovers    []*cause
+	parkLosses   int
+	holdRuns     []holdRun
+	replays      atomic.Int32
+	wgReplay     sync.WaitGroup
+	replayStore  *outboxddb.Store
+	replayWriter *outboxddb.Writer
 
 	kafkaMu      sync.Mutex
 	kafkaDown    bool
@@ -156,8 +166,11 @@ type stats struct {
 	abandonedOps                        int
 	throttles                           int
 	faults                              map[string]int
+	hits                                map[string]int
+	thinPublishes                       int
+	leastLeft                           time.Duration
+	parked                              int
 	records, distinct, duplicates       int
-	reordered                           int
 	overlaps                            int
 }
 
@@ -216,7 +229,7 @@ func newSim(parent context.Context, cfg Config, act *simtime.Activity) (*sim, er
 		kafkaChanged: make(chan struct{}),
 		refusedByOp:  map[string]int{},
 		refusedCause: map[string]int{},
-		stats:        stats{faults: map[string]int{}},
+		stats:        stats{faults: map[string]int{}, hits: map[string]int{}},
 	}
 	s.obs = observer{s}
 	if err := s.setup(); err != nil {
@@ -242,6 +255,7 @@ func (s *sim) setup() error {
 	s.storeOpts = outboxddb.Options{
 		TableName:   s.table,
 		BucketCount: cfg.BucketCount,
+		CountParked: cfg.quarantine(),
 		Observer:    s.obs,
 		Logger:      slog.New(slog.DiscardHandler),
 	}
@@ -261,12 +275,12 @@ func (s *sim) setup() error {
 		return fmt.Errorf("fleetsim: the DynamoDB endpoint %s ignores UpdateItem REMOVE; released leases would keep their owner", s.ddb.Endpoint)
 	}
 	s.kafka, err = outboxlocal.StartKafka(ctx, outboxlocal.KafkaConfig{
-		Topics: simTopics, Partitions: 3, Brokers: cfg.Brokers, IgnoreEnvironment: true,
+		Topics: simTopics, Partitions: simPartitions, Brokers: cfg.Brokers, IgnoreEnvironment: true,
 	})
 	if err != nil {
 		return err
 	}
-	if s.wl, err = genWorkload(cfg, 3); err != nil {
+	if s.wl, err = genWorkload(cfg, simPartitions); err != nil {
 		return err
 	}
 	// Orders that the rejected transactions collide with.
@@ -289,6 +303,14 @@ func (s *sim) setup() error {
 	writerOpts.Notifier = notifier{sim: s}
 	if err := s.newFunctions(); err != nil {
 		return err
+	}
+	if cfg.quarantine() {
+		if s.replayStore, err = outboxddb.NewStore(s.client, writerOpts); err != nil {
+			return err
+		}
+		if s.replayWriter, err = outboxddb.NewWriter(s.client, writerOpts); err != nil {
+			return err
+		}
 	}
 	for i := range cfg.Writers {
 		w, err := outboxddb.NewWriter(s.client, writerOpts)
@@ -340,6 +362,9 @@ func (s *sim) schedule() {
 		}
 		s.writesClosed = true
 		s.trace.add("phase", "", -1, "writes end; relays drain")
+		if s.cfg.quarantine() {
+			s.replayWhileParked()
+		}
 	})
 }
 
@@ -499,16 +524,25 @@ func (s *sim) finished(now time.Time) (bool, error) {
 	}
 	s.lastDrainScan = now
 	n, err := s.pendingMessages(s.ctx)
-	if err != nil {
+	if err != nil || n > 0 {
 		return false, err
 	}
-	return n == 0, nil
+	if s.cfg.quarantine() {
+		if s.replays.Load() > 0 {
+			return false, nil
+		}
+		if n, err = s.countPartitions(s.ctx, "PARKED"); err != nil || n > 0 {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // finish stops the writers and environments, then runs the end checks:
 // every record read back, the whole lease intervals.
 func (s *sim) finish() error {
 	s.wgWrite.Wait()
+	s.wgReplay.Wait()
 	s.mu.Lock()
 	pool := slices.Clone(s.pool)
 	s.mu.Unlock()
@@ -525,16 +559,20 @@ func (s *sim) finish() error {
 	if err != nil {
 		return err
 	}
-	dc, v := checkRecords(s.wl, recs, outbox.DefaultMessageIDHeaderName, &s.refused)
+	dc, v := checkRecords(s.wl, recs, outbox.DefaultMessageIDHeaderName)
 	s.mu.Lock()
 	s.stats.records, s.stats.distinct, s.stats.duplicates = dc.records, dc.distinct, dc.duplicates
-	s.stats.reordered = dc.reordered
 	s.mu.Unlock()
 	if v != nil {
 		v.At = s.offset(s.clock.Now())
 		return v
 	}
 	lv, overlaps := s.leases.checkAll()
+	s.hit(causeMixedSkew, s.leases.plainTakeovers())
+	if mv := s.leases.checkMixed(s.cfg.RenewInterval, s.cfg.mixedSkewLimit()); mv != nil && lv == nil {
+		return &Violation{Invariant: "mixed-fleet lease exclusivity", Detail: mv.String() + " within a round of its holder's last one", bucket: mv.bucket,
+			relays: []string{mv.first.relay, mv.second.relay}, At: s.offset(s.clock.Now())}
+	}
 	s.mu.Lock()
 	s.stats.overlaps = overlaps
 	s.mu.Unlock()
@@ -563,6 +601,7 @@ func (s *sim) close() {
 		s.writesClosed = true
 	}
 	s.wgWrite.Wait()
+	s.wgReplay.Wait()
 	if s.kafka != nil {
 		_ = s.kafka.Close()
 	}
@@ -614,8 +653,9 @@ func (s *sim) report(wall time.Duration) *Report {
 		Crashes: s.stats.crashes, Timeouts: s.stats.timeouts, Pauses: s.stats.pauses, ReleaseSkipped: s.stats.releaseSkipped,
 		FatalRuns: s.stats.fatal, OutsideLease: int(s.outsideLease.Load()), LeaseOverlaps: s.stats.overlaps,
 		RefusedByCause: s.refusedCause, RefusedByOp: s.refusedByOp, BusinessRefused: int(s.client.refused.Load()),
-		QuietTime: s.quietTime, Faults: s.stats.faults, Causes: s.causes.count(),
-		Records: s.stats.records, Delivered: s.stats.distinct, Duplicates: s.stats.duplicates, Reordered: s.stats.reordered,
+		QuietTime: s.quietTime, Faults: s.stats.faults, FaultsHit: s.stats.hits, OrderFaults: s.cfg.OrderFaults,
+		Parked: s.stats.parked, ThinPublishes: s.stats.thinPublishes, LeastLeaseLeft: s.stats.leastLeft, Causes: s.causes.count(),
+		Records: s.stats.records, Delivered: s.stats.distinct, Duplicates: s.stats.duplicates,
 		AbandonedOps: s.stats.abandonedOps, Throttles: s.stats.throttles,
 		Steps: s.steps, Wall: wall,
 	}
@@ -653,6 +693,21 @@ func (s *sim) report(wall time.Duration) *Report {
 	return r
 }
 
+// notePublishMargin records a publish that started with less than the
+// README's margin, L − 2I, of its lease left on the relay's clock.
+func (s *sim) notePublishMargin(e *env, bucket int, left time.Duration) {
+	if margin := s.cfg.LeaseDuration - 2*s.cfg.RenewInterval; left >= margin {
+		return
+	}
+	s.mu.Lock()
+	if s.stats.thinPublishes == 0 || left < s.stats.leastLeft {
+		s.stats.leastLeft = left
+	}
+	s.stats.thinPublishes++
+	s.mu.Unlock()
+	s.trace.add("thin-publish", e.id, bucket, "publish starts with %v of the lease left", left)
+}
+
 // noteRound records the start of an acquisition round.
 func (s *sim) noteRound(t time.Time) {
 	s.mu.Lock()
@@ -670,6 +725,11 @@ func (o observer) Observe(e outbox.Event) {
 		o.s.refusedByOp[e.Op] += e.Count
 		o.s.mu.Unlock()
 		o.s.trace.add("refused", e.RelayID, e.Bucket, "%s", e.Op)
+	case outbox.EventParked:
+		o.s.mu.Lock()
+		o.s.stats.parked += e.Count
+		o.s.mu.Unlock()
+		o.s.trace.add("parked", e.RelayID, e.Bucket, "%s", e.Op)
 	case outbox.EventThrottle:
 		o.s.mu.Lock()
 		o.s.stats.throttles += e.Count

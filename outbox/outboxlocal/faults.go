@@ -180,6 +180,10 @@ func (f *Faults) transport() middleware.DeserializeMiddleware {
 		if d := f.delay(op); d > 0 && !outbox.Sleep(f.clock, d, ctx.Done()) {
 			return middleware.DeserializeOutput{}, middleware.Metadata{}, ctx.Err()
 		}
+		scoped := f.scopedLossFor(ctx, op)
+		if scoped.takeThrottle() {
+			return fabricated(in, apiError(http.StatusBadRequest, typeThroughputExceed, "Injected by outboxlocal.Faults: the request rate is too high")), middleware.Metadata{}, nil
+		}
 		if errorType, ok := f.takeThrottle(op); ok {
 			typ := typeThroughputExceed
 			if errorType == Throttling {
@@ -190,7 +194,7 @@ func (f *Faults) transport() middleware.DeserializeMiddleware {
 			return fabricated(in, apiError(http.StatusBadRequest, typ, "Injected by outboxlocal.Faults: the request rate is too high")), middleware.Metadata{}, nil
 		}
 		out, md, err := next.HandleDeserialize(ctx, in)
-		if err != nil || !f.takeLoss(op) {
+		if err != nil || !(scoped.takeLoss() || f.takeLoss(op)) {
 			return out, md, err
 		}
 		if resp, ok := out.RawResponse.(*smithyhttp.Response); ok && resp.Body != nil {

@@ -271,3 +271,32 @@ func TestStaleReadsHideRecentWritesFromEventuallyConsistentReads(t *testing.T) {
 		t.Fatalf("with the fault off: %v", got)
 	}
 }
+
+func TestLoseResponseInReachesOnlyItsContext(t *testing.T) {
+	t.Parallel()
+	d := newDynamoDB(t, WithoutEnvironment())
+	table := createTable(t, d)
+	put := func(ctx context.Context, sk string) error {
+		_, err := d.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{{Put: &types.Put{
+			TableName:           aws.String(table),
+			Item:                key("OUTBOX#PARKED#0", sk),
+			ConditionExpression: aws.String("attribute_not_exists(PK)"),
+		}}}})
+		return err
+	}
+	lost := d.Faults.LoseResponseIn(t.Context(), "TransactWriteItems", 10)
+	// Another caller's transaction meanwhile is not touched.
+	if err := put(t.Context(), "0000000000000000001"); err != nil {
+		t.Fatalf("transaction outside the fault's context: %v", err)
+	}
+	// The aimed one is applied, its response lost and every retry
+	// throttled: the caller sees a throttle, not a success.
+	var pte *types.ProvisionedThroughputExceededException
+	if err := put(lost, "0000000000000000002"); !errors.As(err, &pte) {
+		t.Fatalf("transaction with a lost response and throttled retries: %v, want a throttle", err)
+	}
+	get(t, d.Client, table, "OUTBOX#PARKED#0", "0000000000000000002")
+	if got := d.Counter.Snapshot(); got.Requests["TransactWriteItems"] < 3 || got.Refused != 0 {
+		t.Fatalf("counts %+v: want the applied attempt and its throttled retries, nothing refused", got)
+	}
+}
