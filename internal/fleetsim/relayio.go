@@ -211,11 +211,11 @@ func (s *relayStore) Backlog(ctx context.Context) (outbox.Backlog, error) {
 }
 
 // leaseRequest is req as e's relay sends it: a relay that keeps every
-// round (FaultMixedSkew) sends the table contract's plain round, which
-// renews every owned lease (LeaseRequest.RenewInterval zero).
+// round (FaultMixedSkew) keeps every owned lease each round and
+// heartbeats without the keep-ahead mark, as a relay of another language.
 func (e *env) leaseRequest(req outbox.LeaseRequest) outbox.LeaseRequest {
 	if e.plain {
-		req.RenewInterval = 0
+		req.KeepEveryRound = true
 	}
 	return req
 }
