@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -261,9 +262,10 @@ func (f *drainFleet) relayUntilEmpty(ctx context.Context, r *outbox.Relay, end t
 	}
 }
 
-// printProgress prints a line every interval until done: what the relays
-// published (counted from their events) and the pending estimate, the
-// backlog at start less what they deleted. It reads nothing from the table.
+// printProgress looks every interval until done and prints a line when it
+// changed: what the relays published (counted from their events) and the
+// pending estimate, the backlog at start less what they deleted; and the
+// buckets stuck on their head. It reads nothing from the table.
 func (f *drainFleet) printProgress(done <-chan struct{}, every time.Duration, start time.Time, stdout io.Writer) {
 	if every <= 0 {
 		<-done
@@ -271,13 +273,18 @@ func (f *drainFleet) printProgress(done <-chan struct{}, every time.Duration, st
 	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	last := ""
 	for {
 		select {
 		case <-done:
 			return
 		case <-tick.C:
 			left := max(f.initial-f.count.deleted.Load(), 0)
-			fmt.Fprintf(stdout, "%6.1fs  published %d  pending ~%d\n", time.Since(start).Seconds(), f.count.published.Load(), left)
+			// Printed when it changed: a drain that waits says so once.
+			if line := fmt.Sprintf("published %d  pending ~%d", f.count.published.Load(), left); line != last {
+				fmt.Fprintf(stdout, "%6.1fs  %s\n", time.Since(start).Seconds(), line)
+				last = line
+			}
 			f.waits.stuck(f.count.stuck())
 		}
 	}
@@ -318,7 +325,8 @@ func (c *drainCounter) fail(bucket, acked int, err error) {
 		if c.failing == nil {
 			c.failing = map[int]string{}
 		}
-		c.failing[bucket] = err.Error()
+		// The operator reads it: without the package prefix.
+		c.failing[bucket] = strings.TrimPrefix(err.Error(), "outboxkafka: ")
 	case acked > 0:
 		delete(c.failing, bucket)
 	}

@@ -207,4 +207,7 @@ func TestDrain_StuckOnAPoisonHead_NamesTheBucketAndTheError(t *testing.T) {
 	if !strings.Contains(errs, want) || strings.Contains(errs, "no live lease") {
 		t.Errorf("stderr does not name the stuck head (%q) or blames the leases:\n%s", want, errs)
 	}
+	if n := strings.Count(errs, "published 0  pending ~1"); n != 1 {
+		t.Errorf("the unchanged progress line was printed %d times, want once:\n%s", n, errs)
+	}
 }
