@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -182,5 +184,17 @@ func TestErrorsNameTheFlag(t *testing.T) {
 	t.Setenv(outboxconf.EnvBucketCount, "abc")
 	if _, _, errs := cli(t, "status", "--table", "t"); errs != "spillway status: SPILLWAY_BUCKET_COUNT=\"abc\", the default of --bucket-count: not a decimal integer\n" {
 		t.Errorf("a bad variable: %q", errs)
+	}
+}
+
+func TestFailuresReadWithoutPackagePrefixes(t *testing.T) {
+	if got := forOperator(fmt.Errorf("outboxddb: read coordination partition: %w", errors.New("outbox: misconfigured"))); got != "read coordination partition: outbox: misconfigured" {
+		t.Errorf("forOperator = %q", got)
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", "")
+	t.Setenv("AWS_PROFILE", "")
+	code, _, errs := cli(t, "status", "--table", "t", "--dynamodb-endpoint", "http://127.0.0.1:1")
+	if code != 1 || !strings.HasPrefix(errs, "spillway status: read coordination partition") {
+		t.Errorf("status against a closed port: exit %d, %q; want 1 and what failed, without the package", code, errs)
 	}
 }

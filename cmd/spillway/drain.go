@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +37,7 @@ type drainOptions struct {
 	progress time.Duration
 	retry    time.Duration
 	log      *slog.Logger
+	asJSON   bool
 }
 
 func runDrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -45,7 +50,7 @@ func runDrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer f.close()
-	return f.drain(ctx, o, stdout)
+	return f.drain(ctx, o, stdout, stderr)
 }
 
 func parseDrainFlags(args []string, stdout, stderr io.Writer) (drainOptions, error) {
@@ -56,6 +61,7 @@ func parseDrainFlags(args []string, stdout, stderr io.Writer) (drainOptions, err
 	progress := fs.Duration("progress", 2*time.Second, "interval between progress lines (0: none)")
 	retry := fs.Duration("retry", time.Second, "wait between runs while peers hold buckets with work")
 	verbose := fs.Bool("v", false, "log the relays' activity")
+	asJSON := fs.Bool("json", false, "print the outcome as JSON (progress goes to stderr)")
 	memory := fs.Int("memory-mb", 0, "memory the relays may use, MB: bounds the messages they hold at once (env SPILLWAY_MEMORY_MB; 0: unbounded)")
 	if err := parse(fs, args); err != nil {
 		return drainOptions{}, err
@@ -83,7 +89,7 @@ func parseDrainFlags(args []string, stdout, stderr io.Writer) (drainOptions, err
 		cfg.MemoryMB = *memory
 	}
 	return drainOptions{cfg: cfg, relays: *relays, timeout: *timeout, progress: *progress, retry: *retry,
-		log: cliLogger(stderr, *verbose)}, nil
+		log: cliLogger(stderr, *verbose), asJSON: *asJSON}, nil
 }
 
 // cliLogger is the log handler of the commands: warnings only, everything
@@ -155,11 +161,29 @@ func (f *drainFleet) close() {
 	}
 }
 
+// drainResult is what drain --json prints at the end.
+type drainResult struct {
+	Published int64   `json:"published"`
+	Pending   int64   `json:"pending"`
+	Elapsed   float64 `json:"elapsedSeconds"`
+	// Stuck lists the buckets whose head message kept failing, with the
+	// last error: what holds the drain up when Pending stays above 0.
+	Stuck []stuckBucket `json:"stuck,omitempty"`
+}
+
+type stuckBucket struct {
+	Bucket int    `json:"bucket"`
+	Error  string `json:"error"`
+}
+
 // drain runs every relay until the outbox is empty or the timeout passes,
-// printing progress, and checks the backlog once at the end.
-func (f *drainFleet) drain(ctx context.Context, o drainOptions, stdout io.Writer) error {
-	// The progress loop and the relays' wait reports share stdout.
-	stdout = &lockedWriter{w: stdout}
+// printing progress (to stderr with --json), and checks the backlog once
+// at the end.
+func (f *drainFleet) drain(ctx context.Context, o drainOptions, stdout, stderr io.Writer) error {
+	result := stdout
+	if o.asJSON {
+		stdout = stderr
+	}
 	start := time.Now()
 	end := start.Add(o.timeout)
 	rctx, cancel := context.WithDeadline(ctx, end)
@@ -192,9 +216,21 @@ func (f *drainFleet) drain(ctx context.Context, o drainOptions, stdout io.Writer
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "published %d in %.1fs; %d pending\n", f.count.published.Load(), time.Since(start).Seconds(), bl.Pending)
+	res := drainResult{Published: f.count.published.Load(), Pending: bl.Pending, Elapsed: time.Since(start).Seconds()}
 	if bl.Pending > 0 {
-		f.waits.report(context.WithoutCancel(ctx), f.store, nil)
+		res.Stuck = f.count.stuck()
+	}
+	if o.asJSON {
+		enc := json.NewEncoder(result)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(stdout, "published %d in %.1fs; %d pending\n", res.Published, res.Elapsed, res.Pending)
+	}
+	if bl.Pending > 0 {
+		f.waits.report(context.WithoutCancel(ctx), f.store, nil, res.Stuck)
 		return errNotEmpty
 	}
 	return nil
@@ -223,7 +259,7 @@ func (f *drainFleet) relayUntilEmpty(ctx context.Context, r *outbox.Relay, end t
 		case len(pending) == 0:
 			return nil
 		default:
-			f.waits.report(ctx, f.store, pending)
+			f.waits.report(ctx, f.store, pending, f.count.stuck())
 		}
 		if !outbox.Sleep(outbox.SystemClock{}, min(o.retry, time.Until(end)-minRunWindow), ctx.Done()) {
 			return nil
@@ -231,9 +267,10 @@ func (f *drainFleet) relayUntilEmpty(ctx context.Context, r *outbox.Relay, end t
 	}
 }
 
-// printProgress prints a line every interval until done: what the relays
-// published (counted from their events) and the pending estimate, the
-// backlog at start less what they deleted. It reads nothing from the table.
+// printProgress looks every interval until done and prints a line when it
+// changed: what the relays published (counted from their events) and the
+// pending estimate, the backlog at start less what they deleted; and the
+// buckets stuck on their head. It reads nothing from the table.
 func (f *drainFleet) printProgress(done <-chan struct{}, every time.Duration, start time.Time, stdout io.Writer) {
 	if every <= 0 {
 		<-done
@@ -241,22 +278,32 @@ func (f *drainFleet) printProgress(done <-chan struct{}, every time.Duration, st
 	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	last := ""
 	for {
 		select {
 		case <-done:
 			return
 		case <-tick.C:
 			left := max(f.initial-f.count.deleted.Load(), 0)
-			fmt.Fprintf(stdout, "%6.1fs  published %d  pending ~%d\n", time.Since(start).Seconds(), f.count.published.Load(), left)
+			// Printed when it changed: a drain that waits says so once.
+			if line := fmt.Sprintf("published %d  pending ~%d", f.count.published.Load(), left); line != last {
+				fmt.Fprintf(stdout, "%6.1fs  %s\n", time.Since(start).Seconds(), line)
+				last = line
+			}
+			f.waits.stuck(f.count.stuck())
 		}
 	}
 }
 
 var errNotEmpty = errors.New("the outbox is not empty")
 
-// drainCounter counts what the relays publish and delete, as they go.
+// drainCounter counts what the relays publish and delete, as they go, and
+// keeps the last publish error of each bucket whose head keeps failing.
 type drainCounter struct {
 	published, deleted atomic.Int64
+
+	mu      sync.Mutex
+	failing map[int]string
 }
 
 // Observe implements outbox.Observer.
@@ -264,9 +311,41 @@ func (c *drainCounter) Observe(e outbox.Event) {
 	switch {
 	case e.Kind == outbox.EventPublish:
 		c.published.Add(int64(e.Count))
+		if e.Bucket >= 0 {
+			c.fail(e.Bucket, e.Count, e.Err)
+		}
+	case e.Kind == outbox.EventBackoff && e.Bucket >= 0 && e.Err != nil:
+		c.fail(e.Bucket, 0, e.Err)
 	case e.Kind == outbox.EventDelete:
 		c.deleted.Add(int64(e.Count))
 	}
+}
+
+// fail records err as bucket's cause, or clears it once the bucket moves.
+func (c *drainCounter) fail(bucket, acked int, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case err != nil:
+		if c.failing == nil {
+			c.failing = map[int]string{}
+		}
+		// The operator reads it: without the package prefix.
+		c.failing[bucket] = strings.TrimPrefix(err.Error(), "outboxkafka: ")
+	case acked > 0:
+		delete(c.failing, bucket)
+	}
+}
+
+// stuck returns the buckets failing now, ascending.
+func (c *drainCounter) stuck() []stuckBucket {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]stuckBucket, 0, len(c.failing))
+	for _, b := range slices.Sorted(maps.Keys(c.failing)) {
+		out = append(out, stuckBucket{Bucket: b, Error: c.failing[b]})
+	}
+	return out
 }
 
 // kafkaConfig returns the publisher configuration, reading the SCRAM secret

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -175,5 +176,38 @@ func TestStatus_WithAnotherBucketCount_Warns(t *testing.T) {
 	code, out, errs = cli(t, append([]string{"status", "--json"}, e.flags...)...)
 	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || len(st.Warnings) != 0 || errs != "" {
 		t.Fatalf("status with the right count: exit %d, warnings %q, stderr %q", code, st.Warnings, errs)
+	}
+}
+
+// A head message that cannot be published (its topic does not exist) holds
+// its bucket under the block policy. The drain times out and names that
+// message's bucket and error, not the leases.
+func TestDrain_StuckOnAPoisonHead_NamesTheBucketAndTheError(t *testing.T) {
+	e := newDrainEnv(t)
+	w, err := outboxddb.NewWriter(e.ddb.Client, outboxddb.Options{TableName: e.table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := outbox.NewMessage("no-such-topic", []byte("k"), []byte("v"), outbox.MessageOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err = w.Enqueue(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := cli(t, append([]string{"drain", "--brokers", e.brokers, "--timeout", "6s", "--progress", "500ms", "--json"}, e.flags...)...)
+	var res drainResult
+	if code != 1 || json.Unmarshal([]byte(out), &res) != nil {
+		t.Fatalf("drain: exit %d, stdout %q, stderr %s; want 1 and JSON", code, out, errs)
+	}
+	if res.Pending != 1 || len(res.Stuck) != 1 || res.Stuck[0].Bucket != m.Bucket || res.Stuck[0].Error == "" {
+		t.Fatalf("result %+v; want 1 pending, stuck on bucket %d with its error", res, m.Bucket)
+	}
+	want := fmt.Sprintf("bucket %d is stuck on its head message: ", m.Bucket)
+	if !strings.Contains(errs, want) || strings.Contains(errs, "no live lease") {
+		t.Errorf("stderr does not name the stuck head (%q) or blames the leases:\n%s", want, errs)
+	}
+	if n := strings.Count(errs, "published 0  pending ~1"); n != 1 {
+		t.Errorf("the unchanged progress line was printed %d times, want once:\n%s", n, errs)
 	}
 }

@@ -21,10 +21,34 @@ type waitReporter struct {
 	last string
 }
 
+// stuck prints, once per change, the buckets whose head message keeps
+// failing and the last error: the real cause of a drain that does not
+// finish.
+func (w *waitReporter) stuck(stuck []stuckBucket) {
+	if len(stuck) == 0 {
+		return
+	}
+	w.print(stuckLine(stuck))
+}
+
+func stuckLine(stuck []stuckBucket) string {
+	parts := make([]string, len(stuck))
+	for i, s := range stuck {
+		parts[i] = fmt.Sprintf("bucket %d is stuck on its head message: %s", s.Bucket, s.Error)
+	}
+	return strings.Join(parts, "\n") + "\n(the relays keep retrying it, and nothing behind it in its bucket moves: fix the cause, " +
+		"or relay with SPILLWAY_POISON_POLICY=quarantine to park it; see spillway help parked)"
+}
+
 // report reads the leases (one consistent query of the coordination
 // partition) and prints the holders of pending buckets; nil pending means
-// every leased bucket.
-func (w *waitReporter) report(ctx context.Context, store *outboxddb.Store, pending []int) {
+// every leased bucket. Stuck buckets are reported with their error
+// instead.
+func (w *waitReporter) report(ctx context.Context, store *outboxddb.Store, pending []int, stuck []stuckBucket) {
+	if len(stuck) > 0 {
+		w.print(stuckLine(stuck))
+		return
+	}
 	coord, err := store.ReadCoordination(ctx)
 	if err != nil {
 		return
@@ -52,6 +76,11 @@ func (w *waitReporter) report(ctx context.Context, store *outboxddb.Store, pendi
 	case len(parts) > 0:
 		line = "waiting: " + strings.Join(parts, "; ")
 	}
+	w.print(line)
+}
+
+// print prints line unless it was the last one printed.
+func (w *waitReporter) print(line string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if line == w.last {

@@ -27,6 +27,7 @@ import (
 	"maps"
 	"os"
 	"os/signal"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -92,9 +93,18 @@ func runCLI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "spillway %s: %v\n", args[0], err)
 		return 2
 	default:
-		fmt.Fprintf(stderr, "spillway %s: %v\n", args[0], err)
+		fmt.Fprintf(stderr, "spillway %s: %s\n", args[0], forOperator(err))
 		return 1
 	}
+}
+
+// packagePrefix matches the package names Spillway's errors start with;
+// the operator reads what failed, not where.
+var packagePrefix = regexp.MustCompile(`^(outbox[a-z]*: )+`)
+
+// forOperator is err's message without the leading package names.
+func forOperator(err error) string {
+	return packagePrefix.ReplaceAllString(err.Error(), "")
 }
 
 func usage(w io.Writer) {
