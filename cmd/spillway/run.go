@@ -53,6 +53,7 @@ type runSummary struct {
 	EMFFile        string          `json:"emfFile"`
 	EMFLines       int             `json:"emfLines"`
 	OTelSpans      int             `json:"otelSpans,omitempty"`
+	Inbox          inboxFigures    `json:"inboxConsumer"`
 }
 
 // runFlags are run's options.
@@ -281,6 +282,17 @@ func (d *demo) run(ctx context.Context, start time.Time) (runSummary, error) {
 	defer func() { cancelRun(); wg.Wait() }()
 	wg.Go(func() { cons.run(runCtx) })
 	wg.Go(func() { d.sweep(runCtx) })
+	// The inbox consumer's client is not counted: the summary's DynamoDB
+	// figures are the writers' and the relays'.
+	inboxClient, err := dynamoClient(ctx, d.cfg)
+	if err != nil {
+		return runSummary{}, err
+	}
+	inb, err := newInboxDemo(inboxClient, demoTable, d.kafka.Brokers, d.log)
+	if err != nil {
+		return runSummary{}, err
+	}
+	wg.Go(func() { _ = inb.run(runCtx) })
 
 	service, err := d.newServiceWriter(ctx)
 	if err != nil {
@@ -289,7 +301,7 @@ func (d *demo) run(ctx context.Context, start time.Time) (runSummary, error) {
 	wl := &workload{messages: d.flags.messages, keys: d.flags.keys, producers: 4, largeEvery: 97, seed: 20261130, service: service}
 	prodErr := make(chan error, 1)
 	wg.Go(func() { prodErr <- wl.run(runCtx, enqueue) })
-	if err := d.progress(ctx, start, wl, cons, prodErr); err != nil {
+	if err := d.progress(ctx, start, wl, cons, inb, prodErr); err != nil {
 		return runSummary{}, err
 	}
 	cancelRun()
@@ -297,7 +309,8 @@ func (d *demo) run(ctx context.Context, start time.Time) (runSummary, error) {
 	d.sim.Wait()
 	v := cons.check(wl.order)
 	v.Committed = int(wl.committed.Load())
-	return runSummary{Verdict: v, Elapsed: time.Since(start).Seconds(), Relay: d.sim.Stats(), EMFFile: d.flags.emfPath}, nil
+	return runSummary{Verdict: v, Elapsed: time.Since(start).Seconds(), Relay: d.sim.Stats(), EMFFile: d.flags.emfPath,
+		Inbox: inb.figures()}, nil
 }
 
 // sweep sends the schedule's event every interval until ctx ends.
@@ -319,7 +332,7 @@ func (d *demo) sweep(ctx context.Context) {
 // (events still queued, throttled wake-ups that would find nothing to do,
 // are discarded when the run ends); it fails after a minute without
 // progress.
-func (d *demo) progress(ctx context.Context, start time.Time, wl *workload, cons *consumer, prodErr chan error) error {
+func (d *demo) progress(ctx context.Context, start time.Time, wl *workload, cons *consumer, inb *inboxDemo, prodErr chan error) error {
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	// An uncounted client: the summary's request counts are the demo's.
@@ -357,10 +370,13 @@ func (d *demo) progress(ctx context.Context, start time.Time, wl *workload, cons
 		switch line := fmt.Sprintf("enqueued %d/%d  published %d  relay invocations running %d", wl.enqueued.Load(), d.flags.messages, unique, running); {
 		case !published && line != lastLine && time.Since(lastPrint) >= time.Second:
 			say(line)
-		case published && running > 0 && !strings.HasPrefix(lastLine, "every"):
-			say(fmt.Sprintf("every message published; waiting for the relay invocations running (%d) to return", running))
+		case published && (running > 0 || !inb.done(d.flags.messages)) && time.Since(lastPrint) >= time.Second:
+			if line := fmt.Sprintf("every message published; waiting for the relay invocations running (%d) to return and the inbox consumer (%d applied)",
+				running, inb.figures().Applied); line != lastLine {
+				say(line)
+			}
 		}
-		if published && running == 0 {
+		if published && running == 0 && inb.done(d.flags.messages) {
 			// A relay stopped by its budget between publishing and deleting
 			// left a continuation queued: wait for it.
 			if left, err := probe.PendingBuckets(ctx, allBuckets(d.cfg.BucketCount)); err == nil && len(left) == 0 {
@@ -417,7 +433,12 @@ func (d *demo) report(ctx context.Context, sum *runSummary) error {
 		}
 	} else {
 		printSummary(d.stdout, *sum)
+		sum.Inbox.print(d.stdout)
 		d.tr.report(d.stdout, sum.OTelSpans)
+	}
+	if in := sum.Inbox; in.Applied != int64(sum.Verdict.Enqueued) || in.Duplicates < in.Injected || in.Failures > 0 {
+		return fmt.Errorf("demo failed: the inbox consumer applied %d effects for %d messages and skipped %d duplicates of %d injected",
+			in.Applied, sum.Verdict.Enqueued, in.Duplicates, in.Injected)
 	}
 	if v := sum.Verdict; v.Missing > 0 || v.OrderBroken > 0 || v.MissingHeader > 0 || sum.Pending > 0 {
 		return fmt.Errorf("demo failed: %d missing, %d keys out of order, %d records without the id header, %d still pending",

@@ -115,9 +115,23 @@ func (d *inboxDemo) done(want int) bool {
 	return c.Applied >= int64(want) && d.inFlight.Load() == 0 && c.Duplicates >= d.injected.Load()
 }
 
-// summary prints the consumer's line of the run's summary.
-func (d *inboxDemo) summary(w io.Writer) {
+// inboxFigures is the inbox consumer's part of the run's summary.
+type inboxFigures struct {
+	Applied    int64 `json:"effectsApplied"`
+	Duplicates int64 `json:"duplicatesSkipped"`
+	Injected   int64 `json:"duplicatesInjected"`
+	Failures   int64 `json:"failures"`
+	Conflicts  int64 `json:"conflicts"`
+}
+
+// figures returns what the consumer did so far.
+func (d *inboxDemo) figures() inboxFigures {
 	c := d.inbox.Metrics().Snapshot()
-	fmt.Fprintf(w, "inbox consumer: %d effects applied, %d duplicates skipped (%d injected), %d failures, %d conflicts\n",
-		c.Applied, c.Duplicates, d.injected.Load(), c.Failures, c.Conflicts)
+	return inboxFigures{Applied: c.Applied, Duplicates: c.Duplicates, Injected: d.injected.Load(), Failures: c.Failures, Conflicts: c.Conflicts}
+}
+
+// print writes the consumer's line of the run's summary.
+func (f inboxFigures) print(w io.Writer) {
+	fmt.Fprintf(w, "  inbox consumer: %d effects applied exactly once, %d duplicates skipped (%d injected), %d failures, %d conflicts\n",
+		f.Applied, f.Duplicates, f.Injected, f.Failures, f.Conflicts)
 }

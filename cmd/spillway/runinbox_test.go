@@ -73,7 +73,7 @@ func TestInboxDemo_AppliesEachMessageOnce_SkipsTheInjectedCopies(t *testing.T) {
 		t.Fatalf("orders count %d applications, want %d", total, messages)
 	}
 	var buf bytes.Buffer
-	demo.summary(&buf)
+	demo.figures().print(&buf)
 	t.Log(strings.TrimSpace(buf.String()))
 	if c := demo.inbox.Metrics().Snapshot(); c.Applied != messages || c.Duplicates != demo.injected.Load() || c.Duplicates == 0 {
 		t.Fatalf("counts %+v with %d injected; want %d applied and every copy skipped", c, demo.injected.Load(), messages)

@@ -240,13 +240,16 @@ func (c *consumer) run(ctx context.Context) {
 		fetches := c.client.PollFetches(ctx)
 		c.mu.Lock()
 		fetches.EachRecord(func(r *kgo.Record) {
-			c.total++
 			id := ""
 			for _, h := range r.Headers {
-				if h.Key == c.header {
+				switch h.Key {
+				case c.header:
 					id = string(h.Value)
+				case injectedHeader:
+					return // the inbox demo's own copies are not the relay's records
 				}
 			}
+			c.total++
 			if id == "" {
 				c.noID++
 				return
