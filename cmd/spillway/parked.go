@@ -34,7 +34,6 @@ func runParked(ctx context.Context, args []string, stdout, stderr io.Writer) err
 type parkedEnv struct {
 	cfg   outboxlambda.Config
 	store *outboxddb.Store
-	w     *outboxddb.Writer
 }
 
 func openParked(ctx context.Context, ef *endpointFlags) (*parkedEnv, error) {
@@ -51,11 +50,7 @@ func openParked(ctx context.Context, ef *endpointFlags) (*parkedEnv, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := outboxddb.NewWriter(client, opts)
-	if err != nil {
-		return nil, err
-	}
-	return &parkedEnv{cfg: cfg, store: store, w: w}, nil
+	return &parkedEnv{cfg: cfg, store: store}, nil
 }
 
 // parkedView is one parked message as list prints it.
@@ -70,6 +65,10 @@ type parkedView struct {
 	Attempts      int        `json:"attempts"`
 	FirstFailedAt *time.Time `json:"firstFailedAt,omitempty"`
 	ParkedAt      time.Time  `json:"parkedAt"`
+	// ReplayRequested is set while the message waits for its relay to
+	// replay it.
+	ReplayRequested *time.Time `json:"replayRequested,omitempty"`
+	ReplayTopic     string     `json:"replayTopic,omitempty"`
 }
 
 func viewOf(p outboxddb.ParkedMessage) parkedView {
@@ -82,6 +81,10 @@ func viewOf(p outboxddb.ParkedMessage) parkedView {
 	if !p.FirstFailedAt.IsZero() {
 		t := p.FirstFailedAt
 		v.FirstFailedAt = &t
+	}
+	if !p.ReplayRequested.IsZero() {
+		t := p.ReplayRequested
+		v.ReplayRequested, v.ReplayTopic = &t, p.ReplayTopic
 	}
 	return v
 }
@@ -121,6 +124,9 @@ func runParkedList(ctx context.Context, args []string, stdout, stderr io.Writer)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MESSAGE ID\tBUCKET\tSEQUENCE\tTOPIC\tKEY\tREASON\tATTEMPTS\tFIRST FAILURE\tPARKED AT")
 	for _, p := range parked {
+		if !p.ReplayRequested.IsZero() {
+			p.Reason += " (replay requested)"
+		}
 		first := "-"
 		if !p.FirstFailedAt.IsZero() {
 			first = p.FirstFailedAt.UTC().Format(time.RFC3339)
@@ -144,9 +150,24 @@ func showKey(k []byte) string {
 	return "base64:" + base64.StdEncoding.EncodeToString(k)
 }
 
+// replayHelp states what replay guarantees, for `parked replay -h`.
+const replayHelp = `Replay marks parked messages; it moves nothing. The relay holding each
+bucket publishes a key's marked messages in their original order, before any
+later message of the key (also one committed after the park), then deletes
+them; relays run by the schedule, a wake-up or drain pick the request up
+within a lease renewal interval. A key with an unmarked parked message keeps
+parking its later messages. Running a replay again after an interruption
+marks the rest; nothing is lost, doubled or reordered (Kafka may see a
+replayed message twice, with one message id).
+`
+
 func runParkedReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("parked replay", "parked replay (--message-id ID | --key-base64 K | --all) [--topic T] [--yes] [connection flags]", stderr)
 	ef := addEndpointFlags(fs)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: spillway parked %s\n\n%s\nFlags:\n", "replay (--message-id ID | --key-base64 K | --all) [--topic T] [--yes] [connection flags]", replayHelp)
+		fs.PrintDefaults()
+	}
 	id := fs.String("message-id", "", "replay this message and every parked message of its key, in order")
 	keyB64 := fs.String("key-base64", "", "replay every parked message of this key (base64), in order")
 	all := fs.Bool("all", false, "replay every parked message")
@@ -177,12 +198,12 @@ func runParkedReplay(ctx context.Context, args []string, stdout, stderr io.Write
 	if !*yes {
 		return usagef("replaying %d message(s) needs --yes", len(chosen))
 	}
-	done, err := env.w.ReplayParked(ctx, chosen, *topic)
-	fmt.Fprintf(stdout, "replayed %d of %d message(s)\n", len(done), len(chosen))
-	if errors.Is(err, outbox.ErrParkConflict) {
-		return fmt.Errorf("%w; someone replayed or dropped some of them meanwhile: list again and rerun (what moved is no longer parked)", err)
+	marked, err := env.store.RequestReplay(ctx, chosen, *topic)
+	fmt.Fprintf(stdout, "marked %d of %d message(s) for replay; the relay holding each bucket publishes them, each key's in order and before the key's later messages, then deletes them\n", marked, len(chosen))
+	if err != nil {
+		return fmt.Errorf("%w; what is marked stays marked: run the same replay again to mark the rest", err)
 	}
-	return err
+	return nil
 }
 
 // replaySelector turns exactly one of the replay flags into a filter over
