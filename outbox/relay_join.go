@@ -102,7 +102,7 @@ func (u *run) withMessages(bs []int) ([]int, error) {
 			out = append(out, b)
 		}
 	}
-	replays, err := u.replayReady(bs, false)
+	replays, err := u.replayReady(bs, true)
 	if err != nil {
 		return nil, err
 	}

@@ -173,3 +173,22 @@ func TestReplay_OfAnUndecodableItem_NamesTheProblem(t *testing.T) {
 		t.Fatalf("parked set %+v, %v; want the row as a message to orders", set, err)
 	}
 }
+
+// A park whose response is lost is retried by the SDK with the same
+// ClientRequestToken: DynamoDB answers the retry as the request it repeats,
+// so the relay learns the park applied instead of a conflict.
+func TestPark_ARetryAfterALostResponse_IsTheSameRequest(t *testing.T) {
+	e := newEnv(t)
+	w, s := e.writer(t), e.store(t)
+	enqueue(t, w, 5, 1)
+	e.d.Faults.LoseResponse("TransactWriteItems")
+	c := e.counts(func() {
+		if err := s.Park(t.Context(), outbox.Parking{Bucket: 5, Sequence: 1, Reason: outbox.ParkTooLarge}); err != nil {
+			t.Fatalf("park after a lost response = %v, want success", err)
+		}
+	})
+	wantRequests(t, c, map[string]int{"Query": 1, "TransactWriteItems": 2})
+	if parked, err := s.ListParked(t.Context(), 5); err != nil || len(parked) != 1 {
+		t.Fatalf("parked %+v, %v; want the row once", parked, err)
+	}
+}
