@@ -49,8 +49,8 @@ type Faults struct {
 	losses      map[string]int
 	// afterLoss are the throttles armed once op's next loss happened.
 	afterLoss map[string]int
-	staleLag    time.Duration
-	written     map[string]time.Time // table, item id → write time, while staleLag > 0
+	staleLag  time.Duration
+	written   map[string]time.Time // table, item id → write time, while staleLag > 0
 }
 
 type hiddenItem struct{ pk, sk string }
