@@ -71,7 +71,7 @@ func TestParkedReplayKeepsEachKeysOrder(t *testing.T) {
 	if code, out, errs := cli(t, drain...); code != 0 {
 		t.Fatalf("second drain: exit %d: %s %s", code, out, errs)
 	}
-	if code, out, _ := cli(t, append([]string{"parked", "list"}, flags...)...); code != 0 || !strings.Contains(out, "0 parked") {
+	if code, out, _ := cli(t, append([]string{"parked", "list"}, flags...)...); code != 0 || !strings.Contains(out, "\n0 parked\n") {
 		t.Fatalf("parked list after the replay: exit %d:\n%s", code, out)
 	}
 	checkFirstDeliveries(t, commit, outboxtest.ConsumeAll(t, kafka, orders), outboxtest.ConsumeAll(t, kafka, late))
@@ -121,4 +121,59 @@ func checkFirstDeliveries(t *testing.T, commit map[string][]string, topics ...[]
 	if len(bad) > 0 {
 		t.Fatalf("%d messages first delivered before an earlier one of their key, e.g. %s", len(bad), strings.Join(bad[:min(4, len(bad))], "; "))
 	}
+}
+
+// TestParkedReplayOfMoreThanATransactionHolds parks a key's 100 messages,
+// the last 50 of about 90 KB each (4.5 MB together, over DynamoDB's 4 MB
+// per transaction), and replays them: every message arrives in commit
+// order and nothing stays parked. Replay never moves more than one item a
+// request, so no size makes a part of it fail while another part applied.
+func TestParkedReplayOfMoreThanATransactionHolds(t *testing.T) {
+	ddb, table, flags := cliTable(t)
+	kafka := outboxtest.NewKafka(t, "orders")
+	t.Setenv(outboxconf.EnvPoisonPolicy, "quarantine")
+	w, err := outboxddb.NewWriter(ddb.Client, outboxddb.Options{TableName: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orders, late := kafka.Topic("orders"), kafka.Topic("late")
+	commit := map[string][]string{}
+	for i := range 100 {
+		tp, size := orders, 100
+		if i == 0 {
+			tp = late
+		}
+		if i >= 50 {
+			size = 90 << 10
+		}
+		m, err := outbox.NewMessage(tp, []byte("k"), []byte(strings.Repeat("x", size)), outbox.MessageOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, err = w.Enqueue(t.Context(), m); err != nil {
+			t.Fatal(err)
+		}
+		commit["k"] = append(commit["k"], m.ID.String())
+	}
+	drain := append([]string{"drain", "--brokers", strings.Join(kafka.Brokers, ","), "--timeout", "60s"}, flags...)
+	if code, out, errs := cli(t, drain...); code != 0 {
+		t.Fatalf("drain: exit %d: %s %s", code, out, errs)
+	}
+	if err := kafka.CreateTopic(t.Context(), late, 3); err != nil {
+		t.Fatal(err)
+	}
+	// An operator runs the replay again while it reports a failure.
+	for range 3 {
+		if code, _, _ := cli(t, append([]string{"parked", "replay", "--all", "--yes"}, flags...)...); code != 0 {
+			continue
+		}
+		if code, out, errs := cli(t, drain...); code != 0 {
+			t.Fatalf("drain after the replay: exit %d: %s %s", code, out, errs)
+		}
+		break
+	}
+	if code, out, _ := cli(t, append([]string{"parked", "list"}, flags...)...); code != 0 || !strings.Contains(out, "\n0 parked\n") {
+		t.Fatalf("parked list after the replay: exit %d:\n%s", code, out)
+	}
+	checkFirstDeliveries(t, commit, outboxtest.ConsumeAll(t, kafka, orders), outboxtest.ConsumeAll(t, kafka, late))
 }
