@@ -56,7 +56,7 @@ func TestParkedReplayKeepsEachKeysOrder(t *testing.T) {
 			msgs = msgs[n:]
 		}
 	}
-	drain := append([]string{"drain", "--brokers", strings.Join(kafka.Brokers, ","), "--timeout", "60s"}, flags...)
+	drain := append([]string{"drain", "--brokers", strings.Join(kafka.Brokers, ","), "--timeout", "120s"}, flags...)
 	enqueue(0, 400)
 	if code, out, errs := cli(t, drain...); code != 0 {
 		t.Fatalf("drain: exit %d: %s %s", code, out, errs)
@@ -123,28 +123,37 @@ func checkFirstDeliveries(t *testing.T, commit map[string][]string, topics ...[]
 	}
 }
 
-// TestParkedReplayOfMoreThanATransactionHolds parks a key's 100 messages,
-// the last 50 of about 90 KB each (4.5 MB together, over DynamoDB's 4 MB
-// per transaction), and replays them: every message arrives in commit
-// order and nothing stays parked. Replay never moves more than one item a
-// request, so no size makes a part of it fail while another part applied.
+// TestParkedReplayOfMoreThanATransactionHolds parks a key's 12 messages,
+// the last 11 of 380 KB each (4.2 MB together, over DynamoDB's 4 MB per
+// transaction), and replays them through the CLI: every message arrives in
+// commit order and nothing stays parked. Replay never moves a message
+// between partitions, so no size makes a part of it fail while another
+// part applied. The messages are parked through the store, as a relay
+// parks them, to keep the test short.
 func TestParkedReplayOfMoreThanATransactionHolds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves 4 MB through the embedded backends")
+	}
 	ddb, table, flags := cliTable(t)
 	kafka := outboxtest.NewKafka(t, "orders")
 	t.Setenv(outboxconf.EnvPoisonPolicy, "quarantine")
-	w, err := outboxddb.NewWriter(ddb.Client, outboxddb.Options{TableName: table})
+	opts := outboxddb.Options{TableName: table}
+	w, err := outboxddb.NewWriter(ddb.Client, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := outboxddb.NewStore(ddb.Client, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	orders, late := kafka.Topic("orders"), kafka.Topic("late")
 	commit := map[string][]string{}
-	for i := range 100 {
-		tp, size := orders, 100
+	var behind int64
+	for i := range 12 {
+		tp, size := orders, 380<<10
+		p := outbox.Parking{Reason: outbox.ParkKeyQuarantined, Behind: behind}
 		if i == 0 {
-			tp = late
-		}
-		if i >= 50 {
-			size = 90 << 10
+			tp, size, p.Reason = late, 100, outbox.ParkUnknownTopic
 		}
 		m, err := outbox.NewMessage(tp, []byte("k"), []byte(strings.Repeat("x", size)), outbox.MessageOptions{})
 		if err != nil {
@@ -154,14 +163,16 @@ func TestParkedReplayOfMoreThanATransactionHolds(t *testing.T) {
 			t.Fatal(err)
 		}
 		commit["k"] = append(commit["k"], m.ID.String())
-	}
-	drain := append([]string{"drain", "--brokers", strings.Join(kafka.Brokers, ","), "--timeout", "60s"}, flags...)
-	if code, out, errs := cli(t, drain...); code != 0 {
-		t.Fatalf("drain: exit %d: %s %s", code, out, errs)
+		p.Bucket, p.Sequence = m.Bucket, m.Sequence
+		if err := s.Park(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+		behind = m.Sequence
 	}
 	if err := kafka.CreateTopic(t.Context(), late, 3); err != nil {
 		t.Fatal(err)
 	}
+	drain := append([]string{"drain", "--brokers", strings.Join(kafka.Brokers, ","), "--timeout", "120s"}, flags...)
 	// An operator runs the replay again while it reports a failure.
 	for range 3 {
 		if code, _, _ := cli(t, append([]string{"parked", "replay", "--all", "--yes"}, flags...)...); code != 0 {
