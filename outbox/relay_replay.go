@@ -9,11 +9,13 @@ import (
 	"slices"
 )
 
-// replayable returns the marked messages the relay may publish now, in
+// replayable returns pb's marked messages the relay may publish now, in
 // original order: a keyless one always; a key's only as a prefix of its
 // parked messages, so a key never publishes a message while an earlier one
 // of it stays parked.
-func (pb *parkedBucket) replayable() []Message {
+func (r *Relay) replayable(pb *parkedBucket) []Message {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	marked := make(map[int64]bool, len(pb.replays))
 	for _, m := range pb.replays {
 		marked[m.Sequence] = true
@@ -36,15 +38,11 @@ func (pb *parkedBucket) replayable() []Message {
 	return out
 }
 
-// dropReplays forgets published (or refused) replays: they leave the marked
-// list, and published ones leave their key's parked sequences.
-func (r *Relay) dropReplays(bucket int, done []Message, published bool) {
+// dropReplays forgets published (or refused) replays: they leave pb's
+// marked list, and published ones leave their key's parked sequences.
+func (r *Relay) dropReplays(pb *parkedBucket, done []Message, published bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	pb := r.parked[bucket]
-	if pb == nil {
-		return
-	}
 	gone := make(map[int64]bool, len(done))
 	for _, m := range done {
 		gone[m.Sequence] = true
@@ -84,7 +82,7 @@ func (u *run) replayParked(ctx context.Context, bucket int) (int, error) {
 	}
 	published := 0
 	for {
-		todo := pb.replayable()
+		todo := r.replayable(pb)
 		if len(todo) == 0 {
 			break
 		}
@@ -101,7 +99,7 @@ func (u *run) replayParked(ctx context.Context, bucket int) (int, error) {
 			if err := r.quarantine.DeleteReplayed(ctx, bucket, batch[:out.acked]); err != nil {
 				return published, errCycle(fmt.Sprintf("delete %d replayed messages of bucket %d", out.acked, bucket), err)
 			}
-			r.dropReplays(bucket, batch[:out.acked], true)
+			r.dropReplays(pb, batch[:out.acked], true)
 			published += out.acked
 		}
 		if out.err == nil {
@@ -111,11 +109,33 @@ func (u *run) replayParked(ctx context.Context, bucket int) (int, error) {
 		if _, poison := PoisonReason(out.err); !poison {
 			return published, errCycle(fmt.Sprintf("replay bucket %d row %d", bucket, failed.Sequence), out.err)
 		}
-		if err := u.refuseReplay(ctx, bucket, failed, out.err.Error()); err != nil {
+		if err := u.refuseReplay(ctx, bucket, pb, failed, out.err.Error()); err != nil {
 			return published, err
 		}
 	}
+	if err := u.unmarkBlocked(ctx, bucket, pb); err != nil {
+		return published, err
+	}
 	return published, u.replayDone(ctx, bucket, pb)
+}
+
+// unmarkBlocked clears the marks left behind an unmarked message of their
+// key (a selection that skipped one): they cannot go first, and a park
+// behind a marked message is refused, so they would hold the key's next
+// messages in the message partition.
+func (u *run) unmarkBlocked(ctx context.Context, bucket int, pb *parkedBucket) error {
+	r := u.r
+	r.mu.Lock()
+	blocked := slices.Clone(pb.replays)
+	r.mu.Unlock()
+	for _, m := range blocked {
+		if err := r.quarantine.RefuseReplay(ctx, bucket, m.Sequence, "not replayed: an earlier message of its key is parked and not marked for replay"); err != nil && !errors.Is(err, ErrParkConflict) {
+			r.forgetParked(bucket)
+			return errCycle(fmt.Sprintf("clear the replay mark of bucket %d row %d", bucket, m.Sequence), err)
+		}
+	}
+	r.dropReplays(pb, blocked, false)
+	return nil
 }
 
 // replayDone withdraws the bucket's replay request once nothing marked can
@@ -197,22 +217,53 @@ func (u *run) refuseUnreplayable(ctx context.Context, bucket int, pb *parkedBuck
 	pb.unreplayable = nil
 	r.mu.Unlock()
 	for _, seq := range slices.Sorted(maps.Keys(bad)) {
-		if err := u.refuseReplay(ctx, bucket, Message{Sequence: seq}, bad[seq]); err != nil {
+		if err := u.refuseReplay(ctx, bucket, pb, Message{Sequence: seq}, bad[seq]); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// refuseReplay leaves a marked message parked, unmarked, with the reason.
-func (u *run) refuseReplay(ctx context.Context, bucket int, m Message, reason string) error {
+// refuseReplay leaves a marked message parked, unmarked, with the reason,
+// and unmarks its key's later marked messages too: they cannot go before
+// it, and a marked message behind an unmarked one would refuse every park
+// of its key's next messages. The operator replays the key again once the
+// cause is fixed.
+func (u *run) refuseReplay(ctx context.Context, bucket int, pb *parkedBucket, m Message, reason string) error {
 	r := u.r
-	if err := r.quarantine.RefuseReplay(ctx, bucket, m.Sequence, reason); err != nil && !errors.Is(err, ErrParkConflict) {
-		r.forgetParked(bucket)
-		return errCycle(fmt.Sprintf("clear the replay mark of bucket %d row %d", bucket, m.Sequence), err)
+	refused := []Message{m}
+	r.mu.Lock()
+	if key, ok := keyOfParked(pb, m.Sequence); ok {
+		for _, later := range pb.replays {
+			if later.Sequence > m.Sequence && later.Key != nil && string(later.Key) == key {
+				refused = append(refused, later)
+			}
+		}
 	}
-	r.dropReplays(bucket, []Message{m}, false)
-	r.log.LogAttrs(ctx, slog.LevelWarn, "replay refused; the message stays parked",
-		slog.Int("bucket", bucket), slog.Int64("sequence", m.Sequence), slog.String("error", reason))
+	r.mu.Unlock()
+	for i, c := range refused {
+		why := reason
+		if i > 0 {
+			why = fmt.Sprintf("not replayed: message %d of its key was refused: %s", m.Sequence, reason)
+		}
+		if err := r.quarantine.RefuseReplay(ctx, bucket, c.Sequence, why); err != nil && !errors.Is(err, ErrParkConflict) {
+			r.forgetParked(bucket)
+			return errCycle(fmt.Sprintf("clear the replay mark of bucket %d row %d", bucket, c.Sequence), err)
+		}
+	}
+	r.dropReplays(pb, refused, false)
+	r.log.LogAttrs(ctx, slog.LevelWarn, "replay refused; the message stays parked with its key's later ones",
+		slog.Int("bucket", bucket), slog.Int64("sequence", m.Sequence), slog.Int("unmarked", len(refused)), slog.String("error", reason))
 	return nil
+}
+
+// keyOfParked returns the key whose parked sequences hold seq. r.mu must
+// be held.
+func keyOfParked(pb *parkedBucket, seq int64) (string, bool) {
+	for k, seqs := range pb.keys {
+		if slices.Contains(seqs, seq) {
+			return k, true
+		}
+	}
+	return "", false
 }

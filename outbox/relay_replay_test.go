@@ -108,3 +108,28 @@ func TestRelayReplayGoesOutBeforeTheKeysLaterMessages(t *testing.T) {
 		})
 	}
 }
+
+// A replay Kafka refuses again leaves the message parked and unmarked, its
+// key quarantined, and the bucket's request withdrawn: the relay does not
+// spin on it, and the key's later messages keep parking behind it.
+func TestRelayReplayRefusedAgainStaysParked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newRelayEnv(t, 1, quarantine)
+		poison := e.store.add(0, "b")
+		e.store.add(0, "b")
+		e.pub.poison[poison.ID] = outbox.ParkUnknownTopic
+		e.run(t, outbox.RunInput{})
+		e.store.replay(0, "b")
+		e.store.add(0, "b")
+		e.run(t, outbox.RunInput{})
+		if n := len(e.pub.sent()); n != 0 {
+			t.Fatalf("published %d messages of b, want none: its first is still refused", n)
+		}
+		e.store.mu.Lock()
+		defer e.store.mu.Unlock()
+		if len(e.store.parked[0]) != 3 || len(e.store.marked[0]) != 0 || len(e.store.requests) != 0 {
+			t.Fatalf("parked %d, marked %d, requests %v; want b's 3 parked, none marked, no request",
+				len(e.store.parked[0]), len(e.store.marked[0]), e.store.requests)
+		}
+	})
+}
