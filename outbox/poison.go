@@ -90,7 +90,11 @@ func PoisonReason(err error) (ParkReason, bool) {
 type UnreadableRowError struct {
 	Bucket   int
 	Sequence int64
-	Err      error
+	// Key is the row's key when it can be read (a binary Key attribute),
+	// nil otherwise: a parked unreadable row with a key quarantines that
+	// key like any parked message.
+	Key []byte
+	Err error
 }
 
 // Error implements error.
@@ -123,16 +127,51 @@ type Parking struct {
 	Behind int64
 }
 
+// ParkedSet is a bucket's parked partition as a relay needs it.
+type ParkedSet struct {
+	// Keys maps every quarantined key to the sequences of its parked
+	// messages, ascending. Keyless messages never quarantine a key and are
+	// not listed.
+	Keys map[string][]int64
+	// Replays are the parked messages an operator marked for replay that
+	// decode (with the operator's topic, if any), ascending by their
+	// original sequence, keyed and keyless alike.
+	Replays []Message
+	// Unreplayable maps the sequence of every marked message that does not
+	// decode to the reason; the relay clears its mark.
+	Unreplayable map[int64]string
+}
+
 // Quarantine is what a Store needs under PoisonQuarantine. outboxddb.Store
 // implements it.
+//
+// Replay runs under the bucket's lease: an operator only marks parked
+// messages (and raises the bucket's replay request, see ReplayRequests);
+// the relay holding the bucket publishes a key's marked messages, in
+// their original order, before any of that key's messages in the bucket,
+// then deletes them. A key keeps parking its later messages while any of
+// its parked messages stays unmarked or unpublished.
 type Quarantine interface {
 	// ParkedKeys reads a bucket's parked partition (once, when the relay
-	// claims the bucket) and returns, for every key with parked messages,
-	// their sequences ascending. Keyless messages never quarantine a key
-	// and are not listed.
-	ParkedKeys(ctx context.Context, bucket int) (map[string][]int64, error)
+	// claims the bucket, and again after a park whose outcome is unknown
+	// or a new replay request).
+	ParkedKeys(ctx context.Context, bucket int) (ParkedSet, error)
 	// Park moves a row to its bucket's parked partition in one
 	// transaction, keeping every attribute; ErrParkConflict when the row
-	// or the message it waits behind changed.
+	// changed, or the message it waits behind changed or was marked for
+	// replay.
 	Park(ctx context.Context, p Parking) error
+	// ReplayRequests returns, for every bucket with a replay request not
+	// yet carried out, a number that changes with every new request: one
+	// small read, which a relay makes at most every LeaseRenewInterval.
+	ReplayRequests(ctx context.Context) (map[int]int64, error)
+	// DeleteReplayed deletes published replays from the parked partition.
+	DeleteReplayed(ctx context.Context, bucket int, msgs []Message) error
+	// RefuseReplay clears the replay mark of a parked message Kafka refused
+	// again, or that does not decode, and stores why; the message stays
+	// parked and its key quarantined.
+	RefuseReplay(ctx context.Context, bucket int, seq int64, reason string) error
+	// ReplayDone withdraws the bucket's replay request if it is still the
+	// one read (a newer request stays).
+	ReplayDone(ctx context.Context, bucket int, request int64) error
 }

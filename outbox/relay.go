@@ -75,10 +75,15 @@ type Relay struct {
 	heads     map[int]*headRow
 	// quarantine is the store's parking side; nil under PoisonBlock.
 	quarantine Quarantine
-	// parked holds, per owned bucket, the quarantined keys and their
-	// parked sequences, read once when the bucket is claimed; a bucket
-	// absent from the map has not been read since it was claimed.
-	parked map[int]map[string][]int64
+	// parked holds, per owned bucket, the quarantined keys, their parked
+	// sequences and the marked replays, read when the bucket is claimed; a
+	// bucket absent from the map has not been read since it was claimed
+	// (or since a park whose outcome is unknown, or a new replay request).
+	parked map[int]*parkedBucket
+	// replayRequests are the buckets' replay requests as last read, at
+	// replayReadAt.
+	replayRequests map[int]int64
+	replayReadAt   time.Time
 }
 
 // NewRelay validates cfg and returns a relay. A nil store or publisher and
@@ -115,7 +120,7 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 		heads:      map[int]*headRow{},
 		held:       newByteBudget(opts.MaxHeldBytes, opts.MaxMessageBytes),
 		quarantine: q,
-		parked:     map[int]map[string][]int64{},
+		parked:     map[int]*parkedBucket{},
 	}
 	r.timing = leaseTiming{lease: opts.LeaseDuration, interval: opts.LeaseRenewInterval,
 		margin: KeepMargin(opts.LeaseDuration, opts.LeaseRenewInterval)}

@@ -97,6 +97,16 @@ func (u *run) drainBucket(bucket int) (res bucketResult) {
 			size = 1
 			r.emit(Event{Kind: EventHeadRowRetry, Bucket: bucket})
 		}
+		if r.quarantine != nil {
+			// An operator's replay goes out before anything of the
+			// bucket's message partition.
+			n, err := u.replayParked(ctx, bucket)
+			res.published += n
+			if err != nil {
+				res.err = err
+				return res
+			}
+		}
 		g, ok := r.held.reserve(ctx, size)
 		if !ok {
 			res.more = true

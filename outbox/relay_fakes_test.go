@@ -54,6 +54,14 @@ type memStore struct {
 	// every move in order.
 	parked   map[int][]outbox.Message
 	parkings []outbox.Parking
+	// marked holds the parked rows (bucket, sequence) marked for replay;
+	// requests each bucket's replay request.
+	marked   map[int]map[int64]bool
+	requests map[int]int64
+	// lostParks makes the next parks apply and still fail, as a
+	// transaction whose response was lost and whose retries were
+	// throttled.
+	lostParks int
 }
 
 func newMemStore(clock outbox.Clock, buckets int) *memStore {
@@ -63,6 +71,7 @@ func newMemStore(clock outbox.Clock, buckets int) *memStore {
 		leases: map[int]outbox.LeaseState{}, relays: map[string]outbox.RelayState{},
 		calls: map[string]int{}, deletedOrder: map[int][]int64{},
 		unreadable: map[int]map[int64]bool{}, parked: map[int][]outbox.Message{},
+		marked: map[int]map[int64]bool{}, requests: map[int]int64{},
 	}
 }
 
@@ -239,7 +248,7 @@ func (s *memStore) FetchBatch(_ context.Context, bucket, max int) ([]outbox.Mess
 	for i, m := range ms[:min(max, len(ms))] {
 		if s.unreadable[bucket][m.Sequence] {
 			s.mu.Unlock()
-			return slices.Clone(ms[:i]), &outbox.UnreadableRowError{Bucket: bucket, Sequence: m.Sequence, Err: errors.New("Topic is missing")}
+			return slices.Clone(ms[:i]), &outbox.UnreadableRowError{Bucket: bucket, Sequence: m.Sequence, Key: m.Key, Err: errors.New("Topic is missing")}
 		}
 	}
 	out := slices.Clone(ms[:min(max, len(ms))])

@@ -28,6 +28,11 @@ func (u *run) shouldJoin() (bool, error) {
 		if err != nil {
 			return false, err
 		}
+		replays, err := u.replayReady(allBuckets(r.opts.BucketCount), true)
+		if err != nil {
+			return false, err
+		}
+		pending = union(pending, replays)
 		if len(pending) == 0 {
 			u.res.Reason = StopNothingPending
 			return false, nil
@@ -85,7 +90,7 @@ func (u *run) stillOrphaned() (bool, error) {
 }
 
 // withMessages returns the buckets of bs whose head holds a message, read
-// with the consistent fetch.
+// with the consistent fetch, or that have a replay request.
 func (u *run) withMessages(bs []int) ([]int, error) {
 	var out []int
 	for _, b := range bs {
@@ -97,7 +102,11 @@ func (u *run) withMessages(bs []int) ([]int, error) {
 			out = append(out, b)
 		}
 	}
-	return out, nil
+	replays, err := u.replayReady(bs, true)
+	if err != nil {
+		return nil, err
+	}
+	return union(out, replays), nil
 }
 
 // validHints returns the hinted buckets inside the bucket range, ascending

@@ -20,27 +20,49 @@ func (r *Relay) forgetParkedLocked(keep, claimed []int) {
 	}
 }
 
-// parkedKeys returns the bucket's quarantined keys, reading the parked
-// partition if the relay has not since it claimed the bucket.
-func (u *run) parkedKeys(ctx context.Context, bucket int) (map[string][]int64, error) {
+// parkedBucket is what a relay knows of one owned bucket's parked
+// partition since it last read it.
+type parkedBucket struct {
+	keys         map[string][]int64
+	replays      []Message
+	unreplayable map[int64]string
+	// request is the bucket's replay request the relay had seen before it
+	// read the partition (0: none); withdrawn once every replay is done.
+	request int64
+}
+
+// parkedKeys returns the bucket's parked state, reading the parked
+// partition if the relay has not since it claimed the bucket, since a park
+// whose outcome it does not know, or since a new replay request.
+func (u *run) parkedKeys(ctx context.Context, bucket int) (*parkedBucket, error) {
 	r := u.r
 	r.mu.Lock()
-	keys, ok := r.parked[bucket]
+	pb, ok := r.parked[bucket]
+	request := r.replayRequests[bucket]
 	r.mu.Unlock()
 	if ok {
-		return keys, nil
+		return pb, nil
 	}
-	keys, err := r.quarantine.ParkedKeys(ctx, bucket)
+	set, err := r.quarantine.ParkedKeys(ctx, bucket)
 	if err != nil {
 		return nil, errCycle(fmt.Sprintf("read parked keys of bucket %d", bucket), err)
 	}
-	if keys == nil {
-		keys = map[string][]int64{}
+	pb = &parkedBucket{keys: set.Keys, replays: set.Replays, unreplayable: set.Unreplayable, request: request}
+	if pb.keys == nil {
+		pb.keys = map[string][]int64{}
 	}
 	r.mu.Lock()
-	r.parked[bucket] = keys
+	r.parked[bucket] = pb
 	r.mu.Unlock()
-	return keys, nil
+	return pb, nil
+}
+
+// forgetParked drops the bucket's parked state: the next use reads the
+// partition again.
+func (r *Relay) forgetParked(bucket int) {
+	r.mu.Lock()
+	delete(r.parked, bucket)
+	r.mu.Unlock()
 }
 
 // quarantinedKey returns the last parked sequence of m's key in bucket, or 0
@@ -51,22 +73,24 @@ func (r *Relay) quarantinedKey(bucket int, m *Message) int64 {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if seqs := r.parked[bucket][string(m.Key)]; len(seqs) > 0 {
-		return seqs[len(seqs)-1]
+	if pb := r.parked[bucket]; pb != nil {
+		if seqs := pb.keys[string(m.Key)]; len(seqs) > 0 {
+			return seqs[len(seqs)-1]
+		}
 	}
 	return 0
 }
 
 // noteParked records a parked message of a key so later messages of that key
 // park behind it.
-func (r *Relay) noteParked(bucket int, m *Message) {
-	if m.Key == nil {
+func (r *Relay) noteParked(bucket int, key []byte, seq int64) {
+	if key == nil {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if keys, ok := r.parked[bucket]; ok {
-		keys[string(m.Key)] = append(keys[string(m.Key)], m.Sequence)
+	if pb := r.parked[bucket]; pb != nil {
+		pb.keys[string(key)] = append(pb.keys[string(key)], seq)
 	}
 }
 
@@ -88,30 +112,28 @@ func (u *run) parkQuarantinedKeys(ctx context.Context, bucket int, msgs []Messag
 			continue
 		}
 		p := Parking{Bucket: bucket, Sequence: m.Sequence, Reason: ParkKeyQuarantined, Behind: behind}
-		if err := u.park(ctx, p, m); err != nil {
+		if err := u.park(ctx, p, m, m.Key); err != nil {
 			return nil, err
 		}
 	}
 	return rest, nil
 }
 
-// park moves one row and keeps the bucket's key set current. A conflict
-// forgets the set so it is read again.
-func (u *run) park(ctx context.Context, p Parking, m *Message) error {
+// park moves one row and keeps the bucket's key set current. Any error
+// leaves the park's outcome unknown (a conflict, but also a transaction
+// that applied and whose response was lost): the set is forgotten, so the
+// parked partition is read again before the bucket publishes anything
+// more. key is the row's key, nil when keyless or unreadable.
+func (u *run) park(ctx context.Context, p Parking, m *Message, key []byte) error {
 	r := u.r
-	err := r.quarantine.Park(ctx, p)
-	if errors.Is(err, ErrParkConflict) {
-		r.mu.Lock()
-		delete(r.parked, p.Bucket)
-		r.mu.Unlock()
-	}
-	if err != nil {
+	if err := r.quarantine.Park(ctx, p); err != nil {
+		r.forgetParked(p.Bucket)
 		return errCycle(fmt.Sprintf("park bucket %d row %d", p.Bucket, p.Sequence), err)
 	}
+	r.noteParked(p.Bucket, key, p.Sequence)
 	attrs := []slog.Attr{slog.Int("bucket", p.Bucket), slog.Int64("sequence", p.Sequence),
 		slog.String("reason", string(p.Reason)), slog.Int("attempts", p.Attempts)}
 	if m != nil {
-		r.noteParked(p.Bucket, m)
 		attrs = append(attrs, slog.String("messageId", m.ID.String()), slog.String("topic", m.Topic))
 	}
 	if p.Error != "" {
@@ -135,9 +157,13 @@ func (u *run) parkFailed(ctx context.Context, bucket int, seq int64, m *Message,
 		return false, nil
 	}
 	reason, poison := PoisonReason(cause)
+	var key []byte
+	if m != nil {
+		key = m.Key
+	}
 	var unreadable *UnreadableRowError
 	if errors.As(cause, &unreadable) {
-		reason, poison = ParkUndecodableItem, true
+		reason, poison, key = ParkUndecodableItem, true, unreadable.Key
 	}
 	if !poison {
 		if h.failures < r.opts.PoisonMaxAttempts {
@@ -145,14 +171,14 @@ func (u *run) parkFailed(ctx context.Context, bucket int, seq int64, m *Message,
 		}
 		reason = ParkMaxAttempts
 	}
-	if m != nil {
+	if key != nil {
 		if _, err := u.parkedKeys(ctx, bucket); err != nil {
 			return false, err
 		}
 	}
 	p := Parking{Bucket: bucket, Sequence: seq, Reason: reason, Error: cause.Error(),
 		Attempts: h.failures, FirstFailedAt: h.firstAt}
-	if err := u.park(ctx, p, m); err != nil {
+	if err := u.park(ctx, p, m, key); err != nil {
 		return false, err
 	}
 	r.clearHead(bucket)

@@ -1,8 +1,10 @@
 package outbox_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -12,21 +14,24 @@ import (
 )
 
 // ParkedKeys implements outbox.Quarantine for the engine tests.
-func (s *memStore) ParkedKeys(_ context.Context, bucket int) (map[string][]int64, error) {
+func (s *memStore) ParkedKeys(_ context.Context, bucket int) (outbox.ParkedSet, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls["parkedKeys"]++
-	keys := map[string][]int64{}
+	set := outbox.ParkedSet{Keys: map[string][]int64{}}
 	for _, m := range s.parked[bucket] {
 		if m.Key != nil {
-			keys[string(m.Key)] = append(keys[string(m.Key)], m.Sequence)
+			set.Keys[string(m.Key)] = append(set.Keys[string(m.Key)], m.Sequence)
+		}
+		if s.marked[bucket][m.Sequence] {
+			set.Replays = append(set.Replays, m)
 		}
 	}
-	return keys, nil
+	return set, nil
 }
 
 // Park implements outbox.Quarantine: the row moves, or nothing changes and
-// the move is a conflict.
+// the move is a conflict (also behind a row marked for replay).
 func (s *memStore) Park(_ context.Context, p outbox.Parking) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -36,31 +41,73 @@ func (s *memStore) Park(_ context.Context, p outbox.Parking) error {
 	if i < 0 {
 		return outbox.ErrParkConflict
 	}
-	if p.Behind > 0 && !slices.ContainsFunc(s.parked[p.Bucket], func(m outbox.Message) bool { return m.Sequence == p.Behind }) {
+	if p.Behind > 0 && (s.marked[p.Bucket][p.Behind] ||
+		!slices.ContainsFunc(s.parked[p.Bucket], func(m outbox.Message) bool { return m.Sequence == p.Behind })) {
 		return outbox.ErrParkConflict
 	}
 	s.parked[p.Bucket] = append(s.parked[p.Bucket], ms[i])
+	slices.SortFunc(s.parked[p.Bucket], func(a, b outbox.Message) int { return cmp.Compare(a.Sequence, b.Sequence) })
 	s.msgs[p.Bucket] = slices.Delete(slices.Clone(ms), i, i+1)
 	s.parkings = append(s.parkings, p)
+	if s.lostParks > 0 {
+		s.lostParks--
+		return errors.New("TransactWriteItems: throttled after a lost response")
+	}
 	return nil
 }
 
-// replay moves every parked row of key back to the tail of its bucket, in
-// order, with new sequences: what `spillway parked replay` does.
+// ReplayRequests implements outbox.Quarantine.
+func (s *memStore) ReplayRequests(context.Context) (map[int]int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls["replayRequests"]++
+	return maps.Clone(s.requests), nil
+}
+
+// DeleteReplayed implements outbox.Quarantine.
+func (s *memStore) DeleteReplayed(_ context.Context, bucket int, msgs []outbox.Message) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range msgs {
+		s.parked[bucket] = slices.DeleteFunc(s.parked[bucket], func(p outbox.Message) bool { return p.Sequence == m.Sequence })
+		delete(s.marked[bucket], m.Sequence)
+	}
+	return nil
+}
+
+// RefuseReplay implements outbox.Quarantine.
+func (s *memStore) RefuseReplay(_ context.Context, bucket int, seq int64, _ string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.marked[bucket], seq)
+	return nil
+}
+
+// ReplayDone implements outbox.Quarantine.
+func (s *memStore) ReplayDone(_ context.Context, bucket int, request int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.requests[bucket] != request {
+		return outbox.ErrParkConflict
+	}
+	delete(s.requests, bucket)
+	return nil
+}
+
+// replay marks every parked row of key for replay, in order, and raises the
+// bucket's request: what `spillway parked replay` does.
 func (s *memStore) replay(bucket int, key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var keep []outbox.Message
-	for _, m := range s.parked[bucket] {
-		if string(m.Key) != key {
-			keep = append(keep, m)
-			continue
-		}
-		s.seq[bucket]++
-		m.Sequence = s.seq[bucket]
-		s.msgs[bucket] = append(s.msgs[bucket], m)
+	if s.marked[bucket] == nil {
+		s.marked[bucket] = map[int64]bool{}
 	}
-	s.parked[bucket] = keep
+	for _, m := range s.parked[bucket] {
+		if string(m.Key) == key {
+			s.marked[bucket][m.Sequence] = true
+		}
+	}
+	s.requests[bucket]++
 }
 
 func quarantine(cfg *outbox.RelayConfig) { cfg.Options.PoisonPolicy = outbox.PoisonQuarantine }
@@ -162,9 +209,9 @@ func TestRelayQuarantineKeepsPerKeyOrderWhileOtherKeysFlow(t *testing.T) {
 			t.Fatalf("parked keys read %d times, want 1", n)
 		}
 
-		// Replay: b's messages come back at the tail, in order, and flow once
-		// the cause is fixed; the relay notices the replay through the
-		// refused park and reads the parked partition again.
+		// Replay: b's parked messages are published first, in order, then
+		// the later one, once the cause is fixed; the next run reads the
+		// marks when it claims the bucket.
 		delete(e.pub.poison, poison.ID)
 		e.store.replay(0, "b")
 		e.store.add(0, "b")

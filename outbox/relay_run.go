@@ -219,6 +219,11 @@ func (u *run) discover(owned []int) error {
 	if err != nil {
 		return errCycle("probe pending buckets", err)
 	}
+	replays, err := u.replayReady(owned, u.forceDiscover)
+	if err != nil {
+		return err
+	}
+	pending = union(pending, replays)
 	u.forceDiscover = false
 	u.lastProbe = now
 	u.ready = pending
@@ -302,6 +307,11 @@ func (u *run) idleExit(now time.Time) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	replays, err := u.replayReady(append(owned, others...), false)
+	if err != nil {
+		return false, err
+	}
+	pending = union(pending, replays)
 	if len(pending) == 0 {
 		return true, nil
 	}

@@ -19,6 +19,9 @@ type helpDoc struct {
 	synopsis string
 	// examples are command lines to copy.
 	examples []string
+	// details, when set, is a paragraph printed after the usage line:
+	// what the command guarantees beyond its summary.
+	details string
 }
 
 // conn is the connection part of the examples.
@@ -29,55 +32,63 @@ const conn = "--table orders-outbox"
 var docs = map[string]helpDoc{
 	"bench": {"measure throughput, DynamoDB cost per message, idle cost and latency on embedded backends",
 		"bench [--scenario NAME,...] [--messages N] [--json] [--plot FILE.svg] [--profile-dir DIR] [--dynamodb-endpoint URL] [--brokers HOST:PORT]",
-		[]string{"spillway bench --scenario economy", "spillway bench --json > bench.json"}},
+		[]string{"spillway bench --scenario economy", "spillway bench --json > bench.json"}, ""},
 	"bucket": {"print the bucket a message lands in",
 		"bucket (--key K | --key-base64 B | --message-id UUID | --partition P) [--bucket-count N] [--json]",
-		[]string{"spillway bucket --key customer-42 --bucket-count 16", "spillway bucket --message-id 3f2504e0-4f89-11d3-9a0c-0305e82c3301"}},
+		[]string{"spillway bucket --key customer-42 --bucket-count 16", "spillway bucket --message-id 3f2504e0-4f89-11d3-9a0c-0305e82c3301"}, ""},
 	"create-table": {"create the outbox table if it does not exist and wait until it is active",
 		"create-table --table NAME [--dynamodb-endpoint URL] [--wait D] [--progress D]",
-		[]string{"spillway create-table " + conn, "spillway create-table --table demo --dynamodb-endpoint http://127.0.0.1:8000"}},
+		[]string{"spillway create-table " + conn, "spillway create-table --table demo --dynamodb-endpoint http://127.0.0.1:8000"}, ""},
 	"drain": {"relay until the outbox is empty (exit 0) or --timeout passes (exit 1)",
 		"drain --table NAME --brokers HOST:PORT [--bucket-count N] [--relays N] [--timeout D] [--json]",
-		[]string{"spillway drain " + conn + " --brokers b-1.example:9092 --timeout 10m", "spillway drain " + conn + " --brokers localhost:9092 --relays 4 --json"}},
+		[]string{"spillway drain " + conn + " --brokers b-1.example:9092 --timeout 10m", "spillway drain " + conn + " --brokers localhost:9092 --relays 4 --json"}, ""},
 	"enqueue": {"store messages given as the enqueue function's JSON (from a file or stdin)",
 		"enqueue --table NAME [--file FILE] [--bucket-count N]",
-		[]string{"spillway enqueue " + conn + " --file events/enqueue.single.json", `echo '{"topic":"orders","key":"o-1","value":"hi"}' | spillway enqueue ` + conn}},
+		[]string{"spillway enqueue " + conn + " --file events/enqueue.single.json", `echo '{"topic":"orders","key":"o-1","value":"hi"}' | spillway enqueue ` + conn}, ""},
 	"generation": {"show, seal or finish the retirement of a generation (key prefix and bucket count)",
 		"generation status|seal|finish --previous-key-prefix P --previous-bucket-count N [--key-prefix P] [--bucket-count N]",
-		[]string{"spillway generation status " + conn + " --previous-key-prefix OUTBOX --previous-bucket-count 8 --key-prefix OUTBOX2 --bucket-count 32"}},
+		[]string{"spillway generation status " + conn + " --previous-key-prefix OUTBOX --previous-bucket-count 8 --key-prefix OUTBOX2 --bucket-count 32"}, ""},
 	"generation status": {"show both generations' phase, pending and parked counts, and the next step",
 		"generation status --previous-key-prefix P --previous-bucket-count N [--key-prefix P] [--bucket-count N] [--json]",
-		[]string{"spillway generation status " + conn + " --previous-key-prefix OUTBOX --previous-bucket-count 8 --key-prefix OUTBOX2 --bucket-count 32"}},
+		[]string{"spillway generation status " + conn + " --previous-key-prefix OUTBOX --previous-bucket-count 8 --key-prefix OUTBOX2 --bucket-count 32"}, ""},
 	"generation seal": {"seal the previous generation once every writer writes to the new one",
 		"generation seal --previous-key-prefix P --previous-bucket-count N [--key-prefix P] [--bucket-count N] --yes",
-		[]string{"spillway generation seal " + conn + " --previous-key-prefix OUTBOX --previous-bucket-count 8 --key-prefix OUTBOX2 --bucket-count 32 --yes"}},
+		[]string{"spillway generation seal " + conn + " --previous-key-prefix OUTBOX --previous-bucket-count 8 --key-prefix OUTBOX2 --bucket-count 32 --yes"}, ""},
 	"generation finish": {"mark a sealed previous generation drained once it is empty",
 		"generation finish --previous-key-prefix P --previous-bucket-count N [--key-prefix P] [--bucket-count N]",
-		[]string{"spillway generation finish " + conn + " --previous-key-prefix OUTBOX --previous-bucket-count 8 --key-prefix OUTBOX2 --bucket-count 32"}},
+		[]string{"spillway generation finish " + conn + " --previous-key-prefix OUTBOX --previous-bucket-count 8 --key-prefix OUTBOX2 --bucket-count 32"}, ""},
 	"help": {"show the commands, or a command's flags and examples",
 		"help [command [verb]]",
-		[]string{"spillway help drain", "spillway help parked replay"}},
+		[]string{"spillway help drain", "spillway help parked replay"}, ""},
 	"parked": {"list, replay or drop messages quarantined under SPILLWAY_POISON_POLICY=quarantine",
 		"parked list|replay|drop [flags]",
-		[]string{"spillway parked list " + conn, "spillway parked replay " + conn + " --all"}},
+		[]string{"spillway parked list " + conn, "spillway parked replay " + conn + " --all"}, ""},
 	"parked list": {"list the parked messages with their reason and attempts",
 		"parked list --table NAME [--bucket B] [--json]",
-		[]string{"spillway parked list " + conn, "spillway parked list " + conn + " --bucket 3 --json"}},
-	"parked replay": {"put parked messages back at the tail of their bucket (a dry run without --yes)",
+		[]string{"spillway parked list " + conn, "spillway parked list " + conn + " --bucket 3 --json"}, ""},
+	"parked replay": {"mark parked messages for replay, each key's before its later messages (a dry run without --yes)",
 		"parked replay --table NAME (--message-id ID | --key-base64 K | --all) [--topic T] [--yes]",
-		[]string{"spillway parked replay " + conn + " --all", "spillway parked replay " + conn + " --message-id 3f2504e0-4f89-11d3-9a0c-0305e82c3301 --topic orders-v2 --yes"}},
+		[]string{"spillway parked replay " + conn + " --all", "spillway parked replay " + conn + " --message-id 3f2504e0-4f89-11d3-9a0c-0305e82c3301 --topic orders-v2 --yes"},
+		`Replay marks parked messages; it moves nothing. The relay holding each
+bucket publishes a key's marked messages in their original order, before any
+later message of the key (also one committed after the park), then deletes
+them; relays run by the schedule, a wake-up or drain pick the request up
+within a lease renewal interval. A key with an unmarked parked message keeps
+parking its later messages. Running a replay again after an interruption
+marks the rest; nothing is lost, doubled or reordered (Kafka may see a
+replayed message twice, with one message id).`},
 	"parked drop": {"delete one parked message for good",
 		"parked drop --table NAME --message-id ID --yes",
-		[]string{"spillway parked drop " + conn + " --message-id 3f2504e0-4f89-11d3-9a0c-0305e82c3301 --yes"}},
+		[]string{"spillway parked drop " + conn + " --message-id 3f2504e0-4f89-11d3-9a0c-0305e82c3301 --yes"}, ""},
 	"run": {"run the whole system on embedded DynamoDB and Kafka with a demo workload",
 		"run [--messages N] [--keys N] [--concurrency N] [--timeout D] [--tracing off|otel] [--serve] [--json]",
-		[]string{"spillway run", "spillway run --messages 20000 --concurrency 8", "spillway run --serve"}},
+		[]string{"spillway run", "spillway run --messages 20000 --concurrency 8", "spillway run --serve"}, ""},
 	"status": {"show each bucket's backlog, parked messages and lease, and the relays' heartbeats",
 		"status --table NAME [--dynamodb-endpoint URL] [--bucket-count N] [--json]",
-		[]string{"spillway status " + conn, "spillway status --table demo --dynamodb-endpoint http://127.0.0.1:8000 --json"}},
+		[]string{"spillway status " + conn, "spillway status --table demo --dynamodb-endpoint http://127.0.0.1:8000 --json"}, ""},
 	"version": {"print the version of this build and the Go version",
 		"version",
-		[]string{"spillway version"}},
+		[]string{"spillway version"}, ""},
 }
 
 // hiddenFlags are accepted but not listed: --count is the old name of
@@ -121,6 +132,9 @@ func parse(fs *flagSet, args []string) error {
 func printHelp(w io.Writer, name string, fs *flag.FlagSet, verbs []string) {
 	d := docs[name]
 	fmt.Fprintf(w, "spillway %s: %s.\n\nUsage: spillway %s\n", name, d.summary, d.synopsis)
+	if d.details != "" {
+		fmt.Fprintf(w, "\n%s\n", d.details)
+	}
 	if fs != nil {
 		var rows []string
 		fs.VisitAll(func(f *flag.Flag) {

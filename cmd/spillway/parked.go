@@ -32,7 +32,6 @@ func runParked(ctx context.Context, args []string, stdout, stderr io.Writer) err
 type parkedEnv struct {
 	cfg   outboxlambda.Config
 	store *outboxddb.Store
-	w     *outboxddb.Writer
 }
 
 func openParked(ctx context.Context, ef *endpointFlags) (*parkedEnv, error) {
@@ -49,11 +48,7 @@ func openParked(ctx context.Context, ef *endpointFlags) (*parkedEnv, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := outboxddb.NewWriter(client, opts)
-	if err != nil {
-		return nil, err
-	}
-	return &parkedEnv{cfg: cfg, store: store, w: w}, nil
+	return &parkedEnv{cfg: cfg, store: store}, nil
 }
 
 // parkedView is one parked message as list prints it.
@@ -68,6 +63,10 @@ type parkedView struct {
 	Attempts      int        `json:"attempts"`
 	FirstFailedAt *time.Time `json:"firstFailedAt,omitempty"`
 	ParkedAt      time.Time  `json:"parkedAt"`
+	// ReplayRequested is set while the message waits for its relay to
+	// replay it.
+	ReplayRequested *time.Time `json:"replayRequested,omitempty"`
+	ReplayTopic     string     `json:"replayTopic,omitempty"`
 }
 
 func viewOf(p outboxddb.ParkedMessage) parkedView {
@@ -80,6 +79,10 @@ func viewOf(p outboxddb.ParkedMessage) parkedView {
 	if !p.FirstFailedAt.IsZero() {
 		t := p.FirstFailedAt
 		v.FirstFailedAt = &t
+	}
+	if !p.ReplayRequested.IsZero() {
+		t := p.ReplayRequested
+		v.ReplayRequested, v.ReplayTopic = &t, p.ReplayTopic
 	}
 	return v
 }
@@ -119,6 +122,9 @@ func runParkedList(ctx context.Context, args []string, stdout, stderr io.Writer)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MESSAGE ID\tBUCKET\tSEQUENCE\tTOPIC\tKEY\tREASON\tATTEMPTS\tFIRST FAILURE\tPARKED AT")
 	for _, p := range parked {
+		if !p.ReplayRequested.IsZero() {
+			p.Reason += " (replay requested)"
+		}
 		first := "-"
 		if !p.FirstFailedAt.IsZero() {
 			first = p.FirstFailedAt.UTC().Format(time.RFC3339)
@@ -177,12 +183,12 @@ func runParkedReplay(ctx context.Context, args []string, stdout, stderr io.Write
 		fmt.Fprintf(stdout, "dry run: nothing was replayed; add --yes to replay these %d message(s)\n", len(chosen))
 		return nil
 	}
-	done, err := env.w.ReplayParked(ctx, chosen, *topic)
-	fmt.Fprintf(stdout, "replayed %d of %d message(s)\n", len(done), len(chosen))
-	if errors.Is(err, outbox.ErrParkConflict) {
-		return fmt.Errorf("%w; someone replayed or dropped some of them meanwhile: list again and rerun (what moved is no longer parked)", err)
+	marked, err := env.store.RequestReplay(ctx, chosen, *topic)
+	fmt.Fprintf(stdout, "marked %d of %d message(s) for replay; the relay holding each bucket publishes them, each key's in order and before the key's later messages, then deletes them\n", marked, len(chosen))
+	if err != nil {
+		return fmt.Errorf("%w; what is marked stays marked: run the same replay again to mark the rest", err)
 	}
-	return err
+	return nil
 }
 
 // replaySelector turns exactly one of the replay flags into a filter over

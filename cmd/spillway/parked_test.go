@@ -111,7 +111,7 @@ func TestParkedListReplayDrop(t *testing.T) {
 
 	// Replaying message 1 takes its key's message 2 along, in order.
 	code, out, errs = cli(t, append([]string{"parked", "replay", "--message-id", ids[1], "--topic", orders, "--yes"}, flags...)...)
-	if code != 0 || !strings.Contains(out, "replayed 2 of 2") {
+	if code != 0 || !strings.Contains(out, "marked 2 of 2") {
 		t.Fatalf("replay: exit %d: %s %s", code, out, errs)
 	}
 	if code, out, errs := cli(t, append([]string{"parked", "drop", "--message-id", ids[3], "--yes"}, flags...)...); code != 0 || !strings.Contains(out, "dropped") {

@@ -240,15 +240,34 @@ func (s *trackedStore) MarkPublished(ctx context.Context, bucket int, msgs []out
 	return err
 }
 
-// ParkedKeys and Park pass the quarantine through, tracked like the rest.
-func (s *trackedStore) ParkedKeys(ctx context.Context, bucket int) (map[string][]int64, error) {
-	return call(s, nil, func() (map[string][]int64, error) {
-		return s.Store.(outbox.Quarantine).ParkedKeys(ctx, bucket)
-	})
+// The quarantine passes through, tracked like the rest.
+func (s *trackedStore) quarantine() outbox.Quarantine { return s.Store.(outbox.Quarantine) }
+
+func (s *trackedStore) ParkedKeys(ctx context.Context, bucket int) (outbox.ParkedSet, error) {
+	return call(s, nil, func() (outbox.ParkedSet, error) { return s.quarantine().ParkedKeys(ctx, bucket) })
 }
 
 func (s *trackedStore) Park(ctx context.Context, p outbox.Parking) error {
-	_, err := call(s, nil, func() (struct{}, error) { return struct{}{}, s.Store.(outbox.Quarantine).Park(ctx, p) })
+	_, err := call(s, nil, func() (struct{}, error) { return struct{}{}, s.quarantine().Park(ctx, p) })
+	return err
+}
+
+func (s *trackedStore) ReplayRequests(ctx context.Context) (map[int]int64, error) {
+	return call(s, nil, func() (map[int]int64, error) { return s.quarantine().ReplayRequests(ctx) })
+}
+
+func (s *trackedStore) DeleteReplayed(ctx context.Context, bucket int, msgs []outbox.Message) error {
+	_, err := call(s, nil, func() (struct{}, error) { return struct{}{}, s.quarantine().DeleteReplayed(ctx, bucket, msgs) })
+	return err
+}
+
+func (s *trackedStore) RefuseReplay(ctx context.Context, bucket int, seq int64, reason string) error {
+	_, err := call(s, nil, func() (struct{}, error) { return struct{}{}, s.quarantine().RefuseReplay(ctx, bucket, seq, reason) })
+	return err
+}
+
+func (s *trackedStore) ReplayDone(ctx context.Context, bucket int, request int64) error {
+	_, err := call(s, nil, func() (struct{}, error) { return struct{}{}, s.quarantine().ReplayDone(ctx, bucket, request) })
 	return err
 }
 

@@ -38,7 +38,9 @@ func (s *Store) MarkPublished(ctx context.Context, bucket int, msgs []outbox.Mes
 	}
 	slices.Sort(seqs)
 	for chunk := range slices.Chunk(seqs, deleteChunk) {
-		if err := s.deleteChunk(ctx, bucket, chunk); err != nil {
+		if err := s.deleteChunk(ctx, bucket, chunk, func(seq int64) map[string]types.AttributeValue {
+			return s.keys.messageKey(bucket, seq)
+		}); err != nil {
 			return err
 		}
 		s.mu.Lock()
@@ -48,10 +50,11 @@ func (s *Store) MarkPublished(ctx context.Context, bucket int, msgs []outbox.Mes
 	return nil
 }
 
-func (s *Store) deleteChunk(ctx context.Context, bucket int, seqs []int64) error {
+// deleteChunk deletes the items keyOf names for seqs, at most deleteChunk.
+func (s *Store) deleteChunk(ctx context.Context, bucket int, seqs []int64, keyOf func(int64) map[string]types.AttributeValue) error {
 	pending := make([]types.WriteRequest, len(seqs))
 	for i, seq := range seqs {
-		pending[i] = types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: s.keys.messageKey(bucket, seq)}}
+		pending[i] = types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: keyOf(seq)}}
 	}
 	for attempt := 1; ; attempt++ {
 		out, err := s.client.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{

@@ -149,7 +149,13 @@ func (s *Store) unreadable(item map[string]types.AttributeValue, bucket int, err
 	if !ok {
 		return fmt.Errorf("outboxddb: fetch batch from bucket %d: %w", bucket, err)
 	}
-	return &outbox.UnreadableRowError{Bucket: bucket, Sequence: seq, Err: err}
+	row := &outbox.UnreadableRowError{Bucket: bucket, Sequence: seq, Err: err}
+	// The key quarantines the row's later messages when it reads as
+	// ParkedKeys reads it, so every relay treats the row alike.
+	if k, ok := item[attrKey].(*types.AttributeValueMemberB); ok {
+		row.Key = append([]byte{}, k.Value...)
+	}
+	return row
 }
 
 // probeGaps reports whether a message exists in a gap of batch's sequence

@@ -2,6 +2,8 @@ package outboxddb
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -23,6 +25,10 @@ const (
 	attrAttempts      = "Attempts"
 	attrFirstFailedAt = "FirstFailedAt"
 	attrParkedAt      = "ParkedAt"
+	// attrReplayRequested (N, ticks) marks a parked message an operator
+	// asked to replay; attrReplayTopic (S) replaces its topic then.
+	attrReplayRequested = "ReplayRequested"
+	attrReplayTopic     = "ReplayTopic"
 )
 
 // Operation names of the parking requests, for telemetry.
@@ -39,10 +45,10 @@ const (
 const maxParkedErrorBytes = 512
 
 const (
-	exprRowExists      = "attribute_exists(#pk)"
-	exprMessageIDIs    = "#mid = :mid"
-	exprNoMessageID    = "attribute_not_exists(#mid)"
-	exprParkedKeysProj = "#sk, #key"
+	exprRowExists    = "attribute_exists(#pk)"
+	exprMessageIDIs  = "#mid = :mid"
+	exprNoMessageID  = "attribute_not_exists(#mid)"
+	exprBehindParked = "attribute_exists(#pk) AND attribute_not_exists(#rr)"
 )
 
 // parkedPartition is {P}#PARKED#{b}. Relays of other languages read only the
@@ -55,33 +61,49 @@ func (k keys) parkedPartition(bucket int) string {
 var _ outbox.Quarantine = (*Store)(nil)
 
 // ParkedKeys reads the bucket's parked partition with one strongly
-// consistent query (all pages, projecting the sort key and Key) and returns,
-// for every key with parked messages, their sequences ascending. Keyless
-// items are skipped: they quarantine nothing.
-func (s *Store) ParkedKeys(ctx context.Context, bucket int) (map[string][]int64, error) {
+// consistent query (all pages) and returns, for every key with parked
+// messages, their sequences ascending, and the messages marked for replay,
+// decoded with their replay topic (or the reason one does not decode).
+// Keyless items quarantine nothing. The query reads whole items: DynamoDB
+// bills a query by the size of the items it reads whatever it projects, and
+// a marked item is published from what it holds.
+func (s *Store) ParkedKeys(ctx context.Context, bucket int) (outbox.ParkedSet, error) {
 	items, err := s.queryAll(ctx, OpParkedKeys, &dynamodb.QueryInput{
 		TableName:                 aws.String(s.opts.TableName),
 		KeyConditionExpression:    aws.String(exprPartitionIs),
-		ProjectionExpression:      aws.String(exprParkedKeysProj),
-		ExpressionAttributeNames:  names("#pk", s.opts.PartitionKey, "#sk", s.opts.SortKey, "#key", attrKey),
+		ExpressionAttributeNames:  names("#pk", s.opts.PartitionKey),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(s.keys.parkedPartition(bucket))},
 		ConsistentRead:            aws.Bool(true),
 		ScanIndexForward:          aws.Bool(true),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("outboxddb: read the parked keys of bucket %d: %w", bucket, err)
+		return outbox.ParkedSet{}, fmt.Errorf("outboxddb: read the parked keys of bucket %d: %w", bucket, err)
 	}
-	keys := map[string][]int64{}
+	set := outbox.ParkedSet{Keys: map[string][]int64{}}
 	for _, item := range items {
-		key, ok := item[attrKey].(*types.AttributeValueMemberB)
 		sk, _ := stringAttr(item, s.opts.SortKey)
 		seq, digits := parseDigits(sk)
-		if !ok || !digits {
+		if !digits {
 			continue
 		}
-		keys[string(key.Value)] = append(keys[string(key.Value)], seq)
+		if key, ok := item[attrKey].(*types.AttributeValueMemberB); ok {
+			set.Keys[string(key.Value)] = append(set.Keys[string(key.Value)], seq)
+		}
+		if _, marked := item[attrReplayRequested]; !marked {
+			continue
+		}
+		topic, _ := stringAttr(item, attrReplayTopic)
+		m, err := replayMessage(s.keys, item, bucket, topic)
+		if err != nil {
+			if set.Unreplayable == nil {
+				set.Unreplayable = map[int64]string{}
+			}
+			set.Unreplayable[seq] = err.Error()
+			continue
+		}
+		set.Replays = append(set.Replays, m)
 	}
-	return keys, nil
+	return set, nil
 }
 
 // Park moves the row (p.Bucket, p.Sequence) to the bucket's parked partition
@@ -90,8 +112,14 @@ func (s *Store) ParkedKeys(ctx context.Context, bucket int) (map[string][]int64,
 // strongly consistent read of the row, then one TransactWriteItems with a
 // Put conditioned on attribute_not_exists and a Delete of the original
 // conditioned on its MessageId (or on its absence), plus, when p.Behind is
-// set, a check that that parked item still exists. A refused condition, or
-// a row already gone, is outbox.ErrParkConflict.
+// set, a check that that parked item still exists and is not marked for
+// replay (a marked key is replayed before it takes more). A refused
+// condition, or a row already gone, is outbox.ErrParkConflict.
+//
+// The transaction's ClientRequestToken is derived from the row (bucket,
+// sequence, message id) and the park's time, so the SDK's retries of one
+// call are idempotent: a retry after a response was lost is answered as
+// the applied request it repeats, not refused by the row it moved.
 func (s *Store) Park(ctx context.Context, p outbox.Parking) error {
 	item, err := s.readRow(ctx, s.keys.messagePartition(p.Bucket), p.Sequence)
 	if err != nil {
@@ -134,9 +162,12 @@ func (s *Store) Park(ctx context.Context, p outbox.Parking) error {
 	if p.Behind > 0 {
 		actions = append(actions, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
 			TableName: aws.String(s.opts.TableName), Key: s.keys.key(s.keys.parkedPartition(p.Bucket), sequenceSortKeyOf(p.Behind)),
-			ConditionExpression: aws.String(exprRowExists), ExpressionAttributeNames: names("#pk", s.opts.PartitionKey)}})
+			ConditionExpression:      aws.String(exprBehindParked),
+			ExpressionAttributeNames: names("#pk", s.opts.PartitionKey, "#rr", attrReplayRequested)}})
 	}
-	_, err = s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions})
+	id, _ := stringAttr(item, attrMessageID)
+	token := parkToken(p, id, parked[attrParkedAt])
+	_, err = s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions, ClientRequestToken: aws.String(token)})
 	if conditionFailed(err) {
 		s.tel.refused("", OpPark, p.Bucket)
 		return fmt.Errorf("outboxddb: park bucket %d row %d: %w: %v", p.Bucket, p.Sequence, outbox.ErrParkConflict, err)
@@ -146,6 +177,21 @@ func (s *Store) Park(ctx context.Context, p outbox.Parking) error {
 		return fmt.Errorf("outboxddb: park bucket %d row %d: %w", p.Bucket, p.Sequence, err)
 	}
 	return nil
+}
+
+// parkToken derives a park's ClientRequestToken (at most 36 characters)
+// from the row (bucket, sequence, message id) and what the park writes:
+// the same call always sends the same token, and another park of the same
+// row, which may carry other attributes, another one (DynamoDB refuses a
+// token reused with other parameters for ten minutes).
+func parkToken(p outbox.Parking, id string, parkedAt types.AttributeValue) string {
+	at := ""
+	if n, ok := parkedAt.(*types.AttributeValueMemberN); ok {
+		at = n.Value
+	}
+	sum := sha256.Sum256(fmt.Appendf(nil, "park|%d|%d|%s|%s|%s|%d|%d|%d|%s", p.Bucket, p.Sequence, id, at,
+		p.Reason, p.Attempts, p.Behind, p.FirstFailedAt.UnixNano(), p.Error))
+	return hex.EncodeToString(sum[:16])
 }
 
 // readRow reads one item of partition pk by sequence, strongly consistent;

@@ -3,7 +3,6 @@ package outboxddb
 import (
 	"context"
 	"fmt"
-	"maps"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -29,7 +28,11 @@ type ParkedMessage struct {
 	// FirstFailedAt is zero for a message parked behind its key;
 	// ParkedAt is the last failure or the move.
 	FirstFailedAt, ParkedAt time.Time
-	item                    map[string]types.AttributeValue
+	// ReplayRequested is when an operator marked the message for replay
+	// (zero: not marked); ReplayTopic the topic it is replayed to (empty:
+	// its own).
+	ReplayRequested time.Time
+	ReplayTopic     string
 }
 
 // ListParked returns the parked messages of the given buckets (every bucket
@@ -63,8 +66,10 @@ func (s *Store) ListParked(ctx context.Context, buckets ...int) ([]ParkedMessage
 			if !ok {
 				continue
 			}
-			p := ParkedMessage{Bucket: b, Sequence: seq, item: item,
-				FirstFailedAt: timeOfTicks(item, attrFirstFailedAt), ParkedAt: timeOfTicks(item, attrParkedAt)}
+			p := ParkedMessage{Bucket: b, Sequence: seq,
+				FirstFailedAt: timeOfTicks(item, attrFirstFailedAt), ParkedAt: timeOfTicks(item, attrParkedAt),
+				ReplayRequested: timeOfTicks(item, attrReplayRequested)}
+			p.ReplayTopic, _ = stringAttr(item, attrReplayTopic)
 			p.MessageID, _ = stringAttr(item, attrMessageID)
 			p.Topic, _ = stringAttr(item, attrTopic)
 			if k, ok := item[attrKey].(*types.AttributeValueMemberB); ok {
@@ -100,94 +105,4 @@ func (s *Store) DropParked(ctx context.Context, p ParkedMessage) error {
 		return fmt.Errorf("outboxddb: drop parked message %s (bucket %d, sequence %d): %w", p.MessageID, p.Bucket, p.Sequence, err)
 	}
 	return nil
-}
-
-// message decodes the parked item as the message it was, with topic
-// replacing the stored topic when not empty (how a row without a usable
-// topic is repaired). The result has no sequence: replay assigns one.
-func (p ParkedMessage) message(k keys, topic string) (outbox.Message, error) {
-	item := maps.Clone(p.item)
-	if topic != "" {
-		item[attrTopic] = str(topic)
-	}
-	m, err := k.decodeMessage(item, p.Bucket)
-	if err != nil {
-		return outbox.Message{}, fmt.Errorf("outboxddb: parked message %q (bucket %d, sequence %d) cannot be replayed: %w; drop it, or replay it with another topic if its topic is the problem",
-			p.MessageID, p.Bucket, p.Sequence, err)
-	}
-	m.Sequence = 0
-	return m, nil
-}
-
-// maxReplayChunk is how many parked messages one replay transaction moves:
-// each takes a Put and a Delete of DynamoDB's 100 actions.
-const maxReplayChunk = MaxTransactionItems / 2
-
-// ReplayParked re-enqueues parked messages through the writer's path, in
-// the order given (list them with Store.ListParked: a key's messages are in
-// their original order): each gets a new sequence at the tail of its bucket
-// and keeps its message id, headers and payload; topic, when not empty,
-// replaces the stored topic. Consecutive messages of one bucket move
-// together, up to 50 per TransactWriteItems, each Put with the Delete of its
-// parked item conditioned on its message id, so a replay interrupted and run
-// again neither loses nor doubles a message: what moved is no longer
-// parked. A parked item replayed or dropped meanwhile fails its transaction
-// with outbox.ErrParkConflict. It returns the re-enqueued messages and
-// notifies the relay after each transaction.
-func (w *Writer) ReplayParked(ctx context.Context, parked []ParkedMessage, topic string) ([]outbox.Message, error) {
-	var done []outbox.Message
-	for start := 0; start < len(parked); {
-		end := start + 1
-		for end < len(parked) && end-start < maxReplayChunk && parked[end].Bucket == parked[start].Bucket {
-			end++
-		}
-		moved, err := w.replayChunk(ctx, parked[start:end], topic)
-		if err != nil {
-			return done, err
-		}
-		done = append(done, moved...)
-		start = end
-	}
-	return done, nil
-}
-
-func (w *Writer) replayChunk(ctx context.Context, parked []ParkedMessage, topic string) ([]outbox.Message, error) {
-	msgs := make([]outbox.Message, len(parked))
-	for i, p := range parked {
-		m, err := p.message(w.keys, topic)
-		if err != nil {
-			return nil, err
-		}
-		msgs[i] = m
-	}
-	msgs, puts, err := w.prepare(ctx, msgs)
-	if err != nil {
-		return nil, err
-	}
-	actions := make([]types.TransactWriteItem, 0, 2*len(puts))
-	for i := range puts {
-		p := parked[i]
-		actions = append(actions, types.TransactWriteItem{Put: &puts[i]}, types.TransactWriteItem{Delete: &types.Delete{
-			TableName:                 aws.String(w.opts.TableName),
-			Key:                       w.keys.key(w.keys.parkedPartition(p.Bucket), sequenceSortKeyOf(p.Sequence)),
-			ConditionExpression:       aws.String(exprMessageIDIs),
-			ExpressionAttributeNames:  names("#mid", attrMessageID),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":mid": str(p.MessageID)},
-		}})
-	}
-	_, err = w.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
-		TransactItems: actions, ClientRequestToken: aws.String(newRequestToken()),
-	})
-	if conditionFailed(err) {
-		w.tel.refused("", OpReplay, parked[0].Bucket)
-		return nil, fmt.Errorf("outboxddb: replay %d parked message(s) of bucket %d from sequence %d: %w: %v",
-			len(parked), parked[0].Bucket, parked[0].Sequence, outbox.ErrParkConflict, err)
-	}
-	if err != nil {
-		w.tel.failed("", OpReplay, parked[0].Bucket, err)
-		return nil, fmt.Errorf("outboxddb: replay %d parked message(s) of bucket %d from sequence %d: %w",
-			len(parked), parked[0].Bucket, parked[0].Sequence, err)
-	}
-	w.NotifyCommitted(ctx, msgs...)
-	return msgs, nil
 }

@@ -184,7 +184,7 @@ func TestPipeline_ParkedMessageReplayed_DuplicateSkipped(t *testing.T) {
 	if len(parked) == 0 || parked[0].MessageID != s.ids[4].String() {
 		t.Fatalf("parked %d messages, want the victim first", len(parked))
 	}
-	if _, err := p.writer.ReplayParked(t.Context(), parked, ""); err != nil {
+	if _, err := p.store.RequestReplay(t.Context(), parked, ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := run(t.Context(), r); err != nil {

@@ -89,7 +89,7 @@ func TestQuarantineParksAKeyBehindAnUnknownTopicAndReplayDeliversItInOrder(t *te
 
 	// Replay with the topic repaired: the key's three messages, in order,
 	// with their ids, behind everything delivered so far.
-	if _, err := w.ReplayParked(t.Context(), parked, orders); err != nil {
+	if _, err := s.RequestReplay(t.Context(), parked, orders); err != nil {
 		t.Fatal(err)
 	}
 	handleRelay(t, b, t.Context(), wake)

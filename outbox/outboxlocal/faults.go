@@ -47,8 +47,10 @@ type Faults struct {
 	hidden      []hiddenItem
 	latency     map[string]time.Duration
 	losses      map[string]int
-	staleLag    time.Duration
-	written     map[string]time.Time // table, item id → write time, while staleLag > 0
+	// afterLoss are the throttles armed once op's next loss happened.
+	afterLoss map[string]int
+	staleLag  time.Duration
+	written   map[string]time.Time // table, item id → write time, while staleLag > 0
 }
 
 type hiddenItem struct{ pk, sk string }
@@ -61,6 +63,7 @@ func newFaults(clock outbox.Clock, book *schemaBook, counter *Counter) *Faults {
 		throttles: map[string][]string{},
 		latency:   map[string]time.Duration{},
 		losses:    map[string]int{},
+		afterLoss: map[string]int{},
 		written:   map[string]time.Time{},
 	}
 }
@@ -121,6 +124,17 @@ func (f *Faults) LoseResponse(op string) {
 	f.losses[op]++
 }
 
+// LoseResponseThenThrottle is LoseResponse followed by n throttled
+// attempts of op: the request took effect, and the SDK's retries of it are
+// throttled until it gives up, so the caller gets an error for a write that
+// happened.
+func (f *Faults) LoseResponseThenThrottle(op string, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.losses[op]++
+	f.afterLoss[op] += n
+}
+
 // Clear removes every pending fault.
 func (f *Faults) Clear() {
 	f.mu.Lock()
@@ -128,6 +142,7 @@ func (f *Faults) Clear() {
 	clear(f.throttles)
 	clear(f.latency)
 	clear(f.losses)
+	clear(f.afterLoss)
 	clear(f.written)
 	f.unprocessed = 0
 	f.hidden = nil
@@ -152,6 +167,10 @@ func (f *Faults) takeLoss(op string) bool {
 		return false
 	}
 	f.losses[op]--
+	for range f.afterLoss[op] {
+		f.throttles[op] = append(f.throttles[op], ThroughputExceeded)
+	}
+	delete(f.afterLoss, op)
 	return true
 }
 
