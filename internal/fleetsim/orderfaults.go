@@ -2,8 +2,6 @@ package fleetsim
 
 import (
 	"bytes"
-	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -264,38 +262,18 @@ func (s *sim) replay() {
 	})
 }
 
-// replayMarker is a store on which a replay marks parked messages for the
-// relay holding their bucket, which publishes a key's marked messages
-// before its later ones (outboxddb.Store.RequestReplay).
-type replayMarker interface {
-	RequestReplay(ctx context.Context, parked []outboxddb.ParkedMessage, topic string) (int, error)
-}
-
-// reEnqueuer is a writer on which a replay re-enqueues parked messages at
-// the tail of their buckets (outboxddb.Writer.ReplayParked, the replay
-// before RequestReplay).
-type reEnqueuer interface {
-	ReplayParked(ctx context.Context, parked []outboxddb.ParkedMessage, topic string) ([]outbox.Message, error)
-}
-
-// replayParked replays parked the way the operator's CLI does: marked for
-// the relays when the store can, re-enqueued otherwise. Marked buckets are
-// woken, as a relay may have nothing else to do there.
+// replayParked replays parked the way the operator's CLI does: it marks
+// them for the relay holding their bucket, which publishes a key's marked
+// messages before its later ones (outboxddb.Store.RequestReplay). Marked
+// buckets are woken, as a relay may have nothing else to do there.
 func (s *sim) replayParked(parked []outboxddb.ParkedMessage) (int, error) {
-	if m, ok := any(s.replayStore).(replayMarker); ok {
-		n, err := m.RequestReplay(s.ctx, parked, "")
-		var buckets []int
-		for _, p := range parked {
-			buckets = union(buckets, []int{p.Bucket})
-		}
-		s.invoke(invocation{Trigger: string(outboxlambda.SourceWake), Buckets: buckets})
-		return n, err
+	n, err := s.replayStore.RequestReplay(s.ctx, parked, "")
+	var buckets []int
+	for _, p := range parked {
+		buckets = union(buckets, []int{p.Bucket})
 	}
-	if w, ok := any(s.replayWriter).(reEnqueuer); ok {
-		moved, err := w.ReplayParked(s.ctx, parked, "")
-		return len(moved), err
-	}
-	return 0, errors.New("fleetsim: the outboxddb store and writer offer no replay")
+	s.invoke(invocation{Trigger: string(outboxlambda.SourceWake), Buckets: buckets})
+	return n, err
 }
 
 // replayWhileParked replays every parked message each replayEvery until

@@ -118,14 +118,13 @@ type sim struct {
 
 	// The order menu's state (orderfaults.go): armed hand-over refusals
 	// and park losses (guarded by mu), replays running, and the
-	// operator's store and writer.
-	handovers    []*cause
-	parkLosses   int
-	holdRuns     []holdRun
-	replays      atomic.Int32
-	wgReplay     sync.WaitGroup
-	replayStore  *outboxddb.Store
-	replayWriter *outboxddb.Writer
+	// operator's store.
+	handovers   []*cause
+	parkLosses  int
+	holdRuns    []holdRun
+	replays     atomic.Int32
+	wgReplay    sync.WaitGroup
+	replayStore *outboxddb.Store
 
 	kafkaMu      sync.Mutex
 	kafkaDown    bool
@@ -306,9 +305,6 @@ func (s *sim) setup() error {
 	}
 	if cfg.quarantine() {
 		if s.replayStore, err = outboxddb.NewStore(s.client, writerOpts); err != nil {
-			return err
-		}
-		if s.replayWriter, err = outboxddb.NewWriter(s.client, writerOpts); err != nil {
 			return err
 		}
 	}
