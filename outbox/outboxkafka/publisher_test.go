@@ -651,7 +651,7 @@ func TestPublishConcurrentBatchesKeepEveryKeysOrderThroughRefusals(t *testing.T)
 	refusals := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "orders", Partitions: []int32{0, 1, 2, 3},
 		Err: kerr.InvalidRecord, Count: -1, When: func(kmsg.Request) bool { return requests.Add(1)%3 == 0 }})
 	p := newPublisher(t, c, func(cfg *Config) {
-		cfg.ExtraOpts = append(cfg.ExtraOpts, kgo.WithHooks(slowHandOver(200*time.Microsecond)))
+		cfg.ExtraOpts = append(cfg.ExtraOpts, kgo.WithHooks(slowHandOver(2*time.Millisecond)))
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
