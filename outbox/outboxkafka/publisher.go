@@ -136,11 +136,15 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) (int, er
 // Config.UnknownTopicWait), a record over the client's batch size limit.
 // The first such row stops the batch there, with an *outbox.PoisonError:
 // the rows before it are published and awaited, nothing after it is sent,
-// so nothing of its key overtakes it. The records are then all handed to
-// the client before any is awaited, so the client batches them. An empty
-// batch produces nothing. ctx bounds the batch: records not yet sent when it ends fail with
-// its error, while records already sent are awaited, because an idempotent
-// producer cannot know whether the broker wrote them.
+// so nothing of its key overtakes it. The records are then handed to the
+// client together, while no flush runs, and sent by the next flush, which
+// concurrent publishes share; when the broker refuses one, no record after
+// it is handed over. Records the client's buffer has no room for follow
+// once the records before them are acknowledged. An empty batch produces
+// nothing. ctx bounds the batch: when it ends while the batch waits for a
+// running flush, nothing is sent; records not yet sent fail with its error,
+// while records already sent are awaited, because an idempotent producer
+// cannot know whether the broker wrote them.
 func (p *Publisher) PublishDetailed(ctx context.Context, msgs []outbox.Message) Result {
 	if len(msgs) == 0 {
 		return Result{}

@@ -476,8 +476,9 @@ func TestPublishStoppedByCallerIsNotAFailure(t *testing.T) {
 	// exist yet, so they wait for metadata (indefinitely: unknown-topic
 	// retries are off). The produce request carrying rows 0–1 cancels ctx
 	// as the broker receives it: those rows are in flight and land, the
-	// waiting rows are stopped. A long linger plus a warm-up publish (which
-	// loads the topic's metadata) make rows 0–1 one batch in one request.
+	// waiting rows are stopped. A warm-up publish loads the topic's
+	// metadata, so rows 0–1, handed over together before the flush, go out
+	// as one batch in one request.
 	c := newCluster(t, kfake.SeedTopics(1, "orders"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -489,7 +490,7 @@ func TestPublishStoppedByCallerIsNotAFailure(t *testing.T) {
 		return true
 	}})
 	p := newPublisher(t, c, func(cfg *Config) {
-		cfg.ExtraOpts = append(cfg.ExtraOpts, kgo.UnknownTopicRetries(-1), kgo.ProducerLinger(time.Minute))
+		cfg.ExtraOpts = append(cfg.ExtraOpts, kgo.UnknownTopicRetries(-1))
 	})
 	if n, err := p.Publish(ctx, []outbox.Message{message(t, 1, "orders", nil, []byte("warm-up"), nil, nil)}); n != 1 || err != nil {
 		t.Fatalf("warm-up Publish = %d, %v", n, err)
