@@ -726,3 +726,42 @@ func TestPublishConcurrentBatchesKeepEveryKeysOrderThroughRefusals(t *testing.T)
 type slowHandOver time.Duration
 
 func (d slowHandOver) OnProduceRecordBuffered(*kgo.Record) { time.Sleep(time.Duration(d)) }
+
+// TestPublishRefusalFailsTheBatchesInFlightBehindIt: a key's records of one
+// batch that span several partition batches, each its own produce request,
+// all fail with the first one refused, so nothing behind it is appended:
+// the client fails the batches it still holds, and a request already sent
+// (after a first acknowledgement the client pipelines them) fails the
+// broker's idempotent sequence check.
+func TestPublishRefusalFailsTheBatchesInFlightBehindIt(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, kfake.SeedTopics(1, "orders"))
+	value := bytes.Repeat([]byte("v"), 400)
+	one := recordSize(&kgo.Record{Key: []byte("k"), Value: value, Headers: []kgo.RecordHeader{{Key: idHeader, Value: []byte(outbox.NewMessageID().String())}}})
+	// Room for one record a partition batch, so each goes in its own request.
+	p := newPublisher(t, c, func(cfg *Config) {
+		cfg.ExtraOpts = append(cfg.ExtraOpts, kgo.ProducerBatchMaxBytes(int32(one+one/2)))
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// A first acknowledgement lets the client pipeline requests to the broker.
+	if n, err := p.Publish(ctx, []outbox.Message{message(t, 1, "orders", []byte("k"), value, nil, nil)}); n != 1 || err != nil {
+		t.Fatalf("warm-up Publish = %d, %v", n, err)
+	}
+	produces := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Observe: true, Count: -1})
+	fault := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.InvalidRecord})
+	var msgs []outbox.Message
+	for i := range 4 {
+		msgs = append(msgs, message(t, int64(i+2), "orders", []byte("k"), value, nil, nil))
+	}
+	res := p.PublishDetailed(ctx, msgs)
+	if res.Acked != 0 || !errors.Is(res.Err, kerr.InvalidRecord) {
+		t.Fatalf("acked %d, error %v; want 0 and %v", res.Acked, res.Err, kerr.InvalidRecord)
+	}
+	if fault.Hits() != 1 || produces.Hits() < 2 {
+		t.Fatalf("%d produce requests, %d refused; want several, the first refused", produces.Hits(), fault.Hits())
+	}
+	if got := endOffsets(t, c.ListenAddrs(), "orders", 1); got[0] != 1 {
+		t.Fatalf("the partition holds %d records, want only the warm-up: a record behind the refused one was appended", got[0])
+	}
+}
