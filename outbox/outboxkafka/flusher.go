@@ -65,7 +65,7 @@ func newFlusher(cl *kgo.Client, clock outbox.Clock) *flusher {
 // in order, and waits for each one's outcome in outcomes. It returns how
 // many it handed over; none when the client was full, after the Flush that
 // empties it. It returns ctx's error, having handed over nothing, when ctx
-// ends while it waits for a running Flush.
+// has ended or ends while it waits for a running Flush.
 //
 // The outcome of a record handed over is final: either the client stopped
 // it (ctx ended before it was sent), or Kafka answered, or the client gave
@@ -141,8 +141,11 @@ func userSize(r *kgo.Record) int64 {
 }
 
 // join admits a hand-over to the coming Flush, after the running one has
-// returned.
+// returned, unless ctx has ended.
 func (f *flusher) join(ctx context.Context) (*flushRound, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	f.mu.Lock()
 	for f.running != nil {
 		done := f.running.done
