@@ -367,32 +367,45 @@ func TestPublishRefusedRecordIsNeverOvertaken(t *testing.T) {
 // TestPublishFullClientBufferIsNotAFailure: records the client has no room
 // for (kgo.ErrMaxBuffered under manual flushing) are not sent yet, not
 // refused: they follow once the records before them are acknowledged, in
-// order, and the batch succeeds.
+// order, and the batch succeeds. The buffer holds two of the records, by
+// count or by bytes.
 func TestPublishFullClientBufferIsNotAFailure(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, kfake.SeedTopics(1, "orders"))
-	produces := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Observe: true, Count: -1})
-	p := newPublisher(t, c, func(cfg *Config) { cfg.ExtraOpts = append(cfg.ExtraOpts, kgo.MaxBufferedRecords(2)) })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	var msgs []outbox.Message
 	for i := range 5 {
 		msgs = append(msgs, message(t, int64(i+1), "orders", []byte("k"), []byte(strconv.Itoa(i)), nil, nil))
 	}
-	res := p.PublishDetailed(ctx, msgs)
-	if res.Acked != 5 || res.Err != nil || len(res.AckedAt) != 5 {
-		t.Fatalf("acked %d (%d times), error %v; want 5, nil", res.Acked, len(res.AckedAt), res.Err)
+	r, err := newRecord(context.Background(), &msgs[0], idHeader)
+	if err != nil {
+		t.Fatal(err)
 	}
-	// Two records a Flush: 2 + 2 + 1.
-	if h := produces.Hits(); h != 3 {
-		t.Fatalf("%d produce requests, want 3 (two records each)", h)
-	}
-	var got []string
-	for _, r := range consume(t, c.ListenAddrs(), "orders", 5) {
-		got = append(got, string(r.Value))
-	}
-	if want := "0,1,2,3,4"; strings.Join(got, ",") != want {
-		t.Fatalf("the partition holds %v, want %s", got, want)
+	for name, limit := range map[string]kgo.Opt{
+		"records": kgo.MaxBufferedRecords(2),
+		"bytes":   kgo.MaxBufferedBytes(int(2*userSize(r) + userSize(r)/2)),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := newCluster(t, kfake.SeedTopics(1, "orders"))
+			produces := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Observe: true, Count: -1})
+			p := newPublisher(t, c, func(cfg *Config) { cfg.ExtraOpts = append(cfg.ExtraOpts, limit) })
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			res := p.PublishDetailed(ctx, msgs)
+			if res.Acked != 5 || res.Err != nil || len(res.AckedAt) != 5 {
+				t.Fatalf("acked %d (%d times), error %v; want 5, nil", res.Acked, len(res.AckedAt), res.Err)
+			}
+			// Two records a Flush: 2 + 2 + 1.
+			if h := produces.Hits(); h != 3 {
+				t.Fatalf("%d produce requests, want 3 (two records each)", h)
+			}
+			var got []string
+			for _, r := range consume(t, c.ListenAddrs(), "orders", 5) {
+				got = append(got, string(r.Value))
+			}
+			if want := "0,1,2,3,4"; strings.Join(got, ",") != want {
+				t.Fatalf("the partition holds %v, want %s", got, want)
+			}
+		})
 	}
 }
 
