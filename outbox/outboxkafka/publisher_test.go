@@ -434,7 +434,18 @@ func TestPublishWaitingForARunningFlushIsBoundedByCtx(t *testing.T) {
 	<-received
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	res := p.PublishDetailed(ctx, []outbox.Message{message(t, 2, "orders", []byte("b"), []byte("v"), nil, nil)})
+	second := make(chan Result, 1)
+	go func() {
+		second <- p.PublishDetailed(ctx, []outbox.Message{message(t, 2, "orders", []byte("b"), []byte("v"), nil, nil)})
+	}()
+	var res Result
+	select {
+	case res = <-second:
+	case <-time.After(10 * time.Second):
+		// Its record went out behind the held request and is awaited.
+		close(release)
+		t.Fatal("the waiting publish did not return when its ctx ended")
+	}
 	if res.Acked != 0 || !errors.Is(res.Err, context.DeadlineExceeded) || !strings.Contains(res.Err.Error(), "stopped") {
 		t.Fatalf("waiting publish: acked %d, error %v; want 0 and a stop by the deadline", res.Acked, res.Err)
 	}
