@@ -115,10 +115,11 @@ type Config struct {
 	// reports the topic unknown. Default DefaultUnknownTopicWait (1 s).
 	UnknownTopicWait time.Duration
 	// ExtraOpts are further franz-go options (logger, hooks, compression,
-	// linger, retry backoff, dialer ...). They are applied first, so the
-	// settings the publisher relies on win: acks=all, the outbox
-	// partitioner, the seed brokers, the client id, the delivery timeout,
-	// and TLS and SASL when this Config turns them on. Options that no
+	// retry backoff, buffer limits, dialer ...). They are applied first, so
+	// the settings the publisher relies on win: acks=all, the outbox
+	// partitioner, manual flushing (which makes a linger pointless), the
+	// seed brokers, the client id, the delivery timeout, and TLS and SASL
+	// when this Config turns them on. Options that no
 	// later option can undo are refused by New as misconfigurations:
 	// DisableIdempotentWrite, TransactionalID,
 	// AllowIdempotentProduceCancellation and DefaultProduceTopicAlways.

@@ -28,6 +28,9 @@ func (c Config) clientOpts(src *scramSource) ([]kgo.Opt, error) {
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordPartitioner(newPartitioner()),
 		kgo.RecordDeliveryTimeout(c.ProduceTimeout),
+		// Records leave only while a Flush runs, so the publisher can hand
+		// a batch over whole before any of it is sent (see flusher).
+		kgo.ManualFlushing(),
 	)
 	if c.tlsEnabled() {
 		if c.TLSConfig != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -24,6 +23,7 @@ type Publisher struct {
 	scram    *scramSource // nil unless SCRAM
 	topics   *topicCheck
 	maxBatch int64
+	flusher  *flusher
 }
 
 var _ outbox.Publisher = (*Publisher)(nil)
@@ -62,6 +62,7 @@ func New(cfg Config) (*Publisher, error) {
 		scram:    src,
 		topics:   &topicCheck{known: map[string]bool{}, wait: cfg.UnknownTopicWait, clock: cfg.Clock},
 		maxBatch: int64(maxBatch),
+		flusher:  newFlusher(cl, cfg.Clock),
 	}, nil
 }
 
@@ -135,11 +136,15 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) (int, er
 // Config.UnknownTopicWait), a record over the client's batch size limit.
 // The first such row stops the batch there, with an *outbox.PoisonError:
 // the rows before it are published and awaited, nothing after it is sent,
-// so nothing of its key overtakes it. The records are then all handed to
-// the client before any is awaited, so the client batches them. An empty
-// batch produces nothing. ctx bounds the batch: records not yet sent when it ends fail with
-// its error, while records already sent are awaited, because an idempotent
-// producer cannot know whether the broker wrote them.
+// so nothing of its key overtakes it. The records are then handed to the
+// client together, while no flush runs, and sent by the next flush, which
+// concurrent publishes share; when the broker refuses one, no record after
+// it is handed over. Records the client's buffer has no room for follow
+// once the records before them are acknowledged. An empty batch produces
+// nothing. ctx bounds the batch: when it ends while the batch waits for a
+// running flush, nothing is sent; records not yet sent fail with its error,
+// while records already sent are awaited, because an idempotent producer
+// cannot know whether the broker wrote them.
 func (p *Publisher) PublishDetailed(ctx context.Context, msgs []outbox.Message) Result {
 	if len(msgs) == 0 {
 		return Result{}
@@ -149,23 +154,7 @@ func (p *Publisher) PublishDetailed(ctx context.Context, msgs []outbox.Message) 
 	}
 	records, buildErr := p.records(ctx, msgs)
 	outcomes := make([]outcome, len(records))
-	var wg sync.WaitGroup
-	for i, r := range records {
-		wg.Add(1)
-		o := &outcomes[i]
-		p.cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
-			// Promises run one at a time on the client's goroutine; the
-			// WaitGroup orders these writes before the reads below.
-			o.err, o.at = err, p.clock.Now()
-			wg.Done()
-		})
-	}
-	if len(records) > 0 {
-		// Flush cuts any linger short. Its error is ctx's, which the
-		// records that it stopped report themselves.
-		_ = p.cl.Flush(ctx)
-	}
-	wg.Wait()
+	p.send(ctx, records, outcomes)
 	res := settle(ctx, msgs, outcomes, buildErr)
 	if isAuthFailure(res.Err) {
 		// The next connection re-reads rotated credentials; the relay's
@@ -211,10 +200,34 @@ func (p *Publisher) records(ctx context.Context, msgs []outbox.Message) ([]*kgo.
 	return records, nil
 }
 
-// outcome is one record's promise result.
-type outcome struct {
-	err error
-	at  time.Time
+// send hands records to the client in order and fills outcomes. Records
+// the client has no room for wait for the Flush that makes it, and are
+// handed over once every record before them is acknowledged. After a
+// failure (or a stop by ctx) nothing more is handed over: the rest share
+// that outcome, which settle reports once, at the first. When ctx ends
+// before a hand-over, the rest get ctx's error.
+func (p *Publisher) send(ctx context.Context, records []*kgo.Record, outcomes []outcome) {
+	next := 0
+	for next < len(records) {
+		n, err := p.flusher.send(ctx, records[next:], outcomes[next:])
+		if err != nil {
+			fill(outcomes[next:], err)
+			return
+		}
+		for i := next; i < next+n; i++ {
+			if outcomes[i].err != nil {
+				fill(outcomes[next+n:], outcomes[i].err)
+				return
+			}
+		}
+		next += n
+	}
+}
+
+func fill(outcomes []outcome, err error) {
+	for i := range outcomes {
+		outcomes[i].err = err
+	}
 }
 
 // settle folds per-record outcomes into a Result: the contiguous prefix of

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -321,16 +324,14 @@ func TestPublishNonRetriableErrorFreezesPrefix(t *testing.T) {
 	}
 }
 
-// TestPublishRecordHandedOverAfterItsPartitionFailedIsAppended pins the
-// reorder the README's Order paragraph admits: when the client sends a
-// partition's records before the whole batch was handed to it, and the
-// broker refuses the first partition batch, a record of the same key
-// handed over afterwards is appended anyway, and the relay's retry puts the
-// refused record after it. Here the client's one-record buffer makes the
-// early send certain; in a relay the 10 ms linger running out, or another
-// bucket's publish flushing the shared client, does it while the hand-over
-// loop is descheduled.
-func TestPublishRecordHandedOverAfterItsPartitionFailedIsAppended(t *testing.T) {
+// TestPublishRefusedRecordIsNeverOvertaken: a batch the client cannot hold
+// at once (a one-record buffer) is sent in parts, and a refusal of the
+// first part stops the batch, so no later record of the key is appended
+// ahead of the refused one and the retry delivers the key in order. Before
+// records were held until a whole batch was handed over, the client sent
+// the first record alone, the second was handed over after the refusal and
+// appended, and the retry put the first after it.
+func TestPublishRefusedRecordIsNeverOvertaken(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, kfake.SeedTopics(3, "orders"))
 	fault := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.InvalidRecord})
@@ -348,18 +349,112 @@ func TestPublishRecordHandedOverAfterItsPartitionFailedIsAppended(t *testing.T) 
 	if h := fault.Hits(); h != 1 {
 		t.Fatalf("the fault answered %d requests, want 1", h)
 	}
-	if got := endOffsets(t, c.ListenAddrs(), "orders", 3); got[1] != 1 {
-		t.Fatalf("partition 1 holds %d records after the refused publish, want 1 (the second record, sent alone)", got[1])
+	if got := endOffsets(t, c.ListenAddrs(), "orders", 3); got[1] != 0 {
+		t.Fatalf("partition 1 holds %d records after the refused publish, want 0: the second record overtook the first", got[1])
 	}
 	if res := p.PublishDetailed(ctx, msgs); res.Acked != 2 || res.Err != nil {
 		t.Fatalf("retry: acked %d, error %v; want 2, nil", res.Acked, res.Err)
 	}
 	var got []string
-	for _, r := range consume(t, c.ListenAddrs(), "orders", 3) {
+	for _, r := range consume(t, c.ListenAddrs(), "orders", 2) {
 		got = append(got, string(r.Value))
 	}
-	if want := []string{"second", "first", "second"}; strings.Join(got, ",") != strings.Join(want, ",") {
+	if want := []string{"first", "second"}; strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("partition 1 holds %v, want %v", got, want)
+	}
+}
+
+// TestPublishFullClientBufferIsNotAFailure: records the client has no room
+// for (kgo.ErrMaxBuffered under manual flushing) are not sent yet, not
+// refused: they follow once the records before them are acknowledged, in
+// order, and the batch succeeds. The buffer holds two of the records, by
+// count or by bytes.
+func TestPublishFullClientBufferIsNotAFailure(t *testing.T) {
+	t.Parallel()
+	var msgs []outbox.Message
+	for i := range 5 {
+		msgs = append(msgs, message(t, int64(i+1), "orders", []byte("k"), []byte(strconv.Itoa(i)), nil, nil))
+	}
+	r, err := newRecord(context.Background(), &msgs[0], idHeader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, limit := range map[string]kgo.Opt{
+		"records": kgo.MaxBufferedRecords(2),
+		"bytes":   kgo.MaxBufferedBytes(int(2*userSize(r) + userSize(r)/2)),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := newCluster(t, kfake.SeedTopics(1, "orders"))
+			produces := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Observe: true, Count: -1})
+			p := newPublisher(t, c, func(cfg *Config) { cfg.ExtraOpts = append(cfg.ExtraOpts, limit) })
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			res := p.PublishDetailed(ctx, msgs)
+			if res.Acked != 5 || res.Err != nil || len(res.AckedAt) != 5 {
+				t.Fatalf("acked %d (%d times), error %v; want 5, nil", res.Acked, len(res.AckedAt), res.Err)
+			}
+			// Two records a Flush: 2 + 2 + 1.
+			if h := produces.Hits(); h != 3 {
+				t.Fatalf("%d produce requests, want 3 (two records each)", h)
+			}
+			var got []string
+			for _, r := range consume(t, c.ListenAddrs(), "orders", 5) {
+				got = append(got, string(r.Value))
+			}
+			if want := "0,1,2,3,4"; strings.Join(got, ",") != want {
+				t.Fatalf("the partition holds %v, want %s", got, want)
+			}
+		})
+	}
+}
+
+// TestPublishWaitingForARunningFlushIsBoundedByCtx: a publish that waits to
+// hand its batch over while another publish's Flush runs is stopped by its
+// ctx, not refused, and sends nothing.
+func TestPublishWaitingForARunningFlushIsBoundedByCtx(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, kfake.SeedTopics(1, "orders"))
+	// The broker holds the first produce request until release is closed,
+	// so the first publish's Flush keeps running.
+	release, received := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		once.Do(func() { close(received) })
+		c.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	p := newPublisher(t, c)
+	first := make(chan Result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		first <- p.PublishDetailed(ctx, []outbox.Message{message(t, 1, "orders", []byte("a"), []byte("v"), nil, nil)})
+	}()
+	<-received
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	second := make(chan Result, 1)
+	go func() {
+		second <- p.PublishDetailed(ctx, []outbox.Message{message(t, 2, "orders", []byte("b"), []byte("v"), nil, nil)})
+	}()
+	var res Result
+	select {
+	case res = <-second:
+	case <-time.After(10 * time.Second):
+		// Its record went out behind the held request and is awaited.
+		close(release)
+		t.Fatal("the waiting publish did not return when its ctx ended")
+	}
+	if res.Acked != 0 || !errors.Is(res.Err, context.DeadlineExceeded) || !strings.Contains(res.Err.Error(), "stopped") {
+		t.Fatalf("waiting publish: acked %d, error %v; want 0 and a stop by the deadline", res.Acked, res.Err)
+	}
+	close(release)
+	if r := <-first; r.Acked != 1 || r.Err != nil {
+		t.Fatalf("first publish: acked %d, error %v", r.Acked, r.Err)
+	}
+	if got := endOffsets(t, c.ListenAddrs(), "orders", 1); got[0] != 1 {
+		t.Fatalf("the partition holds %d records, want only the first publish's", got[0])
 	}
 }
 
@@ -405,8 +500,9 @@ func TestPublishStoppedByCallerIsNotAFailure(t *testing.T) {
 	// exist yet, so they wait for metadata (indefinitely: unknown-topic
 	// retries are off). The produce request carrying rows 0–1 cancels ctx
 	// as the broker receives it: those rows are in flight and land, the
-	// waiting rows are stopped. A long linger plus a warm-up publish (which
-	// loads the topic's metadata) make rows 0–1 one batch in one request.
+	// waiting rows are stopped. A warm-up publish loads the topic's
+	// metadata, so rows 0–1, handed over together before the flush, go out
+	// as one batch in one request.
 	c := newCluster(t, kfake.SeedTopics(1, "orders"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -418,7 +514,7 @@ func TestPublishStoppedByCallerIsNotAFailure(t *testing.T) {
 		return true
 	}})
 	p := newPublisher(t, c, func(cfg *Config) {
-		cfg.ExtraOpts = append(cfg.ExtraOpts, kgo.UnknownTopicRetries(-1), kgo.ProducerLinger(time.Minute))
+		cfg.ExtraOpts = append(cfg.ExtraOpts, kgo.UnknownTopicRetries(-1))
 	})
 	if n, err := p.Publish(ctx, []outbox.Message{message(t, 1, "orders", nil, []byte("warm-up"), nil, nil)}); n != 1 || err != nil {
 		t.Fatalf("warm-up Publish = %d, %v", n, err)
@@ -555,5 +651,141 @@ func TestInitIsBoundedByCtx(t *testing.T) {
 	defer cancel()
 	if err := p.Init(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Init = %v, want the ctx deadline", err)
+	}
+}
+
+// TestPublishConcurrentBatchesKeepEveryKeysOrderThroughRefusals publishes
+// each key's messages from one of several concurrent relays-to-be (one
+// Publisher, as buckets share it) while the broker refuses some partition
+// batches, and retries like the relay: the acknowledged prefix is done, the
+// rest is published again. A slow hand-over (a hook that sleeps while each
+// record is handed to the client, as a descheduled hand-over on a busy host
+// does) used to let another batch's Flush send a partial batch, whose
+// refusal the rest of the batch then overtook. Duplicates are allowed; the
+// first delivery of each message must come in the key's order.
+func TestPublishConcurrentBatchesKeepEveryKeysOrderThroughRefusals(t *testing.T) {
+	t.Parallel()
+	const (
+		publishers = 4
+		keysEach   = 3
+		perKey     = 8
+		batch      = 6
+	)
+	c := newCluster(t, kfake.SeedTopics(4, "orders"))
+	var requests atomic.Int64
+	refusals := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "orders", Partitions: []int32{0, 1, 2, 3},
+		Err: kerr.InvalidRecord, Count: -1, When: func(kmsg.Request) bool { return requests.Add(1)%3 == 0 }})
+	p := newPublisher(t, c, func(cfg *Config) {
+		cfg.ExtraOpts = append(cfg.ExtraOpts, kgo.WithHooks(slowHandOver(2*time.Millisecond)))
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	var wg sync.WaitGroup
+	errs := make(chan error, publishers)
+	for w := range publishers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Messages interleave the publisher's keys in commit order.
+			var queue []outbox.Message
+			for i := range perKey {
+				for k := range keysEach {
+					key := fmt.Sprintf("w%d-k%d", w, k)
+					queue = append(queue, message(t, int64(len(queue)+1), "orders", []byte(key), []byte(strconv.Itoa(i)), nil, nil))
+				}
+			}
+			for attempts := 0; len(queue) > 0; attempts++ {
+				if attempts > 200 {
+					errs <- fmt.Errorf("publisher %d: %d messages left after %d attempts", w, len(queue), attempts)
+					return
+				}
+				res := p.PublishDetailed(ctx, queue[:min(batch, len(queue))])
+				if res.Err != nil && !errors.Is(res.Err, kerr.InvalidRecord) {
+					errs <- fmt.Errorf("publisher %d: %w", w, res.Err)
+					return
+				}
+				queue = queue[res.Acked:]
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if refusals.Hits() == 0 {
+		t.Fatal("the broker refused nothing; the test proves nothing")
+	}
+	var total int64
+	for _, n := range endOffsets(t, c.ListenAddrs(), "orders", 4) {
+		total += n
+	}
+	seen := map[string]bool{}
+	next := map[string]int{}
+	for _, r := range consume(t, c.ListenAddrs(), "orders", int(total)) {
+		var id string
+		for _, h := range r.Headers {
+			if h.Key == idHeader {
+				id = string(h.Value)
+			}
+		}
+		if seen[id] {
+			continue // a duplicate; its first delivery was checked
+		}
+		seen[id] = true
+		i, _ := strconv.Atoi(string(r.Value))
+		if key := string(r.Key); i != next[key] {
+			t.Errorf("key %s: message %d delivered first where %d was due", key, i, next[key])
+		} else {
+			next[key]++
+		}
+	}
+	if len(seen) != publishers*keysEach*perKey {
+		t.Fatalf("%d distinct messages delivered, want %d", len(seen), publishers*keysEach*perKey)
+	}
+}
+
+// slowHandOver sleeps in every hand-over of a record to the client.
+type slowHandOver time.Duration
+
+func (d slowHandOver) OnProduceRecordBuffered(*kgo.Record) { time.Sleep(time.Duration(d)) }
+
+// TestPublishRefusalFailsTheBatchesInFlightBehindIt: a key's records of one
+// batch that span several partition batches, each its own produce request,
+// all fail with the first one refused, so nothing behind it is appended:
+// the client fails the batches it still holds, and a request already sent
+// (after a first acknowledgement the client pipelines them) fails the
+// broker's idempotent sequence check.
+func TestPublishRefusalFailsTheBatchesInFlightBehindIt(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, kfake.SeedTopics(1, "orders"))
+	value := bytes.Repeat([]byte("v"), 400)
+	one := recordSize(&kgo.Record{Key: []byte("k"), Value: value, Headers: []kgo.RecordHeader{{Key: idHeader, Value: []byte(outbox.NewMessageID().String())}}})
+	// Room for one record a partition batch, so each goes in its own request.
+	p := newPublisher(t, c, func(cfg *Config) {
+		cfg.ExtraOpts = append(cfg.ExtraOpts, kgo.ProducerBatchMaxBytes(int32(one+one/2)))
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// A first acknowledgement lets the client pipeline requests to the broker.
+	if n, err := p.Publish(ctx, []outbox.Message{message(t, 1, "orders", []byte("k"), value, nil, nil)}); n != 1 || err != nil {
+		t.Fatalf("warm-up Publish = %d, %v", n, err)
+	}
+	produces := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Observe: true, Count: -1})
+	fault := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.InvalidRecord})
+	var msgs []outbox.Message
+	for i := range 4 {
+		msgs = append(msgs, message(t, int64(i+2), "orders", []byte("k"), value, nil, nil))
+	}
+	res := p.PublishDetailed(ctx, msgs)
+	if res.Acked != 0 || !errors.Is(res.Err, kerr.InvalidRecord) {
+		t.Fatalf("acked %d, error %v; want 0 and %v", res.Acked, res.Err, kerr.InvalidRecord)
+	}
+	if fault.Hits() != 1 || produces.Hits() < 2 {
+		t.Fatalf("%d produce requests, %d refused; want several, the first refused", produces.Hits(), fault.Hits())
+	}
+	if got := endOffsets(t, c.ListenAddrs(), "orders", 1); got[0] != 1 {
+		t.Fatalf("the partition holds %d records, want only the warm-up: a record behind the refused one was appended", got[0])
 	}
 }

@@ -1,0 +1,200 @@
+package outboxkafka
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/spillway-dev/spillway/outbox"
+)
+
+// flusher sends the records of concurrent publishes on a client that sends
+// only while a Flush runs (kgo.ManualFlushing), and hands records to the
+// client only while no Flush runs.
+//
+// That is what keeps a refused record ahead of its key. When a broker
+// refuses a partition batch, the client fails every record of that
+// partition it holds, and a batch already in flight behind the refused one
+// fails the idempotent sequence check. A record handed over after that
+// refusal would start the partition afresh and be appended ahead of the
+// refused record's retry; the client would send it at once while a Flush
+// runs. Between Flushes the client sends nothing, so every hand-over is
+// complete before any of its records leaves, and a refusal fails them all.
+//
+// Flushes are shared: hand-overs that start while a Flush runs wait for it,
+// then hand over together, and the last of them to finish starts one Flush
+// for all (group commit). A publish hands over at most once per Flush, as
+// it waits for its records before handing over more, so a Flush waits for
+// at most one hand-over per concurrent publish.
+type flusher struct {
+	cl    *kgo.Client
+	clock outbox.Clock
+	// maxRecords and maxBytes are the client's buffer limits; maxBytes 0
+	// means none. With manual flushing the client refuses a record over
+	// them with kgo.ErrMaxBuffered instead of waiting for room.
+	maxRecords, maxBytes int64
+
+	// produceMu lets one hand-over at a time check the room left in the
+	// client and fill it: between Flushes only hand-overs add records, so
+	// the room counted stays free until the records are in.
+	produceMu sync.Mutex
+
+	mu sync.Mutex
+	// next collects the hand-overs of the coming Flush; nil before the
+	// first one joins.
+	next *flushRound
+	// running is the Flush under way, nil when none runs.
+	running *flushRound
+}
+
+// flushRound is one shared Flush and the hand-overs it sends.
+type flushRound struct {
+	handing int           // hand-overs joined and not yet finished
+	done    chan struct{} // closed when the Flush has returned
+}
+
+func newFlusher(cl *kgo.Client, clock outbox.Clock) *flusher {
+	maxRecords, _ := cl.OptValue(kgo.MaxBufferedRecords).(int64)
+	maxBytes, _ := cl.OptValue(kgo.MaxBufferedBytes).(int64)
+	return &flusher{cl: cl, clock: clock, maxRecords: maxRecords, maxBytes: maxBytes}
+}
+
+// send hands over the longest prefix of records the client has room for,
+// in order, and waits for each one's outcome in outcomes. It returns how
+// many it handed over; none when the client was full, after the Flush that
+// empties it. It returns ctx's error, having handed over nothing, when ctx
+// has ended or ends while it waits for a running Flush.
+//
+// The outcome of a record handed over is final: either the client stopped
+// it (ctx ended before it was sent), or Kafka answered, or the client gave
+// up after Config.ProduceTimeout.
+func (f *flusher) send(ctx context.Context, records []*kgo.Record, outcomes []outcome) (int, error) {
+	round, err := f.join(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var wg sync.WaitGroup
+	f.produceMu.Lock()
+	n := f.room(records)
+	for i, r := range records[:n] {
+		wg.Add(1)
+		o := &outcomes[i]
+		f.cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+			// Promises run one at a time on the client's goroutine; the
+			// WaitGroup orders these writes before the caller's reads.
+			o.err, o.at = err, f.clock.Now()
+			wg.Done()
+		})
+	}
+	f.produceMu.Unlock()
+	f.leave(round)
+	if n == 0 {
+		// Others filled the client: their Flush makes room.
+		select {
+		case <-round.done:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		return 0, nil
+	}
+	wg.Wait()
+	return n, nil
+}
+
+// room returns how many of records, from the first, fit in the client's
+// buffer now. A record larger than the whole byte limit is let through: the
+// client refuses it as too large without buffering it, which no wait could
+// change.
+func (f *flusher) room(records []*kgo.Record) int {
+	free := f.maxRecords - f.cl.BufferedProduceRecords()
+	var freeBytes int64
+	if f.maxBytes > 0 {
+		freeBytes = f.maxBytes - f.cl.BufferedProduceBytes()
+	}
+	n := 0
+	for _, r := range records {
+		size := userSize(r)
+		tooLarge := f.maxBytes > 0 && size > f.maxBytes
+		switch {
+		case tooLarge:
+		case free <= 0, f.maxBytes > 0 && size > freeBytes:
+			return n
+		default:
+			free--
+			freeBytes -= size
+		}
+		n++
+	}
+	return n
+}
+
+// userSize is the size the client counts against MaxBufferedBytes: keys,
+// values and header keys and values.
+func userSize(r *kgo.Record) int64 {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return int64(n)
+}
+
+// join admits a hand-over to the coming Flush, after the running one has
+// returned, unless ctx has ended.
+func (f *flusher) join(ctx context.Context) (*flushRound, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	for f.running != nil {
+		done := f.running.done
+		f.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		f.mu.Lock()
+	}
+	if f.next == nil {
+		f.next = &flushRound{done: make(chan struct{})}
+	}
+	round := f.next
+	round.handing++
+	f.mu.Unlock()
+	return round, nil
+}
+
+// leave ends a hand-over; the last one of its round starts the Flush. No
+// Flush runs while a hand-over of the round is under way, so the round is
+// still the one collecting.
+func (f *flusher) leave(round *flushRound) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	round.handing--
+	if round.handing > 0 {
+		return
+	}
+	f.next, f.running = nil, round
+	go f.flush(round)
+}
+
+// flush sends what the round handed over and waits until the client holds
+// no record. It does not stop early: records still being sent after an
+// early return could meet a new hand-over. Every record ends by itself:
+// its publish's ctx stops it while unsent, Config.ProduceTimeout bounds its
+// delivery, and Close fails it.
+func (f *flusher) flush(round *flushRound) {
+	_ = f.cl.Flush(context.Background())
+	f.mu.Lock()
+	f.running = nil
+	close(round.done)
+	f.mu.Unlock()
+}
+
+// outcome is one record's promise result.
+type outcome struct {
+	err error
+	at  time.Time
+}
