@@ -131,9 +131,9 @@ const (
 var AllOrderFaults = []OrderFault{FaultHandoverRefusal, FaultLateRound, FaultMixedSkew, FaultQuarantineReplay, FaultParkLost}
 
 // defaultOrderFaults are the order faults of NewConfig, and so of the CI
-// seeds. They expose the order bugs of issue 24 §1–§5 and stay off until
-// those fixes are in; AllOrderFaults turns them all on.
-var defaultOrderFaults []OrderFault
+// seeds: the whole menu, each of which broke a key's order before the
+// publisher, quarantine and lease fixes.
+var defaultOrderFaults = AllOrderFaults
 
 // has reports whether c injects the order fault f.
 func (c Config) has(f OrderFault) bool { return c.Faults && slices.Contains(c.OrderFaults, f) }
