@@ -152,8 +152,10 @@ func runGenerationSeal(ctx context.Context, args []string, stdout, stderr io.Wri
 		return err
 	}
 	if !*yes {
-		return usagef("sealing %s needs --yes: seal only once every writer is configured with both generations, or with %s alone and its generation check (writers in other languages cannot be refused; what they write to %s after the seal overtakes or is never relayed)",
+		// A dry run did what was asked: say what sealing means and how to apply it.
+		fmt.Fprintf(stdout, "dry run: nothing was sealed. Seal %s only once every writer is configured with both generations, or with %s alone and its generation check (writers in other languages cannot be refused; what they write to %s after the seal overtakes or is never relayed); add --yes to seal\n",
 			e.previous, e.previous, e.previous)
+		return nil
 	}
 	m, err := e.prev.SealGeneration(ctx, e.successor)
 	if err != nil {

@@ -54,8 +54,8 @@ func TestGenerationStatusSealFinish(t *testing.T) {
 	if code, out, _ = gen("status"); code != 0 || !strings.Contains(out, "OUTBOX/4: open (successor OUTBOX2/16)") || !strings.Contains(out, "give every writer both generations") {
 		t.Fatalf("status when open: exit %d:\n%s", code, out)
 	}
-	if code, _, errs = gen("seal"); code != 2 || !strings.Contains(errs, "needs --yes") {
-		t.Fatalf("seal without --yes: exit %d, %q; want 2", code, errs)
+	if code, out, errs := gen("seal"); code != 0 || !strings.Contains(out, "dry run: nothing was sealed") || !strings.Contains(out, "add --yes") {
+		t.Fatalf("seal without --yes: exit %d, %q %q; want 0 and a dry run saying how to apply it", code, out, errs)
 	}
 	if code, out, errs = gen("seal", "--yes"); code != 0 || !strings.Contains(out, "sealed OUTBOX/4") {
 		t.Fatalf("seal --yes: exit %d: %s %s", code, out, errs)
