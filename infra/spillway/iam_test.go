@@ -125,6 +125,20 @@ func (f *fixture) logWrites(fn goFunction) stmt {
 	return newStmt([]string{"logs:CreateLogStream", "logs:PutLogEvents"}, []any{f.resolved(fn.logs.LogGroupArn())}, nil)
 }
 
+// writerGrants are the writers' statements: writes on the table, queries
+// of the named partitions only, wake-ups of the relay.
+func writerGrants(table, relayArn any, partitions ...string) []stmt {
+	keys := make([]any, len(partitions))
+	for i, p := range partitions {
+		keys[i] = p
+	}
+	return []stmt{
+		newStmt([]string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"}, []any{table}, nil),
+		newStmt([]string{"dynamodb:Query"}, []any{table}, map[string]any{"ForAllValues:StringEquals": map[string]any{"dynamodb:LeadingKeys": keys}}),
+		newStmt([]string{"lambda:InvokeFunction"}, []any{relayArn}, nil),
+	}
+}
+
 func TestIAMIsExactlyWhatEachPrincipalCalls(t *testing.T) {
 	f := synth(t, nil)
 	o := f.outbox
@@ -137,15 +151,12 @@ func TestIAMIsExactlyWhatEachPrincipalCalls(t *testing.T) {
 	lookupRole := lookup.Node().FindChild(jsii.String("Role")).(awsiam.Role)
 	lookupLogs := lookup.Node().FindChild(jsii.String("Logs"))
 	scheduleRole := o.Node().FindChild(jsii.String("Schedule")).Node().FindChild(jsii.String("Role")).(awsiam.Role)
-	writers := []stmt{
-		newStmt([]string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"}, []any{table}, nil),
-		newStmt([]string{"lambda:InvokeFunction"}, []any{relayArn}, nil),
-	}
+	writers := writerGrants(table, relayArn, "OUTBOX#COORDINATION", "OUTBOX#GENERATION")
 	f.expectGrants(map[string][]stmt{
 		f.roleID(o.relay.role): {
 			f.logWrites(o.relay),
 			newStmt(xray, []any{"*"}, nil),
-			newStmt([]string{"dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}, []any{table}, nil),
+			newStmt([]string{"dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:ConditionCheckItem"}, []any{table}, nil),
 			newStmt([]string{"lambda:InvokeFunction"}, []any{relayArn}, nil),
 			newStmt([]string{"kafka-cluster:Connect", "kafka-cluster:WriteDataIdempotently"}, []any{testCluster}, nil),
 			newStmt([]string{"kafka-cluster:DescribeTopic", "kafka-cluster:WriteData"}, []any{topic("orders"), topic("payments")}, nil),
@@ -178,15 +189,12 @@ func TestIAMForSCRAMInAVPCWithTheStreamsTrigger(t *testing.T) {
 	table := f.resolved(o.table.TableArn())
 	relayArn := f.resolved(o.relay.fn.FunctionArn())
 	scheduleRole := o.Node().FindChild(jsii.String("Schedule")).Node().FindChild(jsii.String("Role")).(awsiam.Role)
-	writers := []stmt{
-		newStmt([]string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"}, []any{table}, nil),
-		newStmt([]string{"lambda:InvokeFunction"}, []any{relayArn}, nil),
-	}
+	writers := writerGrants(table, relayArn, "OUTBOX#COORDINATION", "OUTBOX#GENERATION")
 	f.expectGrants(map[string][]stmt{
 		f.roleID(o.relay.role): {
 			f.logWrites(o.relay),
 			newStmt(xray, []any{"*"}, nil),
-			newStmt([]string{"dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}, []any{table}, nil),
+			newStmt([]string{"dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:ConditionCheckItem"}, []any{table}, nil),
 			newStmt([]string{"lambda:InvokeFunction"}, []any{relayArn}, nil),
 			newStmt([]string{"secretsmanager:GetSecretValue"}, []any{secret}, nil),
 			newStmt([]string{"kms:Decrypt"}, []any{key}, map[string]any{"StringEquals": map[string]any{
@@ -229,4 +237,22 @@ func TestTopicARNFromLiteralClusterARN(t *testing.T) {
 	if want := "arn:aws-cn:kafka:cn-north-1:123456789012:topic/c1/uuid-1/t.1"; got != want {
 		t.Errorf("topicArn = %s, want %s", got, want)
 	}
+}
+
+// While the bucket count changes, writers may also query the previous
+// generation's coordination partition and marker, and nothing else.
+func TestIAMWritersQueryOnlyCoordinationAndMarkers(t *testing.T) {
+	f := synth(t, func(p *OutboxProps) {
+		p.KeyPrefix, p.BucketCount = "OUTBOX2", 32
+		p.PreviousKeyPrefix, p.PreviousBucketCount = "OUTBOX", 8
+	})
+	o := f.outbox
+	want := writerGrants(f.resolved(o.table.TableArn()), f.resolved(o.relay.fn.FunctionArn()),
+		"OUTBOX2#COORDINATION", "OUTBOX2#GENERATION", "OUTBOX#COORDINATION", "OUTBOX#GENERATION")
+	var w []string
+	for _, s := range want {
+		w = append(w, s.String())
+	}
+	slices.Sort(w)
+	assertJSON(t, "writers policy", f.grants()["managed:"+f.logicalID(o.writers.Node().DefaultChild().(awscdk.CfnElement))], w)
 }

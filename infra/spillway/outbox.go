@@ -21,12 +21,18 @@ var (
 	// RelayTableActions are what a relay does to the table: query buckets
 	// and the coordination partition, write heartbeats and leases, delete
 	// published messages.
-	RelayTableActions = []string{"dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
-	// WriterTableActions are what a writer does: reserve a sequence
-	// (UpdateItem), put the message (PutItem, alone or in a transaction)
-	// and read the coordination partition (Query) to skip the wake-ups a
-	// live relay covers.
-	WriterTableActions = []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"}
+	// ConditionCheckItem is a park behind a key's earlier parked message,
+	// a transaction item that only checks.
+	RelayTableActions = []string{"dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:ConditionCheckItem"}
+	// WriterTableActions are what a writer does to the table: reserve a
+	// sequence (UpdateItem), put the message (PutItem, alone or in a
+	// transaction) and, while the bucket count changes, check the
+	// generation marker in the same transaction (ConditionCheckItem).
+	WriterTableActions = []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"}
+	// WriterQueryAction is a writer's only read, allowed on the partitions
+	// WriterQueryPartitions names: the coordination partition (to skip the
+	// wake-ups a live relay covers) and the generation marker.
+	WriterQueryAction = "dynamodb:Query"
 	// StreamReadActions let Lambda's event source mapping read the stream.
 	StreamReadActions = []string{"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"}
 	// InvokeAction sends wake-ups to the relay.
@@ -220,10 +226,31 @@ func (o *outbox) grantRelay(streamArn *string) {
 }
 
 func (o *outbox) writerStatements() []awsiam.PolicyStatement {
+	query := awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Effect:    awsiam.Effect_ALLOW,
+		Actions:   jsii.Strings(WriterQueryAction),
+		Resources: &[]*string{o.table.TableArn()},
+		Conditions: &map[string]any{"ForAllValues:StringEquals": map[string]any{
+			"dynamodb:LeadingKeys": WriterQueryPartitions(o.props.KeyPrefix, o.props.PreviousKeyPrefix),
+		}},
+	})
 	return []awsiam.PolicyStatement{
 		statement(WriterTableActions, o.table.TableArn()),
+		query,
 		statement([]string{InvokeAction}, o.relay.fn.FunctionArn()),
 	}
+}
+
+// WriterQueryPartitions are the partition keys a writer may query: the
+// coordination partition and the generation marker of its key prefix and,
+// while the bucket count changes, of the previous one. A writer reads no
+// message, so a leaked writer role cannot read the outbox's payloads.
+func WriterQueryPartitions(prefix, previous string) []string {
+	keys := []string{prefix + "#COORDINATION", prefix + "#GENERATION"}
+	if previous != "" {
+		keys = append(keys, previous+"#COORDINATION", previous+"#GENERATION")
+	}
+	return keys
 }
 
 func (o *outbox) Table() awsdynamodb.ITable                    { return o.table }
