@@ -131,7 +131,7 @@ func (w *Writer) learn(se *GenerationSealedError) error {
 func (w *Writer) enqueueSwitching(ctx context.Context, msgs []outbox.Message) ([]outbox.Message, error) {
 	for {
 		t := w.target()
-		in, err := t.inGeneration(msgs)
+		in, err := w.inGeneration(t, msgs)
 		if err != nil {
 			return nil, err
 		}
@@ -167,7 +167,7 @@ func (w *Writer) enqueueSwitching(ctx context.Context, msgs []outbox.Message) ([
 // generation.
 func (w *Writer) transactSwitching(ctx context.Context, msgs []outbox.Message) ([]types.TransactWriteItem, []outbox.Message, error) {
 	t := w.target()
-	in, err := t.inGeneration(msgs)
+	in, err := w.inGeneration(t, msgs)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -178,16 +178,21 @@ func (w *Writer) transactSwitching(ctx context.Context, msgs []outbox.Message) (
 	return append(items, t.GenerationCheck()), out, nil
 }
 
-// inGeneration returns msgs with their buckets computed for w's bucket
-// count: a writer replacing a generation takes messages built for either.
-func (w *Writer) inGeneration(msgs []outbox.Message) ([]outbox.Message, error) {
+// inGeneration returns msgs with their buckets computed for t's bucket
+// count, t being w or its previous generation: a writer replacing a
+// generation takes messages built for either, and refuses any other count
+// (*BucketCountError).
+func (w *Writer) inGeneration(t *Writer, msgs []outbox.Message) ([]outbox.Message, error) {
 	out := make([]outbox.Message, len(msgs))
 	for i, m := range msgs {
-		b, err := outbox.ComputeBucket(m.Key, m.ID, w.opts.BucketCount, m.Partition)
+		if m.BucketCount != 0 && m.BucketCount != w.opts.BucketCount && m.BucketCount != w.prev.opts.BucketCount {
+			return nil, &BucketCountError{MessageID: m.ID, Topic: m.Topic, Built: m.BucketCount, Writer: w.opts.BucketCount}
+		}
+		b, err := outbox.ComputeBucket(m.Key, m.ID, t.opts.BucketCount, m.Partition)
 		if err != nil {
 			return nil, fmt.Errorf("outboxddb: enqueue message %s: %w", m.ID, err)
 		}
-		m.Bucket = b
+		m.Bucket, m.BucketCount = b, t.opts.BucketCount
 		out[i] = m
 	}
 	return out, nil

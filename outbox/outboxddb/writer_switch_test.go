@@ -233,3 +233,31 @@ func TestWriter_WithAPreviousGeneration_AndItsOwnCheck(t *testing.T) {
 	})
 	wantRequests(t, c, map[string]int{"UpdateItem": 1, "TransactWriteItems": 1})
 }
+
+// A writer replacing a generation takes messages built for either of its
+// counts, bucketed for the generation it writes, and refuses a third.
+func TestWriter_WithAPreviousGeneration_TakesMessagesBuiltForEitherCount(t *testing.T) {
+	e := newEnv(t)
+	w := e.writer(t, replacing)
+	for _, count := range []int{successor.BucketCount, outbox.DefaultBucketCount} {
+		m, err := outbox.NewMessage("t", []byte("k"), []byte("v"), outbox.MessageOptions{BucketCount: count})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := w.Enqueue(t.Context(), m)
+		if err != nil {
+			t.Fatalf("built for %d: %v", count, err)
+		}
+		if got.BucketCount != outbox.DefaultBucketCount || got.Bucket != bucketOf(t, m, outbox.DefaultBucketCount) {
+			t.Fatalf("built for %d: stored for %d buckets in bucket %d; want the old generation's", count, got.BucketCount, got.Bucket)
+		}
+	}
+	m, err := outbox.NewMessage("t", []byte("k"), []byte("v"), outbox.MessageOptions{BucketCount: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bce *BucketCountError
+	if _, err := w.Enqueue(t.Context(), m); !errors.As(err, &bce) {
+		t.Fatalf("built for 16: %v; want a *BucketCountError", err)
+	}
+}
