@@ -53,39 +53,45 @@ func (f scheduledFault) String() string {
 // faultQuietBefore keeps the end of a churn phase free of new faults.
 const faultQuietBefore = 20 * time.Second
 
+// faultWeight is a fault kind and its weight in the draw.
+type faultWeight struct {
+	kind string
+	w    int
+}
+
+// faultWeights are the kinds cfg draws from: the base menu, and the order
+// faults it turns on.
+func faultWeights(cfg Config) []faultWeight {
+	weights := []faultWeight{
+		{causeThrottle, 20}, {causeUnprocessed, 12}, {causeLostResponse, 10},
+		{causeKafkaRetriable, 12}, {causeKafkaFatal, 8}, {causeBrokerRestart, 5},
+		{causeLeaderChange, 5}, {causeClockStep, 6},
+	}
+	for _, f := range []struct {
+		on bool
+		faultWeight
+	}{
+		{cfg.has(FaultHandoverRefusal), faultWeight{causeHandoverRefusal, 10}},
+		{cfg.has(FaultLateRound), faultWeight{causeLateRound, 10}},
+		{cfg.has(FaultMixedSkew), faultWeight{causeMixedSkew, 6}},
+		{cfg.has(FaultQuarantineReplay), faultWeight{causePoison, 8}},
+		{cfg.has(FaultQuarantineReplay), faultWeight{causeReplay, 8}},
+		{cfg.has(FaultParkLost), faultWeight{causeParkLost, 8}},
+	} {
+		if f.on {
+			weights = append(weights, f.faultWeight)
+		}
+	}
+	return weights
+}
+
 // genFaults draws the fault schedule of the churn phases.
 func genFaults(cfg Config, phases []phase) []scheduledFault {
 	if !cfg.Faults {
 		return nil
 	}
 	r := newRand(cfg.Seed, "faults")
-	weights := []struct {
-		kind string
-		w    int
-	}{
-		{causeThrottle, 20}, {causeUnprocessed, 12}, {causeLostResponse, 10},
-		{causeKafkaRetriable, 12}, {causeKafkaFatal, 8}, {causeBrokerRestart, 5},
-		{causeLeaderChange, 5}, {causeClockStep, 6},
-	}
-	for _, f := range []struct {
-		on   bool
-		kind string
-		w    int
-	}{
-		{cfg.has(FaultHandoverRefusal), causeHandoverRefusal, 10},
-		{cfg.has(FaultLateRound), causeLateRound, 10},
-		{cfg.has(FaultMixedSkew), causeMixedSkew, 6},
-		{cfg.has(FaultQuarantineReplay), causePoison, 8},
-		{cfg.has(FaultQuarantineReplay), causeReplay, 8},
-		{cfg.has(FaultParkLost), causeParkLost, 8},
-	} {
-		if f.on {
-			weights = append(weights, struct {
-				kind string
-				w    int
-			}{f.kind, f.w})
-		}
-	}
+	weights := faultWeights(cfg)
 	total := 0
 	for _, w := range weights {
 		total += w.w
@@ -111,44 +117,49 @@ func genFaults(cfg Config, phases []phase) []scheduledFault {
 				}
 				x -= w.w
 			}
-			f := scheduledFault{at: t, kind: kind, pick: r.IntN(1 << 20)}
-			switch kind {
-			case causeThrottle:
-				f.op = []string{"Query", "PutItem", "UpdateItem", "BatchWriteItem", "TransactWriteItems"}[r.IntN(5)]
-				f.n = 1 + r.IntN(5) // from 3 on, beyond the client's attempts
-			case causeUnprocessed:
-				f.n = 1 + r.IntN(25)
-			case causeLostResponse:
-				f.op = []string{"PutItem", "UpdateItem", "BatchWriteItem", "TransactWriteItems"}[r.IntN(4)]
-			case causeKafkaRetriable:
-				f.n = 1 + r.IntN(3)
-				f.kafka = []*kerr.Error{kerr.NotLeaderForPartition, kerr.RequestTimedOut, kerr.NotEnoughReplicas}[r.IntN(3)]
-			case causeKafkaFatal:
-				f.n = 1
-				f.kafka = []*kerr.Error{kerr.InvalidRecord, kerr.TopicAuthorizationFailed}[r.IntN(2)]
-			case causeBrokerRestart:
-				f.dur = min(uniform(r, 500*time.Millisecond, 15*time.Second), max(ph.end-t-faultQuietBefore/2, time.Second))
-			case causeClockStep:
-				f.dur = uniform(r, cfg.RenewInterval, 2*cfg.RenewInterval)
-			case causeLateRound:
-				// Past the renew interval, once or twice in a row: two
-				// such calls let a lease left with L − 2I lapse.
-				f.n = 1 + r.IntN(2)
-				f.dur = uniform(r, cfg.RenewInterval+cfg.RenewInterval/5, 2*cfg.RenewInterval)
-			case causeMixedSkew:
-				f.dur = min(uniform(r, 30*time.Second, 90*time.Second), max(ph.end-t-faultQuietBefore/2, time.Second))
-			case causePoison, causeParkLost:
-				// The batch's refusal and the head row's retry alone: the
-				// head row is parked as an invalid record. The partition
-				// refuses for a while at most, whoever produces to it.
-				f.n = 2
-				f.op = simTopics[r.IntN(len(simTopics))]
-				f.dur = min(poisonFor, max(ph.end-t-faultQuietBefore/2, time.Second))
-			}
-			out = append(out, f)
+			out = append(out, drawFault(cfg, r, ph, t, kind))
 		}
 	}
 	return out
+}
+
+// drawFault draws the parameters of a fault of kind at t in phase ph.
+func drawFault(cfg Config, r *rand.Rand, ph phase, t time.Duration, kind string) scheduledFault {
+	f := scheduledFault{at: t, kind: kind, pick: r.IntN(1 << 20)}
+	switch kind {
+	case causeThrottle:
+		f.op = []string{"Query", "PutItem", "UpdateItem", "BatchWriteItem", "TransactWriteItems"}[r.IntN(5)]
+		f.n = 1 + r.IntN(5) // from 3 on, beyond the client's attempts
+	case causeUnprocessed:
+		f.n = 1 + r.IntN(25)
+	case causeLostResponse:
+		f.op = []string{"PutItem", "UpdateItem", "BatchWriteItem", "TransactWriteItems"}[r.IntN(4)]
+	case causeKafkaRetriable:
+		f.n = 1 + r.IntN(3)
+		f.kafka = []*kerr.Error{kerr.NotLeaderForPartition, kerr.RequestTimedOut, kerr.NotEnoughReplicas}[r.IntN(3)]
+	case causeKafkaFatal:
+		f.n = 1
+		f.kafka = []*kerr.Error{kerr.InvalidRecord, kerr.TopicAuthorizationFailed}[r.IntN(2)]
+	case causeBrokerRestart:
+		f.dur = min(uniform(r, 500*time.Millisecond, 15*time.Second), max(ph.end-t-faultQuietBefore/2, time.Second))
+	case causeClockStep:
+		f.dur = uniform(r, cfg.RenewInterval, 2*cfg.RenewInterval)
+	case causeLateRound:
+		// Past the renew interval, once or twice in a row: two such
+		// calls let a lease left with L − 2I lapse.
+		f.n = 1 + r.IntN(2)
+		f.dur = uniform(r, cfg.RenewInterval+cfg.RenewInterval/5, 2*cfg.RenewInterval)
+	case causeMixedSkew:
+		f.dur = min(uniform(r, 30*time.Second, 90*time.Second), max(ph.end-t-faultQuietBefore/2, time.Second))
+	case causePoison, causeParkLost:
+		// The batch's refusal and the head row's retry alone: the head
+		// row is parked as an invalid record. The partition refuses for a
+		// while at most, whoever produces to it.
+		f.n = 2
+		f.op = simTopics[r.IntN(len(simTopics))]
+		f.dur = min(poisonFor, max(ph.end-t-faultQuietBefore/2, time.Second))
+	}
+	return f
 }
 
 // poisonFor bounds how long a poison fault's partition refuses: the

@@ -170,38 +170,7 @@ func (s *sim) newEnv(function string) (*env, error) {
 		return nil, err
 	}
 	e.kafka = kp
-	fn := outboxlambda.Config{
-		BucketCount:        s.cfg.BucketCount,
-		BatchSize:          []int{5, 20, 50, 100}[r.IntN(4)],
-		LeaseDuration:      s.cfg.LeaseDuration,
-		LeaseRenewInterval: s.cfg.RenewInterval,
-		PollInterval:       pollInterval,
-		IdleTimeout:        idleTimeout,
-		StopMargin:         stopMargin,
-		Mode:               outbox.ModeDrain,
-		MaxHops:            maxHops,
-	}
-	if function == fnHold {
-		fn.Mode = outbox.ModeHold
-	}
-	if s.cfg.quarantine() {
-		fn.PoisonPolicy = outbox.PoisonQuarantine
-	}
-	var relayStore outbox.Store = e.store
-	if s.cfg.quarantine() {
-		relayStore = quarantineStore{relayStore: e.store, Quarantine: store}
-	}
-	e.handler, err = outboxlambda.NewRelayHandler(outboxlambda.RelayHandlerConfig{
-		Config:    fn,
-		RelayID:   e.id,
-		Store:     relayStore,
-		Publisher: &relayPublisher{env: e, inner: kp},
-		Clock:     e.clock,
-		Notifier:  notifier{sim: s},
-		Observer:  s.obs,
-		Logger:    slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
+	if e.handler, err = s.newHandler(e, store, r.IntN(4)); err != nil {
 		kp.Close()
 		return nil, err
 	}
@@ -216,6 +185,40 @@ func (s *sim) newEnv(function string) (*env, error) {
 	s.trace.add("env-start", e.id, -1, "function=%s skew=%v large=%v plain=%v", function, skew, large, plain)
 	s.register(e)
 	return e, nil
+}
+
+// newHandler is e's relay handler on store (the quarantine side) and e's
+// wrapped store and publisher; batch picks its batch size.
+func (s *sim) newHandler(e *env, store *outboxddb.Store, batch int) (*outboxlambda.RelayHandler, error) {
+	fn := outboxlambda.Config{
+		BucketCount:        s.cfg.BucketCount,
+		BatchSize:          []int{5, 20, 50, 100}[batch],
+		LeaseDuration:      s.cfg.LeaseDuration,
+		LeaseRenewInterval: s.cfg.RenewInterval,
+		PollInterval:       pollInterval,
+		IdleTimeout:        idleTimeout,
+		StopMargin:         stopMargin,
+		Mode:               outbox.ModeDrain,
+		MaxHops:            maxHops,
+	}
+	if e.function == fnHold {
+		fn.Mode = outbox.ModeHold
+	}
+	var relayStore outbox.Store = e.store
+	if s.cfg.quarantine() {
+		fn.PoisonPolicy = outbox.PoisonQuarantine
+		relayStore = quarantineStore{relayStore: e.store, Quarantine: store}
+	}
+	return outboxlambda.NewRelayHandler(outboxlambda.RelayHandlerConfig{
+		Config:    fn,
+		RelayID:   e.id,
+		Store:     relayStore,
+		Publisher: &relayPublisher{env: e, inner: e.kafka},
+		Clock:     e.clock,
+		Notifier:  notifier{sim: s},
+		Observer:  s.obs,
+		Logger:    slog.New(slog.DiscardHandler),
+	})
 }
 
 // register adds e to the pool of its function.

@@ -282,17 +282,8 @@ func (s *sim) setup() error {
 	if s.wl, err = genWorkload(cfg, simPartitions); err != nil {
 		return err
 	}
-	// Orders that the rejected transactions collide with.
-	for _, op := range s.wl.ops {
-		if op.kind != opTxnRejected {
-			continue
-		}
-		if _, err := s.raw.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.orders), Item: map[string]types.AttributeValue{
-			outboxddb.DefaultPartitionKey: &types.AttributeValueMemberS{Value: "ORDER#" + op.order},
-			outboxddb.DefaultSortKey:      &types.AttributeValueMemberS{Value: "ORDER"},
-		}}); err != nil {
-			return fmt.Errorf("fleetsim: place order %s: %w", op.order, err)
-		}
+	if err := s.placeOrders(ctx); err != nil {
+		return err
 	}
 	s.phases = genPhases(cfg)
 	s.faults = genFaults(cfg, s.phases)
@@ -322,6 +313,23 @@ func (s *sim) setup() error {
 	s.prevNow = s.clock.Now()
 	s.logf("seed %d: %d messages in %d operations over %v; %d scheduled faults; phases %s",
 		cfg.Seed, len(s.wl.msgs), len(s.wl.ops), cfg.WriteDuration, len(s.faults), renderPhases(s.phases))
+	return nil
+}
+
+// placeOrders puts the orders that the workload's rejected transactions
+// collide with.
+func (s *sim) placeOrders(ctx context.Context) error {
+	for _, op := range s.wl.ops {
+		if op.kind != opTxnRejected {
+			continue
+		}
+		if _, err := s.raw.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.orders), Item: map[string]types.AttributeValue{
+			outboxddb.DefaultPartitionKey: &types.AttributeValueMemberS{Value: "ORDER#" + op.order},
+			outboxddb.DefaultSortKey:      &types.AttributeValueMemberS{Value: "ORDER"},
+		}}); err != nil {
+			return fmt.Errorf("fleetsim: place order %s: %w", op.order, err)
+		}
+	}
 	return nil
 }
 
