@@ -16,6 +16,11 @@ import (
 type Counts struct {
 	// Requests is the number of attempts per operation name ("PutItem").
 	Requests map[string]int
+	// Failed counts, per operation name, the attempts in Requests that
+	// failed without being charged (a transport error, a server or
+	// validation error), which the SDK may retry: Requests less Failed is
+	// the attempts the endpoint carried out.
+	Failed map[string]int
 	// Refused counts refused conditional writes: each
 	// ConditionalCheckFailedException, and each ConditionalCheckFailed
 	// reason of a TransactionCanceledException.
@@ -60,6 +65,12 @@ func (c Counts) Since(prev Counts) Counts {
 			delete(out.OpReadUnits, op)
 		}
 	}
+	for op, n := range prev.Failed {
+		out.Failed[op] -= n
+		if out.Failed[op] == 0 {
+			delete(out.Failed, op)
+		}
+	}
 	for op, u := range prev.OpWriteUnits {
 		out.OpWriteUnits[op] -= u
 		if out.OpWriteUnits[op] == 0 {
@@ -78,10 +89,14 @@ func (c Counts) Since(prev Counts) Counts {
 func (c Counts) clone() Counts {
 	out := c
 	out.Requests = maps.Clone(c.Requests)
+	out.Failed = maps.Clone(c.Failed)
 	out.OpReadUnits = maps.Clone(c.OpReadUnits)
 	out.OpWriteUnits = maps.Clone(c.OpWriteUnits)
 	if out.Requests == nil {
 		out.Requests = map[string]int{}
+	}
+	if out.Failed == nil {
+		out.Failed = map[string]int{}
 	}
 	if out.OpReadUnits == nil {
 		out.OpReadUnits = map[string]float64{}
@@ -169,6 +184,7 @@ func (c *Counter) record(op string, input, output any, err error) {
 	}
 	if err != nil && !refused {
 		// Validation errors, server errors and the like are not charged.
+		c.counts.Failed[op]++
 		return
 	}
 	var read, write float64

@@ -156,3 +156,28 @@ func TestCapacityUnitsForKnownItemSizes(t *testing.T) {
 		t.Fatalf("after Reset: %+v", got)
 	}
 }
+
+// An attempt the endpoint refuses without doing anything counts as a
+// request and as failed, and is not charged; a refused conditional write
+// is charged and is not failed.
+func TestCountsFailedAttempts(t *testing.T) {
+	t.Parallel()
+	d := newDynamoDB(t, WithoutEnvironment())
+	table := createTable(t, d)
+	before := d.Counter.Snapshot()
+	if _, err := query(t.Context(), d.Client, table+"-missing", "P", true); err == nil {
+		t.Fatal("a query of a missing table succeeded")
+	}
+	put(t, d.Client, table, key("P", "a"))
+	if _, err := d.Client.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: key("P", "a"),
+		ConditionExpression: aws.String("attribute_not_exists(PK)")}); err == nil {
+		t.Fatal("the conditional put was applied")
+	}
+	got := d.Counter.Snapshot().Since(before)
+	if got.Requests["Query"] != 1 || got.Failed["Query"] != 1 || got.ReadUnits != 0 {
+		t.Errorf("missing table: %d queries, %d failed, %v read units; want 1, 1 and 0", got.Requests["Query"], got.Failed["Query"], got.ReadUnits)
+	}
+	if got.Requests["PutItem"] != 2 || got.Failed["PutItem"] != 0 || got.Refused != 1 {
+		t.Errorf("puts: %d sent, %d failed, %d refused; want 2, 0 and 1", got.Requests["PutItem"], got.Failed["PutItem"], got.Refused)
+	}
+}
