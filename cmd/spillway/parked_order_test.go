@@ -8,7 +8,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/spillway-dev/spillway/outbox"
-	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
@@ -21,13 +20,7 @@ import (
 // reads them, follow commit order: the replayed messages go out before the
 // key's messages committed after them.
 func TestParkedReplayKeepsEachKeysOrder(t *testing.T) {
-	ddb, table, flags := cliTable(t)
-	kafka := outboxtest.NewKafka(t, "orders")
-	t.Setenv(outboxconf.EnvPoisonPolicy, "quarantine")
-	w, err := outboxddb.NewWriter(ddb.Client, outboxddb.Options{TableName: table})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, flags, kafka, w := quarantinedCLI(t)
 	orders, late := kafka.Topic("orders"), kafka.Topic("late")
 	commit := map[string][]string{} // key → message ids in commit order
 	enqueue := func(from, to int) {
@@ -134,14 +127,8 @@ func TestParkedReplayOfMoreThanATransactionHolds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("moves 4 MB through the embedded backends")
 	}
-	ddb, table, flags := cliTable(t)
-	kafka := outboxtest.NewKafka(t, "orders")
-	t.Setenv(outboxconf.EnvPoisonPolicy, "quarantine")
+	ddb, table, flags, kafka, w := quarantinedCLI(t)
 	opts := outboxddb.Options{TableName: table}
-	w, err := outboxddb.NewWriter(ddb.Client, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
 	s, err := outboxddb.NewStore(ddb.Client, opts)
 	if err != nil {
 		t.Fatal(err)

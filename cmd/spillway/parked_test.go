@@ -8,6 +8,7 @@ import (
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
@@ -15,13 +16,7 @@ import (
 // SPILLWAY_POISON_POLICY=quarantine, then lists, replays (to a repaired
 // topic) and drops through the CLI.
 func TestParkedListReplayDrop(t *testing.T) {
-	ddb, table, flags := cliTable(t)
-	kafka := outboxtest.NewKafka(t, "orders")
-	t.Setenv(outboxconf.EnvPoisonPolicy, "quarantine")
-	w, err := outboxddb.NewWriter(ddb.Client, outboxddb.Options{TableName: table})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, flags, kafka, w := quarantinedCLI(t)
 	orders := kafka.Topic("orders")
 	var ids []string
 	for i, topic := range []string{orders, "no-such-topic", orders, orders} {
@@ -134,4 +129,19 @@ func TestParkedListReplayDrop(t *testing.T) {
 	if code, out, _ := cli(t, append([]string{"parked", "list"}, flags...)...); code != 0 || !strings.Contains(out, "0 parked") {
 		t.Fatalf("parked list after replay and drop: exit %d:\n%s", code, out)
 	}
+}
+
+// quarantinedCLI is the parked commands' set-up: a table for the CLI, a
+// Kafka cluster with the topic "orders", the quarantine policy in the
+// environment, and a writer on the table.
+func quarantinedCLI(t *testing.T) (*outboxlocal.DynamoDB, string, []string, *outboxlocal.Kafka, *outboxddb.Writer) {
+	t.Helper()
+	ddb, table, flags := cliTable(t)
+	kafka := outboxtest.NewKafka(t, "orders")
+	t.Setenv(outboxconf.EnvPoisonPolicy, "quarantine")
+	w, err := outboxddb.NewWriter(ddb.Client, outboxddb.Options{TableName: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ddb, table, flags, kafka, w
 }
