@@ -50,6 +50,7 @@ type dynamoConfig struct {
 	noThrottleRetr bool
 	clock          outbox.Clock
 	reportCapacity bool
+	inMemory       bool
 	clientOptions  []func(*dynamodb.Options)
 }
 
@@ -59,6 +60,17 @@ type dynamoConfig struct {
 func WithEndpoint(url string) DynamoOption {
 	return func(c *dynamoConfig) { c.endpoint = url }
 }
+
+// InMemory serves the embedded server in the caller's goroutine instead of
+// on a loopback socket (the endpoint is then only a name), and ignores
+// SPILLWAY_DYNAMODB_ENDPOINT: the form a testing/synctest bubble needs.
+// Clients must be built with NewClient, which carries the transport.
+func InMemory() DynamoOption {
+	return func(c *dynamoConfig) { c.inMemory, c.ignoreEnv = true, true }
+}
+
+// inMemoryEndpoint is the endpoint the in-memory server's clients name.
+const inMemoryEndpoint = "http://dynamodb.in-memory"
 
 // WithoutEnvironment ignores SPILLWAY_DYNAMODB_ENDPOINT: the embedded
 // server is used unless WithEndpoint says otherwise.
@@ -154,6 +166,9 @@ func StartDynamoDB(ctx context.Context, opts ...DynamoOption) (*DynamoDB, error)
 			return nil, fmt.Errorf("outboxlocal: configure DynamoDB endpoint %s: %w", cfg.endpoint, err)
 		}
 		awsCfg = ext
+	} else if cfg.inMemory {
+		d.Endpoint = inMemoryEndpoint
+		awsCfg.HTTPClient = &http.Client{Transport: inMemoryTransport{handler: newEmbeddedServer(cfg.clock)}}
 	} else {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -163,7 +178,9 @@ func StartDynamoDB(ctx context.Context, opts ...DynamoOption) (*DynamoDB, error)
 		go func() { _ = d.server.Serve(ln) }()
 		d.Endpoint = "http://" + ln.Addr().String()
 	}
-	awsCfg.HTTPClient = &http.Client{Transport: d.transport}
+	if awsCfg.HTTPClient == nil {
+		awsCfg.HTTPClient = &http.Client{Transport: d.transport}
+	}
 	awsCfg.Retryer = func() aws.Retryer { return newRetryer(cfg.maxAttempts, backoff, !cfg.noThrottleRetr) }
 	awsCfg.APIOptions = append(awsCfg.APIOptions, d.APIOptions()...)
 	d.awsConfig = awsCfg

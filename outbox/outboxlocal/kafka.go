@@ -39,6 +39,12 @@ type KafkaConfig struct {
 	Endpoint string
 	// IgnoreEnvironment ignores SPILLWAY_KAFKA_BROKERS.
 	IgnoreEnvironment bool
+	// InMemory connects the embedded cluster and its clients over an
+	// in-memory network (kfake.VirtualNetwork) instead of loopback sockets,
+	// the form a testing/synctest bubble needs; it implies
+	// IgnoreEnvironment. Clients must start from ClientOpts, which carries
+	// the dialer.
+	InMemory bool
 }
 
 // Kafka is a Kafka cluster for tests and the local mode: an in-process
@@ -55,6 +61,7 @@ type Kafka struct {
 
 	partitions int32
 	suffix     string
+	network    *kfake.VirtualNetwork // nil on loopback
 	admin      *kgo.Client
 
 	created created // topics to delete at Close (external only)
@@ -79,7 +86,7 @@ func StartKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
 		k.partitions = DefaultPartitions
 	}
 	endpoint := cfg.Endpoint
-	if endpoint == "" && !cfg.IgnoreEnvironment {
+	if endpoint == "" && !cfg.IgnoreEnvironment && !cfg.InMemory {
 		endpoint = os.Getenv(outboxconf.EnvKafkaBrokers)
 	}
 	if endpoint != "" {
@@ -92,7 +99,17 @@ func StartKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
 			}
 		}
 	} else {
-		cluster, err := kfake.NewCluster(kfake.NumBrokers(max(1, cfg.Brokers)))
+		opts := []kfake.Opt{kfake.NumBrokers(max(1, cfg.Brokers))}
+		if cfg.InMemory {
+			k.network = new(kfake.VirtualNetwork)
+			// Every broker needs a port of its own on the virtual network.
+			ports := make([]int, max(1, cfg.Brokers))
+			for i := range ports {
+				ports[i] = 9092 + i
+			}
+			opts = append(opts, kfake.ListenFn(k.network.Listen), kfake.Ports(ports...))
+		}
+		cluster, err := kfake.NewCluster(opts...)
 		if err != nil {
 			return nil, fmt.Errorf("outboxlocal: start embedded Kafka: %w", err)
 		}
@@ -122,7 +139,11 @@ func (k *Kafka) Topic(topic string) string { return topic + k.suffix }
 // ClientOpts returns the seed brokers and TestClientOpts, the base of every
 // client of this cluster.
 func (k *Kafka) ClientOpts() []kgo.Opt {
-	return append([]kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, TestClientOpts()...)
+	opts := append([]kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, TestClientOpts()...)
+	if k.network != nil {
+		opts = append(opts, kgo.Dialer(k.network.DialContext))
+	}
+	return opts
 }
 
 // CreateTopic creates topic (its full name, see Topic) with the given
