@@ -20,15 +20,13 @@ help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: test
-test: vet ## go vet, then every test with -race (library, functions, CLI and its operator build, the CDK stack).
+test: vet ## go vet, then every test with -race (library, functions, CLI, the lab's simulations, the CDK stack).
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
-	$(GO) test -race -count=1 -tags $(OPS_TAGS) ./cmd/spillway
 	@if [ -d infra ]; then $(MAKE) test-infra; fi
 
 .PHONY: vet
-vet: ## go vet over both modules (and the CLI's operator build).
+vet: ## go vet over both modules.
 	$(GO) vet $(PKGS)
-	$(GO) vet -tags $(OPS_TAGS) ./cmd/spillway
 	@if [ -d infra ]; then cd infra && $(GO) vet ./...; fi
 
 .PHONY: test-infra
@@ -85,13 +83,9 @@ $(BIN)/aws-lambda-rie:
 invoke: $(BIN)/aws-lambda-rie ## Run a function locally under the emulator: EVENT=files (comma-separated), FN=relay|enqueue|consumer (default: from each file name).
 	$(GO) run ./scripts/invoke -fn "$(FN)" -event "$(EVENT)" -rie $(BIN)/aws-lambda-rie
 
-# The operator CLI without run and bench, the embedded backends, the Lambda
-# emulator and the simulations: what to install where it talks to AWS.
-OPS_TAGS := spillway.ops
-
 .PHONY: cli
-cli: ## Build the operator CLI for this machine into bin/spillway (-tags spillway.ops: no run, bench or embedded backends). GOOS/GOARCH=... to cross-build.
-	CGO_ENABLED=0 $(GO) build -tags $(OPS_TAGS) -trimpath -ldflags='-s -w -X main.version=$(VERSION)' -o $(BIN)/spillway ./cmd/spillway
+cli: ## Build the CLI for this machine into bin/spillway, with its version. GOOS/GOARCH=... to cross-build.
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w -X main.version=$(VERSION)' -o $(BIN)/spillway ./cmd/spillway
 
 .PHONY: run
 run: ## Run the whole system on the embedded default (in-process DynamoDB and Kafka): demo workload, summary. ARGS=... for flags.

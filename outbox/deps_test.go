@@ -43,19 +43,18 @@ func TestDependenciesAreStandardLibraryOnly(t *testing.T) {
 	}
 }
 
-// TestBinaryDependencies keeps the binaries lean: the operator CLI links
-// the embedded backends for its local commands (run, bench) but never the
-// testing package; its operator build (-tags spillway.ops) links neither
-// the embedded backends nor the Lambda emulator and the simulations; the
-// Lambda functions link neither test code nor the embedded servers; a
+// TestBinaryDependencies keeps the binaries lean: the CLI links the
+// embedded backends for its local commands (run, bench) but never the
+// testing package nor the lab's simulated studies, which run only inside
+// testing/synctest bubbles; the Lambda functions link neither test code nor the embedded servers; a
 // service's writer with wake-ups (outboxwake) links neither Kafka nor a
 // tracing SDK.
 func TestBinaryDependencies(t *testing.T) {
 	t.Parallel()
 	const module = "github.com/spillway-dev/spillway"
 	embedded := []string{"testing", module + "/outbox/outboxlocal", module + "/outbox/outboxtest", "github.com/truora/minidyn/server", "github.com/twmb/franz-go/pkg/kfake"}
-	local := append([]string{module + "/internal/lambdasim", module + "/internal/bench", module + "/internal/steady",
-		module + "/internal/scale", module + "/internal/economy", module + "/outbox/outboxobs/otel/otlpreceiver"}, embedded...)
+	studies := []string{"testing", module + "/outbox/outboxtest", module + "/internal/steady", module + "/internal/scale",
+		module + "/internal/economy", module + "/internal/fleetsim"}
 	for _, c := range []struct {
 		dir, tags string
 		forbidden []string
@@ -63,8 +62,7 @@ func TestBinaryDependencies(t *testing.T) {
 		// empty or wrong listing cannot pass.
 		control string
 	}{
-		{"../cmd/spillway", "", []string{"testing", module + "/outbox/outboxtest"}, module + "/outbox/outboxlocal"},
-		{"../cmd/spillway", "spillway.ops", local, module + "/internal/relayproc"},
+		{"../cmd/spillway", "", studies, module + "/outbox/outboxlocal"},
 		{"../functions/relay", "", embedded, module + "/outbox/outboxlambda"},
 		{"../functions/enqueue", "", embedded, module + "/outbox/outboxlambda"},
 		{"../functions/consumer", "", embedded, module + "/outbox/outboxinbox"},

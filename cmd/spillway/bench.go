@@ -1,5 +1,3 @@
-//go:build !spillway.ops
-
 package main
 
 import (
@@ -14,13 +12,6 @@ import (
 	"github.com/spillway-dev/spillway/internal/bench"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 )
-
-// init adds the scenarios built on the simulations after the library's own.
-func init() {
-	for _, s := range simScenarios {
-		bench.Register(s)
-	}
-}
 
 // benchReport is the --json output.
 type benchReport struct {
@@ -49,7 +40,6 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	messages := fs.Int("messages", 0, "messages per throughput case and samples per latency series (default: the scenario's: 5000 and 60)")
 	asJSON := fs.Bool("json", false, "print the results as JSON instead of tables")
 	profileDir := fs.String("profile-dir", "", "write the labelled CPU profile of every throughput case to this directory (go tool pprof --tagfocus component=spillway)")
-	plotFile := fs.String("plot", "", "write the economy scenario's picture (USD per month against messages per second, log-log) to this SVG file")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -61,7 +51,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	env := bench.Env{DynamoDBEndpoint: *endpoint, Messages: *messages, ProfileDir: *profileDir, PlotFile: *plotFile}
+	env := bench.Env{DynamoDBEndpoint: *endpoint, Messages: *messages, ProfileDir: *profileDir}
 	for _, b := range strings.Split(*brokers, ",") {
 		if b = strings.TrimSpace(b); b != "" {
 			env.Brokers = append(env.Brokers, b)

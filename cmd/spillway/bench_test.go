@@ -1,5 +1,3 @@
-//go:build !spillway.ops
-
 package main
 
 import (
@@ -42,13 +40,13 @@ func runBenchCLI(t *testing.T, args ...string) (int, string, string) {
 
 func TestBench_FlagsReachTheScenarioAndTablesArePrinted(t *testing.T) {
 	code, out, errs := runBenchCLI(t, "--scenario", "cli-probe", "--messages", "7", "--brokers", "a:1, b:2",
-		"--dynamodb-endpoint", "http://127.0.0.1:1", "--profile-dir", "/tmp/p", "--plot", "/tmp/economy.svg", "--quiet")
+		"--dynamodb-endpoint", "http://127.0.0.1:1", "--profile-dir", "/tmp/p", "--quiet")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	env := <-probeEnvs
 	if env.Messages != 7 || strings.Join(env.Brokers, ",") != "a:1,b:2" || env.DynamoDBEndpoint != "http://127.0.0.1:1" ||
-		env.ProfileDir != "/tmp/p" || env.PlotFile != "/tmp/economy.svg" || env.Progress != nil {
+		env.ProfileDir != "/tmp/p" || env.Progress != nil {
 		t.Errorf("env %+v", env)
 	}
 	for _, want := range []string{"Machine: ", "probe\n", "rows  1"} {
@@ -82,7 +80,7 @@ func TestBench_JSONCarriesTheMachineAndResults(t *testing.T) {
 func TestBench_BadInvocationsExitTwo(t *testing.T) {
 	for _, args := range [][]string{
 		{"--scenario", "no-such"},
-		{"--scenario", "cost,no-such"},
+		{"--scenario", "latency,no-such"},
 		{"--messages", "-1"},
 		{"extra"},
 	} {

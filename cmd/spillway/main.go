@@ -3,11 +3,6 @@
 // of the leases and the backlog, drains the outbox and tells which bucket a
 // message lands in.
 //
-// Built with -tags spillway.ops (make cli), it is the operator build: it
-// leaves out run and bench, the only commands that need the embedded
-// DynamoDB server and Kafka cluster, the Lambda emulator and the
-// simulations, and with them those packages.
-//
 // Usage:
 //
 //	spillway <command> [flags]
@@ -33,10 +28,6 @@ import (
 	"syscall"
 	"text/tabwriter"
 )
-
-// localCommands run on the embedded backends, which the operator build
-// (-tags spillway.ops) leaves out.
-var localCommands = map[string]bool{"bench": true, "run": true}
 
 // commands lists every subcommand in one place (their help is in docs), so
 // the usage text and the dispatch cannot disagree and no file registers
@@ -112,11 +103,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nUsage: spillway <command> [flags]\n\nCommands:")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, n := range slices.Sorted(slices.Values(append(slices.Collect(maps.Keys(commands)), "help"))) {
-		summary := docs[n].summary
-		if localCommands[n] && opsBuild {
-			summary = "(not in the operator build) " + summary
-		}
-		fmt.Fprintf(tw, "  %s\t%s\n", n, summary)
+		fmt.Fprintf(tw, "  %s\t%s\n", n, docs[n].summary)
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "\nRun 'spillway help <command>' for a command's flags and examples. Flags override the")

@@ -1,5 +1,3 @@
-//go:build !spillway.ops
-
 package main
 
 import (
@@ -30,8 +28,6 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxobs/emf"
 )
 
-// opsBuild is false: this build has the local commands (see opsbuild.go).
-const opsBuild = false
 
 const (
 	demoTable         = "spillway-demo"

@@ -1,5 +1,3 @@
-//go:build !spillway.ops
-
 package main
 
 import (

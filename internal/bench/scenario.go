@@ -58,10 +58,10 @@ type Scenario struct {
 var registry = struct {
 	mu        sync.Mutex
 	scenarios []Scenario
-}{scenarios: []Scenario{throughputScenario, costScenario, idleScenario, latencyScenario}}
+}{scenarios: []Scenario{throughputScenario, latencyScenario}}
 
-// Register adds a scenario after the built-in ones (throughput, cost, idle,
-// latency), in registration order. Call it from an init function; a
+// Register adds a scenario after the built-in ones (throughput, latency),
+// in registration order. Call it from an init function; a
 // duplicate or empty name panics, as it is a programming error.
 func Register(s Scenario) {
 	registry.mu.Lock()

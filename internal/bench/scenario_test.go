@@ -34,21 +34,21 @@ func TestRegistry_BuiltInsInOrderAndNamesUnique(t *testing.T) {
 	for _, s := range Scenarios() {
 		names = append(names, s.Name)
 	}
-	if got := strings.Join(names[:4], ","); got != "throughput,cost,idle,latency" {
-		t.Errorf("scenarios %v, want throughput, cost, idle, latency first", names)
+	if got := strings.Join(names[:2], ","); got != "throughput,latency" {
+		t.Errorf("scenarios %v, want throughput, latency first", names)
 	}
-	if s, ok := Lookup("idle"); !ok || s.Name != "idle" || s.Run == nil {
-		t.Errorf("Lookup(idle) = %+v, %v", s, ok)
+	if s, ok := Lookup("latency"); !ok || s.Name != "latency" || s.Run == nil {
+		t.Errorf("Lookup(latency) = %+v, %v", s, ok)
 	}
 	if _, ok := Lookup("nope"); ok {
 		t.Error("Lookup(nope) found a scenario")
 	}
 	defer func() {
 		if recover() == nil {
-			t.Error("registering cost twice did not panic")
+			t.Error("registering latency twice did not panic")
 		}
 	}()
-	Register(costScenario)
+	Register(latencyScenario)
 }
 
 // TestTimedScenarios_Run runs the timed scenarios on tiny workloads. Their
