@@ -28,7 +28,6 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxobs/emf"
 )
 
-
 const (
 	demoTable         = "spillway-demo"
 	demoRelayFunction = "spillway-relay"
