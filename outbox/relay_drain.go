@@ -151,6 +151,9 @@ func (u *run) relayBatch(ctx context.Context, bucket int, g *grant, head *headRo
 		return 0, false, nil
 	}
 	fetched := len(msgs)
+	// Decoded once here: the publish span's origins and links and the
+	// Publisher's records all read this decode (Message.DecodedHeaders).
+	decodeFetched(msgs)
 	r.emit(Event{Kind: EventBatchFetched, Bucket: bucket, Count: fetched})
 	if head != nil && msgs[0].Sequence != head.seq {
 		// A peer published the failing row meanwhile: its backoff no
