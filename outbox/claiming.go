@@ -5,17 +5,6 @@ import (
 	"time"
 )
 
-// ClaimWindow is how long after a live peer's heartbeat a free bucket its
-// round would claim counts as being claimed: a round writes its heartbeat,
-// reads, and sends its claims within it. A trust check that finds a hinted
-// bucket free but being claimed leaves it to that peer instead of joining:
-// in a burst the relays woken together would otherwise all join, plan
-// different shares from different views and refuse each other's claims.
-// The claim is only inferred, from a heartbeat stamped by the peer's
-// clock, so the relay reads the bucket's lease again once ClaimWindow has
-// passed and joins if it is still free (ConfirmClaims).
-const ClaimWindow = time.Second
-
 // Coverage is what a trust check found for some buckets.
 type Coverage struct {
 	// Uncovered lists the buckets no live peer covers, ascending: the
@@ -34,10 +23,8 @@ type Coverage struct {
 // simulation every relay runs (PlanLeases) over the live peers gives it to
 // a peer whose heartbeat is younger than ClaimWindow and not older than
 // the moment the bucket became free (its stored expiry), so the peer's
-// round read it free. A heartbeat dated later than now plus the fleet's
-// clock-skew limit (KeepMargin) comes from a clock that is wrong and is
-// not taken as a claim. A lease that names req.RelayID is never covered:
-// the relay resumes it.
+// round read it free (claimInferred, the trust window's claim rule). A
+// lease that names req.RelayID is never covered: the relay resumes it.
 func (c Coordination) Uncovered(bs []int, req LeaseRequest, now time.Time) Coverage {
 	claiming := c.beingClaimed(req, now)
 	mine := c.owned(req.RelayID)
@@ -56,7 +43,7 @@ func (c Coordination) Uncovered(bs []int, req LeaseRequest, now time.Time) Cover
 // claiming at now (see Uncovered).
 func (c Coordination) beingClaimed(req LeaseRequest, now time.Time) map[int]bool {
 	bucketCount, lease := req.BucketCount, req.LeaseDuration
-	latest := now.Add(KeepMargin(lease, req.RenewInterval))
+	skew := KeepMargin(lease, req.RenewInterval)
 	seen := map[string]time.Time{}
 	var peers []string
 	for _, r := range c.Relays {
@@ -91,11 +78,11 @@ func (c Coordination) beingClaimed(req LeaseRequest, now time.Time) map[int]bool
 	out := map[int]bool{}
 	for k, claims := range simulateClaims(fs, held, free) {
 		last, ok := seen[fs.Relays[k]]
-		if !ok || now.Sub(last) >= ClaimWindow || last.After(latest) {
+		if !ok {
 			continue
 		}
 		for _, b := range claims {
-			if !last.Before(freedAt[b]) {
+			if claimInferred(last, freedAt[b], now, skew) {
 				out[b] = true
 			}
 		}

@@ -48,10 +48,10 @@
 //     records stopped for a lease or silent for DeadAfterLeases leases.
 //
 // The relay runs its next round a LeaseRenewInterval after the last one,
-// or sooner, once a lease a round left unrenewed is down to KeepMargin
-// (LeaseDuration − 2 × LeaseRenewInterval), and renews before and during a
-// publish once its leases are down to it: the margin every lease keeps,
-// and the fleet's clock-skew limit.
+// or sooner, once a lease a round left unrenewed is down to KeepMargin,
+// and renews before and during a publish once its leases are down to it:
+// the margin every lease keeps, and the fleet's clock-skew limit (see
+// "Trusting what peers wrote").
 //
 // RoundState carries the run's round count, the standby state and the
 // settled-fleet state from one round to the next; the relay keeps it. A bucket's lease, as one relay
@@ -76,6 +76,62 @@
 //	                        │                                             other round)
 //	                        ├─ stop: stamped stopped, leases released; peers claim at once
 //	                        └─ crash: leases lapse after a lease; record pruned after ten
+//
+// # A relay run
+//
+// Relay.Run is one lifetime of a relay, given a RunInput; EventStop and
+// RunResult.Reason say how it ended:
+//
+//  1. Join check. A direct run, and a wake-up asking to join, join at
+//     once. A schedule sweep probes every bucket (PendingBuckets, plus
+//     parked messages asked to be replayed); a wake-up looks at its hinted
+//     buckets. The trust check (ReadUncovered, or ReadUnheld for a
+//     continuation wake-up) leaves to live peers the buckets they hold or
+//     are claiming; a bucket left only to an inferred claim is read again
+//     after ClaimWindow (ConfirmClaims). A wake-up then reads each
+//     orphaned bucket's head strongly consistent, since it may announce
+//     work already drained. Nothing left: StopNothingPending or
+//     StopPeerLive, and the run wrote nothing.
+//  2. Generation gate: a relay with a GenerationGate claims nothing while
+//     its generation may not be served (CheckServable): StopFatal.
+//  3. Publisher init (Publisher.Init), within the budget: a relay that
+//     cannot reach Kafka claims nothing and leaves its share to peers
+//     that can (StopFatal).
+//  4. Second look: the trust check again, as a cold init lasts long
+//     enough for a relay woken a moment earlier to claim the buckets.
+//  5. Cycles: an acquisition round when due (The lease round), a probe of
+//     the owned buckets every PollInterval, and drains of the ready ones:
+//     fetch a batch, decode its header blobs once
+//     (Message.DecodedHeaders), renew the leases if due, publish while
+//     renewing, delete the acknowledged prefix. A failed cycle is backed
+//     off and retried; a misconfiguration ends the run (StopFatal). The
+//     run ends at its budget — the deadline minus StopMargin, at most a
+//     third of the time left — (StopBudget), when ctx ends
+//     (StopCancelled), or in drain mode after lingering idle
+//     (IdleTimeout, MaxIdleTimeout under steady traffic) with no pending
+//     bucket outside its set lacking a live owner (StopDrained).
+//  6. Stop protocol, for a run that joined: stamp the heartbeat stopped
+//     and release every lease, so peers claim at once — or, when that no
+//     longer fits before the deadline, leave the leases to lapse
+//     (EventReleaseSkipped). Then read the heads of the owned and
+//     released buckets, strongly consistent.
+//  7. Watch: when they hold nothing, read the released buckets again
+//     OwnerViewTTL after the release, for commits whose writer skipped
+//     the wake-up on a view that showed this relay holding the bucket.
+//  8. Wake-up: work found by 6 or 7 sends a continuation wake-up (Hop + 1,
+//     up to MaxHops), so no commit waits for the schedule.
+//
+// # Trusting what peers wrote
+//
+// A relay acts on a peer's heartbeat only within the trust window: the
+// peer is live for one LeaseDuration after its heartbeat unless stamped
+// stopped, a heartbeat within ClaimWindow stands for a claim in flight,
+// and no heartbeat or lease is believed beyond the fleet's clock-skew
+// limit, KeepMargin (LeaseDuration − 2 × LeaseRenewInterval with the
+// default keep-ahead rounds). The rule is stated once, in code, by
+// RelayState.Active, ClaimWindow and KeepMargin, which the fair shares,
+// Coordination.HeldUntil, the trust check and the writers' owner view all
+// use.
 //
 // # Changing the bucket count
 //

@@ -83,6 +83,11 @@ func (e *HeaderFormatError) Unwrap() error { return ErrHeaderFormat }
 // Is reports whether target is ErrHeaderFormat.
 func (e *HeaderFormatError) Is(target error) bool { return target == ErrHeaderFormat }
 
+// decodeHook, when set, is called by every DecodeHeaders call given a
+// blob. Only tests set it, before the code they drive starts, to count the
+// decodes of a relayed batch: one per fetched blob (Message.DecodedHeaders).
+var decodeHook func()
+
 // DecodeHeaders decodes a header codec version 1 blob. A nil blob decodes to
 // nil headers; a blob with count 0 decodes to an empty, non-nil slice.
 //
@@ -101,6 +106,9 @@ func (e *HeaderFormatError) Is(target error) bool { return target == ErrHeaderFo
 func DecodeHeaders(blob []byte) ([]Header, error) {
 	if blob == nil {
 		return nil, nil
+	}
+	if decodeHook != nil {
+		decodeHook()
 	}
 	if len(blob) < headerPreamble {
 		return nil, &HeaderFormatError{Offset: 0, Reason: fmt.Sprintf("blob is %d bytes, shorter than the 5-byte preamble", len(blob))}

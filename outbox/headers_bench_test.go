@@ -34,3 +34,38 @@ func BenchmarkDecodeHeaders(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkBatchHeaderReads measures what the relay's readers of a batch of
+// 500 traced messages cost in header decoding: the publish span's origins
+// and links (two traces, two spans), then the publisher's record per message. "fetched" decodes
+// each blob once after the fetch, as the relay does; "undecoded" is the
+// same readers on messages that were not, each decoding on its own.
+func BenchmarkBatchHeaderReads(b *testing.B) {
+	blob := EncodeHeaders(benchHeaders)
+	for _, bc := range []struct {
+		name  string
+		fetch bool
+	}{{"fetched", true}, {"undecoded", false}} {
+		b.Run(bc.name, func(b *testing.B) {
+			msgs := make([]Message, 500)
+			b.ReportAllocs()
+			for b.Loop() {
+				for i := range msgs {
+					msgs[i] = Message{Headers: blob}
+				}
+				if bc.fetch {
+					decodeFetched(msgs)
+				}
+				if len(OriginTraces(msgs)) != 2 || len(OriginLinks(msgs)) != 2 {
+					b.Fatal("origins not found")
+				}
+				for i := range msgs {
+					if hs, err := msgs[i].DecodedHeaders(); err != nil || len(hs) != len(benchHeaders) {
+						b.Fatal(hs, err)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(msgs)), "ns/msg")
+		})
+	}
+}

@@ -315,9 +315,8 @@ func planKeeps(req LeaseRequest, now int64, owned []LeaseWrite, everyRound bool)
 // for fewer than DeadAfterLeases leases. Such a relay (another language's, or a Spillway
 // relay that keeps every round) renews every lease every round and is
 // promised a clock skew of up to LeaseDuration − LeaseRenewInterval; a
-// lease left unrenewed can have as little as KeepMargin (LeaseDuration −
-// 2 × LeaseRenewInterval) left, which it could see expired while its
-// holder still trusts it. Counting recent stopped and silent records too
+// lease left unrenewed can have as little as KeepMargin left, which it
+// could see expired while its holder still trusts it. Counting recent stopped and silent records too
 // keeps a fleet whose other-language relays come and go (a restart, a
 // deployment) from leaving leases unrenewed between their runs. Records
 // with an empty id are skipped.
@@ -334,19 +333,20 @@ func unmarkedRelays(relays []RelayState, relayID string, now, lease int64) []str
 }
 
 // classifyRelays splits heartbeat records into the active relays (counted
-// towards fair share) and the stale ones (to prune). A relay is active while
-// it is not stopped and its heartbeat is younger than a lease: it stops
-// counting on the very tick its leases, written in the same round, expire.
+// towards fair share, RelayState.Active: it stops counting on the very tick
+// its leases, written in the same round, expire) and the stale ones (to
+// prune).
 // A record with an empty id names no relay: it is never active, only
 // counted, and pruned by the same age rules.
 func classifyRelays(relays []RelayState, now, lease int64) (active, stale []string, ignored int) {
+	at, window := TimeFromTicks(now), time.Duration(lease)*100
 	for _, r := range relays {
 		seen := Ticks(r.LastSeen)
 		if r.RelayID == "" {
 			ignored++
 		}
 		switch {
-		case !r.Stopped && seen > now-lease:
+		case r.Active(at, window):
 			if r.RelayID != "" {
 				active = append(active, r.RelayID)
 			}

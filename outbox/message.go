@@ -41,6 +41,56 @@ type Message struct {
 	// Sequence is the per-bucket sequence number assigned by the store at
 	// enqueue; zero until the message was stored or fetched.
 	Sequence int64
+
+	// decoded is Headers decoded by the relay right after the fetch, shared
+	// by every copy of the message (DecodedHeaders); nil for a message the
+	// relay did not fetch.
+	decoded *decodedHeaders
+}
+
+// decodedHeaders is one decode of a header blob.
+type decodedHeaders struct {
+	// blob is the Headers slice decoded, so a message whose Headers was
+	// replaced since is decoded afresh rather than answered from here.
+	blob    []byte
+	headers []Header
+	err     error
+}
+
+// DecodedHeaders returns DecodeHeaders(m.Headers). The relay decodes the
+// blob of every message it fetches once, right after the fetch, and every
+// reader of the batch shares that decode: the origin traces and span links
+// of the publish span, and the Publisher building the record (outboxkafka
+// calls this). A message the relay did not fetch, or whose Headers field
+// was replaced since, is decoded on each call.
+//
+// The headers alias m.Headers and are shared by those readers: callers
+// must not modify them.
+func (m *Message) DecodedHeaders() ([]Header, error) {
+	if d := m.decoded; d != nil && sameSlice(d.blob, m.Headers) {
+		return d.headers, d.err
+	}
+	return DecodeHeaders(m.Headers)
+}
+
+// decodeFetched decodes the header blob of each of msgs once, for every
+// later DecodedHeaders call on them or their copies. Messages without a
+// blob are left alone: there is nothing to decode.
+func decodeFetched(msgs []Message) {
+	for i := range msgs {
+		m := &msgs[i]
+		if m.Headers == nil {
+			continue
+		}
+		hs, err := DecodeHeaders(m.Headers)
+		m.decoded = &decodedHeaders{blob: m.Headers, headers: hs, err: err}
+	}
+}
+
+// sameSlice reports whether a and b are the same slice: same nil-ness,
+// length and first element, not merely equal bytes.
+func sameSlice(a, b []byte) bool {
+	return (a == nil) == (b == nil) && len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // MessageOptions are the optional parts of a message. The zero value is

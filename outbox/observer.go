@@ -16,7 +16,8 @@ const (
 	EventClaim
 	// EventRelease: Count leases released (rebalance or stop).
 	EventRelease
-	// EventLeaseLost: Count buckets lost to expiry or a refused keep/renewal.
+	// EventLeaseLost: Count buckets lost to expiry or a refused keep or
+	// renewal (Loss says which).
 	EventLeaseLost
 	// EventRefusedWrite: Count conditional writes refused (Op names the request).
 	EventRefusedWrite
@@ -40,8 +41,8 @@ const (
 	// EventReleaseSkipped: the stop protocol did not fit the budget; Count
 	// leases left to lapse.
 	EventReleaseSkipped
-	// EventStop: the relay stopped (Op = reason, Duration = time run,
-	// Count = budget used in percent).
+	// EventStop: the relay stopped (Stop = why, Duration = time run,
+	// BudgetUsed = share of the deadline spent).
 	EventStop
 	// EventEnqueue: Count messages enqueued.
 	EventEnqueue
@@ -50,7 +51,7 @@ const (
 	// EventOwned: the owned set changed; Count = buckets now owned.
 	EventOwned
 	// EventParked: Count messages of Bucket moved to its parked partition
-	// (Op = the reason).
+	// (Park = why).
 	EventParked
 	// EventParkedBacklog: a sample of the parked messages of every bucket
 	// (Count), taken with the backlog.
@@ -89,7 +90,9 @@ func (k EventKind) String() string {
 }
 
 // Event is one observation. Fields a kind does not use are zero; Bucket is -1
-// when the event concerns no single bucket.
+// when the event concerns no single bucket. Each reason has a field and a
+// type of its own, set only by the kind it explains, so an observer
+// switching on Kind reads a typed value rather than parsing a string.
 type Event struct {
 	Kind      EventKind
 	Time      time.Time
@@ -98,12 +101,47 @@ type Event struct {
 	Count     int
 	Duration  time.Duration
 	Latencies []time.Duration
-	// Op names the request or the stop reason.
+	// Op names the DynamoDB request of EventRefusedWrite and EventThrottle
+	// (outboxddb's Op constants); nothing else.
 	Op string
-	// Origins lists trace contexts carried by the published messages.
-	Origins []string
-	Err     error
+	// Stop is why the run returned (EventStop): RunResult.Reason.
+	Stop StopReason
+	// BudgetUsed is the share of the time to the deadline the run spent,
+	// in percent, unrounded (EventStop): RunResult.BudgetUsed; zero without
+	// a deadline.
+	BudgetUsed float64
+	// Park is why the messages were parked (EventParked).
+	Park ParkReason
+	// Loss is why the leases were lost (EventLeaseLost).
+	Loss LossReason
+	Err  error
 }
+
+// LossReason says why a relay stopped trusting leases it held. The values
+// are the phrases the relay logs with "dropping bucket ownership".
+type LossReason string
+
+// Loss reasons.
+const (
+	// LossKeepRefused: a round's conditional keep was refused (a peer took
+	// the bucket, or its expiry moved).
+	LossKeepRefused LossReason = "keep refused"
+	// LossExpiredBetweenRounds: the leases ran out before the next round
+	// started.
+	LossExpiredBetweenRounds LossReason = "expired between rounds"
+	// LossAcquisitionFailed: a round failed, so ownership is unknown.
+	LossAcquisitionFailed LossReason = "acquisition failed"
+	// LossAcquisitionOutlasted: a round took longer than LeaseDuration.
+	LossAcquisitionOutlasted LossReason = "lease acquisition took longer than LeaseDuration"
+	// LossFetchOutlasted: fetching a batch took the lease past its end.
+	LossFetchOutlasted LossReason = "fetching a batch outlasted LeaseDuration"
+	// LossPublishOutlasted: the lease ran out while a batch was published.
+	LossPublishOutlasted LossReason = "lease expired while publishing"
+	// LossRenewalRefused: an in-flight renewal was refused.
+	LossRenewalRefused LossReason = "in-flight renewal refused"
+	// LossRenewalLate: a renewal's answer came after the lease expired.
+	LossRenewalLate LossReason = "renewal answered after the lease expired"
+)
 
 // Observer receives events. Implementations must be safe for concurrent use
 // and fast; they never change delivery. A nil Observer costs nothing.

@@ -253,7 +253,7 @@ func (r *Relay) Run(ctx context.Context, in RunInput) (RunResult, error) {
 		}
 	}
 	Emit(r.obs, Event{Kind: EventStop, Time: run.res.Ended, RelayID: r.opts.RelayID, Bucket: -1,
-		Op: string(run.res.Reason), Duration: run.res.Ended.Sub(run.res.Started), Count: int(run.res.BudgetUsed + 0.5)})
+		Stop: run.res.Reason, Duration: run.res.Ended.Sub(run.res.Started), BudgetUsed: run.res.BudgetUsed})
 	// Debug: hosts (the Lambda handler, the CLI) log their own summary.
 	r.log.LogAttrs(ctx, slog.LevelDebug, "relay run finished",
 		slog.String("reason", string(run.res.Reason)), slog.Bool("joined", run.res.Joined),

@@ -151,6 +151,9 @@ func (u *run) relayBatch(ctx context.Context, bucket int, g *grant, head *headRo
 		return 0, false, nil
 	}
 	fetched := len(msgs)
+	// Decoded once here: the publish span's origins and links and the
+	// Publisher's records all read this decode (Message.DecodedHeaders).
+	decodeFetched(msgs)
 	r.emit(Event{Kind: EventBatchFetched, Bucket: bucket, Count: fetched})
 	if head != nil && msgs[0].Sequence != head.seq {
 		// A peer published the failing row meanwhile: its backoff no
@@ -242,7 +245,7 @@ func (u *run) prepareLease(ctx context.Context, bucket int) error {
 	now := r.clock.Now()
 	owned, age, ok := r.leaseAge(now)
 	if !ok || age >= r.opts.LeaseDuration {
-		r.dropOwnership("fetching a batch outlasted LeaseDuration")
+		r.dropOwnership(LossFetchOutlasted)
 		return errCycle(fmt.Sprintf("prepare bucket %d", bucket), ErrLeaseLost)
 	}
 	if !slices.Contains(owned, bucket) {
@@ -363,7 +366,7 @@ func (r *Relay) renewalWait(now time.Time) (time.Duration, bool) {
 	age := now.Sub(at)
 	remaining := r.opts.LeaseDuration - age
 	if remaining <= 0 {
-		r.dropOwnership("lease expired while publishing")
+		r.dropOwnership(LossPublishOutlasted)
 		return time.Hour, false
 	}
 	due := r.timing.renewDue(at, acquiredAt).Sub(now)

@@ -77,7 +77,7 @@ func (r *Relay) holds(bucket int, now time.Time) bool {
 
 // dropOwnership forgets the owned set (the table is the authority) and makes
 // the next cycle re-acquire.
-func (r *Relay) dropOwnership(reason string) {
+func (r *Relay) dropOwnership(reason LossReason) {
 	r.mu.Lock()
 	lost := len(r.lease.owned)
 	r.lease.owned = nil
@@ -87,8 +87,8 @@ func (r *Relay) dropOwnership(reason string) {
 	r.forgetParkedLocked(nil, nil)
 	r.mu.Unlock()
 	if lost > 0 {
-		r.log.Warn("dropping bucket ownership", "reason", reason, "buckets", lost)
-		r.emit(Event{Kind: EventLeaseLost, Bucket: -1, Count: lost, Op: reason})
+		r.log.Warn("dropping bucket ownership", "reason", string(reason), "buckets", lost)
+		r.emit(Event{Kind: EventLeaseLost, Bucket: -1, Count: lost, Loss: reason})
 		r.emit(Event{Kind: EventOwned, Bucket: -1, Count: 0})
 	}
 }
@@ -113,7 +113,7 @@ func (u *run) acquire() error {
 	expired := len(prev) > 0 && !r.lease.at.IsZero() && start.Sub(r.lease.at) >= r.opts.LeaseDuration
 	r.mu.Unlock()
 	if expired {
-		r.emit(Event{Kind: EventLeaseLost, Bucket: -1, Count: len(prev), Op: "expired between rounds"})
+		r.emit(Event{Kind: EventLeaseLost, Bucket: -1, Count: len(prev), Loss: LossExpiredBetweenRounds})
 	}
 
 	ctx, span := r.tracer.Start(u.ctx, SpanAcquire)
@@ -133,7 +133,7 @@ func (u *run) acquire() error {
 			return err
 		}
 		// Ownership is unknown after a failed lease call: re-acquire.
-		r.dropOwnership("acquisition failed")
+		r.dropOwnership(LossAcquisitionFailed)
 		return errCycle("acquire leases", err)
 	}
 	u.res.Refused += acq.Refused
@@ -168,7 +168,7 @@ func (u *run) acquire() error {
 		r.emit(Event{Kind: EventRelease, Bucket: -1, Count: n})
 	}
 	if n := len(acq.Lost); n > 0 {
-		r.emit(Event{Kind: EventLeaseLost, Bucket: -1, Count: n, Op: "keep refused"})
+		r.emit(Event{Kind: EventLeaseLost, Bucket: -1, Count: n, Loss: LossKeepRefused})
 	}
 	r.emit(Event{Kind: EventOwned, Bucket: -1, Count: len(acq.Owned)})
 	if !slices.Equal(prev, acq.Owned) {
@@ -228,7 +228,7 @@ func (r *Relay) renew(ctx context.Context) error {
 		return errCycle("renew leases", err)
 	}
 	if !renewed {
-		r.dropOwnership("in-flight renewal refused")
+		r.dropOwnership(LossRenewalRefused)
 		return ErrLeaseLost
 	}
 	r.mu.Lock()
@@ -240,7 +240,7 @@ func (r *Relay) renew(ctx context.Context) error {
 	}
 	r.mu.Unlock()
 	if late {
-		r.dropOwnership("renewal answered after the lease expired")
+		r.dropOwnership(LossRenewalLate)
 		return ErrLeaseLost
 	}
 	return nil

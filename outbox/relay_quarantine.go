@@ -140,7 +140,7 @@ func (u *run) park(ctx context.Context, p Parking, m *Message, key []byte) error
 		attrs = append(attrs, slog.String("error", p.Error))
 	}
 	r.log.LogAttrs(ctx, slog.LevelWarn, "message parked", attrs...)
-	r.emit(Event{Kind: EventParked, Bucket: p.Bucket, Count: 1, Op: string(p.Reason)})
+	r.emit(Event{Kind: EventParked, Bucket: p.Bucket, Count: 1, Park: p.Reason})
 	return nil
 }
 

@@ -276,3 +276,35 @@ func TestRelayQuarantineNeedsAQuarantineStore(t *testing.T) {
 		t.Fatalf("err = %v, want a misconfiguration for an unknown policy", err)
 	}
 }
+
+// TestRelayEventsCarryTypedReasons reads the reasons of a run's events from
+// their own fields: the park reason of EventParked, and the stop reason and
+// the unrounded budget share of EventStop, equal to the run's result.
+func TestRelayEventsCarryTypedReasons(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newRelayEnv(t, 1, quarantine)
+		addUnreadableRow(e, "b")
+		res := e.run(t, outbox.RunInput{Deadline: t0.Add(7 * time.Minute)})
+		var parks []outbox.ParkReason
+		var stop *outbox.Event
+		e.obs.mu.Lock()
+		for i, ev := range e.obs.events {
+			switch ev.Kind {
+			case outbox.EventParked:
+				parks = append(parks, ev.Park)
+			case outbox.EventStop:
+				stop = &e.obs.events[i]
+			}
+		}
+		e.obs.mu.Unlock()
+		if !slices.Equal(parks, []outbox.ParkReason{outbox.ParkUndecodableItem}) {
+			t.Fatalf("EventParked reasons %q, want [%s]", parks, outbox.ParkUndecodableItem)
+		}
+		if stop == nil || stop.Stop != res.Reason || stop.Stop != outbox.StopDrained {
+			t.Fatalf("EventStop %+v, want reason %s = the result's %s", stop, outbox.StopDrained, res.Reason)
+		}
+		if stop.BudgetUsed != res.BudgetUsed || res.BudgetUsed <= 0 || res.BudgetUsed == float64(int(res.BudgetUsed)) {
+			t.Fatalf("EventStop budget %v, result %v; want the result's unrounded share", stop.BudgetUsed, res.BudgetUsed)
+		}
+	})
+}

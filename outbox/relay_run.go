@@ -168,7 +168,7 @@ func (u *run) cycle(now time.Time) (int, error) {
 		return 0, nil
 	}
 	if !ok || age >= r.opts.LeaseDuration {
-		r.dropOwnership("lease acquisition took longer than LeaseDuration")
+		r.dropOwnership(LossAcquisitionOutlasted)
 		return 0, errCycle("check lease", ErrLeaseLost)
 	}
 	u.sampleBacklog(owned)

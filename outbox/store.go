@@ -116,12 +116,6 @@ type RelayState struct {
 	KeepsAhead bool
 }
 
-// Active reports whether the relay counts towards fair share at now with
-// lease duration l: not stopped and seen strictly within the last l.
-func (r RelayState) Active(now time.Time, l time.Duration) bool {
-	return !r.Stopped && r.LastSeen.After(now.Add(-l))
-}
-
 // Coordination is one consistent view of the leases and heartbeats.
 type Coordination struct {
 	// ReadAt is the store clock's now when the view was read.
@@ -143,14 +137,14 @@ const OwnerViewTTL = time.Second
 
 // HeldUntil returns, for each bucket a live relay holds in the view, until
 // when it stays held at the latest: the lease's expiry, or the end of the
-// holder's heartbeat window if that comes first. A holder counts as live as
-// in the relay's trust check: not stopped and seen within leaseDuration.
-// Free, expired and stopped or silent holders' buckets are absent.
+// holder's heartbeat window (liveUntil) if that comes first. A holder
+// counts as live by the trust window's rule (RelayState.Active). Free,
+// expired and stopped or silent holders' buckets are absent.
 func (c Coordination) HeldUntil(now time.Time, leaseDuration time.Duration) map[int]time.Time {
 	live := map[string]time.Time{}
 	for _, rs := range c.Relays {
 		if rs.Active(now, leaseDuration) {
-			live[rs.RelayID] = rs.LastSeen.Add(leaseDuration)
+			live[rs.RelayID] = liveUntil(rs.LastSeen, leaseDuration)
 		}
 	}
 	held := map[int]time.Time{}

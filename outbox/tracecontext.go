@@ -137,11 +137,11 @@ func OriginTraces(msgs []Message) []string {
 			ids = append(ids, id)
 		}
 	}
-	for _, m := range msgs {
-		if len(m.Headers) == 0 {
+	for i := range msgs {
+		if len(msgs[i].Headers) == 0 {
 			continue
 		}
-		headers, err := DecodeHeaders(m.Headers)
+		headers, err := msgs[i].DecodedHeaders()
 		if err != nil {
 			continue
 		}

@@ -61,11 +61,11 @@ func OriginLinks(msgs []Message) []TraceLink {
 		}
 		links = append(links, l)
 	}
-	for _, m := range msgs {
-		if len(m.Headers) == 0 {
+	for i := range msgs {
+		if len(msgs[i].Headers) == 0 {
 			continue
 		}
-		headers, err := DecodeHeaders(m.Headers)
+		headers, err := msgs[i].DecodedHeaders()
 		if err != nil {
 			continue
 		}

@@ -225,7 +225,7 @@ func TestStallPastTheLease_RenewalRefused_PublishedBatchNotDeleted(t *testing.T)
 		t.Fatalf("peer deleted %d, want all 20", took.Deleted)
 	}
 	refused := a.obs.when(func(e outbox.Event) bool {
-		return e.Kind == outbox.EventLeaseLost && e.Op == "in-flight renewal refused"
+		return e.Kind == outbox.EventLeaseLost && e.Loss == outbox.LossRenewalRefused
 	})
 	close(renew)
 	<-refused

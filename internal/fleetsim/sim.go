@@ -733,7 +733,7 @@ func (o observer) Observe(e outbox.Event) {
 		o.s.mu.Lock()
 		o.s.stats.parked += e.Count
 		o.s.mu.Unlock()
-		o.s.trace.add("parked", e.RelayID, e.Bucket, "%s", e.Op)
+		o.s.trace.add("parked", e.RelayID, e.Bucket, "%s", e.Park)
 	case outbox.EventThrottle:
 		o.s.mu.Lock()
 		o.s.stats.throttles += e.Count

@@ -17,7 +17,7 @@ func newRecord(ctx context.Context, m *outbox.Message, idHeader string) (*kgo.Re
 		return nil, fmt.Errorf("outboxkafka: message %s (bucket %d, sequence %d): empty topic: %w",
 			m.ID, m.Bucket, m.Sequence, outbox.ErrInvalidMessage)
 	}
-	headers, err := outbox.DecodeHeaders(m.Headers)
+	headers, err := m.DecodedHeaders()
 	if err != nil {
 		return nil, fmt.Errorf("outboxkafka: message %s (bucket %d, sequence %d): decode headers: %w",
 			m.ID, m.Bucket, m.Sequence, err)

@@ -234,7 +234,7 @@ func (r *Recorder) Observe(e outbox.Event) {
 		st.add(mHeadRowRetries, 1)
 	case outbox.EventStop:
 		st.relay = true
-		st.set(mBudget, count)
+		st.set(mBudget, finite(e.BudgetUsed))
 	case outbox.EventParkedBacklog:
 		st.relay = true
 		st.set(mParkedGauge, count)

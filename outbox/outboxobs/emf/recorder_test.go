@@ -57,7 +57,7 @@ func TestRecorderRelayInvocationGolden(t *testing.T) {
 	ev(outbox.Event{Kind: outbox.EventOwned, Bucket: -1, Count: 0})
 	ev(outbox.Event{Kind: outbox.EventWakeUpSent, Bucket: -1, Count: 2, Err: errors.New("invoke failed")})
 	ev(outbox.Event{Kind: outbox.EventWakeUpSent, Bucket: -1, Count: 2})
-	ev(outbox.Event{Kind: outbox.EventStop, Bucket: -1, Count: 37, Op: "drained"})
+	ev(outbox.Event{Kind: outbox.EventStop, Bucket: -1, BudgetUsed: 37, Stop: outbox.StopDrained})
 	r.AddDynamoDB(10, 5, 12)
 	r.AddDynamoDB(2, 0.5, 4)
 	if err := r.SetProperty(PropertyRequestID, "c6af9ac6-7b61-11e6-9a41-93e8deadbeef"); err != nil {
@@ -100,7 +100,7 @@ func TestRecorderLatencyOverflowGolden(t *testing.T) {
 		lat[i] = time.Duration(i+1) * time.Millisecond
 	}
 	r.Observe(outbox.Event{Kind: outbox.EventPublish, RelayID: "r-1", Bucket: 0, Count: 250, Latencies: lat})
-	r.Observe(outbox.Event{Kind: outbox.EventStop, RelayID: "r-1", Bucket: -1, Count: 10})
+	r.Observe(outbox.Event{Kind: outbox.EventStop, RelayID: "r-1", Bucket: -1, BudgetUsed: 10})
 	var out bytes.Buffer
 	if err := r.Flush(&out, goldenTime); err != nil {
 		t.Fatal(err)
