@@ -8,24 +8,25 @@ import (
 	"testing"
 
 	"github.com/spillway-dev/spillway/internal/bench"
+	"github.com/spillway-dev/spillway/internal/lab"
 )
 
 // benchProbe is a scenario registered by this test: it records the
 // environment it was given and returns a one-row result, so the command's
 // flags and output are tested without running a measurement.
 type benchProbe struct {
-	Env  bench.Env `json:"-"`
-	Rows int       `json:"rows"`
+	Env  lab.Config `json:"-"`
+	Rows int        `json:"rows"`
 }
 
-func (p benchProbe) Tables() []bench.Table {
-	return []bench.Table{{Title: "probe", Header: []string{"what", "n"}, Rows: [][]string{{"rows", "1"}}}}
+func (p benchProbe) Tables() []lab.Table {
+	return []lab.Table{{Title: "probe", Header: []string{"what", "n"}, Rows: [][]string{{"rows", "1"}}}}
 }
 
-var probeEnvs = make(chan bench.Env, 8)
+var probeEnvs = make(chan lab.Config, 8)
 
 func init() {
-	bench.Register(bench.Scenario{Name: "cli-probe", Summary: "test probe", Run: func(_ context.Context, env bench.Env) (bench.Result, error) {
+	lab.Register(lab.Scenario{Name: "cli-probe", Summary: "test probe", Run: func(_ context.Context, env lab.Config) (lab.Report, error) {
 		probeEnvs <- env
 		return benchProbe{Rows: 1}, nil
 	}})
@@ -81,6 +82,7 @@ func TestBench_BadInvocationsExitTwo(t *testing.T) {
 	for _, args := range [][]string{
 		{"--scenario", "no-such"},
 		{"--scenario", "latency,no-such"},
+		{"--scenario", "idle"},
 		{"--messages", "-1"},
 		{"extra"},
 	} {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/spillway-dev/spillway/internal/lab"
 	"log/slog"
 	"runtime/pprof"
 	"strings"
@@ -37,24 +38,32 @@ type backends struct {
 
 // startBackends starts (or connects to) DynamoDB and Kafka with the bench
 // topic. The embedded servers start under the backend profile label so
-// their CPU can be told apart from Spillway's.
-func startBackends(ctx context.Context, env Env) (*backends, error) {
+// their CPU can be told apart from Spillway's. A simulated study (inside
+// the lab's bubble: env.Settle set) gets their in-memory forms, whatever
+// env names: a socket would stop the bubble's clock.
+func startBackends(ctx context.Context, env lab.Config) (*backends, error) {
 	b := &backends{}
 	var err error
+	inMemory := env.Settle != nil
 	pprof.Do(ctx, pprof.Labels(labelKey, labelBackend), func(ctx context.Context) {
 		opts := []outboxlocal.DynamoOption{outboxlocal.WithoutEnvironment()}
-		if env.DynamoDBEndpoint != "" {
+		switch {
+		case inMemory:
+			opts = append(opts, outboxlocal.InMemory())
+		case env.DynamoDBEndpoint != "":
 			opts = append(opts, outboxlocal.WithEndpoint(env.DynamoDBEndpoint))
 		}
 		if b.ddb, err = outboxlocal.StartDynamoDB(ctx, opts...); err != nil {
 			return
 		}
-		b.kafka, err = outboxlocal.StartKafka(ctx, outboxlocal.KafkaConfig{
-			Topics:            []string{benchTopic},
-			Partitions:        benchPartition,
-			Endpoint:          strings.Join(env.Brokers, ","),
-			IgnoreEnvironment: true,
-		})
+		kcfg := outboxlocal.KafkaConfig{
+			Topics: []string{benchTopic}, Partitions: benchPartition,
+			IgnoreEnvironment: true, InMemory: inMemory,
+		}
+		if !inMemory {
+			kcfg.Endpoint = strings.Join(env.Brokers, ",")
+		}
+		b.kafka, err = outboxlocal.StartKafka(ctx, kcfg)
 	})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("bench: start backends: %w", err), b.Close())
@@ -93,7 +102,7 @@ func (b *backends) newTable(ctx context.Context, bucketCount int, clock outbox.C
 
 // kafkaConfig is a publisher's configuration for the cluster.
 func (b *backends) kafkaConfig() outboxkafka.Config {
-	return outboxkafka.Config{Brokers: b.kafka.Brokers, ExtraOpts: outboxlocal.TestClientOpts()}
+	return outboxkafka.Config{Brokers: b.kafka.Brokers, ExtraOpts: b.kafka.ClientOpts()}
 }
 
 // newPublisher returns a Kafka publisher connected to the cluster.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/spillway-dev/spillway/internal/lab"
 	"math"
 	"slices"
 	"sync"
@@ -109,23 +110,27 @@ type PathCost struct {
 	Model string
 }
 
-var costScenario = Scenario{
-	Name:    "cost",
-	Summary: "DynamoDB requests and units per message for each enqueue path and for relaying, next to the seed's model",
-	Run: func(ctx context.Context, env Env) (Result, error) {
+var costScenario = lab.Scenario{
+	Name:      "cost",
+	Summary:   "DynamoDB requests and units per message for each enqueue path and for relaying, next to the seed's model",
+	Simulated: true,
+	Run: func(ctx context.Context, env lab.Config) (lab.Report, error) {
 		return RunCost(ctx, env, CostConfig{})
 	},
 }
 
 // RunCost enqueues cfg.Messages messages through each path, relays them all
-// with one relay, and reports the counted requests and units. Writers run
-// on the system clock; the relay runs on a manual clock that moves only
-// when the relay waits (internal/simtime's rule), so its figures do not
+// with one relay, and reports the counted requests and units. It runs only
+// inside the lab's synctest bubble (env.Settle), on the in-memory backends,
+// so the relay's timers move with the bubble's clock and its figures do not
 // depend on the machine's speed.
-func RunCost(ctx context.Context, env Env, cfg CostConfig) (res CostResult, err error) {
+func RunCost(ctx context.Context, env lab.Config, cfg CostConfig) (res CostResult, err error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return CostResult{}, err
+	}
+	if env.Settle == nil {
+		return CostResult{}, lab.ErrNotInBubble
 	}
 	b, err := startBackends(ctx, env)
 	if err != nil {
@@ -134,8 +139,8 @@ func RunCost(ctx context.Context, env Env, cfg CostConfig) (res CostResult, err 
 	defer func() { err = errors.Join(err, b.Close()) }()
 	res = CostResult{Config: cfg, Prices: OnDemandPrices}
 	for _, size := range cfg.ValueSizes {
-		env.progressf("cost: %d-byte values", size)
-		sc, err := measureCost(ctx, b, cfg, size)
+		env.Progressf("cost: %d-byte values", size)
+		sc, err := measureCost(ctx, env, b, cfg, size)
 		if err != nil {
 			return CostResult{}, fmt.Errorf("bench: cost of %d-byte values: %w", size, err)
 		}
@@ -158,6 +163,7 @@ func (c CostConfig) validate() error {
 
 // costRun is the measurement for one value size.
 type costRun struct {
+	env    lab.Config
 	cfg    CostConfig
 	b      *backends
 	opts   outboxddb.Options
@@ -167,7 +173,7 @@ type costRun struct {
 	kb     float64 // a message item's size in started KB
 }
 
-func measureCost(ctx context.Context, b *backends, cfg CostConfig, valueSize int) (SizeCost, error) {
+func measureCost(ctx context.Context, env lab.Config, b *backends, cfg CostConfig, valueSize int) (SizeCost, error) {
 	opts, err := b.newTable(ctx, cfg.BucketCount, outbox.SystemClock{})
 	if err != nil {
 		return SizeCost{}, err
@@ -176,7 +182,7 @@ func measureCost(ctx context.Context, b *backends, cfg CostConfig, valueSize int
 	if err != nil {
 		return SizeCost{}, err
 	}
-	c := &costRun{cfg: cfg, b: b, opts: opts, writer: writer, work: newWorkload(b.topic, valueSize, cfg.BucketCount)}
+	c := &costRun{env: env, cfg: cfg, b: b, opts: opts, writer: writer, work: newWorkload(b.topic, valueSize, cfg.BucketCount)}
 	sc := SizeCost{ValueSize: valueSize}
 	single, err := c.enqueueSingle(ctx)
 	if err != nil {
@@ -372,45 +378,42 @@ func (c *costRun) itemSize(ctx context.Context) (int, error) {
 	return outboxlocal.ItemSize(out.Items[0]), nil
 }
 
-// relay drains every message enqueued so far with one drain-mode relay on a
-// manual clock and splits its requests into the run's start (up to the end
-// of the first acquisition round), the backlog sample that follows it, the
-// drain (until every message is deleted and the relay waits), and the
-// linger and stop (the clock moves from timer to timer until the run
-// returns).
+// relay drains every message enqueued so far with one drain-mode relay and
+// splits its requests into the run's start (up to the end of the first
+// acquisition round), the backlog sample that follows it, the drain (until
+// every message is deleted and the relay waits), and the linger and stop
+// (the bubble's clock moves from timer to timer until the run returns).
 func (c *costRun) relay(ctx context.Context) (join, backlog, drain, stop PathCost, err error) {
 	total := c.next
 	counter := c.b.ddb.Counter
-	obs := &costObserver{counter: counter, total: total}
+	obs := &costObserver{counter: counter, total: total, allDeleted: make(chan struct{})}
 	kp, err := c.b.newPublisher(ctx)
 	if err != nil {
 		return
 	}
 	defer kp.Close()
-	sim := newSimulation(ctx)
-	var start, drained outboxlocal.Counts
+	sim, err := lab.NewSim(ctx, c.env)
+	if err != nil {
+		return
+	}
+	proc, err := c.b.newRelay(sim.Context(), relayproc.Config{
+		Store: c.opts, Publisher: kp, Observer: obs,
+		Relay: outbox.RelayOptions{RelayID: "cost", BucketCount: c.cfg.BucketCount, Mode: outbox.ModeDrain},
+	})
+	if err != nil {
+		return join, backlog, drain, stop, errors.Join(err, sim.Stop())
+	}
+	start := counter.Snapshot()
 	var out outbox.RunResult
-	err = sim.do(func() error {
-		opts := c.opts
-		opts.Clock = sim.clock
-		proc, err := c.b.newRelay(sim.ctx, relayproc.Config{
-			DynamoDB: sim.dynamoDB(c.b.ddb), Store: opts, Publisher: sim.publisher(kp), Clock: sim.clock, Observer: obs,
-			Relay: outbox.RelayOptions{RelayID: "cost", BucketCount: c.cfg.BucketCount, Mode: outbox.ModeDrain},
-		})
-		if err != nil {
-			return err
-		}
-		start = counter.Snapshot()
-		var ran atomic.Bool
-		sim.spawn(func(ctx context.Context) error {
-			res, err := proc.Relay.Run(ctx, outbox.RunInput{Trigger: outbox.TriggerDirect})
-			out = res
-			ran.Store(true)
-			return err
-		})
-		drained, err = drainThenStop(sim, obs, ran.Load)
+	ran := make(chan struct{})
+	sim.Go(func(ctx context.Context) error {
+		defer close(ran)
+		res, err := proc.Relay.Run(ctx, outbox.RunInput{Trigger: outbox.TriggerDirect})
+		out = res
 		return err
 	})
+	drained, err := drainThenStop(sim, obs, ran)
+	err = errors.Join(err, sim.Stop())
 	switch {
 	case err != nil:
 		return join, backlog, drain, stop, fmt.Errorf("relay run after deleting %d of %d messages: %w", obs.deleted.Load(), total, err)
@@ -429,29 +432,26 @@ func (c *costRun) relay(ctx context.Context) (join, backlog, drain, stop PathCos
 	return join, backlog, drain, stop, nil
 }
 
-// drainThenStop moves the simulation until the relay deleted every message
-// and then parked (the drain's end, whose counts it returns), then until
-// the run returned (ran, read with every participant parked).
-func drainThenStop(sim *simulation, obs *costObserver, ran func() bool) (outboxlocal.Counts, error) {
-	var drained outboxlocal.Counts
-	deleted := false
-	for {
-		if err := sim.settle(); err != nil {
-			return drained, err
-		}
-		if !deleted && obs.deleted.Load() == int64(obs.total) {
-			deleted, drained = true, obs.counter.Snapshot()
-		}
-		if ran() {
-			if !deleted {
-				return drained, errors.New("the relay stopped before deleting every message")
-			}
-			return drained, nil
-		}
-		if more, err := sim.step(); err != nil || !more {
-			return drained, cmp.Or(err, errors.New("the relay waits on nothing"))
-		}
+// drainThenStop lets the simulation run until the relay deleted every
+// message and every participant waits (the drain's end, whose counts it
+// returns), then until the run returned.
+func drainThenStop(sim *lab.Sim, obs *costObserver, ran <-chan struct{}) (outboxlocal.Counts, error) {
+	select {
+	case <-obs.allDeleted:
+	case <-ran:
+		return outboxlocal.Counts{}, errors.New("the relay stopped before deleting every message")
+	case <-sim.Context().Done():
+		return outboxlocal.Counts{}, sim.Settle()
 	}
+	if err := sim.Settle(); err != nil {
+		return outboxlocal.Counts{}, err
+	}
+	drained := obs.counter.Snapshot()
+	select {
+	case <-ran:
+	case <-sim.Context().Done():
+	}
+	return drained, sim.Settle()
 }
 
 // costObserver snapshots the Counter at the end of the first acquisition
@@ -466,6 +466,8 @@ type costObserver struct {
 	atJoin   *outboxlocal.Counts
 	atSample *outboxlocal.Counts
 	deleted  atomic.Int64
+	// allDeleted is closed when the deletes reach total.
+	allDeleted chan struct{}
 }
 
 func (o *costObserver) Observe(e outbox.Event) {
@@ -475,7 +477,9 @@ func (o *costObserver) Observe(e outbox.Event) {
 	case outbox.EventBacklog:
 		o.first(&o.atSample)
 	case outbox.EventDelete:
-		o.deleted.Add(int64(e.Count))
+		if o.deleted.Add(int64(e.Count)) == int64(o.total) {
+			close(o.allDeleted)
+		}
 	}
 }
 
@@ -498,10 +502,10 @@ func (o *costObserver) snapshots() (joined, sampled outboxlocal.Counts, ok bool)
 }
 
 // Tables renders one table per value size.
-func (r CostResult) Tables() []Table {
-	var out []Table
+func (r CostResult) Tables() []lab.Table {
+	var out []lab.Table
 	for _, s := range r.Sizes {
-		t := Table{
+		t := lab.Table{
 			Title: fmt.Sprintf("DynamoDB cost, %d-byte values (message item %d bytes), %d messages per enqueue path, counted by the SDK middleware",
 				s.ValueSize, s.ItemSize, r.Config.Messages),
 			Header: []string{"path", "per", "requests", "WRU", "RRU", "seed model WRU", "model", "USD per million"},

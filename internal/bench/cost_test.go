@@ -2,9 +2,11 @@ package bench
 
 import (
 	"fmt"
+	"github.com/spillway-dev/spillway/internal/lab"
 	"maps"
 	"math"
 	"testing"
+	"testing/synctest"
 )
 
 // TestCost measures the cost scenario and asserts the counted requests and
@@ -29,12 +31,14 @@ func TestCost(t *testing.T) {
 		{ValueSizes: []int{512}},
 		{ValueSizes: []int{16 << 10}, Messages: 20},
 	} {
-		res, err := RunCost(t.Context(), Env{}, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkCost(t, res)
-		checkRendering(t, res)
+		synctest.Test(t, func(t *testing.T) {
+			res, err := RunCost(t.Context(), lab.Config{Settle: synctest.Wait}, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkCost(t, res)
+			checkRendering(t, res)
+		})
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/spillway-dev/spillway/internal/lab"
 	"time"
 
 	"github.com/spillway-dev/spillway/internal/lambdasim"
@@ -91,21 +92,26 @@ type Rate struct {
 	USD                   float64
 }
 
-var idleScenario = Scenario{
-	Name:    "idle",
-	Summary: "request units per hour of an idle 8-bucket deployment: drain + schedule, hold, always-on (simulated hour)",
-	Run: func(ctx context.Context, env Env) (Result, error) {
+var idleScenario = lab.Scenario{
+	Name:      "idle",
+	Summary:   "request units per hour of an idle 8-bucket deployment: drain + schedule, hold, always-on (simulated hour)",
+	Simulated: true,
+	Run: func(ctx context.Context, env lab.Config) (lab.Report, error) {
 		return RunIdle(ctx, env, IdleConfig{})
 	},
 }
 
-// RunIdle simulates each deployment for cfg.Window on a manual clock, with
-// the real relay engine against DynamoDB and Kafka, and counts the
-// requests and capacity units.
-func RunIdle(ctx context.Context, env Env, cfg IdleConfig) (res IdleResult, err error) {
+// RunIdle simulates each deployment for cfg.Window, with the real relay
+// engine against DynamoDB and Kafka, and counts the requests and capacity
+// units. It runs only inside the lab's synctest bubble (env.Settle), whose
+// clock is the simulation's.
+func RunIdle(ctx context.Context, env lab.Config, cfg IdleConfig) (res IdleResult, err error) {
 	cfg = cfg.withDefaults()
 	if cfg.Window < 0 || cfg.BucketCount < 1 || cfg.Schedule < 0 || cfg.FunctionTimeout < 0 || cfg.PollInterval < 0 || cfg.RenewInterval < 0 {
 		return IdleResult{}, fmt.Errorf("bench: idle config %+v: want positive durations and buckets", cfg)
+	}
+	if env.Settle == nil {
+		return IdleResult{}, lab.ErrNotInBubble
 	}
 	b, err := startBackends(ctx, env)
 	if err != nil {
@@ -114,8 +120,8 @@ func RunIdle(ctx context.Context, env Env, cfg IdleConfig) (res IdleResult, err 
 	defer func() { err = errors.Join(err, b.Close()) }()
 	res = IdleResult{Config: cfg, Prices: OnDemandPrices}
 	for _, mode := range cfg.Modes {
-		env.progressf("idle: simulating %v of %s", cfg.Window, mode)
-		cost, err := simulateIdle(ctx, b, cfg, mode)
+		env.Progressf("idle: simulating %v of %s", cfg.Window, mode)
+		cost, err := simulateIdle(ctx, env, b, cfg, mode)
 		if err != nil {
 			return IdleResult{}, fmt.Errorf("bench: idle %s: %w", mode, err)
 		}
@@ -127,15 +133,15 @@ func RunIdle(ctx context.Context, env Env, cfg IdleConfig) (res IdleResult, err 
 // idleRun is one mode's simulation.
 type idleRun struct {
 	cfg   IdleConfig
-	sim   *simulation
+	sim   *lab.Sim
 	b     *backends
 	opts  outboxddb.Options
 	pub   outbox.Publisher
 	start time.Time
 }
 
-func simulateIdle(ctx context.Context, b *backends, cfg IdleConfig, mode string) (cost IdleCost, err error) {
-	opts, err := b.newTable(ctx, cfg.BucketCount, nil)
+func simulateIdle(ctx context.Context, env lab.Config, b *backends, cfg IdleConfig, mode string) (cost IdleCost, err error) {
+	opts, err := b.newTable(ctx, cfg.BucketCount, outbox.SystemClock{})
 	if err != nil {
 		return IdleCost{}, err
 	}
@@ -144,13 +150,13 @@ func simulateIdle(ctx context.Context, b *backends, cfg IdleConfig, mode string)
 		return IdleCost{}, err
 	}
 	defer pub.Close()
-	sim := newSimulation(ctx)
-	run := &idleRun{cfg: cfg, sim: sim, b: b, opts: opts, pub: sim.publisher(pub), start: simStart}
-	err = sim.do(func() error {
-		cost, err = run.simulate(mode)
-		return err
-	})
-	return cost, err
+	sim, err := lab.NewSim(ctx, env)
+	if err != nil {
+		return IdleCost{}, err
+	}
+	run := &idleRun{cfg: cfg, sim: sim, b: b, opts: opts, pub: pub, start: sim.StartOnTheHour()}
+	cost, err = run.simulate(mode)
+	return cost, errors.Join(err, sim.Stop())
 }
 
 // simulate starts the deployment at the window's start (a sweep is due
@@ -172,7 +178,7 @@ func (r *idleRun) simulate(mode string) (IdleCost, error) {
 	if err != nil {
 		return IdleCost{}, err
 	}
-	if err := r.sim.runUntil(r.start.Add(r.cfg.Window)); err != nil {
+	if err := r.sim.RunUntil(r.start.Add(r.cfg.Window)); err != nil {
 		return IdleCost{}, err
 	}
 	counts := r.b.ddb.Counter.Snapshot().Since(before)
@@ -215,20 +221,21 @@ func (r *idleRun) startFunction(mode outbox.Mode, held bool) (func() lambdasim.S
 	if err != nil {
 		return nil, err
 	}
-	client := r.sim.dynamoDB(r.b.ddb)
+	client := r.b.ddb.Client
+	clock := outbox.SystemClock{}
 	fn, err := lambdasim.New(lambdasim.Config[*outboxlambda.RelayHandler]{
-		Clock: r.sim.clock, Scheduler: r.sim.agenda, Context: r.sim.ctx,
+		Clock: clock, Scheduler: r.sim, Context: r.sim.Context(),
 		ReservedConcurrency: 2, Timeout: r.cfg.FunctionTimeout,
 		NewEnv: func(n int) (*outboxlambda.RelayHandler, error) {
 			opts := fnCfg.StoreOptions()
-			opts.Clock, opts.Logger = r.sim.clock, quietLogger()
+			opts.Clock, opts.Logger = clock, quietLogger()
 			store, err := outboxddb.NewStore(client, opts)
 			if err != nil {
 				return nil, err
 			}
 			return outboxlambda.NewRelayHandler(outboxlambda.RelayHandlerConfig{
 				Config: fnCfg, RelayID: fmt.Sprintf("relay-%02d", n), Store: store, Publisher: r.pub,
-				Clock: r.sim.clock, Logger: quietLogger(),
+				Clock: clock, Logger: quietLogger(),
 			})
 		},
 	})
@@ -237,7 +244,7 @@ func (r *idleRun) startFunction(mode outbox.Mode, held bool) (func() lambdasim.S
 	}
 	// The simulation's end waits for the invocations still running, so
 	// that none of their requests lands in another simulation's counts.
-	r.sim.spawn(func(ctx context.Context) error {
+	r.sim.Go(func(ctx context.Context) error {
 		<-ctx.Done()
 		fn.Wait()
 		return nil
@@ -254,10 +261,10 @@ func (r *idleRun) every(interval time.Duration, send func(now time.Time)) {
 	var at func(now time.Time) error
 	at = func(now time.Time) error {
 		send(now)
-		r.sim.agenda.At(now.Add(interval), at)
+		r.sim.At(now.Add(interval), at)
 		return nil
 	}
-	r.sim.agenda.At(r.start, at)
+	r.sim.At(r.start, at)
 }
 
 // functionConfig is the relay function's configuration in mode, with the
@@ -276,10 +283,8 @@ func (r *idleRun) functionConfig(mode outbox.Mode) (outboxlambda.Config, error) 
 // startAlwaysOn starts one hold-mode relay without a deadline, as a
 // container or host process runs it.
 func (r *idleRun) startAlwaysOn() (func() lambdasim.Stats, error) {
-	opts := r.opts
-	opts.Clock = r.sim.clock
-	p, err := r.b.newRelay(r.sim.ctx, relayproc.Config{
-		DynamoDB: r.sim.dynamoDB(r.b.ddb), Store: opts, Publisher: r.pub, Clock: r.sim.clock,
+	p, err := r.b.newRelay(r.sim.Context(), relayproc.Config{
+		Store: r.opts, Publisher: r.pub,
 		Relay: outbox.RelayOptions{
 			RelayID: "always-on", BucketCount: r.cfg.BucketCount, Mode: outbox.ModeHold,
 			PollInterval: r.cfg.PollInterval, LeaseRenewInterval: r.cfg.RenewInterval,
@@ -288,7 +293,7 @@ func (r *idleRun) startAlwaysOn() (func() lambdasim.Stats, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.sim.spawn(func(ctx context.Context) error {
+	r.sim.Go(func(ctx context.Context) error {
 		res, err := p.Relay.Run(ctx, outbox.RunInput{Trigger: outbox.TriggerDirect})
 		if err == nil && ctx.Err() == nil {
 			err = fmt.Errorf("always-on relay stopped before the window ended: %s", res.Reason)
@@ -299,9 +304,9 @@ func (r *idleRun) startAlwaysOn() (func() lambdasim.Stats, error) {
 }
 
 // Tables renders the idle costs.
-func (r IdleResult) Tables() []Table {
-	t := Table{
-		Title:  fmt.Sprintf("Idle cost: %d buckets, nothing to relay, %v simulated on a manual clock with the real relay engine", r.Config.BucketCount, r.Config.Window),
+func (r IdleResult) Tables() []lab.Table {
+	t := lab.Table{
+		Title:  fmt.Sprintf("Idle cost: %d buckets, nothing to relay, %v simulated with the real relay engine", r.Config.BucketCount, r.Config.Window),
 		Header: []string{"deployment", "runs (joined)", "Query", "PutItem", "UpdateItem", "requests/h", "RRU/h", "WRU/h", "USD/h", "USD/month"},
 	}
 	for _, m := range r.Modes {
@@ -320,7 +325,7 @@ func (r IdleResult) Tables() []Table {
 		"      so after the last held invocation an idle hold deployment costs what drain costs.",
 		fmt.Sprintf("always-on: one relay polling its buckets every %v and renewing every %v.", r.Config.PollInterval, r.Config.RenewInterval),
 	}
-	return []Table{t}
+	return []lab.Table{t}
 }
 
 func idleLabel(mode string, c IdleConfig) string {

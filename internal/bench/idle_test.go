@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"github.com/spillway-dev/spillway/internal/lab"
 	"maps"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -31,14 +33,17 @@ import (
 //     and no count when every bucket is empty.
 func TestIdleCost(t *testing.T) {
 	t.Parallel()
-	scheduled, err := RunIdle(t.Context(), Env{}, IdleConfig{Window: 15 * time.Minute, Modes: []string{IdleDrain, IdleHold}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	alwaysOn, err := RunIdle(t.Context(), Env{}, IdleConfig{Window: 5 * time.Minute, Modes: []string{IdleAlwaysOn}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var scheduled, alwaysOn IdleResult
+	synctest.Test(t, func(t *testing.T) {
+		var err error
+		env := lab.Config{Settle: synctest.Wait}
+		if scheduled, err = RunIdle(t.Context(), env, IdleConfig{Window: 15 * time.Minute, Modes: []string{IdleDrain, IdleHold}}); err != nil {
+			t.Fatal(err)
+		}
+		if alwaysOn, err = RunIdle(t.Context(), env, IdleConfig{Window: 5 * time.Minute, Modes: []string{IdleAlwaysOn}}); err != nil {
+			t.Fatal(err)
+		}
+	})
 	checkRendering(t, scheduled)
 	modes := append(scheduled.Modes, alwaysOn.Modes...)
 	const (

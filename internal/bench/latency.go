@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/spillway-dev/spillway/internal/lab"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -72,10 +73,10 @@ type LatencySeries struct {
 	RelayRuns, JoinedRuns int
 }
 
-var latencyScenario = Scenario{
+var latencyScenario = lab.Scenario{
 	Name:    "latency",
 	Summary: "commit → broker-ack p50/p95/p99 with a warm relay woken by the writer's wake-up, and with polling only",
-	Run: func(ctx context.Context, env Env) (Result, error) {
+	Run: func(ctx context.Context, env lab.Config) (lab.Report, error) {
 		cfg := LatencyConfig{}
 		if env.Messages > 0 {
 			cfg.Samples = min(env.Messages, 1000)
@@ -86,7 +87,7 @@ var latencyScenario = Scenario{
 
 // RunLatency measures both series on the system clock (real milliseconds on
 // the embedded backends).
-func RunLatency(ctx context.Context, env Env, cfg LatencyConfig) (LatencyResult, error) {
+func RunLatency(ctx context.Context, env lab.Config, cfg LatencyConfig) (LatencyResult, error) {
 	cfg = cfg.withDefaults()
 	if cfg.Samples < 1 || cfg.PollInterval < 0 || cfg.MaxGap < 0 || cfg.IdleTimeout < 0 || cfg.Timeout < 0 {
 		return LatencyResult{}, fmt.Errorf("bench: latency config %+v: want samples >= 1 and positive durations", cfg)
@@ -96,7 +97,7 @@ func RunLatency(ctx context.Context, env Env, cfg LatencyConfig) (LatencyResult,
 		name string
 		run  func(context.Context, *backends, LatencyConfig) (LatencySeries, error)
 	}{{SeriesWake, measureWake}, {SeriesPoll, measurePoll}} {
-		env.progressf("latency: %d samples, %s", cfg.Samples, series.name)
+		env.Progressf("latency: %d samples, %s", cfg.Samples, series.name)
 		s, err := func() (s LatencySeries, err error) {
 			ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 			defer cancel()
@@ -320,8 +321,8 @@ func summarize(name string, lat []time.Duration) LatencySeries {
 }
 
 // Tables renders the latency table.
-func (r LatencyResult) Tables() []Table {
-	t := Table{
+func (r LatencyResult) Tables() []lab.Table {
+	t := lab.Table{
 		Title:  "Latency: commit → Kafka acknowledgement (wall clock on the embedded backends, noisy)",
 		Header: []string{"series", "samples", "p50", "p95", "p99", "mean", "min", "max", "relay runs (joined)"},
 	}
@@ -338,7 +339,7 @@ func (r LatencyResult) Tables() []Table {
 		fmt.Sprintf("polling: a relay holding every bucket finds the message at its next poll (every %v); commits %v–%v apart.",
 			r.Config.PollInterval, r.Config.MaxGap/10, r.Config.MaxGap),
 	}
-	return []Table{t}
+	return []lab.Table{t}
 }
 
 func seriesLabel(name string, c LatencyConfig) string {

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"github.com/spillway-dev/spillway/internal/lab"
 	"os"
 	"runtime/pprof"
 	"strings"
@@ -12,7 +13,7 @@ import (
 
 // checkRendering fails the test when a result does not marshal to JSON or
 // renders no table with rows.
-func checkRendering(t *testing.T, r Result) {
+func checkRendering(t *testing.T, r lab.Report) {
 	t.Helper()
 	if _, err := json.Marshal(r); err != nil {
 		t.Errorf("%T does not marshal: %v", r, err)
@@ -29,32 +30,25 @@ func checkRendering(t *testing.T, r Result) {
 	}
 }
 
-func TestRegistry_BuiltInsInOrderAndNamesUnique(t *testing.T) {
+func TestRegistry_RealTimeScenariosFirst(t *testing.T) {
 	var names []string
-	for _, s := range Scenarios() {
+	for _, s := range lab.Scenarios(false) {
 		names = append(names, s.Name)
 	}
-	if got := strings.Join(names[:2], ","); got != "throughput,latency" {
-		t.Errorf("scenarios %v, want throughput, latency first", names)
+	if got := strings.Join(names, ","); got != "throughput,latency" {
+		t.Errorf("real-time scenarios %v, want throughput, latency", names)
 	}
-	if s, ok := Lookup("latency"); !ok || s.Name != "latency" || s.Run == nil {
-		t.Errorf("Lookup(latency) = %+v, %v", s, ok)
-	}
-	if _, ok := Lookup("nope"); ok {
-		t.Error("Lookup(nope) found a scenario")
-	}
-	defer func() {
-		if recover() == nil {
-			t.Error("registering latency twice did not panic")
+	for _, name := range []string{"cost", "idle"} {
+		if s, ok := lab.Lookup(name); !ok || !s.Simulated {
+			t.Errorf("Lookup(%s) = %+v, %v; want a simulated study", name, s, ok)
 		}
-	}()
-	Register(latencyScenario)
+	}
 }
 
 // TestTimedScenarios_Run runs the timed scenarios on tiny workloads. Their
 // times are never asserted; what they count is.
 func TestTimedScenarios_Run(t *testing.T) {
-	tp, err := RunThroughput(t.Context(), Env{}, ThroughputConfig{
+	tp, err := RunThroughput(t.Context(), lab.Config{}, ThroughputConfig{
 		Messages: 120,
 		Cases:    []ThroughputCase{{Relays: 2, Buckets: 8, ValueSize: 1 << 10}},
 	})
@@ -67,7 +61,7 @@ func TestTimedScenarios_Run(t *testing.T) {
 	}
 	checkRendering(t, tp)
 
-	lat, err := RunLatency(t.Context(), Env{}, LatencyConfig{Samples: 3, MaxGap: 50 * time.Millisecond})
+	lat, err := RunLatency(t.Context(), lab.Config{}, LatencyConfig{Samples: 3, MaxGap: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,28 +121,6 @@ func TestLabelShares_SplitsARealProfileByLabel(t *testing.T) {
 	// walk charges it to Spillway's own code.
 	if share.Samples == 0 || share.Spillway < 50 || share.Backend != 0 || share.InSpillway[CauseRelay] < 50 {
 		t.Errorf("share %+v (sink %d): want samples, mostly spillway and its own code, no backend", share, sink)
-	}
-}
-
-func TestTable_AlignsFiguresRight(t *testing.T) {
-	var b strings.Builder
-	err := Table{
-		Title:  "T",
-		Header: []string{"name", "n", "cost"},
-		Rows:   [][]string{{"a", "1", "$0.5"}, {"long name", "1000", "-"}},
-		Notes:  []string{"note"},
-	}.Write(&b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := "T\n" +
-		"name          n  cost\n" +
-		"---------  ----  ----\n" +
-		"a             1  $0.5\n" +
-		"long name  1000     -\n" +
-		"  note\n"
-	if b.String() != want {
-		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
 	}
 }
 

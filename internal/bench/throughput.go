@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/spillway-dev/spillway/internal/lab"
 	"runtime/pprof"
 	"sync"
 	"sync/atomic"
@@ -88,10 +89,10 @@ type CaseThroughput struct {
 	CPU                CPUShare
 }
 
-var throughputScenario = Scenario{
+var throughputScenario = lab.Scenario{
 	Name:    "throughput",
 	Summary: "messages/s relayed by 1 relay/1 bucket, 1 relay/8 buckets, 4 relays/8 buckets, 1 KB and 16 KB values, with the CPU share",
-	Run: func(ctx context.Context, env Env) (Result, error) {
+	Run: func(ctx context.Context, env lab.Config) (lab.Report, error) {
 		return RunThroughput(ctx, env, ThroughputConfig{Messages: env.Messages})
 	},
 }
@@ -100,14 +101,14 @@ var throughputScenario = Scenario{
 // messages first, then starts the relays and times them until the outbox is
 // empty, under a CPU profile whose labels split Spillway's CPU from the
 // embedded backends'.
-func RunThroughput(ctx context.Context, env Env, cfg ThroughputConfig) (ThroughputResult, error) {
+func RunThroughput(ctx context.Context, env lab.Config, cfg ThroughputConfig) (ThroughputResult, error) {
 	cfg = cfg.withDefaults()
 	if cfg.Messages < 1 || cfg.RenewInterval <= 0 || cfg.RenewInterval >= cfg.LeaseDuration || cfg.Timeout <= 0 {
 		return ThroughputResult{}, fmt.Errorf("bench: throughput config %+v: want messages >= 1 and 0 < renewal < lease", cfg)
 	}
 	res := ThroughputResult{Config: cfg}
 	for _, c := range cfg.Cases {
-		env.progressf("throughput: %d relay(s) over %d bucket(s), %d-byte values, %d messages", c.Relays, c.Buckets, c.ValueSize, cfg.Messages)
+		env.Progressf("throughput: %d relay(s) over %d bucket(s), %d-byte values, %d messages", c.Relays, c.Buckets, c.ValueSize, cfg.Messages)
 		ct, err := measureThroughput(ctx, env, cfg, c)
 		if err != nil {
 			return ThroughputResult{}, fmt.Errorf("bench: throughput %s: %w", c.Name(), err)
@@ -117,7 +118,7 @@ func RunThroughput(ctx context.Context, env Env, cfg ThroughputConfig) (Throughp
 	return res, nil
 }
 
-func measureThroughput(ctx context.Context, env Env, cfg ThroughputConfig, c ThroughputCase) (ct CaseThroughput, err error) {
+func measureThroughput(ctx context.Context, env lab.Config, cfg ThroughputConfig, c ThroughputCase) (ct CaseThroughput, err error) {
 	if c.Relays < 1 || c.Buckets < 1 || c.ValueSize < 0 {
 		return ct, fmt.Errorf("invalid case %+v", c)
 	}
@@ -137,7 +138,7 @@ func measureThroughput(ctx context.Context, env Env, cfg ThroughputConfig, c Thr
 // relayAll enqueues cfg.Messages and relays them with c.Relays relays. It
 // runs under the spillway label, so every client goroutine it starts (SDK
 // connections, franz-go) carries it.
-func relayAll(ctx context.Context, env Env, cfg ThroughputConfig, c ThroughputCase, b *backends) (CaseThroughput, error) {
+func relayAll(ctx context.Context, env lab.Config, cfg ThroughputConfig, c ThroughputCase, b *backends) (CaseThroughput, error) {
 	ct := CaseThroughput{ThroughputCase: c, Messages: cfg.Messages}
 	opts, err := b.newTable(ctx, c.Buckets, outbox.SystemClock{})
 	if err != nil {
@@ -297,8 +298,8 @@ func (o *throughputObserver) timing() (elapsed, settled time.Duration, rate floa
 }
 
 // Tables renders the throughput table.
-func (r ThroughputResult) Tables() []Table {
-	t := Table{
+func (r ThroughputResult) Tables() []lab.Table {
+	t := lab.Table{
 		Title:  fmt.Sprintf("Throughput: %d messages per case, enqueued first, relayed until the outbox is empty (wall clock, noisy)", r.Config.Messages),
 		Header: []string{"relays", "buckets", "value", "msgs/s", "MB/s", "elapsed", "settled", "msgs/s settled", "dup", "requests/msg", "CPU spillway", "CPU backends", "CPU other"},
 	}
@@ -328,7 +329,7 @@ func (r ThroughputResult) Tables() []Table {
 		"One process runs the relays and both backends on the same cores: the figures rank layouts, they are not AWS throughput.",
 	}
 	causes := []string{CauseRelay, CauseSDK, CauseKafka, CauseCounter, CauseRuntime}
-	in := Table{
+	in := lab.Table{
 		Title:  "Throughput: where the spillway share goes (percent of it, by the innermost frame of each sample in a known module)",
 		Header: append([]string{"relays", "buckets", "value", "sampled"}, causes...),
 	}
@@ -349,9 +350,9 @@ func (r ThroughputResult) Tables() []Table {
 		"sampled: the spillway share's CPU time; the profile samples at 100 Hz, so a share of a short case rests on few samples.",
 	}
 	if len(in.Rows) == 0 {
-		return []Table{t}
+		return []lab.Table{t}
 	}
-	return []Table{t, in}
+	return []lab.Table{t, in}
 }
 
 func fmtSeconds(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/internal/bench"
+	"github.com/spillway-dev/spillway/internal/lab"
 )
 
 // Result is the table of one economy run.
@@ -82,8 +83,8 @@ func (r Result) rates() []float64 {
 }
 
 // Tables renders the bill and the runs.
-func (r Result) Tables() []bench.Table {
-	bills := bench.Table{
+func (r Result) Tables() []lab.Table {
+	bills := lab.Table{
 		Title: fmt.Sprintf("Economy: the AWS bill per month by traffic rate (1 KB values = %d B, %d buckets, relay memory %d MB, seed %d; prices of %s)",
 			r.ValueSize, r.Buckets, r.MemoryMB, r.Seed, r.Prices.Date),
 		Header: []string{"msg/s", "deployment", "WRU/msg", "RRU/msg", "invocations/msg", "GB-s/month", "DynamoDB", "Lambda req", "Lambda dur", "schedule", "Fargate", "total/month", "per M msgs"},
@@ -95,7 +96,7 @@ func (r Result) Tables() []bench.Table {
 	}
 	bills.Notes = append(bills.Notes, r.verdicts()...)
 	bills.Notes = append(bills.Notes, r.Assumptions...)
-	runs := bench.Table{
+	runs := lab.Table{
 		Title:  "Economy: the steady-scenario runs behind the Spillway and Fargate figures",
 		Header: []string{"msg/s", "relay mode", "simulated writes", "messages", "write units", "read units", "invocations", "wake-ups not joining", "function time", "p99", "slowest"},
 	}
@@ -104,7 +105,7 @@ func (r Result) Tables() []bench.Table {
 			fmt.Sprintf("%.1f", m.WriteUnits), fmt.Sprintf("%.1f", m.ReadUnits), fmt.Sprint(m.Invocations), fmt.Sprint(m.WakeUpsWithoutJoining),
 			m.FunctionTime.Round(time.Millisecond).String(), fmtLatency(m.P99), fmtLatency(m.Max)})
 	}
-	return []bench.Table{bills, runs}
+	return []lab.Table{bills, runs}
 }
 
 // row is one deployment's bill at one rate.

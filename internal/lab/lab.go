@@ -1,0 +1,130 @@
+// Package lab is the one registry of Spillway's measured scenarios, with
+// their one configuration shape (Config) and report shape (Report: text
+// tables, and the figures as JSON).
+//
+// Two kinds of scenario register here. Real-time ones (internal/bench:
+// throughput, latency) run on the wall clock against the embedded backends
+// or the user's endpoints; `spillway bench` runs them. Simulated studies
+// (idle and per-message cost, steady traffic, the economy table, the
+// coordination plane at scale) run in simulated time and only inside a
+// testing/synctest bubble, on the in-memory forms of the embedded backends:
+// their figures are exact, so the same seed gives the same report. They run
+// as tests (internal/lab's TestStudies, `make lab`), which regenerate the
+// tables in docs/lab/ with -update, as golden files are.
+//
+// A scenario exists in a binary that imports its package (each registers
+// itself from init), so the CLI, which links only the real-time package,
+// lists only real-time scenarios, and never links the testing package.
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+)
+
+// Config is what every scenario is given. The zero value runs on the
+// embedded backends with each scenario's defaults.
+type Config struct {
+	// Seed fixes a simulated study's workload and draws; zero takes the
+	// study's default seed. Real-time scenarios ignore it.
+	Seed int64
+	// DynamoDBEndpoint is an external DynamoDB endpoint for the real-time
+	// scenarios; empty runs the embedded server.
+	DynamoDBEndpoint string
+	// Brokers are external Kafka seed brokers for the real-time scenarios;
+	// empty runs the embedded cluster.
+	Brokers []string
+	// Messages sizes the real-time scenarios (messages per throughput case,
+	// samples per latency series); zero takes each scenario's default.
+	Messages int
+	// ProfileDir, when set, receives the labelled CPU profile of every
+	// throughput case.
+	ProfileDir string
+	// Progress receives one line per step; nil discards them.
+	Progress io.Writer
+	// Settle waits until every other goroutine of the simulation's bubble
+	// is durably blocked (synctest.Wait). The lab's tests set it; a
+	// simulated study refuses to run without it (ErrNotInBubble), because
+	// outside a bubble its clock would be the wall clock.
+	Settle func()
+}
+
+// Progressf writes one progress line, if c.Progress is set.
+func (c Config) Progressf(format string, args ...any) {
+	if c.Progress != nil {
+		fmt.Fprintf(c.Progress, format+"\n", args...)
+	}
+}
+
+// ErrNotInBubble is returned by a simulated study run without Config.Settle,
+// that is, outside the lab's synctest bubble.
+var ErrNotInBubble = errors.New("lab: a simulated study runs only inside a testing/synctest bubble (go test ./internal/lab -run TestStudies, or make lab)")
+
+// Report is what a scenario returns: a struct of figures that marshals to
+// JSON, and its rendering as text tables. A simulated study's tables hold
+// only what the simulation fixes (counts, simulated times, prices), never a
+// wall-clock measurement, so that they compare exactly run to run.
+type Report interface {
+	Tables() []Table
+}
+
+// Scenario is one named measurement.
+type Scenario struct {
+	// Name selects the scenario (`spillway bench --scenario NAME`, `make
+	// lab SCENARIO=NAME`).
+	Name string
+	// Summary says in one line what it measures.
+	Summary string
+	// Simulated marks a study that runs only in a synctest bubble.
+	Simulated bool
+	// Run measures and returns the report.
+	Run func(ctx context.Context, cfg Config) (Report, error)
+}
+
+var registry struct {
+	mu        sync.Mutex
+	scenarios []Scenario
+}
+
+// Register adds a scenario, in registration order. Call it from an init
+// function; a duplicate or empty name panics, as it is a programming error.
+func Register(s Scenario) {
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	if s.Name == "" || s.Run == nil {
+		panic("lab: Register needs a name and a Run function")
+	}
+	if slices.ContainsFunc(registry.scenarios, func(o Scenario) bool { return o.Name == s.Name }) {
+		panic("lab: scenario " + s.Name + " registered twice")
+	}
+	registry.scenarios = append(registry.scenarios, s)
+}
+
+// Scenarios returns every registered scenario of the given kind (simulated
+// or real-time), in registration order.
+func Scenarios(simulated bool) []Scenario {
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	var out []Scenario
+	for _, s := range registry.scenarios {
+		if s.Simulated == simulated {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Lookup returns the scenario registered under name.
+func Lookup(name string) (Scenario, bool) {
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	i := slices.IndexFunc(registry.scenarios, func(s Scenario) bool { return s.Name == name })
+	if i < 0 {
+		return Scenario{}, false
+	}
+	return registry.scenarios[i], true
+}
