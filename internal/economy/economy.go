@@ -77,8 +77,7 @@ type Config struct {
 	MaxIdleTimeout time.Duration
 	// Seed fixes the scenario's randomness. Default 1.
 	Seed uint64
-	// DynamoDBEndpoint is an external DynamoDB endpoint; empty runs the
-	// embedded server.
+	// DynamoDBEndpoint must be empty (steady.Config.DynamoDBEndpoint).
 	DynamoDBEndpoint string
 	// Progress receives a line per run. Optional.
 	Progress io.Writer

@@ -40,8 +40,6 @@ type Report struct {
 	WakeUps             bool          `json:"wakeUps"`
 	Latencies           Latency       `json:"latencies"`
 	Seed                uint64        `json:"seed"`
-	// DynamoDB names the endpoint: the embedded server or a URL.
-	DynamoDB string `json:"dynamodb"`
 	// Simulated is the simulated time until the last relay stopped.
 	Simulated time.Duration `json:"simulatedNanos"`
 
@@ -257,8 +255,8 @@ func (r Report) Notes() []string {
 			r.PollInterval, r.IdleTimeout, r.MaxIdleTimeout, r.LeaseDuration, r.LeaseRenewInterval, r.StopMargin),
 		fmt.Sprintf("latencies: DynamoDB %v, Kafka %v (first init %v), Invoke %v, start %v (+%v cold)",
 			r.Latencies.DynamoDB, r.Latencies.Kafka, r.Latencies.KafkaInit, r.Latencies.Invoke, r.Latencies.Start, r.Latencies.ColdStart),
-		fmt.Sprintf("simulated %v; DynamoDB: %s; Kafka: an in-memory publisher",
-			r.Simulated.Round(time.Second), r.DynamoDB),
+		fmt.Sprintf("simulated %v; DynamoDB: the embedded server; Kafka: an in-memory publisher",
+			r.Simulated.Round(time.Second)),
 	}
 	if r.Errors > 0 {
 		notes = append(notes, fmt.Sprintf("%d invocations failed; last error: %s", r.Errors, r.LastError))
@@ -321,7 +319,7 @@ func (s *sim) report(counts outboxlocal.Counts) Report {
 		LeaseDuration:  s.fn.LeaseDuration, LeaseRenewInterval: s.fn.LeaseRenewInterval,
 		ReservedConcurrency: s.cfg.ReservedConcurrency, ScheduleInterval: s.cfg.ScheduleInterval,
 		WakeUps: !s.cfg.WithoutWakeUps, Latencies: s.cfg.Latency, Seed: s.cfg.Seed,
-		DynamoDB: "the embedded server", Counter: counts,
+		Counter: counts,
 
 		Stats: s.lambda.Stats(),
 

@@ -10,10 +10,10 @@ import (
 	"time"
 )
 
-// scenarioDuration is the scenario's 10 simulated minutes (about a minute of
-// wall time). Under the race detector a simulated minute takes about 12 s
-// of wall time on 2 cores, so the test simulates 4 minutes, about 50 s; so
-// does -short.
+// scenarioDuration is the scenario's 10 simulated minutes (about 10 s of
+// wall time). Under the race detector a simulated minute takes about 6 s
+// of wall time on 2 cores, so the test simulates 4 minutes; so does
+// -short.
 func scenarioDuration() time.Duration {
 	if raceEnabled || testing.Short() {
 		return 4 * time.Minute
