@@ -6,8 +6,8 @@
 // Spillway's figures are counted, not modelled: each rate runs the steady
 // scenario (internal/steady: the real relay handler through the simulated
 // Lambda service, the real writer and notifier, the embedded DynamoDB
-// server, one simulated clock), with 1 KB values over 8 buckets and a
-// wake-up per commit as writers send them. DynamoDB units are what the
+// server, in the caller's testing/synctest bubble), with 1 KB values over
+// 8 buckets and a wake-up per commit as writers send them. DynamoDB units are what the
 // server reports consumed; Lambda requests are the invocations; Lambda
 // duration is the invocations' simulated time at the configured memory;
 // the schedule is one EventBridge Scheduler invocation a minute. Monthly

@@ -77,8 +77,7 @@ type Config struct {
 	MaxIdleTimeout time.Duration
 	// Seed fixes the scenario's randomness. Default 1.
 	Seed uint64
-	// DynamoDBEndpoint is an external DynamoDB endpoint; empty runs the
-	// embedded server.
+	// DynamoDBEndpoint must be empty (steady.Config.DynamoDBEndpoint).
 	DynamoDBEndpoint string
 	// Progress receives a line per run. Optional.
 	Progress io.Writer
@@ -114,7 +113,9 @@ func (c Config) validate() error {
 	return nil
 }
 
-// Run measures every rate and prices the three deployments.
+// Run measures every rate and prices the three deployments. It must be
+// called inside a testing/synctest bubble: each rate's steady scenario
+// (steady.Run) runs on the bubble's clock.
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -205,14 +206,13 @@ func measure(ctx context.Context, cfg Config, rate float64, mode outbox.Mode) (M
 		lifetimes := (sc.Duration + holdTail + steady.DefaultRelayTimeout - 1) / steady.DefaultRelayTimeout
 		sc.RelayTimeout = sc.Duration/lifetimes + holdTail
 	}
-	start := time.Now()
 	rep, err := steady.Run(ctx, sc)
 	if err != nil {
 		return Measured{}, fmt.Errorf("economy: %v msg/s, %s mode: %w", rate, mode, err)
 	}
 	if cfg.Progress != nil {
-		fmt.Fprintf(cfg.Progress, "economy: %v msg/s, %s mode: %d messages over %v simulated in %.1fs\n",
-			rate, mode, rep.Relayed, rep.Simulated.Round(time.Second), time.Since(start).Seconds())
+		fmt.Fprintf(cfg.Progress, "economy: %v msg/s, %s mode: %d messages over %v simulated\n",
+			rate, mode, rep.Relayed, rep.Simulated.Round(time.Second))
 	}
 	return Measured{
 		Rate: rate, Mode: mode, Duration: rep.Duration, Simulated: rep.Simulated, Messages: rep.Relayed,

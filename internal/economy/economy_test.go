@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -19,8 +20,15 @@ func testDurations(rate float64) time.Duration {
 
 func near(got, want float64) bool { return math.Abs(got-want) <= 1e-9*math.Max(1, math.Abs(want)) }
 
+// run runs cfg in a bubble of its own.
+func run(t *testing.T, cfg Config) (res Result, err error) {
+	t.Helper()
+	synctest.Test(t, func(t *testing.T) { res, err = Run(t.Context(), cfg) })
+	return res, err
+}
+
 func TestEconomyCountsTheBillAtAFixedSeed(t *testing.T) {
-	res, err := Run(t.Context(), Config{Rates: []float64{0, 1}, Duration: testDurations})
+	res, err := run(t, Config{Rates: []float64{0, 1}, Duration: testDurations})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +107,7 @@ func TestEconomyCountsTheBillAtAFixedSeed(t *testing.T) {
 // Without the longer linger (MaxIdleTimeout equal to IdleTimeout) relays
 // stop between messages at 1 msg/s: the bounds above must fail.
 func TestEconomyWithoutTheLongerLingerRestartsBetweenMessages(t *testing.T) {
-	res, err := Run(t.Context(), Config{Rates: []float64{1}, Duration: testDurations, MaxIdleTimeout: 2 * time.Second})
+	res, err := run(t, Config{Rates: []float64{1}, Duration: testDurations, MaxIdleTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +125,7 @@ func TestEconomyRefusesBadConfigurations(t *testing.T) {
 		"small memory":  {MemoryMB: 64},
 		"zero duration": {Rates: []float64{1}, Duration: func(float64) time.Duration { return 0 }},
 	} {
-		if _, err := Run(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "economy") {
+		if _, err := run(t, cfg); err == nil || !strings.Contains(err.Error(), "economy") {
 			t.Errorf("%s: err %v, want a configuration error", name, err)
 		}
 	}

@@ -1,7 +1,8 @@
 // Package lambdasim emulates the AWS Lambda service in-process for the
 // relay function, on any clock: the operator CLI's demo (spillway run) runs
-// it on the wall clock, the steady scenario, the economy and the fleet
-// simulation on a manual clock driven by their simulated-time driver. It
+// it on the wall clock, the steady scenario and the economy on a
+// testing/synctest bubble's timers, the fleet simulation on a manual clock
+// driven by its simulated-time driver. It
 // runs the real outboxlambda handlers, so the enqueue path, the wake-ups,
 // the continuation chain and the relay's stop all run as on AWS.
 //

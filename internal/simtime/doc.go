@@ -1,5 +1,5 @@
 // Package simtime is the one model of simulated time of the whole-system
-// simulations (internal/steady, internal/fleetsim, internal/scale's
+// simulations (internal/fleetsim, internal/scale's
 // stepper, internal/bench's idle and cost runs, the end-to-end tests'
 // manual-clock driver, the outboxddb and outboxlambda tests that run
 // relays on the embedded backends): a manual clock, an Agenda of events at

@@ -63,9 +63,9 @@ type request struct {
 }
 
 // simClient is the DynamoDB client of every simulated process: each request
-// first waits its round trip on the simulated clock (parked, so the driver
-// may move the clock meanwhile), is then sent to the real endpoint as one
-// request in flight, and is classified and counted in the ledger.
+// first sleeps its round trip on the bubble's clock, is then sent to the
+// in-memory server (applied at the end of its round trip, in no simulated
+// time), and is classified and counted in the ledger.
 type simClient struct {
 	inner outboxddb.Client
 	s     *sim
@@ -82,8 +82,6 @@ func roundTrip[I, O any](c *simClient, ctx context.Context, in I, class request,
 	if !outbox.Sleep(c.s.clock, c.s.cfg.Latency.DynamoDB, ctx.Done()) {
 		return zero, context.Cause(ctx)
 	}
-	c.s.act.Begin()
-	defer c.s.act.End()
 	out, err := send(ctx, in, optFns...)
 	c.s.ledger.request(class, c.s.clock.Now(), refused(err))
 	return out, err

@@ -22,20 +22,32 @@
 //
 // # Simulated time
 //
-// Everything reads one outboxlocal.ManualClock. Round trips take simulated
-// time (Latency): each DynamoDB request waits its latency on the clock and
-// is then sent (so it is applied at the end of its round trip), a publish
-// waits the Kafka latency, a cold environment its start, an asynchronous
-// invoke its queueing delay. A small discrete-event driver moves the clock
-// to the next event or timer only when every simulated process is parked
-// on the clock, by the one rule of internal/simtime: no DynamoDB request in
-// flight, and no goroutine of the simulation running simulation code that
-// is running, runnable or in a system call, read from a goroutine dump
-// taken with the world stopped and bracketed by checks that nothing
-// progressed around it. A relay computing between two requests is
-// therefore never overtaken by the clock, the figures do not depend on the
-// machine's speed, and a seed reproduces a run: only which of two requests
-// sent at the same simulated instant lands first is up to the scheduler.
+// Run runs inside a testing/synctest bubble, whose fake clock is the
+// simulated time: every process reads outbox.SystemClock and sleeps on
+// ordinary timers, and the bubble moves the clock only when every goroutine
+// of the run is durably blocked. A relay computing between two requests is
+// therefore never overtaken by the clock, and the figures do not depend on
+// the machine's speed. Round trips take simulated time (Latency): each
+// DynamoDB request sleeps its latency and is then sent to the in-memory
+// server (outboxlocal.InMemory, served in the caller's goroutine), so it is
+// applied at the end of its round trip; a publish sleeps the Kafka
+// latency, a cold environment its start, an asynchronous invoke its
+// queueing delay (the Lambda emulator's steps run on the bubble's timers).
+// The driver only waits: after anything that may end the run it lets the
+// instant settle (synctest.Wait) and checks whether the writes are over,
+// every message published and the function idle.
+//
+// # Determinism
+//
+// A seed reproduces a run, the whole Report equal (TestSteadyIsDeterministic
+// holds it to that). The commits (times, ids, keys, values) and the
+// schedule's phase come from one generator that one goroutine draws in
+// order; everything else follows from them through the fixed latencies and
+// the relays' timers. Commit instants are drawn to the nanosecond, so the
+// requests of processes set off by different commits do not fall on one
+// instant; those that do (a relay's parallel drains of its buckets) touch
+// different items, so the order the scheduler gives them changes nothing.
+// The report iterates sorted keys.
 //
 // # Accounting
 //

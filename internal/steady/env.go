@@ -83,7 +83,7 @@ var _ outbox.Store = (*envStore)(nil)
 func (st *envStore) AcquireLeases(ctx context.Context, req outbox.LeaseRequest, rs outbox.RoundState) (outbox.Acquisition, error) {
 	start := st.s.clock.Now()
 	acq, err := st.inner.AcquireLeases(withMethod(ctx, methodAcquire), req, rs)
-	st.s.ledger.acquired(st.env, start, acq, err)
+	st.s.ledger.acquired(st.env, start, st.s.clock.Now(), acq, err)
 	st.s.tracef("%s round: owned %v claimed %v released %v lost %v refused %d rank %d err %v",
 		st.env.relayID, acq.Owned, acq.Claimed, acq.Released, acq.Lost, acq.Refused, acq.StandbyRank, err)
 	return acq, err
@@ -92,13 +92,13 @@ func (st *envStore) AcquireLeases(ctx context.Context, req outbox.LeaseRequest, 
 func (st *envStore) RenewLeases(ctx context.Context, req outbox.LeaseRequest, buckets []int) (bool, error) {
 	start := st.s.clock.Now()
 	ok, err := st.inner.RenewLeases(withMethod(ctx, methodRenew), req, buckets)
-	st.s.ledger.renewed(st.env, start, ok, err)
+	st.s.ledger.renewed(st.env, start, st.s.clock.Now(), ok, err)
 	st.s.tracef("%s renew %v: %v err %v", st.env.relayID, buckets, ok, err)
 	return ok, err
 }
 
 func (st *envStore) ReleaseLeases(ctx context.Context, req outbox.LeaseRequest) (outbox.Release, error) {
-	st.s.ledger.releasing(st.env)
+	st.s.ledger.releasing(st.env, st.s.clock.Now())
 	rel, err := st.inner.ReleaseLeases(withMethod(ctx, methodRelease), req)
 	st.s.tracef("%s release: %v refused %d unfinished %v err %v", st.env.relayID, rel.Released, rel.Refused, rel.Unfinished, err)
 	return rel, err

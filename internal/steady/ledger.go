@@ -9,10 +9,13 @@ import (
 )
 
 // ledger is what the run measures, fed by the simulated processes as they
-// act and read by the driver at every settled instant.
+// act. Every change that can make a bucket orphaned or owned is observed
+// at its instant; a lease lapsing between two changes is accounted at its
+// expiry.
 type ledger struct {
 	mu sync.Mutex
 
+	start, end    time.Time // of the run
 	warmupEnd     time.Time
 	leaseDuration time.Duration
 	buckets       int
@@ -28,6 +31,7 @@ type ledger struct {
 	handovers  int
 	claims     int
 	orphanFrom []time.Time // per bucket: since when pending without a live owner
+	observed   time.Time   // the last observation
 	maxOrphan  orphanSpell
 	orphaned   time.Duration // summed over buckets
 
@@ -58,8 +62,10 @@ type refusal struct {
 	Kind string
 }
 
-func newLedger(buckets int, leaseDuration time.Duration, warmupEnd time.Time) *ledger {
+func newLedger(buckets int, leaseDuration time.Duration, start, warmupEnd time.Time) *ledger {
 	return &ledger{
+		start:         start,
+		observed:      start,
 		warmupEnd:     warmupEnd,
 		leaseDuration: leaseDuration,
 		buckets:       buckets,
@@ -100,6 +106,8 @@ func (l *ledger) request(r request, at time.Time, wasRefused bool) {
 func (l *ledger) commit(m outbox.Message, at time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.lapseLocked(at)
+	defer l.observeLocked(at)
 	st := l.msgs[m.ID]
 	if st == nil {
 		st = &msgState{bucket: m.Bucket}
@@ -116,6 +124,8 @@ func (l *ledger) commit(m outbox.Message, at time.Time) {
 func (l *ledger) acked(msgs []outbox.Message, at time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.lapseLocked(at)
+	defer l.observeLocked(at)
 	for _, m := range msgs {
 		st := l.msgs[m.ID]
 		if st == nil {
@@ -137,11 +147,13 @@ func (l *ledger) acked(msgs []outbox.Message, at time.Time) {
 	}
 }
 
-// acquired installs a round's outcome as the engine does: the owned set
-// from the round's start, or nothing after a failed round.
-func (l *ledger) acquired(e *env, start time.Time, acq outbox.Acquisition, err error) {
+// acquired installs, at now, a round's outcome as the engine does: the
+// owned set from the round's start, or nothing after a failed round.
+func (l *ledger) acquired(e *env, start, now time.Time, acq outbox.Acquisition, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.lapseLocked(now)
+	defer l.observeLocked(now)
 	if err != nil {
 		e.owned, e.leaseAt = nil, time.Time{}
 		return
@@ -156,11 +168,14 @@ func (l *ledger) acquired(e *env, start time.Time, acq outbox.Acquisition, err e
 	}
 }
 
-// renewed moves the lease reference of a successful renewal; a refused one
-// loses every bucket, a failed one changes nothing.
-func (l *ledger) renewed(e *env, start time.Time, ok bool, err error) {
+// renewed moves, at now, the lease reference of a successful renewal to
+// its start; a refused one loses every bucket, a failed one changes
+// nothing.
+func (l *ledger) renewed(e *env, start, now time.Time, ok bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.lapseLocked(now)
+	defer l.observeLocked(now)
 	switch {
 	case err != nil:
 	case ok:
@@ -172,36 +187,60 @@ func (l *ledger) renewed(e *env, start time.Time, ok bool, err error) {
 
 // releasing ends the relay's ownership when its stop begins: the stopped
 // stamp makes its peers stop counting it from then on.
-func (l *ledger) releasing(e *env) {
+func (l *ledger) releasing(e *env, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.lapseLocked(now)
+	defer l.observeLocked(now)
 	e.owned, e.leaseAt = nil, time.Time{}
 }
 
 // started and ended bracket an invocation; a relay is a live owner only
 // while its invocation runs (a frozen environment polls nothing).
-func (l *ledger) started(e *env) {
+func (l *ledger) started(e *env, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.lapseLocked(now)
+	defer l.observeLocked(now)
 	if !slices.Contains(l.envs, e) {
 		l.envs = append(l.envs, e)
 	}
 	e.running = true
 }
 
-func (l *ledger) ended(e *env) {
+func (l *ledger) ended(e *env, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.lapseLocked(now)
+	defer l.observeLocked(now)
 	e.running = false
 	e.owned, e.leaseAt = nil, time.Time{}
 }
 
-// observe updates the ownership spells at a settled instant. Nothing
-// changes between two settled instants, so the state seen here lasts until
-// the clock moves again.
-func (l *ledger) observe(now time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// lapseLocked opens the spells of the buckets whose last live owner's lease
+// lapsed since the last observation: nothing else changed in between, so
+// such a bucket is orphaned from that expiry on.
+func (l *ledger) lapseLocked(now time.Time) {
+	for b := range l.buckets {
+		if l.unpublished[b] == 0 || !l.orphanFrom[b].IsZero() || l.liveOwnerLocked(b, now) {
+			continue
+		}
+		from := l.observed
+		for _, e := range l.envs {
+			if e.running && slices.Contains(e.owned, b) {
+				if exp := e.leaseAt.Add(l.leaseDuration); exp.After(from) {
+					from = exp
+				}
+			}
+		}
+		l.orphanFrom[b] = from
+	}
+}
+
+// observeLocked opens and closes the ownership spells after a change at
+// now; the state seen lasts until the next change or a lease's expiry.
+func (l *ledger) observeLocked(now time.Time) {
+	l.observed = now
 	for b := range l.buckets {
 		orphan := l.unpublished[b] > 0 && !l.liveOwnerLocked(b, now)
 		switch {
@@ -232,10 +271,12 @@ func (l *ledger) liveOwnerLocked(b int, now time.Time) bool {
 	return false
 }
 
-// finish closes the spells still open when the run ends.
+// finish closes the spells still open when the run ends at now.
 func (l *ledger) finish(now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.lapseLocked(now)
+	l.end = now
 	for b := range l.buckets {
 		if !l.orphanFrom[b].IsZero() {
 			l.closeSpellLocked(b, now)

@@ -3,9 +3,9 @@ package steady
 import (
 	"maps"
 	"testing"
+	"testing/synctest"
 	"time"
 
-	"github.com/spillway-dev/spillway/internal/simtime"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
@@ -17,13 +17,16 @@ import (
 // landed in its kind, and the refused renewal in the refusals after the
 // warm-up.
 func TestRequestsAreClassifiedByKind(t *testing.T) {
-	ddb := outboxtest.NewDynamoDB(t, outboxlocal.WithoutEnvironment())
+	synctest.Test(t, testRequestsAreClassifiedByKind)
+}
+
+func testRequestsAreClassifiedByKind(t *testing.T) {
+	ddb := outboxtest.NewDynamoDB(t, outboxlocal.InMemory(), outboxlocal.WithoutEnvironment())
 	table := outboxtest.CreateTable(t, ddb)
-	// No simulated latency: the test calls the stores itself and moves
-	// the clock by hand.
+	// No simulated latency: the test calls the stores itself and sleeps
+	// between the calls.
 	cfg := Config{Latency: Latency{DynamoDB: -1}}.WithDefaults()
-	act := simtime.NewActivity()
-	s, err := newSim(t.Context(), cfg, act, ddb, table)
+	s, err := newSim(t.Context(), cfg, ddb, table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,16 +56,16 @@ func TestRequestsAreClassifiedByKind(t *testing.T) {
 	must(err)
 	_, err = a.RenewLeases(ctx, req("relay-a"), all) // 8 renewals, heartbeat
 	must(err)
-	s.base.Advance(10 * time.Second)
+	time.Sleep(10 * time.Second)
 	_, err = a.AcquireLeases(ctx, req("relay-a"), outbox.RoundState{Round: 1}) // heartbeat, read, 8 keeps
 	must(err)
-	s.base.Advance(60 * time.Second) // past the warm-up; relay-a's leases lapsed
+	time.Sleep(60 * time.Second) // past the warm-up; relay-a's leases lapsed
 	if ok, err := b.RenewLeases(ctx, req("relay-b"), []int{0}); err != nil || ok {
 		t.Fatalf("renewal of a bucket relay-b never held: %v %v, want refused", ok, err)
 	}
 	_, err = a.ReleaseLeases(ctx, req("relay-a")) // stamp, read, 8 releases, read
 	must(err)
-	s.base.Advance(31 * time.Second)
+	time.Sleep(31 * time.Second)
 	acq, err := b.AcquireLeases(ctx, req("relay-b"), outbox.RoundState{}) // heartbeat, read, 8 claims, prune relay-a
 	must(err)
 	_, err = b.ReadCoordination(ctx)
@@ -77,7 +80,7 @@ func TestRequestsAreClassifiedByKind(t *testing.T) {
 	if l.msgReads != 0 || l.msgWrites != 0 {
 		t.Errorf("message requests %d reads, %d writes; want none", l.msgReads, l.msgWrites)
 	}
-	if !maps.Equal(l.refused, map[string]int{KindRenew: 1}) || len(l.late) != 1 || l.late[0].At != simStart.Add(70*time.Second) {
+	if !maps.Equal(l.refused, map[string]int{KindRenew: 1}) || len(l.late) != 1 || !l.late[0].At.Equal(s.start.Add(70*time.Second)) {
 		t.Errorf("refused %v, late %v; want the renewal at +70s", l.refused, l.late)
 	}
 	if len(acq.Claimed) != 8 || l.handovers != 8 || l.claims != 16 {
@@ -93,47 +96,50 @@ func TestRequestsAreClassifiedByKind(t *testing.T) {
 // opens when a bucket has an unpublished message and no running relay
 // holds an unexpired lease on it, and closes when one does.
 func TestLedgerMeasuresOrphanSpells(t *testing.T) {
-	l := newLedger(2, 30*time.Second, simStart.Add(time.Minute))
+	start := time.Date(2030, time.January, 7, 9, 0, 0, 0, time.UTC)
+	l := newLedger(2, 30*time.Second, start, start.Add(time.Minute))
 	e := &env{relayID: "relay-a"}
-	at := func(d time.Duration) time.Time { return simStart.Add(d) }
+	at := func(d time.Duration) time.Time { return start.Add(d) }
 	msg := func(b int) outbox.Message { return outbox.Message{ID: outbox.NewMessageID(), Bucket: b} }
 
-	l.observe(at(0)) // nothing pending: no spell
 	m1 := msg(0)
-	l.commit(m1, at(time.Second))
-	l.observe(at(time.Second))
-	l.started(e)
-	l.observe(at(1200 * time.Millisecond)) // running, owns nothing yet
-	l.acquired(e, at(1500*time.Millisecond), outbox.Acquisition{Owned: []int{0, 1}, Claimed: []int{0, 1}}, nil)
-	l.observe(at(1500 * time.Millisecond)) // spell of 500 ms closes
+	l.commit(m1, at(time.Second))           // no relay: a spell opens
+	l.started(e, at(1200*time.Millisecond)) // running, owns nothing yet
+	l.acquired(e, at(1400*time.Millisecond), at(1500*time.Millisecond), outbox.Acquisition{Owned: []int{0, 1}, Claimed: []int{0, 1}}, nil)
 	l.acked([]outbox.Message{m1}, at(2*time.Second))
-	// The lease lapses at 31.5 s without a renewal: bucket 1's message
-	// committed at 40 s has no live owner until the relay renews at 41 s.
+	// The lease, from the round's start, lapses at 31.4 s without a
+	// renewal: bucket 1's message committed at 40 s has no live owner
+	// until the relay renews at 41 s.
 	l.commit(msg(1), at(40*time.Second))
-	l.observe(at(40 * time.Second))
-	l.renewed(e, at(41*time.Second), true, nil)
-	l.observe(at(41 * time.Second))
-	// The invocation ends with a message pending: a frozen relay is no
-	// owner, whatever its lease says.
-	l.ended(e)
-	l.observe(at(41 * time.Second))
-	l.finish(at(44 * time.Second))
+	l.renewed(e, at(41*time.Second), at(41*time.Second), true, nil)
+	// The lease lapses again at 71 s with messages pending on both
+	// buckets: their spells open at the expiry, which the next change
+	// (the invocation's end at 80 s) accounts.
+	m3 := msg(0)
+	l.commit(m3, at(60*time.Second))
+	l.ended(e, at(80*time.Second))
+	l.acked([]outbox.Message{m3}, at(81*time.Second))
+	// Bucket 1's message is still pending when the run ends.
+	l.finish(at(84 * time.Second))
 
-	if l.maxOrphan.Length != 3*time.Second || l.maxOrphan.Bucket != 1 || !l.maxOrphan.From.Equal(at(41*time.Second)) {
-		t.Errorf("longest spell %+v, want 3s on bucket 1 from +41s", l.maxOrphan)
+	if l.maxOrphan.Length != 13*time.Second || l.maxOrphan.Bucket != 1 || !l.maxOrphan.From.Equal(at(71*time.Second)) {
+		t.Errorf("longest spell %+v, want 13s on bucket 1 from +71s", l.maxOrphan)
 	}
-	if want := 500*time.Millisecond + time.Second + 3*time.Second; l.orphaned != want {
+	if want := 500*time.Millisecond + time.Second + 10*time.Second + 13*time.Second; l.orphaned != want {
 		t.Errorf("orphaned total %v, want %v", l.orphaned, want)
 	}
-	if l.pending() != 1 || l.published != 1 || l.committed != 2 {
+	if l.pending() != 1 || l.published != 2 || l.committed != 3 {
 		t.Errorf("pending %d published %d committed %d", l.pending(), l.published, l.committed)
 	}
-	l.acked([]outbox.Message{m1}, at(50*time.Second))
-	if l.duplicates != 1 || l.published != 1 {
+	if got := l.end.Sub(l.start); got != 84*time.Second {
+		t.Errorf("run ended at +%v, want +84s", got)
+	}
+	l.acked([]outbox.Message{m1}, at(90*time.Second))
+	if l.duplicates != 1 || l.published != 2 {
 		t.Errorf("a second acknowledgement counted as published: duplicates %d published %d", l.duplicates, l.published)
 	}
-	if lat := l.latencies(); len(lat) != 1 || lat[0] != time.Second {
-		t.Errorf("latencies %v, want [1s] (commit to first acknowledgement)", lat)
+	if lat := l.latencies(); len(lat) != 2 || lat[0] != time.Second || lat[1] != 21*time.Second {
+		t.Errorf("latencies %v, want [1s 21s] (commit to first acknowledgement)", lat)
 	}
 }
 
@@ -170,6 +176,7 @@ func TestConfigMapsOntoTheFunctionSettings(t *testing.T) {
 		{Relay: outbox.RelayOptions{LeaseRenewInterval: time.Minute}},
 		{RelayTimeout: time.Minute, StopMargin: time.Minute},
 		{ValueSize: -1},
+		{DynamoDBEndpoint: "http://127.0.0.1:8000"},
 	} {
 		if err := bad.WithDefaults().Validate(); !outbox.IsMisconfigured(err) {
 			t.Errorf("%+v: err %v, want a misconfiguration", bad, err)

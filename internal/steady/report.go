@@ -21,8 +21,8 @@ const MaxCoordinationWritesPerMessage = 0.1
 // more: relay invocations per relayed message.
 const MaxInvocationsPerMessage = 0.1
 
-// Report is what a run measured. Durations are simulated time except
-// WallTime.
+// Report is what a run measured. Durations are simulated time: a run is a
+// function of its Config, so two runs report the same.
 type Report struct {
 	// The scenario as run.
 	Rate                float64       `json:"rate"`
@@ -40,13 +40,8 @@ type Report struct {
 	WakeUps             bool          `json:"wakeUps"`
 	Latencies           Latency       `json:"latencies"`
 	Seed                uint64        `json:"seed"`
-	// DynamoDB names the endpoint: the embedded server or a URL.
-	DynamoDB string `json:"dynamodb"`
-	// Simulated is the simulated time until the last relay stopped;
-	// WallTime what the run took; Steps how often the clock moved.
+	// Simulated is the simulated time until the last relay stopped.
 	Simulated time.Duration `json:"simulatedNanos"`
-	WallTime  time.Duration `json:"wallNanos"`
-	Steps     int           `json:"steps"`
 
 	// Committed messages, Relayed (acknowledged at least once) and
 	// Duplicates (acknowledged again).
@@ -260,8 +255,8 @@ func (r Report) Notes() []string {
 			r.PollInterval, r.IdleTimeout, r.MaxIdleTimeout, r.LeaseDuration, r.LeaseRenewInterval, r.StopMargin),
 		fmt.Sprintf("latencies: DynamoDB %v, Kafka %v (first init %v), Invoke %v, start %v (+%v cold)",
 			r.Latencies.DynamoDB, r.Latencies.Kafka, r.Latencies.KafkaInit, r.Latencies.Invoke, r.Latencies.Start, r.Latencies.ColdStart),
-		fmt.Sprintf("simulated %v in %v of wall time (%d clock steps); DynamoDB: %s; Kafka: an in-memory publisher",
-			r.Simulated.Round(time.Second), r.WallTime.Round(100*time.Millisecond), r.Steps, r.DynamoDB),
+		fmt.Sprintf("simulated %v; DynamoDB: the embedded server; Kafka: an in-memory publisher",
+			r.Simulated.Round(time.Second)),
 	}
 	if r.Errors > 0 {
 		notes = append(notes, fmt.Sprintf("%d invocations failed; last error: %s", r.Errors, r.LastError))
@@ -314,7 +309,7 @@ func fmtDur(d time.Duration) string {
 }
 
 // report assembles the Report at the end of a run.
-func (s *sim) report(counts outboxlocal.Counts, wall time.Duration) Report {
+func (s *sim) report(counts outboxlocal.Counts) Report {
 	l := s.ledger
 	lat := l.latencies()
 	r := Report{
@@ -324,7 +319,6 @@ func (s *sim) report(counts outboxlocal.Counts, wall time.Duration) Report {
 		LeaseDuration:  s.fn.LeaseDuration, LeaseRenewInterval: s.fn.LeaseRenewInterval,
 		ReservedConcurrency: s.cfg.ReservedConcurrency, ScheduleInterval: s.cfg.ScheduleInterval,
 		WakeUps: !s.cfg.WithoutWakeUps, Latencies: s.cfg.Latency, Seed: s.cfg.Seed,
-		Simulated: s.base.Now().Sub(simStart), WallTime: wall, Steps: s.steps,
 		Counter: counts,
 
 		Stats: s.lambda.Stats(),
@@ -366,12 +360,13 @@ func (s *sim) report(counts outboxlocal.Counts, wall time.Duration) Report {
 	}
 	r.RefusedAfterWarmup = len(l.late)
 	for _, ref := range l.late[:min(len(l.late), 5)] {
-		r.LateRefusals = append(r.LateRefusals, fmt.Sprintf("%s at +%s", ref.Kind, fmtDur(ref.At.Sub(simStart))))
+		r.LateRefusals = append(r.LateRefusals, fmt.Sprintf("%s at +%s", ref.Kind, fmtDur(ref.At.Sub(l.start))))
 	}
 	r.MaxOrphan, r.MaxOrphanBucket = l.maxOrphan.Length, l.maxOrphan.Bucket
 	if l.maxOrphan.Bucket >= 0 {
-		r.MaxOrphanAt = l.maxOrphan.From.Sub(simStart)
+		r.MaxOrphanAt = l.maxOrphan.From.Sub(l.start)
 	}
 	r.OrphanTotal = l.orphaned
+	r.Simulated = l.end.Sub(l.start)
 	return r
 }

@@ -3,32 +3,25 @@ package steady
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/spillway-dev/spillway/internal/lambdasim"
-	"github.com/spillway-dev/spillway/internal/simtime"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
-// simStart is the simulated instant the run begins.
-var simStart = time.Date(2030, time.January, 7, 9, 0, 0, 0, time.UTC)
-
 const (
-	// settleLimit bounds the wall time the driver waits for the simulated
-	// processes to park.
-	settleLimit = 2 * time.Minute
 	// warmup is the start of the run in which refused writes are expected
 	// (the first relays joining at once).
 	warmup = time.Minute
@@ -38,30 +31,18 @@ const (
 	keySpace = 1000
 )
 
-// Run runs the scenario described by cfg and reports its figures. It fails
-// on a misconfiguration, a failure of the embedded backends or the writers,
-// and on a simulation that does not settle or drain; the targets are the
-// caller's to check (Report.Check).
-func Run(ctx context.Context, cfg Config) (rep Report, err error) {
+// Run runs the scenario described by cfg and reports its figures. It must
+// be called inside a testing/synctest bubble (synctest.Test): the bubble's
+// fake clock is the simulated time, and it moves only when every goroutine
+// of the run is durably blocked. It fails on a misconfiguration, a failure
+// of the embedded backends or the writers, and on a simulation that does
+// not drain; the targets are the caller's to check (Report.Check).
+func Run(ctx context.Context, cfg Config) (Report, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return Report{}, err
 	}
-	act := simtime.NewActivity()
-	act.Do(ctx, func(ctx context.Context) { rep, err = run(ctx, cfg, act) })
-	return rep, err
-}
-
-// run is Run with every simulated process a participant of act.
-func run(ctx context.Context, cfg Config, act *simtime.Activity) (Report, error) {
-	wallStart := time.Now()
-	var opts []outboxlocal.DynamoOption
-	if cfg.DynamoDBEndpoint != "" {
-		opts = append(opts, outboxlocal.WithEndpoint(cfg.DynamoDBEndpoint))
-	} else {
-		opts = append(opts, outboxlocal.WithoutEnvironment())
-	}
-	ddb, err := outboxlocal.StartDynamoDB(ctx, opts...)
+	ddb, err := outboxlocal.StartDynamoDB(ctx, outboxlocal.InMemory(), outboxlocal.WithoutEnvironment())
 	if err != nil {
 		return Report{}, err
 	}
@@ -70,7 +51,7 @@ func run(ctx context.Context, cfg Config, act *simtime.Activity) (Report, error)
 	if err := ddb.CreateTable(ctx, table); err != nil {
 		return Report{}, err
 	}
-	s, err := newSim(ctx, cfg, act, ddb, table)
+	s, err := newSim(ctx, cfg, ddb, table)
 	if err != nil {
 		return Report{}, err
 	}
@@ -79,39 +60,35 @@ func run(ctx context.Context, cfg Config, act *simtime.Activity) (Report, error)
 	if err := s.drive(); err != nil {
 		return Report{}, err
 	}
-	rep := s.report(ddb.Counter.Snapshot().Since(before), time.Since(wallStart))
-	rep.DynamoDB = "the embedded server"
-	if ddb.External {
-		rep.DynamoDB = ddb.Endpoint
-	}
-	return rep, nil
+	return s.report(ddb.Counter.Snapshot().Since(before)), nil
 }
 
-// sim is one run: the clock, the backends, the processes and the driver's
-// event queue.
+// sim is one run: the backends, the processes and what tells the driver
+// that something may have finished.
 type sim struct {
 	cfg    Config
 	fn     outboxlambda.Config
 	ctx    context.Context
 	cancel context.CancelFunc
-	base   *outboxlocal.ManualClock
 	clock  outbox.Clock
-	act    *simtime.Activity
+	start  time.Time
 	client *simClient
 	table  string
 	ledger *ledger
 	lambda *lambdasim.Function[*env]
 
 	writers   []*writerProc
-	rng       *rand.Rand // the driver's only
-	commits   int
+	rng       *rand.Rand // the commit process's only
+	commits   atomic.Int64
 	writesEnd time.Time
+	writesOn  atomic.Bool  // until writesEnd
 	inFlight  atomic.Int64 // commits not finished
-	steps     int
+	// pokes wakes the driver after anything that may end the run.
+	pokes chan struct{}
 
-	agenda  *simtime.Agenda
 	mu      sync.Mutex
 	failure error
+	timers  []*time.Timer // the Lambda service's delayed steps
 	wg      sync.WaitGroup
 	traceMu sync.Mutex
 }
@@ -123,26 +100,26 @@ type writerProc struct {
 }
 
 // newSim prepares a run on table: nothing runs before drive.
-func newSim(ctx context.Context, cfg Config, act *simtime.Activity, ddb *outboxlocal.DynamoDB, table string) (*sim, error) {
+func newSim(ctx context.Context, cfg Config, ddb *outboxlocal.DynamoDB, table string) (*sim, error) {
 	fn, err := cfg.functionConfig(table)
 	if err != nil {
 		return nil, err
 	}
-	base := outboxlocal.NewManualClock(simStart)
 	ctx, cancel := context.WithCancel(ctx)
+	start := time.Now()
 	s := &sim{
 		cfg:       cfg,
 		fn:        fn,
 		ctx:       ctx,
 		cancel:    cancel,
-		base:      base,
-		agenda:    simtime.NewAgenda(base),
-		clock:     act.Clock(base),
-		act:       act,
+		clock:     outbox.SystemClock{},
+		start:     start,
 		table:     table,
 		rng:       rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5eed5eed5eed5eed)),
-		writesEnd: simStart.Add(cfg.Duration),
+		writesEnd: start.Add(cfg.Duration),
+		pokes:     make(chan struct{}, 1),
 	}
+	s.writesOn.Store(true)
 	if err := s.build(ddb); err != nil {
 		cancel()
 		return nil, err
@@ -150,19 +127,15 @@ func newSim(ctx context.Context, cfg Config, act *simtime.Activity, ddb *outboxl
 	return s, nil
 }
 
-// build makes the client, the ledger, the Lambda service, the writers and
-// the first events.
+// build makes the client, the ledger, the Lambda service and the writers.
 func (s *sim) build(ddb *outboxlocal.DynamoDB) error {
 	cfg, fn := s.cfg, s.fn
-	client := ddb.Client
-	if !ddb.External {
-		// The embedded server ignores signatures; signing every request
-		// would only slow the run down (much so under the race detector).
-		client = ddb.NewClient(func(o *dynamodb.Options) { o.Credentials = aws.AnonymousCredentials{} })
-	}
+	// The embedded server ignores signatures; signing every request would
+	// only slow the run down (much so under the race detector).
+	client := ddb.NewClient(func(o *dynamodb.Options) { o.Credentials = aws.AnonymousCredentials{} })
 	storeOpts := fn.StoreOptions().WithDefaults()
 	s.client = &simClient{inner: client, s: s, pk: storeOpts.PartitionKey, coordination: storeOpts.KeyPrefix + "#COORDINATION"}
-	s.ledger = newLedger(cfg.Buckets, fn.LeaseDuration, simStart.Add(warmup))
+	s.ledger = newLedger(cfg.Buckets, fn.LeaseDuration, s.start, s.start.Add(warmup))
 	var err error
 	if s.lambda, err = s.newLambda(); err != nil {
 		return err
@@ -182,19 +155,12 @@ func (s *sim) build(ddb *outboxlocal.DynamoDB) error {
 		}
 		s.writers = append(s.writers, w)
 	}
-	if cfg.Rate > 0 {
-		s.at(simStart, s.commitEvent)
-	}
-	if cfg.ScheduleInterval > 0 {
-		phase := time.Duration(s.rng.Int64N(int64(cfg.ScheduleInterval)))
-		s.at(simStart.Add(phase), s.scheduleEvent)
-	}
 	return nil
 }
 
-// notifierTimeout replaces the notifier's wall-clock bound on one invoke:
-// the simulated invoke takes simulated time, which a loaded machine may
-// stretch far beyond the real bound.
+// notifierTimeout replaces the notifier's 2 s bound on one invoke: the
+// emulated invoke never hangs, and the bound's timer would only add
+// instants to the run.
 const notifierTimeout = time.Hour
 
 // newNotifier returns a wake-up notifier whose invokes reach the simulated
@@ -229,21 +195,55 @@ func (o ownerReader) ReadCoordination(ctx context.Context) (outbox.Coordination,
 	return o.inner.ReadCoordination(withMethod(ctx, methodOwnerView))
 }
 
-// stop cancels whatever still runs (after a failure) and waits for it.
+// stop cancels whatever still runs (after a failure), stops the Lambda
+// service's pending steps and waits for the processes.
 func (s *sim) stop() {
 	s.cancel()
+	s.mu.Lock()
+	for _, t := range s.timers {
+		t.Stop()
+	}
+	s.timers = nil
+	s.mu.Unlock()
 	s.wg.Wait()
+	s.lambda.Wait()
 }
 
-// at schedules fn at t; any goroutine may call it.
-func (s *sim) at(t time.Time, fn func(now time.Time) error) { s.agenda.At(t, fn) }
+// At runs fn at t on the bubble's clock: the Lambda service's scheduler.
+// A step may end the run (an event dropped), so it wakes the driver.
+func (s *sim) At(t time.Time, fn func(now time.Time) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx.Err() != nil {
+		return
+	}
+	s.timers = append(s.timers, time.AfterFunc(time.Until(t), func() {
+		if err := fn(time.Now()); err != nil {
+			s.fail(err)
+		}
+		s.poke()
+	}))
+}
+
+var _ lambdasim.Scheduler = (*sim)(nil)
+
+// poke wakes the driver to check whether the run is over.
+func (s *sim) poke() {
+	select {
+	case s.pokes <- struct{}{}:
+	default:
+	}
+}
+
+// now is the simulated time since the run's start.
+func (s *sim) now() time.Duration { return time.Since(s.start) }
 
 // tracef writes one trace line stamped with the simulated time.
 func (s *sim) tracef(format string, args ...any) {
 	if s.cfg.Trace == nil {
 		return
 	}
-	line := fmt.Sprintf("%12s "+format+"\n", append([]any{s.base.Now().Sub(simStart).Round(time.Microsecond)}, args...)...)
+	line := fmt.Sprintf("%12s "+format+"\n", append([]any{s.now().Round(time.Microsecond)}, args...)...)
 	s.traceMu.Lock()
 	defer s.traceMu.Unlock()
 	_, _ = io.WriteString(s.cfg.Trace, line)
@@ -252,10 +252,11 @@ func (s *sim) tracef(format string, args ...any) {
 // fail records the first failure of a simulated process.
 func (s *sim) fail(err error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.failure == nil {
 		s.failure = err
 	}
+	s.mu.Unlock()
+	s.poke()
 }
 
 func (s *sim) failed() error {
@@ -264,59 +265,96 @@ func (s *sim) failed() error {
 	return s.failure
 }
 
-// drive is the driver loop: wait until every simulated process is parked,
-// account for the instant, run the events due (the Lambda service's
-// included), and otherwise move the clock to the next event or timer.
+// drive starts the writers' commits and the schedule, then waits, after
+// every poke, for the instant to settle (synctest.Wait) and checks whether
+// the run is over: writes ended, every message published and the function
+// idle.
 func (s *sim) drive() error {
-	limit := s.writesEnd.Add(s.cfg.RelayTimeout + s.cfg.MaxEventAge + time.Minute)
-	nextProgress := simStart.Add(time.Minute)
+	if s.cfg.ScheduleInterval > 0 {
+		// Drawn before the commit process takes the generator over.
+		phase := time.Duration(s.rng.Int64N(int64(s.cfg.ScheduleInterval)))
+		s.wg.Add(1)
+		go s.scheduleProcess(phase)
+	}
+	s.wg.Add(1)
+	go s.commitProcess()
+	if s.cfg.Progress != nil {
+		done := make(chan struct{})
+		defer close(done)
+		go s.progress(done)
+	}
+	limit := time.NewTimer(time.Until(s.writesEnd.Add(s.cfg.RelayTimeout + s.cfg.MaxEventAge + time.Minute)))
+	defer limit.Stop()
 	for {
-		if err := s.act.Settle(s.ctx, settleLimit); err != nil {
-			return err
+		select {
+		case <-s.pokes:
+		case <-limit.C:
+			return fmt.Errorf("steady: %d messages still pending %v after the writes ended", s.ledger.pending(), time.Since(s.writesEnd))
+		case <-s.ctx.Done():
+			return context.Cause(s.ctx)
 		}
+		synctest.Wait()
 		if err := s.failed(); err != nil {
 			return err
 		}
-		now := s.base.Now()
-		s.ledger.observe(now)
-		ran, err := s.agenda.RunDue(now)
-		if err != nil {
-			return err
-		}
-		if ran {
-			continue
-		}
-		if s.finished(now) {
-			s.ledger.finish(now)
+		if s.finished() {
+			s.ledger.finish(time.Now())
 			return nil
 		}
-		if now.After(limit) {
-			return fmt.Errorf("steady: %d messages still pending %v after the writes ended", s.ledger.pending(), now.Sub(s.writesEnd))
+	}
+}
+
+// progress writes a line per simulated minute until done.
+func (s *sim) progress(done <-chan struct{}) {
+	tick := time.NewTicker(time.Minute)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+			fmt.Fprintf(s.cfg.Progress, "steady: %v simulated, %d committed, %d pending\n", s.now().Round(time.Second), s.commits.Load(), s.ledger.pending())
 		}
-		if s.cfg.Progress != nil && !now.Before(nextProgress) {
-			fmt.Fprintf(s.cfg.Progress, "steady: %v simulated, %d committed, %d pending\n", now.Sub(simStart).Round(time.Second), s.commits, s.ledger.pending())
-			for !nextProgress.After(now) {
-				nextProgress = nextProgress.Add(time.Minute)
-			}
-		}
-		if !s.agenda.Advance(now) {
-			return errors.New("steady: no timer pending and nothing to do: the simulation is stuck")
-		}
-		s.steps++
 	}
 }
 
 // finished reports whether the writes are over, every message is published
 // and the function is idle.
-func (s *sim) finished(now time.Time) bool {
-	return !now.Before(s.writesEnd) && s.inFlight.Load() == 0 && s.ledger.pending() == 0 && s.lambda.Pending() == 0
+func (s *sim) finished() bool {
+	return !s.writesOn.Load() && s.inFlight.Load() == 0 && s.ledger.pending() == 0 && s.lambda.Pending() == 0
 }
 
-// commitEvent starts one commit and schedules the next, a Poisson process
-// of rate cfg.Rate until the writes end.
-func (s *sim) commitEvent(now time.Time) error {
-	w := s.writers[s.commits%len(s.writers)]
-	s.commits++
+// commitProcess commits a Poisson process of rate cfg.Rate until the
+// writes end, each commit in its own goroutine, then marks their end.
+func (s *sim) commitProcess() {
+	defer s.wg.Done()
+	defer s.poke()
+	defer s.writesOn.Store(false)
+	if s.cfg.Rate > 0 {
+		for next := s.start; next.Before(s.writesEnd); {
+			if !sleepUntil(s.ctx, next) {
+				return
+			}
+			gap, err := s.commitOne()
+			if err != nil {
+				s.fail(err)
+				return
+			}
+			next = next.Add(gap)
+		}
+	}
+	sleepUntil(s.ctx, s.writesEnd)
+}
+
+// sleepUntil waits until t on the bubble's clock, false if ctx ends first.
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	return outbox.Sleep(outbox.SystemClock{}, time.Until(t), ctx.Done())
+}
+
+// commitOne starts one commit and returns the gap to the next.
+func (s *sim) commitOne() (time.Duration, error) {
+	n := int(s.commits.Add(1))
+	w := s.writers[(n-1)%len(s.writers)]
 	var id outbox.MessageID
 	for i := range id {
 		id[i] = byte(s.rng.UintN(256))
@@ -324,28 +362,25 @@ func (s *sim) commitEvent(now time.Time) error {
 	id[6] = id[6]&0x0f | 0x40 // version 4
 	id[8] = id[8]&0x3f | 0x80 // RFC 4122 variant
 	key := fmt.Appendf(nil, "customer-%d", s.rng.IntN(keySpace))
-	value := fmt.Appendf(nil, `{"order":%d,"total":%d}`, s.commits, s.rng.IntN(100000))
+	value := fmt.Appendf(nil, `{"order":%d,"total":%d}`, n, s.rng.IntN(100000))
 	if pad := s.cfg.ValueSize - len(value); pad > 0 {
 		value = append(value, bytes.Repeat([]byte{' '}, pad)...)
 	}
-	msg, err := outbox.NewMessage(topic, key, value, outbox.MessageOptions{ID: id, BucketCount: s.cfg.Buckets, CreatedAt: now})
+	msg, err := outbox.NewMessage(topic, key, value, outbox.MessageOptions{ID: id, BucketCount: s.cfg.Buckets, CreatedAt: s.clock.Now()})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	s.inFlight.Add(1)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		defer s.poke()
 		defer s.inFlight.Add(-1)
 		if err := s.commit(w, msg); err != nil {
 			s.fail(err)
 		}
 	}()
-	next := now.Add(time.Duration(s.rng.ExpFloat64() / s.cfg.Rate * float64(time.Second)))
-	if next.Before(s.writesEnd) {
-		s.at(next, s.commitEvent)
-	}
-	return nil
+	return time.Duration(s.rng.ExpFloat64() / s.cfg.Rate * float64(time.Second)), nil
 }
 
 // commit is the transactional outbox write: reserve the sequence number,
@@ -363,12 +398,17 @@ func (s *sim) commit(w *writerProc, msg outbox.Message) error {
 	return nil
 }
 
-// scheduleEvent sends the schedule's sweep and schedules the next one while
-// the writes go on.
-func (s *sim) scheduleEvent(now time.Time) error {
-	s.lambda.Send(schedulePayload, now)
-	if next := now.Add(s.cfg.ScheduleInterval); next.Before(s.writesEnd) {
-		s.at(next, s.scheduleEvent)
+// scheduleProcess sends the schedule's first sweep at phase, and the next
+// ones every ScheduleInterval while the writes go on.
+func (s *sim) scheduleProcess(phase time.Duration) {
+	defer s.wg.Done()
+	for next := s.start.Add(phase); ; next = next.Add(s.cfg.ScheduleInterval) {
+		if !sleepUntil(s.ctx, next) {
+			return
+		}
+		s.lambda.Send(schedulePayload, s.clock.Now())
+		if !next.Add(s.cfg.ScheduleInterval).Before(s.writesEnd) {
+			return
+		}
 	}
-	return nil
 }

@@ -2,15 +2,18 @@ package steady
 
 import (
 	"bytes"
+	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
-// scenarioDuration is the scenario's 10 simulated minutes (about a minute of
-// wall time). Under the race detector a simulated minute takes about 12 s
-// of wall time on 2 cores, so the test simulates 4 minutes, about 50 s; so
-// does -short.
+// scenarioDuration is the scenario's 10 simulated minutes (about 10 s of
+// wall time). Under the race detector a simulated minute takes about 6 s
+// of wall time on 2 cores, so the test simulates 4 minutes; so does
+// -short.
 func scenarioDuration() time.Duration {
 	if raceEnabled || testing.Short() {
 		return 4 * time.Minute
@@ -18,9 +21,12 @@ func scenarioDuration() time.Duration {
 	return DefaultDuration
 }
 
+// runScenario runs cfg in a bubble of its own.
 func runScenario(t *testing.T, cfg Config) Report {
 	t.Helper()
-	rep, err := Run(t.Context(), cfg)
+	var rep Report
+	var err error
+	synctest.Test(t, func(t *testing.T) { rep, err = Run(t.Context(), cfg) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,4 +117,23 @@ func TestSteadyTrafficWithoutWakeUpsWaitsForTheSchedule(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "slowest commit") || !strings.Contains(err.Error(), "without a live owner") {
 		t.Errorf("Check() = %v, want the latency and ownership targets missed", err)
 	}
+}
+
+// TestSteadyIsDeterministic runs the same short scenario twice: a run is a
+// function of its Config, so the whole reports must be equal.
+func TestSteadyIsDeterministic(t *testing.T) {
+	cfg := Config{Duration: time.Minute, Seed: 5}
+	a, b := runScenario(t, cfg), runScenario(t, cfg)
+	if reflect.DeepEqual(a, b) {
+		return
+	}
+	ja, _ := json.MarshalIndent(a, "", " ")
+	jb, _ := json.MarshalIndent(b, "", " ")
+	la, lb := strings.Split(string(ja), "\n"), strings.Split(string(jb), "\n")
+	for i := range min(len(la), len(lb)) {
+		if la[i] != lb[i] {
+			t.Fatalf("the second run differs from line %d of the report: %s, then %s", i+1, la[i], lb[i])
+		}
+	}
+	t.Fatalf("the reports differ outside their JSON form:\n%+v\n%+v", a, b)
 }
