@@ -99,9 +99,8 @@ synth: build infra/node_modules ## cdk synth without AWS credentials into cdk.ou
 	  -c alarms=none
 
 # Benchmarks: Go micro-benchmarks of the hot paths, then `spillway bench`
-# (throughput, DynamoDB cost per message, idle cost, latency) on the
-# embedded backends. The counted figures are asserted by internal/bench's
-# tests; docs/benchmarks.md records a run.
+# (throughput and latency, in real time) on the embedded backends.
+# docs/benchmarks.md records a run.
 BENCHTIME ?= 300ms
 BENCH_PKGS := ./outbox ./outbox/outboxddb ./outbox/outboxkafka
 BENCH_ARGS ?=
@@ -110,6 +109,15 @@ BENCH_ARGS ?=
 bench: ## Micro-benchmarks (hash, header codec, planner, item codec, publish; BENCHTIME each), then `spillway bench` (BENCH_ARGS=... for flags).
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime=$(BENCHTIME) $(BENCH_PKGS)
 	$(GO) run ./cmd/spillway bench $(BENCH_ARGS)
+
+# The lab's simulated studies (internal/lab): each runs in a testing/synctest
+# bubble, at its default seed, and its tables are compared with docs/lab/;
+# `make lab` records them again (SCENARIO=name,... for some).
+SCENARIO ?=
+
+.PHONY: lab
+lab: ## Run the simulated studies (cost, idle, steady, economy, scale) and rewrite their tables in docs/lab/ (SCENARIO=name,... for some).
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run TestStudies ./internal/lab -update -scenario "$(SCENARIO)" -v
 
 # Fleet simulation (internal/fleetsim): `make test` runs three seeds; a soak
 # run picks one seed (random unless SEED is set) and writes for DURATION of

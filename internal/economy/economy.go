@@ -77,8 +77,6 @@ type Config struct {
 	MaxIdleTimeout time.Duration
 	// Seed fixes the scenario's randomness. Default 1.
 	Seed uint64
-	// DynamoDBEndpoint must be empty (steady.Config.DynamoDBEndpoint).
-	DynamoDBEndpoint string
 	// Progress receives a line per run. Optional.
 	Progress io.Writer
 }
@@ -190,7 +188,7 @@ func (m Measured) perMonth(n float64) float64 {
 func measure(ctx context.Context, cfg Config, rate float64, mode outbox.Mode) (Measured, error) {
 	sc := steady.Config{
 		Rate: rate, Duration: cfg.Duration(rate), ValueSize: cfg.ValueSize, Buckets: cfg.Buckets,
-		Seed: cfg.Seed, DynamoDBEndpoint: cfg.DynamoDBEndpoint, Relay: outbox.RelayOptions{Mode: mode},
+		Seed: cfg.Seed, Relay: outbox.RelayOptions{Mode: mode},
 	}
 	if mode == outbox.ModeDrain {
 		sc.Relay.IdleTimeout, sc.Relay.MaxIdleTimeout = cfg.IdleTimeout, cfg.MaxIdleTimeout

@@ -31,7 +31,7 @@ import (
 type Config struct {
 	// Seed fixes a simulated study's workload and draws; zero takes the
 	// study's default seed. Real-time scenarios ignore it.
-	Seed int64
+	Seed uint64
 	// DynamoDBEndpoint is an external DynamoDB endpoint for the real-time
 	// scenarios; empty runs the embedded server.
 	DynamoDBEndpoint string

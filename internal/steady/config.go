@@ -135,11 +135,6 @@ type Config struct {
 	// Seed fixes the commit times, keys, message ids and the schedule's
 	// phase. Default 1.
 	Seed uint64
-	// DynamoDBEndpoint must be empty: the run uses the embedded server in
-	// memory, and Run refuses an external endpoint, whose socket a
-	// synctest bubble cannot wait on. The field stays while the operator
-	// CLI still names it.
-	DynamoDBEndpoint string
 	// Logger receives the relays' and the writers' logs. Default: none.
 	Logger *slog.Logger
 	// Progress receives a line per simulated minute. Optional.
@@ -193,10 +188,6 @@ func (c Config) Validate() error {
 		return outbox.Misconfigured(op, "MaxEventAge must be > 0, got %v", c.MaxEventAge)
 	case c.MaxHops < 0:
 		return outbox.Misconfigured(op, "MaxHops must be >= 0, got %d", c.MaxHops)
-	case c.DynamoDBEndpoint != "":
-		// A socket's reader is never durably blocked: the bubble's clock
-		// would never move.
-		return outbox.Misconfigured(op, "an external DynamoDB endpoint (%s) cannot serve a synctest bubble", c.DynamoDBEndpoint)
 	}
 	r := c.Relay
 	if r.RelayID != "" || r.BucketCount != 0 {

@@ -176,7 +176,6 @@ func TestConfigMapsOntoTheFunctionSettings(t *testing.T) {
 		{Relay: outbox.RelayOptions{LeaseRenewInterval: time.Minute}},
 		{RelayTimeout: time.Minute, StopMargin: time.Minute},
 		{ValueSize: -1},
-		{DynamoDBEndpoint: "http://127.0.0.1:8000"},
 	} {
 		if err := bad.WithDefaults().Validate(); !outbox.IsMisconfigured(err) {
 			t.Errorf("%+v: err %v, want a misconfiguration", bad, err)
