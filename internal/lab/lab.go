@@ -118,6 +118,24 @@ func Scenarios(simulated bool) []Scenario {
 	return out
 }
 
+// RegisterStudy registers a simulated study whose run takes the seed and
+// the progress writer, refusing to run outside a bubble (ErrNotInBubble).
+func RegisterStudy[R Report](name, summary string, run func(ctx context.Context, seed uint64, progress io.Writer) (R, error)) {
+	Register(Scenario{
+		Name: name, Summary: summary, Simulated: true,
+		Run: func(ctx context.Context, cfg Config) (Report, error) {
+			if cfg.Settle == nil {
+				return nil, ErrNotInBubble
+			}
+			r, err := run(ctx, cfg.Seed, cfg.Progress)
+			if err != nil {
+				return nil, err
+			}
+			return r, nil
+		},
+	})
+}
+
 // Lookup returns the scenario registered under name.
 func Lookup(name string) (Scenario, bool) {
 	registry.mu.Lock()
