@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/spillway-dev/spillway/internal/lab"
 	"log/slog"
 	"runtime/pprof"
 	"strings"
+
+	"github.com/spillway-dev/spillway/internal/lab"
 
 	"github.com/spillway-dev/spillway/internal/relayproc"
 	"github.com/spillway-dev/spillway/outbox"

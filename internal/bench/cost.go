@@ -5,11 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/spillway-dev/spillway/internal/lab"
 	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/spillway-dev/spillway/internal/lab"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -375,7 +376,7 @@ func (c *costRun) itemSize(ctx context.Context) (int, error) {
 	if len(out.Items) == 0 {
 		return 0, fmt.Errorf("read a message item back: bucket %d is empty", c.work.bucketOf(0))
 	}
-	return outboxlocal.ItemSize(out.Items[0]), nil
+	return outboxddb.ItemSize(out.Items[0]), nil
 }
 
 // relay drains every message enqueued so far with one drain-mode relay and

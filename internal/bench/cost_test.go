@@ -2,11 +2,12 @@ package bench
 
 import (
 	"fmt"
-	"github.com/spillway-dev/spillway/internal/lab"
 	"maps"
 	"math"
 	"testing"
 	"testing/synctest"
+
+	"github.com/spillway-dev/spillway/internal/lab"
 )
 
 // TestCost measures the cost scenario and asserts the counted requests and

@@ -5,8 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/spillway-dev/spillway/internal/lab"
 	"time"
+
+	"github.com/spillway-dev/spillway/internal/lab"
 
 	"github.com/spillway-dev/spillway/internal/lambdasim"
 	"github.com/spillway-dev/spillway/internal/relayproc"

@@ -1,11 +1,12 @@
 package bench
 
 import (
-	"github.com/spillway-dev/spillway/internal/lab"
 	"maps"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/spillway-dev/spillway/internal/lab"
 )
 
 // TestIdleCost simulates each deployment idle with the real relay engine

@@ -3,12 +3,13 @@ package bench
 import (
 	"context"
 	"encoding/json"
-	"github.com/spillway-dev/spillway/internal/lab"
 	"os"
 	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spillway-dev/spillway/internal/lab"
 )
 
 // checkRendering fails the test when a result does not marshal to JSON or

@@ -5,11 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/spillway-dev/spillway/internal/lab"
 	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/spillway-dev/spillway/internal/lab"
 
 	"github.com/spillway-dev/spillway/internal/relayproc"
 	"github.com/spillway-dev/spillway/outbox"

@@ -122,7 +122,7 @@ func (t *readTap) Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...
 	if err == nil {
 		size := 0
 		for _, item := range out.Items {
-			size += outboxlocal.ItemSize(item)
+			size += outboxddb.ItemSize(item)
 		}
 		t.mu.Lock()
 		t.pages++

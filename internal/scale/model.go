@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
-	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // Key attribute names of the table the model holds (the store's defaults).
@@ -85,7 +84,7 @@ func (m *model) set(pk, sk string, item map[string]types.AttributeValue) {
 	if m.partitions[pk] == nil {
 		m.partitions[pk] = map[string]stored{}
 	}
-	m.partitions[pk][sk] = stored{item: item, size: outboxlocal.ItemSize(item)}
+	m.partitions[pk][sk] = stored{item: item, size: outboxddb.ItemSize(item)}
 }
 
 // write charges and counts a write attempt on an item whose size was old
@@ -131,14 +130,14 @@ func (m *model) apply(w condWrite) error {
 		return err
 	}
 	if !ok {
-		m.write(w.op, outboxlocal.ItemSize(old), 0, true)
+		m.write(w.op, outboxddb.ItemSize(old), 0, true)
 		return refusal()
 	}
 	updated, err := w.after(old)
 	if err != nil {
 		return err
 	}
-	m.write(w.op, outboxlocal.ItemSize(old), outboxlocal.ItemSize(updated), false)
+	m.write(w.op, outboxddb.ItemSize(old), outboxddb.ItemSize(updated), false)
 	if updated == nil {
 		delete(m.partitions[pk], sk)
 		return nil

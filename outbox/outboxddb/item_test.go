@@ -181,7 +181,7 @@ func TestItemSize_CountsNamesAndValuesAsDynamoDBDoes(t *testing.T) {
 		"N2":  N("-0.0012300"),   // 2 + 2 + 1 + 1
 		"N3":  N("100000000000"), // 2 + 1 + 1
 	}
-	if got := itemSize(it); got != 5+5+6+6+4 {
+	if got := ItemSize(it); got != 5+5+6+6+4 {
 		t.Fatalf("item size %d, want %d", got, 5+5+6+6+4)
 	}
 }

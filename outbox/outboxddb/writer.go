@@ -305,7 +305,7 @@ func (w *Writer) prepare(ctx context.Context, msgs []outbox.Message) ([]outbox.M
 			return nil, nil, fmt.Errorf("outboxddb: enqueue message %s: %w", m.ID, err)
 		}
 		m.Headers = headers
-		size := itemSize(w.keys.encodeMessage(m, w.opts.BucketCount))
+		size := ItemSize(w.keys.encodeMessage(m, w.opts.BucketCount))
 		if size > MaxItemSize {
 			return nil, nil, &ItemTooLargeError{MessageID: m.ID, Size: size, Limit: MaxItemSize}
 		}

@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/spillway-dev/spillway/outbox/internal/ddblimits"
+
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
@@ -39,7 +41,7 @@ type attrSizes map[string]int
 func sizesOf(item map[string]types.AttributeValue) attrSizes {
 	out := make(attrSizes, len(item))
 	for name, v := range item {
-		out[name] = ValueSize(v)
+		out[name] = ddblimits.ValueSize(v)
 	}
 	return out
 }
@@ -110,7 +112,7 @@ func applyAction(item attrSizes, keyword, action string, names map[string]string
 	valueSum := 0
 	for _, p := range placeholder.FindAllString(operand, -1) {
 		if v, ok := values[p]; ok {
-			valueSum += ValueSize(v)
+			valueSum += ddblimits.ValueSize(v)
 		}
 	}
 	switch {
@@ -121,14 +123,14 @@ func applyAction(item attrSizes, keyword, action string, names map[string]string
 	case nested:
 		// A nested write grows the top-level attribute by what it writes.
 		if !exists {
-			existing = collectionOverhead
+			existing = ddblimits.CollectionOverhead
 		}
-		item[attr] = existing + elementOverhead + valueSum
+		item[attr] = existing + ddblimits.ElementOverhead + valueSum
 	case keyword == "DELETE":
 		item[attr] = max(0, existing-valueSum)
 	case keyword == "ADD":
 		if v, ok := values[strings.TrimSpace(operand)].(*types.AttributeValueMemberN); ok && exists {
-			item[attr] = max(existing, numberSize(v.Value))
+			item[attr] = max(existing, ddblimits.NumberSize(v.Value))
 		} else {
 			item[attr] = existing + valueSum
 		}

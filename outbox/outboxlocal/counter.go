@@ -5,6 +5,8 @@ import (
 	"maps"
 	"sync"
 
+	"github.com/spillway-dev/spillway/outbox/internal/ddblimits"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -287,10 +289,10 @@ func (c *Counter) putItem(in *dynamodb.PutItemInput, ccf *types.ConditionalCheck
 	id := c.book.itemID(table, in.Item)
 	old := c.old(table, id).total()
 	if ccf != nil {
-		return writeUnits(max(old, ItemSize(ccf.Item)))
+		return writeUnits(max(old, ddblimits.ItemSize(ccf.Item)))
 	}
 	c.remember(table, id, sizesOf(in.Item))
-	return writeUnits(max(old, ItemSize(in.Item)))
+	return writeUnits(max(old, ddblimits.ItemSize(in.Item)))
 }
 
 func (c *Counter) updateItem(in *dynamodb.UpdateItemInput, out *dynamodb.UpdateItemOutput, ccf *types.ConditionalCheckFailedException) float64 {
@@ -298,7 +300,7 @@ func (c *Counter) updateItem(in *dynamodb.UpdateItemInput, out *dynamodb.UpdateI
 	id := c.book.itemID(table, in.Key)
 	old := c.old(table, id)
 	if ccf != nil {
-		return writeUnits(max(old.total(), ItemSize(ccf.Item)))
+		return writeUnits(max(old.total(), ddblimits.ItemSize(ccf.Item)))
 	}
 	base := old
 	if base == nil {
@@ -311,7 +313,7 @@ func (c *Counter) updateItem(in *dynamodb.UpdateItemInput, out *dynamodb.UpdateI
 			updated = sizesOf(out.Attributes)
 		case types.ReturnValueUpdatedNew:
 			for name, v := range out.Attributes {
-				updated[name] = ValueSize(v)
+				updated[name] = ddblimits.ValueSize(v)
 			}
 		}
 	}
@@ -324,10 +326,10 @@ func (c *Counter) deleteItem(in *dynamodb.DeleteItemInput, out *dynamodb.DeleteI
 	id := c.book.itemID(table, in.Key)
 	size := c.old(table, id).total()
 	if ccf != nil {
-		return writeUnits(max(size, ItemSize(ccf.Item)))
+		return writeUnits(max(size, ddblimits.ItemSize(ccf.Item)))
 	}
 	if out != nil {
-		size = max(size, ItemSize(out.Attributes))
+		size = max(size, ddblimits.ItemSize(out.Attributes))
 	}
 	c.forget(table, id)
 	return writeUnits(size)
@@ -343,7 +345,7 @@ func (c *Counter) transactWriteItems(in *dynamodb.TransactWriteItemsInput, appli
 		case t.Put != nil:
 			table := aws.ToString(t.Put.TableName)
 			id := c.book.itemID(table, t.Put.Item)
-			units += 2 * writeUnits(max(c.old(table, id).total(), ItemSize(t.Put.Item)))
+			units += 2 * writeUnits(max(c.old(table, id).total(), ddblimits.ItemSize(t.Put.Item)))
 			if applied {
 				c.remember(table, id, sizesOf(t.Put.Item))
 			}
@@ -394,7 +396,7 @@ func (c *Counter) batchWriteItem(in *dynamodb.BatchWriteItemInput, out *dynamodb
 			}
 			old := c.old(table, id).total()
 			if w.PutRequest != nil {
-				units += writeUnits(max(old, ItemSize(w.PutRequest.Item)))
+				units += writeUnits(max(old, ddblimits.ItemSize(w.PutRequest.Item)))
 				c.remember(table, id, sizesOf(w.PutRequest.Item))
 			} else {
 				units += writeUnits(old)
@@ -427,7 +429,7 @@ func (c *Counter) getItem(in *dynamodb.GetItemInput, out *dynamodb.GetItemOutput
 		c.remember(table, id, sizesOf(out.Item))
 	}
 	// A projection does not reduce the charge: the whole item is read.
-	size := max(c.old(table, id).total(), ItemSize(out.Item))
+	size := max(c.old(table, id).total(), ddblimits.ItemSize(out.Item))
 	return readUnits(size, aws.ToBool(in.ConsistentRead))
 }
 
@@ -445,7 +447,7 @@ func (c *Counter) readItems(table string, items []map[string]types.AttributeValu
 		if full {
 			c.remember(table, id, sizesOf(item))
 		}
-		total += max(c.old(table, id).total(), ItemSize(item))
+		total += max(c.old(table, id).total(), ddblimits.ItemSize(item))
 	}
 	return readUnits(total, consistent)
 }
@@ -471,7 +473,7 @@ func (c *Counter) batchGetItem(in *dynamodb.BatchGetItemInput, out *dynamodb.Bat
 	for table, items := range out.Responses {
 		consistent := aws.ToBool(in.RequestItems[table].ConsistentRead)
 		for _, item := range items {
-			units += readUnits(max(c.old(table, c.book.itemID(table, item)).total(), ItemSize(item)), consistent)
+			units += readUnits(max(c.old(table, c.book.itemID(table, item)).total(), ddblimits.ItemSize(item)), consistent)
 		}
 	}
 	return units
@@ -486,7 +488,7 @@ func (c *Counter) transactGetItems(in *dynamodb.TransactGetItemsInput, out *dyna
 		table := aws.ToString(t.Get.TableName)
 		size := c.old(table, c.book.itemID(table, t.Get.Key)).total()
 		if out != nil && i < len(out.Responses) {
-			size = max(size, ItemSize(out.Responses[i].Item))
+			size = max(size, ddblimits.ItemSize(out.Responses[i].Item))
 		}
 		units += 2 * readUnits(size, true)
 	}

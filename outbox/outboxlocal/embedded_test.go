@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spillway-dev/spillway/outbox/internal/ddblimits"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -356,23 +358,23 @@ func TestLimitsAreEnforced(t *testing.T) {
 		}
 	}
 
-	put(t, d.Client, table, itemOfSize(t, "P", "max", MaxItemSize))
-	_, err := d.Client.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: itemOfSize(t, "P", "over", MaxItemSize+1)})
+	put(t, d.Client, table, itemOfSize(t, "P", "max", ddblimits.MaxItemSize))
+	_, err := d.Client.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: itemOfSize(t, "P", "over", ddblimits.MaxItemSize+1)})
 	validation(err, "Item size has exceeded the maximum allowed size")
 
-	actions := make([]types.TransactWriteItem, MaxTransactionActions+1)
+	actions := make([]types.TransactWriteItem, ddblimits.MaxTransactionItems+1)
 	for i := range actions {
 		actions[i] = types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: key("T", strconv.Itoa(i))}}
 	}
 	_, err = d.Client.TransactWriteItems(t.Context(), &dynamodb.TransactWriteItemsInput{TransactItems: actions})
 	validation(err, "Member must have length less than or equal to 100")
-	_, err = d.Client.TransactWriteItems(t.Context(), &dynamodb.TransactWriteItemsInput{TransactItems: actions[:MaxTransactionActions]})
+	_, err = d.Client.TransactWriteItems(t.Context(), &dynamodb.TransactWriteItemsInput{TransactItems: actions[:ddblimits.MaxTransactionItems]})
 	if err != nil {
 		t.Fatalf("100 actions: %v", err)
 	}
 
 	var big []types.TransactWriteItem
-	for i := 0; i*390*1024 <= MaxTransactionBytes; i++ {
+	for i := 0; i*390*1024 <= ddblimits.MaxTransactionSize; i++ {
 		big = append(big, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: itemOfSize(t, "B", strconv.Itoa(i), 390*1024)}})
 	}
 	_, err = d.Client.TransactWriteItems(t.Context(), &dynamodb.TransactWriteItemsInput{TransactItems: big})

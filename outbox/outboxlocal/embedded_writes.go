@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/spillway-dev/spillway/outbox/internal/ddblimits"
 )
 
 // TokenWindow is how long DynamoDB remembers a TransactWriteItems
@@ -35,7 +37,7 @@ type tokenRecord struct {
 // the request asks for the old item, the layer reads it under the exclusive
 // lock, so the answer is the item the write saw.
 func (s *embeddedServer) putItem(ctx context.Context, body []byte, req *wireRequest) wireResponse {
-	if wireItemSize(req.Item) > MaxItemSize {
+	if wireItemSize(req.Item) > ddblimits.MaxItemSize {
 		return apiError(http.StatusBadRequest, typeValidation, messageItemTooLarge)
 	}
 	wantOld := req.ReturnValues == returnAllOld
@@ -127,7 +129,7 @@ func (s *embeddedServer) batchWriteItem(ctx context.Context, body []byte, req *w
 			var known bool
 			switch {
 			case w.PutRequest != nil:
-				if wireItemSize(w.PutRequest.Item) > MaxItemSize {
+				if wireItemSize(w.PutRequest.Item) > ddblimits.MaxItemSize {
 					return apiError(http.StatusBadRequest, typeValidation, messageItemTooLarge)
 				}
 				key, known = s.keyOf(table, w.PutRequest.Item)
@@ -157,7 +159,7 @@ func (s *embeddedServer) batchWriteItem(ctx context.Context, body []byte, req *w
 // refused with IdempotentParameterMismatchException. A repeat of a request
 // that failed runs again (approximation: DynamoDB does not document it).
 func (s *embeddedServer) transactWriteItems(ctx context.Context, body []byte, req *wireRequest) wireResponse {
-	if len(req.TransactItems) > MaxTransactionActions {
+	if len(req.TransactItems) > ddblimits.MaxTransactionItems {
 		return apiError(http.StatusBadRequest, typeValidation, messageTooManyActions)
 	}
 	total := 0
@@ -168,7 +170,7 @@ func (s *embeddedServer) transactWriteItems(ctx context.Context, body []byte, re
 		}
 		if t.Put != nil {
 			size := wireItemSize(a.Item)
-			if size > MaxItemSize {
+			if size > ddblimits.MaxItemSize {
 				return apiError(http.StatusBadRequest, typeValidation, messageItemTooLarge)
 			}
 			total += size
@@ -176,7 +178,7 @@ func (s *embeddedServer) transactWriteItems(ctx context.Context, body []byte, re
 			total += wireItemSize(a.Key)
 		}
 	}
-	if total > MaxTransactionBytes {
+	if total > ddblimits.MaxTransactionSize {
 		return apiError(http.StatusBadRequest, typeValidation, messageTxnTooLarge)
 	}
 	removals, err := transactRemovals(req.TransactItems)

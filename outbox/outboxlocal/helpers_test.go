@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spillway-dev/spillway/outbox/internal/ddblimits"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -24,12 +26,12 @@ func key(pk, sk string) map[string]types.AttributeValue {
 func itemOfSize(t testing.TB, pk, sk string, size int) map[string]types.AttributeValue {
 	t.Helper()
 	item := key(pk, sk)
-	pad := size - ItemSize(item) - len("Data")
+	pad := size - ddblimits.ItemSize(item) - len("Data")
 	if pad < 0 {
 		t.Fatalf("item of %d bytes cannot hold its key", size)
 	}
 	item["Data"] = str(strings.Repeat("x", pad))
-	if got := ItemSize(item); got != size {
+	if got := ddblimits.ItemSize(item); got != size {
 		t.Fatalf("item size %d, want %d", got, size)
 	}
 	return item
