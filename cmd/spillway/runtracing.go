@@ -8,14 +8,14 @@ import (
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 	"github.com/spillway-dev/spillway/outbox/outboxobs/otel"
-	"github.com/spillway-dev/spillway/outbox/outboxobs/otel/otlpreceiver"
 )
 
 // runTracing is `run --tracing`: off, or OpenTelemetry exporting to an
 // OTLP/HTTP receiver on loopback. The zero value is off.
 type runTracing struct {
-	recv     *otlpreceiver.Receiver
+	recv     *outboxlocal.OTLPReceiver
 	provider *otel.Provider
 }
 
@@ -27,7 +27,7 @@ func startRunTracing(ctx context.Context, mode string) (*runTracing, error) {
 	default:
 		return nil, usagef("--tracing must be %s or %s, got %q", outboxconf.TracingOff, outboxconf.TracingOTel, mode)
 	}
-	recv, err := otlpreceiver.Start()
+	recv, err := outboxlocal.StartOTLPReceiver()
 	if err != nil {
 		return nil, err
 	}

@@ -19,7 +19,6 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
-	"github.com/spillway-dev/spillway/outbox/outboxobs/otel/otlpreceiver"
 	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
@@ -28,7 +27,7 @@ import (
 // embedded backends, exporting to an in-process OTLP/HTTP receiver; a Go
 // writer outside the functions enqueues with its own trace context.
 type otelFixture struct {
-	recv    *otlpreceiver.Receiver
+	recv    *outboxlocal.OTLPReceiver
 	kafka   *outboxlocal.Kafka
 	cfg     Config
 	relay   *RelayHandler
@@ -42,7 +41,7 @@ func newOTelFixture(t *testing.T) *otelFixture { return newTracingFixture(t, out
 // newTracingFixture builds the fixture with SPILLWAY_TRACING=mode.
 func newTracingFixture(t *testing.T, mode string) *otelFixture {
 	t.Helper()
-	recv, err := otlpreceiver.Start()
+	recv, err := outboxlocal.StartOTLPReceiver()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
-	"github.com/spillway-dev/spillway/outbox/outboxobs/xray/xraytest"
 	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
@@ -27,7 +26,7 @@ type xraySegment struct {
 }
 
 // sent decodes the documents the SDK has sent.
-func sent(t *testing.T, d *xraytest.Daemon) []*xraySegment {
+func sent(t *testing.T, d *outboxtest.XRayDaemon) []*xraySegment {
 	t.Helper()
 	var out []*xraySegment
 	for _, body := range d.Sent(t) {
@@ -66,7 +65,7 @@ func xrayNamed(segs []*xraySegment, name string) []*xraySegment {
 // publish subsegments (X-Ray has no links), and the enqueue subsegment's
 // header on the stored message.
 func TestXRayTracesARelayRunAndAnEnqueue(t *testing.T) {
-	d := xraytest.NewDaemon(t)
+	d := outboxtest.NewXRayDaemon(t)
 	f := newTracingFixture(t, outboxconf.TracingXRay)
 	const (
 		enqHeader = "Root=1-6a1b2c3d-0123456789abcdef01234567;Parent=1111111111111111;Sampled=1"

@@ -3,7 +3,8 @@
 // server behind a compensating HTTP handler) or an external endpoint, an
 // in-process Kafka cluster (kfake) or external brokers, SDK middleware that
 // counts requests, refused writes and capacity units and injects faults,
-// and a manual clock.
+// and an OTLP/HTTP trace receiver. Each backend has an in-memory form
+// (InMemory, KafkaConfig.InMemory) that a testing/synctest bubble can run.
 //
 // The package does not import testing, so the operator CLI can link it
 // without test code; the test forms of the constructors (NewDynamoDB,

@@ -1,6 +1,8 @@
-// Package outboxtest holds the test forms of the local backends in
-// outboxlocal: each starts a backend for a *testing.T (or a benchmark),
-// fails the test on error and registers the cleanup. Everything a program
+// Package outboxtest is the one home of Spillway's test helpers: the test
+// forms of the local backends in outboxlocal (each starts a backend for a
+// *testing.T or a benchmark, fails the test on error and registers the
+// cleanup), a loopback X-Ray daemon (XRayDaemon) and a DynamoDB endpoint
+// that records the trace headers it receives (FakeDynamoDB). Everything a program
 // may link (the embedded DynamoDB and Kafka, the counting and fault
 // middleware, the manual clock) lives in outboxlocal, so that only test
 // binaries link the testing package.

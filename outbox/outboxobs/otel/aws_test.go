@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
-	"github.com/spillway-dev/spillway/outbox/outboxobs/internal/fakedynamodb"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
 func attributes(s *tracepb.Span) map[string]string {
@@ -27,7 +27,7 @@ func attributes(s *tracepb.Span) map[string]string {
 
 func TestInstrumentAWSRecordsEachOperationUnderTheCallersSpan(t *testing.T) {
 	p, recv := newProvider(t)
-	fake := fakedynamodb.Start()
+	fake := outboxtest.StartFakeDynamoDB()
 	t.Cleanup(fake.Close)
 	client := fake.Client("eu-west-1", p.InstrumentAWS)
 
@@ -61,7 +61,7 @@ func TestInstrumentAWSRecordsEachOperationUnderTheCallersSpan(t *testing.T) {
 	}
 	got := attributes(list)
 	for k, want := range map[string]string{"rpc.system.name": "aws-api", "rpc.method": "DynamoDB/ListTables", "cloud.region": "eu-west-1",
-		"aws.request_id": fakedynamodb.RequestID, "http.response.status_code": "int_value:200"} {
+		"aws.request_id": outboxtest.FakeRequestID, "http.response.status_code": "int_value:200"} {
 		if got[k] != want {
 			t.Errorf("ListTables attribute %s = %q, want %q", k, got[k], want)
 		}

@@ -10,12 +10,12 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"github.com/spillway-dev/spillway/outbox"
-	"github.com/spillway-dev/spillway/outbox/outboxobs/otel/otlpreceiver"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
-func newProvider(t *testing.T) (*Provider, *otlpreceiver.Receiver) {
+func newProvider(t *testing.T) (*Provider, *outboxlocal.OTLPReceiver) {
 	t.Helper()
-	recv, err := otlpreceiver.Start()
+	recv, err := outboxlocal.StartOTLPReceiver()
 	if err != nil {
 		t.Fatal(err)
 	}

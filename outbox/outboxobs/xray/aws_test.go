@@ -13,19 +13,18 @@ import (
 	awsxray "github.com/aws/aws-xray-sdk-go/xray"
 	"github.com/aws/aws-xray-sdk-go/xraylog"
 
-	"github.com/spillway-dev/spillway/outbox/outboxobs/internal/fakedynamodb"
-	"github.com/spillway-dev/spillway/outbox/outboxobs/xray/xraytest"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
-func newClient(t *testing.T, instrument func(*aws.Config)) (*dynamodb.Client, *fakedynamodb.Server) {
+func newClient(t *testing.T, instrument func(*aws.Config)) (*dynamodb.Client, *outboxtest.FakeDynamoDB) {
 	t.Helper()
-	fake := fakedynamodb.Start()
+	fake := outboxtest.StartFakeDynamoDB()
 	t.Cleanup(fake.Close)
 	return fake.Client("us-east-1", instrument), fake
 }
 
 func TestInstrumentAWSRecordsCallsUnderASpan(t *testing.T) {
-	d := xraytest.NewDaemon(t)
+	d := outboxtest.NewXRayDaemon(t)
 	client, fake := newClient(t, InstrumentAWS)
 
 	ctx, end := Enable(context.Background(), "spillway-cli")
@@ -44,7 +43,7 @@ func TestInstrumentAWSRecordsCallsUnderASpan(t *testing.T) {
 		t.Fatalf("delete span holds %v, want one DynamoDB call", names(calls))
 	}
 	awsData := calls[0]["aws"].(map[string]any)
-	if awsData["operation"] != "ListTables" || awsData["request_id"] != fakedynamodb.RequestID {
+	if awsData["operation"] != "ListTables" || awsData["request_id"] != outboxtest.FakeRequestID {
 		t.Fatalf("call aws data = %v", awsData)
 	}
 	if seen := fake.TraceHeaders(); len(seen) != 1 || !strings.HasPrefix(seen[0], "Root="+root["trace_id"].(string)+";Parent="+calls[0]["id"].(string)) {
@@ -53,7 +52,7 @@ func TestInstrumentAWSRecordsCallsUnderASpan(t *testing.T) {
 }
 
 func TestInstrumentAWSIsQuietWhenInactive(t *testing.T) {
-	d := xraytest.NewDaemon(t)
+	d := outboxtest.NewXRayDaemon(t)
 	var logs bytes.Buffer
 	awsxray.SetLogger(xraylog.NewDefaultLogger(&logs, xraylog.LogLevelDebug))
 	t.Cleanup(func() { awsxray.SetLogger(xraylog.NewDefaultLogger(io.Discard, xraylog.LogLevelError)) })

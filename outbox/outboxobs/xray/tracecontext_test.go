@@ -7,13 +7,13 @@ import (
 	awsxray "github.com/aws/aws-xray-sdk-go/xray"
 
 	"github.com/spillway-dev/spillway/outbox"
-	"github.com/spillway-dev/spillway/outbox/outboxobs/xray/xraytest"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
 const lambdaHeader = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
 
 func TestTraceContextSources(t *testing.T) {
-	xraytest.NewDaemon(t)
+	outboxtest.NewXRayDaemon(t)
 	t.Setenv(EnvTraceID, "")
 	if tc := TraceContext(context.Background()); !tc.IsZero() {
 		t.Fatalf("no source gave %+v", tc)

@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-xray-sdk-go/xraylog"
 
 	"github.com/spillway-dev/spillway/outbox"
-	"github.com/spillway-dev/spillway/outbox/outboxobs/xray/xraytest"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
 // The SDK's configuration is process-wide, so these tests do not run in
@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 }
 
 // next returns the next document the SDK sent, decoded, and its body.
-func next(t *testing.T, d *xraytest.Daemon) (doc map[string]any, raw []byte) {
+func next(t *testing.T, d *outboxtest.XRayDaemon) (doc map[string]any, raw []byte) {
 	t.Helper()
 	raw = d.Next(t)
 	if err := json.Unmarshal(raw, &doc); err != nil {
@@ -85,7 +85,7 @@ func relayWork(ctx context.Context, tracer outbox.Tracer, publishErr error) {
 }
 
 func TestTracerUnderRootSegment(t *testing.T) {
-	d := xraytest.NewDaemon(t)
+	d := outboxtest.NewXRayDaemon(t)
 	ctx, end := Enable(context.Background(), "spillway-cli")
 	relayWork(ctx, Tracer{}, errors.New("NOT_ENOUGH_REPLICAS"))
 	end(nil)
@@ -152,7 +152,7 @@ func TestTracerUnderRootSegment(t *testing.T) {
 }
 
 func TestTracerUnderLambdaFacade(t *testing.T) {
-	d := xraytest.NewDaemon(t)
+	d := outboxtest.NewXRayDaemon(t)
 	const root, parent = "1-5759e988-bd862e3fe1be46a994272793", "53995c3f42cd8ad8"
 	//lint:ignore SA1029 aws-lambda-go stores the trace header under this string key.
 	ctx := context.WithValue(context.Background(), awsxray.LambdaTraceHeaderKey, "Root="+root+";Parent="+parent+";Sampled=1")
@@ -181,7 +181,7 @@ func TestTracerUnderLambdaFacade(t *testing.T) {
 }
 
 func TestTracerIsOffWithoutSegment(t *testing.T) {
-	d := xraytest.NewDaemon(t)
+	d := outboxtest.NewXRayDaemon(t)
 	var logs bytes.Buffer
 	awsxray.SetLogger(xraylog.NewDefaultLogger(&logs, xraylog.LogLevelDebug))
 	t.Cleanup(func() { awsxray.SetLogger(xraylog.NewDefaultLogger(io.Discard, xraylog.LogLevelError)) })

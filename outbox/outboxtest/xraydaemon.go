@@ -1,7 +1,4 @@
-// Package xraytest stands in for the X-Ray daemon in tests: a UDP socket on
-// 127.0.0.1 that the X-Ray SDK's emitter is pointed at, and the documents
-// the SDK sent to it.
-package xraytest
+package outboxtest
 
 import (
 	"bytes"
@@ -25,13 +22,14 @@ func (alwaysSample) ShouldTrace(*sampling.Request) *sampling.Decision {
 	return &sampling.Decision{Sample: true}
 }
 
-// Daemon is a loopback X-Ray daemon. The SDK's configuration is
-// process-wide, so tests using a Daemon must not run in parallel.
-type Daemon struct{ conn net.PacketConn }
+// XRayDaemon stands in for the X-Ray daemon: a UDP socket on 127.0.0.1
+// that the X-Ray SDK's emitter is pointed at, and the documents it sent. The SDK's configuration is
+// process-wide, so tests using an XRayDaemon must not run in parallel.
+type XRayDaemon struct{ conn net.PacketConn }
 
-// NewDaemon opens the socket, points the SDK at it with every segment
+// NewXRayDaemon opens the socket, points the SDK at it with every segment
 // sampled, and closes it when the test ends.
-func NewDaemon(t *testing.T) *Daemon {
+func NewXRayDaemon(t *testing.T) *XRayDaemon {
 	t.Helper()
 	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
@@ -41,13 +39,13 @@ func NewDaemon(t *testing.T) *Daemon {
 	if err := awsxray.Configure(awsxray.Config{DaemonAddr: conn.LocalAddr().String(), SamplingStrategy: alwaysSample{}}); err != nil {
 		t.Fatal(err)
 	}
-	return &Daemon{conn: conn}
+	return &XRayDaemon{conn: conn}
 }
 
 // Next returns the body of the next document the SDK sent, failing the test
 // when none arrives within 10 s or the datagram lacks the daemon header. The
 // deadline only bounds a failing test; a passing one never waits on it.
-func (d *Daemon) Next(t *testing.T) []byte {
+func (d *XRayDaemon) Next(t *testing.T) []byte {
 	t.Helper()
 	body, err := d.read(10 * time.Second)
 	if err != nil {
@@ -59,7 +57,7 @@ func (d *Daemon) Next(t *testing.T) []byte {
 // Sent returns the bodies of every document already sent. Subsegments are
 // sent when they end, so after the traced call returns they are in the
 // socket's buffer; the short read deadline only ends the drain.
-func (d *Daemon) Sent(t *testing.T) [][]byte {
+func (d *XRayDaemon) Sent(t *testing.T) [][]byte {
 	t.Helper()
 	var out [][]byte
 	for {
@@ -75,7 +73,7 @@ func (d *Daemon) Sent(t *testing.T) [][]byte {
 	}
 }
 
-func (d *Daemon) read(wait time.Duration) ([]byte, error) {
+func (d *XRayDaemon) read(wait time.Duration) ([]byte, error) {
 	if err := d.conn.SetReadDeadline(time.Now().Add(wait)); err != nil {
 		return nil, err
 	}

@@ -1,9 +1,4 @@
-// Package otlpreceiver is a minimal OTLP/HTTP trace receiver on loopback:
-// it accepts the http/protobuf export requests an OpenTelemetry exporter
-// sends to /v1/traces and keeps the spans. Tests assert on what it
-// received; `spillway run --tracing otel` prints its span count. It is not a
-// collector: it forwards nothing and keeps everything in memory.
-package otlpreceiver
+package outboxlocal
 
 import (
 	"compress/gzip"
@@ -27,8 +22,9 @@ const TracesPath = "/v1/traces"
 // maxBody bounds one export request (the collector's default is 20 MiB).
 const maxBody = 20 << 20
 
-// Receiver receives OTLP/HTTP trace exports. It is safe for concurrent use.
-type Receiver struct {
+// OTLPReceiver receives OTLP/HTTP trace exports on loopback: the trace
+// collector of the local mode (`spillway run`) and of the tracing tests. It is safe for concurrent use.
+type OTLPReceiver struct {
 	// URL is the base URL to put in OTEL_EXPORTER_OTLP_ENDPOINT.
 	URL string
 
@@ -38,13 +34,13 @@ type Receiver struct {
 	count  int
 }
 
-// Start listens on a free port of 127.0.0.1.
-func Start() (*Receiver, error) {
+// StartOTLPReceiver listens on a free port of 127.0.0.1.
+func StartOTLPReceiver() (*OTLPReceiver, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, fmt.Errorf("otlpreceiver: listen: %w", err)
+		return nil, fmt.Errorf("outboxlocal: OTLP receiver: listen: %w", err)
 	}
-	r := &Receiver{URL: "http://" + ln.Addr().String()}
+	r := &OTLPReceiver{URL: "http://" + ln.Addr().String()}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+TracesPath, r.export)
 	r.server = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -53,32 +49,32 @@ func Start() (*Receiver, error) {
 }
 
 // Spans returns the spans received so far, in arrival order.
-func (r *Receiver) Spans() []*tracepb.Span {
+func (r *OTLPReceiver) Spans() []*tracepb.Span {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]*tracepb.Span(nil), r.spans...)
 }
 
 // Requests returns how many export requests were accepted.
-func (r *Receiver) Requests() int {
+func (r *OTLPReceiver) Requests() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.count
 }
 
 // Close stops the server.
-func (r *Receiver) Close() error {
+func (r *OTLPReceiver) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := r.server.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("otlpreceiver: close: %w", err)
+		return fmt.Errorf("outboxlocal: OTLP receiver: close: %w", err)
 	}
 	return nil
 }
 
 // export decodes one ExportTraceServiceRequest, as the OTLP/HTTP
 // specification describes: protobuf body, optionally gzip-compressed.
-func (r *Receiver) export(w http.ResponseWriter, req *http.Request) {
+func (r *OTLPReceiver) export(w http.ResponseWriter, req *http.Request) {
 	if ct := req.Header.Get("Content-Type"); ct != "application/x-protobuf" {
 		http.Error(w, fmt.Sprintf("content type %q: only application/x-protobuf is accepted", ct), http.StatusUnsupportedMediaType)
 		return
