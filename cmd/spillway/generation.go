@@ -13,14 +13,6 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
 
-func runGeneration(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return dispatch(ctx, "generation", []subcommand{
-		{"status", runGenerationStatus},
-		{"seal", runGenerationSeal},
-		{"finish", runGenerationFinish},
-	}, args, stdout, stderr)
-}
-
 // generationEnv is the two generations' stores.
 type generationEnv struct {
 	prev, cur           *outboxddb.Store

@@ -38,11 +38,19 @@ var commands = map[string]runFunc{
 	"create-table": runCreateTable,
 	"drain":        runDrain,
 	"enqueue":      runEnqueue,
-	"generation":   runGeneration,
-	"parked":       runParked,
-	"run":          runRun,
-	"status":       runStatus,
-	"version":      runVersion,
+	"generation": verbs("generation", []subcommand{
+		{"status", runGenerationStatus},
+		{"seal", runGenerationSeal},
+		{"finish", runGenerationFinish},
+	}),
+	"parked": verbs("parked", []subcommand{
+		{"list", runParkedList},
+		{"replay", runParkedReplay},
+		{"drop", runParkedDrop},
+	}),
+	"run":     runRun,
+	"status":  runStatus,
+	"version": runVersion,
 }
 
 func main() {
@@ -117,6 +125,13 @@ type runFunc = func(ctx context.Context, args []string, stdout, stderr io.Writer
 type subcommand struct {
 	name string
 	run  runFunc
+}
+
+// verbs is a command made of verbs (parked, generation).
+func verbs(command string, subs []subcommand) runFunc {
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		return dispatch(ctx, command, subs, args, stdout, stderr)
+	}
 }
 
 // dispatch runs the verb args[0] names among subs, or explains the

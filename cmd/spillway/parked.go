@@ -20,14 +20,6 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 )
 
-func runParked(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return dispatch(ctx, "parked", []subcommand{
-		{"list", runParkedList},
-		{"replay", runParkedReplay},
-		{"drop", runParkedDrop},
-	}, args, stdout, stderr)
-}
-
 // parkedEnv is the table side every parked command needs.
 type parkedEnv struct {
 	cfg   outboxlambda.Config
