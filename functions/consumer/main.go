@@ -10,6 +10,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"log/slog"
 	"os"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -24,10 +25,20 @@ import (
 
 func main() {
 	log := outboxlambda.NewLogger(os.Stdout, os.Getenv)
-	setup, err := outboxlambda.NewInit(context.Background(), os.Getenv, log)
+	handle, err := newHandler(context.Background(), log)
 	if err != nil {
 		log.Error("consumer function cannot start", "error", err)
 		os.Exit(1)
+	}
+	lambda.Start(handle)
+}
+
+// newHandler builds the invocation handler once per execution environment:
+// the configuration, the DynamoDB client, the tracer and the inbox.
+func newHandler(ctx context.Context, log *slog.Logger) (func(context.Context, events.KafkaEvent) error, error) {
+	setup, err := outboxlambda.NewInit(ctx, os.Getenv, log)
+	if err != nil {
+		return nil, err
 	}
 	cfg := setup.Config
 	in, err := outboxinbox.New(setup.DynamoDB(), outboxinbox.Options{
@@ -39,18 +50,16 @@ func main() {
 		Logger:       log,
 	})
 	if err != nil {
-		log.Error("consumer function cannot start", "error", err)
-		os.Exit(1)
+		return nil, err
 	}
 	h, err := outboxinbox.NewLambdaHandler(in, applyOrder(cfg.Table, cfg.PartitionKey, cfg.SortKey))
 	if err != nil {
-		log.Error("consumer function cannot start", "error", err)
-		os.Exit(1)
+		return nil, err
 	}
-	lambda.Start(func(ctx context.Context, ev events.KafkaEvent) error {
+	return func(ctx context.Context, ev events.KafkaEvent) error {
 		ctx, end := setup.Tracing.StartInvocation(ctx, "consumer")
 		return end(h.Handle(ctx, ev))
-	})
+	}, nil
 }
 
 // applyOrder records each message on its order's item: the last value and
