@@ -151,7 +151,6 @@ type wakeUp struct {
 // function's init builds it, kept warm for the rest of the run.
 func (b *burst) newFunction() (*lambdasim.Function[*relayEnv], error) {
 	return lambdasim.New(lambdasim.Config[*relayEnv]{
-		Clock:               outbox.SystemClock{},
 		Scheduler:           b.sim,
 		Context:             b.sim.Context(),
 		ReservedConcurrency: b.cfg.Relays,
