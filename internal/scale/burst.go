@@ -120,11 +120,13 @@ type burst struct {
 	be     backend
 	client outboxddb.Client
 	table  string
-	rng    *rand.Rand // draws relay ids; NewEnv's calls are serialized by the emulator
 	fn     *lambdasim.Function[*relayEnv]
 	sim    *lab.Sim
 
-	mu         sync.Mutex
+	mu sync.Mutex
+	// rng draws the commits and the schedule's phase, then the relay ids
+	// in the order the emulator creates environments (under its lock).
+	rng        *rand.Rand
 	rep        BurstReport
 	pending    []int       // unpublished commits per bucket
 	oldest     []time.Time // commit time of each bucket's oldest unpublished commit

@@ -104,16 +104,25 @@ func RunBurst(ctx context.Context, cfg BurstConfig) (BurstReport, error) {
 		b.fn.Wait()
 		return nil
 	})
-	for range cfg.Commits {
-		at := b.start.Add(time.Duration(b.rng.Int64N(int64(cfg.Window))))
-		bucket := b.rng.IntN(cfg.Buckets)
-		sim.At(at, func(now time.Time) error {
-			b.commit(bucket, now)
+	b.mu.Lock()
+	commits := make([]struct {
+		at     time.Time
+		bucket int
+	}, cfg.Commits)
+	for i := range commits {
+		commits[i].at = b.start.Add(time.Duration(b.rng.Int64N(int64(cfg.Window))))
+		commits[i].bucket = b.rng.IntN(cfg.Buckets)
+	}
+	sweep := b.start.Add(time.Duration(b.rng.Int64N(int64(time.Minute))))
+	b.mu.Unlock()
+	for _, c := range commits {
+		sim.At(c.at, func(now time.Time) error {
+			b.commit(c.bucket, now)
 			return nil
 		})
 	}
 	done := make(chan struct{})
-	b.schedule(b.start.Add(time.Duration(b.rng.Int64N(int64(time.Minute)))), done)
+	b.schedule(sweep, done)
 	select {
 	case <-done:
 	case <-sim.Context().Done():
@@ -123,9 +132,9 @@ func RunBurst(ctx context.Context, cfg BurstConfig) (BurstReport, error) {
 	if err := sim.Stop(); err != nil {
 		return BurstReport{}, err
 	}
+	st := b.fn.Stats()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	st := b.fn.Stats()
 	if st.Errors > 0 || st.Killed > 0 || st.Dropped > 0 {
 		return BurstReport{}, fmt.Errorf("scale: %d invocations failed, %d were killed, %d wake-ups dropped (last error: %s)", st.Errors, st.Killed, st.Dropped, st.LastError)
 	}
@@ -183,7 +192,10 @@ func (b *burst) newEnv(n int) (*relayEnv, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &relayEnv{b: b, n: n, id: fmt.Sprintf("%s-%016x", b.cfg.RelayIDPrefix, b.rng.Uint64()), store: store}, nil
+	b.mu.Lock()
+	id := fmt.Sprintf("%s-%016x", b.cfg.RelayIDPrefix, b.rng.Uint64())
+	b.mu.Unlock()
+	return &relayEnv{b: b, n: n, id: id, store: store}, nil
 }
 
 // Handle runs one invocation. Invocations the emulator starts together

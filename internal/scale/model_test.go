@@ -104,7 +104,7 @@ func testModelChargesRefusalsPrunesAndReleases(t *testing.T) {
 		// The step's instant, on a clock set back if it is past.
 		at := start.Add(step.at)
 		time.Sleep(time.Until(at))
-		clock.skew = at.Sub(time.Now())
+		clock.skew = time.Until(at)
 		for i, be := range backends {
 			s := stores[i][step.relay]
 			req := outbox.LeaseRequest{RelayID: step.relay, BucketCount: 8, LeaseDuration: lease}
