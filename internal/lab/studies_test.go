@@ -15,6 +15,7 @@ import (
 	// The simulated studies register themselves.
 	_ "github.com/spillway-dev/spillway/internal/bench"
 	"github.com/spillway-dev/spillway/internal/economy"
+	_ "github.com/spillway-dev/spillway/internal/scale"
 	_ "github.com/spillway-dev/spillway/internal/steady"
 )
 

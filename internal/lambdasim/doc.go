@@ -1,8 +1,8 @@
 // Package lambdasim emulates the AWS Lambda service in-process for the
-// relay function, on any clock: the operator CLI's demo (spillway run) runs
-// it on the wall clock, the steady scenario and the economy on a
-// testing/synctest bubble's timers, the fleet simulation on a manual clock
-// driven by its simulated-time driver. It
+// relay function: the operator CLI's demo (spillway run) runs it on the
+// wall clock, the lab's studies (internal/lab: idle, steady, economy,
+// scale) on a testing/synctest bubble's clock, with the time package and
+// lab.Sim's timers, and a simulation may drive a clock of its own. It
 // runs the real outboxlambda handlers, so the enqueue path, the wake-ups,
 // the continuation chain and the relay's stop all run as on AWS.
 //
@@ -22,14 +22,15 @@
 //     later, then after twice as long each time up to 5 minutes, not as
 //     soon as an environment frees; one older than MaxEventAge when it is
 //     tried is dropped instead of started.
-//   - Deadlines: an invocation's context reports the deadline start +
-//     Timeout on the emulator's clock (as the time left, converted to the
-//     wall clock the way the handler reads it) and is cancelled when the
-//     clock reaches it: the invocation is killed.
+//   - Deadlines: an invocation's context has the deadline start + Timeout
+//     (context.WithDeadline on the time package's clock; on a clock of
+//     the simulation's, the time left on it, converted to the wall clock
+//     the way the handler reads it) and is cancelled when the clock
+//     reaches it: the invocation is killed.
 //
-// The emulator never sleeps and starts no timer of its own: its delayed
-// steps go to a Scheduler, the simulation's agenda (internal/simtime) or
-// WallScheduler on the wall clock. Faults are injected through what NewEnv
+// The emulator starts no timer of its own for its delayed steps: they go to
+// a Scheduler, the simulation's (lab.Sim in a bubble) or WallScheduler on
+// the wall clock. Faults are injected through what NewEnv
 // builds (the handler's store, publisher and clients), never by bypassing
 // the handler.
 //

@@ -24,7 +24,11 @@ type Handler interface {
 // Config describes the emulated function. Durations are on Clock.
 type Config[E Handler] struct {
 	// Clock tells the time of event ages and deadlines and times the
-	// Invoke call's round trip (required).
+	// Invoke call's round trip. Nil is the time package's clock: the wall
+	// clock, or a testing/synctest bubble's, whose timers the Scheduler
+	// then runs on too; an invocation's context is then
+	// context.WithDeadline's. A simulation driving a clock of its own sets
+	// it, and the context reports the deadline as the time left on it.
 	Clock outbox.Clock
 	// Scheduler runs the emulator's delayed steps (required).
 	Scheduler Scheduler
@@ -52,8 +56,9 @@ type Config[E Handler] struct {
 	// Started is called when an invocation starts; it may move
 	// inv.Deadline earlier (a budget shorter than the timeout). Ended is
 	// called when its handler returned, Killed when the deadline passed
-	// with the handler still running, just before its context is
-	// cancelled. All three are optional and must not call the Function.
+	// with the handler still running: on a Clock of the simulation's just
+	// before its context is cancelled; on the time package's clock the
+	// context's deadline cancels it at the same instant. All three are optional and must not call the Function.
 	Started func(inv *Invocation[E])
 	Ended   func(inv *Invocation[E], resp outboxlambda.RelayResponse, err error)
 	Killed  func(inv *Invocation[E])
@@ -136,8 +141,8 @@ var _ outboxlambda.Invoker = (*Function[*outboxlambda.RelayHandler])(nil)
 // New validates cfg and returns an idle function without environments.
 func New[E Handler](cfg Config[E]) (*Function[E], error) {
 	switch {
-	case cfg.Clock == nil || cfg.Scheduler == nil || cfg.NewEnv == nil:
-		return nil, errors.New("lambdasim: Clock, Scheduler and NewEnv are required")
+	case cfg.Scheduler == nil || cfg.NewEnv == nil:
+		return nil, errors.New("lambdasim: Scheduler and NewEnv are required")
 	case cfg.ReservedConcurrency < 1:
 		return nil, errors.New("lambdasim: ReservedConcurrency must be at least 1")
 	case cfg.Timeout <= 0:
@@ -169,10 +174,10 @@ func (f *Function[E]) discardQueued() {
 // Invoke is the asynchronous invoke: the caller waits for the API call's
 // round trip, then the event is queued and Lambda answers 202.
 func (f *Function[E]) Invoke(ctx context.Context, in *lambda.InvokeInput, _ ...func(*lambda.Options)) (*lambda.InvokeOutput, error) {
-	if !outbox.Sleep(f.cfg.Clock, f.cfg.InvokeLatency, ctx.Done()) {
+	if !outbox.Sleep(f.clock(), f.cfg.InvokeLatency, ctx.Done()) {
 		return nil, context.Cause(ctx)
 	}
-	f.Send(slices.Clone(in.Payload), f.cfg.Clock.Now())
+	f.Send(slices.Clone(in.Payload), f.clock().Now())
 	return &lambda.InvokeOutput{StatusCode: 202}, nil
 }
 
@@ -306,11 +311,24 @@ func (f *Function[E]) startLocked(sl *slot[E], ev *queued, now time.Time) {
 	if f.cfg.Started != nil {
 		f.cfg.Started(inv)
 	}
-	// The deadline as the time left on the emulator's clock; the kill below
-	// cancels ctx when the clock reaches it.
-	dctx := outboxlocal.DeadlineContext(ctx, f.cfg.Clock, inv.Deadline)
+	// On the time package's clock the runtime cancels the context at the
+	// deadline; on a clock of the simulation's, the context reports the
+	// time left on it and the kill below cancels it when the clock reaches
+	// it.
+	dctx, release := ctx, context.CancelFunc(func() {})
+	if f.cfg.Clock == nil {
+		dctx, release = context.WithDeadline(ctx, inv.Deadline)
+	} else {
+		dctx = outboxlocal.DeadlineContext(ctx, f.cfg.Clock, inv.Deadline)
+	}
 	go func() {
 		resp, err := sl.env.Handle(dctx, json.RawMessage(ev.payload))
+		// A handler cut short by its deadline's context returned before or
+		// after the kill ran: killed either way, once.
+		if errors.Is(dctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+			f.kill(inv)
+		}
+		release()
 		cancel()
 		if f.cfg.Ended != nil {
 			f.cfg.Ended(inv, resp, err)
@@ -318,18 +336,31 @@ func (f *Function[E]) startLocked(sl *slot[E], ev *queued, now time.Time) {
 		f.finish(inv, resp, err)
 	}()
 	f.cfg.Scheduler.At(inv.Deadline, func(time.Time) error {
-		f.mu.Lock()
-		kill := !inv.done && !inv.killed
-		inv.killed = inv.killed || kill
-		f.mu.Unlock()
-		if kill {
-			if f.cfg.Killed != nil {
-				f.cfg.Killed(inv)
-			}
-			inv.cancel()
-		}
+		f.kill(inv)
 		return nil
 	})
+}
+
+// kill kills inv at its deadline unless it ended or was killed already.
+func (f *Function[E]) kill(inv *Invocation[E]) {
+	f.mu.Lock()
+	kill := !inv.done && !inv.killed
+	inv.killed = inv.killed || kill
+	f.mu.Unlock()
+	if kill {
+		if f.cfg.Killed != nil {
+			f.cfg.Killed(inv)
+		}
+		inv.cancel()
+	}
+}
+
+// clock is the emulator's clock: Config.Clock, or the time package's.
+func (f *Function[E]) clock() outbox.Clock {
+	if f.cfg.Clock == nil {
+		return outbox.SystemClock{}
+	}
+	return f.cfg.Clock
 }
 
 // finish frees the environment (or reclaims it) and counts the
@@ -337,7 +368,7 @@ func (f *Function[E]) startLocked(sl *slot[E], ev *queued, now time.Time) {
 // scheduled, at its start or its next retry.
 func (f *Function[E]) finish(inv *Invocation[E], resp outboxlambda.RelayResponse, err error) {
 	defer f.wg.Done()
-	now := f.cfg.Clock.Now()
+	now := f.clock().Now()
 	var keep time.Duration
 	if f.cfg.KeepWarm != nil {
 		keep = f.cfg.KeepWarm(inv)

@@ -53,7 +53,7 @@ func (e *fakeEnv) Handle(ctx context.Context, payload json.RawMessage) (outboxla
 func newFake(t *testing.T, cfg Config[*fakeEnv]) (*Function[*fakeEnv], *runLog, *WallScheduler) {
 	t.Helper()
 	log, sched := &runLog{}, &WallScheduler{}
-	cfg.Clock, cfg.Scheduler = outbox.SystemClock{}, sched
+	cfg.Scheduler = sched
 	cfg.NewEnv = func(n int) (*fakeEnv, error) { return &fakeEnv{n: n, log: log}, nil }
 	f, err := New(cfg)
 	if err != nil {
@@ -121,10 +121,19 @@ func sameRun(a, b run) bool {
 
 // TestDeadlineKillsAndOldEventsDrop runs two environments: an invocation
 // past its timeout is cancelled at its deadline, and an event that waited
-// longer than MaxEventAge for an environment is dropped.
+// longer than MaxEventAge for an environment is dropped; on the time
+// package's clock (context.WithDeadline) and on a clock given.
 func TestDeadlineKillsAndOldEventsDrop(t *testing.T) {
+	for name, clock := range map[string]outbox.Clock{"time package": nil, "clock given": outbox.SystemClock{}} {
+		t.Run(name, func(t *testing.T) { testDeadlineKillsAndOldEventsDrop(t, clock) })
+	}
+}
+
+func testDeadlineKillsAndOldEventsDrop(t *testing.T, clock outbox.Clock) {
 	synctest.Test(t, func(t *testing.T) {
-		f, log, _ := newFake(t, Config[*fakeEnv]{ReservedConcurrency: 2, Timeout: 2 * time.Second, MaxEventAge: 1500 * time.Millisecond})
+		var killed []int
+		f, log, _ := newFake(t, Config[*fakeEnv]{Clock: clock, ReservedConcurrency: 2, Timeout: 2 * time.Second, MaxEventAge: 1500 * time.Millisecond,
+			Killed: func(inv *Invocation[*fakeEnv]) { killed = append(killed, inv.Env.n) }})
 		t0 := time.Now()
 		f.Send(payload(5000), t0) // killed at +2s
 		synctest.Wait()
@@ -148,14 +157,16 @@ func TestDeadlineKillsAndOldEventsDrop(t *testing.T) {
 		if st := f.Stats(); st.Invocations != 3 || st.Killed != 1 || st.Dropped != 1 || st.Throttled != 2 || st.Environments != 2 || st.FunctionTime != 3900*time.Millisecond {
 			t.Errorf("stats %+v", st)
 		}
+		if !slices.Equal(killed, []int{1}) {
+			t.Errorf("Killed called for environments %v, want [1]", killed)
+		}
 	})
 }
 
 func TestNewRejectsIncompleteConfig(t *testing.T) {
-	base := Config[*fakeEnv]{Clock: outbox.SystemClock{}, Scheduler: &WallScheduler{}, ReservedConcurrency: 1, Timeout: time.Second,
+	base := Config[*fakeEnv]{Scheduler: &WallScheduler{}, ReservedConcurrency: 1, Timeout: time.Second,
 		NewEnv: func(int) (*fakeEnv, error) { return nil, nil }}
 	for name, mod := range map[string]func(*Config[*fakeEnv]){
-		"no clock":       func(c *Config[*fakeEnv]) { c.Clock = nil },
 		"no scheduler":   func(c *Config[*fakeEnv]) { c.Scheduler = nil },
 		"no NewEnv":      func(c *Config[*fakeEnv]) { c.NewEnv = nil },
 		"no concurrency": func(c *Config[*fakeEnv]) { c.ReservedConcurrency = 0 },

@@ -5,10 +5,9 @@ import (
 	"time"
 )
 
-// Scheduler runs functions at instants of the emulator's clock. A
-// simulation passes its agenda (internal/simtime.Agenda), whose driver
-// runs what is due between two moves of the clock; WallScheduler runs them
-// on wall-clock timers.
+// Scheduler runs functions at instants of the emulator's clock. A study in
+// a testing/synctest bubble passes its lab.Sim, whose timers are the
+// bubble's; WallScheduler runs them on wall-clock timers.
 type Scheduler interface {
 	// At runs fn at t, or as soon as possible when t is not in the future.
 	// Any goroutine may call it.

@@ -68,14 +68,16 @@ func newBackend(ctx context.Context, cfg Config) (backend, error) {
 	return nil, fmt.Errorf("scale: unknown backend %q", cfg.Backend)
 }
 
-// embedded is the embedded DynamoDB server; its Counter counts.
+// embedded is the embedded DynamoDB server, served in memory in the
+// caller's goroutine (a bubble's clock moves only while every goroutine
+// waits where it can see); its Counter counts.
 type embedded struct {
 	ddb  *outboxlocal.DynamoDB
 	name string
 }
 
 func startEmbedded(ctx context.Context) (*embedded, error) {
-	ddb, err := outboxlocal.StartDynamoDB(ctx, outboxlocal.WithoutEnvironment())
+	ddb, err := outboxlocal.StartDynamoDB(ctx, outboxlocal.InMemory())
 	if err != nil {
 		return nil, err
 	}

@@ -2,10 +2,12 @@ package scale
 
 import (
 	"cmp"
-	"context"
 	"math/rand/v2"
+	"sync"
 	"time"
 
+	"github.com/spillway-dev/spillway/internal/lab"
+	"github.com/spillway-dev/spillway/internal/lambdasim"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
@@ -18,19 +20,24 @@ const (
 	DefaultBurstCommits  = 1000
 	DefaultBurstWindow   = time.Second
 	DefaultLatency       = 5 * time.Millisecond
-	DefaultStartDelay    = 315 * time.Millisecond // invoke 15 ms, queue 50 ms, cold start 250 ms
+	DefaultStartLatency  = 65 * time.Millisecond // the Invoke call 15 ms, Lambda's queue 50 ms
+	DefaultColdStart     = 250 * time.Millisecond
 	DefaultPublisherInit = 100 * time.Millisecond
 	DefaultStoreParallel = 8 // outboxddb's default MaxConcurrency
 	// burstRunLimit bounds the simulated time a burst may take to scale
 	// back in.
 	burstRunLimit = time.Hour
+	// burstTimeout is the relay function's timeout, Lambda's longest: a
+	// burst's invocations end long before it.
+	burstTimeout = 15 * time.Minute
 )
 
 // BurstConfig describes a burst: Commits commits at seeded instants within
-// Window over Buckets buckets, each sending a wake-up that starts a relay
-// invocation while fewer than Relays run (the function's reserved
-// concurrency); the relays run the relay's lease lifecycle in drain mode
-// until the fleet has scaled back to nothing.
+// Window over Buckets buckets, each sending a wake-up to the relay function
+// on the Lambda emulator (internal/lambdasim), which starts an invocation
+// while fewer than Relays run (the function's reserved concurrency); the
+// relays run the relay's lease lifecycle in drain mode until the fleet has
+// scaled back to nothing.
 type BurstConfig struct {
 	Buckets int           `json:"buckets"`
 	Relays  int           `json:"relays"`
@@ -45,10 +52,12 @@ type BurstConfig struct {
 	// Latency / StoreParallel each, as a store sends StoreParallel at once.
 	Latency       time.Duration `json:"latencyNanos"`
 	StoreParallel int           `json:"storeParallel"`
-	// StartDelay is from a wake-up to the handler running in a new
-	// execution environment; PublisherInit the Kafka client's first
-	// initialisation between the trust check and the second look.
-	StartDelay    time.Duration `json:"startDelayNanos"`
+	// StartLatency is from a wake-up being sent to its invocation
+	// starting in a warm execution environment; a new environment adds
+	// ColdStart. PublisherInit is the Kafka client's first initialisation
+	// between the trust check and the second look.
+	StartLatency  time.Duration `json:"startLatencyNanos"`
+	ColdStart     time.Duration `json:"coldStartNanos"`
 	PublisherInit time.Duration `json:"publisherInitNanos"`
 	Backend       Backend       `json:"backend"`
 	Seed          uint64        `json:"seed"`
@@ -77,7 +86,8 @@ func (c BurstConfig) WithDefaults() BurstConfig {
 	setDur(&c.PollInterval, outbox.DefaultPollInterval)
 	setDur(&c.IdleTimeout, outbox.DefaultIdleTimeout)
 	setDur(&c.Latency, DefaultLatency)
-	setDur(&c.StartDelay, DefaultStartDelay)
+	setDur(&c.StartLatency, DefaultStartLatency)
+	setDur(&c.ColdStart, DefaultColdStart)
 	setDur(&c.PublisherInit, DefaultPublisherInit)
 	c.Backend = cmp.Or(c.Backend, Model)
 	c.Seed = cmp.Or(c.Seed, DefaultSeed)
@@ -91,8 +101,8 @@ func (c BurstConfig) Validate() error {
 	switch {
 	case c.Buckets < 1 || c.Relays < 1 || c.Commits < 1 || c.StoreParallel < 1:
 		return outbox.Misconfigured(op, "Buckets, Relays, Commits and StoreParallel must be >= 1, got %d, %d, %d, %d", c.Buckets, c.Relays, c.Commits, c.StoreParallel)
-	case c.Window <= 0 || c.Latency <= 0 || c.StartDelay < 0 || c.PublisherInit < 0:
-		return outbox.Misconfigured(op, "Window and Latency must be > 0, StartDelay and PublisherInit >= 0")
+	case c.Window <= 0 || c.Latency <= 0 || c.StartLatency < 0 || c.ColdStart < 0 || c.PublisherInit < 0:
+		return outbox.Misconfigured(op, "Window and Latency must be > 0, StartLatency, ColdStart and PublisherInit >= 0")
 	case c.LeaseRenewInterval >= c.LeaseDuration || c.PollInterval <= 0 || c.IdleTimeout <= 0:
 		return outbox.Misconfigured(op, "LeaseRenewInterval must be below LeaseDuration; PollInterval and IdleTimeout > 0")
 	case c.Backend != Embedded && c.Backend != Model:
@@ -101,23 +111,27 @@ func (c BurstConfig) Validate() error {
 	return nil
 }
 
-// burst is the state of one burst run. Only one simulated process runs at
-// a time (see stepper), so the fields need no lock.
+// burst is the state of one burst run. Its participants are goroutines of
+// the bubble (commits, the schedule, invocations), so mu guards the state
+// they share.
 type burst struct {
 	cfg    BurstConfig
-	ctx    context.Context
-	s      *stepper
+	start  time.Time
+	be     backend
 	client outboxddb.Client
 	table  string
-	rng    *rand.Rand
-	rep    BurstReport
+	fn     *lambdasim.Function[*relayEnv]
+	sim    *lab.Sim
 
-	running    int
+	mu sync.Mutex
+	// rng draws the commits and the schedule's phase, then the relay ids
+	// in the order the emulator creates environments (under its lock).
+	rng        *rand.Rand
+	rep        BurstReport
 	pending    []int       // unpublished commits per bucket
 	oldest     []time.Time // commit time of each bucket's oldest unpublished commit
 	owners     []string    // holder per bucket after its latest round
 	ownedAll   bool
 	readUnits  []float64 // per simulated second since the first commit
 	writeUnits []float64
-	errs       []error
 }

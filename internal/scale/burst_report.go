@@ -16,7 +16,8 @@ func (r BurstReport) Title() string {
 func (r BurstReport) Rows() [][]string {
 	secs := func(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
 	return [][]string{
-		{"wake-ups sent / invocations / throttled deliveries", fmt.Sprintf("%d / %d / %d", r.WakeUps, r.Invocations, r.Throttled)},
+		{"wake-ups sent / invocations / environments", fmt.Sprintf("%d / %d / %d", r.WakeUps, r.Invocations, r.Environments)},
+		{"wake-ups throttled (refused at least once)", fmt.Sprintf("%d", r.Throttled)},
 		{"invocations that found a live peer / nothing pending / joined", fmt.Sprintf("%d / %d / %d", r.PeerLive, r.NothingPending, r.Joined)},
 		{"trust checks that read a claimed bucket's lease again", fmt.Sprintf("%d", r.ClaimChecks)},
 		{"rounds / claims / releases / lost", fmt.Sprintf("%d / %d / %d / %d", r.Rounds, r.Claims, r.Releases, r.Lost)},
@@ -34,6 +35,7 @@ func (r BurstReport) Rows() [][]string {
 func (r BurstReport) Notes() []string {
 	return []string{
 		"Each invocation runs the relay's lease lifecycle with the real store and planner: trust check, second look after the publisher's initialisation, rounds, polls, idle stop, graceful release, a wake-up for released buckets with commits.",
+		fmt.Sprintf("The relay function runs on the Lambda emulator (internal/lambdasim): a wake-up starts %v after it is sent, a new environment (one relay id) %v later; a wake-up refused for the reserved concurrency is retried 1 s later, then twice as long each time.", r.Config.StartLatency, r.Config.ColdStart),
 		"Requests interleave in simulated time (each waits its round trip; lease writes a round trip / 8, as a store sends 8 at once); publishing is instant once a relay owns a bucket.",
 		"The model does not throttle: a busiest second above the partition's limits means DynamoDB would have throttled (and the SDK retried) part of it.",
 	}

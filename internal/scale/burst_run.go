@@ -2,17 +2,21 @@ package scale
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"testing/synctest"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/spillway-dev/spillway/internal/lab"
 	"github.com/spillway-dev/spillway/internal/lambdasim"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
-	"github.com/spillway-dev/spillway/outbox/outboxlocal"
+	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 )
 
 // BurstReport is what a burst measured; durations are simulated time from
@@ -21,11 +25,14 @@ type BurstReport struct {
 	Config BurstConfig `json:"config"`
 	// WakeUps were sent (a commit's, a stopping relay's for buckets that
 	// got commits while it released them, the schedule's sweeps); they
-	// started Invocations. Throttled counts deliveries refused for the
-	// reserved concurrency, which Lambda retries with a growing delay.
-	WakeUps     int `json:"wakeUps"`
-	Invocations int `json:"invocations"`
-	Throttled   int `json:"throttled"`
+	// started Invocations in Environments execution environments (one
+	// relay id each). Throttled counts the wake-ups refused at least once
+	// for the reserved concurrency, which Lambda retries with a growing
+	// delay (lambdasim.Stats.Throttled).
+	WakeUps      int `json:"wakeUps"`
+	Invocations  int `json:"invocations"`
+	Environments int `json:"environments"`
+	Throttled    int `json:"throttled"`
 	// PeerLive invocations exited after a trust check found their buckets
 	// held or being claimed by a live peer; NothingPending ones found
 	// their uncovered buckets drained already (the relay's look at the
@@ -67,10 +74,15 @@ type BurstReport struct {
 }
 
 // RunBurst simulates cfg's burst until the fleet has scaled back to
-// nothing.
+// nothing. It runs only inside a testing/synctest bubble, whose clock is the
+// simulation's.
 func RunBurst(ctx context.Context, cfg BurstConfig) (BurstReport, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
+		return BurstReport{}, err
+	}
+	sim, err := lab.NewSim(ctx, lab.Config{Settle: synctest.Wait})
+	if err != nil {
 		return BurstReport{}, err
 	}
 	be, err := newBackend(ctx, Config{Backend: cfg.Backend})
@@ -78,25 +90,55 @@ func RunBurst(ctx context.Context, cfg BurstConfig) (BurstReport, error) {
 		return BurstReport{}, err
 	}
 	defer be.close()
-	clock := outboxlocal.NewManualClock(start)
-	b := &burst{cfg: cfg, ctx: ctx, table: be.table(), rng: rand.New(rand.NewPCG(cfg.Seed, 0xb0257)),
+	b := &burst{cfg: cfg, start: runStart(time.Now()), be: be, table: be.table(), sim: sim,
+		rng:     rand.New(rand.NewPCG(cfg.Seed, 0xb0257)),
 		pending: make([]int, cfg.Buckets), oldest: make([]time.Time, cfg.Buckets), owners: make([]string, cfg.Buckets)}
 	b.rep.Config = cfg
-	b.s = newStepper(clock, be, b.charge)
-	b.client = b.s.client(be.client(), cfg.Latency, cfg.Latency/time.Duration(cfg.StoreParallel))
-	for range cfg.Commits {
-		at := start.Add(time.Duration(b.rng.Int64N(int64(cfg.Window))))
-		bucket := b.rng.IntN(cfg.Buckets)
-		b.s.spawn(at, func() { b.commit(bucket) })
+	b.client = &burstClient{Client: be.client(), b: b, latency: cfg.Latency, writeLatency: cfg.Latency / time.Duration(cfg.StoreParallel)}
+	if b.fn, err = b.newFunction(); err != nil {
+		return BurstReport{}, err
 	}
-	b.s.spawn(start.Add(time.Duration(b.rng.Int64N(int64(time.Minute)))), b.schedule)
-	b.s.run(start.Add(burstRunLimit))
-	if len(b.errs) > 0 {
-		return b.rep, errors.Join(b.errs...)
+	// The simulation's end waits for the invocations still running.
+	sim.Go(func(ctx context.Context) error {
+		<-ctx.Done()
+		b.fn.Wait()
+		return nil
+	})
+	b.mu.Lock()
+	commits := make([]struct {
+		at     time.Time
+		bucket int
+	}, cfg.Commits)
+	for i := range commits {
+		commits[i].at = b.start.Add(time.Duration(b.rng.Int64N(int64(cfg.Window))))
+		commits[i].bucket = b.rng.IntN(cfg.Buckets)
 	}
-	if b.running > 0 {
-		return b.rep, fmt.Errorf("scale: %d relays still running after %v", b.running, burstRunLimit)
+	sweep := b.start.Add(time.Duration(b.rng.Int64N(int64(time.Minute))))
+	b.mu.Unlock()
+	for _, c := range commits {
+		sim.At(c.at, func(now time.Time) error {
+			b.commit(c.bucket, now)
+			return nil
+		})
 	}
+	done := make(chan struct{})
+	b.schedule(sweep, done)
+	select {
+	case <-done:
+	case <-sim.Context().Done():
+	case <-time.After(time.Until(b.start.Add(burstRunLimit))):
+		sim.Fail(fmt.Errorf("scale: %d relays still running after %v", b.fn.Running(), burstRunLimit))
+	}
+	if err := sim.Stop(); err != nil {
+		return BurstReport{}, err
+	}
+	st := b.fn.Stats()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if st.Errors > 0 || st.Killed > 0 || st.Dropped > 0 {
+		return BurstReport{}, fmt.Errorf("scale: %d invocations failed, %d were killed, %d wake-ups dropped (last error: %s)", st.Errors, st.Killed, st.Dropped, st.LastError)
+	}
+	b.rep.Invocations, b.rep.Environments, b.rep.Throttled = st.Invocations, st.Environments, st.Throttled
 	total := be.tally()
 	b.rep.Refused, b.rep.ReadUnits, b.rep.WriteUnits, b.rep.Requests = total.Refused, total.ReadUnits, total.WriteUnits, total.Requests
 	b.rep.PeakReadUnits, b.rep.PeakWriteUnits = slices.Max(append(b.readUnits, 0)), slices.Max(append(b.writeUnits, 0))
@@ -106,9 +148,82 @@ func RunBurst(ctx context.Context, cfg BurstConfig) (BurstReport, error) {
 	return b.rep, b.countLeftOwned(ctx)
 }
 
-// charge adds a request's units to the second it was applied in.
+// wakeUp is the payload of a wake-up: its buckets, and whether a stopping
+// relay sent it for buckets it released.
+type wakeUp struct {
+	Buckets      []int `json:"buckets"`
+	Continuation bool  `json:"continuation,omitempty"`
+}
+
+// newFunction deploys the relay function on the Lambda emulator, on the
+// bubble's clock: an environment is one relay (its id, its store), as the
+// function's init builds it, kept warm for the rest of the run.
+func (b *burst) newFunction() (*lambdasim.Function[*relayEnv], error) {
+	return lambdasim.New(lambdasim.Config[*relayEnv]{
+		Scheduler:           b.sim,
+		Context:             b.sim.Context(),
+		ReservedConcurrency: b.cfg.Relays,
+		Timeout:             burstTimeout,
+		StartLatency:        b.cfg.StartLatency,
+		ColdStart:           b.cfg.ColdStart,
+		NewEnv:              b.newEnv,
+		Ended: func(_ *lambdasim.Invocation[*relayEnv], _ outboxlambda.RelayResponse, err error) {
+			if err != nil {
+				b.sim.Fail(err)
+			}
+			b.mu.Lock()
+			b.rep.LastStopAfter = time.Since(b.start)
+			b.mu.Unlock()
+		},
+	})
+}
+
+// relayEnv is one execution environment of the relay function.
+type relayEnv struct {
+	b     *burst
+	n     int
+	id    string
+	store *outboxddb.Store
+}
+
+func (b *burst) newEnv(n int) (*relayEnv, error) {
+	store, err := outboxddb.NewStore(b.client, outboxddb.Options{TableName: b.table, BucketCount: b.cfg.Buckets,
+		MaxConcurrency: 1, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	id := fmt.Sprintf("%s-%016x", b.cfg.RelayIDPrefix, b.rng.Uint64())
+	b.mu.Unlock()
+	return &relayEnv{b: b, n: n, id: id, store: store}, nil
+}
+
+// Handle runs one invocation. Invocations the emulator starts together
+// (wake-ups retried at the same instant) start at the same instant of the
+// bubble; environment n begins n nanoseconds late, so that no two
+// invocations' requests land at the same instant, where the bubble would
+// run them in any order and a seed would not reproduce the run.
+func (e *relayEnv) Handle(ctx context.Context, payload json.RawMessage) (outboxlambda.RelayResponse, error) {
+	var ev wakeUp
+	if err := json.Unmarshal(payload, &ev); err != nil {
+		return outboxlambda.RelayResponse{}, err
+	}
+	resp := outboxlambda.RelayResponse{Trigger: outboxlambda.SourceWake, RelayID: e.id}
+	if !outbox.Sleep(outbox.SystemClock{}, time.Duration(e.n), ctx.Done()) {
+		return resp, context.Cause(ctx)
+	}
+	joined, err := e.b.invocation(ctx, e, ev.Buckets, ev.Continuation)
+	if err != nil {
+		err = fmt.Errorf("relay %s: %w", e.id, err)
+	}
+	resp.Joined = joined
+	return resp, err
+}
+
+// charge adds a request's units to the second it was applied in. Called
+// with b.mu held.
 func (b *burst) charge(at time.Time, d tally) {
-	s := int(at.Sub(start) / time.Second)
+	s := int(at.Sub(b.start) / time.Second)
 	for len(b.readUnits) <= s {
 		b.readUnits = append(b.readUnits, 0)
 		b.writeUnits = append(b.writeUnits, 0)
@@ -121,61 +236,45 @@ func (b *burst) charge(at time.Time, d tally) {
 }
 
 // commit lands one message in bucket and sends its wake-up.
-func (b *burst) commit(bucket int) {
-	now := b.s.clock.Now()
+func (b *burst) commit(bucket int, now time.Time) {
+	b.mu.Lock()
 	if b.pending[bucket] == 0 {
 		b.oldest[bucket] = now
 	}
 	b.pending[bucket]++
-	b.wake([]int{bucket}, false)
+	b.mu.Unlock()
+	b.wake([]int{bucket}, false, now)
 }
 
 // wake sends a wake-up for buckets: a stopping relay's continuation, or a
-// commit's or the schedule's.
-func (b *burst) wake(buckets []int, continuation bool) {
+// commit's or the schedule's. Called without b.mu held.
+func (b *burst) wake(buckets []int, continuation bool, now time.Time) {
+	payload, _ := json.Marshal(wakeUp{Buckets: buckets, Continuation: continuation}) // ints and a bool: cannot fail
+	b.mu.Lock()
 	b.rep.WakeUps++
-	b.deliver(buckets, continuation, lambdasim.ThrottleRetryFirst)
+	b.mu.Unlock()
+	b.fn.Send(payload, now)
 }
 
-// deliver is Lambda's handling of an asynchronous event for the burst's
-// lease-level relays, which run one at a time on the stepper so that a
-// seed reproduces exactly (internal/lambdasim starts the real handler on
-// goroutines of its own): it starts an invocation after StartDelay while
-// the reserved concurrency allows, and otherwise retries the event after
-// retry, on lambdasim's retry schedule.
-func (b *burst) deliver(buckets []int, continuation bool, retry time.Duration) {
-	if b.running >= b.cfg.Relays {
-		b.rep.Throttled++
-		b.s.spawn(b.s.clock.Now().Add(retry), func() { b.deliver(buckets, continuation, min(2*retry, lambdasim.ThrottleRetryMax)) })
-		return
-	}
-	b.running++
-	b.rep.Invocations++
-	id := fmt.Sprintf("%s-%016x", b.cfg.RelayIDPrefix, b.rng.Uint64())
-	b.s.spawn(b.s.clock.Now().Add(b.cfg.StartDelay), func() {
-		if err := b.invocation(id, buckets, continuation); err != nil {
-			b.errs = append(b.errs, fmt.Errorf("relay %s: %w", id, err))
+// schedule is the relay function's schedule: every minute from at, a
+// sweep wakes a relay for the buckets with pending commits. It closes done
+// once nothing is pending and the function has no event left to run.
+func (b *burst) schedule(at time.Time, done chan struct{}) {
+	b.sim.At(at, func(now time.Time) error {
+		if pending := b.pendingBuckets(); len(pending) > 0 {
+			b.wake(pending, false, now)
+		} else if b.fn.Pending() == 0 {
+			close(done)
+			return nil
 		}
-		b.running--
-		if b.running == 0 {
-			b.rep.LastStopAfter = b.s.clock.Now().Sub(start)
-		}
+		b.schedule(now.Add(time.Minute), done)
+		return nil
 	})
 }
 
-// schedule is the relay function's schedule: every minute, from a seeded
-// phase, a sweep wakes a relay for the buckets with pending commits. It
-// ends once nothing is pending and no relay runs.
-func (b *burst) schedule() {
-	if pending := b.pendingBuckets(); len(pending) > 0 {
-		b.wake(pending, false)
-	} else if b.running == 0 {
-		return
-	}
-	b.s.spawn(b.s.clock.Now().Add(time.Minute), b.schedule)
-}
-
 func (b *burst) pendingBuckets() []int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	var out []int
 	for bucket, n := range b.pending {
 		if n > 0 {
@@ -190,72 +289,86 @@ func (b *burst) pendingBuckets() []int {
 // rounds every renew interval and polls every poll interval until its
 // buckets stayed empty for the idle timeout, then the graceful release.
 // Publishing is instant: a bucket's commits are published at the first
-// poll after the relay owns it.
-func (b *burst) invocation(id string, hints []int, continuation bool) error {
-	store, err := outboxddb.NewStore(b.client, outboxddb.Options{TableName: b.table, BucketCount: b.cfg.Buckets,
-		MaxConcurrency: 1, Clock: b.s.clock, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		return err
-	}
+// poll after the relay owns it. It reports whether the relay joined.
+func (b *burst) invocation(ctx context.Context, e *relayEnv, hints []int, continuation bool) (bool, error) {
+	clock := outbox.SystemClock{}
 	for look := range 2 {
-		if look == 1 {
-			b.s.sleep(b.cfg.PublisherInit)
+		if look == 1 && !outbox.Sleep(clock, b.cfg.PublisherInit, ctx.Done()) {
+			return false, context.Cause(ctx)
 		}
-		orphans, err := b.orphaned(store, id, hints, continuation)
+		orphans, err := b.orphaned(ctx, e, hints, continuation)
 		if err != nil || len(orphans) == 0 {
 			if err == nil {
-				b.rep.PeerLive++
+				b.count(func(r *BurstReport) { r.PeerLive++ })
 			}
-			return err
+			return false, err
 		}
 		if look == 0 {
 			// The relay reads the head of each uncovered bucket before
 			// joining for a wake-up (a message-partition read, not
 			// counted here): a late or retried wake-up finds its commit
 			// published already.
+			b.mu.Lock()
 			orphans = slices.DeleteFunc(orphans, func(bucket int) bool { return b.pending[bucket] == 0 })
 			if len(orphans) == 0 {
 				b.rep.NothingPending++
-				return nil
+			}
+			b.mu.Unlock()
+			if len(orphans) == 0 {
+				return false, nil
 			}
 		}
 		hints = orphans
 	}
-	b.rep.Joined++
-	req := outbox.LeaseRequest{RelayID: id, BucketCount: b.cfg.Buckets, LeaseDuration: b.cfg.LeaseDuration,
-		RenewInterval: b.cfg.LeaseRenewInterval}
+	b.count(func(r *BurstReport) { r.Joined++ })
+	req := b.leaseRequest(e.id)
 	var owned []int
 	var lastRound time.Time
 	var rounds outbox.RoundState
-	lastActive := b.s.clock.Now()
+	lastActive := time.Now()
 	for {
-		if now := b.s.clock.Now(); lastRound.IsZero() || now.Sub(lastRound) >= b.cfg.LeaseRenewInterval {
+		if now := time.Now(); lastRound.IsZero() || now.Sub(lastRound) >= b.cfg.LeaseRenewInterval {
 			lastRound = now
-			acq, err := store.AcquireLeases(b.ctx, req, rounds)
+			acq, err := e.store.AcquireLeases(ctx, req, rounds)
 			if err != nil {
-				return err
+				return true, err
 			}
 			rounds.Standby, rounds.Settled = acq.Standby, acq.Settled
 			if !acq.Rested {
 				rounds.Round++
 			}
 			owned = acq.Owned
-			b.noteRound(id, acq)
+			b.noteRound(e.id, acq)
 		}
 		if b.publish(owned) {
-			lastActive = b.s.clock.Now()
+			lastActive = time.Now()
 		}
-		if b.s.clock.Now().Sub(lastActive) >= b.cfg.IdleTimeout {
-			return b.stop(store, req)
+		if time.Since(lastActive) >= b.cfg.IdleTimeout {
+			return true, b.stop(ctx, e, req)
 		}
-		b.s.sleep(b.cfg.PollInterval)
+		if !outbox.Sleep(clock, b.cfg.PollInterval, ctx.Done()) {
+			return true, context.Cause(ctx)
+		}
 	}
+}
+
+func (b *burst) leaseRequest(id string) outbox.LeaseRequest {
+	return outbox.LeaseRequest{RelayID: id, BucketCount: b.cfg.Buckets, LeaseDuration: b.cfg.LeaseDuration,
+		RenewInterval: b.cfg.LeaseRenewInterval}
+}
+
+// count updates the report under b.mu.
+func (b *burst) count(f func(r *BurstReport)) {
+	b.mu.Lock()
+	f(&b.rep)
+	b.mu.Unlock()
 }
 
 // stop is the graceful stop: release, then a wake-up for released buckets
 // that got commits meanwhile, so none waits for the schedule.
-func (b *burst) stop(store *outboxddb.Store, req outbox.LeaseRequest) error {
-	rel, err := store.ReleaseLeases(b.ctx, req)
+func (b *burst) stop(ctx context.Context, e *relayEnv, req outbox.LeaseRequest) error {
+	rel, err := e.store.ReleaseLeases(ctx, req)
+	b.mu.Lock()
 	b.rep.Releases += len(rel.Released)
 	for bucket, owner := range b.owners {
 		if owner == req.RelayID {
@@ -268,8 +381,9 @@ func (b *burst) stop(store *outboxddb.Store, req outbox.LeaseRequest) error {
 			left = append(left, bucket)
 		}
 	}
+	b.mu.Unlock()
 	if len(left) > 0 {
-		b.wake(left, true)
+		b.wake(left, true, time.Now())
 	}
 	return err
 }
@@ -280,23 +394,27 @@ func (b *burst) stop(store *outboxddb.Store, req outbox.LeaseRequest) error {
 // again after outbox.ClaimWindow and those still free count
 // (outbox.ConfirmClaims); a continuation wake-up draws no claim on
 // inference (outbox.ReadUnheld).
-func (b *burst) orphaned(store *outboxddb.Store, id string, hints []int, continuation bool) ([]int, error) {
-	req := outbox.LeaseRequest{RelayID: id, BucketCount: b.cfg.Buckets, LeaseDuration: b.cfg.LeaseDuration,
-		RenewInterval: b.cfg.LeaseRenewInterval}
+func (b *burst) orphaned(ctx context.Context, e *relayEnv, hints []int, continuation bool) ([]int, error) {
+	clock := outbox.SystemClock{}
+	req := b.leaseRequest(e.id)
 	if continuation {
-		return outbox.ReadUnheld(b.ctx, store, b.s.clock, req, hints)
+		return outbox.ReadUnheld(ctx, e.store, clock, req, hints)
 	}
-	cov, err := outbox.ReadUncovered(b.ctx, store, b.s.clock, req, hints)
+	cov, err := outbox.ReadUncovered(ctx, e.store, clock, req, hints)
 	if err != nil || len(cov.Uncovered) > 0 || len(cov.Claimed) == 0 {
 		return cov.Uncovered, err
 	}
-	b.rep.ClaimChecks++
-	b.s.sleep(outbox.ClaimWindow)
-	return outbox.ConfirmClaims(b.ctx, store, b.s.clock, id, cov.Claimed)
+	b.count(func(r *BurstReport) { r.ClaimChecks++ })
+	if !outbox.Sleep(clock, outbox.ClaimWindow, ctx.Done()) {
+		return nil, context.Cause(ctx)
+	}
+	return outbox.ConfirmClaims(ctx, e.store, clock, e.id, cov.Claimed)
 }
 
 // noteRound records a round's outcome and who holds what after it.
 func (b *burst) noteRound(id string, acq outbox.Acquisition) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	b.rep.Rounds++
 	b.rep.Claims += len(acq.Claimed)
 	b.rep.Releases += len(acq.Released)
@@ -311,14 +429,16 @@ func (b *burst) noteRound(id string, acq outbox.Acquisition) {
 	}
 	if !b.ownedAll && !slices.Contains(b.owners, "") {
 		b.ownedAll = true
-		b.rep.AllOwnedAfter = b.s.clock.Now().Sub(start)
+		b.rep.AllOwnedAfter = time.Since(b.start)
 	}
 }
 
 // publish drains the owned buckets' pending commits and reports whether
 // there were any.
 func (b *burst) publish(owned []int) bool {
-	now := b.s.clock.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
 	any := false
 	for _, bucket := range owned {
 		if b.pending[bucket] == 0 {
@@ -332,8 +452,9 @@ func (b *burst) publish(owned []int) bool {
 }
 
 // countLeftOwned reads the partition once after the run (not counted).
+// Called with b.mu held.
 func (b *burst) countLeftOwned(ctx context.Context) error {
-	store, err := outboxddb.NewStore(b.s.be.client(), outboxddb.Options{TableName: b.table, BucketCount: b.cfg.Buckets, Clock: b.s.clock})
+	store, err := outboxddb.NewStore(b.be.client(), outboxddb.Options{TableName: b.table, BucketCount: b.cfg.Buckets})
 	if err != nil {
 		return err
 	}
@@ -347,4 +468,43 @@ func (b *burst) countLeftOwned(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// burstClient is the relays' client: every request waits its round trip on
+// the bubble's clock before it is applied; lease writes and prunes wait
+// writeLatency, as a store sends several of them at once. Each request's
+// units are charged to the second it is applied in.
+type burstClient struct {
+	outboxddb.Client
+	b                     *burst
+	latency, writeLatency time.Duration
+}
+
+func send[O any](ctx context.Context, c *burstClient, latency time.Duration, call func() (O, error)) (O, error) {
+	if !outbox.Sleep(outbox.SystemClock{}, latency, ctx.Done()) {
+		var zero O
+		return zero, context.Cause(ctx)
+	}
+	c.b.mu.Lock()
+	defer c.b.mu.Unlock()
+	before := c.b.be.tally()
+	out, err := call()
+	c.b.charge(time.Now(), c.b.be.tally().since(before))
+	return out, err
+}
+
+func (c *burstClient) Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	return send(ctx, c, c.latency, func() (*dynamodb.QueryOutput, error) { return c.Client.Query(ctx, in, optFns...) })
+}
+
+func (c *burstClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	return send(ctx, c, c.latency, func() (*dynamodb.PutItemOutput, error) { return c.Client.PutItem(ctx, in, optFns...) })
+}
+
+func (c *burstClient) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	return send(ctx, c, c.writeLatency, func() (*dynamodb.UpdateItemOutput, error) { return c.Client.UpdateItem(ctx, in, optFns...) })
+}
+
+func (c *burstClient) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	return send(ctx, c, c.writeLatency, func() (*dynamodb.DeleteItemOutput, error) { return c.Client.DeleteItem(ctx, in, optFns...) })
 }

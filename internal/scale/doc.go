@@ -10,15 +10,19 @@
 // (each at a seeded instant within the first renew interval), lets it
 // settle, and measures a number of settled renew intervals: read and write
 // units per simulated second (mean and busiest second), Query pages and
-// bytes per round, refused writes, the rounds the start took, and the
-// planner's time per round on this machine.
+// bytes per round, refused writes and the rounds the start took.
+//
+// The study (RunStudy) is one of the lab's simulated studies (internal/lab,
+// `make lab SCENARIO=scale`): Run and RunBurst run only inside a
+// testing/synctest bubble, whose clock is the simulation's, with the
+// participants and timing of lab.Sim, so a seed fixes every figure.
 //
 // # What runs for real
 //
 // Every relay is a real outboxddb.Store (its own, as one relay process
-// holds one) running AcquireLeases, with the real planner, at instants set
-// on one outboxlocal.ManualClock. Rounds run one after another in simulated
-// time order: a round's requests are charged to the second it started in.
+// holds one) running AcquireLeases, with the real planner, at its instants
+// of the bubble's clock. Rounds run one after another in simulated time
+// order: a round's requests are charged to the second it started in.
 //
 // # The burst
 //
@@ -28,14 +32,14 @@
 // in drain mode with the real store — the trust check, its second look
 // after the publisher's initialisation, rounds, polls, the idle stop, the
 // graceful release and the wake-up for released buckets that got commits
-// meanwhile — and a one-minute schedule sweeps what is left. A stepper
-// (stepper.go) runs them one at a time in simulated time order: every
-// process waits only in its DynamoDB requests (each takes a round trip of
-// simulated time before it is applied) and in sleeps, so the stepper
-// always knows that every process is parked, and concurrent rounds read
-// and write in the order their requests would land. Publishing is instant
-// once a relay owns a bucket: the burst measures the coordination plane,
-// not Kafka.
+// meanwhile — and a one-minute schedule sweeps what is left. The relay
+// function runs on the Lambda emulator (internal/lambdasim): its queue,
+// cold starts, warm environments (one relay id each) and throttling with
+// Lambda's retry schedule. Every DynamoDB request takes a round trip of
+// the bubble's clock before it is applied, so concurrent rounds read and
+// write in the order their requests would land. Publishing is instant once
+// a relay owns a bucket: the burst measures the coordination plane, not
+// Kafka.
 //
 // # The model
 //

@@ -5,15 +5,32 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
-	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
-// start is the simulated instant the fleet starts at.
-var start = time.Date(2026, 9, 1, 8, 0, 0, 0, time.UTC)
+// A run starts at an instant of the bubble's clock congruent to refStart
+// modulo startPeriod (10^12 ticks of 100 ns). Lease expiries and heartbeats
+// are stored as ticks, and the significant digits of a number set an
+// item's size: from such a start every instant within a day of it has the
+// same digits as from refStart, so a run's sizes, and so its capacity
+// units, do not depend on when in the bubble it starts.
+var refStart = time.Date(2026, 9, 1, 8, 0, 0, 0, time.UTC)
+
+const startPeriod = 100000 * time.Second
+
+// runStart returns the first start instant at or after now.
+func runStart(now time.Time) time.Time {
+	periods := now.Sub(refStart) / startPeriod
+	at := refStart.Add(periods * startPeriod)
+	for at.Before(now) {
+		at = at.Add(startPeriod)
+	}
+	return at
+}
 
 // relay is one relay of the fleet: its own store (a store remembers its
 // heartbeats and standby state, as one relay process's does), its start
@@ -23,7 +40,7 @@ type relay struct {
 	store *outboxddb.Store
 	phase time.Duration
 	next  time.Time
-	owned []int
+	owned []int // guarded by fleet.mu
 	// rounds is what the relay carries from one round to the next: one
 	// run for the whole simulation. A seed relay carries no settled-fleet
 	// state.
@@ -31,19 +48,21 @@ type relay struct {
 	seed   bool
 }
 
-// fleet is the relays of one run, sharing one clock and one client.
+// fleet is the relays of one run, sharing one client, on the bubble's
+// clock.
 type fleet struct {
 	cfg    Config
-	clock  *outboxlocal.ManualClock
+	start  time.Time
 	relays []*relay
+	mu     sync.Mutex // guards the relays' owned buckets
 }
 
 // newFleet builds cfg.Relays relays with seeded ids and start offsets
 // spread uniformly over the first renew interval (a fleet started
 // together: a deployment, or a burst of wake-ups).
-func newFleet(cfg Config, client outboxddb.Client, table string, clock *outboxlocal.ManualClock) (*fleet, error) {
+func newFleet(cfg Config, client outboxddb.Client, table string, start time.Time) (*fleet, error) {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5ca1e))
-	f := &fleet{cfg: cfg, clock: clock}
+	f := &fleet{cfg: cfg, start: start}
 	seen := map[string]bool{}
 	for len(f.relays) < cfg.Relays {
 		id := fmt.Sprintf("%s-%016x", cfg.RelayIDPrefix, rng.Uint64())
@@ -54,7 +73,6 @@ func newFleet(cfg Config, client outboxddb.Client, table string, clock *outboxlo
 		store, err := outboxddb.NewStore(client, outboxddb.Options{
 			TableName:   table,
 			BucketCount: cfg.Buckets,
-			Clock:       clock,
 			Logger:      slog.New(slog.DiscardHandler),
 		})
 		if err != nil {
@@ -78,9 +96,8 @@ func (f *fleet) nextRelay() *relay {
 	return first
 }
 
-// round runs r's acquisition round at r.next and schedules its next one.
+// round runs r's acquisition round and schedules its next one.
 func (f *fleet) round(ctx context.Context, r *relay) (outbox.Acquisition, error) {
-	f.clock.Set(r.next)
 	req := outbox.LeaseRequest{RelayID: r.id, BucketCount: f.cfg.Buckets, LeaseDuration: f.cfg.LeaseDuration}
 	if !r.seed {
 		// A seed relay runs the table contract's plain round: it keeps
@@ -96,9 +113,11 @@ func (f *fleet) round(ctx context.Context, r *relay) (outbox.Acquisition, error)
 		r.rounds.Round++
 	}
 	if err != nil {
-		return acq, fmt.Errorf("scale: round of relay %s at %s: %w", r.id, r.next.Sub(start), err)
+		return acq, fmt.Errorf("scale: round of relay %s at %s: %w", r.id, r.next.Sub(f.start), err)
 	}
+	f.mu.Lock()
 	r.owned = acq.Owned
+	f.mu.Unlock()
 	r.next = r.next.Add(f.cfg.LeaseRenewInterval)
 	return acq, nil
 }
@@ -106,6 +125,8 @@ func (f *fleet) round(ctx context.Context, r *relay) (outbox.Acquisition, error)
 // settled reports that every bucket is owned by exactly one relay, as the
 // relays' latest rounds saw it.
 func (f *fleet) settled() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	owners := make([]int, f.cfg.Buckets)
 	for _, r := range f.relays {
 		for _, b := range r.owned {

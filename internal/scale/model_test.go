@@ -5,11 +5,11 @@ import (
 	"log/slog"
 	"reflect"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
-	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // TestModelAgreesWithTheEmbeddedServer runs the same fleets on both
@@ -18,7 +18,11 @@ import (
 func TestModelAgreesWithTheEmbeddedServer(t *testing.T) {
 	for _, size := range []Size{ValidationSize, {Buckets: 4, Relays: 12}} {
 		t.Run(fmt.Sprintf("%dx%d", size.Buckets, size.Relays), func(t *testing.T) {
-			v, err := Validate(t.Context(), Config{Buckets: size.Buckets, Relays: size.Relays, SteadyRounds: 3})
+			var v Validation
+			var err error
+			synctest.Test(t, func(t *testing.T) {
+				v, err = Validate(t.Context(), Config{Buckets: size.Buckets, Relays: size.Relays, SteadyRounds: 3})
+			})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -41,20 +45,33 @@ func TestModelAgreesWithTheEmbeddedServer(t *testing.T) {
 // over lapsed leases, and graceful releases; after every step both
 // backends must have counted the same requests, refusals and units.
 func TestModelChargesRefusalsPrunesAndReleasesLikeTheEmbeddedServer(t *testing.T) {
+	synctest.Test(t, testModelChargesRefusalsPrunesAndReleases)
+}
+
+// skewedClock is the bubble's clock seen by a host whose clock is off by
+// skew: a step back in time is a skew.
+type skewedClock struct {
+	outbox.SystemClock
+	skew time.Duration
+}
+
+func (c *skewedClock) Now() time.Time { return time.Now().Add(c.skew) }
+
+func testModelChargesRefusalsPrunesAndReleases(t *testing.T) {
 	ctx := t.Context()
+	start := runStart(time.Now())
 	emb, err := startEmbedded(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer emb.close()
 	backends := []backend{emb, newModel()}
-	clocks := make([]*outboxlocal.ManualClock, len(backends))
+	clock := &skewedClock{}
 	stores := make([]map[string]*outboxddb.Store, len(backends))
 	for i, be := range backends {
-		clocks[i] = outboxlocal.NewManualClock(start)
 		stores[i] = map[string]*outboxddb.Store{}
 		for _, id := range []string{"relay-a", "relay-b", "relay-c"} {
-			s, err := outboxddb.NewStore(be.client(), outboxddb.Options{TableName: be.table(), BucketCount: 8, Clock: clocks[i], Logger: slog.New(slog.DiscardHandler)})
+			s, err := outboxddb.NewStore(be.client(), outboxddb.Options{TableName: be.table(), BucketCount: 8, Clock: clock, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,8 +101,11 @@ func TestModelChargesRefusalsPrunesAndReleasesLikeTheEmbeddedServer(t *testing.T
 	rounds := map[*outboxddb.Store]outbox.RoundState{}
 	for _, step := range steps {
 		var tallies []tally
+		// The step's instant, on a clock set back if it is past.
+		at := start.Add(step.at)
+		time.Sleep(time.Until(at))
+		clock.skew = time.Until(at)
 		for i, be := range backends {
-			clocks[i].Set(start.Add(step.at))
 			s := stores[i][step.relay]
 			req := outbox.LeaseRequest{RelayID: step.relay, BucketCount: 8, LeaseDuration: lease}
 			var err error

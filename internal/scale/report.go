@@ -9,8 +9,7 @@ const (
 	PartitionWriteUnits = 1000
 )
 
-// Report is one run's figures. Counts are deterministic for a seed;
-// PlanCPU is measured on the machine and only reported.
+// Report is one run's figures, fixed by its seed.
 type Report struct {
 	Config Config `json:"config"`
 	// Converged reports that the fleet settled within the bound on start
@@ -24,9 +23,6 @@ type Report struct {
 	// after the first interval in which nothing moved.
 	Start  Phase `json:"start"`
 	Steady Phase `json:"steady"`
-	// PlanCPU is the time one relay's planner takes for one round over the
-	// settled fleet's state (outbox.PlanLeases), in nanoseconds.
-	PlanCPU int64 `json:"planCpuNanos"`
 }
 
 // Phase sums what the coordination partition served in consecutive renew
@@ -104,7 +100,7 @@ func (s Study) Title() string {
 func (s Study) Header() []string {
 	return []string{"buckets", "relays", "reads", "lease/renew", "rounds to settle", "refused at start", "start peak WCU/s",
 		"RCU/s mean", "RCU/s peak", "% of 3000", "WCU/s mean", "WCU/s peak", "% of 1000",
-		"pages/round", "KB/round", "plan µs/round"}
+		"pages/round", "KB/round"}
 }
 
 // Rows returns one row per fleet.
@@ -123,7 +119,6 @@ func (s Study) Rows() [][]string {
 			fmt.Sprintf("%.1f", st.MeanReadUnits()), fmt.Sprintf("%.0f", st.PeakReadUnits), fmt.Sprintf("%.1f", 100*st.ReadShare()),
 			fmt.Sprintf("%.1f", st.MeanWriteUnits()), fmt.Sprintf("%.0f", st.PeakWriteUnits), fmt.Sprintf("%.1f", 100*st.WriteShare()),
 			fmt.Sprintf("%.2f", st.PagesPerRound()), fmt.Sprintf("%.1f", st.BytesPerRound()/1024),
-			fmt.Sprintf("%.1f", float64(r.PlanCPU)/1e3),
 		})
 	}
 	return rows
@@ -143,7 +138,6 @@ func (s Study) Notes() []string {
 			v.Embedded.Config.Buckets, v.Embedded.Config.Relays, agree, totalRequests(v.Embedded)),
 		"Peak is the busiest simulated second; % columns are the peak's share of one partition's limits (3,000 RCU/s, 1,000 WCU/s).",
 		"The relays start at seeded times within one renew interval; 'start peak WCU/s' is the busiest second before the fleet settled.",
-		"Plan µs/round is this machine's time for one relay's outbox.PlanLeases over the settled state (measured, not asserted).",
 	}
 }
 

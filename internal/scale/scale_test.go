@@ -1,9 +1,20 @@
 package scale
 
 import (
+	"context"
 	"maps"
 	"testing"
+	"testing/synctest"
 )
+
+// inBubble runs a simulation in a synctest bubble of its own.
+func inBubble[R any](t *testing.T, run func(ctx context.Context) (R, error)) (R, error) {
+	t.Helper()
+	var r R
+	var err error
+	synctest.Test(t, func(t *testing.T) { r, err = run(t.Context()) })
+	return r, err
+}
 
 // The coordination partition of the largest fleet for seed 1: 1,024
 // lease items and 128 heartbeat records, without the keep-ahead mark (the
@@ -39,7 +50,9 @@ func TestCoordinationAtOneThousandBucketsAndOneHundredTwentyEightRelays(t *testi
 		{"settled reads", 0, bigRelays, bigBuckets / 2, 1138, 493, 140.8, 288, 64.0, 95},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			rep, err := Run(t.Context(), Config{Buckets: bigBuckets, Relays: bigRelays, SteadyRounds: intervals, SeedRelays: c.seedRelays, Seed: 1})
+			rep, err := inBubble(t, func(ctx context.Context) (Report, error) {
+				return Run(ctx, Config{Buckets: bigBuckets, Relays: bigRelays, SteadyRounds: intervals, SeedRelays: c.seedRelays, Seed: 1})
+			})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -90,7 +103,9 @@ func TestCoordinationAtOneThousandBucketsAndOneHundredTwentyEightRelays(t *testi
 // LeaseDuration − LeaseRenewInterval apart, more than a lease left
 // unrenewed keeps.
 func TestMixedFleet_SettledAndSeedRelaysShareTheTable_WithoutARefusal(t *testing.T) {
-	rep, err := Run(t.Context(), Config{Buckets: 64, Relays: 16, SeedRelays: 8, SteadyRounds: 6, Backend: Embedded})
+	rep, err := inBubble(t, func(ctx context.Context) (Report, error) {
+		return Run(ctx, Config{Buckets: 64, Relays: 16, SeedRelays: 8, SteadyRounds: 6, Backend: Embedded})
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,9 +2,12 @@ package scale
 
 import (
 	"context"
+	"errors"
+	"sync"
+	"testing/synctest"
 	"time"
 
-	"github.com/spillway-dev/spillway/outbox/outboxlocal"
+	"github.com/spillway-dev/spillway/internal/lab"
 )
 
 // window sums the rounds of consecutive renew intervals.
@@ -41,6 +44,10 @@ type run struct {
 	fleet *fleet
 	be    backend
 	tap   *readTap
+	start time.Time
+
+	mu  sync.Mutex
+	cur window // the rounds since the last interval's end
 	// read and write units per simulated second since the start
 	readUnits, writeUnits []float64
 }
@@ -50,10 +57,15 @@ type run struct {
 // and every bucket has exactly one owner: the rounds in it are the ones
 // that find the fleet settled), then the cfg.SteadyRounds renew intervals
 // of hold mode after that one, and reports the load on the coordination
-// partition.
+// partition. It runs only inside a testing/synctest bubble, whose clock is
+// the simulation's.
 func Run(ctx context.Context, cfg Config) (Report, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
+		return Report{}, err
+	}
+	sim, err := lab.NewSim(ctx, lab.Config{Settle: synctest.Wait})
+	if err != nil {
 		return Report{}, err
 	}
 	be, err := newBackend(ctx, cfg)
@@ -62,77 +74,100 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	defer be.close()
 	tap := &readTap{Client: be.client()}
-	f, err := newFleet(cfg, tap, be.table(), outboxlocal.NewManualClock(start))
+	start := runStart(time.Now())
+	f, err := newFleet(cfg, tap, be.table(), start)
 	if err != nil {
 		return Report{}, err
 	}
-	r := &run{cfg: cfg, fleet: f, be: be, tap: tap}
+	r := &run{cfg: cfg, fleet: f, be: be, tap: tap, start: start}
+	sim.Go(r.play)
+	rep, err := r.measure(sim)
+	return rep, errors.Join(err, sim.Stop())
+}
 
+// measure lets the fleet run interval by interval until it settled, then
+// for the settled intervals.
+func (r *run) measure(sim *lab.Sim) (Report, error) {
 	var startup, steady window
 	k := 0
 	for ; k < maxStartRounds; k++ {
-		iv, err := r.interval(ctx, k)
+		iv, err := r.interval(sim, k)
 		if err != nil {
 			return Report{}, err
 		}
-		if !iv.moved() && f.settled() {
+		if !iv.moved() && r.fleet.settled() {
 			break
 		}
 		startup.merge(iv)
 	}
-	rep := Report{Config: cfg, RoundsToConverge: k, Converged: k < maxStartRounds}
+	rep := Report{Config: r.cfg, RoundsToConverge: k, Converged: k < maxStartRounds}
 	rep.Start = r.phase(startup)
 	if !rep.Converged {
 		return rep, nil
 	}
-	for k++; steady.intervals < cfg.SteadyRounds; k++ {
-		iv, err := r.interval(ctx, k)
+	for k++; steady.intervals < r.cfg.SteadyRounds; k++ {
+		iv, err := r.interval(sim, k)
 		if err != nil {
 			return Report{}, err
 		}
 		steady.merge(iv)
 	}
 	rep.Steady = r.phase(steady)
-	cpu, err := f.planCPU(ctx)
-	if err != nil {
-		return Report{}, err
-	}
-	rep.PlanCPU = cpu.Nanoseconds()
 	return rep, nil
 }
 
-// interval runs every relay's round due in renew interval k.
-func (r *run) interval(ctx context.Context, k int) (window, error) {
-	end := start.Add(time.Duration(k+1) * r.cfg.LeaseRenewInterval)
-	iv := window{first: k, intervals: 1}
+// interval lets the rounds due in renew interval k run and returns them.
+func (r *run) interval(sim *lab.Sim, k int) (window, error) {
+	if err := sim.RunUntil(r.start.Add(time.Duration(k+1) * r.cfg.LeaseRenewInterval)); err != nil {
+		return window{}, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	iv := r.cur
+	iv.first, iv.intervals = k, 1
+	r.cur = window{}
+	return iv, nil
+}
+
+// play is the fleet's participant: it runs every relay's round at its
+// instant, in time order, and counts it. Rounds run from one goroutine
+// because the backends answer without taking simulated time: relays due at
+// the same instant (start offsets are whole milliseconds) would race for
+// the order of their writes, and a seed would not reproduce the run; ties
+// go to the lower index.
+func (r *run) play(ctx context.Context) error {
 	for {
 		next := r.fleet.nextRelay()
-		if !next.next.Before(end) {
-			return iv, nil
-		}
 		at := next.next
+		select {
+		case <-time.After(time.Until(at)):
+		case <-ctx.Done():
+			return nil
+		}
 		before := r.be.tally()
 		pages, bytes := r.tap.read()
 		acq, err := r.fleet.round(ctx, next)
 		if err != nil {
-			return iv, err
+			return err
 		}
 		d := r.be.tally().since(before)
 		p, b := r.tap.read()
-		iv.rounds++
-		iv.claims += len(acq.Claimed)
-		iv.releases += len(acq.Released)
-		iv.lost += len(acq.Lost)
-		iv.tally.add(d)
-		iv.pages += p - pages
-		iv.bytes += b - bytes
+		r.mu.Lock()
+		r.cur.rounds++
+		r.cur.claims += len(acq.Claimed)
+		r.cur.releases += len(acq.Released)
+		r.cur.lost += len(acq.Lost)
+		r.cur.tally.add(d)
+		r.cur.pages += p - pages
+		r.cur.bytes += b - bytes
 		r.charge(at, d)
+		r.mu.Unlock()
 	}
 }
 
 // charge adds a round's units to the second it ran in.
 func (r *run) charge(at time.Time, d tally) {
-	s := int(at.Sub(start) / time.Second)
+	s := int(at.Sub(r.start) / time.Second)
 	for len(r.readUnits) <= s {
 		r.readUnits = append(r.readUnits, 0)
 		r.writeUnits = append(r.writeUnits, 0)
@@ -144,6 +179,8 @@ func (r *run) charge(at time.Time, d tally) {
 // phase summarizes a window: totals, per-second mean and peak over the
 // window's seconds, per-round averages.
 func (r *run) phase(w window) Phase {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	p := Phase{
 		Intervals:  w.intervals,
 		Rounds:     w.rounds,

@@ -52,8 +52,7 @@ type Validation struct {
 }
 
 // Agree returns nil when both runs counted the same: rounds to converge,
-// every request, refusal, capacity unit, page and byte of both phases. The
-// planner's time is measured, not counted, and is left out.
+// every request, refusal, capacity unit, page and byte of both phases.
 func (v Validation) Agree() error {
 	var errs []error
 	if v.Embedded.RoundsToConverge != v.Model.RoundsToConverge {
@@ -84,11 +83,11 @@ func Validate(ctx context.Context, cfg Config) (Validation, error) {
 }
 
 // RunStudy validates the model at ValidationSize and, if it agrees, runs
-// every StudySizes fleet, the StudyVariants and the default burst on it with base's timings
-// and seed, writing a
-// line per fleet to progress (nil: none). A model that
-// disagrees with the embedded server is an error: its figures would mean
-// nothing.
+// every StudySizes fleet, the StudyVariants and the default burst on it
+// with base's timings and seed, writing a line per fleet to progress (nil:
+// none). A model that disagrees with the embedded server is an error: its
+// figures would mean nothing. Like Run, it runs only inside a
+// testing/synctest bubble.
 func RunStudy(ctx context.Context, base Config, progress io.Writer) (Study, error) {
 	var st Study
 	cfg := base
