@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -111,7 +112,7 @@ func TestFleetSoak(t *testing.T) {
 func runAndReport(t *testing.T, cfg Config) *Report {
 	t.Helper()
 	cfg.Logf = t.Logf
-	rep, err := Run(t.Context(), cfg)
+	rep, err := Run(t, cfg)
 	if rep != nil {
 		t.Log(rep)
 	}
@@ -120,4 +121,24 @@ func runAndReport(t *testing.T, cfg Config) *Report {
 	}
 	checkReport(t, rep)
 	return rep
+}
+
+// TestFleetIsDeterministic runs one seed twice, over two simulated minutes
+// of writes, and compares the whole reports but the wall time: the bubble's
+// clock, the round trips and the backoffs drawn from the seed make a seed
+// replay. FLEET_TRACE_PREFIX, when set, names the two runs' trace files.
+func TestFleetIsDeterministic(t *testing.T) {
+	var reps [2]*Report
+	for i := range reps {
+		cfg := SoakConfig(33, 2*time.Minute)
+		cfg.WallLimit = NewConfig(33).WallLimit
+		if prefix := os.Getenv("FLEET_TRACE_PREFIX"); prefix != "" {
+			cfg.TraceFile = fmt.Sprintf("%s%d.trace", prefix, i+1)
+		}
+		reps[i] = runAndReport(t, cfg)
+		reps[i].Wall = 0
+	}
+	if !reflect.DeepEqual(reps[0], reps[1]) {
+		t.Errorf("seed 33 gave two reports:\n%v\n%v", reps[0], reps[1])
+	}
 }

@@ -257,7 +257,7 @@ func (p *relayPublisher) Init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p.env.sim.kafkaCall(func() { err = p.inner.Init(ctx) })
+	err = p.inner.Init(ctx)
 	if err != nil {
 		p.env.sim.trace.add("kafka-init", p.env.id, -1, "%v", err)
 	}
@@ -287,7 +287,7 @@ func (p *relayPublisher) Publish(ctx context.Context, msgs []outbox.Message) (in
 	}
 	var acked int
 	h := e.sim.claimHandoverIf(e, msgs)
-	e.sim.kafkaCall(func() { acked, err = p.inner.Publish(ctx, msgs) })
+	acked, err = p.inner.Publish(ctx, msgs)
 	if h != nil {
 		e.hold.Store(nil)
 		e.sim.endHandover(e, h)
