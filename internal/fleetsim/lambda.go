@@ -489,7 +489,7 @@ func (s *sim) crash(e *env, run *runState, kind, why string) {
 	go e.closeKafka()
 }
 
-// pause stalls the calling goroutine of e for d on the shared clock, as a
+// pause stalls the calling goroutine of e for d on the bubble's clock, as a
 // stalled request or a suspended host would; a frozen process does not
 // notice cancellation.
 func (s *sim) pause(e *env, run *runState, op string, d time.Duration) {

@@ -99,8 +99,8 @@ type sim struct {
 	causes *causeBook
 	obs    outbox.Observer
 
-	ddb    *outboxlocal.DynamoDB
-	raw    *dynamodb.Client
+	ddb *outboxlocal.DynamoDB
+	raw *dynamodb.Client
 	// bizRefused counts the refused business Puts of every client.
 	bizRefused atomic.Int64
 	table      string

@@ -30,7 +30,7 @@ type writerProc struct {
 	w   *outboxddb.Writer
 	// client is the process's, for the business transactions.
 	client *trackedClient
-	ops chan *writerOp
+	ops    chan *writerOp
 }
 
 func (p *writerProc) loop(ctx context.Context) {
