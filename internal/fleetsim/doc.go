@@ -108,14 +108,15 @@
 // emulator's steps itself, in time order and at one instant in the order
 // they were queued; the round trips put processes that send at one instant
 // (writers on the 50 ms grid, relays on their rounds) on distinct
-// instants, so the scheduler does not choose whose request lands first.
-// What still varies between two runs of a seed: the goroutines of one
-// relay that publish at one instant (its buckets') share its Kafka
-// client's flushes in either order, and the DynamoDB store draws its wait
-// before retrying unprocessed deletes from math/rand/v2 (outboxddb's, not
-// seeded from here); either moves a publish or a delete by a few
-// milliseconds. TestFleetIsDeterministic compares two runs of a seed:
-// whole reports, but for the wall time and the count of instants checked. A failure prints the seed, a replay command and
+// instants, and a relay's calls for its buckets are staggered by a few
+// microseconds per bucket, so the scheduler does not choose whose request
+// lands first. What still varies between two runs of a seed: the DynamoDB
+// store draws its wait before retrying unprocessed deletes from
+// math/rand/v2 (outboxddb's, not seeded from here), which moves a retried
+// delete, and what follows it in that relay, by up to 50 ms; and requests
+// that still meet at one instant by chance. TestFleetIsDeterministic
+// compares two runs of a seed: whole reports, but for the wall time and
+// the count of instants checked. A failure prints the seed, a replay command and
 // a trace of the events around the violation; the whole trace is written
 // to a file.
 //

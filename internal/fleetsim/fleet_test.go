@@ -125,10 +125,8 @@ func runAndReport(t *testing.T, cfg Config) *Report {
 // count of instants the driver checked (Steps): the bubble's clock, the
 // round trips and the backoffs drawn from the seed make a seed replay. The
 // instants may differ by a few: the DynamoDB store draws its wait before
-// retrying unprocessed deletes from math/rand/v2, and a relay's
-// goroutines that publish at one instant share its Kafka client's flushes
-// in either order, which moves a delete or a publish by a few
-// milliseconds (see Determinism in the package doc). FLEET_TRACE_PREFIX,
+// retrying unprocessed deletes from math/rand/v2, which moves a retried
+// delete by a few milliseconds (see Determinism in the package doc). FLEET_TRACE_PREFIX,
 // when set, names the two runs' trace files.
 func TestFleetIsDeterministic(t *testing.T) {
 	var reps [2]*Report

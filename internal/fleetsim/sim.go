@@ -177,9 +177,10 @@ type stats struct {
 
 // Run runs the simulation cfg describes in a testing/synctest bubble of
 // its own and returns its figures. The bubble's clock is the simulated
-// time: it moves only when every simulated process is blocked, so a seed
-// sends the same requests however fast the machine is. The error is a
-// *Violation when an invariant broke, or what stopped the setup.
+// time: it moves only when every simulated process is blocked, so the
+// run's timings do not depend on how fast or loaded the machine is. The
+// error is a *Violation when an invariant broke, or what stopped the
+// setup. A seed replays: see Determinism in the package documentation.
 func Run(t *testing.T, cfg Config) (*Report, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
