@@ -3,13 +3,12 @@ package fleetsim
 import (
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/spillway-dev/spillway/internal/simtime"
 	"github.com/spillway-dev/spillway/outbox"
-	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // The checkers are what the simulation's verdict rests on: each must flag
@@ -17,195 +16,217 @@ import (
 
 const testLease = 20 * time.Second
 
-func leaseFixture() (*outboxlocal.ManualClock, *leaseBook, func(skew time.Duration) *hostClock) {
-	clock := outboxlocal.NewManualClock(simStart)
-	act := simtime.NewActivity()
-	return clock, newLeaseBook(testLease), func(skew time.Duration) *hostClock { return newHostClock(clock, act, skew) }
+// bubbleClock is true time in a test's bubble, moved by sleeping.
+type bubbleClock struct{}
+
+func (bubbleClock) Now() time.Time          { return trueNow() }
+func (bubbleClock) Advance(d time.Duration) { time.Sleep(d) }
+
+// leaseFixture must be called in a bubble (synctest.Test).
+func leaseFixture() (bubbleClock, *leaseBook, func(skew time.Duration) *hostClock) {
+	return bubbleClock{}, newLeaseBook(testLease), newHostClock
 }
 
 // acquire records a successful round of relay at the current instant that
 // claimed nothing it already held.
-func acquire(lb *leaseBook, relay string, c *hostClock, clock *outboxlocal.ManualClock, owned ...int) {
+func acquire(lb *leaseBook, relay string, c *hostClock, clock bubbleClock, owned ...int) {
 	now := clock.Now()
 	lb.acquired(relay, c, c.Now(), now, now, owned, nil)
 }
 
 func TestLeaseBook_FlagsATakeoverBeforeTheLeaseRanOut(t *testing.T) {
-	clock, lb, host := leaseFixture()
-	r, s := host(0), host(0)
-	acquire(lb, "r", r, clock, 3)
-	clock.Advance(10 * time.Second)
-	acquire(lb, "s", s, clock, 3)
-	clock.Advance(time.Second)
-	v := lb.checkAt(clock.Now())
-	if v == nil || v.bucket != 3 || v.first.relay != "r" || v.second.relay != "s" {
-		t.Fatalf("checkAt = %v, want r's belief overlapping s's takeover", v)
-	}
-	if v, _ := lb.checkAll(); v == nil || v.overlap != 10*time.Second {
-		t.Fatalf("checkAll = %v, want an overlap of the 10 s r still held", v)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		clock, lb, host := leaseFixture()
+		r, s := host(0), host(0)
+		acquire(lb, "r", r, clock, 3)
+		clock.Advance(10 * time.Second)
+		acquire(lb, "s", s, clock, 3)
+		clock.Advance(time.Second)
+		v := lb.checkAt(clock.Now())
+		if v == nil || v.bucket != 3 || v.first.relay != "r" || v.second.relay != "s" {
+			t.Fatalf("checkAt = %v, want r's belief overlapping s's takeover", v)
+		}
+		if v, _ := lb.checkAll(); v == nil || v.overlap != 10*time.Second {
+			t.Fatalf("checkAll = %v, want an overlap of the 10 s r still held", v)
+		}
+	})
 }
 
 func TestLeaseBook_AcceptsWhatTheTakerSkewExplains(t *testing.T) {
-	clock, lb, host := leaseFixture()
-	// s's clock is 5 s ahead: it sees r's lease expire 5 s early.
-	r, s := host(0), host(5*time.Second)
-	acquire(lb, "r", r, clock, 1)
-	clock.Advance(testLease - 5*time.Second)
-	acquire(lb, "s", s, clock, 1)
-	clock.Advance(4 * time.Second)
-	if v := lb.checkAt(clock.Now()); v != nil {
-		t.Fatalf("checkAt flagged %v", v)
-	}
-	if v, overlaps := lb.checkAll(); v != nil || overlaps != 1 {
-		t.Fatalf("checkAll = %v with %d overlaps, want one overlap within the skew", v, overlaps)
-	}
-	// One second more than the skew explains is a violation.
-	clock2, lb2, host2 := leaseFixture()
-	r2, s2 := host2(0), host2(5*time.Second)
-	acquire(lb2, "r", r2, clock2, 1)
-	clock2.Advance(testLease - 6*time.Second)
-	acquire(lb2, "s", s2, clock2, 1)
-	if v, _ := lb2.checkAll(); v == nil || v.overlap != 6*time.Second {
-		t.Fatalf("checkAll = %v, want an overlap of 6 s against 5 s of skew", v)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		clock, lb, host := leaseFixture()
+		// s's clock is 5 s ahead: it sees r's lease expire 5 s early.
+		r, s := host(0), host(5*time.Second)
+		acquire(lb, "r", r, clock, 1)
+		clock.Advance(testLease - 5*time.Second)
+		acquire(lb, "s", s, clock, 1)
+		clock.Advance(4 * time.Second)
+		if v := lb.checkAt(clock.Now()); v != nil {
+			t.Fatalf("checkAt flagged %v", v)
+		}
+		if v, overlaps := lb.checkAll(); v != nil || overlaps != 1 {
+			t.Fatalf("checkAll = %v with %d overlaps, want one overlap within the skew", v, overlaps)
+		}
+		// One second more than the skew explains is a violation.
+		clock2, lb2, host2 := leaseFixture()
+		r2, s2 := host2(0), host2(5*time.Second)
+		acquire(lb2, "r", r2, clock2, 1)
+		clock2.Advance(testLease - 6*time.Second)
+		acquire(lb2, "s", s2, clock2, 1)
+		if v, _ := lb2.checkAll(); v == nil || v.overlap != 6*time.Second {
+			t.Fatalf("checkAll = %v, want an overlap of 6 s against 5 s of skew", v)
+		}
+	})
 }
 
 func TestLeaseBook_TheFirstTakerBoundsTheOverlapWithLaterHolders(t *testing.T) {
-	clock, lb, host := leaseFixture()
-	// x, 8 s ahead, takes the bucket over 8 s early and hands it at once
-	// to y, whose clock is right: r's belief overlapping y is explained by
-	// x's skew, not y's.
-	r, x, y := host(0), host(8*time.Second), host(0)
-	acquire(lb, "r", r, clock, 2)
-	clock.Advance(testLease - 8*time.Second)
-	acquire(lb, "x", x, clock, 2)
-	lb.dropped("x", clock.Now())
-	clock.Advance(time.Second)
-	acquire(lb, "y", y, clock, 2)
-	clock.Advance(time.Second)
-	if v := lb.checkAt(clock.Now()); v != nil {
-		t.Fatalf("checkAt flagged %v", v)
-	}
-	if v, _ := lb.checkAll(); v != nil {
-		t.Fatalf("checkAll flagged %v", v)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		clock, lb, host := leaseFixture()
+		// x, 8 s ahead, takes the bucket over 8 s early and hands it at once
+		// to y, whose clock is right: r's belief overlapping y is explained by
+		// x's skew, not y's.
+		r, x, y := host(0), host(8*time.Second), host(0)
+		acquire(lb, "r", r, clock, 2)
+		clock.Advance(testLease - 8*time.Second)
+		acquire(lb, "x", x, clock, 2)
+		lb.dropped("x", clock.Now())
+		clock.Advance(time.Second)
+		acquire(lb, "y", y, clock, 2)
+		clock.Advance(time.Second)
+		if v := lb.checkAt(clock.Now()); v != nil {
+			t.Fatalf("checkAt flagged %v", v)
+		}
+		if v, _ := lb.checkAll(); v != nil {
+			t.Fatalf("checkAll flagged %v", v)
+		}
+	})
 }
 
 func TestLeaseBook_AClaimStartsTheBeliefAfresh(t *testing.T) {
-	// x, 8 s ahead, takes r's bucket over 8 s early and releases it a
-	// second later; 2 s after that r, still trusting its old lease, writes
-	// the bucket again (a claim of the free bucket, or a keep), and the
-	// checks come 10 s later.
-	takenBack := func(claimed bool) (*leaseBook, time.Time) {
-		clock, lb, host := leaseFixture()
-		r, x := host(0), host(8*time.Second)
-		acquire(lb, "r", r, clock, 6)
-		clock.Advance(testLease - 8*time.Second)
-		acquire(lb, "x", x, clock, 6)
-		clock.Advance(time.Second)
-		lb.dropped("x", clock.Now())
-		clock.Advance(2 * time.Second)
-		if claimed {
-			now := clock.Now()
-			lb.acquired("r", r, r.Now(), now, now, []int{6}, []int{6})
-		} else {
+	synctest.Test(t, func(t *testing.T) {
+		// x, 8 s ahead, takes r's bucket over 8 s early and releases it a
+		// second later; 2 s after that r, still trusting its old lease, writes
+		// the bucket again (a claim of the free bucket, or a keep), and the
+		// checks come 10 s later.
+		takenBack := func(claimed bool) (*leaseBook, time.Time) {
+			clock, lb, host := leaseFixture()
+			r, x := host(0), host(8*time.Second)
 			acquire(lb, "r", r, clock, 6)
+			clock.Advance(testLease - 8*time.Second)
+			acquire(lb, "x", x, clock, 6)
+			clock.Advance(time.Second)
+			lb.dropped("x", clock.Now())
+			clock.Advance(2 * time.Second)
+			if claimed {
+				now := clock.Now()
+				lb.acquired("r", r, r.Now(), now, now, []int{6}, []int{6})
+			} else {
+				acquire(lb, "r", r, clock, 6)
+			}
+			clock.Advance(10 * time.Second)
+			return lb, clock.Now()
 		}
-		clock.Advance(10 * time.Second)
-		return lb, clock.Now()
-	}
-	// Claimed: r's old belief overlapped x only until the claim, and the
-	// 13 s from x's takeover to the check are not an overlap with anyone.
-	lb, at := takenBack(true)
-	if v := lb.checkAt(at); v != nil {
-		t.Fatalf("checkAt flagged %v", v)
-	}
-	if v, overlaps := lb.checkAll(); v != nil || overlaps != 1 {
-		t.Fatalf("checkAll = %v with %d overlaps, want r's first belief overlapping x within the skew", v, overlaps)
-	}
-	// Kept rather than claimed, the same belief outlasts x's takeover by
-	// more than x's skew explains.
-	if lb, at := takenBack(false); lb.checkAt(at) == nil {
-		t.Fatal("checkAt accepted a kept belief outlasting the takeover by 13 s against 8 s of skew")
-	}
+		// Claimed: r's old belief overlapped x only until the claim, and the
+		// 13 s from x's takeover to the check are not an overlap with anyone.
+		lb, at := takenBack(true)
+		if v := lb.checkAt(at); v != nil {
+			t.Fatalf("checkAt flagged %v", v)
+		}
+		if v, overlaps := lb.checkAll(); v != nil || overlaps != 1 {
+			t.Fatalf("checkAll = %v with %d overlaps, want r's first belief overlapping x within the skew", v, overlaps)
+		}
+		// Kept rather than claimed, the same belief outlasts x's takeover by
+		// more than x's skew explains.
+		if lb, at := takenBack(false); lb.checkAt(at) == nil {
+			t.Fatal("checkAt accepted a kept belief outlasting the takeover by 13 s against 8 s of skew")
+		}
+	})
 }
 
 func TestLeaseBook_BeliefsBegunAtOneInstant_MayBeInEitherOrder(t *testing.T) {
-	clock, lb, host := leaseFixture()
-	// Both claim a freed bucket at once: the one 25 s behind first (its
-	// lease is expired at once on a clock more than L ahead), then the
-	// other.
-	behind, right := host(-25*time.Second), host(0)
-	acquire(lb, "right", right, clock, 0)
-	acquire(lb, "behind", behind, clock, 0)
-	clock.Advance(5 * time.Second)
-	if v := lb.checkAt(clock.Now()); v != nil {
-		t.Fatalf("checkAt flagged %v", v)
-	}
-	if v, _ := lb.checkAll(); v != nil {
-		t.Fatalf("checkAll flagged %v", v)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		clock, lb, host := leaseFixture()
+		// Both claim a freed bucket at once: the one 25 s behind first (its
+		// lease is expired at once on a clock more than L ahead), then the
+		// other.
+		behind, right := host(-25*time.Second), host(0)
+		acquire(lb, "right", right, clock, 0)
+		acquire(lb, "behind", behind, clock, 0)
+		clock.Advance(5 * time.Second)
+		if v := lb.checkAt(clock.Now()); v != nil {
+			t.Fatalf("checkAt flagged %v", v)
+		}
+		if v, _ := lb.checkAll(); v != nil {
+			t.Fatalf("checkAll flagged %v", v)
+		}
+	})
 }
 
 func TestLeaseBook_ReleaseAndRefusedRenewalEndTheBelief(t *testing.T) {
-	clock, lb, host := leaseFixture()
-	r, s := host(0), host(0)
-	acquire(lb, "r", r, clock, 0, 1)
-	clock.Advance(2 * time.Second)
-	lb.dropped("r", clock.Now()) // release
-	acquire(lb, "s", s, clock, 0, 1)
-	clock.Advance(time.Second)
-	if v := lb.checkAt(clock.Now()); v != nil {
-		t.Fatalf("checkAt flagged %v after a release", v)
-	}
-	// A renewal extends the belief from the renewal's start.
-	clock.Advance(15 * time.Second)
-	lb.renewed("s", s.Now(), clock.Now(), []int{0, 1})
-	clock.Advance(10 * time.Second)
-	if !lb.holds("s", 0, clock.Now()) {
-		t.Fatal("renewed belief lapsed")
-	}
-	if v, _ := lb.checkAll(); v != nil {
-		t.Fatalf("checkAll flagged %v", v)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		clock, lb, host := leaseFixture()
+		r, s := host(0), host(0)
+		acquire(lb, "r", r, clock, 0, 1)
+		clock.Advance(2 * time.Second)
+		lb.dropped("r", clock.Now()) // release
+		acquire(lb, "s", s, clock, 0, 1)
+		clock.Advance(time.Second)
+		if v := lb.checkAt(clock.Now()); v != nil {
+			t.Fatalf("checkAt flagged %v after a release", v)
+		}
+		// A renewal extends the belief from the renewal's start.
+		clock.Advance(15 * time.Second)
+		lb.renewed("s", s.Now(), clock.Now(), []int{0, 1})
+		clock.Advance(10 * time.Second)
+		if !lb.holds("s", 0, clock.Now()) {
+			t.Fatal("renewed belief lapsed")
+		}
+		if v, _ := lb.checkAll(); v != nil {
+			t.Fatalf("checkAll flagged %v", v)
+		}
+	})
 }
 
 func TestLeaseBook_AHostClockSetBackLengthensTheBelief(t *testing.T) {
-	clock, lb, host := leaseFixture()
-	r := host(0)
-	acquire(lb, "r", r, clock, 4)
-	clock.Advance(5 * time.Second)
-	r.step(-7 * time.Second)
-	// r reads ref + L at true 27 s, not 20 s.
-	clock.Advance(21 * time.Second)
-	if !lb.holds("r", 4, clock.Now()) {
-		t.Fatal("belief ended on the true clock, not on the host's")
-	}
-	b := lb.open["r"][4]
-	if got := lb.endOf(b).Sub(simStart); got != 27*time.Second {
-		t.Fatalf("belief ends at %v, want 27s", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		clock, lb, host := leaseFixture()
+		start := clock.Now()
+		r := host(0)
+		acquire(lb, "r", r, clock, 4)
+		clock.Advance(5 * time.Second)
+		r.step(-7 * time.Second)
+		// r reads ref + L at true 27 s, not 20 s.
+		clock.Advance(21 * time.Second)
+		if !lb.holds("r", 4, clock.Now()) {
+			t.Fatal("belief ended on the true clock, not on the host's")
+		}
+		b := lb.open["r"][4]
+		if got := lb.endOf(b).Sub(start); got != 27*time.Second {
+			t.Fatalf("belief ends at %v, want 27s", got)
+		}
+	})
 }
 
 func TestHostClock_TrueTimeReaching(t *testing.T) {
-	clock := outboxlocal.NewManualClock(simStart)
-	c := newHostClock(clock, simtime.NewActivity(), 3*time.Second)
-	clock.Advance(10 * time.Second)
-	c.step(-5 * time.Second)
-	at := func(d time.Duration) time.Time { return simStart.Add(d) }
-	for _, tc := range []struct {
-		from, target, want time.Duration
-	}{
-		{0, 5 * time.Second, 2 * time.Second},   // before the step: skew +3
-		{0, 12 * time.Second, 9 * time.Second},  // read before the step
-		{0, 14 * time.Second, 16 * time.Second}, // the step sets 13 back to 8: 14 is read at 16
-		{11 * time.Second, 9 * time.Second, 11 * time.Second},
-	} {
-		if got := c.trueTimeReaching(at(tc.from), at(tc.target)); !got.Equal(at(tc.want)) {
-			t.Errorf("trueTimeReaching(%v, %v) = %v, want %v", tc.from, tc.target, got.Sub(simStart), tc.want)
+	synctest.Test(t, func(t *testing.T) {
+		start := trueNow()
+		c := newHostClock(3 * time.Second)
+		time.Sleep(10 * time.Second)
+		c.step(-5 * time.Second)
+		at := func(d time.Duration) time.Time { return start.Add(d) }
+		for _, tc := range []struct {
+			from, target, want time.Duration
+		}{
+			{0, 5 * time.Second, 2 * time.Second},   // before the step: skew +3
+			{0, 12 * time.Second, 9 * time.Second},  // read before the step
+			{0, 14 * time.Second, 16 * time.Second}, // the step sets 13 back to 8: 14 is read at 16
+			{11 * time.Second, 9 * time.Second, 11 * time.Second},
+		} {
+			if got := c.trueTimeReaching(at(tc.from), at(tc.target)); !got.Equal(at(tc.want)) {
+				t.Errorf("trueTimeReaching(%v, %v) = %v, want %v", tc.from, tc.target, got.Sub(start), tc.want)
+			}
 		}
-	}
+	})
 }
 
 func TestConfig_TolerableSkewIsTheLeastALeaseHasLeftAtARound(t *testing.T) {
@@ -225,7 +246,8 @@ func TestConfig_TolerableSkewIsTheLeastALeaseHasLeftAtARound(t *testing.T) {
 
 func TestCauseBook_ExplainsUntilSettleAfterTheEnd(t *testing.T) {
 	b := newCauseBook(30 * time.Second)
-	at := func(d time.Duration) time.Time { return simStart.Add(d) }
+	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return start.Add(d) }
 	c := b.open(causeThrottle, "", 0, at(10*time.Second))
 	b.instant(causeJoin, "r", 0, at(20*time.Second))
 	b.closeAt(c, at(25*time.Second))
@@ -342,31 +364,33 @@ func TestViolation_NamesTheSeedAndTheReplay(t *testing.T) {
 }
 
 func TestLeaseBook_CheckMixedFlagsATakeoverOfALeaseItsRoundLeftUnrenewed(t *testing.T) {
-	const interval = 5 * time.Second
-	limit := Config{LeaseDuration: testLease, RenewInterval: interval}.mixedSkewLimit()
-	run := func(left time.Duration) *leaseViolation {
-		clock, lb, host := leaseFixture()
-		// r's round at 0 leaves bucket 1 with left of its lease; x keeps
-		// every round, its clock 12 s ahead (between L − 2I and L − I).
-		r, x := host(0), host(12*time.Second)
-		lb.markPlain("x")
-		now := clock.Now()
-		lb.acquired("r", r, r.Now().Add(left-testLease), now, now, []int{1}, nil)
-		// x claims as soon as the stored expiry has passed on its clock.
-		clock.Advance(max(left-12*time.Second, 0) + time.Second)
-		now = clock.Now()
-		lb.acquired("x", x, x.Now(), now, now, []int{1}, []int{1})
-		clock.Advance(testLease)
-		return lb.checkMixed(interval, limit)
-	}
-	// Left unrenewed with 8 s: x takes it a second later, while r still
-	// trusts it for 7 s.
-	if v := run(8 * time.Second); v == nil || v.first.relay != "r" || v.second.relay != "x" {
-		t.Fatalf("checkMixed = %v, want x's takeover of r's unrenewed lease", v)
-	}
-	// Renewed (the whole lease left): x sees it expire only 8 s later,
-	// after r's next round was due; not the mixed fleet's fault.
-	if v := run(testLease); v != nil {
-		t.Fatalf("checkMixed flagged %v", v)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		const interval = 5 * time.Second
+		limit := Config{LeaseDuration: testLease, RenewInterval: interval}.mixedSkewLimit()
+		run := func(left time.Duration) *leaseViolation {
+			clock, lb, host := leaseFixture()
+			// r's round at 0 leaves bucket 1 with left of its lease; x keeps
+			// every round, its clock 12 s ahead (between L − 2I and L − I).
+			r, x := host(0), host(12*time.Second)
+			lb.markPlain("x")
+			now := clock.Now()
+			lb.acquired("r", r, r.Now().Add(left-testLease), now, now, []int{1}, nil)
+			// x claims as soon as the stored expiry has passed on its clock.
+			clock.Advance(max(left-12*time.Second, 0) + time.Second)
+			now = clock.Now()
+			lb.acquired("x", x, x.Now(), now, now, []int{1}, []int{1})
+			clock.Advance(testLease)
+			return lb.checkMixed(interval, limit)
+		}
+		// Left unrenewed with 8 s: x takes it a second later, while r still
+		// trusts it for 7 s.
+		if v := run(8 * time.Second); v == nil || v.first.relay != "r" || v.second.relay != "x" {
+			t.Fatalf("checkMixed = %v, want x's takeover of r's unrenewed lease", v)
+		}
+		// Renewed (the whole lease left): x sees it expire only 8 s later,
+		// after r's next round was due; not the mixed fleet's fault.
+		if v := run(testLease); v != nil {
+			t.Fatalf("checkMixed flagged %v", v)
+		}
+	})
 }

@@ -4,20 +4,15 @@ import (
 	"sync"
 	"time"
 
-	"github.com/spillway-dev/spillway/internal/simtime"
 	"github.com/spillway-dev/spillway/outbox"
-	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
-// hostClock is one simulated host's clock: the shared manual clock (true
-// time) shifted by the host's skew. Timers run on true durations, so only
+// hostClock is one simulated host's clock: the bubble's clock (true time)
+// shifted by the host's skew. Timers run on true durations, so only
 // readings are off, as on a host whose wall clock is wrong. The skew is
 // piecewise constant; its history lets the lease checker find when the host
 // read a given time.
 type hostClock struct {
-	base *outboxlocal.ManualClock
-	act  *simtime.Activity
-
 	mu      sync.Mutex
 	history []skewChange // ascending by at; history[0].at is the creation
 }
@@ -29,20 +24,22 @@ type skewChange struct {
 
 var _ outbox.Clock = (*hostClock)(nil)
 
-func newHostClock(base *outboxlocal.ManualClock, act *simtime.Activity, skew time.Duration) *hostClock {
-	return &hostClock{base: base, act: act, history: []skewChange{{at: base.Now(), skew: skew}}}
+func newHostClock(skew time.Duration) *hostClock {
+	return &hostClock{history: []skewChange{{at: trueNow(), skew: skew}}}
 }
+
+// trueNow is the true time of the simulation: the bubble's clock.
+func trueNow() time.Time { return outbox.SystemClock{}.Now() }
 
 // Now reads the host's clock.
 func (c *hostClock) Now() time.Time {
-	now := c.base.Now()
+	now := trueNow()
 	return now.Add(c.skewAt(now))
 }
 
-// NewTimer is a timer of the shared clock; the driver's quiescence check
-// counts its creation and its stop as progress.
+// NewTimer is a timer of the bubble's clock: timers run on true durations.
 func (c *hostClock) NewTimer(d time.Duration) outbox.Timer {
-	return c.act.Clock(c.base).NewTimer(d)
+	return outbox.SystemClock{}.NewTimer(d)
 }
 
 // skewAt returns the skew in force at true time t.
@@ -71,11 +68,11 @@ func (c *hostClock) maxSkew() time.Duration {
 }
 
 // skew returns the current skew.
-func (c *hostClock) skew() time.Duration { return c.skewAt(c.base.Now()) }
+func (c *hostClock) skew() time.Duration { return c.skewAt(trueNow()) }
 
 // step moves the host's clock by delta from now on (negative: set back).
 func (c *hostClock) step(delta time.Duration) {
-	now := c.base.Now()
+	now := trueNow()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	last := c.history[len(c.history)-1].skew

@@ -31,7 +31,8 @@ type Config struct {
 	// MaxDrain bounds the simulated time after the writers stopped within
 	// which the outbox must be empty. Default 15 minutes.
 	MaxDrain time.Duration
-	// WallLimit bounds the wall time of the whole run; zero means no bound.
+	// WallLimit bounds the wall time of the whole run (a timer outside the
+	// bubble, which the driver looks at each step); zero means no bound.
 	// Default 10 minutes.
 	WallLimit time.Duration
 	// TraceFile, when set, receives the whole event trace at the end of the

@@ -3,79 +3,117 @@ package fleetsim
 import (
 	"context"
 	"errors"
-	"fmt"
-	"maps"
+	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
 
-	"github.com/spillway-dev/spillway/internal/simtime"
+	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
-// trackedClient is the relays' and writers' client of the endpoint. Its
-// calls count as in flight through simtime's DynamoDBOption, set on the
-// endpoint's client; it also counts the refusals of business Puts (in
-// table business) inside cancelled transactions before such a call counts
-// as ended, so the driver never sees the Counter's refusal without its
-// explanation.
+// trackedClient is the DynamoDB client of one simulated process (a
+// writer, an execution environment, the operator). It counts the refusals
+// of business Puts (in table business) inside cancelled transactions in
+// refused, before the driver can see the call as ended, so the driver
+// never sees the Counter's refusal without its explanation.
 type trackedClient struct {
 	*dynamodb.Client
-	act      *simtime.Activity
 	business string
-	refused  atomic.Int64
+	refused  *atomic.Int64
 }
 
 var _ outboxddb.Client = (*trackedClient)(nil)
 
-// rawClient is a client of the endpoint without the Counter and Faults:
-// the harness's own checks must not appear in the figures or be faulted.
-func rawClient(d *outboxlocal.DynamoDB) *dynamodb.Client {
-	return dynamodb.New(dynamodb.Options{
-		BaseEndpoint: aws.String(d.Endpoint),
-		Region:       outboxlocal.DefaultRegion,
-		Credentials:  credentials.NewStaticCredentialsProvider("spillway", "spillway", ""),
+// sdkMaxAttempts and sdkMaxBackoff are the retry policy of the processes'
+// clients: outboxlocal's for the embedded server (DefaultMaxAttempts, a
+// few milliseconds at most between attempts).
+const (
+	sdkMaxAttempts = outboxlocal.DefaultMaxAttempts
+	sdkMaxBackoff  = 5 * time.Millisecond
+)
+
+// newClient returns the client of the process named name: the endpoint's
+// Counter and Faults, a round trip of its own, and a retryer whose backoff
+// jitter is drawn from the seed and name, so that a seed's retries wait
+// the same whatever the interleaving of the processes.
+func (s *sim) newClient(name string) *trackedClient {
+	latency := roundTrip(s.cfg.Seed, name)
+	c := s.ddb.NewClient(func(o *dynamodb.Options) {
+		o.APIOptions = append(slices.Clip(o.APIOptions), func(stack *middleware.Stack) error {
+			return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("FleetsimRoundTrip",
+				func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+					if !outbox.Sleep(outbox.SystemClock{}, latency, ctx.Done()) {
+						return middleware.InitializeOutput{}, middleware.Metadata{}, context.Cause(ctx)
+					}
+					return next.HandleInitialize(ctx, in)
+				}), middleware.After)
+		})
+		o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
+			so.MaxAttempts = sdkMaxAttempts
+			so.MaxBackoff = sdkMaxBackoff
+			so.Backoff = seededBackoff{seed: s.cfg.Seed, name: name}
+			so.RateLimiter = ratelimit.None
+		})
+	})
+	return &trackedClient{Client: c, business: s.orders, refused: &s.bizRefused}
+}
+
+// roundTrip is the simulated round trip of process name's requests,
+// between 1 and 2 ms, drawn from the seed and the name. Processes that
+// send at one instant (writers on the workload's 50 ms grid, relays on
+// their rounds) reach the server at distinct instants, one after the
+// other, instead of in whatever order the scheduler runs them.
+func roundTrip(seed uint64, name string) time.Duration {
+	return time.Millisecond + time.Duration(newRand(seed, "round-trip/"+name).Int64N(int64(time.Millisecond)))
+}
+
+// seededBackoff is the SDK's exponential jitter backoff below
+// sdkMaxBackoff, its jitter a function of the seed, the client and the
+// attempt instead of crypto/rand: a client's retries of one attempt
+// number wait alike, whichever of its goroutines retries first.
+type seededBackoff struct {
+	seed uint64
+	name string
+}
+
+var _ retry.BackoffDelayer = seededBackoff{}
+
+// BackoffDelay implements retry.BackoffDelayer.
+func (b seededBackoff) BackoffDelay(attempt int, _ error) (time.Duration, error) {
+	r := newRand(b.seed, "sdk-backoff/"+b.name, uint64(attempt))
+	ceiling := min(sdkMaxBackoff, time.Second<<min(attempt, 30))
+	return time.Duration(r.Int64N(int64(ceiling))), nil
+}
+
+// clientOptions are the options of every client of the embedded server:
+// no request signing (the server ignores signatures, and signing would
+// only cost time) and a poke of the driver when a call returns.
+func (s *sim) clientOptions(o *dynamodb.Options) {
+	o.Credentials = aws.AnonymousCredentials{}
+	o.APIOptions = append(slices.Clip(o.APIOptions), func(stack *middleware.Stack) error {
+		return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("FleetsimPoke",
+			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				defer s.poke()
+				return next.HandleInitialize(ctx, in)
+			}), middleware.Before)
 	})
 }
 
-// removeIgnored reports whether the endpoint keeps an attribute that an
-// UpdateItem REMOVE named, probing with a scratch item of table. A released
-// lease that kept its owner would make every release pass look unfinished,
-// so the simulation refuses to run on such an endpoint.
-func removeIgnored(ctx context.Context, raw *dynamodb.Client, table string) (bool, error) {
-	key := map[string]types.AttributeValue{
-		outboxddb.DefaultPartitionKey: &types.AttributeValueMemberS{Value: "FLEETSIM#PROBE"},
-		outboxddb.DefaultSortKey:      &types.AttributeValueMemberS{Value: "REMOVE"},
-	}
-	item := maps.Clone(key)
-	item["Probe"] = &types.AttributeValueMemberS{Value: "x"}
-	if _, err := raw.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item}); err != nil {
-		return false, fmt.Errorf("probe REMOVE: put: %w", err)
-	}
-	if _, err := raw.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(table), Key: key, UpdateExpression: aws.String("REMOVE #p"),
-		ExpressionAttributeNames: map[string]string{"#p": "Probe"},
-	}); err != nil {
-		return false, fmt.Errorf("probe REMOVE: update: %w", err)
-	}
-	got, err := raw.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key, ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		return false, fmt.Errorf("probe REMOVE: get: %w", err)
-	}
-	if _, err := raw.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table), Key: key}); err != nil {
-		return false, fmt.Errorf("probe REMOVE: delete: %w", err)
-	}
-	_, kept := got.Item["Probe"]
-	return kept, nil
+// rawClient is a client of the endpoint without the Counter and Faults:
+// the harness's own checks must not appear in the figures or be faulted.
+func rawClient(d *outboxlocal.DynamoDB) *dynamodb.Client {
+	return d.NewClient(func(o *dynamodb.Options) { o.APIOptions = nil })
 }
 
 func (c *trackedClient) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	c.act.Begin()
-	defer c.act.End()
 	out, err := c.Client.TransactWriteItems(ctx, in, optFns...)
 	var tce *types.TransactionCanceledException
 	if errors.As(err, &tce) {

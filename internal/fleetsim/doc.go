@@ -1,7 +1,8 @@
 // Package fleetsim is the randomized fleet simulation: many relay
 // lifetimes shaped like AWS Lambda invocations and several writers share one
 // outbox table on the embedded DynamoDB server and one embedded Kafka cluster,
-// on a manual clock, while faults are injected; invariant checkers watch the
+// both in memory, inside a testing/synctest bubble whose clock is the
+// simulated time, while faults are injected; invariant checkers watch the
 // run and a trace recorder explains a failure.
 //
 // # What a run does
@@ -97,12 +98,27 @@
 //
 // The workload (keys, operations, ids, times) and the fault schedule (times,
 // kinds, parameters, per-invocation budgets, crash and pause points) derive
-// from the seed. The goroutine interleaving does not: the driver advances
-// the manual clock only when every simulated process is parked (the rule of
-// internal/simtime: no DynamoDB or Kafka call in flight and every goroutine
-// of the simulation waiting), and which relay's request lands first is up
-// to the scheduler. A failure prints the seed, a replay command and a trace of the
-// events around the violation; the whole trace is written to a file.
+// from the seed, and so does every other draw: relay ids, the writers'
+// idempotency tokens, the SDK's retry backoff (per client and attempt,
+// instead of crypto/rand) and each process's DynamoDB round trip (1–2 ms).
+// The run is a testing/synctest bubble: the clock moves only when every
+// goroutine is durably blocked, and the driver checks the invariants each
+// time something happened, once every process is parked again
+// (synctest.Wait). The driver runs the seed's events and the Lambda
+// emulator's steps itself, in time order and at one instant in the order
+// they were queued; the round trips put processes that send at one instant
+// (writers on the 50 ms grid, relays on their rounds) on distinct
+// instants, and a relay's calls for its buckets are staggered by a few
+// microseconds per bucket, so the scheduler does not choose whose request
+// lands first. What still varies between two runs of a seed: the DynamoDB
+// store draws its wait before retrying unprocessed deletes from
+// math/rand/v2 (outboxddb's, not seeded from here), which moves a retried
+// delete, and what follows it in that relay, by up to 50 ms; and requests
+// that still meet at one instant by chance. TestFleetIsDeterministic
+// compares two runs of a seed: whole reports, but for the wall time and
+// the count of instants checked. A failure prints the seed, a replay command and
+// a trace of the events around the violation; the whole trace is written
+// to a file.
 //
 // # Running
 //
@@ -110,7 +126,6 @@
 //	go test -run 'TestFleet/seed=22' -v ./internal/fleetsim/      # one CI seed
 //	make soak SEED=7 DURATION=2h                                   # writes over 2 h of simulated time
 //
-// TestFleet runs its seeds one after the other in the test process: each
-// driver's exact look stops the world, so a simulation alone in its
-// process is never slowed by another's looks.
+// TestFleet runs its seeds one after the other, each in a bubble of its
+// own.
 package fleetsim

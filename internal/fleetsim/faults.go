@@ -291,8 +291,6 @@ func (s *sim) setKafkaDown(down bool) {
 		return
 	}
 	s.kafkaDown = down
-	close(s.kafkaChanged)
-	s.kafkaChanged = make(chan struct{})
 	if down {
 		cl := s.kafka.Cluster
 		cl.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
@@ -306,38 +304,5 @@ func (s *sim) setKafkaDown(down bool) {
 			cl.DropControl()
 			return nil, nil, false
 		})
-	}
-}
-
-// kafkaCall runs a Kafka call, counted in flight except during a broker
-// restart: a call that waits for the brokers to come back waits for the
-// simulated time to move.
-func (s *sim) kafkaCall(fn func()) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		fn()
-	}()
-	counted := false
-	for {
-		s.kafkaMu.Lock()
-		down, changed := s.kafkaDown, s.kafkaChanged
-		s.kafkaMu.Unlock()
-		switch {
-		case !down && !counted:
-			s.act.Begin()
-			counted = true
-		case down && counted:
-			s.act.End()
-			counted = false
-		}
-		select {
-		case <-done:
-			if counted {
-				s.act.End()
-			}
-			return
-		case <-changed:
-		}
 	}
 }

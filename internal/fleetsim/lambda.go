@@ -148,10 +148,10 @@ func (s *sim) newEnv(function string) (*env, error) {
 		prefix = "h"
 	}
 	e := &env{sim: s, id: fmt.Sprintf("%s%04x-%03d", prefix, r.IntN(0x10000), n), function: function, largeSkew: large, plain: plain, holdFor: mixed.budget}
-	e.clock = newHostClock(s.clock, s.act, skew)
+	e.clock = newHostClock(skew)
 	storeOpts := s.storeOpts
 	storeOpts.Clock = e.clock
-	store, err := outboxddb.NewStore(s.client, storeOpts)
+	store, err := outboxddb.NewStore(s.newClient(e.id), storeOpts)
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +263,6 @@ func (s *sim) newFunctions() error {
 // invoke sends an asynchronous invocation of the relay function; it can
 // start asyncLatency later, as Lambda's event queue delivers it.
 func (s *sim) invoke(inv invocation) {
-	s.act.Poke()
 	s.mu.Lock()
 	s.invocations++
 	s.mu.Unlock()
@@ -393,7 +392,7 @@ func (s *sim) ended(inv *lambdasim.Invocation[*env], resp outboxlambda.RelayResp
 	}
 	e.busy = false
 	s.mu.Unlock()
-	s.act.Poke()
+	s.poke()
 }
 
 // keepWarm is how long an idle environment lives: a crashed or hold one
@@ -490,7 +489,7 @@ func (s *sim) crash(e *env, run *runState, kind, why string) {
 	go e.closeKafka()
 }
 
-// pause stalls the calling goroutine of e for d on the shared clock, as a
+// pause stalls the calling goroutine of e for d on the bubble's clock, as a
 // stalled request or a suspended host would; a frozen process does not
 // notice cancellation.
 func (s *sim) pause(e *env, run *runState, op string, d time.Duration) {

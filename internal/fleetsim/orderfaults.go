@@ -2,6 +2,7 @@ package fleetsim
 
 import (
 	"bytes"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,11 +19,15 @@ import (
 
 // The mechanisms of the order menu (Config.OrderFaults); apply starts them.
 
-// handoverWait bounds, in wall time, how long a held hand-over waits for
-// the broker's answer to the batch of the record before it. A client that
-// sends nothing until the relay's batch is handed over completely never
-// answers while the hand-over is held; the fault then misses.
-const handoverWait = time.Second
+// handoverYields bounds how long a held hand-over waits for the broker's
+// answer to the batch of the record before it, in scheduler rounds rather
+// than on the clock: the environment's other publishes wait for the
+// hand-over on a mutex, which keeps the bubble's clock from moving, and a
+// client that sends while records are handed over needs no simulated time
+// to have the answer (the in-memory brokers answer at once). A client
+// that sends nothing until the relay's batch is handed over completely
+// never answers while the hand-over is held; the fault then misses.
+const handoverYields = 10000
 
 // parkThrottles is how many retries of a park whose response was lost are
 // throttled: more than any retryer's attempts, so the relay sees the park
@@ -145,9 +150,14 @@ func (k handoverHook) OnProduceRecordBuffered(r *kgo.Record) {
 	case id == h.first:
 		h.holding.Store(true)
 	case id == h.held:
-		select {
-		case <-h.answered:
-		case <-time.After(handoverWait):
+		for range handoverYields {
+			select {
+			case <-h.answered:
+			default:
+				runtime.Gosched()
+				continue
+			}
+			break
 		}
 		h.holding.Store(false)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
@@ -167,6 +168,9 @@ func (s *relayStore) PendingBuckets(ctx context.Context, buckets []int) ([]int, 
 }
 
 func (s *relayStore) FetchBatch(ctx context.Context, bucket, max int) ([]outbox.Message, error) {
+	if err := stagger(ctx, bucket); err != nil {
+		return nil, err
+	}
 	after, err := s.env.enter("fetch")
 	if err != nil {
 		return nil, err
@@ -180,6 +184,9 @@ func (s *relayStore) FetchBatch(ctx context.Context, bucket, max int) ([]outbox.
 }
 
 func (s *relayStore) MarkPublished(ctx context.Context, bucket int, msgs []outbox.Message) error {
+	if err := stagger(ctx, bucket); err != nil {
+		return err
+	}
 	after, err := s.env.enter("delete")
 	if err != nil {
 		return err
@@ -257,7 +264,7 @@ func (p *relayPublisher) Init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p.env.sim.kafkaCall(func() { err = p.inner.Init(ctx) })
+	err = p.inner.Init(ctx)
 	if err != nil {
 		p.env.sim.trace.add("kafka-init", p.env.id, -1, "%v", err)
 	}
@@ -268,6 +275,11 @@ func (p *relayPublisher) Init(ctx context.Context) error {
 }
 
 func (p *relayPublisher) Publish(ctx context.Context, msgs []outbox.Message) (int, error) {
+	if len(msgs) > 0 {
+		if err := stagger(ctx, msgs[0].Bucket); err != nil {
+			return 0, err
+		}
+	}
 	after, err := p.env.enter("publish")
 	if err != nil {
 		return 0, err
@@ -287,7 +299,7 @@ func (p *relayPublisher) Publish(ctx context.Context, msgs []outbox.Message) (in
 	}
 	var acked int
 	h := e.sim.claimHandoverIf(e, msgs)
-	e.sim.kafkaCall(func() { acked, err = p.inner.Publish(ctx, msgs) })
+	acked, err = p.inner.Publish(ctx, msgs)
 	if h != nil {
 		e.hold.Store(nil)
 		e.sim.endHandover(e, h)
@@ -297,6 +309,22 @@ func (p *relayPublisher) Publish(ctx context.Context, msgs []outbox.Message) (in
 		return 0, cerr
 	}
 	return acked, err
+}
+
+// bucketStagger is the delay per bucket number of stagger.
+const bucketStagger = 10 * time.Microsecond
+
+// stagger delays a relay's call for bucket by a few microseconds, more for
+// a higher bucket: the goroutines of one relay that fetch, publish or
+// delete for several buckets at one instant then reach the backends, the
+// shared Kafka flushes and the run's count of calls (which places its
+// crash and pause) one after the other in bucket order, not in the order
+// the scheduler runs them.
+func stagger(ctx context.Context, bucket int) error {
+	if !outbox.Sleep(outbox.SystemClock{}, time.Duration(bucket+1)*bucketStagger, ctx.Done()) {
+		return context.Cause(ctx)
+	}
+	return nil
 }
 
 // seqRange summarises the sequence numbers of msgs.

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -17,7 +19,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/spillway-dev/spillway/internal/lambdasim"
-	"github.com/spillway-dev/spillway/internal/simtime"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
@@ -32,9 +33,6 @@ const (
 	// of the write window.
 	churnPhase  = 2 * time.Minute
 	steadyPhase = 150 * time.Second
-	// settleLimit bounds the wall time the driver waits for the simulated
-	// processes to park.
-	settleLimit = 2 * time.Minute
 	// traceExcerpt bounds the events printed with a violation.
 	traceExcerpt = 200
 	// maxHolds bounds the hold relays of a steady phase.
@@ -42,9 +40,6 @@ const (
 	// simPartitions is the partition count of every topic.
 	simPartitions = 3
 )
-
-// simStart is the simulated start instant of every run.
-var simStart = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // phase is one part of the write window.
 type phase struct {
@@ -92,20 +87,26 @@ type sim struct {
 	cfg    Config
 	ctx    context.Context
 	cancel context.CancelFunc
-	clock  *outboxlocal.ManualClock
-	act    *simtime.Activity
+	// clock is the bubble's: true time. start is the first instant.
+	clock outbox.SystemClock
+	start time.Time
+	// pokes wakes the driver after anything happened; abort closes when
+	// the wall-time bound passed.
+	pokes  chan struct{}
+	abort  <-chan struct{}
 	trace  *tracer
 	leases *leaseBook
 	causes *causeBook
 	obs    outbox.Observer
 
-	ddb       *outboxlocal.DynamoDB
-	raw       *dynamodb.Client
-	client    *trackedClient
-	table     string
-	orders    string
-	storeOpts outboxddb.Options
-	kafka     *outboxlocal.Kafka
+	ddb *outboxlocal.DynamoDB
+	raw *dynamodb.Client
+	// bizRefused counts the refused business Puts of every client.
+	bizRefused atomic.Int64
+	table      string
+	orders     string
+	storeOpts  outboxddb.Options
+	kafka      *outboxlocal.Kafka
 
 	wl      *workload
 	phases  []phase
@@ -126,12 +127,12 @@ type sim struct {
 	wgReplay    sync.WaitGroup
 	replayStore *outboxddb.Store
 
-	kafkaMu      sync.Mutex
-	kafkaDown    bool
-	kafkaChanged chan struct{}
+	kafkaMu   sync.Mutex
+	kafkaDown bool
+
+	agenda *agenda
 
 	mu          sync.Mutex
-	agenda      *simtime.Agenda
 	relayFn     *lambdasim.Function[*env]
 	holdFn      *lambdasim.Function[*env]
 	holdBudget  time.Duration
@@ -149,6 +150,7 @@ type sim struct {
 
 	// Driver state.
 	steps         int
+	lastStep      time.Time
 	prevRefused   int
 	prevBiz       int64
 	prevNow       time.Time
@@ -173,23 +175,35 @@ type stats struct {
 	overlaps                            int
 }
 
-// Run runs the simulation cfg describes and returns its figures. The error
-// is a *Violation when an invariant broke, or what stopped the setup.
-func Run(ctx context.Context, cfg Config) (*Report, error) {
+// Run runs the simulation cfg describes in a testing/synctest bubble of
+// its own and returns its figures. The bubble's clock is the simulated
+// time: it moves only when every simulated process is blocked, so the
+// run's timings do not depend on how fast or loaded the machine is. The
+// error is a *Violation when an invariant broke, or what stopped the
+// setup. A seed replays: see Determinism in the package documentation.
+func Run(t *testing.T, cfg Config) (*Report, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	act := simtime.NewActivity()
+	wall := time.Now()
+	// A timer of the test, outside the bubble: the wall-time bound.
+	abort := make(chan struct{})
+	if cfg.WallLimit > 0 {
+		timer := time.AfterFunc(cfg.WallLimit, func() { close(abort) })
+		defer timer.Stop()
+	}
 	var rep *Report
 	var err error
-	act.Do(ctx, func(ctx context.Context) { rep, err = run(ctx, cfg, act) })
+	synctest.Test(t, func(t *testing.T) { rep, err = run(t.Context(), cfg, abort) })
+	if rep != nil {
+		rep.Wall = time.Since(wall)
+	}
 	return rep, err
 }
 
-// run is Run with every simulated process a participant of act.
-func run(ctx context.Context, cfg Config, act *simtime.Activity) (*Report, error) {
-	wall := time.Now()
-	s, err := newSim(ctx, cfg, act)
+// run is Run inside the bubble.
+func run(ctx context.Context, cfg Config, abort <-chan struct{}) (*Report, error) {
+	s, err := newSim(ctx, cfg, abort)
 	if err != nil {
 		return nil, err
 	}
@@ -197,10 +211,10 @@ func run(ctx context.Context, cfg Config, act *simtime.Activity) (*Report, error
 	if err == nil {
 		err = s.finish()
 	}
-	simulated := s.clock.Now().Sub(simStart)
+	simulated := s.clock.Now().Sub(s.start)
 	// The writers and relays stop before the figures are read.
 	s.close()
-	rep := s.report(time.Since(wall))
+	rep := s.report()
 	rep.SimDuration = simulated
 	var v *Violation
 	if errors.As(err, &v) {
@@ -213,23 +227,19 @@ func run(ctx context.Context, cfg Config, act *simtime.Activity) (*Report, error
 	return rep, err
 }
 
-func newSim(parent context.Context, cfg Config, act *simtime.Activity) (*sim, error) {
+func newSim(parent context.Context, cfg Config, abort <-chan struct{}) (*sim, error) {
 	ctx, cancel := context.WithCancel(parent)
-	if cfg.WallLimit > 0 {
-		ctx, cancel = context.WithTimeout(parent, cfg.WallLimit)
-	}
-	clock := outboxlocal.NewManualClock(simStart)
 	s := &sim{
-		cfg: cfg, ctx: ctx, cancel: cancel, clock: clock, agenda: simtime.NewAgenda(clock),
-		act:          act,
-		trace:        newTracer(clock),
+		cfg: cfg, ctx: ctx, cancel: cancel, start: trueNow(), abort: abort,
+		pokes:        make(chan struct{}, 1),
 		leases:       newLeaseBook(cfg.LeaseDuration),
 		causes:       newCauseBook(cfg.settle()),
-		kafkaChanged: make(chan struct{}),
 		refusedByOp:  map[string]int{},
 		refusedCause: map[string]int{},
 		stats:        stats{faults: map[string]int{}, hits: map[string]int{}},
 	}
+	s.agenda = &agenda{queued: s.poke}
+	s.trace = newTracer(s.start, s.poke)
 	s.obs = observer{s}
 	if err := s.setup(); err != nil {
 		s.close()
@@ -238,19 +248,28 @@ func newSim(parent context.Context, cfg Config, act *simtime.Activity) (*sim, er
 	return s, nil
 }
 
+// poke wakes the driver: something happened at this instant, which it
+// checks once every process is parked again.
+func (s *sim) poke() {
+	select {
+	case s.pokes <- struct{}{}:
+	default:
+	}
+}
+
 // setup starts the backends, creates the tables, draws the workload and the
 // schedule, and starts the writers.
 func (s *sim) setup() error {
 	ctx, cfg := s.ctx, s.cfg
 	var err error
-	s.ddb, err = outboxlocal.StartDynamoDB(ctx, outboxlocal.WithoutEnvironment(), outboxlocal.WithClock(s.clock),
-		outboxlocal.WithClientOptions(s.act.DynamoDBOption()))
+	s.ddb, err = outboxlocal.StartDynamoDB(ctx, outboxlocal.InMemory(), outboxlocal.WithClientOptions(s.clientOptions))
 	if err != nil {
 		return err
 	}
 	s.raw = rawClient(s.ddb)
-	s.table, s.orders = s.ddb.NewTableName(), s.ddb.NewTableName()
-	s.client = &trackedClient{Client: s.ddb.Client, act: s.act, business: s.orders}
+	// The in-memory server is the run's alone: fixed names keep the
+	// requests of a seed byte for byte the same.
+	s.table, s.orders = "fleet-outbox", "fleet-orders"
 	s.storeOpts = outboxddb.Options{
 		TableName:   s.table,
 		BucketCount: cfg.BucketCount,
@@ -266,15 +285,8 @@ func (s *sim) setup() error {
 	if err := s.ddb.CreateTable(ctx, s.orders); err != nil {
 		return err
 	}
-	ignored, err := removeIgnored(ctx, s.raw, s.table)
-	if err != nil {
-		return err
-	}
-	if ignored {
-		return fmt.Errorf("fleetsim: the DynamoDB endpoint %s ignores UpdateItem REMOVE; released leases would keep their owner", s.ddb.Endpoint)
-	}
 	s.kafka, err = outboxlocal.StartKafka(ctx, outboxlocal.KafkaConfig{
-		Topics: simTopics, Partitions: simPartitions, Brokers: cfg.Brokers, IgnoreEnvironment: true,
+		Topics: simTopics, Partitions: simPartitions, Brokers: cfg.Brokers, InMemory: true,
 	})
 	if err != nil {
 		return err
@@ -295,16 +307,17 @@ func (s *sim) setup() error {
 		return err
 	}
 	if cfg.quarantine() {
-		if s.replayStore, err = outboxddb.NewStore(s.client, writerOpts); err != nil {
+		if s.replayStore, err = outboxddb.NewStore(s.newClient("operator"), writerOpts); err != nil {
 			return err
 		}
 	}
 	for i := range cfg.Writers {
-		w, err := outboxddb.NewWriter(s.client, writerOpts)
+		client := s.newClient(fmt.Sprintf("writer-%d", i))
+		w, err := outboxddb.NewWriter(client, writerOpts)
 		if err != nil {
 			return err
 		}
-		p := &writerProc{sim: s, n: i, w: w, ops: make(chan *writerOp, len(s.wl.ops))}
+		p := &writerProc{sim: s, n: i, w: w, client: client, ops: make(chan *writerOp, len(s.wl.ops))}
 		s.writers = append(s.writers, p)
 		s.wgWrite.Go(func() { p.loop(ctx) })
 	}
@@ -336,7 +349,7 @@ func (s *sim) placeOrders(ctx context.Context) error {
 // schedule queues the seed's events: writer operations, phases, faults,
 // the schedule sweeps and the end of the writes.
 func (s *sim) schedule() {
-	start := s.clock.Now()
+	start := s.start
 	for _, op := range s.wl.ops {
 		p := s.writers[op.writer]
 		s.at(start.Add(op.at), func() { p.ops <- op })
@@ -373,10 +386,10 @@ func (s *sim) schedule() {
 }
 
 // hostOffset renders a host clock reading as an offset from the start.
-func (s *sim) hostOffset(t time.Time) string { return fmt.Sprintf("%.3fs", t.Sub(simStart).Seconds()) }
+func (s *sim) hostOffset(t time.Time) string { return fmt.Sprintf("%.3fs", t.Sub(s.start).Seconds()) }
 
 // offset returns t as an offset from the start.
-func (s *sim) offset(t time.Time) time.Duration { return t.Sub(simStart) }
+func (s *sim) offset(t time.Time) time.Duration { return t.Sub(s.start) }
 
 func (s *sim) steadyAt(t time.Time) bool {
 	o := s.offset(t)
@@ -395,7 +408,6 @@ func (s *sim) churnAt(t time.Time) bool {
 // at queues fn to run on the driver at true time t.
 func (s *sim) at(t time.Time, fn func()) {
 	s.agenda.At(t, func(time.Time) error { fn(); return nil })
-	s.act.Poke()
 }
 
 // fail records the first violation; the driver stops at its next step.
@@ -420,21 +432,32 @@ func (s *sim) logf(format string, args ...any) {
 	}
 }
 
-// drive is the driver loop: wait until every simulated process is parked,
-// check the invariants at this instant, run the events due, and otherwise
-// move the clock to the next timer.
+// drive is the driver loop: wait until every simulated process is parked
+// (synctest.Wait), check the invariants at this instant, run the events
+// due, and otherwise wait for the next event or for a process to do
+// something; the bubble moves the clock to the next timer meanwhile.
 func (s *sim) drive() error {
-	end := simStart.Add(s.cfg.WriteDuration + s.cfg.MaxDrain)
+	end := s.start.Add(s.cfg.WriteDuration + s.cfg.MaxDrain)
+	wake := time.NewTimer(time.Hour)
+	defer wake.Stop()
 	for {
-		if err := s.act.Settle(s.ctx, settleLimit); err != nil {
-			return &Violation{Invariant: "progress", Detail: err.Error(), bucket: -1, At: s.offset(s.clock.Now())}
-		}
+		synctest.Wait()
 		now := s.clock.Now()
+		select {
+		case <-s.abort:
+			return &Violation{Invariant: "progress", bucket: -1, At: s.offset(now), Detail: fmt.Sprintf(
+				"the wall-time bound %v passed %v into the simulation", s.cfg.WallLimit, s.offset(now))}
+		default:
+		}
+		if !now.Equal(s.lastStep) {
+			s.steps++
+			s.lastStep = now
+		}
 		s.observe(now)
 		if v := s.failed(); v != nil {
 			return v
 		}
-		ran, err := s.fireDue(now)
+		ran, err := s.agenda.runDue(now)
 		if err != nil {
 			return err
 		}
@@ -453,10 +476,16 @@ func (s *sim) drive() error {
 			return &Violation{Invariant: "drain", bucket: -1, At: s.offset(now), Detail: fmt.Sprintf(
 				"%d messages still in the outbox %v after the writes ended (%d runs active)", n, s.cfg.MaxDrain, s.activeRunCount())}
 		}
-		if !s.agenda.Advance(now) {
-			return &Violation{Invariant: "progress", bucket: -1, At: s.offset(now), Detail: "no timer pending and nothing to do"}
+		next, ok := s.agenda.next()
+		if !ok {
+			return &Violation{Invariant: "progress", bucket: -1, At: s.offset(now), Detail: "no event pending"}
 		}
-		s.steps++
+		wake.Reset(next.Sub(now))
+		select {
+		case <-s.pokes:
+		case <-wake.C:
+		}
+		wake.Stop()
 	}
 }
 
@@ -465,7 +494,7 @@ func (s *sim) drive() error {
 func (s *sim) observe(now time.Time) {
 	counts := s.ddb.Counter.Snapshot()
 	s.settleFaults(counts, now)
-	biz := s.client.refused.Load()
+	biz := s.bizRefused.Load()
 	refused := counts.Refused - s.prevRefused - int(biz-s.prevBiz)
 	s.prevRefused, s.prevBiz = counts.Refused, biz
 	c := s.causes.explain(now)
@@ -512,10 +541,6 @@ func (s *sim) holdsJoined() int {
 
 // activeRunCount returns the relay invocations running or waiting.
 func (s *sim) activeRunCount() int { return s.relayFn.Pending() + s.holdFn.Pending() }
-
-// fireDue runs the events due at now (the Lambda emulator's included); it
-// reports whether anything happened.
-func (s *sim) fireDue(now time.Time) (bool, error) { return s.agenda.RunDue(now) }
 
 // finished reports whether the writes are over, every writer and relay has
 // stopped and the outbox is empty.
@@ -586,18 +611,11 @@ func (s *sim) finish() error {
 	return nil
 }
 
-// close stops every process and backend. Timers are fired far ahead so that
-// paused goroutines return.
+// close stops every process and backend: the runs see their context
+// cancelled, and a paused goroutine sleeps its pause out on the bubble's
+// clock, which nothing else holds back any more.
 func (s *sim) close() {
 	s.cancel()
-	s.clock.Advance(24 * time.Hour)
-	s.mu.Lock()
-	pool := slices.Clone(s.pool)
-	holds := slices.Clone(s.holds)
-	s.mu.Unlock()
-	for _, e := range append(pool, holds...) {
-		e.closeKafka()
-	}
 	if s.writers != nil && !s.writesClosed {
 		for _, p := range s.writers {
 			close(p.ops)
@@ -606,6 +624,18 @@ func (s *sim) close() {
 	}
 	s.wgWrite.Wait()
 	s.wgReplay.Wait()
+	for _, fn := range []*lambdasim.Function[*env]{s.relayFn, s.holdFn} {
+		if fn != nil {
+			fn.Wait()
+		}
+	}
+	s.mu.Lock()
+	pool := slices.Clone(s.pool)
+	holds := slices.Clone(s.holds)
+	s.mu.Unlock()
+	for _, e := range append(pool, holds...) {
+		e.closeKafka()
+	}
 	if s.kafka != nil {
 		_ = s.kafka.Close()
 	}
@@ -646,8 +676,8 @@ func (s *sim) explain(v *Violation) {
 	}
 }
 
-// report assembles the figures.
-func (s *sim) report(wall time.Duration) *Report {
+// report assembles the figures; Run adds the wall time.
+func (s *sim) report() *Report {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := &Report{
@@ -656,12 +686,12 @@ func (s *sim) report(wall time.Duration) *Report {
 		Invocations: s.invocations, Runs: s.stats.runs, Joined: s.stats.joined, Environments: s.envSerial,
 		Crashes: s.stats.crashes, Timeouts: s.stats.timeouts, Pauses: s.stats.pauses, ReleaseSkipped: s.stats.releaseSkipped,
 		FatalRuns: s.stats.fatal, OutsideLease: int(s.outsideLease.Load()), LeaseOverlaps: s.stats.overlaps,
-		RefusedByCause: s.refusedCause, RefusedByOp: s.refusedByOp, BusinessRefused: int(s.client.refused.Load()),
+		RefusedByCause: s.refusedCause, RefusedByOp: s.refusedByOp, BusinessRefused: int(s.bizRefused.Load()),
 		QuietTime: s.quietTime, Faults: s.stats.faults, FaultsHit: s.stats.hits, OrderFaults: s.cfg.OrderFaults,
 		Parked: s.stats.parked, ThinPublishes: s.stats.thinPublishes, LeastLeaseLeft: s.stats.leastLeft, Causes: s.causes.count(),
 		Records: s.stats.records, Delivered: s.stats.distinct, Duplicates: s.stats.duplicates,
 		AbandonedOps: s.stats.abandonedOps, Throttles: s.stats.throttles,
-		Steps: s.steps, Wall: wall,
+		Steps: s.steps,
 	}
 	for _, p := range s.phases {
 		if p.steady && p.end-p.start == steadyPhase {

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // traceEvent is one line of the trace: what happened at a simulated instant.
@@ -41,22 +39,24 @@ func (e traceEvent) String() string {
 // failure report: the seed replays the workload and the faults, the trace
 // explains the interleaving that this run happened to take.
 type tracer struct {
-	clock *outboxlocal.ManualClock
 	start time.Time
+	// added is told of every event: the driver checks the instant.
+	added func()
 
 	mu     sync.Mutex
 	events []traceEvent
 }
 
-func newTracer(clock *outboxlocal.ManualClock) *tracer {
-	return &tracer{clock: clock, start: clock.Now()}
+func newTracer(start time.Time, added func()) *tracer {
+	return &tracer{start: start, added: added}
 }
 
 func (t *tracer) add(kind, relay string, bucket int, format string, args ...any) {
-	e := traceEvent{at: t.clock.Now().Sub(t.start), kind: kind, relay: relay, bucket: bucket, text: fmt.Sprintf(format, args...)}
+	e := traceEvent{at: trueNow().Sub(t.start), kind: kind, relay: relay, bucket: bucket, text: fmt.Sprintf(format, args...)}
 	t.mu.Lock()
 	t.events = append(t.events, e)
 	t.mu.Unlock()
+	t.added()
 }
 
 // excerpt returns at most limit events, the latest ones, that keep says

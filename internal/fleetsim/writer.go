@@ -28,21 +28,23 @@ type writerProc struct {
 	sim *sim
 	n   int
 	w   *outboxddb.Writer
-	ops chan *writerOp
+	// client is the process's, for the business transactions.
+	client *trackedClient
+	ops    chan *writerOp
 }
 
 func (p *writerProc) loop(ctx context.Context) {
 	for op := range p.ops {
 		p.exec(ctx, op)
 		p.sim.opsDone.Add(1)
-		p.sim.act.Poke()
+		p.sim.poke()
 	}
 }
 
 func (p *writerProc) exec(ctx context.Context, op *writerOp) {
 	s := p.sim
 	for attempt := 1; attempt <= writerAttempts; attempt++ {
-		stored, err := p.try(ctx, op)
+		stored, err := p.try(ctx, op, attempt)
 		if err == nil {
 			for i, m := range op.msgs {
 				m.state = msgCommitted
@@ -76,8 +78,8 @@ func (p *writerProc) exec(ctx context.Context, op *writerOp) {
 	s.mu.Unlock()
 }
 
-// try runs one attempt of op and returns the stored messages in op order.
-func (p *writerProc) try(ctx context.Context, op *writerOp) ([]outbox.Message, error) {
+// try runs attempt of op and returns the stored messages in op order.
+func (p *writerProc) try(ctx context.Context, op *writerOp, attempt int) ([]outbox.Message, error) {
 	s := p.sim
 	msgs := make([]outbox.Message, len(op.msgs))
 	for i, m := range op.msgs {
@@ -109,8 +111,9 @@ func (p *writerProc) try(ctx context.Context, op *writerOp) ([]outbox.Message, e
 			ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
 			ExpressionAttributeNames: map[string]string{"#pk": outboxddb.DefaultPartitionKey},
 		}}
-		id := outbox.NewMessageID()
-		_, err = s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+		// The attempt's idempotency token, drawn from the seed.
+		id := randomID(newRand(s.cfg.Seed, "request-token", uint64(op.seq), uint64(attempt)))
+		_, err = p.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
 			TransactItems:      append([]types.TransactWriteItem{business}, items...),
 			ClientRequestToken: aws.String(hex.EncodeToString(id[:])),
 		})
