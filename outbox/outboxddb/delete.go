@@ -2,8 +2,9 @@ package outboxddb
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
-	"math/rand/v2"
+	"hash/fnv"
 	"slices"
 	"time"
 
@@ -73,16 +74,21 @@ func (s *Store) deleteChunk(ctx context.Context, bucket int, seqs []int64, keyOf
 		if attempt == deleteAttempts {
 			return &UndeletedError{Bucket: bucket, Count: len(pending), Attempts: attempt}
 		}
-		if !outbox.Sleep(s.opts.Clock, deleteBackoff(attempt), ctx.Done()) {
+		if !outbox.Sleep(s.opts.Clock, deleteBackoff(bucket, seqs[0], attempt), ctx.Done()) {
 			return fmt.Errorf("outboxddb: delete published messages from bucket %d: %w", bucket, context.Cause(ctx))
 		}
 	}
 }
 
-// deleteBackoff is the wait after the attempt-th BatchWriteItem left deletes
-// unprocessed: a random whole number of milliseconds in [c/2, c] with
-// c = min(1000, 25 << attempt) ms.
-func deleteBackoff(attempt int) time.Duration {
+// deleteBackoff is the wait after the attempt-th BatchWriteItem of the
+// chunk starting at first left deletes unprocessed: a whole number of
+// milliseconds in [c/2, c] with c = min(1000, 25 << attempt) ms. The draw
+// is a hash of the chunk and the attempt, not a random number: relays
+// deleting other chunks of a throttled partition still retry apart, and a
+// simulation replays a seed exactly.
+func deleteBackoff(bucket int, first int64, attempt int) time.Duration {
 	c := min(1000, 25<<min(attempt, 10))
-	return time.Duration(c/2+rand.IntN(c-c/2+1)) * time.Millisecond
+	h := fnv.New64a()
+	_ = binary.Write(h, binary.BigEndian, [3]int64{int64(bucket), first, int64(attempt)})
+	return time.Duration(c/2+int(h.Sum64()%uint64(c-c/2+1))) * time.Millisecond
 }
