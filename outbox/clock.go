@@ -8,8 +8,9 @@ import (
 )
 
 // Clock is the source of time for every lease decision and every wait.
-// Services hold one; tests use a manual clock (outboxlocal.ManualClock) so
-// time only moves when the test says so.
+// Services hold one, SystemClock; tests run the relay with SystemClock in a
+// testing/synctest bubble, whose clock moves only when every goroutine of
+// the bubble is blocked.
 type Clock interface {
 	// Now returns the current time. Implementations return UTC or a time
 	// whose instant is all that matters: callers convert to ticks.
