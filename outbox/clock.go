@@ -65,8 +65,8 @@ var errClockTimeout = errors.New("timed out on the relay's clock")
 // withClockTimeout returns a copy of ctx that ends once d has passed on c,
 // with errClockTimeout as its cause, and the function that releases it. A
 // bound on I/O then runs on the clock every decision of the relay takes:
-// the wall clock in production, a simulation's manual clock, on which a
-// call is never cut short by how slow the machine running it is.
+// the wall clock in production, a synctest bubble's in a simulation, on
+// which a call is never cut short by how slow the machine running it is.
 func withClockTimeout(ctx context.Context, c Clock, d time.Duration) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	t := c.NewTimer(d)
