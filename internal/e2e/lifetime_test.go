@@ -29,9 +29,9 @@ func testOpts(id string) outbox.RelayOptions {
 }
 
 // newSim starts the backends in memory at t0 for a test in a synctest
-// bubble: time moves only while every goroutine of the
-// test is blocked, so a relay's budget, linger and polls are simulated
-// time and the backends' work takes none of it.
+// bubble: time moves only while every goroutine of the test is blocked, so
+// a relay's budget, linger and polls are simulated time and the backends'
+// work takes none of it.
 func newSim(t *testing.T, topics ...string) *backend {
 	t.Helper()
 	if now := time.Now(); now.After(t0) {

@@ -29,15 +29,16 @@ import (
 // relays' timers, set in whole milliseconds, do not fall due together: the
 // figures are the same on every run, whatever the machine's load. The test
 // checks the table, and creates the topic and replays, while every relay
-// is parked (synctest.Wait), every checkEvery of simulated time. On the wall clock a loaded
-// machine stretched the requests against the budgets and the crash
-// timeouts: the runs, crashes and duplicates changed from run to run, and a
-// publisher that could not start within its budget failed its run.
+// is parked (synctest.Wait), every checkEvery of simulated time. On the
+// wall clock a loaded machine stretched the requests against the budgets
+// and the crash timeouts: the runs, crashes and duplicates changed from run
+// to run, and a publisher that could not start within its budget failed
+// its run.
 func TestEndToEnd_QuarantineAndReplayUnderAFleetWithCrashes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end fleet run")
+	}
 	synctest.Test(t, func(t *testing.T) {
-		if testing.Short() {
-			t.Skip("end-to-end fleet run")
-		}
 		b := newSim(t)
 		const late = "late-topic"
 		l := newLedger()
