@@ -8,8 +8,9 @@ import (
 )
 
 // Clock is the source of time for every lease decision and every wait.
-// Services hold one; tests use a manual clock (outboxlocal.ManualClock) so
-// time only moves when the test says so.
+// Services hold one, SystemClock; tests run the relay with SystemClock in a
+// testing/synctest bubble, whose clock moves only when every goroutine of
+// the bubble is blocked.
 type Clock interface {
 	// Now returns the current time. Implementations return UTC or a time
 	// whose instant is all that matters: callers convert to ticks.
@@ -64,8 +65,8 @@ var errClockTimeout = errors.New("timed out on the relay's clock")
 // withClockTimeout returns a copy of ctx that ends once d has passed on c,
 // with errClockTimeout as its cause, and the function that releases it. A
 // bound on I/O then runs on the clock every decision of the relay takes:
-// the wall clock in production, a simulation's manual clock, on which a
-// call is never cut short by how slow the machine running it is.
+// the wall clock in production, a synctest bubble's in a simulation, on
+// which a call is never cut short by how slow the machine running it is.
 func withClockTimeout(ctx context.Context, c Clock, d time.Duration) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	t := c.NewTimer(d)

@@ -9,7 +9,8 @@
 // backends live in subpackages that import this one, never the reverse.
 //
 // Time is always an input: every lease decision takes a now, and every
-// service holds a Clock, so tests run on a manual clock.
+// service holds a Clock, so tests run the services in a testing/synctest
+// bubble, on its clock.
 //
 // # The lease round
 //

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
-	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 var (
@@ -189,7 +188,7 @@ func TestGenerationRelay_HoldMode_WaitsForTheSeal_ThenServesTheCurrentGeneration
 		}
 		// The first pass ends after the drain relay's idle timeout and stop;
 		// then one read per poll interval until the seal at 10 s: the count is
-		// fixed on the manual clock.
+		// fixed on the bubble's clock.
 		if e.gens.reads != 4 {
 			t.Fatalf("%d marker reads, want 4", e.gens.reads)
 		}
@@ -219,7 +218,7 @@ func TestGenerationRelay_MarkerProblems_StopTheRun(t *testing.T) {
 }
 
 func TestNewGenerationRelay_RefusesBadConfigurations(t *testing.T) {
-	clk := outboxlocal.NewManualClock(t0)
+	clk := outbox.SystemClock{}
 	relay := func(count int, mode outbox.Mode) *outbox.Relay {
 		r, err := outbox.NewRelay(outbox.RelayConfig{Options: outbox.RelayOptions{RelayID: "r", BucketCount: count, Mode: mode},
 			Store: newMemStore(clk, count), Publisher: newMemPublisher(), Clock: clk})

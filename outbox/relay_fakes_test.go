@@ -316,8 +316,8 @@ type memPublisher struct {
 	// onInit runs when the relay initialises the publisher, before it
 	// joins: what peers do meanwhile.
 	onInit func()
-	// delay is how long Kafka takes to answer, on clock: a timer the test's
-	// clock driver advances like any other.
+	// delay is how long Kafka takes to answer, on clock: a timer the
+	// bubble's clock reaches like any other.
 	delay time.Duration
 	clock outbox.Clock
 	// onPublish runs when a batch is handed over, before Kafka answers.

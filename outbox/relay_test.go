@@ -672,7 +672,7 @@ func TestRelayRenewsDuringASlowDelete(t *testing.T) {
 		}
 		var second outbox.RunResult
 		e.store.onMark = func() {
-			// The second relay runs at +45 s on the same clock driver: this
+			// The second relay runs at +45 s on the bubble's clock: this
 			// goroutine waits for it like any other blocked one.
 			done := make(chan outbox.RunResult)
 			go func() {

@@ -17,7 +17,7 @@ func BenchmarkRelayDrain(b *testing.B) {
 	const perIteration = 1000
 	for _, buckets := range []int{1, 8} {
 		b.Run(fmt.Sprintf("%d buckets", buckets), func(b *testing.B) {
-			be := newBackend(b, outbox.SystemClock{})
+			be := newBackend(b, false)
 			r := be.newRig(b, outbox.RelayOptions{
 				RelayID: "bench", PollInterval: 10 * time.Millisecond, IdleTimeout: 10 * time.Millisecond,
 				BacklogInterval: -1,

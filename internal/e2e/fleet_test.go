@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
@@ -52,9 +53,9 @@ func (s *fleetStats) add(res outbox.RunResult) {
 // about 0.1 s under -race), so the fleets' probes and coordination reads
 // would keep 10,000 messages busy for minutes.
 //
-// The relays run on a manual clock that moves only while every relay is
-// parked (internal/simtime's rule), and each publish takes fleetPublish of
-// it, so a run's five seconds hold a fixed share of the work. On the wall
+// The relays run in a synctest bubble, whose clock moves only while every
+// goroutine is blocked, and each publish takes fleetPublish of it, so a
+// run's five seconds hold a fixed share of the work. On the wall
 // clock a loaded machine stretched the requests instead: a run's first
 // round alone could outlast its budget, and the fleet stopped making
 // progress.
@@ -65,48 +66,46 @@ func TestEndToEnd_MixedWrites_DrainedByFleetsOfShortRuns(t *testing.T) {
 	for _, c := range []struct{ relays, messages int }{{1, 10_000}, {2, 2_000}, {5, 2_000}} {
 		const budget = 5 * time.Second
 		t.Run(fmt.Sprintf("%d relays", c.relays), func(t *testing.T) {
-			b, clock := newManual(t)
-			// Wall times, for the log only.
-			start := time.Now()
-			l, mix := b.enqueueMixed(t, workload{messages: c.messages, keys: 500, writers: 4, valueSize: 100, seed: uint64(c.relays)})
-			enqueued := time.Since(start)
-			before := b.ddb.Counter.Snapshot()
+			synctest.Test(t, func(t *testing.T) {
+				b := newSim(t)
+				l, mix := b.enqueueMixed(t, workload{messages: c.messages, keys: 500, writers: 4, valueSize: 100, seed: uint64(c.relays)})
+				before := b.ddb.Counter.Snapshot()
 
-			start = time.Now()
-			began := clock.Now()
-			stats := b.drainWithFleet(t, c.relays, c.messages, budget)
-			drained, simulated := time.Since(start), clock.Now().Sub(began)
-			reqs := b.ddb.Counter.Snapshot().Since(before)
+				began := b.clock.Now()
+				stats := b.drainWithFleet(t, c.relays, c.messages, budget)
+				simulated := b.clock.Now().Sub(began)
+				reqs := b.ddb.Counter.Snapshot().Since(before)
 
-			messages, owners := b.tableState(t)
-			if messages != 0 || len(owners) != 0 {
-				t.Fatalf("after the fleet stopped the table holds %d messages and leases naming %v", messages, owners)
-			}
-			d := b.verify(t, l)
-			if stats.deleted < c.messages {
-				t.Fatalf("the relays deleted %d messages, fewer than the %d enqueued", stats.deleted, c.messages)
-			}
-			// The publishes alone take longer than a run's budget, so no
-			// fleet drains in one run per relay.
-			if stats.runs <= c.relays {
-				t.Fatalf("%d relays drained the table in %d runs: the runs were not short", c.relays, stats.runs)
-			}
-			t.Logf("%d relays, %d messages over 500 keys (%s) enqueued in %v; %d relays drained them in %v simulated (%v of wall time): %d runs (%d budget, %d drained, %d joined nothing, %d release skipped, %d failed cycles), %d published, %d deleted, %d records read, %d duplicates; %.2f DynamoDB requests per message (%v)",
-				c.relays, c.messages, mix, enqueued.Round(time.Millisecond), c.relays, simulated, drained.Round(time.Millisecond), stats.runs, stats.budget, stats.drained,
-				stats.peerLive, stats.skipped, stats.errors, stats.published, stats.deleted, d.records, d.duplicates,
-				float64(reqs.TotalRequests())/float64(c.messages), reqs.Requests)
+				messages, owners := b.tableState(t)
+				if messages != 0 || len(owners) != 0 {
+					t.Fatalf("after the fleet stopped the table holds %d messages and leases naming %v", messages, owners)
+				}
+				d := b.verify(t, l)
+				if stats.deleted < c.messages {
+					t.Fatalf("the relays deleted %d messages, fewer than the %d enqueued", stats.deleted, c.messages)
+				}
+				// The publishes alone take longer than a run's budget, so no
+				// fleet drains in one run per relay.
+				if stats.runs <= c.relays {
+					t.Fatalf("%d relays drained the table in %d runs: the runs were not short", c.relays, stats.runs)
+				}
+				t.Logf("%d relays, %d messages over 500 keys (%s) enqueued; %d relays drained them in %v simulated: %d runs (%d budget, %d drained, %d joined nothing, %d release skipped, %d failed cycles), %d published, %d deleted, %d records read, %d duplicates; %.2f DynamoDB requests per message (%v)",
+					c.relays, c.messages, mix, c.relays, simulated, stats.runs, stats.budget, stats.drained,
+					stats.peerLive, stats.skipped, stats.errors, stats.published, stats.deleted, d.records, d.duplicates,
+					float64(reqs.TotalRequests())/float64(c.messages), reqs.Requests)
+			})
 		})
 	}
 }
 
-// fleetPublish is how long a publish takes on the fleet's manual clock;
+// fleetPublish is how long a publish takes on the fleet's clock;
 // fleetLimit bounds the simulated time a fleet may take to drain.
 const (
 	fleetPublish = 200 * time.Millisecond
 	fleetLimit   = 10 * time.Minute
 )
 
-// drainWithFleet runs n relays on the backend's manual clock, each
+// drainWithFleet runs n relays on the backend's clock, each
 // repeating short runs until the table holds no message and its own last
 // run released its leases.
 func (b *backend) drainWithFleet(t *testing.T, n, messages int, budget time.Duration) *fleetStats {

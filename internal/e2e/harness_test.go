@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/spillway-dev/spillway/internal/simtime"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxkafka"
@@ -22,36 +21,38 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
-// t0 is where manual clocks start.
+// t0 is where the bubble's clock stands when a test's backends are up.
 var t0 = time.Date(2026, 9, 1, 8, 0, 0, 0, time.UTC)
 
 const topic = "orders"
 
-// backend is one outbox table and one Kafka cluster. act counts the store
-// and publisher calls in flight through the relays built here, so the
-// manual-clock driver moves time only while every relay is parked.
+// backend is one outbox table and one Kafka cluster; clock, the system
+// clock, is every relay's, store's and publisher's.
 type backend struct {
 	ddb    *outboxlocal.DynamoDB
 	kafka  *outboxlocal.Kafka
 	clock  outbox.Clock
-	manual *outboxlocal.ManualClock // nil on the system clock
 	opts   outboxddb.Options
 	writer *outboxddb.Writer
-	act    *simtime.Activity
-
-	mu     sync.Mutex
-	parked func(ctx context.Context, now time.Time) // see whenParked
+	// link carries the publishes that take simulated time (a rig's
+	// latency), one at a time: the publishes of every relay add up on the
+	// clock, as one link to the brokers would make them.
+	link chan struct{}
 }
 
-// newBackend starts the backends with clock (a *outboxlocal.ManualClock or
-// the system clock) and the given topics besides "orders".
-func newBackend(t testing.TB, clock outbox.Clock, topics ...string) *backend {
+// newBackend starts the backends with the given topics besides "orders":
+// in memory for a test in a synctest bubble, on loopback sockets (or the
+// external endpoints of the environment) otherwise.
+func newBackend(t testing.TB, inMemory bool, topics ...string) *backend {
 	t.Helper()
-	b := &backend{clock: clock, act: simtime.NewActivity()}
-	b.manual, _ = clock.(*outboxlocal.ManualClock)
-	b.ddb = outboxtest.NewDynamoDB(t, outboxlocal.WithClock(clock))
-	b.kafka = outboxtest.NewKafka(t, append([]string{topic}, topics...)...)
-	b.opts = outboxddb.Options{TableName: outboxtest.CreateTable(t, b.ddb), Clock: clock, Logger: quiet()}
+	b := &backend{clock: outbox.SystemClock{}, link: make(chan struct{}, 1)}
+	var ddbOpts []outboxlocal.DynamoOption
+	if inMemory {
+		ddbOpts = append(ddbOpts, outboxlocal.InMemory())
+	}
+	b.ddb = outboxtest.NewDynamoDB(t, ddbOpts...)
+	b.kafka = outboxtest.NewKafkaWith(t, outboxlocal.KafkaConfig{Topics: append([]string{topic}, topics...), InMemory: inMemory})
+	b.opts = outboxddb.Options{TableName: outboxtest.CreateTable(t, b.ddb), Clock: b.clock, Logger: quiet()}
 	w, err := outboxddb.NewWriter(b.ddb.Client, b.opts)
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +63,7 @@ func newBackend(t testing.TB, clock outbox.Clock, topics ...string) *backend {
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// rig is one relay with its own store and publisher, both tracked.
+// rig is one relay with its own store and publisher, both with hooks.
 type rig struct {
 	relay *outbox.Relay
 	store *trackedStore
@@ -77,12 +78,13 @@ func (b *backend) newRig(t testing.TB, opts outbox.RelayOptions, tweak func(*out
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := outboxkafka.New(outboxkafka.Config{Brokers: b.kafka.Brokers, Clock: b.publisherClock(), ExtraOpts: outboxlocal.TestClientOpts()})
+	// The cluster's options carry TestClientOpts and, in memory, the dialer.
+	p, err := outboxkafka.New(outboxkafka.Config{Brokers: b.kafka.Brokers, Clock: b.clock, ExtraOpts: b.kafka.ClientOpts()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
-	r := &rig{store: &trackedStore{Store: s, act: b.act}, pub: &trackedPublisher{inner: p, act: b.act, clock: b.manual}, obs: &recorder{}}
+	r := &rig{store: &trackedStore{Store: s}, pub: &trackedPublisher{inner: p, link: b.link}, obs: &recorder{}}
 	cfg := outbox.RelayConfig{Options: opts, Store: r.store, Publisher: r.pub, Clock: b.clock, Observer: r.obs, Logger: quiet()}
 	if tweak != nil {
 		tweak(&cfg)
@@ -95,61 +97,6 @@ func (b *backend) newRig(t testing.TB, opts outbox.RelayOptions, tweak func(*out
 	return r
 }
 
-// publisherClock is the clock of the Kafka publishers built here. On a
-// manual clock a publisher's own wait (the second look at a topic its
-// metadata did not list) is no call in flight (simtime's CallClock).
-func (b *backend) publisherClock() outbox.Clock {
-	if b.manual == nil {
-		return b.clock
-	}
-	return b.act.CallClock(b.manual)
-}
-
-// drive moves the manual clock to its next timer whenever every
-// participant is parked (internal/simtime's rule): the test's goroutine
-// from now on, and every goroutine it starts, relays included. It runs
-// until the test ends.
-func (b *backend) drive(t testing.TB) {
-	t.Helper()
-	ctx, leave := b.act.Join(t.Context())
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for b.manual.BlockUntilContext(ctx, 1) == nil {
-			// A settle that runs out of wall time (a participant
-			// computing long) is only looked at again.
-			if b.act.Settle(ctx, time.Minute) == nil {
-				b.runParked(ctx)
-				b.manual.AdvanceToNext()
-			}
-		}
-	})
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-		leave()
-	})
-}
-
-// whenParked has the driver call fn each time every participant is
-// parked, before it moves the clock: what fn reads of the backends is a
-// state no relay is changing, and what fn writes a relay sees once its
-// timer fires. fn runs on the driver's goroutine.
-func (b *backend) whenParked(fn func(ctx context.Context, now time.Time)) {
-	b.mu.Lock()
-	b.parked = fn
-	b.mu.Unlock()
-}
-
-func (b *backend) runParked(ctx context.Context) {
-	b.mu.Lock()
-	fn := b.parked
-	b.mu.Unlock()
-	if fn != nil {
-		fn(ctx, b.manual.Now())
-	}
-}
-
 // run runs the relay and fails the test on an error.
 func (r *rig) run(t testing.TB, in outbox.RunInput) outbox.RunResult {
 	t.Helper()
@@ -160,12 +107,10 @@ func (r *rig) run(t testing.TB, in outbox.RunInput) outbox.RunResult {
 	return res
 }
 
-// trackedStore counts its calls in flight; the hooks run before a call,
-// outside the count, so a hook may block or run another relay (or cancel
-// the call's context: a crash).
+// trackedStore runs hooks before its calls: a hook may block or run
+// another relay (or cancel the call's context: a crash).
 type trackedStore struct {
 	outbox.Store
-	act *simtime.Activity
 
 	mu            sync.Mutex
 	beforeRelease func()
@@ -197,8 +142,8 @@ func (s *trackedStore) setBeforeCall(fn func()) {
 	s.mu.Unlock()
 }
 
-// call runs fn as one call in flight, after the hook at points to (nil for
-// none) and then the hook for every call.
+// call runs fn after the hook at points to (nil for none) and then the
+// hook for every call.
 func call[T any](s *trackedStore, at *func(), fn func() (T, error)) (T, error) {
 	for _, p := range []*func(){at, &s.beforeCall} {
 		if p == nil {
@@ -208,7 +153,7 @@ func call[T any](s *trackedStore, at *func(), fn func() (T, error)) (T, error) {
 			h()
 		}
 	}
-	return simtime.Track(s.act, fn)
+	return fn()
 }
 
 func (s *trackedStore) AcquireLeases(ctx context.Context, req outbox.LeaseRequest, st outbox.RoundState) (outbox.Acquisition, error) {
@@ -275,38 +220,34 @@ func (s *trackedStore) Backlog(ctx context.Context) (outbox.Backlog, error) {
 	return call(s, nil, func() (outbox.Backlog, error) { return s.Store.Backlog(ctx) })
 }
 
-// trackedPublisher counts its calls in flight. latency, on a manual clock,
-// is how long each publish takes in simulated time: the clock advances by
-// it when the publish is acknowledged. wrap, when set, replaces a publish:
-// it may block before calling publish (outside the count) or change what
-// the relay is told.
+// trackedPublisher publishes through inner. latency is how long each
+// publish takes on the clock: it holds link for that long once Kafka
+// acknowledged it. wrap, when set, replaces a publish: it may block before
+// calling publish or change what the relay is told.
 type trackedPublisher struct {
 	inner *outboxkafka.Publisher
-	act   *simtime.Activity
-	clock *outboxlocal.ManualClock
+	link  chan struct{}
 
 	mu      sync.Mutex
 	latency time.Duration
 	wrap    func(ctx context.Context, msgs []outbox.Message, publish func() (int, error)) (int, error)
 }
 
-func (p *trackedPublisher) Init(ctx context.Context) error {
-	_, err := simtime.Track(p.act, func() (struct{}, error) { return struct{}{}, p.inner.Init(ctx) })
-	return err
-}
+func (p *trackedPublisher) Init(ctx context.Context) error { return p.inner.Init(ctx) }
 
 func (p *trackedPublisher) Publish(ctx context.Context, msgs []outbox.Message) (int, error) {
 	p.mu.Lock()
 	latency, wrap := p.latency, p.wrap
 	p.mu.Unlock()
 	publish := func() (int, error) {
-		return simtime.Track(p.act, func() (int, error) {
-			n, err := p.inner.Publish(ctx, msgs)
-			if latency > 0 {
-				p.clock.Advance(latency)
-			}
-			return n, err
-		})
+		if latency <= 0 {
+			return p.inner.Publish(ctx, msgs)
+		}
+		p.link <- struct{}{}
+		defer func() { <-p.link }()
+		n, err := p.inner.Publish(ctx, msgs)
+		time.Sleep(latency)
+		return n, err
 	}
 	if wrap != nil {
 		return wrap(ctx, msgs, publish)

@@ -6,95 +6,106 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
-	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
-// leaseDuration is the lease of the manual-clock tests.
+// leaseDuration is the lease of the tests' relays.
 const leaseDuration = 30 * time.Second
 
 // allBuckets are the buckets of the default bucket count, which one relay
 // alone claims whatever they hold.
 var allBuckets = []int{0, 1, 2, 3, 4, 5, 6, 7}
 
-// manualOpts are relay options for the manual-clock tests: batches of 10,
-// 30-second leases renewed every 10 seconds.
-func manualOpts(id string) outbox.RelayOptions {
+// testOpts are relay options for the tests: batches of 10, 30-second
+// leases renewed every 10 seconds.
+func testOpts(id string) outbox.RelayOptions {
 	return outbox.RelayOptions{
 		RelayID: id, BatchSize: 10, LeaseDuration: leaseDuration, LeaseRenewInterval: 10 * time.Second,
 		PollInterval: time.Second, IdleTimeout: 2 * time.Second, ErrorBackoff: time.Second, StopMargin: 4 * time.Second,
 	}
 }
 
-// newManual starts the backends on a manual clock and its driver.
-func newManual(t *testing.T, topics ...string) (*backend, *outboxlocal.ManualClock) {
+// newSim starts the backends in memory at t0 for a test in a synctest
+// bubble: time moves only while every goroutine of the test is blocked, so
+// a relay's budget, linger and polls are simulated time and the backends'
+// work takes none of it.
+func newSim(t *testing.T, topics ...string) *backend {
 	t.Helper()
-	clock := outboxlocal.NewManualClock(t0)
-	b := newBackend(t, clock, topics...)
-	b.drive(t)
-	return b, clock
+	if now := time.Now(); now.After(t0) {
+		t.Fatalf("the clock reads %v, past t0: run the test in a synctest bubble", now)
+	}
+	// Before the backends start: their clients' tickers would each fire
+	// all the way to t0. Their set-up waits on no timer, so the test
+	// starts at t0.
+	time.Sleep(time.Until(t0))
+	return newBackend(t, true, topics...)
 }
 
 func TestBudgetReachedMidDrain_ReleasesAndTheNextRunContinues(t *testing.T) {
-	b, clock := newManual(t)
-	l := b.enqueueBuckets(t, 4, 50, 100)
-	a := b.newRig(t, func() outbox.RelayOptions { o := manualOpts("relay-a"); o.MaxConcurrency = 1; return o }(), nil)
-	// Each publish takes a simulated second: the 8-second budget (12 s
-	// minus the 4 s stop margin) ends after 8 batches.
-	a.pub.setLatency(time.Second)
-	res := a.run(t, outbox.RunInput{Deadline: clock.Now().Add(12 * time.Second)})
-	if res.Reason != outbox.StopBudget || res.ReleaseSkipped {
-		t.Fatalf("first run: reason %s, release skipped %v; want budget with a release", res.Reason, res.ReleaseSkipped)
-	}
-	if res.Published != res.Deleted || res.Deleted == 0 || res.Deleted >= 200 {
-		t.Fatalf("first run published %d and deleted %d of 200, want a part, each deleted once", res.Published, res.Deleted)
-	}
-	if !slices.Equal(res.Released, allBuckets) || len(res.WorkLeft) == 0 {
-		t.Fatalf("released %v with work left in %v, want every bucket released and work left", res.Released, res.WorkLeft)
-	}
-	messages, owners := b.tableState(t)
-	if messages != 200-res.Deleted || len(owners) != 0 {
-		t.Fatalf("after the stop the table holds %d messages (want %d) and leases naming %v", messages, 200-res.Deleted, owners)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		b := newSim(t)
+		l := b.enqueueBuckets(t, 4, 50, 100)
+		a := b.newRig(t, func() outbox.RelayOptions { o := testOpts("relay-a"); o.MaxConcurrency = 1; return o }(), nil)
+		// Each publish takes a simulated second: the 8-second budget (12 s
+		// minus the 4 s stop margin) ends after 8 batches.
+		a.pub.setLatency(time.Second)
+		res := a.run(t, outbox.RunInput{Deadline: b.clock.Now().Add(12 * time.Second)})
+		if res.Reason != outbox.StopBudget || res.ReleaseSkipped {
+			t.Fatalf("first run: reason %s, release skipped %v; want budget with a release", res.Reason, res.ReleaseSkipped)
+		}
+		if res.Published != res.Deleted || res.Deleted == 0 || res.Deleted >= 200 {
+			t.Fatalf("first run published %d and deleted %d of 200, want a part, each deleted once", res.Published, res.Deleted)
+		}
+		if !slices.Equal(res.Released, allBuckets) || len(res.WorkLeft) == 0 {
+			t.Fatalf("released %v with work left in %v, want every bucket released and work left", res.Released, res.WorkLeft)
+		}
+		messages, owners := b.tableState(t)
+		if messages != 200-res.Deleted || len(owners) != 0 {
+			t.Fatalf("after the stop the table holds %d messages (want %d) and leases naming %v", messages, 200-res.Deleted, owners)
+		}
 
-	a.pub.setLatency(0)
-	next := a.run(t, outbox.RunInput{Deadline: clock.Now().Add(10 * time.Minute)})
-	if next.Reason != outbox.StopDrained || next.Deleted != 200-res.Deleted {
-		t.Fatalf("next run: reason %s, deleted %d; want drained after deleting the %d left", next.Reason, next.Deleted, 200-res.Deleted)
-	}
-	if d := b.verify(t, l); d.duplicates != 0 {
-		t.Fatalf("%d duplicates, want none: every published batch was deleted under a valid lease", d.duplicates)
-	}
-	b.wantEmpty(t)
-	t.Logf("budget of 8 s: %d messages in the first run, %d in the next", res.Deleted, next.Deleted)
+		a.pub.setLatency(0)
+		next := a.run(t, outbox.RunInput{Deadline: b.clock.Now().Add(10 * time.Minute)})
+		if next.Reason != outbox.StopDrained || next.Deleted != 200-res.Deleted {
+			t.Fatalf("next run: reason %s, deleted %d; want drained after deleting the %d left", next.Reason, next.Deleted, 200-res.Deleted)
+		}
+		if d := b.verify(t, l); d.duplicates != 0 {
+			t.Fatalf("%d duplicates, want none: every published batch was deleted under a valid lease", d.duplicates)
+		}
+		b.wantEmpty(t)
+		t.Logf("budget of 8 s: %d messages in the first run, %d in the next", res.Deleted, next.Deleted)
+	})
 }
 
 func TestBudgetTooShortToRelease_LeasesLapse_PeerTakesOverOnlyAfterLeaseDuration(t *testing.T) {
-	b, clock := newManual(t)
-	l := b.enqueueBuckets(t, 1, 30, 100)
-	a := b.newRig(t, manualOpts("relay-a"), nil)
-	// Publishes of 4.5 simulated seconds: the second one ends at the
-	// deadline, past the budget (6 s), with no time left to release.
-	a.pub.setLatency(4500 * time.Millisecond)
-	res := a.run(t, outbox.RunInput{Deadline: clock.Now().Add(9 * time.Second)})
-	if res.Reason != outbox.StopBudget || !res.ReleaseSkipped || res.Deleted != 20 {
-		t.Fatalf("run: reason %s, release skipped %v, deleted %d; want budget, skipped, 20", res.Reason, res.ReleaseSkipped, res.Deleted)
-	}
-	if _, owners := b.tableState(t); !slices.Equal(owners, slices.Repeat([]string{"relay-a"}, 8)) {
-		t.Fatalf("leases name %v, want relay-a's 8 left to lapse", owners)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		b := newSim(t)
+		l := b.enqueueBuckets(t, 1, 30, 100)
+		a := b.newRig(t, testOpts("relay-a"), nil)
+		// Publishes of 4.5 simulated seconds: the second one ends at the
+		// deadline, past the budget (6 s), with no time left to release.
+		a.pub.setLatency(4500 * time.Millisecond)
+		res := a.run(t, outbox.RunInput{Deadline: b.clock.Now().Add(9 * time.Second)})
+		if res.Reason != outbox.StopBudget || !res.ReleaseSkipped || res.Deleted != 20 {
+			t.Fatalf("run: reason %s, release skipped %v, deleted %d; want budget, skipped, 20", res.Reason, res.ReleaseSkipped, res.Deleted)
+		}
+		if _, owners := b.tableState(t); !slices.Equal(owners, slices.Repeat([]string{"relay-a"}, 8)) {
+			t.Fatalf("leases name %v, want relay-a's 8 left to lapse", owners)
+		}
 
-	peer := b.newRig(t, manualOpts("relay-b"), nil)
-	took := takeOverOnSchedule(t, b, clock, peer, 5*time.Second)
-	if took.res.Deleted != 10 {
-		t.Fatalf("peer deleted %d, want the 10 left", took.res.Deleted)
-	}
-	if d := b.verify(t, l); d.duplicates != 0 {
-		t.Fatalf("%d duplicates, want none", d.duplicates)
-	}
-	b.wantEmpty(t)
+		peer := b.newRig(t, testOpts("relay-b"), nil)
+		took := takeOverOnSchedule(t, b, peer, 5*time.Second)
+		if took.res.Deleted != 10 {
+			t.Fatalf("peer deleted %d, want the 10 left", took.res.Deleted)
+		}
+		if d := b.verify(t, l); d.duplicates != 0 {
+			t.Fatalf("%d duplicates, want none", d.duplicates)
+		}
+		b.wantEmpty(t)
+	})
 }
 
 // takeover is the schedule run that joined.
@@ -109,7 +120,7 @@ type takeover struct {
 // leases expired and their holder's heartbeat went stale (read from the
 // table first: a renewal may have moved them): every earlier sweep leaves
 // the work to the live holder.
-func takeOverOnSchedule(t *testing.T, b *backend, clock *outboxlocal.ManualClock, peer *rig, step time.Duration) takeover {
+func takeOverOnSchedule(t *testing.T, b *backend, peer *rig, step time.Duration) takeover {
 	t.Helper()
 	coord, err := peer.store.ReadCoordination(t.Context())
 	if err != nil {
@@ -130,13 +141,13 @@ func takeOverOnSchedule(t *testing.T, b *backend, clock *outboxlocal.ManualClock
 		if sweep > 20 {
 			t.Fatal("the peer never took over")
 		}
-		now := clock.Now()
+		now := b.clock.Now()
 		res := peer.run(t, outbox.RunInput{Trigger: outbox.TriggerSchedule, Deadline: now.Add(time.Minute)})
 		if !res.Joined {
 			if res.Reason != outbox.StopPeerLive || !now.Before(expiry) {
 				t.Fatalf("sweep at +%v: reason %s, want peer-live while the lease holds", now.Sub(t0), res.Reason)
 			}
-			clock.Advance(step)
+			time.Sleep(step)
 			continue
 		}
 		claims, _ := peer.obs.of(outbox.EventClaim)
@@ -149,102 +160,106 @@ func takeOverOnSchedule(t *testing.T, b *backend, clock *outboxlocal.ManualClock
 }
 
 func TestCrashMidPublish_PeerRepublishesTheUndeletedBatch(t *testing.T) {
-	b, clock := newManual(t)
-	l := b.enqueueBuckets(t, 2, 30, 100)
-	a := b.newRig(t, func() outbox.RelayOptions { o := manualOpts("relay-a"); o.MaxConcurrency = 1; return o }(), nil)
-	ctx, crash := context.WithCancel(t.Context())
-	defer crash()
-	// The third batch reaches Kafka, then the relay dies before it hears
-	// the acknowledgement: nothing after it runs, not even the release.
-	var publishes atomic.Int32
-	a.pub.setWrap(func(_ context.Context, _ []outbox.Message, publish func() (int, error)) (int, error) {
-		n, err := publish()
-		if publishes.Add(1) == 3 {
-			crash()
-			return 0, context.Canceled
+	synctest.Test(t, func(t *testing.T) {
+		b := newSim(t)
+		l := b.enqueueBuckets(t, 2, 30, 100)
+		a := b.newRig(t, func() outbox.RelayOptions { o := testOpts("relay-a"); o.MaxConcurrency = 1; return o }(), nil)
+		ctx, crash := context.WithCancel(t.Context())
+		defer crash()
+		// The third batch reaches Kafka, then the relay dies before it hears
+		// the acknowledgement: nothing after it runs, not even the release.
+		var publishes atomic.Int32
+		a.pub.setWrap(func(_ context.Context, _ []outbox.Message, publish func() (int, error)) (int, error) {
+			n, err := publish()
+			if publishes.Add(1) == 3 {
+				crash()
+				return 0, context.Canceled
+			}
+			return n, err
+		})
+		res, err := a.relay.Run(ctx, outbox.RunInput{Deadline: b.clock.Now().Add(10 * time.Minute)})
+		if err != nil || res.Reason != outbox.StopCancelled || res.Deleted != 20 {
+			t.Fatalf("crashed run: %+v, %v; want cancelled after deleting 2 batches", res, err)
 		}
-		return n, err
-	})
-	res, err := a.relay.Run(ctx, outbox.RunInput{Deadline: clock.Now().Add(10 * time.Minute)})
-	if err != nil || res.Reason != outbox.StopCancelled || res.Deleted != 20 {
-		t.Fatalf("crashed run: %+v, %v; want cancelled after deleting 2 batches", res, err)
-	}
-	if _, owners := b.tableState(t); !slices.Equal(owners, slices.Repeat([]string{"relay-a"}, 8)) {
-		t.Fatalf("leases name %v, want all 8 still relay-a's", owners)
-	}
+		if _, owners := b.tableState(t); !slices.Equal(owners, slices.Repeat([]string{"relay-a"}, 8)) {
+			t.Fatalf("leases name %v, want all 8 still relay-a's", owners)
+		}
 
-	peer := b.newRig(t, manualOpts("relay-b"), nil)
-	took := takeOverOnSchedule(t, b, clock, peer, 5*time.Second)
-	if took.res.Deleted != 40 {
-		t.Fatalf("peer deleted %d, want the 40 left", took.res.Deleted)
-	}
-	d := b.verify(t, l)
-	if d.duplicates != 10 {
-		t.Fatalf("%d duplicates, want the 10 of the batch published by the crashed relay", d.duplicates)
-	}
-	b.wantEmpty(t)
+		peer := b.newRig(t, testOpts("relay-b"), nil)
+		took := takeOverOnSchedule(t, b, peer, 5*time.Second)
+		if took.res.Deleted != 40 {
+			t.Fatalf("peer deleted %d, want the 40 left", took.res.Deleted)
+		}
+		d := b.verify(t, l)
+		if d.duplicates != 10 {
+			t.Fatalf("%d duplicates, want the 10 of the batch published by the crashed relay", d.duplicates)
+		}
+		b.wantEmpty(t)
+	})
 }
 
 func TestStallPastTheLease_RenewalRefused_PublishedBatchNotDeleted(t *testing.T) {
-	b, clock := newManual(t)
-	l := b.enqueueBuckets(t, 1, 20, 100)
-	a := b.newRig(t, manualOpts("relay-a"), nil)
-	stalled, resume := make(chan struct{}), make(chan struct{})
-	var stalls atomic.Int32
-	a.pub.setWrap(func(_ context.Context, _ []outbox.Message, publish func() (int, error)) (int, error) {
-		if stalls.Add(1) == 1 {
-			close(stalled)
-			<-resume
+	synctest.Test(t, func(t *testing.T) {
+		b := newSim(t)
+		l := b.enqueueBuckets(t, 1, 20, 100)
+		a := b.newRig(t, testOpts("relay-a"), nil)
+		stalled, resume := make(chan struct{}), make(chan struct{})
+		var stalls atomic.Int32
+		a.pub.setWrap(func(_ context.Context, _ []outbox.Message, publish func() (int, error)) (int, error) {
+			if stalls.Add(1) == 1 {
+				close(stalled)
+				<-resume
+			}
+			return publish()
+		})
+		renewing, renew := make(chan struct{}), make(chan struct{})
+		a.store.setBeforeRenew(func() {
+			close(renewing)
+			<-renew
+			a.store.setBeforeRenew(nil)
+		})
+		type outcome struct {
+			res outbox.RunResult
+			err error
 		}
-		return publish()
+		done := make(chan outcome, 1)
+		go func() {
+			res, err := a.relay.Run(t.Context(), outbox.RunInput{Deadline: b.clock.Now().Add(10 * time.Minute)})
+			done <- outcome{res, err}
+		}()
+		<-stalled
+		// The clock reaches the renewal due during the publish; the
+		// renewal request is held back while the lease runs out and a peer
+		// takes the bucket over and drains it.
+		<-renewing
+		time.Sleep(time.Until(t0.Add(leaseDuration + time.Second)))
+		peer := b.newRig(t, testOpts("relay-b"), nil)
+		took := peer.run(t, outbox.RunInput{Deadline: b.clock.Now().Add(time.Minute)})
+		if took.Deleted != 20 {
+			t.Fatalf("peer deleted %d, want all 20", took.Deleted)
+		}
+		refused := a.obs.when(func(e outbox.Event) bool {
+			return e.Kind == outbox.EventLeaseLost && e.Loss == outbox.LossRenewalRefused
+		})
+		close(renew)
+		<-refused
+		close(resume)
+		out := <-done
+		if out.err != nil {
+			t.Fatal(out.err)
+		}
+		if out.res.Deleted != 0 {
+			t.Fatalf("the stalled relay deleted %d messages after losing its lease", out.res.Deleted)
+		}
+		publishes, _ := a.obs.of(outbox.EventPublish)
+		if len(publishes) == 0 || !errors.Is(publishes[0].Err, outbox.ErrLeaseLost) {
+			t.Fatalf("publish events %v, want the stalled batch reported as published after the lease was lost", publishes)
+		}
+		if d := b.verify(t, l); d.duplicates != 10 {
+			t.Fatalf("%d duplicates, want the 10 of the stalled batch", d.duplicates)
+		}
+		b.wantEmpty(t)
 	})
-	renewing, renew := make(chan struct{}), make(chan struct{})
-	a.store.setBeforeRenew(func() {
-		close(renewing)
-		<-renew
-		a.store.setBeforeRenew(nil)
-	})
-	type outcome struct {
-		res outbox.RunResult
-		err error
-	}
-	done := make(chan outcome, 1)
-	go func() {
-		res, err := a.relay.Run(t.Context(), outbox.RunInput{Deadline: clock.Now().Add(10 * time.Minute)})
-		done <- outcome{res, err}
-	}()
-	<-stalled
-	// The driver moves the clock to the renewal due during the publish;
-	// the renewal request is held back while the lease runs out and a
-	// peer takes the bucket over and drains it.
-	<-renewing
-	clock.Set(t0.Add(leaseDuration + time.Second))
-	peer := b.newRig(t, manualOpts("relay-b"), nil)
-	took := peer.run(t, outbox.RunInput{Deadline: clock.Now().Add(time.Minute)})
-	if took.Deleted != 20 {
-		t.Fatalf("peer deleted %d, want all 20", took.Deleted)
-	}
-	refused := a.obs.when(func(e outbox.Event) bool {
-		return e.Kind == outbox.EventLeaseLost && e.Loss == outbox.LossRenewalRefused
-	})
-	close(renew)
-	<-refused
-	close(resume)
-	out := <-done
-	if out.err != nil {
-		t.Fatal(out.err)
-	}
-	if out.res.Deleted != 0 {
-		t.Fatalf("the stalled relay deleted %d messages after losing its lease", out.res.Deleted)
-	}
-	publishes, _ := a.obs.of(outbox.EventPublish)
-	if len(publishes) == 0 || !errors.Is(publishes[0].Err, outbox.ErrLeaseLost) {
-		t.Fatalf("publish events %v, want the stalled batch reported as published after the lease was lost", publishes)
-	}
-	if d := b.verify(t, l); d.duplicates != 10 {
-		t.Fatalf("%d duplicates, want the 10 of the stalled batch", d.duplicates)
-	}
-	b.wantEmpty(t)
 }
 
 // wantEmpty checks that the table holds no message and no lease names a

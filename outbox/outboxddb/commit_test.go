@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strconv"
 	"testing"
+	"testing/synctest"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -14,14 +15,13 @@ import (
 	"github.com/spillway-dev/spillway/outbox"
 )
 
-// commitEnv is an outbox table and a writer with a recording notifier on
-// the system clock (Commit's short waits between attempts run for real).
+// commitEnv is an outbox table and a writer with a recording notifier.
 func commitEnv(t *testing.T, edit ...func(*Options)) (*env, *Writer, *recordingNotifier) {
 	t.Helper()
 	e := newEnv(t)
 	notifier := &recordingNotifier{}
 	w := e.writer(t, append([]func(*Options){func(o *Options) {
-		o.Clock, o.Notifier, o.Topics = outbox.SystemClock{}, notifier, []string{"orders"}
+		o.Notifier, o.Topics = notifier, []string{"orders"}
 	}}, edit...)...)
 	return e, w, notifier
 }
@@ -67,39 +67,41 @@ func putVersion(e *env, id string, next int) types.Put {
 }
 
 func TestCommitWritesTheBusinessItemAndItsMessageInOneTransactionThenNotifies(t *testing.T) {
-	e, w, notifier := commitEnv(t)
-	msg, err := w.NewMessage("orders", []byte("order-1"), []byte(`{"total":42}`), outbox.MessageOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stored []outbox.Message
-	c := e.counts(func() {
-		stored, err = w.Commit(t.Context(), func(_ context.Context, tx *Tx) error {
-			tx.Put(putVersion(e, "1", 1))
-			tx.Enqueue(msg)
-			return nil
+	synctest.Test(t, func(t *testing.T) {
+		e, w, notifier := commitEnv(t)
+		msg, err := w.NewMessage("orders", []byte("order-1"), []byte(`{"total":42}`), outbox.MessageOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stored []outbox.Message
+		c := e.counts(func() {
+			stored, err = w.Commit(t.Context(), func(_ context.Context, tx *Tx) error {
+				tx.Put(putVersion(e, "1", 1))
+				tx.Enqueue(msg)
+				return nil
+			})
 		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]int{"UpdateItem": 1, "TransactWriteItems": 1}
+		if !reflect.DeepEqual(c.Requests, want) {
+			t.Fatalf("requests %v, want one reservation and one transaction %v", c.Requests, want)
+		}
+		if len(stored) != 1 || stored[0].ID != msg.ID || stored[0].Sequence != 1 || stored[0].BucketCount != outbox.DefaultBucketCount {
+			t.Fatalf("stored %+v, want message %s at sequence 1", stored, msg.ID)
+		}
+		if v := readVersion(t, e, "1"); v != 1 {
+			t.Fatalf("order version %d, want 1", v)
+		}
+		batch, err := e.store(t).FetchBatch(t.Context(), msg.Bucket, 10)
+		if err != nil || len(batch) != 1 || batch[0].ID != msg.ID {
+			t.Fatalf("fetched %+v, %v; want the committed message", batch, err)
+		}
+		if got := notifier.got(); len(got) != 1 || !reflect.DeepEqual(got[0].Buckets, []int{msg.Bucket}) {
+			t.Fatalf("wake-ups %+v, want one for bucket %d", got, msg.Bucket)
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]int{"UpdateItem": 1, "TransactWriteItems": 1}
-	if !reflect.DeepEqual(c.Requests, want) {
-		t.Fatalf("requests %v, want one reservation and one transaction %v", c.Requests, want)
-	}
-	if len(stored) != 1 || stored[0].ID != msg.ID || stored[0].Sequence != 1 || stored[0].BucketCount != outbox.DefaultBucketCount {
-		t.Fatalf("stored %+v, want message %s at sequence 1", stored, msg.ID)
-	}
-	if v := readVersion(t, e, "1"); v != 1 {
-		t.Fatalf("order version %d, want 1", v)
-	}
-	batch, err := e.store(t).FetchBatch(t.Context(), msg.Bucket, 10)
-	if err != nil || len(batch) != 1 || batch[0].ID != msg.ID {
-		t.Fatalf("fetched %+v, %v; want the committed message", batch, err)
-	}
-	if got := notifier.got(); len(got) != 1 || !reflect.DeepEqual(got[0].Buckets, []int{msg.Bucket}) {
-		t.Fatalf("wake-ups %+v, want one for bucket %d", got, msg.Bucket)
-	}
 }
 
 // beforeTransact runs hook before the first TransactWriteItems it passes on.
@@ -119,137 +121,145 @@ func (c *beforeTransact) TransactWriteItems(ctx context.Context, in *dynamodb.Tr
 // The seed's rule: a transaction rebuilt after losing a race reserves
 // again, so its message takes a number newer than the write that won.
 func TestCommitRebuildsAndReservesAgainAfterLosingARace(t *testing.T) {
-	e, _, notifier := commitEnv(t)
-	rival := e.writer(t)
-	var rivalMsg outbox.Message
-	racing := &beforeTransact{Client: e.client}
-	// Another writer commits the same order and its own message after
-	// the first attempt read the state and reserved its number.
-	racing.hook = func(ctx context.Context) {
-		m, err := rival.NewMessage("orders", []byte("order-1"), []byte("shipped"), outbox.MessageOptions{})
+	synctest.Test(t, func(t *testing.T) {
+		e, _, notifier := commitEnv(t)
+		rival := e.writer(t)
+		var rivalMsg outbox.Message
+		racing := &beforeTransact{Client: e.client}
+		// Another writer commits the same order and its own message after
+		// the first attempt read the state and reserved its number.
+		racing.hook = func(ctx context.Context) {
+			m, err := rival.NewMessage("orders", []byte("order-1"), []byte("shipped"), outbox.MessageOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			msgs, err := rival.Commit(ctx, func(_ context.Context, rtx *Tx) error {
+				rtx.Put(putVersion(e, "1", readVersion(t, e, "1")+1))
+				rtx.Enqueue(m)
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rivalMsg = msgs[0]
+		}
+		w, err := NewWriter(racing, e.writer(t).opts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		msgs, err := rival.Commit(ctx, func(_ context.Context, rtx *Tx) error {
-			rtx.Put(putVersion(e, "1", readVersion(t, e, "1")+1))
-			rtx.Enqueue(m)
+		w.opts.Clock, w.opts.Notifier = outbox.SystemClock{}, notifier
+		msg, err := w.NewMessage("orders", []byte("order-1"), []byte("paid"), outbox.MessageOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		attempts := 0
+		stored, err := w.Commit(t.Context(), func(ctx context.Context, tx *Tx) error {
+			attempts++
+			tx.Put(putVersion(e, "1", readVersion(t, e, "1")+1))
+			tx.Enqueue(msg)
 			return nil
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		rivalMsg = msgs[0]
-	}
-	w, err := NewWriter(racing, e.writer(t).opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.opts.Clock, w.opts.Notifier = outbox.SystemClock{}, notifier
-	msg, err := w.NewMessage("orders", []byte("order-1"), []byte("paid"), outbox.MessageOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	attempts := 0
-	stored, err := w.Commit(t.Context(), func(ctx context.Context, tx *Tx) error {
-		attempts++
-		tx.Put(putVersion(e, "1", readVersion(t, e, "1")+1))
-		tx.Enqueue(msg)
-		return nil
+		if attempts != 2 {
+			t.Fatalf("build ran %d times, want 2 (one rebuild after the lost race)", attempts)
+		}
+		if v := readVersion(t, e, "1"); v != 2 {
+			t.Fatalf("order version %d, want 2", v)
+		}
+		// Sequence 1 went to the lost attempt (a gap), 2 to the rival, 3 to
+		// the rebuild: the rebuilt message follows the write that won. Reusing
+		// the first reservation would publish it before the rival's.
+		if rivalMsg.Sequence != 2 || stored[0].Sequence != 3 {
+			t.Fatalf("rival at %d and rebuilt message at %d, want 2 and 3", rivalMsg.Sequence, stored[0].Sequence)
+		}
+		if len(notifier.got()) != 1 {
+			t.Fatalf("wake-ups %+v, want one, after the commit", notifier.got())
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if attempts != 2 {
-		t.Fatalf("build ran %d times, want 2 (one rebuild after the lost race)", attempts)
-	}
-	if v := readVersion(t, e, "1"); v != 2 {
-		t.Fatalf("order version %d, want 2", v)
-	}
-	// Sequence 1 went to the lost attempt (a gap), 2 to the rival, 3 to
-	// the rebuild: the rebuilt message follows the write that won. Reusing
-	// the first reservation would publish it before the rival's.
-	if rivalMsg.Sequence != 2 || stored[0].Sequence != 3 {
-		t.Fatalf("rival at %d and rebuilt message at %d, want 2 and 3", rivalMsg.Sequence, stored[0].Sequence)
-	}
-	if len(notifier.got()) != 1 {
-		t.Fatalf("wake-ups %+v, want one, after the commit", notifier.got())
-	}
 }
 
 func TestCommitGivesUpAfterMaxAttemptsWithAConflictError(t *testing.T) {
-	e, w, notifier := commitEnv(t, func(o *Options) { o.MaxCommitAttempts = 3 })
-	msg, err := w.NewMessage("orders", []byte("order-1"), []byte("paid"), outbox.MessageOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	builds := 0
-	_, err = w.Commit(t.Context(), func(_ context.Context, tx *Tx) error {
-		builds++
-		tx.Put(types.Put{TableName: aws.String(e.opts.TableName), Item: order(e, "1", 1),
-			ConditionExpression: aws.String("attribute_exists(Version)")})
-		tx.Enqueue(msg)
-		return nil
+	synctest.Test(t, func(t *testing.T) {
+		e, w, notifier := commitEnv(t, func(o *Options) { o.MaxCommitAttempts = 3 })
+		msg, err := w.NewMessage("orders", []byte("order-1"), []byte("paid"), outbox.MessageOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		builds := 0
+		_, err = w.Commit(t.Context(), func(_ context.Context, tx *Tx) error {
+			builds++
+			tx.Put(types.Put{TableName: aws.String(e.opts.TableName), Item: order(e, "1", 1),
+				ConditionExpression: aws.String("attribute_exists(Version)")})
+			tx.Enqueue(msg)
+			return nil
+		})
+		var conflict *ConflictError
+		if !errors.As(err, &conflict) || !errors.Is(err, ErrConflict) || conflict.Attempts != 3 || !reflect.DeepEqual(conflict.Items, []int{0}) {
+			t.Fatalf("error %v (%+v), want a *ConflictError after 3 attempts naming item 0", err, conflict)
+		}
+		if builds != 3 {
+			t.Fatalf("build ran %d times, want 3", builds)
+		}
+		if batch, _ := e.store(t).FetchBatch(t.Context(), msg.Bucket, 10); len(batch) != 0 || len(notifier.got()) != 0 {
+			t.Fatalf("fetched %d messages and sent %d wake-ups, want none", len(batch), len(notifier.got()))
+		}
 	})
-	var conflict *ConflictError
-	if !errors.As(err, &conflict) || !errors.Is(err, ErrConflict) || conflict.Attempts != 3 || !reflect.DeepEqual(conflict.Items, []int{0}) {
-		t.Fatalf("error %v (%+v), want a *ConflictError after 3 attempts naming item 0", err, conflict)
-	}
-	if builds != 3 {
-		t.Fatalf("build ran %d times, want 3", builds)
-	}
-	if batch, _ := e.store(t).FetchBatch(t.Context(), msg.Bucket, 10); len(batch) != 0 || len(notifier.got()) != 0 {
-		t.Fatalf("fetched %d messages and sent %d wake-ups, want none", len(batch), len(notifier.got()))
-	}
 }
 
 func TestCommitReturnsTheBuildErrorWithoutARequest(t *testing.T) {
-	e, w, _ := commitEnv(t)
-	stop := errors.New("order already shipped")
-	var err error
-	c := e.counts(func() {
-		_, err = w.Commit(t.Context(), func(context.Context, *Tx) error { return stop })
+	synctest.Test(t, func(t *testing.T) {
+		e, w, _ := commitEnv(t)
+		stop := errors.New("order already shipped")
+		var err error
+		c := e.counts(func() {
+			_, err = w.Commit(t.Context(), func(context.Context, *Tx) error { return stop })
+		})
+		if !errors.Is(err, stop) || c.TotalRequests() != 0 {
+			t.Fatalf("error %v after %v, want the build's error and no request", err, c.Requests)
+		}
 	})
-	if !errors.Is(err, stop) || c.TotalRequests() != 0 {
-		t.Fatalf("error %v after %v, want the build's error and no request", err, c.Requests)
-	}
 }
 
 // The bucket count is given once, to the writer: a message built for
 // another count is refused before any request.
 func TestWriterRefusesAMessageBuiltForAnotherBucketCount(t *testing.T) {
-	e, w, _ := commitEnv(t, func(o *Options) { o.BucketCount = 16 })
-	foreign, err := outbox.NewMessage("orders", []byte("order-1"), []byte("v"), outbox.MessageOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	calls := map[string]func() error{
-		"Enqueue":      func() error { _, err := w.Enqueue(t.Context(), foreign); return err },
-		"TransactItem": func() error { _, _, err := w.TransactItem(t.Context(), foreign); return err },
-		"Commit": func() error {
-			_, err := w.Commit(t.Context(), func(_ context.Context, tx *Tx) error { tx.Enqueue(foreign); return nil })
-			return err
-		},
-		"NewMessage": func() error {
-			_, err := w.NewMessage("orders", nil, nil, outbox.MessageOptions{BucketCount: 8})
-			return err
-		},
-	}
-	for name, call := range calls {
-		var err error
-		c := e.counts(func() { err = call() })
-		var mismatch *BucketCountError
-		if !errors.As(err, &mismatch) || !errors.Is(err, outbox.ErrInvalidMessage) || mismatch.Built != 8 || mismatch.Writer != 16 {
-			t.Errorf("%s: error %v, want a *BucketCountError for 8 against 16", name, err)
+	synctest.Test(t, func(t *testing.T) {
+		e, w, _ := commitEnv(t, func(o *Options) { o.BucketCount = 16 })
+		foreign, err := outbox.NewMessage("orders", []byte("order-1"), []byte("v"), outbox.MessageOptions{})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if c.TotalRequests() != 0 {
-			t.Errorf("%s: sent %v, want no request", name, c.Requests)
+		calls := map[string]func() error{
+			"Enqueue":      func() error { _, err := w.Enqueue(t.Context(), foreign); return err },
+			"TransactItem": func() error { _, _, err := w.TransactItem(t.Context(), foreign); return err },
+			"Commit": func() error {
+				_, err := w.Commit(t.Context(), func(_ context.Context, tx *Tx) error { tx.Enqueue(foreign); return nil })
+				return err
+			},
+			"NewMessage": func() error {
+				_, err := w.NewMessage("orders", nil, nil, outbox.MessageOptions{BucketCount: 8})
+				return err
+			},
 		}
-	}
-	own, err := w.NewMessage("orders", []byte("order-1"), []byte("v"), outbox.MessageOptions{})
-	if err != nil || own.BucketCount != 16 {
-		t.Fatalf("NewMessage: %+v, %v; want a message for 16 buckets", own, err)
-	}
-	if _, err := w.Enqueue(t.Context(), own); err != nil {
-		t.Fatal(err)
-	}
+		for name, call := range calls {
+			var err error
+			c := e.counts(func() { err = call() })
+			var mismatch *BucketCountError
+			if !errors.As(err, &mismatch) || !errors.Is(err, outbox.ErrInvalidMessage) || mismatch.Built != 8 || mismatch.Writer != 16 {
+				t.Errorf("%s: error %v, want a *BucketCountError for 8 against 16", name, err)
+			}
+			if c.TotalRequests() != 0 {
+				t.Errorf("%s: sent %v, want no request", name, c.Requests)
+			}
+		}
+		own, err := w.NewMessage("orders", []byte("order-1"), []byte("v"), outbox.MessageOptions{})
+		if err != nil || own.BucketCount != 16 {
+			t.Fatalf("NewMessage: %+v, %v; want a message for 16 buckets", own, err)
+		}
+		if _, err := w.Enqueue(t.Context(), own); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

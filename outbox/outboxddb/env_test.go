@@ -12,36 +12,40 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/spillway-dev/spillway/internal/simtime"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
-// env is one outbox table on the embedded DynamoDB server (or on the
-// endpoint in SPILLWAY_DYNAMODB_ENDPOINT), reached through the real SDK
-// client with the request Counter and Faults attached, and a manual clock
-// starting at 2026-09-01T08:00:00Z. act counts the requests of its clients
-// in flight, for a test that moves the clock while a relay runs.
+// env is one outbox table on the in-memory embedded DynamoDB server,
+// reached through the real SDK client with the request Counter and Faults
+// attached. Its tests run in a testing/synctest bubble: newEnv moves the
+// bubble's clock to t0 (2026-09-01T08:00:00Z), and clock, every store's
+// and writer's clock, is the bubble's, so time moves only when every
+// goroutine of the test is blocked (time.Sleep moves it on purpose).
 type env struct {
 	d      *outboxlocal.DynamoDB
 	client Client // d.Client
-	clock  *outboxlocal.ManualClock
-	act    *simtime.Activity
+	clock  outbox.Clock
 	opts   Options
 }
 
 func newEnv(t *testing.T, edit ...func(*Options)) *env {
 	t.Helper()
-	clock := outboxlocal.NewManualClock(t0)
-	act := simtime.NewActivity()
-	d := outboxtest.NewDynamoDB(t, outboxlocal.WithClock(clock), outboxlocal.WithClientOptions(act.DynamoDBOption()))
+	if now := time.Now(); now.After(t0) {
+		t.Fatalf("the clock reads %v, past t0: run the test in a synctest bubble", now)
+	}
+	clock := outbox.SystemClock{}
+	d := outboxtest.NewDynamoDB(t, outboxlocal.InMemory())
 	opts := Options{TableName: d.NewTableName(), Clock: clock, Logger: testLogger(t)}
 	for _, e := range edit {
 		e(&opts)
 	}
 	createTable(t, d, opts)
-	return &env{d: d, client: d.Client, clock: clock, act: act, opts: opts}
+	// The table's creation may have waited on the clock: the test starts
+	// at t0 whatever it took.
+	time.Sleep(time.Until(t0))
+	return &env{d: d, client: d.Client, clock: clock, opts: opts}
 }
 
 // testLogger logs through t, so a failing test shows the store's warnings

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"testing/synctest"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
@@ -43,61 +44,63 @@ func bucketOf(t *testing.T, m outbox.Message, count int) int {
 // put and check in a transaction), one refused transaction at the seal,
 // then 1 + 1 as before.
 func TestWriter_WithAPreviousGeneration_SwitchesAtTheSeal(t *testing.T) {
-	e := newEnv(t)
-	old, cur := e.store(t), e.store(t, replacing)
-	w := e.writer(t, replacing)
-	enq := func(key string) (outbox.Message, outboxlocal.Counts) {
-		t.Helper()
-		var m outbox.Message
-		var err error
-		c := e.counts(func() { m, err = w.Enqueue(t.Context(), newMessage(t, "t", key, 0)) })
-		if err != nil {
-			t.Fatalf("enqueue %s: %v", key, err)
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		old, cur := e.store(t), e.store(t, replacing)
+		w := e.writer(t, replacing)
+		enq := func(key string) (outbox.Message, outboxlocal.Counts) {
+			t.Helper()
+			var m outbox.Message
+			var err error
+			c := e.counts(func() { m, err = w.Enqueue(t.Context(), newMessage(t, "t", key, 0)) })
+			if err != nil {
+				t.Fatalf("enqueue %s: %v", key, err)
+			}
+			return m, c
 		}
-		return m, c
-	}
-	for _, phase := range []string{"no marker", "open"} {
-		m, c := enq("before-" + phase)
-		wantRequests(t, c, map[string]int{"UpdateItem": 1, "TransactWriteItems": 1})
-		wantUnits(t, phase, c, 0, 5)
-		if m.Bucket != bucketOf(t, m, 8) || !holds(t, old, m.Bucket) {
-			t.Fatalf("%s: message in bucket %d; want it in the old generation's bucket %d", phase, m.Bucket, bucketOf(t, m, 8))
-		}
-		if phase == "no marker" {
-			if _, err := old.OpenGeneration(t.Context(), successor); err != nil {
-				t.Fatal(err)
+		for _, phase := range []string{"no marker", "open"} {
+			m, c := enq("before-" + phase)
+			wantRequests(t, c, map[string]int{"UpdateItem": 1, "TransactWriteItems": 1})
+			wantUnits(t, phase, c, 0, 5)
+			if m.Bucket != bucketOf(t, m, 8) || !holds(t, old, m.Bucket) {
+				t.Fatalf("%s: message in bucket %d; want it in the old generation's bucket %d", phase, m.Bucket, bucketOf(t, m, 8))
+			}
+			if phase == "no marker" {
+				if _, err := old.OpenGeneration(t.Context(), successor); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
-	}
-	if _, err := old.SealGeneration(t.Context(), successor); err != nil {
-		t.Fatal(err)
-	}
-	// The first write after the seal is refused by its check (its
-	// reservation in the old generation leaves a gap) and sent again to
-	// the new generation.
-	m, c := enq("at-the-seal")
-	wantRequests(t, c, map[string]int{"UpdateItem": 2, "TransactWriteItems": 1, "PutItem": 1})
-	// 1 + 4 refused, then 1 + 1.
-	wantUnits(t, "the write that meets the seal", c, 0, 7)
-	if m.Bucket != bucketOf(t, m, 32) || !holds(t, cur, m.Bucket) {
-		t.Fatalf("after the seal: message in bucket %d; want it in the new generation's bucket %d", m.Bucket, bucketOf(t, m, 32))
-	}
-	m, c = enq("after")
-	wantRequests(t, c, map[string]int{"UpdateItem": 1, "PutItem": 1})
-	wantUnits(t, "after the seal", c, 0, 2)
-	if !holds(t, cur, m.Bucket) {
-		t.Fatal("a write after the seal is not in the new generation")
-	}
-	var batch []outbox.Message
-	c = e.counts(func() {
-		var err error
-		if batch, err = w.EnqueueBatch(t.Context(), []outbox.Message{newMessage(t, "t", "x", 0), newMessage(t, "t", "y", 0)}); err != nil {
+		if _, err := old.SealGeneration(t.Context(), successor); err != nil {
 			t.Fatal(err)
 		}
+		// The first write after the seal is refused by its check (its
+		// reservation in the old generation leaves a gap) and sent again to
+		// the new generation.
+		m, c := enq("at-the-seal")
+		wantRequests(t, c, map[string]int{"UpdateItem": 2, "TransactWriteItems": 1, "PutItem": 1})
+		// 1 + 4 refused, then 1 + 1.
+		wantUnits(t, "the write that meets the seal", c, 0, 7)
+		if m.Bucket != bucketOf(t, m, 32) || !holds(t, cur, m.Bucket) {
+			t.Fatalf("after the seal: message in bucket %d; want it in the new generation's bucket %d", m.Bucket, bucketOf(t, m, 32))
+		}
+		m, c = enq("after")
+		wantRequests(t, c, map[string]int{"UpdateItem": 1, "PutItem": 1})
+		wantUnits(t, "after the seal", c, 0, 2)
+		if !holds(t, cur, m.Bucket) {
+			t.Fatal("a write after the seal is not in the new generation")
+		}
+		var batch []outbox.Message
+		c = e.counts(func() {
+			var err error
+			if batch, err = w.EnqueueBatch(t.Context(), []outbox.Message{newMessage(t, "t", "x", 0), newMessage(t, "t", "y", 0)}); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if c.Requests["TransactWriteItems"] != 1 || batch[0].Bucket != bucketOf(t, batch[0], 32) {
+			t.Fatalf("a batch after the seal: %v, bucket %d", c.Requests, batch[0].Bucket)
+		}
 	})
-	if c.Requests["TransactWriteItems"] != 1 || batch[0].Bucket != bucketOf(t, batch[0], 32) {
-		t.Fatalf("a batch after the seal: %v, bucket %d", c.Requests, batch[0].Bucket)
-	}
 }
 
 // A caller's own transaction: TransactItems adds the check while the
@@ -105,159 +108,169 @@ func TestWriter_WithAPreviousGeneration_SwitchesAtTheSeal(t *testing.T) {
 // refused with a *GenerationSealedError that says the writer switched, and
 // the items built again are for the new generation, with no check.
 func TestWriter_WithAPreviousGeneration_CallersTransactionSwitchesAfterOneRefusal(t *testing.T) {
-	e := newEnv(t)
-	old := e.store(t)
-	w := e.writer(t, replacing)
-	msgs := []outbox.Message{newMessage(t, "t", "a", 0), newMessage(t, "t", "b", 0)}
-	commit := func() ([]outbox.Message, int, error) {
-		t.Helper()
-		items, built, err := w.TransactItems(t.Context(), msgs)
-		if err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		old := e.store(t)
+		w := e.writer(t, replacing)
+		msgs := []outbox.Message{newMessage(t, "t", "a", 0), newMessage(t, "t", "b", 0)}
+		commit := func() ([]outbox.Message, int, error) {
+			t.Helper()
+			items, built, err := w.TransactItems(t.Context(), msgs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = e.client.TransactWriteItems(t.Context(), &dynamodb.TransactWriteItemsInput{TransactItems: items})
+			return built, len(items), w.ExplainTransactionError(err, items)
+		}
+		if built, n, err := commit(); err != nil || n != 3 || built[0].Bucket != bucketOf(t, built[0], 8) {
+			t.Fatalf("before the seal: %d items, %v; want 2 puts for the old generation and its check", n, err)
+		}
+		if _, err := old.OpenGeneration(t.Context(), successor); err != nil {
 			t.Fatal(err)
 		}
-		_, err = e.client.TransactWriteItems(t.Context(), &dynamodb.TransactWriteItemsInput{TransactItems: items})
-		return built, len(items), w.ExplainTransactionError(err, items)
-	}
-	if built, n, err := commit(); err != nil || n != 3 || built[0].Bucket != bucketOf(t, built[0], 8) {
-		t.Fatalf("before the seal: %d items, %v; want 2 puts for the old generation and its check", n, err)
-	}
-	if _, err := old.OpenGeneration(t.Context(), successor); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := old.SealGeneration(t.Context(), successor); err != nil {
-		t.Fatal(err)
-	}
-	_, _, err := commit()
-	var sealed *GenerationSealedError
-	if !errors.Is(err, outbox.ErrGenerationSealed) || !errors.As(err, &sealed) || !sealed.Switched || sealed.Marker.Successor != successor {
-		t.Fatalf("at the seal: %v; want a GenerationSealedError saying the writer switched to %s", err, successor)
-	}
-	if built, n, err := commit(); err != nil || n != 2 || built[1].Bucket != bucketOf(t, built[1], 32) {
-		t.Fatalf("after the seal: %d items, %v; want 2 puts for the new generation", n, err)
-	}
-	if _, _, err := w.TransactItem(t.Context(), msgs[0]); !errors.Is(err, outbox.ErrMisconfigured) {
-		t.Fatalf("TransactItem on a writer replacing a generation: %v; want ErrMisconfigured", err)
-	}
+		if _, err := old.SealGeneration(t.Context(), successor); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := commit()
+		var sealed *GenerationSealedError
+		if !errors.Is(err, outbox.ErrGenerationSealed) || !errors.As(err, &sealed) || !sealed.Switched || sealed.Marker.Successor != successor {
+			t.Fatalf("at the seal: %v; want a GenerationSealedError saying the writer switched to %s", err, successor)
+		}
+		if built, n, err := commit(); err != nil || n != 2 || built[1].Bucket != bucketOf(t, built[1], 32) {
+			t.Fatalf("after the seal: %d items, %v; want 2 puts for the new generation", n, err)
+		}
+		if _, _, err := w.TransactItem(t.Context(), msgs[0]); !errors.Is(err, outbox.ErrMisconfigured) {
+			t.Fatalf("TransactItem on a writer replacing a generation: %v; want ErrMisconfigured", err)
+		}
+	})
 }
 
 // A writer whose previous generation was sealed for another successor
 // writes nowhere.
 func TestWriter_WithAPreviousGeneration_SealedForAnotherSuccessor_IsAMisconfiguration(t *testing.T) {
-	e := newEnv(t)
-	old := e.store(t)
-	other := outbox.Generation{KeyPrefix: "OUTBOX3", BucketCount: 16}
-	if _, err := old.OpenGeneration(t.Context(), other); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := old.SealGeneration(t.Context(), other); err != nil {
-		t.Fatal(err)
-	}
-	w := e.writer(t, replacing)
-	if _, err := w.Enqueue(t.Context(), newMessage(t, "t", "a", 0)); !errors.Is(err, outbox.ErrMisconfigured) {
-		t.Fatalf("enqueue: %v; want ErrMisconfigured", err)
-	}
-	if holds(t, e.store(t, replacing), bucketOf(t, newMessage(t, "t", "a", 0), 32)) {
-		t.Fatal("the message reached the new generation")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		old := e.store(t)
+		other := outbox.Generation{KeyPrefix: "OUTBOX3", BucketCount: 16}
+		if _, err := old.OpenGeneration(t.Context(), other); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := old.SealGeneration(t.Context(), other); err != nil {
+			t.Fatal(err)
+		}
+		w := e.writer(t, replacing)
+		if _, err := w.Enqueue(t.Context(), newMessage(t, "t", "a", 0)); !errors.Is(err, outbox.ErrMisconfigured) {
+			t.Fatalf("enqueue: %v; want ErrMisconfigured", err)
+		}
+		if holds(t, e.store(t, replacing), bucketOf(t, newMessage(t, "t", "a", 0), 32)) {
+			t.Fatal("the message reached the new generation")
+		}
+	})
 }
 
 // A store's gate: one read without a predecessor, two while it has one,
 // ErrGenerationNotOpen until the predecessor is drained, and nothing once
 // it saw it drained.
 func TestStore_CheckServable_WaitsForThePredecessorToDrain(t *testing.T) {
-	e := newEnv(t)
-	old, cur := e.store(t), e.store(t, replacing)
-	var err error
-	c := e.counts(func() { err = cur.CheckServable(t.Context()) })
-	if err != nil {
-		t.Fatalf("no predecessor: %v", err)
-	}
-	wantRequests(t, c, map[string]int{"Query": 1})
-	wantUnits(t, "no predecessor", c, 1, 0)
-	if _, err := old.OpenGeneration(t.Context(), successor); err != nil {
-		t.Fatal(err)
-	}
-	for _, move := range []func() (outbox.GenerationMarker, error){
-		func() (outbox.GenerationMarker, error) { return old.ReadGeneration(t.Context()) },
-		func() (outbox.GenerationMarker, error) { return old.SealGeneration(t.Context(), successor) },
-	} {
-		m, err := move()
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		old, cur := e.store(t), e.store(t, replacing)
+		var err error
+		c := e.counts(func() { err = cur.CheckServable(t.Context()) })
 		if err != nil {
+			t.Fatalf("no predecessor: %v", err)
+		}
+		wantRequests(t, c, map[string]int{"Query": 1})
+		wantUnits(t, "no predecessor", c, 1, 0)
+		if _, err := old.OpenGeneration(t.Context(), successor); err != nil {
 			t.Fatal(err)
 		}
-		c = e.counts(func() { err = cur.CheckServable(t.Context()) })
-		if !errors.Is(err, outbox.ErrGenerationNotOpen) {
-			t.Fatalf("predecessor %s: %v; want ErrGenerationNotOpen", m.Phase, err)
+		for _, move := range []func() (outbox.GenerationMarker, error){
+			func() (outbox.GenerationMarker, error) { return old.ReadGeneration(t.Context()) },
+			func() (outbox.GenerationMarker, error) { return old.SealGeneration(t.Context(), successor) },
+		} {
+			m, err := move()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c = e.counts(func() { err = cur.CheckServable(t.Context()) })
+			if !errors.Is(err, outbox.ErrGenerationNotOpen) {
+				t.Fatalf("predecessor %s: %v; want ErrGenerationNotOpen", m.Phase, err)
+			}
+			wantUnits(t, "predecessor "+string(m.Phase), c, 2, 0)
 		}
-		wantUnits(t, "predecessor "+string(m.Phase), c, 2, 0)
-	}
-	if _, err := old.FinishGeneration(t.Context(), successor); err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range []*Store{cur, e.store(t, replacing)} {
-		c = e.counts(func() { err = s.CheckServable(t.Context()) })
-		if err != nil {
-			t.Fatalf("predecessor drained: %v", err)
+		if _, err := old.FinishGeneration(t.Context(), successor); err != nil {
+			t.Fatal(err)
 		}
-		wantUnits(t, "predecessor drained", c, 2, 0)
-		c = e.counts(func() { err = s.CheckServable(t.Context()) })
-		if err != nil || len(c.Requests) != 0 {
-			t.Fatalf("again: %v, %v; want no request", err, c.Requests)
+		for _, s := range []*Store{cur, e.store(t, replacing)} {
+			c = e.counts(func() { err = s.CheckServable(t.Context()) })
+			if err != nil {
+				t.Fatalf("predecessor drained: %v", err)
+			}
+			wantUnits(t, "predecessor drained", c, 2, 0)
+			c = e.counts(func() { err = s.CheckServable(t.Context()) })
+			if err != nil || len(c.Requests) != 0 {
+				t.Fatalf("again: %v, %v; want no request", err, c.Requests)
+			}
 		}
-	}
-	// Another generation cannot name the same successor.
-	if _, err := e.store(t, func(o *Options) { o.KeyPrefix = "OTHER" }).OpenGeneration(t.Context(), successor); !errors.Is(err, outbox.ErrMisconfigured) {
-		t.Fatalf("a second predecessor: %v; want ErrMisconfigured", err)
-	}
+		// Another generation cannot name the same successor.
+		if _, err := e.store(t, func(o *Options) { o.KeyPrefix = "OTHER" }).OpenGeneration(t.Context(), successor); !errors.Is(err, outbox.ErrMisconfigured) {
+			t.Fatalf("a second predecessor: %v; want ErrMisconfigured", err)
+		}
+	})
 }
 
 // A writer replacing a generation may also check its own generation (for a
 // later change): after the switch its writes carry that check.
 func TestWriter_WithAPreviousGeneration_AndItsOwnCheck(t *testing.T) {
-	e := newEnv(t)
-	old := e.store(t)
-	if _, err := old.OpenGeneration(t.Context(), successor); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := old.SealGeneration(t.Context(), successor); err != nil {
-		t.Fatal(err)
-	}
-	w := e.writer(t, replacing, func(o *Options) { o.GenerationCheck = true })
-	if _, err := w.Enqueue(t.Context(), newMessage(t, "t", "a", 0)); err != nil {
-		t.Fatal(err)
-	}
-	c := e.counts(func() {
-		if _, err := w.Enqueue(t.Context(), newMessage(t, "t", "b", 0)); err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		old := e.store(t)
+		if _, err := old.OpenGeneration(t.Context(), successor); err != nil {
 			t.Fatal(err)
 		}
+		if _, err := old.SealGeneration(t.Context(), successor); err != nil {
+			t.Fatal(err)
+		}
+		w := e.writer(t, replacing, func(o *Options) { o.GenerationCheck = true })
+		if _, err := w.Enqueue(t.Context(), newMessage(t, "t", "a", 0)); err != nil {
+			t.Fatal(err)
+		}
+		c := e.counts(func() {
+			if _, err := w.Enqueue(t.Context(), newMessage(t, "t", "b", 0)); err != nil {
+				t.Fatal(err)
+			}
+		})
+		wantRequests(t, c, map[string]int{"UpdateItem": 1, "TransactWriteItems": 1})
 	})
-	wantRequests(t, c, map[string]int{"UpdateItem": 1, "TransactWriteItems": 1})
 }
 
 // A writer replacing a generation takes messages built for either of its
 // counts, bucketed for the generation it writes, and refuses a third.
 func TestWriter_WithAPreviousGeneration_TakesMessagesBuiltForEitherCount(t *testing.T) {
-	e := newEnv(t)
-	w := e.writer(t, replacing)
-	for _, count := range []int{successor.BucketCount, outbox.DefaultBucketCount} {
-		m, err := outbox.NewMessage("t", []byte("k"), []byte("v"), outbox.MessageOptions{BucketCount: count})
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		w := e.writer(t, replacing)
+		for _, count := range []int{successor.BucketCount, outbox.DefaultBucketCount} {
+			m, err := outbox.NewMessage("t", []byte("k"), []byte("v"), outbox.MessageOptions{BucketCount: count})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := w.Enqueue(t.Context(), m)
+			if err != nil {
+				t.Fatalf("built for %d: %v", count, err)
+			}
+			if got.BucketCount != outbox.DefaultBucketCount || got.Bucket != bucketOf(t, m, outbox.DefaultBucketCount) {
+				t.Fatalf("built for %d: stored for %d buckets in bucket %d; want the old generation's", count, got.BucketCount, got.Bucket)
+			}
+		}
+		m, err := outbox.NewMessage("t", []byte("k"), []byte("v"), outbox.MessageOptions{BucketCount: 16})
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := w.Enqueue(t.Context(), m)
-		if err != nil {
-			t.Fatalf("built for %d: %v", count, err)
+		var bce *BucketCountError
+		if _, err := w.Enqueue(t.Context(), m); !errors.As(err, &bce) {
+			t.Fatalf("built for 16: %v; want a *BucketCountError", err)
 		}
-		if got.BucketCount != outbox.DefaultBucketCount || got.Bucket != bucketOf(t, m, outbox.DefaultBucketCount) {
-			t.Fatalf("built for %d: stored for %d buckets in bucket %d; want the old generation's", count, got.BucketCount, got.Bucket)
-		}
-	}
-	m, err := outbox.NewMessage("t", []byte("k"), []byte("v"), outbox.MessageOptions{BucketCount: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var bce *BucketCountError
-	if _, err := w.Enqueue(t.Context(), m); !errors.As(err, &bce) {
-		t.Fatalf("built for 16: %v; want a *BucketCountError", err)
-	}
+	})
 }

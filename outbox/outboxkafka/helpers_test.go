@@ -26,6 +26,16 @@ func newCluster(t testing.TB, opts ...kfake.Opt) *kfake.Cluster {
 	return c
 }
 
+// newVirtualCluster is newCluster on an in-memory network, for a test in a
+// testing/synctest bubble (whose clock cannot move while a goroutine waits
+// on a socket); dial is the client option that reaches it.
+func newVirtualCluster(t testing.TB, opts ...kfake.Opt) (c *kfake.Cluster, dial kgo.Opt) {
+	t.Helper()
+	network := new(kfake.VirtualNetwork)
+	c = newCluster(t, append([]kfake.Opt{kfake.ListenFn(network.Listen), kfake.Ports(9092)}, opts...)...)
+	return c, kgo.Dialer(network.DialContext)
+}
+
 // fastRetries keeps an injected retriable error from costing the client's
 // default five-second metadata wait.
 func fastRetries() []kgo.Opt {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -15,7 +16,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/spillway-dev/spillway/outbox"
-	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // secretStore is a stand-in for the Secrets Manager secret: Refresh reads
@@ -42,9 +42,9 @@ func (s *secretStore) read(context.Context) (SCRAMAuth, error) {
 // rotatePassword changes the SCRAM-SHA-512 password of user in the cluster,
 // as an operator rotating the MSK secret does, through a client that is
 // still authenticated with the old one.
-func rotatePassword(t *testing.T, c *kfake.Cluster, user, old, pass string) {
+func rotatePassword(t *testing.T, c *kfake.Cluster, dial kgo.Opt, user, old, pass string) {
 	t.Helper()
-	admin, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.SASL(newSCRAMSource(SCRAMAuth{User: user, Password: old}, outbox.SystemClock{}).mechanism()))
+	admin, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), dial, kgo.SASL(newSCRAMSource(SCRAMAuth{User: user, Password: old}, outbox.SystemClock{}).mechanism()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,61 +71,65 @@ func rotatePassword(t *testing.T, c *kfake.Cluster, user, old, pass string) {
 // the secret once when the broker refuses it, and reconnects.
 func TestSCRAM_RotatedSecret_IsReadAgainOnceAndTheRelayReconnects(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "relay", "s3cret"), kfake.SeedTopics(1, "orders"))
-	secret := &secretStore{pass: "s3cret"}
-	clock := outboxlocal.NewManualClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
-	withSecret := func(cfg *Config) {
-		cfg.Auth = Auth{Mechanism: AuthSCRAMSHA512, SCRAM: SCRAMAuth{User: "relay", Password: "s3cret", Refresh: secret.read}}
-		cfg.Clock = clock
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	msg := message(t, 1, "orders", []byte("k"), []byte("v"), nil, nil)
+	synctest.Test(t, func(t *testing.T) {
+		c, dial := newVirtualCluster(t, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "relay", "s3cret"), kfake.SeedTopics(1, "orders"))
+		secret := &secretStore{pass: "s3cret"}
+		withSecret := func(cfg *Config) {
+			cfg.Auth = Auth{Mechanism: AuthSCRAMSHA512, SCRAM: SCRAMAuth{User: "relay", Password: "s3cret", Refresh: secret.read}}
+			cfg.ExtraOpts = append(cfg.ExtraOpts, dial)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		msg := message(t, 1, "orders", []byte("k"), []byte("v"), nil, nil)
 
-	// The password changes in Kafka, then in the secret.
-	rotatePassword(t, c, "relay", "s3cret", "n3w-s3cret")
-	secret.set("n3w-s3cret")
+		// The password changes in Kafka, then in the secret.
+		rotatePassword(t, c, dial, "relay", "s3cret", "n3w-s3cret")
+		secret.set("n3w-s3cret")
 
-	// An execution environment that read the secret before the rotation.
-	p := newPublisher(t, c, withSecret)
-	if err := p.Init(ctx); err != nil {
-		t.Fatalf("Init after the rotation: %v", err)
-	}
-	if n, err := p.Publish(ctx, []outbox.Message{msg}); n != 1 || err != nil {
-		t.Fatalf("Publish after the rotation = %d, %v", n, err)
-	}
-	if got := secret.reads.Load(); got != 1 {
-		t.Fatalf("secret read %d times, want once", got)
-	}
+		// An execution environment that read the secret before the rotation.
+		p := newPublisher(t, c, withSecret)
+		if err := p.Init(ctx); err != nil {
+			t.Fatalf("Init after the rotation: %v", err)
+		}
+		if n, err := p.Publish(ctx, []outbox.Message{msg}); n != 1 || err != nil {
+			t.Fatalf("Publish after the rotation = %d, %v", n, err)
+		}
+		if got := secret.reads.Load(); got != 1 {
+			t.Fatalf("secret read %d times, want once", got)
+		}
+	})
 }
 
 // A password that is wrong in the secret too costs one read per interval,
 // not one per connection attempt.
 func TestSCRAM_WrongSecret_IsReadAtMostOncePerInterval(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "relay", "s3cret"), kfake.SeedTopics(1, "orders"))
-	secret := &secretStore{pass: "still-wrong"}
-	clock := outboxlocal.NewManualClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
-	p := newPublisher(t, c, func(cfg *Config) {
-		cfg.Auth = Auth{Mechanism: AuthSCRAMSHA512, SCRAM: SCRAMAuth{User: "relay", Password: "wrong", Refresh: secret.read}}
-		cfg.Clock = clock
-	})
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	for range 3 {
-		if err := p.Init(ctx); err == nil {
-			t.Fatal("Init with a wrong secret succeeded")
+	synctest.Test(t, func(t *testing.T) {
+		c, dial := newVirtualCluster(t, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "relay", "s3cret"), kfake.SeedTopics(1, "orders"))
+		secret := &secretStore{pass: "still-wrong"}
+		p := newPublisher(t, c, func(cfg *Config) {
+			cfg.Auth = Auth{Mechanism: AuthSCRAMSHA512, SCRAM: SCRAMAuth{User: "relay", Password: "wrong", Refresh: secret.read}}
+			cfg.ExtraOpts = append(cfg.ExtraOpts, dial)
+		})
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		for range 3 {
+			if err := p.Init(ctx); err == nil {
+				t.Fatal("Init with a wrong secret succeeded")
+			}
 		}
-	}
-	if got := secret.reads.Load(); got != 1 {
-		t.Fatalf("secret read %d times in one burst, want once", got)
-	}
-	clock.Advance(SCRAMRefreshInterval)
-	secret.set("s3cret")
-	if err := p.Init(ctx); err != nil {
-		t.Fatalf("Init once the secret is right again: %v", err)
-	}
-	if got := secret.reads.Load(); got != 2 {
-		t.Fatalf("secret read %d times, want twice", got)
-	}
+		if got := secret.reads.Load(); got != 1 {
+			t.Fatalf("secret read %d times in one burst, want once", got)
+		}
+		time.Sleep(SCRAMRefreshInterval)
+		secret.set("s3cret")
+		ctx, cancel = context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		if err := p.Init(ctx); err != nil {
+			t.Fatalf("Init once the secret is right again: %v", err)
+		}
+		if got := secret.reads.Load(); got != 2 {
+			t.Fatalf("secret read %d times, want twice", got)
+		}
+	})
 }

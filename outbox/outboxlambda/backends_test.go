@@ -13,7 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/spillway-dev/spillway/internal/simtime"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
@@ -26,7 +25,8 @@ import (
 var sampleTopics = []string{"orders", "customers"}
 
 // bundle is one outbox on the embedded backends (or the external ones named
-// by SPILLWAY_DYNAMODB_ENDPOINT and SPILLWAY_KAFKA_BROKERS) with a relay
+// by SPILLWAY_DYNAMODB_ENDPOINT and SPILLWAY_KAFKA_BROKERS, or in-memory
+// ones in a synctest bubble) with a relay
 // handler and an enqueue handler wired as the functions wire them, except
 // that wake-ups go to a fake Lambda invoker the test reads.
 type bundle struct {
@@ -50,20 +50,24 @@ type bundleOptions struct {
 	vars map[string]string
 	// publisher replaces the Kafka publisher.
 	publisher outbox.Publisher
-	// sim, when set, runs the handlers, stores and publisher on its
-	// clock, with every backend call counted as in flight.
-	sim *simulation
+	// inMemory serves both backends in memory, for a test in a synctest
+	// bubble: the handlers, stores and publisher run on the bubble's
+	// clock, which a socket would keep from moving.
+	inMemory bool
 }
 
 func setup(t *testing.T, o bundleOptions) *bundle {
 	t.Helper()
 	var clock outbox.Clock = outbox.SystemClock{}
 	var ddbOpts []outboxlocal.DynamoOption
-	if o.sim != nil {
-		clock = o.sim.clock
-		ddbOpts = append(ddbOpts, outboxlocal.WithClock(clock), outboxlocal.WithClientOptions(o.sim.act.DynamoDBOption()))
+	if o.inMemory {
+		ddbOpts = append(ddbOpts, outboxlocal.InMemory())
 	}
-	b := &bundle{ddb: outboxtest.NewDynamoDB(t, ddbOpts...), kafka: outboxtest.NewKafka(t, sampleTopics...), inv: &fakeInvoker{}, clock: clock}
+	b := &bundle{
+		ddb:   outboxtest.NewDynamoDB(t, ddbOpts...),
+		kafka: outboxtest.NewKafkaWith(t, outboxlocal.KafkaConfig{Topics: sampleTopics, InMemory: o.inMemory}),
+		inv:   &fakeInvoker{}, clock: clock,
+	}
 	vars := map[string]string{
 		outboxconf.EnvTable:         outboxtest.CreateTable(t, b.ddb),
 		outboxconf.EnvKafkaBrokers:  strings.Join(b.kafka.Brokers, ","),
@@ -89,16 +93,15 @@ func setup(t *testing.T, o bundleOptions) *bundle {
 		if err != nil {
 			t.Fatal(err)
 		}
-		kcfg.ExtraOpts, kcfg.Clock = outboxlocal.TestClientOpts(), clock
+		// The cluster's options carry TestClientOpts and, in memory, the
+		// dialer.
+		kcfg.ExtraOpts, kcfg.Clock = b.kafka.ClientOpts(), clock
 		p, err := outboxkafka.New(kcfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(p.Close)
 		pub = p
-	}
-	if o.sim != nil {
-		pub = simtime.Publisher(o.sim.act, pub)
 	}
 	b.relayStore = b.newStore(t)
 	notifier, err := NewNotifier(NotifierConfig{Client: b.inv, FunctionName: cfg.RelayFunction, Clock: clock, Logger: log})

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox/internal/ddblimits"
@@ -306,44 +307,45 @@ func TestTableDescriptionIsComplete(t *testing.T) {
 
 func TestClientRequestTokenReplay(t *testing.T) {
 	t.Parallel()
-	clock := NewManualClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	d := newDynamoDB(t, WithoutEnvironment(), WithClock(clock))
-	table := createTable(t, d)
-	txn := func(token, sk string) error {
-		_, err := d.Client.TransactWriteItems(t.Context(), &dynamodb.TransactWriteItemsInput{
-			ClientRequestToken: aws.String(token),
-			TransactItems: []types.TransactWriteItem{{Put: &types.Put{
-				TableName:           aws.String(table),
-				Item:                key("P", sk),
-				ConditionExpression: aws.String("attribute_not_exists(PK)"),
-			}}},
-		})
-		return err
-	}
-	const token = "d9b2d63da2334123847a76838bf2413a"
-	if err := txn(token, "1"); err != nil {
-		t.Fatal(err)
-	}
-	// Re-running the put would fail its condition: success proves the
-	// replay did not execute it again.
-	if err := txn(token, "1"); err != nil {
-		t.Fatalf("replay with the same token and body: %v", err)
-	}
-	var mismatch *types.IdempotentParameterMismatchException
-	if err := txn(token, "2"); !errors.As(err, &mismatch) {
-		t.Fatalf("same token, other body: %v, want IdempotentParameterMismatchException", err)
-	}
-	if item := get(t, d.Client, table, "P", "2"); item != nil {
-		t.Fatal("the mismatched request was applied")
-	}
-	clock.Advance(TokenWindow)
-	var tce *types.TransactionCanceledException
-	if err := txn(token, "1"); !errors.As(err, &tce) {
-		t.Fatalf("after the token window: %v, want the transaction to run again and be cancelled", err)
-	}
-	if got := d.Counter.Snapshot(); got.Requests["TransactWriteItems"] != 4 || got.Refused != 1 {
-		t.Fatalf("counted %d transactions and %d refusals, want 4 and 1", got.Requests["TransactWriteItems"], got.Refused)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		d := newDynamoDB(t, InMemory())
+		table := createTable(t, d)
+		txn := func(token, sk string) error {
+			_, err := d.Client.TransactWriteItems(t.Context(), &dynamodb.TransactWriteItemsInput{
+				ClientRequestToken: aws.String(token),
+				TransactItems: []types.TransactWriteItem{{Put: &types.Put{
+					TableName:           aws.String(table),
+					Item:                key("P", sk),
+					ConditionExpression: aws.String("attribute_not_exists(PK)"),
+				}}},
+			})
+			return err
+		}
+		const token = "d9b2d63da2334123847a76838bf2413a"
+		if err := txn(token, "1"); err != nil {
+			t.Fatal(err)
+		}
+		// Re-running the put would fail its condition: success proves the
+		// replay did not execute it again.
+		if err := txn(token, "1"); err != nil {
+			t.Fatalf("replay with the same token and body: %v", err)
+		}
+		var mismatch *types.IdempotentParameterMismatchException
+		if err := txn(token, "2"); !errors.As(err, &mismatch) {
+			t.Fatalf("same token, other body: %v, want IdempotentParameterMismatchException", err)
+		}
+		if item := get(t, d.Client, table, "P", "2"); item != nil {
+			t.Fatal("the mismatched request was applied")
+		}
+		time.Sleep(TokenWindow)
+		var tce *types.TransactionCanceledException
+		if err := txn(token, "1"); !errors.As(err, &tce) {
+			t.Fatalf("after the token window: %v, want the transaction to run again and be cancelled", err)
+		}
+		if got := d.Counter.Snapshot(); got.Requests["TransactWriteItems"] != 4 || got.Refused != 1 {
+			t.Fatalf("counted %d transactions and %d refusals, want 4 and 1", got.Requests["TransactWriteItems"], got.Refused)
+		}
+	})
 }
 
 func TestLimitsAreEnforced(t *testing.T) {

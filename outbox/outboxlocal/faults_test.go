@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -131,37 +132,41 @@ func TestHideFromNextQuery(t *testing.T) {
 
 func TestLatencyRunsOnTheClock(t *testing.T) {
 	t.Parallel()
-	clock := NewManualClock(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
-	d := newDynamoDB(t, WithoutEnvironment(), WithClock(clock))
-	table := createTable(t, d)
-	d.Faults.Latency("GetItem", time.Minute)
+	synctest.Test(t, func(t *testing.T) {
+		d := newDynamoDB(t, InMemory())
+		table := createTable(t, d)
+		d.Faults.Latency("GetItem", time.Minute)
 
-	done := make(chan error, 1)
-	go func() {
-		_, err := d.Client.GetItem(t.Context(), &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("P", "1")})
-		done <- err
-	}()
-	clock.BlockUntil(1)
-	if got := d.Counter.Snapshot().Requests["GetItem"]; got != 0 {
-		t.Fatalf("%d GetItem answered before the latency passed", got)
-	}
-	clock.Advance(time.Minute)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+		done := make(chan error, 1)
+		start := time.Now()
+		go func() {
+			_, err := d.Client.GetItem(t.Context(), &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("P", "1")})
+			done <- err
+		}()
+		synctest.Wait()
+		if got := d.Counter.Snapshot().Requests["GetItem"]; got != 0 {
+			t.Fatalf("%d GetItem answered before the latency passed", got)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took != time.Minute {
+			t.Fatalf("GetItem answered after %v, want the latency's minute", took)
+		}
 
-	ctx, cancel := context.WithCancel(t.Context())
-	go func() {
-		_, err := d.Client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("P", "1")})
-		done <- err
-	}()
-	clock.BlockUntil(1)
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled during latency: %v", err)
-	}
-	d.Faults.Latency("GetItem", 0)
-	get(t, d.Client, table, "P", "1")
+		ctx, cancel := context.WithCancel(t.Context())
+		go func() {
+			_, err := d.Client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("P", "1")})
+			done <- err
+		}()
+		synctest.Wait()
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled during latency: %v", err)
+		}
+		d.Faults.Latency("GetItem", 0)
+		get(t, d.Client, table, "P", "1")
+	})
 }
 
 func TestLoseResponseRetriesAnAppliedRequest(t *testing.T) {
@@ -206,70 +211,71 @@ func TestLoseResponseRetriesAnAppliedRequest(t *testing.T) {
 
 func TestStaleReadsHideRecentWritesFromEventuallyConsistentReads(t *testing.T) {
 	t.Parallel()
-	clock := NewManualClock(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
-	d := newDynamoDB(t, WithoutEnvironment(), WithClock(clock))
-	table := createTable(t, d)
-	put(t, d.Client, table, key("M", "1")) // before the fault: never lagging
-	d.Faults.StaleReads(time.Second)
-	put(t, d.Client, table, key("M", "2"))
-	_, err := d.Client.TransactWriteItems(t.Context(), &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-		{Put: &types.Put{TableName: aws.String(table), Item: key("M", "3")}},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	read := func(consistent bool) []string {
-		t.Helper()
-		out, err := query(t.Context(), d.Client, table, "M", consistent)
+	synctest.Test(t, func(t *testing.T) {
+		d := newDynamoDB(t, InMemory())
+		table := createTable(t, d)
+		put(t, d.Client, table, key("M", "1")) // before the fault: never lagging
+		d.Faults.StaleReads(time.Second)
+		put(t, d.Client, table, key("M", "2"))
+		_, err := d.Client.TransactWriteItems(t.Context(), &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+			{Put: &types.Put{TableName: aws.String(table), Item: key("M", "3")}},
+		}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if int(out.Count) != len(out.Items) {
-			t.Fatalf("count %d for %d items", out.Count, len(out.Items))
+		read := func(consistent bool) []string {
+			t.Helper()
+			out, err := query(t.Context(), d.Client, table, "M", consistent)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if int(out.Count) != len(out.Items) {
+				t.Fatalf("count %d for %d items", out.Count, len(out.Items))
+			}
+			return sortKeys(out.Items)
 		}
-		return sortKeys(out.Items)
-	}
-	getEventually := func(sk string) bool {
-		out, err := d.Client.GetItem(t.Context(), &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("M", sk)})
+		getEventually := func(sk string) bool {
+			out, err := d.Client.GetItem(t.Context(), &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("M", sk)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out.Item != nil
+		}
+		if got := read(false); !slices.Equal(got, []string{"1"}) || getEventually("2") {
+			t.Fatalf("eventually consistent reads right after the writes: %v", got)
+		}
+		// A projection without the partition key: the query's key condition
+		// names the partition.
+		projected, err := d.Client.Query(t.Context(), &dynamodb.QueryInput{TableName: aws.String(table),
+			KeyConditionExpression: aws.String("(PK = :pk)"), ProjectionExpression: aws.String("SK"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: "M"}}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return out.Item != nil
-	}
-	if got := read(false); !slices.Equal(got, []string{"1"}) || getEventually("2") {
-		t.Fatalf("eventually consistent reads right after the writes: %v", got)
-	}
-	// A projection without the partition key: the query's key condition
-	// names the partition.
-	projected, err := d.Client.Query(t.Context(), &dynamodb.QueryInput{TableName: aws.String(table),
-		KeyConditionExpression: aws.String("(PK = :pk)"), ProjectionExpression: aws.String("SK"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: "M"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := sortKeys(projected.Items); !slices.Equal(got, []string{"1"}) {
-		t.Fatalf("eventually consistent projected query: %v", got)
-	}
-	if got := read(true); !slices.Equal(got, []string{"1", "2", "3"}) || get(t, d.Client, table, "M", "2") == nil {
-		t.Fatalf("strongly consistent query: %v, want every item", got)
-	}
-	clock.Advance(time.Second)
-	if got := read(false); !slices.Equal(got, []string{"1", "2", "3"}) || !getEventually("2") {
-		t.Fatalf("eventually consistent query a lag later: %v, want every item", got)
-	}
-	// An update makes the item lag again; turning the fault off ends it.
-	if _, err := d.Client.UpdateItem(t.Context(), &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("M", "3"),
-		UpdateExpression: aws.String("SET #a = :v"), ExpressionAttributeNames: map[string]string{"#a": "A"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":v": &types.AttributeValueMemberS{Value: "x"}}}); err != nil {
-		t.Fatal(err)
-	}
-	if got := read(false); !slices.Equal(got, []string{"1", "2"}) {
-		t.Fatalf("right after an update: %v", got)
-	}
-	d.Faults.StaleReads(0)
-	if got := read(false); !slices.Equal(got, []string{"1", "2", "3"}) {
-		t.Fatalf("with the fault off: %v", got)
-	}
+		if got := sortKeys(projected.Items); !slices.Equal(got, []string{"1"}) {
+			t.Fatalf("eventually consistent projected query: %v", got)
+		}
+		if got := read(true); !slices.Equal(got, []string{"1", "2", "3"}) || get(t, d.Client, table, "M", "2") == nil {
+			t.Fatalf("strongly consistent query: %v, want every item", got)
+		}
+		time.Sleep(time.Second)
+		if got := read(false); !slices.Equal(got, []string{"1", "2", "3"}) || !getEventually("2") {
+			t.Fatalf("eventually consistent query a lag later: %v, want every item", got)
+		}
+		// An update makes the item lag again; turning the fault off ends it.
+		if _, err := d.Client.UpdateItem(t.Context(), &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("M", "3"),
+			UpdateExpression: aws.String("SET #a = :v"), ExpressionAttributeNames: map[string]string{"#a": "A"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":v": &types.AttributeValueMemberS{Value: "x"}}}); err != nil {
+			t.Fatal(err)
+		}
+		if got := read(false); !slices.Equal(got, []string{"1", "2"}) {
+			t.Fatalf("right after an update: %v", got)
+		}
+		d.Faults.StaleReads(0)
+		if got := read(false); !slices.Equal(got, []string{"1", "2", "3"}) {
+			t.Fatalf("with the fault off: %v", got)
+		}
+	})
 }
 
 func TestLoseResponseInReachesOnlyItsContext(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -14,7 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
 	"github.com/spillway-dev/spillway/outbox"
-	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // invocation is one call a fakeInvoker received.
@@ -357,91 +357,95 @@ func heldBy(now time.Time, relay string, buckets ...int) outbox.Coordination {
 }
 
 func TestNotifierSkipsWakeUpsALiveOwnerCovers(t *testing.T) {
-	clock := outboxlocal.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	inv := &fakeInvoker{}
-	owners := &fakeOwners{clock: clock}
-	n, err := NewNotifier(NotifierConfig{Client: inv, FunctionName: "relay", Clock: clock, Owners: owners})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := t.Context()
-	notify := func(w outbox.WakeUp) {
-		t.Helper()
-		if err := n.Notify(ctx, w); err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		clock := outbox.SystemClock{}
+		inv := &fakeInvoker{}
+		owners := &fakeOwners{clock: clock}
+		n, err := NewNotifier(NotifierConfig{Client: inv, FunctionName: "relay", Clock: clock, Owners: owners})
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	// Before any view: the invoke goes first, then the view is read.
-	owners.set(outbox.Coordination{}, nil)
-	notify(outbox.WakeUp{Buckets: []int{1}})
-	if got := len(inv.invocations()); got != 1 || owners.reads != 1 {
-		t.Fatalf("first wake-up: %d invokes, %d reads; want 1, 1", got, owners.reads)
-	}
-	// Within OwnerViewTTL of the invoke, bucket 1 is covered; bucket 2 is not.
-	notify(outbox.WakeUp{Buckets: []int{1}})
-	notify(outbox.WakeUp{Buckets: []int{2}})
-	if got := len(inv.invocations()); got != 2 {
-		t.Fatalf("%d invokes, want 2 (bucket 1 covered, bucket 2 sent)", got)
-	}
-	// Coverage lapsed: one read; a live holder covers the bucket, no invoke.
-	clock.Advance(outbox.OwnerViewTTL)
-	owners.set(heldBy(clock.Now(), "relay-a", 1, 2), nil)
-	notify(outbox.WakeUp{Buckets: []int{1, 2}})
-	notify(outbox.WakeUp{Buckets: []int{2}})
-	if got := len(inv.invocations()); got != 2 || owners.reads != 3 {
-		t.Fatalf("live holder: %d invokes, %d reads; want 2, 3", got, owners.reads)
-	}
-	// Joins and continuation hops are never skipped.
-	notify(outbox.WakeUp{Buckets: []int{1}, Join: true})
-	notify(outbox.WakeUp{Buckets: []int{1}, Hop: 1})
-	if got := len(inv.invocations()); got != 4 {
-		t.Fatalf("%d invokes, want 4 (join and hop sent)", got)
-	}
-	// The holder stopped: the next read after the coverage shows it, and
-	// the wake-up is sent.
-	clock.Advance(outbox.OwnerViewTTL)
-	stopped := heldBy(clock.Now(), "relay-a", 1, 2)
-	stopped.Relays[0].Stopped = true
-	owners.set(stopped, nil)
-	notify(outbox.WakeUp{Buckets: []int{2}})
-	// A failed read covers nothing either.
-	clock.Advance(outbox.OwnerViewTTL)
-	owners.set(heldBy(clock.Now(), "relay-a", 1, 2), errors.New("throttled"))
-	notify(outbox.WakeUp{Buckets: []int{1}})
-	st := n.Stats()
-	if got := len(inv.invocations()); got != 6 || st.Skipped != 3 || st.OwnerReads != 5 || st.Sent != 6 {
-		t.Fatalf("%d invokes, stats %+v; want 6 invokes, 3 skipped, 5 reads", got, st)
-	}
+		ctx := t.Context()
+		notify := func(w outbox.WakeUp) {
+			t.Helper()
+			if err := n.Notify(ctx, w); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Before any view: the invoke goes first, then the view is read.
+		owners.set(outbox.Coordination{}, nil)
+		notify(outbox.WakeUp{Buckets: []int{1}})
+		if got := len(inv.invocations()); got != 1 || owners.reads != 1 {
+			t.Fatalf("first wake-up: %d invokes, %d reads; want 1, 1", got, owners.reads)
+		}
+		// Within OwnerViewTTL of the invoke, bucket 1 is covered; bucket 2 is not.
+		notify(outbox.WakeUp{Buckets: []int{1}})
+		notify(outbox.WakeUp{Buckets: []int{2}})
+		if got := len(inv.invocations()); got != 2 {
+			t.Fatalf("%d invokes, want 2 (bucket 1 covered, bucket 2 sent)", got)
+		}
+		// Coverage lapsed: one read; a live holder covers the bucket, no invoke.
+		time.Sleep(outbox.OwnerViewTTL)
+		owners.set(heldBy(clock.Now(), "relay-a", 1, 2), nil)
+		notify(outbox.WakeUp{Buckets: []int{1, 2}})
+		notify(outbox.WakeUp{Buckets: []int{2}})
+		if got := len(inv.invocations()); got != 2 || owners.reads != 3 {
+			t.Fatalf("live holder: %d invokes, %d reads; want 2, 3", got, owners.reads)
+		}
+		// Joins and continuation hops are never skipped.
+		notify(outbox.WakeUp{Buckets: []int{1}, Join: true})
+		notify(outbox.WakeUp{Buckets: []int{1}, Hop: 1})
+		if got := len(inv.invocations()); got != 4 {
+			t.Fatalf("%d invokes, want 4 (join and hop sent)", got)
+		}
+		// The holder stopped: the next read after the coverage shows it, and
+		// the wake-up is sent.
+		time.Sleep(outbox.OwnerViewTTL)
+		stopped := heldBy(clock.Now(), "relay-a", 1, 2)
+		stopped.Relays[0].Stopped = true
+		owners.set(stopped, nil)
+		notify(outbox.WakeUp{Buckets: []int{2}})
+		// A failed read covers nothing either.
+		time.Sleep(outbox.OwnerViewTTL)
+		owners.set(heldBy(clock.Now(), "relay-a", 1, 2), errors.New("throttled"))
+		notify(outbox.WakeUp{Buckets: []int{1}})
+		st := n.Stats()
+		if got := len(inv.invocations()); got != 6 || st.Skipped != 3 || st.OwnerReads != 5 || st.Sent != 6 {
+			t.Fatalf("%d invokes, stats %+v; want 6 invokes, 3 skipped, 5 reads", got, st)
+		}
+	})
 }
 
 func TestNotifierCoverageEndsWithTheHoldersLease(t *testing.T) {
-	clock := outboxlocal.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	inv := &fakeInvoker{}
-	owners := &fakeOwners{clock: clock}
-	n, err := NewNotifier(NotifierConfig{Client: inv, FunctionName: "relay", Clock: clock, Owners: owners, LeaseDuration: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{0}}); err != nil {
-		t.Fatal(err)
-	}
-	clock.Advance(outbox.OwnerViewTTL)
-	// The lease runs out 100 ms after the read: the view covers bucket 0
-	// only until then, not for the whole OwnerViewTTL.
-	v := heldBy(clock.Now(), "relay-a", 0)
-	v.Leases[0].ExpiresAt = clock.Now().Add(100 * time.Millisecond)
-	owners.set(v, nil)
-	if err := n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{0}}); err != nil {
-		t.Fatal(err)
-	}
-	clock.Advance(150 * time.Millisecond)
-	owners.set(outbox.Coordination{}, nil)
-	if err := n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{0}}); err != nil {
-		t.Fatal(err)
-	}
-	if got := len(inv.invocations()); got != 2 {
-		t.Fatalf("%d invokes, want 2 (the first, and one after the lease ran out)", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		clock := outbox.SystemClock{}
+		inv := &fakeInvoker{}
+		owners := &fakeOwners{clock: clock}
+		n, err := NewNotifier(NotifierConfig{Client: inv, FunctionName: "relay", Clock: clock, Owners: owners, LeaseDuration: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{0}}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(outbox.OwnerViewTTL)
+		// The lease runs out 100 ms after the read: the view covers bucket 0
+		// only until then, not for the whole OwnerViewTTL.
+		v := heldBy(clock.Now(), "relay-a", 0)
+		v.Leases[0].ExpiresAt = clock.Now().Add(100 * time.Millisecond)
+		owners.set(v, nil)
+		if err := n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{0}}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(150 * time.Millisecond)
+		owners.set(outbox.Coordination{}, nil)
+		if err := n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{0}}); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(inv.invocations()); got != 2 {
+			t.Fatalf("%d invokes, want 2 (the first, and one after the lease ran out)", got)
+		}
+	})
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
