@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/internal/lambdasim"
-	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxkafka"
@@ -255,7 +254,7 @@ func (d *demo) run(ctx context.Context, start time.Time) (runSummary, error) {
 	d.sched = &lambdasim.WallScheduler{}
 	var err error
 	d.sim, err = lambdasim.New(lambdasim.Config[*outboxlambda.RelayHandler]{
-		Clock: outbox.SystemClock{}, Scheduler: d.sched, Context: runCtx,
+		Scheduler: d.sched, Context: runCtx,
 		ReservedConcurrency: d.flags.concurrency, Timeout: d.flags.timeout, MaxEventAge: time.Minute,
 		NewEnv: d.newRelayEnv,
 	})

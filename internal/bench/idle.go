@@ -225,7 +225,7 @@ func (r *idleRun) startFunction(mode outbox.Mode, held bool) (func() lambdasim.S
 	client := r.b.ddb.Client
 	clock := outbox.SystemClock{}
 	fn, err := lambdasim.New(lambdasim.Config[*outboxlambda.RelayHandler]{
-		Clock: clock, Scheduler: r.sim, Context: r.sim.Context(),
+		Scheduler: r.sim, Context: r.sim.Context(),
 		ReservedConcurrency: 2, Timeout: r.cfg.FunctionTimeout,
 		NewEnv: func(n int) (*outboxlambda.RelayHandler, error) {
 			opts := fnCfg.StoreOptions()

@@ -238,7 +238,7 @@ func (s *sim) register(e *env) {
 // idle time, and every invocation's fate drawn when it starts.
 func (s *sim) newFunctions() error {
 	base := lambdasim.Config[*env]{
-		Clock: s.clock, Scheduler: s.agenda, Context: s.ctx,
+		Scheduler: s.agenda, Context: s.ctx,
 		// Every run's deadline is its drawn budget, well below this.
 		Timeout: time.Hour, MaxEventAge: 24 * time.Hour,
 		Started: s.started, Ended: s.ended, Killed: s.killed, KeepWarm: s.keepWarm, Retired: s.reclaimed,

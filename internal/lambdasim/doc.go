@@ -1,9 +1,8 @@
 // Package lambdasim emulates the AWS Lambda service in-process for the
 // relay function: the operator CLI's demo (spillway run) runs it on the
-// wall clock, the lab's studies (internal/lab: idle, steady, economy,
-// scale) on a testing/synctest bubble's clock, with the time package and
-// lab.Sim's timers, and a simulation may drive a clock of its own. It
-// runs the real outboxlambda handlers, so the enqueue path, the wake-ups,
+// wall clock; the lab's studies (internal/lab: idle, steady, economy,
+// the burst) and the fleet simulation run it in a testing/synctest
+// bubble, whose clock the time package then reads. It runs the real outboxlambda handlers, so the enqueue path, the wake-ups,
 // the continuation chain and the relay's stop all run as on AWS.
 //
 // What it models, as Lambda does for a function with reserved concurrency
@@ -23,10 +22,8 @@
 //     soon as an environment frees; one older than MaxEventAge when it is
 //     tried is dropped instead of started.
 //   - Deadlines: an invocation's context has the deadline start + Timeout
-//     (context.WithDeadline on the time package's clock; on a clock of
-//     the simulation's, the time left on it, converted to the wall clock
-//     the way the handler reads it) and is cancelled when the clock
-//     reaches it: the invocation is killed.
+//     (context.WithDeadline) and is cancelled when the clock reaches it:
+//     the invocation is killed.
 //
 // The emulator starts no timer of its own for its delayed steps: they go to
 // a Scheduler, the simulation's (lab.Sim in a bubble) or WallScheduler on
@@ -36,6 +33,6 @@
 //
 // internal/lambdalocal is a different job: it hosts the real function
 // binaries as processes behind the Lambda Runtime API, on the wall clock,
-// for tests and scripts/invoke. This package runs handlers as goroutines
-// on a clock the caller controls.
+// for tests and scripts/invoke. This package runs handlers as goroutines,
+// in a bubble when time is to be simulated.
 package lambdasim

@@ -12,7 +12,6 @@ import (
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
-	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // Handler is what an execution environment runs per invocation:
@@ -21,15 +20,10 @@ type Handler interface {
 	Handle(ctx context.Context, payload json.RawMessage) (outboxlambda.RelayResponse, error)
 }
 
-// Config describes the emulated function. Durations are on Clock.
+// Config describes the emulated function. Its times are the time
+// package's: the wall clock, or, in a simulation, a testing/synctest
+// bubble's, on which the Scheduler runs its timers too.
 type Config[E Handler] struct {
-	// Clock tells the time of event ages and deadlines and times the
-	// Invoke call's round trip. Nil is the time package's clock: the wall
-	// clock, or a testing/synctest bubble's, whose timers the Scheduler
-	// then runs on too; an invocation's context is then
-	// context.WithDeadline's. A simulation driving a clock of its own sets
-	// it, and the context reports the deadline as the time left on it.
-	Clock outbox.Clock
 	// Scheduler runs the emulator's delayed steps (required).
 	Scheduler Scheduler
 	// Context is every invocation's parent: cancelling it cancels them,
@@ -56,9 +50,9 @@ type Config[E Handler] struct {
 	// Started is called when an invocation starts; it may move
 	// inv.Deadline earlier (a budget shorter than the timeout). Ended is
 	// called when its handler returned, Killed when the deadline passed
-	// with the handler still running: on a Clock of the simulation's just
-	// before its context is cancelled; on the time package's clock the
-	// context's deadline cancels it at the same instant. All three are optional and must not call the Function.
+	// with the handler still running (its context's deadline cancels it at
+	// the same instant). All three are optional and must not call the
+	// Function.
 	Started func(inv *Invocation[E])
 	Ended   func(inv *Invocation[E], resp outboxlambda.RelayResponse, err error)
 	Killed  func(inv *Invocation[E])
@@ -174,10 +168,10 @@ func (f *Function[E]) discardQueued() {
 // Invoke is the asynchronous invoke: the caller waits for the API call's
 // round trip, then the event is queued and Lambda answers 202.
 func (f *Function[E]) Invoke(ctx context.Context, in *lambda.InvokeInput, _ ...func(*lambda.Options)) (*lambda.InvokeOutput, error) {
-	if !outbox.Sleep(f.clock(), f.cfg.InvokeLatency, ctx.Done()) {
+	if !outbox.Sleep(outbox.SystemClock{}, f.cfg.InvokeLatency, ctx.Done()) {
 		return nil, context.Cause(ctx)
 	}
-	f.Send(slices.Clone(in.Payload), f.clock().Now())
+	f.Send(slices.Clone(in.Payload), time.Now())
 	return &lambda.InvokeOutput{StatusCode: 202}, nil
 }
 
@@ -311,16 +305,9 @@ func (f *Function[E]) startLocked(sl *slot[E], ev *queued, now time.Time) {
 	if f.cfg.Started != nil {
 		f.cfg.Started(inv)
 	}
-	// On the time package's clock the runtime cancels the context at the
-	// deadline; on a clock of the simulation's, the context reports the
-	// time left on it and the kill below cancels it when the clock reaches
-	// it.
-	dctx, release := ctx, context.CancelFunc(func() {})
-	if f.cfg.Clock == nil {
-		dctx, release = context.WithDeadline(ctx, inv.Deadline)
-	} else {
-		dctx = outboxlocal.DeadlineContext(ctx, f.cfg.Clock, inv.Deadline)
-	}
+	// The context ends at the deadline as Lambda's does; the kill
+	// scheduled below counts it once if the handler has not returned.
+	dctx, release := context.WithDeadline(ctx, inv.Deadline)
 	go func() {
 		resp, err := sl.env.Handle(dctx, json.RawMessage(ev.payload))
 		// A handler cut short by its deadline's context returned before or
@@ -355,20 +342,12 @@ func (f *Function[E]) kill(inv *Invocation[E]) {
 	}
 }
 
-// clock is the emulator's clock: Config.Clock, or the time package's.
-func (f *Function[E]) clock() outbox.Clock {
-	if f.cfg.Clock == nil {
-		return outbox.SystemClock{}
-	}
-	return f.cfg.Clock
-}
-
 // finish frees the environment (or reclaims it) and counts the
 // invocation. It starts nothing: every queued event has its dispatch
 // scheduled, at its start or its next retry.
 func (f *Function[E]) finish(inv *Invocation[E], resp outboxlambda.RelayResponse, err error) {
 	defer f.wg.Done()
-	now := f.clock().Now()
+	now := time.Now()
 	var keep time.Duration
 	if f.cfg.KeepWarm != nil {
 		keep = f.cfg.KeepWarm(inv)

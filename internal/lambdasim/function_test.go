@@ -121,18 +121,11 @@ func sameRun(a, b run) bool {
 
 // TestDeadlineKillsAndOldEventsDrop runs two environments: an invocation
 // past its timeout is cancelled at its deadline, and an event that waited
-// longer than MaxEventAge for an environment is dropped; on the time
-// package's clock (context.WithDeadline) and on a clock given.
+// longer than MaxEventAge for an environment is dropped.
 func TestDeadlineKillsAndOldEventsDrop(t *testing.T) {
-	for name, clock := range map[string]outbox.Clock{"time package": nil, "clock given": outbox.SystemClock{}} {
-		t.Run(name, func(t *testing.T) { testDeadlineKillsAndOldEventsDrop(t, clock) })
-	}
-}
-
-func testDeadlineKillsAndOldEventsDrop(t *testing.T, clock outbox.Clock) {
 	synctest.Test(t, func(t *testing.T) {
 		var killed []int
-		f, log, _ := newFake(t, Config[*fakeEnv]{Clock: clock, ReservedConcurrency: 2, Timeout: 2 * time.Second, MaxEventAge: 1500 * time.Millisecond,
+		f, log, _ := newFake(t, Config[*fakeEnv]{ReservedConcurrency: 2, Timeout: 2 * time.Second, MaxEventAge: 1500 * time.Millisecond,
 			Killed: func(inv *Invocation[*fakeEnv]) { killed = append(killed, inv.Env.n) }})
 		t0 := time.Now()
 		f.Send(payload(5000), t0) // killed at +2s

@@ -18,7 +18,6 @@ var schedulePayload = []byte(`{"trigger":"schedule"}`)
 func (s *sim) newLambda() (*lambdasim.Function[*env], error) {
 	lat := s.cfg.Latency
 	return lambdasim.New(lambdasim.Config[*env]{
-		Clock:               s.clock,
 		Scheduler:           s,
 		Context:             s.ctx,
 		ReservedConcurrency: s.cfg.ReservedConcurrency,

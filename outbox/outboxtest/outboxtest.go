@@ -2,10 +2,10 @@
 // forms of the local backends in outboxlocal (each starts a backend for a
 // *testing.T or a benchmark, fails the test on error and registers the
 // cleanup), a loopback X-Ray daemon (XRayDaemon) and a DynamoDB endpoint
-// that records the trace headers it receives (FakeDynamoDB). Everything a program
-// may link (the embedded DynamoDB and Kafka, the counting and fault
-// middleware, the manual clock) lives in outboxlocal, so that only test
-// binaries link the testing package.
+// that records the trace headers it receives (FakeDynamoDB). Everything a
+// program may link (the embedded DynamoDB and Kafka, the counting and fault
+// middleware) lives in outboxlocal, so that only test binaries link the
+// testing package.
 package outboxtest
 
 import (
