@@ -250,22 +250,26 @@ func (r *idleRun) startFunction(mode outbox.Mode, held bool) (func() lambdasim.S
 		fn.Wait()
 		return nil
 	})
-	r.every(r.cfg.Schedule, func(now time.Time) { fn.Send(schedulePayload, now) })
+	r.every(r.start, r.cfg.Schedule, func(now time.Time) { fn.Send(schedulePayload, now) })
 	if held {
-		r.every(r.cfg.FunctionTimeout, func(now time.Time) { fn.Send(holdPayload, now) })
+		// The wake-up comes a millisecond after the schedule's event of the
+		// same minute: started at one instant, the two invocations' requests
+		// would interleave in whichever order the runtime ran them, and a
+		// seed would not give one report.
+		r.every(r.start.Add(time.Millisecond), r.cfg.FunctionTimeout, func(now time.Time) { fn.Send(holdPayload, now) })
 	}
 	return fn.Stats, nil
 }
 
-// every runs send at the window's start and at every interval after it.
-func (r *idleRun) every(interval time.Duration, send func(now time.Time)) {
+// every runs send at first and at every interval after it.
+func (r *idleRun) every(first time.Time, interval time.Duration, send func(now time.Time)) {
 	var at func(now time.Time) error
 	at = func(now time.Time) error {
 		send(now)
 		r.sim.At(now.Add(interval), at)
 		return nil
 	}
-	r.sim.At(r.start, at)
+	r.sim.At(first, at)
 }
 
 // functionConfig is the relay function's configuration in mode, with the
