@@ -25,6 +25,26 @@ func quarantineOpts(id string) outbox.RelayOptions {
 	return o
 }
 
+// late is a topic the tests create only after the relay failed to publish
+// to it, which makes a message for it poison until then.
+const late = "late-topic"
+
+// enqueueKeyWithPoison commits n messages of key "k" in order, the poison-th
+// of them for the late topic, and returns them.
+func enqueueKeyWithPoison(t *testing.T, b *backend, l *ledger, n, poison int) []outbox.Message {
+	t.Helper()
+	msgs := make([]outbox.Message, n)
+	for i := range msgs {
+		tp := topic
+		if i == poison {
+			tp = late
+		}
+		msgs[i] = b.messageTo(t, tp, "k", 64)
+	}
+	b.enqueueLists(t, l, msgs)
+	return msgs
+}
+
 // keyDeliveries lists the message ids of key's records on tp, in offset
 // order.
 func keyDeliveries(t *testing.T, b *backend, tp, key string) []string {
@@ -44,18 +64,9 @@ func keyDeliveries(t *testing.T, b *backend, tp, key string) []string {
 // were not quarantined; the replay then delivers k in commit order.
 func TestQuarantine_AParkWhoseResponseWasLost_StillHoldsTheKeyBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const late = "late-topic"
 		b := newSim(t)
 		l := newLedger()
-		var msgs []outbox.Message
-		for i := range 5 {
-			tp := topic
-			if i == 1 {
-				tp = late
-			}
-			msgs = append(msgs, b.messageTo(t, tp, "k", 64))
-		}
-		b.enqueueLists(t, l, msgs)
+		msgs := enqueueKeyWithPoison(t, b, l, 5, 1)
 		b.ddb.Faults.LoseResponseThenThrottle("TransactWriteItems", outboxlocal.DefaultMaxAttempts-1)
 		r := b.newRig(t, quarantineOpts("relay-a"), nil)
 		r.run(t, outbox.RunInput{Deadline: b.clock.Now().Add(time.Minute)})
@@ -149,18 +160,9 @@ func (c *failingUpdates) UpdateItem(ctx context.Context, in *dynamodb.UpdateItem
 // a reorder).
 func TestQuarantine_AnInterruptedReplayRunAgain_KeepsTheKeysOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const late = "late-topic"
 		b := newSim(t)
 		l := newLedger()
-		var msgs []outbox.Message
-		for i := range 30 {
-			tp := topic
-			if i == 0 {
-				tp = late
-			}
-			msgs = append(msgs, b.messageTo(t, tp, "k", 64))
-		}
-		b.enqueueLists(t, l, msgs)
+		enqueueKeyWithPoison(t, b, l, 30, 0)
 		r := b.newRig(t, quarantineOpts("relay-a"), nil)
 		r.run(t, outbox.RunInput{Deadline: b.clock.Now().Add(time.Minute)})
 		if err := b.kafka.CreateTopic(t.Context(), late, 3); err != nil {

@@ -40,7 +40,6 @@ func TestEndToEnd_QuarantineAndReplayUnderAFleetWithCrashes(t *testing.T) {
 	}
 	synctest.Test(t, func(t *testing.T) {
 		b := newSim(t)
-		const late = "late-topic"
 		l := newLedger()
 		var msgs []outbox.Message
 		for i := range 10 {
