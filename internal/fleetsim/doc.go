@@ -110,15 +110,14 @@
 // (writers on the 50 ms grid, relays on their rounds) on distinct
 // instants, and a relay's calls for its buckets are staggered by a few
 // microseconds per bucket, so the scheduler does not choose whose request
-// lands first. What still varies between two runs of a seed: the DynamoDB
-// store draws its wait before retrying unprocessed deletes from
-// math/rand/v2 (outboxddb's, not seeded from here), which moves a retried
-// delete, and what follows it in that relay, by up to 50 ms; and requests
-// that still meet at one instant by chance. TestFleetIsDeterministic
-// compares two runs of a seed: whole reports, but for the wall time and
-// the count of instants checked. A failure prints the seed, a replay command and
-// a trace of the events around the violation; the whole trace is written
-// to a file.
+// lands first; outboxddb's wait before retrying unprocessed deletes is a
+// hash of the chunk and the attempt. Two runs of a seed give the same
+// report; only the count of instants the driver checked (Steps) can differ
+// by one or two, when a notice and a timer wake the driver at one instant
+// in either order. TestFleetIsDeterministic compares two runs of a seed:
+// whole reports, but for the wall time and the count of instants checked.
+// A failure prints the seed, a replay command and a trace of the events
+// around the violation; the whole trace is written to a file.
 //
 // # Running
 //

@@ -122,12 +122,10 @@ func runAndReport(t *testing.T, cfg Config) *Report {
 
 // TestFleetIsDeterministic runs one seed twice, over two simulated minutes
 // of writes, and compares the whole reports but the wall time and the
-// count of instants the driver checked (Steps): the bubble's clock, the
-// round trips and the backoffs drawn from the seed make a seed replay. The
-// instants may differ by a few: the DynamoDB store draws its wait before
-// retrying unprocessed deletes from math/rand/v2, which moves a retried
-// delete by a few milliseconds (see Determinism in the package doc). FLEET_TRACE_PREFIX,
-// when set, names the two runs' trace files.
+// count of instants the driver checked (Steps, which a notice and a timer
+// at one instant can raise by one): the bubble's clock, the round trips
+// and the backoffs drawn from the seed make a seed replay (see the package
+// doc). FLEET_TRACE_PREFIX, when set, names the two runs' trace files.
 func TestFleetIsDeterministic(t *testing.T) {
 	var reps [2]*Report
 	for i := range reps {
