@@ -8,9 +8,10 @@
 // library; the DynamoDB store, the Kafka publisher, telemetry and test
 // backends live in subpackages that import this one, never the reverse.
 //
-// Time is always an input: every lease decision takes a now, and every
-// service holds a Clock, so tests run the services in a testing/synctest
-// bubble, on its clock.
+// Time is always an input: every lease decision takes a now, read from the
+// Clock each service holds; waits are the time package's. Tests run the
+// services in a testing/synctest bubble, on its clock, and skew a relay's
+// Clock to model a host whose wall clock is wrong.
 //
 // # The lease round
 //

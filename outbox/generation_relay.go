@@ -32,8 +32,9 @@ type GenerationRelayConfig struct {
 	// PreviousGeneration and CurrentGeneration name the two generations;
 	// they must match the two relays' stores.
 	PreviousGeneration, CurrentGeneration Generation
-	// Clock paces a hold-mode run between looks at the previous
-	// generation. Default SystemClock.
+	// Clock reads the time of every lease decision; the waits between a
+	// hold-mode run's looks at the previous generation are the time
+	// package's. Default SystemClock.
 	Clock Clock
 	// Logger receives phase changes. Default slog.Default().
 	Logger *slog.Logger
@@ -152,7 +153,7 @@ func (g *GenerationRelay) waitForPrevious(ctx context.Context, in RunInput) bool
 	if !in.Deadline.IsZero() && !g.cfg.Clock.Now().Add(cur.PollInterval).Before(in.Deadline.Add(-cur.StopMargin)) {
 		return false
 	}
-	return Sleep(g.cfg.Clock, cur.PollInterval, ctx.Done())
+	return Sleep(cur.PollInterval, ctx.Done())
 }
 
 func (g *GenerationRelay) logContents(ctx context.Context, c GenerationContents) {

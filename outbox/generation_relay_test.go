@@ -98,7 +98,6 @@ func newGenEnv(t *testing.T, mode outbox.Mode) *genEnv {
 		t.Fatalf("the relay's clock reads %v, want %v: run the test in a synctest bubble", now, t0)
 	}
 	e := &genEnv{clock: clk, prev: newMemStore(clk, oldGen.BucketCount), cur: newMemStore(clk, newGen.BucketCount), pub: newMemPublisher()}
-	e.pub.clock = clk
 	e.gens = &memGenerations{clock: clk, prev: e.prev}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	relay := func(s *memStore, g outbox.Generation, mode outbox.Mode) *outbox.Relay {

@@ -18,7 +18,8 @@ type RelayConfig struct {
 	Store Store
 	// Publisher sends to Kafka (required).
 	Publisher Publisher
-	// Clock is the source of time. Default SystemClock.
+	// Clock reads the time of every lease decision; waits are the time
+	// package's. Default SystemClock.
 	Clock Clock
 	// Notifier sends the wake-up a stopping relay owes when work is left.
 	// Optional: without one the next schedule finds the work.

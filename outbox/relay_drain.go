@@ -319,12 +319,12 @@ func (u *run) whileRenewing(ctx context.Context, fn func()) (held bool) {
 			}
 			continue
 		}
-		t := r.clock.NewTimer(wait)
+		t := time.NewTimer(wait)
 		select {
 		case <-done:
 			t.Stop()
 			return true
-		case <-t.C():
+		case <-t.C:
 		}
 	}
 }

@@ -43,9 +43,9 @@ type memStore struct {
 	deletedOrder  map[int][]int64
 	renewedBefore []time.Time
 	rounds        []int // RoundState.Round of every acquisition
-	// markDelay is how long a delete takes, on clock (a throttled
-	// BatchWriteItem retried with backoff); onMark runs after that wait,
-	// before the rows go: what peers do while the relay still deletes.
+	// markDelay is how long a delete takes (a throttled BatchWriteItem
+	// retried with backoff); onMark runs after that wait, before the rows
+	// go: what peers do while the relay still deletes.
 	markDelay time.Duration
 	onMark    func()
 	// unreadable marks rows (bucket, sequence) FetchBatch cannot decode.
@@ -264,7 +264,7 @@ func (s *memStore) MarkPublished(ctx context.Context, bucket int, msgs []outbox.
 	delay, hook := s.markDelay, s.onMark
 	s.onMark = nil
 	s.mu.Unlock()
-	if delay > 0 && !outbox.Sleep(s.clock, delay, ctx.Done()) {
+	if delay > 0 && !outbox.Sleep(delay, ctx.Done()) {
 		return ctx.Err()
 	}
 	if hook != nil {
@@ -316,10 +316,9 @@ type memPublisher struct {
 	// onInit runs when the relay initialises the publisher, before it
 	// joins: what peers do meanwhile.
 	onInit func()
-	// delay is how long Kafka takes to answer, on clock: a timer the
-	// bubble's clock reaches like any other.
+	// delay is how long Kafka takes to answer: a timer the bubble's clock
+	// reaches like any other.
 	delay time.Duration
-	clock outbox.Clock
 	// onPublish runs when a batch is handed over, before Kafka answers.
 	onPublish func(msgs []outbox.Message)
 }
@@ -340,7 +339,7 @@ func (p *memPublisher) Publish(ctx context.Context, msgs []outbox.Message) (int,
 		p.onPublish(msgs)
 	}
 	if p.delay > 0 {
-		outbox.Sleep(p.clock, p.delay, ctx.Done())
+		outbox.Sleep(p.delay, ctx.Done())
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -139,7 +139,7 @@ func (u *run) uncovered(bs []int) ([]int, error) {
 	if err != nil || len(cov.Uncovered) > 0 || len(cov.Claimed) == 0 {
 		return cov.Uncovered, err
 	}
-	if u.overBudget(r.clock.Now().Add(ClaimWindow)) || !Sleep(r.clock, ClaimWindow, u.ctx.Done()) {
+	if u.overBudget(r.clock.Now().Add(ClaimWindow)) || !Sleep(ClaimWindow, u.ctx.Done()) {
 		return nil, u.ctx.Err()
 	}
 	return ConfirmClaims(u.ctx, r.store, r.clock, r.opts.RelayID, cov.Claimed)

@@ -332,7 +332,7 @@ func (u *run) watchReleased(released []int, releasedAt time.Time) []int {
 			slog.Any("released", released))
 		return nil
 	}
-	if !Sleep(r.clock, until.Sub(r.clock.Now()), u.ctx.Done()) {
+	if !Sleep(until.Sub(r.clock.Now()), u.ctx.Done()) {
 		return nil
 	}
 	// Strongly consistent, as the stop's first look: the commit whose

@@ -92,7 +92,7 @@ func (u *run) initPublisher() error {
 	ctx := u.ctx
 	if !u.in.Deadline.IsZero() {
 		var cancel context.CancelFunc
-		ctx, cancel = withClockTimeout(ctx, u.r.clock, max(u.budgetEnd.Sub(u.r.clock.Now()), time.Millisecond))
+		ctx, cancel = withClockTimeout(ctx, max(u.budgetEnd.Sub(u.r.clock.Now()), time.Millisecond))
 		defer cancel()
 	}
 	if err := u.r.pub.Init(ctx); err != nil {
@@ -335,10 +335,10 @@ func (u *run) idleExit(now time.Time) (bool, error) {
 	return false, nil
 }
 
-// wait pauses the run for d on the relay's clock, or until ctx ends.
-func (u *run) wait(d time.Duration) { Sleep(u.r.clock, d, u.ctx.Done()) }
+// wait pauses the run for d, or until ctx ends.
+func (u *run) wait(d time.Duration) { Sleep(d, u.ctx.Done()) }
 
-// backlogTimeout bounds one backlog sample, on the relay's clock.
+// backlogTimeout bounds one backlog sample.
 const backlogTimeout = 5 * time.Second
 
 // sampleBacklog reports the backlog when this relay holds bucket 0 and the
@@ -361,7 +361,7 @@ func (u *run) sampleBacklog(owned []int) {
 	}
 	// The sample is housekeeping: it must not eat the budget of a relay
 	// whose backlog is large (and slow to count), so it gets its own bound.
-	ctx, cancel := withClockTimeout(u.ctx, r.clock, backlogTimeout)
+	ctx, cancel := withClockTimeout(u.ctx, backlogTimeout)
 	bl, err := r.store.Backlog(ctx)
 	if err != nil && timedOut(ctx) {
 		err = fmt.Errorf("took longer than %v: %w", backlogTimeout, err)

@@ -37,7 +37,6 @@ func newRelayEnv(t *testing.T, buckets int, tweak func(*outbox.RelayConfig)) *re
 		t.Fatalf("the relay's clock reads %v, want %v: run the test in a synctest bubble", now, t0)
 	}
 	e := &relayEnv{clock: clk, store: newMemStore(clk, buckets), pub: newMemPublisher(), obs: &recorder{}, wakes: &notifications{}}
-	e.pub.clock = clk
 	cfg := outbox.RelayConfig{
 		Options:   outbox.RelayOptions{RelayID: "relay-a", BucketCount: buckets, BatchSize: 10},
 		Store:     e.store,

@@ -261,7 +261,7 @@ func (f *drainFleet) relayUntilEmpty(ctx context.Context, r *outbox.Relay, end t
 		default:
 			f.waits.report(ctx, f.store, pending, f.count.stuck())
 		}
-		if !outbox.Sleep(outbox.SystemClock{}, min(o.retry, time.Until(end)-minRunWindow), ctx.Done()) {
+		if !outbox.Sleep(min(o.retry, time.Until(end)-minRunWindow), ctx.Done()) {
 			return nil
 		}
 	}

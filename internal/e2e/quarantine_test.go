@@ -84,14 +84,14 @@ func TestEndToEnd_QuarantineAndReplayUnderAFleetWithCrashes(t *testing.T) {
 			r.pub.setWrap(func(ctx context.Context, _ []outbox.Message, publish func() (int, error)) (int, error) {
 				c.beforeCall()
 				n, err := publish()
-				if err == nil && !outbox.Sleep(b.clock, fleetPublish, ctx.Done()) {
+				if err == nil && !outbox.Sleep(fleetPublish, ctx.Done()) {
 					err = ctx.Err()
 				}
 				return n, err
 			})
 			rnd := rand.New(rand.NewPCG(uint64(i), 13))
 			wg.Go(func() {
-				if !outbox.Sleep(b.clock, time.Duration(i)*time.Millisecond/3, stop) {
+				if !outbox.Sleep(time.Duration(i)*time.Millisecond/3, stop) {
 					return
 				}
 				for {
@@ -115,7 +115,7 @@ func TestEndToEnd_QuarantineAndReplayUnderAFleetWithCrashes(t *testing.T) {
 						return
 					}
 					// The next invocation of the schedule.
-					if !outbox.Sleep(b.clock, 100*time.Millisecond, stop) {
+					if !outbox.Sleep(100*time.Millisecond, stop) {
 						return
 					}
 				}

@@ -8,10 +8,10 @@ import (
 )
 
 // hostClock is one simulated host's clock: the bubble's clock (true time)
-// shifted by the host's skew. Timers run on true durations, so only
-// readings are off, as on a host whose wall clock is wrong. The skew is
-// piecewise constant; its history lets the lease checker find when the host
-// read a given time.
+// shifted by the host's skew. Waits are the time package's and run on true
+// durations, so only readings are off, as on a host whose wall clock is
+// wrong. The skew is piecewise constant; its history lets the lease checker
+// find when the host read a given time.
 type hostClock struct {
 	mu      sync.Mutex
 	history []skewChange // ascending by at; history[0].at is the creation
@@ -35,11 +35,6 @@ func trueNow() time.Time { return outbox.SystemClock{}.Now() }
 func (c *hostClock) Now() time.Time {
 	now := trueNow()
 	return now.Add(c.skewAt(now))
-}
-
-// NewTimer is a timer of the bubble's clock: timers run on true durations.
-func (c *hostClock) NewTimer(d time.Duration) outbox.Timer {
-	return outbox.SystemClock{}.NewTimer(d)
 }
 
 // skewAt returns the skew in force at true time t.

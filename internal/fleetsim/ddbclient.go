@@ -50,7 +50,7 @@ func (s *sim) newClient(name string) *trackedClient {
 		o.APIOptions = append(slices.Clip(o.APIOptions), func(stack *middleware.Stack) error {
 			return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("FleetsimRoundTrip",
 				func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-					if !outbox.Sleep(outbox.SystemClock{}, latency, ctx.Done()) {
+					if !outbox.Sleep(latency, ctx.Done()) {
 						return middleware.InitializeOutput{}, middleware.Metadata{}, context.Cause(ctx)
 					}
 					return next.HandleInitialize(ctx, in)

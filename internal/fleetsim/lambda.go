@@ -499,7 +499,7 @@ func (s *sim) pause(e *env, run *runState, op string, d time.Duration) {
 	s.stats.pauses++
 	s.mu.Unlock()
 	s.trace.add("pause", e.id, -1, "run=%d stalls %v before %s", run.n, d, op)
-	outbox.Sleep(e.clock, d, nil)
+	outbox.Sleep(d, nil)
 	s.causes.closeAt(c, s.clock.Now())
 	s.trace.add("resume", e.id, -1, "run=%d after %v", run.n, d)
 }

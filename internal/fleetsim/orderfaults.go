@@ -203,7 +203,7 @@ func (e *env) runLate(op string) {
 	s := e.sim
 	s.hit(causeLateRound, 1)
 	s.trace.add("late", e.id, -1, "%s returns %v late", op, l.dur)
-	outbox.Sleep(e.clock, l.dur, nil)
+	outbox.Sleep(l.dur, nil)
 	if l.left.Load() <= 0 {
 		e.endLate(l)
 	}

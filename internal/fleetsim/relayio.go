@@ -321,7 +321,7 @@ const bucketStagger = 10 * time.Microsecond
 // crash and pause) one after the other in bucket order, not in the order
 // the scheduler runs them.
 func stagger(ctx context.Context, bucket int) error {
-	if !outbox.Sleep(outbox.SystemClock{}, time.Duration(bucket+1)*bucketStagger, ctx.Done()) {
+	if !outbox.Sleep(time.Duration(bucket+1)*bucketStagger, ctx.Done()) {
 		return context.Cause(ctx)
 	}
 	return nil

@@ -69,7 +69,7 @@ func (p *writerProc) exec(ctx context.Context, op *writerOp) {
 			}
 		}
 		s.trace.add("enqueue-error", fmt.Sprintf("writer-%d", p.n), -1, "op=%d %s attempt %d: %v", op.seq, op.kind, attempt, err)
-		if !outbox.Sleep(s.clock, writerBackoff, ctx.Done()) {
+		if !outbox.Sleep(writerBackoff, ctx.Done()) {
 			return
 		}
 	}

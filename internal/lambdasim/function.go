@@ -168,7 +168,7 @@ func (f *Function[E]) discardQueued() {
 // Invoke is the asynchronous invoke: the caller waits for the API call's
 // round trip, then the event is queued and Lambda answers 202.
 func (f *Function[E]) Invoke(ctx context.Context, in *lambda.InvokeInput, _ ...func(*lambda.Options)) (*lambda.InvokeOutput, error) {
-	if !outbox.Sleep(outbox.SystemClock{}, f.cfg.InvokeLatency, ctx.Done()) {
+	if !outbox.Sleep(f.cfg.InvokeLatency, ctx.Done()) {
 		return nil, context.Cause(ctx)
 	}
 	f.Send(slices.Clone(in.Payload), time.Now())

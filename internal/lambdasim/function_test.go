@@ -43,7 +43,7 @@ func (e *fakeEnv) Handle(ctx context.Context, payload json.RawMessage) (outboxla
 	}
 	dl, _ := ctx.Deadline()
 	r := run{env: e.n, work: ev.Work, start: time.Now(), deadline: dl}
-	r.killed = !outbox.Sleep(outbox.SystemClock{}, time.Duration(ev.Work)*time.Millisecond, ctx.Done())
+	r.killed = !outbox.Sleep(time.Duration(ev.Work)*time.Millisecond, ctx.Done())
 	e.log.mu.Lock()
 	e.log.runs = append(e.log.runs, r)
 	e.log.mu.Unlock()

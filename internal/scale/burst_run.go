@@ -209,7 +209,7 @@ func (e *relayEnv) Handle(ctx context.Context, payload json.RawMessage) (outboxl
 		return outboxlambda.RelayResponse{}, err
 	}
 	resp := outboxlambda.RelayResponse{Trigger: outboxlambda.SourceWake, RelayID: e.id}
-	if !outbox.Sleep(outbox.SystemClock{}, time.Duration(e.n), ctx.Done()) {
+	if !outbox.Sleep(time.Duration(e.n), ctx.Done()) {
 		return resp, context.Cause(ctx)
 	}
 	joined, err := e.b.invocation(ctx, e, ev.Buckets, ev.Continuation)
@@ -291,9 +291,8 @@ func (b *burst) pendingBuckets() []int {
 // Publishing is instant: a bucket's commits are published at the first
 // poll after the relay owns it. It reports whether the relay joined.
 func (b *burst) invocation(ctx context.Context, e *relayEnv, hints []int, continuation bool) (bool, error) {
-	clock := outbox.SystemClock{}
 	for look := range 2 {
-		if look == 1 && !outbox.Sleep(clock, b.cfg.PublisherInit, ctx.Done()) {
+		if look == 1 && !outbox.Sleep(b.cfg.PublisherInit, ctx.Done()) {
 			return false, context.Cause(ctx)
 		}
 		orphans, err := b.orphaned(ctx, e, hints, continuation)
@@ -346,7 +345,7 @@ func (b *burst) invocation(ctx context.Context, e *relayEnv, hints []int, contin
 		if time.Since(lastActive) >= b.cfg.IdleTimeout {
 			return true, b.stop(ctx, e, req)
 		}
-		if !outbox.Sleep(clock, b.cfg.PollInterval, ctx.Done()) {
+		if !outbox.Sleep(b.cfg.PollInterval, ctx.Done()) {
 			return true, context.Cause(ctx)
 		}
 	}
@@ -405,7 +404,7 @@ func (b *burst) orphaned(ctx context.Context, e *relayEnv, hints []int, continua
 		return cov.Uncovered, err
 	}
 	b.count(func(r *BurstReport) { r.ClaimChecks++ })
-	if !outbox.Sleep(clock, outbox.ClaimWindow, ctx.Done()) {
+	if !outbox.Sleep(outbox.ClaimWindow, ctx.Done()) {
 		return nil, context.Cause(ctx)
 	}
 	return outbox.ConfirmClaims(ctx, e.store, clock, e.id, cov.Claimed)
@@ -481,7 +480,7 @@ type burstClient struct {
 }
 
 func send[O any](ctx context.Context, c *burstClient, latency time.Duration, call func() (O, error)) (O, error) {
-	if !outbox.Sleep(outbox.SystemClock{}, latency, ctx.Done()) {
+	if !outbox.Sleep(latency, ctx.Done()) {
 		var zero O
 		return zero, context.Cause(ctx)
 	}

@@ -79,7 +79,7 @@ var _ outboxddb.Client = (*simClient)(nil)
 func roundTrip[I, O any](c *simClient, ctx context.Context, in I, class request,
 	send func(context.Context, I, ...func(*dynamodb.Options)) (O, error), optFns []func(*dynamodb.Options)) (O, error) {
 	var zero O
-	if !outbox.Sleep(c.s.clock, c.s.cfg.Latency.DynamoDB, ctx.Done()) {
+	if !outbox.Sleep(c.s.cfg.Latency.DynamoDB, ctx.Done()) {
 		return zero, context.Cause(ctx)
 	}
 	out, err := send(ctx, in, optFns...)

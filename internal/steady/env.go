@@ -161,7 +161,7 @@ func (p *simPublisher) Init(ctx context.Context) error {
 	if !p.inited {
 		d = p.s.cfg.Latency.KafkaInit
 	}
-	if !outbox.Sleep(p.s.clock, d, ctx.Done()) {
+	if !outbox.Sleep(d, ctx.Done()) {
 		return fmt.Errorf("steady: initialise publisher: %w", context.Cause(ctx))
 	}
 	p.inited = true
@@ -169,7 +169,7 @@ func (p *simPublisher) Init(ctx context.Context) error {
 }
 
 func (p *simPublisher) Publish(ctx context.Context, msgs []outbox.Message) (int, error) {
-	if !outbox.Sleep(p.s.clock, p.s.cfg.Latency.Kafka, ctx.Done()) {
+	if !outbox.Sleep(p.s.cfg.Latency.Kafka, ctx.Done()) {
 		return 0, fmt.Errorf("steady: publish %d messages: %w", len(msgs), context.Cause(ctx))
 	}
 	p.s.ledger.acked(msgs, p.s.clock.Now())

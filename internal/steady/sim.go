@@ -348,7 +348,7 @@ func (s *sim) commitProcess() {
 
 // sleepUntil waits until t on the bubble's clock, false if ctx ends first.
 func sleepUntil(ctx context.Context, t time.Time) bool {
-	return outbox.Sleep(outbox.SystemClock{}, time.Until(t), ctx.Done())
+	return outbox.Sleep(time.Until(t), ctx.Done())
 }
 
 // commitOne starts one commit and returns the gap to the next.

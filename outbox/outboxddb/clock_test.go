@@ -1,19 +1,21 @@
 package outboxddb
 
 import (
+	"context"
 	"sync"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/spillway-dev/spillway/outbox"
 )
 
-// stepClock is a clock for unit tests: Now stays put until a test moves it,
-// and a timer fires at once, moving Now by its duration and recording it,
-// so waits cost no time and tests can assert them.
+// stepClock is a clock for unit tests: Now stays put until a test moves
+// it. Waits are the time package's; a test that asserts them runs in a
+// synctest bubble and reads them as elapsed bubble time.
 type stepClock struct {
-	mu    sync.Mutex
-	now   time.Time
-	waits []time.Duration
+	mu  sync.Mutex
+	now time.Time
 }
 
 var _ outbox.Clock = (*stepClock)(nil)
@@ -32,23 +34,35 @@ func (c *stepClock) Set(t time.Time) {
 	c.now = t
 }
 
-func (c *stepClock) NewTimer(d time.Duration) outbox.Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.waits = append(c.waits, d)
-	c.now = c.now.Add(max(d, 0))
-	fired := make(chan time.Time, 1)
-	fired <- c.now
-	return firedTimer(fired)
+// batchWrites is a Client that notes the bubble time of every
+// BatchWriteItem and runs before, if set, ahead of each: the waits between
+// a retry loop's attempts are the gaps between the times, since the
+// in-memory DynamoDB answers in no bubble time.
+type batchWrites struct {
+	Client
+	before func()
+
+	mu    sync.Mutex
+	times []time.Time
 }
 
-func (c *stepClock) Waits() []time.Duration {
+func (c *batchWrites) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]time.Duration(nil), c.waits...)
+	c.times = append(c.times, time.Now())
+	c.mu.Unlock()
+	if c.before != nil {
+		c.before()
+	}
+	return c.Client.BatchWriteItem(ctx, in, optFns...)
 }
 
-type firedTimer chan time.Time
-
-func (t firedTimer) C() <-chan time.Time { return t }
-func (t firedTimer) Stop() bool          { return false }
+// waits returns the gaps between consecutive BatchWriteItem calls.
+func (c *batchWrites) waits() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []time.Duration
+	for i := 1; i < len(c.times); i++ {
+		out = append(out, c.times[i].Sub(c.times[i-1]))
+	}
+	return out
+}

@@ -127,7 +127,7 @@ func (w *Writer) Commit(ctx context.Context, build func(ctx context.Context, tx 
 		}
 		wait := commitBackoff << (attempt - 1)
 		wait += rand.N(wait)
-		if !outbox.Sleep(w.opts.Clock, wait, ctx.Done()) {
+		if !outbox.Sleep(wait, ctx.Done()) {
 			return nil, fmt.Errorf("outboxddb: commit: %w after %d attempt(s) lost to concurrent writes", ctx.Err(), attempt)
 		}
 	}

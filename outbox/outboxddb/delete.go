@@ -26,9 +26,9 @@ const (
 // 25 deletes, one BatchWriteItem each, one chunk after the other, so a
 // failure leaves a suffix that is published again in order. Deletes DynamoDB
 // leaves unprocessed (throttling) are resent, up to 8 attempts per chunk
-// with a jittered backoff waited on the store's Clock; if some still remain,
-// an *UndeletedError is returned and the messages stay (duplicates, never a
-// loss). An empty list makes no request.
+// after a jittered backoff; if some still remain, an *UndeletedError is
+// returned and the messages stay (duplicates, never a loss). An empty list
+// makes no request.
 func (s *Store) MarkPublished(ctx context.Context, bucket int, msgs []outbox.Message) error {
 	if len(msgs) == 0 {
 		return nil
@@ -74,7 +74,7 @@ func (s *Store) deleteChunk(ctx context.Context, bucket int, seqs []int64, keyOf
 		if attempt == deleteAttempts {
 			return &UndeletedError{Bucket: bucket, Count: len(pending), Attempts: attempt}
 		}
-		if !outbox.Sleep(s.opts.Clock, deleteBackoff(bucket, seqs[0], attempt), ctx.Done()) {
+		if !outbox.Sleep(deleteBackoff(bucket, seqs[0], attempt), ctx.Done()) {
 			return fmt.Errorf("outboxddb: delete published messages from bucket %d: %w", bucket, context.Cause(ctx))
 		}
 	}

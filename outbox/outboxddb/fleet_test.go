@@ -56,8 +56,6 @@ func (c *skewClock) Now() time.Time {
 	return c.base.Now().Add(c.off)
 }
 
-func (c *skewClock) NewTimer(d time.Duration) outbox.Timer { return c.base.NewTimer(d) }
-
 func (c *skewClock) set(off time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

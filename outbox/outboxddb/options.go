@@ -55,8 +55,8 @@ type Options struct {
 	// PendingCountLimit bounds the messages counted per bucket in one
 	// backlog sample; a bucket at the limit reports the limit. Default 10000.
 	PendingCountLimit int
-	// Clock supplies every timestamp and every wait. Default
-	// outbox.SystemClock.
+	// Clock supplies every timestamp; waits are the time package's.
+	// Default outbox.SystemClock.
 	Clock outbox.Clock
 	// Observer receives refused conditional writes and throttles; nil
 	// observes nothing.

@@ -324,8 +324,12 @@ func TestMarkPublished_DeletesThePrefix_AcrossChunks(t *testing.T) {
 func TestMarkPublished_RetriesOnlyWhatDynamoDBLeftUnprocessed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t)
-		clock := newStepClock(t0)
-		w, s := e.writer(t), e.store(t, func(o *Options) { o.Clock = clock })
+		bw := &batchWrites{Client: e.client}
+		w := e.writer(t)
+		s, err := NewStore(bw, e.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
 		enqueueBatch(t, w, 0, 30, 0)
 		fetched, err := s.FetchBatch(t.Context(), 0, 100)
 		if err != nil {
@@ -338,9 +342,14 @@ func TestMarkPublished_RetriesOnlyWhatDynamoDBLeftUnprocessed(t *testing.T) {
 			}
 		})
 		wantRequests(t, c, map[string]int{"BatchWriteItem": 3}) // 25 (2 left), the 2, then 5
-		waits := clock.Waits()
+		var waits []time.Duration
+		for _, g := range bw.waits() {
+			if g > 0 {
+				waits = append(waits, g)
+			}
+		}
 		if len(waits) != 1 || waits[0] < 25*time.Millisecond || waits[0] > 50*time.Millisecond {
-			t.Fatalf("waited %v, want one wait in [25ms, 50ms]", waits)
+			t.Fatalf("waited %v between the requests %v, want one wait in [25ms, 50ms]", waits, bw.waits())
 		}
 		if rest, err := s.FetchBatch(t.Context(), 0, 100); err != nil || len(rest) != 0 {
 			t.Fatalf("left %v, %v", sequences(rest), err)
@@ -348,29 +357,21 @@ func TestMarkPublished_RetriesOnlyWhatDynamoDBLeftUnprocessed(t *testing.T) {
 	})
 }
 
-// refaultingClock is a stepClock that re-arms a fault at every wait, so
-// every attempt of a retry loop meets it.
-type refaultingClock struct {
-	*stepClock
-	rearm func()
-}
-
-func (c *refaultingClock) NewTimer(d time.Duration) outbox.Timer {
-	c.rearm()
-	return c.stepClock.NewTimer(d)
-}
-
 func TestMarkPublished_Fails_WhenThrottlingOutlastsItsRetries_AndTheMessagesStay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t)
-		clock := &refaultingClock{stepClock: newStepClock(t0), rearm: func() { e.d.Faults.UnprocessedDeletes(3) }}
-		w, s := e.writer(t), e.store(t, func(o *Options) { o.Clock = clock })
+		// Every attempt of the retry loop meets the fault.
+		bw := &batchWrites{Client: e.client, before: func() { e.d.Faults.UnprocessedDeletes(3) }}
+		w := e.writer(t)
+		s, err := NewStore(bw, e.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
 		enqueueBatch(t, w, 0, 3, 0)
 		fetched, err := s.FetchBatch(t.Context(), 0, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.d.Faults.UnprocessedDeletes(3)
 		c := e.counts(func() { err = s.MarkPublished(t.Context(), 0, fetched) })
 		var undeleted *UndeletedError
 		if !errors.As(err, &undeleted) || undeleted.Count != 3 || undeleted.Attempts != 8 {
@@ -380,7 +381,7 @@ func TestMarkPublished_Fails_WhenThrottlingOutlastsItsRetries_AndTheMessagesStay
 			t.Fatalf("error text %q", err)
 		}
 		wantRequests(t, c, map[string]int{"BatchWriteItem": 8})
-		waits := clock.Waits()
+		waits := bw.waits()
 		bounds := [][2]time.Duration{{25, 50}, {50, 100}, {100, 200}, {200, 400}, {400, 800}, {500, 1000}, {500, 1000}}
 		if len(waits) != len(bounds) {
 			t.Fatalf("waits %v, want %d", waits, len(bounds))

@@ -41,7 +41,7 @@ func CreateTableInput(opts Options) (*dynamodb.CreateTableInput, error) {
 }
 
 // CreateIfNotExists creates the table of CreateTableInput unless it exists,
-// waits until it is active (asking every 250 ms on opts.Clock, for as long
+// waits until it is active (asking every 250 ms, for as long
 // as ctx allows), and verifies its key schema. Several instances may call it
 // at once. A table whose keys differ from opts is a misconfiguration. For
 // development, tests and samples; provision production tables with your
@@ -64,7 +64,7 @@ func CreateIfNotExists(ctx context.Context, client Client, opts Options) error {
 			return fmt.Errorf("outboxddb: describe table %q: %w", opts.TableName, err)
 		}
 		// Not active yet, or the creation is not visible yet.
-		if !outbox.Sleep(opts.Clock, tablePollInterval, ctx.Done()) {
+		if !outbox.Sleep(tablePollInterval, ctx.Done()) {
 			return fmt.Errorf("outboxddb: wait for table %q to become active: %w", opts.TableName, context.Cause(ctx))
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -25,8 +26,12 @@ func table(status types.TableStatus, keys ...string) *dynamodb.DescribeTableOutp
 	return &dynamodb.DescribeTableOutput{Table: desc}
 }
 
-func TestCreateIfNotExists_WaitsOnItsClockUntilTheTableIsActive(t *testing.T) {
-	clock := newStepClock(t0)
+func TestCreateIfNotExists_WaitsUntilTheTableIsActive(t *testing.T) {
+	synctest.Test(t, testCreateIfNotExistsWaits)
+}
+
+func testCreateIfNotExistsWaits(t *testing.T) {
+	var describedAt []time.Time
 	answers := []func() (*dynamodb.DescribeTableOutput, error){
 		func() (*dynamodb.DescribeTableOutput, error) {
 			return nil, &types.ResourceNotFoundException{Message: aws.String("not yet")}
@@ -44,11 +49,12 @@ func TestCreateIfNotExists_WaitsOnItsClockUntilTheTableIsActive(t *testing.T) {
 		},
 	}
 	f.describe = func(*dynamodb.DescribeTableInput) (*dynamodb.DescribeTableOutput, error) {
+		describedAt = append(describedAt, time.Now())
 		next := answers[0]
 		answers = answers[1:]
 		return next()
 	}
-	if err := CreateIfNotExists(context.Background(), f, Options{TableName: "outbox", Clock: clock}); err != nil {
+	if err := CreateIfNotExists(context.Background(), f, Options{TableName: "outbox", Clock: newStepClock(t0)}); err != nil {
 		t.Fatal(err)
 	}
 	wantOps(t, f, "CreateTable", "DescribeTable", "DescribeTable", "DescribeTable")
@@ -59,8 +65,12 @@ func TestCreateIfNotExists_WaitsOnItsClockUntilTheTableIsActive(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantShapes(t, f, "CreateTable", create)
-	if waits := clock.Waits(); !slices.Equal(waits, []time.Duration{250 * time.Millisecond, 250 * time.Millisecond}) {
-		t.Fatalf("waits %v", waits)
+	var waits []time.Duration
+	for i := 1; i < len(describedAt); i++ {
+		waits = append(waits, describedAt[i].Sub(describedAt[i-1]))
+	}
+	if !slices.Equal(waits, []time.Duration{250 * time.Millisecond, 250 * time.Millisecond}) {
+		t.Fatalf("waits %v between the describes, want 250ms twice", waits)
 	}
 }
 

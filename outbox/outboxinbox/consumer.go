@@ -158,9 +158,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 			return nil
 		}
 		if failed {
-			t := clock.NewTimer(c.cfg.ErrorBackoff)
+			t := time.NewTimer(c.cfg.ErrorBackoff)
 			select {
-			case <-t.C():
+			case <-t.C:
 			case <-ctx.Done():
 				t.Stop()
 				return nil

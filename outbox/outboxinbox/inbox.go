@@ -170,10 +170,10 @@ func (in *Inbox) attempt(ctx context.Context, rec Record, id outbox.MessageID, h
 func (in *Inbox) wait(ctx context.Context, attempt int) error {
 	d := in.opts.ConflictBackoff << min(attempt-1, 10)
 	d = d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
-	t := in.opts.Clock.NewTimer(d)
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-t.C():
+	case <-t.C:
 		return nil
 	case <-ctx.Done():
 		return context.Cause(ctx)

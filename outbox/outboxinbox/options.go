@@ -69,8 +69,8 @@ type Options struct {
 	// ConflictBackoff is the first wait after a conflict, doubled per
 	// attempt with jitter. Default DefaultConflictBackoff.
 	ConflictBackoff time.Duration
-	// Clock stamps ProcessedAt and ExpiresAt and times the backoff.
-	// Default the system clock.
+	// Clock stamps ProcessedAt and ExpiresAt; the backoff waits on the
+	// time package's clock. Default the system clock.
 	Clock outbox.Clock
 	// Tracer opens a "consume" span per record, linked to the writer's
 	// span the record's trace headers name. Default none.

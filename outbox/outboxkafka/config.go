@@ -107,8 +107,9 @@ type Config struct {
 	// a record still unacknowledged after it fails. Publish's ctx bounds it
 	// further. Default DefaultProduceTimeout.
 	ProduceTimeout time.Duration
-	// Clock stamps acknowledgement times in Result.AckedAt and times the
-	// unknown-topic wait. Default outbox.SystemClock.
+	// Clock stamps acknowledgement times in Result.AckedAt; waits, as the
+	// unknown-topic wait, are the time package's. Default
+	// outbox.SystemClock.
 	Clock outbox.Clock
 	// UnknownTopicWait is how long a publisher waits before asking the
 	// brokers' metadata once more for a topic it did not list, before it

@@ -165,9 +165,6 @@ type fixedClock struct{ t time.Time }
 
 func (c fixedClock) Now() time.Time { return c.t }
 
-// NewTimer is never called by the publisher, which only stamps times.
-func (c fixedClock) NewTimer(time.Duration) outbox.Timer { panic("fixedClock has no timers") }
-
 // connectCounter counts broker connections the client opens.
 type connectCounter struct{ n atomic.Int64 }
 

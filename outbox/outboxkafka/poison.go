@@ -84,7 +84,6 @@ type topicCheck struct {
 	mu    sync.Mutex
 	known map[string]bool
 	wait  time.Duration
-	clock outbox.Clock
 }
 
 // check reports a topic the brokers do not have as an unknown-topic
@@ -114,7 +113,7 @@ func (c *topicCheck) check(ctx context.Context, cl *kgo.Client, topic string) er
 			return &outbox.PoisonError{Reason: outbox.ParkAuthorization,
 				Err: fmt.Errorf("metadata for topic %q: %w", topic, kerr.TopicAuthorizationFailed)}
 		case kerr.UnknownTopicOrPartition, kerr.InvalidTopicException:
-			if attempt == 0 && outbox.Sleep(c.clock, c.wait, ctx.Done()) {
+			if attempt == 0 && outbox.Sleep(c.wait, ctx.Done()) {
 				continue
 			}
 			if ctx.Err() != nil {

@@ -60,7 +60,7 @@ func New(cfg Config) (*Publisher, error) {
 		idHeader: cfg.MessageIDHeaderName,
 		clock:    cfg.Clock,
 		scram:    src,
-		topics:   &topicCheck{known: map[string]bool{}, wait: cfg.UnknownTopicWait, clock: cfg.Clock},
+		topics:   &topicCheck{known: map[string]bool{}, wait: cfg.UnknownTopicWait},
 		maxBatch: int64(maxBatch),
 		flusher:  newFlusher(cl, cfg.Clock),
 	}, nil

@@ -61,12 +61,12 @@ func (s metricsSink) periodic(ctx context.Context, log *slog.Logger) (stop func(
 	go func() {
 		defer close(exited)
 		for {
-			t := s.clock.NewTimer(MetricsInterval)
+			t := time.NewTimer(MetricsInterval)
 			select {
 			case <-done:
 				t.Stop()
 				return
-			case <-t.C():
+			case <-t.C:
 				s.flush(ctx, log)
 			}
 		}

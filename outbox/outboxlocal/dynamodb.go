@@ -91,8 +91,9 @@ func WithoutThrottleRetries() DynamoOption {
 	return func(c *dynamoConfig) { c.noThrottleRetr = true }
 }
 
-// WithClock sets the clock of Faults.Latency and of the embedded server's
-// ClientRequestToken window (default outbox.SystemClock).
+// WithClock sets the clock that Faults' stale reads and the embedded server's
+// ClientRequestToken window read (default outbox.SystemClock); waits, as
+// Faults.Latency's, are the time package's.
 func WithClock(clock outbox.Clock) DynamoOption {
 	return func(c *dynamoConfig) { c.clock = clock }
 }

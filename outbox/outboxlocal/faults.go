@@ -103,8 +103,8 @@ func (f *Faults) HideFromNextQuery(pk, sk string) {
 }
 
 // Latency delays every attempt of op (AnyOperation: every operation) by d
-// on the DynamoDB's clock before it is sent, until set to zero. A context
-// that ends first fails the attempt.
+// on the time package's clock (a bubble's, in a simulation) before it is
+// sent, until set to zero. A context that ends first fails the attempt.
 func (f *Faults) Latency(op string, d time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -196,7 +196,7 @@ func (f *Faults) delay(op string) time.Duration {
 func (f *Faults) transport() middleware.DeserializeMiddleware {
 	return middleware.DeserializeMiddlewareFunc("spillway:Faults", func(ctx context.Context, in middleware.DeserializeInput, next middleware.DeserializeHandler) (middleware.DeserializeOutput, middleware.Metadata, error) {
 		op := middleware.GetOperationName(ctx)
-		if d := f.delay(op); d > 0 && !outbox.Sleep(f.clock, d, ctx.Done()) {
+		if d := f.delay(op); d > 0 && !outbox.Sleep(d, ctx.Done()) {
 			return middleware.DeserializeOutput{}, middleware.Metadata{}, ctx.Err()
 		}
 		scoped := f.scopedLossFor(ctx, op)
