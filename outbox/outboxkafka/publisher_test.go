@@ -759,6 +759,22 @@ func (d slowHandOver) OnProduceRecordBuffered(*kgo.Record) { time.Sleep(time.Dur
 // broker's idempotent sequence check.
 func TestPublishRefusalFailsTheBatchesInFlightBehindIt(t *testing.T) {
 	t.Parallel()
+	// Whether the client pipelined a request behind the refused one before
+	// the refusal came back depends on the machine's scheduling: the
+	// scenario is run until it did (each run must keep the order either
+	// way), a few times at most.
+	for range 10 {
+		if refusalBehindInFlightRequests(t) {
+			return
+		}
+	}
+	t.Fatal("in 10 runs the client never had a request in flight behind the refused one")
+}
+
+// refusalBehindInFlightRequests runs the scenario once on a new cluster and
+// reports whether a request was in flight behind the refused one.
+func refusalBehindInFlightRequests(t *testing.T) bool {
+	t.Helper()
 	c := newCluster(t, kfake.SeedTopics(1, "orders"))
 	value := bytes.Repeat([]byte("v"), 400)
 	one := recordSize(&kgo.Record{Key: []byte("k"), Value: value, Headers: []kgo.RecordHeader{{Key: idHeader, Value: []byte(outbox.NewMessageID().String())}}})
@@ -782,10 +798,11 @@ func TestPublishRefusalFailsTheBatchesInFlightBehindIt(t *testing.T) {
 	if res.Acked != 0 || !errors.Is(res.Err, kerr.InvalidRecord) {
 		t.Fatalf("acked %d, error %v; want 0 and %v", res.Acked, res.Err, kerr.InvalidRecord)
 	}
-	if fault.Hits() != 1 || produces.Hits() < 2 {
-		t.Fatalf("%d produce requests, %d refused; want several, the first refused", produces.Hits(), fault.Hits())
+	if fault.Hits() != 1 {
+		t.Fatalf("%d produce requests refused, want the first", fault.Hits())
 	}
 	if got := endOffsets(t, c.ListenAddrs(), "orders", 1); got[0] != 1 {
 		t.Fatalf("the partition holds %d records, want only the warm-up: a record behind the refused one was appended", got[0])
 	}
+	return produces.Hits() >= 2
 }
