@@ -262,7 +262,7 @@ func (s *sim) poke() {
 func (s *sim) setup() error {
 	ctx, cfg := s.ctx, s.cfg
 	var err error
-	s.ddb, err = outboxlocal.StartDynamoDB(ctx, outboxlocal.InMemory(), outboxlocal.WithClientOptions(s.clientOptions))
+	s.ddb, err = outboxlocal.StartDynamoDB(ctx, outboxlocal.InMemory(), outboxlocal.WithoutEnvironment(), outboxlocal.WithClientOptions(s.clientOptions))
 	if err != nil {
 		return err
 	}

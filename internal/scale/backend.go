@@ -77,7 +77,7 @@ type embedded struct {
 }
 
 func startEmbedded(ctx context.Context) (*embedded, error) {
-	ddb, err := outboxlocal.StartDynamoDB(ctx, outboxlocal.InMemory())
+	ddb, err := outboxlocal.StartDynamoDB(ctx, outboxlocal.InMemory(), outboxlocal.WithoutEnvironment())
 	if err != nil {
 		return nil, err
 	}

@@ -166,7 +166,7 @@ func (s *Store) Park(ctx context.Context, p outbox.Parking) error {
 			ExpressionAttributeNames: names("#pk", s.opts.PartitionKey, "#rr", attrReplayRequested)}})
 	}
 	id, _ := stringAttr(item, attrMessageID)
-	token := parkToken(p, id, parked[attrParkedAt])
+	token := parkToken(s.opts.TableName, s.keys.messagePartition(p.Bucket), p, id, parked[attrParkedAt])
 	_, err = s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions, ClientRequestToken: aws.String(token)})
 	if conditionFailed(err) {
 		s.tel.refused("", OpPark, p.Bucket)
@@ -180,16 +180,18 @@ func (s *Store) Park(ctx context.Context, p outbox.Parking) error {
 }
 
 // parkToken derives a park's ClientRequestToken (at most 36 characters)
-// from the row (bucket, sequence, message id) and what the park writes:
-// the same call always sends the same token, and another park of the same
-// row, which may carry other attributes, another one (DynamoDB refuses a
-// token reused with other parameters for ten minutes).
-func parkToken(p outbox.Parking, id string, parkedAt types.AttributeValue) string {
+// from the row (table, partition, sequence, message id) and what the park
+// writes: the same call always sends the same token, and another park of
+// the same row, which may carry other attributes, another one. DynamoDB
+// keeps tokens per account and region, not per table, and refuses one
+// reused with other parameters for ten minutes: the table and partition
+// keep the parks of two outboxes apart.
+func parkToken(table, partition string, p outbox.Parking, id string, parkedAt types.AttributeValue) string {
 	at := ""
 	if n, ok := parkedAt.(*types.AttributeValueMemberN); ok {
 		at = n.Value
 	}
-	sum := sha256.Sum256(fmt.Appendf(nil, "park|%d|%d|%s|%s|%s|%d|%d|%d|%s", p.Bucket, p.Sequence, id, at,
+	sum := sha256.Sum256(fmt.Appendf(nil, "park|%s|%s|%d|%d|%s|%s|%s|%d|%d|%d|%s", table, partition, p.Bucket, p.Sequence, id, at,
 		p.Reason, p.Attempts, p.Behind, p.FirstFailedAt.UnixNano(), p.Error))
 	return hex.EncodeToString(sum[:16])
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/spillway-dev/spillway/outbox"
 )
@@ -200,4 +201,25 @@ func TestPark_ARetryAfterALostResponse_IsTheSameRequest(t *testing.T) {
 			t.Fatalf("parked %+v, %v; want the row once", parked, err)
 		}
 	})
+}
+
+// Two outboxes parking the same row (bucket, sequence, message id) at the
+// same instant send different tokens: DynamoDB keeps tokens per account and
+// region, and would refuse the second park as a retry of the first with
+// other parameters. One park's token is the same on every retry.
+func TestParkToken_IsTheCallsOwn_AndDiffersBetweenOutboxes(t *testing.T) {
+	p := outbox.Parking{Bucket: 1, Sequence: 1, Reason: outbox.ParkTooLarge, Attempts: 1}
+	at := &types.AttributeValueMemberN{Value: "639000000000000000"}
+	orders := parkToken("orders", "OUTBOX#1", p, "", at)
+	if again := parkToken("orders", "OUTBOX#1", p, "", at); again != orders {
+		t.Errorf("the same park sent tokens %s and %s", orders, again)
+	}
+	for _, other := range [][2]string{{"billing", "OUTBOX#1"}, {"orders", "BILLING#1"}} {
+		if tok := parkToken(other[0], other[1], p, "", at); tok == orders {
+			t.Errorf("table %s partition %s sends the token of table orders partition OUTBOX#1: %s", other[0], other[1], tok)
+		}
+	}
+	if n := len(orders); n > 36 {
+		t.Errorf("token of %d characters, DynamoDB takes at most 36", n)
+	}
 }

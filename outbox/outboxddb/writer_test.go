@@ -175,6 +175,9 @@ func TestWriter_Enqueue_RetryOfAnAppliedPut_IsASuccess(t *testing.T) {
 func TestWriter_EnqueueBatch_RetryAfterItsTokenExpired_IsASuccess(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t)
+		if e.d.External {
+			t.Skip("an external endpoint forgets idempotency tokens after 10 minutes of its own time, which the bubble cannot move")
+		}
 		w, s := e.writer(t), e.store(t)
 		// The first attempt is applied and its answer lost; every attempt is
 		// sent 11 minutes after it was made (on the bubble's clock), so the retry

@@ -62,11 +62,15 @@ func WithEndpoint(url string) DynamoOption {
 }
 
 // InMemory serves the embedded server in the caller's goroutine instead of
-// on a loopback socket (the endpoint is then only a name), and ignores
-// SPILLWAY_DYNAMODB_ENDPOINT: the form a testing/synctest bubble needs.
+// on a loopback socket (the endpoint is then only a name): the form a
+// testing/synctest bubble needs. With an external endpoint
+// (SPILLWAY_DYNAMODB_ENDPOINT or WithEndpoint) it connects there instead,
+// keeping no idle connection: a connection's reader waiting on the socket
+// would keep the bubble from ever being idle, so its clock would never move
+// (the bubble's clock stands still while a request is on the wire).
 // Clients must be built with NewClient, which carries the transport.
 func InMemory() DynamoOption {
-	return func(c *dynamoConfig) { c.inMemory, c.ignoreEnv = true, true }
+	return func(c *dynamoConfig) { c.inMemory = true }
 }
 
 // inMemoryEndpoint is the endpoint the in-memory server's clients name.
@@ -167,6 +171,9 @@ func StartDynamoDB(ctx context.Context, opts ...DynamoOption) (*DynamoDB, error)
 			return nil, fmt.Errorf("outboxlocal: configure DynamoDB endpoint %s: %w", cfg.endpoint, err)
 		}
 		awsCfg = ext
+		if cfg.inMemory {
+			d.transport.DisableKeepAlives = true
+		}
 	} else if cfg.inMemory {
 		d.Endpoint = inMemoryEndpoint
 		awsCfg.HTTPClient = &http.Client{Transport: inMemoryTransport{handler: newEmbeddedServer(cfg.clock)}}

@@ -308,7 +308,7 @@ func TestTableDescriptionIsComplete(t *testing.T) {
 func TestClientRequestTokenReplay(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		d := newDynamoDB(t, InMemory())
+		d := newDynamoDB(t, InMemory(), WithoutEnvironment())
 		table := createTable(t, d)
 		txn := func(token, sk string) error {
 			_, err := d.Client.TransactWriteItems(t.Context(), &dynamodb.TransactWriteItemsInput{

@@ -133,7 +133,7 @@ func TestHideFromNextQuery(t *testing.T) {
 func TestLatencyRunsOnTheClock(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		d := newDynamoDB(t, InMemory())
+		d := newDynamoDB(t, InMemory(), WithoutEnvironment())
 		table := createTable(t, d)
 		d.Faults.Latency("GetItem", time.Minute)
 
@@ -212,7 +212,7 @@ func TestLoseResponseRetriesAnAppliedRequest(t *testing.T) {
 func TestStaleReadsHideRecentWritesFromEventuallyConsistentReads(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		d := newDynamoDB(t, InMemory())
+		d := newDynamoDB(t, InMemory(), WithoutEnvironment())
 		table := createTable(t, d)
 		put(t, d.Client, table, key("M", "1")) // before the fault: never lagging
 		d.Faults.StaleReads(time.Second)
