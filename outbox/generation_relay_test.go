@@ -3,7 +3,6 @@ package outbox_test
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"sync"
 	"testing"
@@ -99,7 +98,7 @@ func newGenEnv(t *testing.T, mode outbox.Mode) *genEnv {
 	}
 	e := &genEnv{clock: clk, prev: newMemStore(clk, oldGen.BucketCount), cur: newMemStore(clk, newGen.BucketCount), pub: newMemPublisher()}
 	e.gens = &memGenerations{clock: clk, prev: e.prev}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	relay := func(s *memStore, g outbox.Generation, mode outbox.Mode) *outbox.Relay {
 		r, err := outbox.NewRelay(outbox.RelayConfig{Options: outbox.RelayOptions{RelayID: "relay-a", BucketCount: g.BucketCount, Mode: mode},
 			Store: s, Publisher: e.pub, Clock: clk, Logger: log})

@@ -2,7 +2,6 @@ package outbox_test
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"sync"
 	"testing"
@@ -74,7 +73,7 @@ func TestRelayDecodesEachHeaderBlobOnce(t *testing.T) {
 		Options: outbox.RelayOptions{RelayID: "relay-a", BucketCount: buckets, BatchSize: 3,
 			IdleTimeout: 50 * time.Millisecond, MaxIdleTimeout: 50 * time.Millisecond},
 		Store: store, Publisher: pub, Clock: clk, Tracer: tracer,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package outbox_test
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"maps"
 	"slices"
@@ -44,7 +43,7 @@ func newRelayEnv(t *testing.T, buckets int, tweak func(*outbox.RelayConfig)) *re
 		Clock:     clk,
 		Notifier:  e.wakes,
 		Observer:  e.obs,
-		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:    slog.New(slog.DiscardHandler),
 		MaxHops:   3,
 	}
 	if tweak != nil {
@@ -490,7 +489,7 @@ func TestRelayStrandedMessageRaceIsResolvedByTheStoppingOwner(t *testing.T) {
 		e := newRelayEnv(t, 2, nil)
 		e.store.add(1, "first")
 		rb, err := outbox.NewRelay(outbox.RelayConfig{Options: outbox.RelayOptions{RelayID: "relay-b", BucketCount: 2},
-			Store: e.store, Publisher: e.pub, Clock: e.clock, Notifier: e.wakes, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxHops: 3})
+			Store: e.store, Publisher: e.pub, Clock: e.clock, Notifier: e.wakes, Logger: slog.New(slog.DiscardHandler), MaxHops: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -665,7 +664,7 @@ func TestRelayRenewsDuringASlowDelete(t *testing.T) {
 		e.store.add(0, "k")
 		e.store.markDelay = 45 * time.Second // past the 30 s lease
 		rb, err := outbox.NewRelay(outbox.RelayConfig{Options: outbox.RelayOptions{RelayID: "relay-b", BucketCount: 1},
-			Store: e.store, Publisher: e.pub, Clock: e.clock, Notifier: e.wakes, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			Store: e.store, Publisher: e.pub, Clock: e.clock, Notifier: e.wakes, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
 		}

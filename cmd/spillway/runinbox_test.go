@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -37,7 +36,7 @@ func TestInboxDemo_AppliesEachMessageOnce_SkipsTheInjectedCopies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	demo, err := newInboxDemo(d.Client, table, k.Brokers, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	demo, err := newInboxDemo(d.Client, table, k.Brokers, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

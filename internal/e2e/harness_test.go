@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -61,7 +60,7 @@ func newBackend(t testing.TB, inMemory bool, topics ...string) *backend {
 	return b
 }
 
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // rig is one relay with its own store and publisher, both with hooks.
 type rig struct {

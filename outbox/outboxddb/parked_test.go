@@ -13,27 +13,6 @@ import (
 	"github.com/spillway-dev/spillway/outbox"
 )
 
-func TestFetch_StopsAtAnUnreadableRow_AndReturnsTheValidPrefix(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t)
-		w, s := e.writer(t), e.store(t)
-		enqueue(t, w, 2, 3)
-		// A row put by hand without a topic, after three good ones, then more.
-		if _, err := e.d.Client.PutItem(t.Context(), &dynamodb.PutItemInput{
-			TableName: aws.String(e.opts.TableName),
-			Item:      item{"PK": S("OUTBOX#MESSAGES#2"), "SK": S("0000000000000000004"), "MessageId": S("5c3e9f10-7b2a-4d6e-8f41-a2b3c4d5e6f7"), "CreatedAtUtc": N("1")},
-		}); err != nil {
-			t.Fatal(err)
-		}
-		got, err := s.FetchBatch(t.Context(), 2, 10)
-		var row *outbox.UnreadableRowError
-		if !errors.As(err, &row) || row.Sequence != 4 || row.Bucket != 2 || !errors.Is(err, outbox.ErrInvalidItem) {
-			t.Fatalf("fetch error %v, want an unreadable row 4 of bucket 2", err)
-		}
-		wantInts(t, "prefix", sequences(got), []int64{1, 2, 3})
-	})
-}
-
 func TestPark_MovesTheRowKeepingEveryAttribute_ThenMarkReplayAndDrop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t)

@@ -2,7 +2,6 @@ package outboxinbox_test
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"strconv"
 	"testing"
@@ -17,7 +16,7 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // env is one table on the embedded DynamoDB holding the business items
 // and the markers.

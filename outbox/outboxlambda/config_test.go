@@ -154,14 +154,15 @@ func TestLoadConfigTLSDefaultFollowsAuth(t *testing.T) {
 
 func TestLoadConfigRejectsBadValues(t *testing.T) {
 	t.Parallel()
-	cases := []struct {
+	type badValue struct {
 		variable, value string
 		// extra variables that make the case reach the check
 		extra map[string]string
 		// wantVariable is the variable the error names (default variable)
 		wantVariable string
 		problem      string
-	}{
+	}
+	cases := []badValue{
 		{variable: outboxconf.EnvTable, value: "", problem: "required"},
 		{variable: outboxconf.EnvTable, value: " orders", problem: "spaces"},
 		{variable: outboxconf.EnvPartitionKey, value: "  ", problem: "blank"},
@@ -169,8 +170,6 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		{variable: outboxconf.EnvSortKey, value: "PK", problem: "must differ"},
 		{variable: outboxconf.EnvPartitionKey, value: "Topic", wantVariable: outboxconf.EnvPartitionKey + "/" + outboxconf.EnvSortKey, problem: "attribute name the outbox writes"},
 		{variable: outboxconf.EnvKeyPrefix, value: "\t", problem: "blank"},
-		{variable: outboxconf.EnvBucketCount, value: "eight", problem: "not a decimal integer"},
-		{variable: outboxconf.EnvBucketCount, value: "0", problem: "between 1 and"},
 		{variable: outboxconf.EnvBucketCount, value: "-3", problem: "between 1 and"},
 		{variable: outboxconf.EnvBucketCount, value: "2147483648", problem: "between 1 and"},
 		{variable: outboxconf.EnvDynamoDBEndpoint, value: "127.0.0.1:8000", problem: "http:// or https://"},
@@ -195,34 +194,36 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		{variable: outboxconf.EnvRelayFunction, value: strings.Repeat("f", 171), problem: "longer than 170"},
 		{variable: outboxconf.EnvMode, value: "drain-all", problem: "one of drain, hold"},
 		{variable: outboxconf.EnvPoisonPolicy, value: "skip", problem: "one of block, quarantine"},
-		{variable: outboxconf.EnvPoisonMaxAttempts, value: "0", problem: "between 1 and"},
 		{variable: outboxconf.EnvPreviousKeyPrefix, value: "OLD", problem: "required with SPILLWAY_PREVIOUS_KEY_PREFIX", wantVariable: outboxconf.EnvPreviousBucketCount},
 		{variable: outboxconf.EnvPreviousBucketCount, value: "4", problem: "required with SPILLWAY_PREVIOUS_BUCKET_COUNT", wantVariable: outboxconf.EnvPreviousKeyPrefix},
-		{variable: outboxconf.EnvPreviousBucketCount, value: "0", problem: "between 1 and"},
 		{variable: outboxconf.EnvPreviousKeyPrefix, value: "OUTBOX", extra: map[string]string{outboxconf.EnvPreviousBucketCount: "4"}, problem: "equals SPILLWAY_KEY_PREFIX"},
 		{variable: outboxconf.EnvGenerationCheck, value: "sometimes", problem: "not a boolean"},
-		{variable: outboxconf.EnvPollInterval, value: "1", problem: "not a Go duration"},
-		{variable: outboxconf.EnvPollInterval, value: "0s", problem: "positive"},
-		{variable: outboxconf.EnvIdleTimeout, value: "two seconds", problem: "not a Go duration"},
 		{variable: outboxconf.EnvIdleTimeout, value: "-1s", problem: "positive"},
 		{variable: outboxconf.EnvMaxIdleTimeout, value: "1s", problem: "must be at least SPILLWAY_IDLE_TIMEOUT (2s)"},
-		{variable: outboxconf.EnvMaxIdleTimeout, value: "0s", problem: "positive"},
-		{variable: outboxconf.EnvStopMargin, value: "5", problem: "not a Go duration"},
-		{variable: outboxconf.EnvStopMargin, value: "0ms", problem: "positive"},
-		{variable: outboxconf.EnvLeaseDuration, value: "30", problem: "not a Go duration"},
 		{variable: outboxconf.EnvLeaseDuration, value: "5s", wantVariable: outboxconf.EnvLeaseRenewInterval, problem: "must be shorter than SPILLWAY_LEASE_DURATION"},
-		{variable: outboxconf.EnvLeaseRenewInterval, value: "10", problem: "not a Go duration"},
 		{variable: outboxconf.EnvLeaseRenewInterval, value: "30s", problem: "must be shorter than SPILLWAY_LEASE_DURATION (30s)"},
-		{variable: outboxconf.EnvBatchSize, value: "1e3", problem: "not a decimal integer"},
-		{variable: outboxconf.EnvBatchSize, value: "0", problem: "between 1 and"},
 		{variable: outboxconf.EnvMaxHops, value: "-1", problem: "between 0 and"},
-		{variable: outboxconf.EnvMaxHops, value: "ten", problem: "not a decimal integer"},
 		{variable: outboxconf.EnvOutboxName, value: " ", problem: "blank"},
 		{variable: outboxconf.EnvMetricsNamespace, value: "Spillway ", problem: "spaces"},
 		{variable: outboxconf.EnvTracing, value: "jaeger", problem: "one of xray, otel, off"},
 		{variable: outboxconf.EnvTracing, value: "OTEL", problem: "one of xray, otel, off"},
 		{variable: outboxconf.EnvOTelProtocol, value: "grpc", extra: map[string]string{outboxconf.EnvTracing: "otel"}, problem: "only http/protobuf is supported"},
 		{variable: outboxconf.EnvOTelTracesProtocol, value: "http/json", extra: map[string]string{outboxconf.EnvTracing: "otel"}, problem: "only http/protobuf is supported"},
+	}
+	// Every duration refuses a number without a unit and a duration that is
+	// not positive; every count refuses what is not a decimal integer, and
+	// those that count from 1 refuse 0.
+	for _, v := range []string{outboxconf.EnvPollInterval, outboxconf.EnvIdleTimeout, outboxconf.EnvMaxIdleTimeout,
+		outboxconf.EnvStopMargin, outboxconf.EnvLeaseDuration, outboxconf.EnvLeaseRenewInterval} {
+		cases = append(cases, badValue{variable: v, value: "30", problem: "not a Go duration"},
+			badValue{variable: v, value: "0s", problem: "positive"})
+	}
+	for _, v := range []string{outboxconf.EnvBucketCount, outboxconf.EnvBatchSize, outboxconf.EnvPoisonMaxAttempts,
+		outboxconf.EnvPreviousBucketCount, outboxconf.EnvMaxHops} {
+		cases = append(cases, badValue{variable: v, value: "1e3", problem: "not a decimal integer"})
+		if v != outboxconf.EnvMaxHops {
+			cases = append(cases, badValue{variable: v, value: "0", problem: "between 1 and"})
+		}
 	}
 	for _, c := range cases {
 		t.Run(c.variable+"="+c.value, func(t *testing.T) {

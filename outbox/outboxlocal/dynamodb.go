@@ -20,7 +20,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 
-	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 )
 
@@ -48,7 +47,6 @@ type dynamoConfig struct {
 	ignoreEnv      bool
 	maxAttempts    int
 	noThrottleRetr bool
-	clock          outbox.Clock
 	reportCapacity bool
 	inMemory       bool
 	clientOptions  []func(*dynamodb.Options)
@@ -95,13 +93,6 @@ func WithoutThrottleRetries() DynamoOption {
 	return func(c *dynamoConfig) { c.noThrottleRetr = true }
 }
 
-// WithClock sets the clock that Faults' stale reads and the embedded server's
-// ClientRequestToken window read (default outbox.SystemClock); waits, as
-// Faults.Latency's, are the time package's.
-func WithClock(clock outbox.Clock) DynamoOption {
-	return func(c *dynamoConfig) { c.clock = clock }
-}
-
 // WithReportedCapacity makes every request ask for its consumed capacity
 // (ReturnConsumedCapacity TOTAL, unless it asks already), so Counts'
 // Reported units can be compared with the computed ones on a real endpoint.
@@ -144,7 +135,7 @@ type DynamoDB struct {
 // StartDynamoDB starts the embedded server, or connects to the external
 // endpoint (WithEndpoint or SPILLWAY_DYNAMODB_ENDPOINT). Close releases it.
 func StartDynamoDB(ctx context.Context, opts ...DynamoOption) (*DynamoDB, error) {
-	cfg := dynamoConfig{maxAttempts: DefaultMaxAttempts, clock: outbox.SystemClock{}}
+	cfg := dynamoConfig{maxAttempts: DefaultMaxAttempts}
 	for _, opt := range opts {
 		opt(&cfg)
 	}
@@ -153,7 +144,7 @@ func StartDynamoDB(ctx context.Context, opts ...DynamoOption) (*DynamoDB, error)
 	}
 	book := newSchemaBook()
 	d := &DynamoDB{cfg: cfg, Counter: newCounter(book)}
-	d.Faults = newFaults(cfg.clock, book, d.Counter)
+	d.Faults = newFaults(book, d.Counter)
 	d.transport = http.DefaultTransport.(*http.Transport).Clone()
 	// Concurrent tests would otherwise open and close a connection per
 	// request beyond the default two idle ones.
@@ -176,13 +167,13 @@ func StartDynamoDB(ctx context.Context, opts ...DynamoOption) (*DynamoDB, error)
 		}
 	} else if cfg.inMemory {
 		d.Endpoint = inMemoryEndpoint
-		awsCfg.HTTPClient = &http.Client{Transport: inMemoryTransport{handler: newEmbeddedServer(cfg.clock)}}
+		awsCfg.HTTPClient = &http.Client{Transport: inMemoryTransport{handler: newEmbeddedServer()}}
 	} else {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, fmt.Errorf("outboxlocal: listen for embedded DynamoDB: %w", err)
 		}
-		d.server = &http.Server{Handler: newEmbeddedServer(cfg.clock), ReadHeaderTimeout: 10 * time.Second}
+		d.server = &http.Server{Handler: newEmbeddedServer(), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = d.server.Serve(ln) }()
 		d.Endpoint = "http://" + ln.Addr().String()
 	}

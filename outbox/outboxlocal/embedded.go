@@ -17,8 +17,6 @@ import (
 	"time"
 
 	"github.com/truora/minidyn/server"
-
-	"github.com/spillway-dev/spillway/outbox"
 )
 
 // targetPrefix is the X-Amz-Target prefix of DynamoDB's JSON protocol.
@@ -45,7 +43,6 @@ const (
 // behaviour is known, and never by looking at what a particular test sends.
 type embeddedServer struct {
 	inner http.Handler
-	clock outbox.Clock
 
 	// mu orders requests around compensations that take several server
 	// calls (read the old item, write, synthesize the answer): exclusive
@@ -126,10 +123,9 @@ func (t wireTransactItem) action() *wireAction {
 	return nil
 }
 
-func newEmbeddedServer(clock outbox.Clock) *embeddedServer {
+func newEmbeddedServer() *embeddedServer {
 	return &embeddedServer{
 		inner:  server.NewServer(),
-		clock:  clock,
 		tables: map[string]*tableInfo{},
 		tokens: map[string]tokenRecord{},
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Table statuses DynamoDB reports.
@@ -36,7 +37,7 @@ func (s *embeddedServer) tableOperation(ctx context.Context, op string, body []b
 		info := &tableInfo{
 			attributeDefinitions: req.AttributeDefinitions,
 			billingMode:          req.BillingMode,
-			createdAt:            s.clock.Now(),
+			createdAt:            time.Now(),
 		}
 		for _, k := range req.KeySchema {
 			if k.KeyType == "HASH" {

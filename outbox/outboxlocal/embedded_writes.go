@@ -188,7 +188,7 @@ func (s *embeddedServer) transactWriteItems(ctx context.Context, body []byte, re
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.clock.Now()
+	now := time.Now()
 	for token, rec := range s.tokens {
 		if now.Sub(rec.at) >= TokenWindow {
 			delete(s.tokens, token)

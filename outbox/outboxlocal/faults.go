@@ -37,7 +37,6 @@ const AnyOperation = ""
 // use. A fault answers as DynamoDB would on the wire (an HTTP error with a
 // JSON error body), so the SDK's own deserializers and retryer handle it.
 type Faults struct {
-	clock   outbox.Clock
 	book    *schemaBook
 	counter *Counter
 
@@ -55,9 +54,8 @@ type Faults struct {
 
 type hiddenItem struct{ pk, sk string }
 
-func newFaults(clock outbox.Clock, book *schemaBook, counter *Counter) *Faults {
+func newFaults(book *schemaBook, counter *Counter) *Faults {
 	return &Faults{
-		clock:     clock,
 		book:      book,
 		counter:   counter,
 		throttles: map[string][]string{},

@@ -14,9 +14,10 @@ import (
 // StaleReads makes eventually consistent reads lag behind writes, as a
 // DynamoDB replica that has not caught up yet: until it is set to zero, a
 // Query, Scan or GetItem without ConsistentRead leaves out every item that a
-// client with these Faults wrote less than lag ago on the DynamoDB's clock
-// (PutItem, UpdateItem, a BatchWriteItem put, a TransactWriteItems Put or
-// Update). Strongly consistent reads see everything.
+// client with these Faults wrote less than lag ago (PutItem, UpdateItem, a
+// BatchWriteItem put, a TransactWriteItems Put or Update), on the time
+// package's clock: a bubble's in a simulation. Strongly consistent reads see
+// everything.
 //
 // It is an approximation, the same for every request: a lagging item is
 // left out whole (a replica would still show its previous version), a
@@ -43,7 +44,7 @@ func (f *Faults) noteWrites(params any) {
 	if f.staleLag == 0 {
 		return
 	}
-	now := f.clock.Now()
+	now := time.Now()
 	note := func(table *string, item map[string]types.AttributeValue) {
 		if id := f.book.itemID(aws.ToString(table), item); id != "" {
 			f.written[aws.ToString(table)+"\x00"+id] = now
@@ -79,7 +80,7 @@ func (f *Faults) noteWrites(params any) {
 func (f *Faults) laggingLocked(table string, item map[string]types.AttributeValue) bool {
 	id := f.book.itemID(table, item)
 	at, ok := f.written[table+"\x00"+id]
-	return ok && id != "" && f.clock.Now().Sub(at) < f.staleLag
+	return ok && id != "" && time.Now().Sub(at) < f.staleLag
 }
 
 // staleRead removes the lagging items from the answer of an eventually
