@@ -80,7 +80,7 @@ func (f *Faults) noteWrites(params any) {
 func (f *Faults) laggingLocked(table string, item map[string]types.AttributeValue) bool {
 	id := f.book.itemID(table, item)
 	at, ok := f.written[table+"\x00"+id]
-	return ok && id != "" && time.Now().Sub(at) < f.staleLag
+	return ok && id != "" && time.Since(at) < f.staleLag
 }
 
 // staleRead removes the lagging items from the answer of an eventually
