@@ -2,26 +2,21 @@ package steady
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/spillway-dev/spillway/internal/lab"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
-	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 )
 
-// env is one simulated execution environment: created on demand, kept warm
-// for the rest of the run, one invocation at a time. Like Lambda's, it holds
-// its relay (and so its relay id and lease state), its store, its Kafka
-// client and its continuation notifier across invocations.
+// env is what the ledger tracks of one execution environment of the relay
+// function (lab.RelayFunction builds it, with the real relay handler, and
+// keeps it warm for the rest of the run): its relay id, and what its relay
+// believes it owns while an invocation runs.
 type env struct {
-	n        int
-	relayID  string
-	handler  *outboxlambda.RelayHandler
-	notifier *outboxlambda.Notifier
-	pub      *simPublisher
+	relayID string
 
 	// Guarded by ledger.mu: whether an invocation runs and what its relay
 	// believes it owns since leaseAt.
@@ -30,41 +25,15 @@ type env struct {
 	leaseAt time.Time
 }
 
-// Handle runs one invocation in the environment.
-func (e *env) Handle(ctx context.Context, payload json.RawMessage) (outboxlambda.RelayResponse, error) {
-	return e.handler.Handle(ctx, payload)
-}
+// envOf returns the ledger's record of a relay function's environment.
+func envOf(re *lab.RelayEnv) *env { return re.State.(*env) }
 
-// newEnv builds environment n the way the relay function's init does.
-func (s *sim) newEnv(n int) (*env, error) {
-	e := &env{n: n, relayID: fmt.Sprintf("spillway-relay-%02d", n)}
-	store, err := outboxddb.NewStore(s.client, outboxddb.Options{
-		TableName:   s.table,
-		BucketCount: s.cfg.Buckets,
-		Clock:       s.clock,
-		Logger:      s.cfg.Logger,
-	})
-	if err != nil {
-		return nil, err
-	}
-	e.notifier, err = s.newNotifier()
-	if err != nil {
-		return nil, err
-	}
-	e.pub = &simPublisher{s: s, relayID: e.relayID}
-	e.handler, err = outboxlambda.NewRelayHandler(outboxlambda.RelayHandlerConfig{
-		Config:    s.fn,
-		RelayID:   e.relayID,
-		Store:     &envStore{inner: store, env: e, s: s},
-		Publisher: e.pub,
-		Notifier:  e.notifier,
-		Clock:     s.clock,
-		Logger:    s.cfg.Logger,
-	})
-	if err != nil {
-		return nil, err
-	}
-	return e, nil
+// newEnvStore is the relay function's store hook: environment re's store
+// reports to the ledger through an envStore.
+func (s *sim) newEnvStore(re *lab.RelayEnv, store *outboxddb.Store) outbox.Store {
+	e := &env{relayID: re.RelayID}
+	re.State = e
+	return &envStore{inner: store, env: e, s: s}
 }
 
 // envStore is an environment's outbox.Store: it names the store call in the
@@ -142,39 +111,6 @@ func (st *envStore) MarkPublished(ctx context.Context, bucket int, msgs []outbox
 
 func (st *envStore) Backlog(ctx context.Context) (outbox.Backlog, error) {
 	return st.inner.Backlog(ctx)
-}
-
-// simPublisher stands in for Kafka: every record is acknowledged after one
-// produce round trip, and the ledger records when. The first initialisation
-// of an environment costs the connection set-up, later ones a ping, as with
-// the franz-go client the function keeps across warm invocations.
-type simPublisher struct {
-	s       *sim
-	relayID string
-	inited  bool // only the environment's one invocation touches it
-}
-
-var _ outbox.Publisher = (*simPublisher)(nil)
-
-func (p *simPublisher) Init(ctx context.Context) error {
-	d := p.s.cfg.Latency.Kafka
-	if !p.inited {
-		d = p.s.cfg.Latency.KafkaInit
-	}
-	if !outbox.Sleep(d, ctx.Done()) {
-		return fmt.Errorf("steady: initialise publisher: %w", context.Cause(ctx))
-	}
-	p.inited = true
-	return nil
-}
-
-func (p *simPublisher) Publish(ctx context.Context, msgs []outbox.Message) (int, error) {
-	if !outbox.Sleep(p.s.cfg.Latency.Kafka, ctx.Done()) {
-		return 0, fmt.Errorf("steady: publish %d messages: %w", len(msgs), context.Cause(ctx))
-	}
-	p.s.ledger.acked(msgs, p.s.clock.Now())
-	p.s.tracef("%s published %d of bucket %d", p.relayID, len(msgs), msgs[0].Bucket)
-	return len(msgs), nil
 }
 
 // describeCoordination renders a coordination view for the trace.
