@@ -33,25 +33,31 @@ func envOf(re *lab.RelayEnv) *env { return re.State.(*env) }
 func (s *sim) newEnvStore(re *lab.RelayEnv, store *outboxddb.Store) outbox.Store {
 	e := &env{relayID: re.RelayID}
 	re.State = e
-	return &envStore{inner: store, env: e, s: s}
+	return &envStore{Store: store, ddb: store, env: e, s: s}
 }
 
 // envStore is an environment's outbox.Store: it names the store call in the
 // context of its requests (for simClient's classification) and tells the
 // ledger what the relay now believes it owns, as the engine does: from the
 // start of a successful round or renewal, until a release starts, a round
-// fails or a renewal is refused.
+// fails or a renewal is refused. Of the outboxddb.Store's optional
+// interfaces it serves only outbox.LeaseReader: a trust check reads the
+// whole coordination partition (no outbox.CoverageReader), as this study
+// has always measured it.
 type envStore struct {
-	inner outbox.Store
-	env   *env
-	s     *sim
+	// Store is the environment's outboxddb.Store, whose message calls
+	// (fetch, delete, backlog) pass through as they are.
+	outbox.Store
+	ddb *outboxddb.Store
+	env *env
+	s   *sim
 }
 
 var _ outbox.Store = (*envStore)(nil)
 
 func (st *envStore) AcquireLeases(ctx context.Context, req outbox.LeaseRequest, rs outbox.RoundState) (outbox.Acquisition, error) {
 	start := st.s.clock.Now()
-	acq, err := st.inner.AcquireLeases(withMethod(ctx, methodAcquire), req, rs)
+	acq, err := st.Store.AcquireLeases(withMethod(ctx, methodAcquire), req, rs)
 	st.s.ledger.acquired(st.env, start, st.s.clock.Now(), acq, err)
 	st.s.tracef("%s round: owned %v claimed %v released %v lost %v refused %d rank %d err %v",
 		st.env.relayID, acq.Owned, acq.Claimed, acq.Released, acq.Lost, acq.Refused, acq.StandbyRank, err)
@@ -60,7 +66,7 @@ func (st *envStore) AcquireLeases(ctx context.Context, req outbox.LeaseRequest, 
 
 func (st *envStore) RenewLeases(ctx context.Context, req outbox.LeaseRequest, buckets []int) (bool, error) {
 	start := st.s.clock.Now()
-	ok, err := st.inner.RenewLeases(withMethod(ctx, methodRenew), req, buckets)
+	ok, err := st.Store.RenewLeases(withMethod(ctx, methodRenew), req, buckets)
 	st.s.ledger.renewed(st.env, start, st.s.clock.Now(), ok, err)
 	st.s.tracef("%s renew %v: %v err %v", st.env.relayID, buckets, ok, err)
 	return ok, err
@@ -68,13 +74,13 @@ func (st *envStore) RenewLeases(ctx context.Context, req outbox.LeaseRequest, bu
 
 func (st *envStore) ReleaseLeases(ctx context.Context, req outbox.LeaseRequest) (outbox.Release, error) {
 	st.s.ledger.releasing(st.env, st.s.clock.Now())
-	rel, err := st.inner.ReleaseLeases(withMethod(ctx, methodRelease), req)
+	rel, err := st.Store.ReleaseLeases(withMethod(ctx, methodRelease), req)
 	st.s.tracef("%s release: %v refused %d unfinished %v err %v", st.env.relayID, rel.Released, rel.Refused, rel.Unfinished, err)
 	return rel, err
 }
 
 func (st *envStore) ReadCoordination(ctx context.Context) (outbox.Coordination, error) {
-	c, err := st.inner.ReadCoordination(withMethod(ctx, methodRead))
+	c, err := st.Store.ReadCoordination(withMethod(ctx, methodRead))
 	if st.s.cfg.Trace != nil {
 		st.s.tracef("%s read coordination: %s err %v", st.env.relayID, describeCoordination(c), err)
 	}
@@ -85,32 +91,15 @@ func (st *envStore) ReadCoordination(ctx context.Context) (outbox.Coordination, 
 // claiming peer through to the store (outbox.LeaseReader), as the relay
 // function's store serves it.
 func (st *envStore) ReadLeases(ctx context.Context, buckets []int) ([]outbox.LeaseState, error) {
-	lr, ok := st.inner.(outbox.LeaseReader)
-	if !ok {
-		c, err := st.ReadCoordination(ctx)
-		return c.Leases, err
-	}
-	leases, err := lr.ReadLeases(withMethod(ctx, methodRead), buckets)
+	leases, err := st.ddb.ReadLeases(withMethod(ctx, methodRead), buckets)
 	st.s.tracef("%s read leases %v: %v err %v", st.env.relayID, buckets, leases, err)
 	return leases, err
 }
 
 func (st *envStore) PendingBuckets(ctx context.Context, buckets []int) ([]int, error) {
-	p, err := st.inner.PendingBuckets(ctx, buckets)
+	p, err := st.Store.PendingBuckets(ctx, buckets)
 	st.s.tracef("%s probe %v: pending %v err %v", st.env.relayID, buckets, p, err)
 	return p, err
-}
-
-func (st *envStore) FetchBatch(ctx context.Context, bucket, max int) ([]outbox.Message, error) {
-	return st.inner.FetchBatch(ctx, bucket, max)
-}
-
-func (st *envStore) MarkPublished(ctx context.Context, bucket int, msgs []outbox.Message) error {
-	return st.inner.MarkPublished(ctx, bucket, msgs)
-}
-
-func (st *envStore) Backlog(ctx context.Context) (outbox.Backlog, error) {
-	return st.inner.Backlog(ctx)
 }
 
 // describeCoordination renders a coordination view for the trace.
