@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/internal/lab"
-
 	"github.com/spillway-dev/spillway/internal/lambdasim"
 	"github.com/spillway-dev/spillway/internal/relayproc"
 	"github.com/spillway-dev/spillway/outbox"
@@ -222,23 +221,14 @@ func (r *idleRun) startFunction(mode outbox.Mode, held bool) (func() lambdasim.S
 	if err != nil {
 		return nil, err
 	}
-	client := r.b.ddb.Client
-	clock := outbox.SystemClock{}
-	fn, err := lambdasim.New(lambdasim.Config[*outboxlambda.RelayHandler]{
-		Scheduler: r.sim, Context: r.sim.Context(),
-		ReservedConcurrency: 2, Timeout: r.cfg.FunctionTimeout,
-		NewEnv: func(n int) (*outboxlambda.RelayHandler, error) {
-			opts := fnCfg.StoreOptions()
-			opts.Clock, opts.Logger = clock, quietLogger()
-			store, err := outboxddb.NewStore(client, opts)
-			if err != nil {
-				return nil, err
-			}
-			return outboxlambda.NewRelayHandler(outboxlambda.RelayHandlerConfig{
-				Config: fnCfg, RelayID: fmt.Sprintf("relay-%02d", n), Store: store, Publisher: r.pub,
-				Clock: clock, Logger: quietLogger(),
-			})
+	fn, err := lab.NewRelayFunction(lab.RelayFunction{
+		Lambda: lambdasim.Config[*lab.RelayEnv]{
+			Scheduler: r.sim, Context: r.sim.Context(),
+			ReservedConcurrency: 2, Timeout: r.cfg.FunctionTimeout,
 		},
+		Config: fnCfg, Client: r.b.ddb.Client,
+		Publisher: func(*lab.RelayEnv) outbox.Publisher { return r.pub },
+		Logger:    quietLogger(),
 	})
 	if err != nil {
 		return nil, err

@@ -9,7 +9,7 @@ import (
 	"github.com/spillway-dev/spillway/internal/lab"
 	"github.com/spillway-dev/spillway/internal/lambdasim"
 	"github.com/spillway-dev/spillway/outbox"
-	"github.com/spillway-dev/spillway/outbox/outboxddb"
+	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 )
 
 // Defaults of BurstConfig: the issue's burst, and round trips typical of a
@@ -35,9 +35,9 @@ const (
 // BurstConfig describes a burst: Commits commits at seeded instants within
 // Window over Buckets buckets, each sending a wake-up to the relay function
 // on the Lambda emulator (internal/lambdasim), which starts an invocation
-// while fewer than Relays run (the function's reserved concurrency); the
-// relays run the relay's lease lifecycle in drain mode until the fleet has
-// scaled back to nothing.
+// while fewer than Relays run (the function's reserved concurrency); each
+// invocation runs the real relay handler in drain mode, until the fleet
+// has scaled back to nothing.
 type BurstConfig struct {
 	Buckets int           `json:"buckets"`
 	Relays  int           `json:"relays"`
@@ -55,7 +55,8 @@ type BurstConfig struct {
 	// StartLatency is from a wake-up being sent to its invocation
 	// starting in a warm execution environment; a new environment adds
 	// ColdStart. PublisherInit is the Kafka client's first initialisation
-	// between the trust check and the second look.
+	// in an environment, between the trust check and the second look; a
+	// warm environment's is instant, as publishing is.
 	StartLatency  time.Duration `json:"startLatencyNanos"`
 	ColdStart     time.Duration `json:"coldStartNanos"`
 	PublisherInit time.Duration `json:"publisherInitNanos"`
@@ -115,22 +116,23 @@ func (c BurstConfig) Validate() error {
 // the bubble (commits, the schedule, invocations), so mu guards the state
 // they share.
 type burst struct {
-	cfg    BurstConfig
-	start  time.Time
-	be     backend
-	client outboxddb.Client
-	table  string
-	fn     *lambdasim.Function[*relayEnv]
-	sim    *lab.Sim
+	cfg   BurstConfig
+	start time.Time
+	be    backend
+	fnCfg outboxlambda.Config
+	fn    *lambdasim.Function[*lab.RelayEnv]
+	sim   *lab.Sim
 
 	mu sync.Mutex
 	// rng draws the commits and the schedule's phase, then the relay ids
 	// in the order the emulator creates environments (under its lock).
-	rng        *rand.Rand
-	rep        BurstReport
-	pending    []int       // unpublished commits per bucket
-	oldest     []time.Time // commit time of each bucket's oldest unpublished commit
-	owners     []string    // holder per bucket after its latest round
+	rng *rand.Rand
+	rep BurstReport
+	// messages holds each bucket's unpublished commits in commit order:
+	// the relays' outbox, outside the coordination partition.
+	messages   [][]outbox.Message
+	committed  int
+	owners     []string // holder per bucket after its latest round
 	ownedAll   bool
 	readUnits  []float64 // per simulated second since the first commit
 	writeUnits []float64

@@ -3,6 +3,8 @@ package scale
 import (
 	"fmt"
 	"time"
+
+	"github.com/spillway-dev/spillway/outbox"
 )
 
 // Title is one line describing the burst.
@@ -18,7 +20,8 @@ func (r BurstReport) Rows() [][]string {
 	return [][]string{
 		{"wake-ups sent / invocations / environments", fmt.Sprintf("%d / %d / %d", r.WakeUps, r.Invocations, r.Environments)},
 		{"wake-ups throttled (refused at least once)", fmt.Sprintf("%d", r.Throttled)},
-		{"invocations that found a live peer / nothing pending / joined", fmt.Sprintf("%d / %d / %d", r.PeerLive, r.NothingPending, r.Joined)},
+		{"invocations that found a live peer / nothing pending / joined", fmt.Sprintf("%d / %d / %d",
+			r.InvocationsByReason[string(outbox.StopPeerLive)], r.InvocationsByReason[string(outbox.StopNothingPending)], r.JoinedInvocations)},
 		{"trust checks that read a claimed bucket's lease again", fmt.Sprintf("%d", r.ClaimChecks)},
 		{"rounds / claims / releases / lost", fmt.Sprintf("%d / %d / %d / %d", r.Rounds, r.Claims, r.Releases, r.Lost)},
 		{"refused conditional writes (after every bucket had an owner)", fmt.Sprintf("%d (%d)", r.Refused, r.RefusedAfterOwned)},
@@ -34,9 +37,9 @@ func (r BurstReport) Rows() [][]string {
 // Notes explain the burst table.
 func (r BurstReport) Notes() []string {
 	return []string{
-		"Each invocation runs the relay's lease lifecycle with the real store and planner: trust check, second look after the publisher's initialisation, rounds, polls, idle stop, graceful release, a wake-up for released buckets with commits.",
+		"Each invocation runs the real relay handler in drain mode (outboxlambda.RelayHandler, one relay id and outboxddb.Store per environment): trust check, second look after the publisher's initialisation, rounds, polls, idle stop, graceful release, a continuation wake-up for released buckets with commits.",
 		fmt.Sprintf("The relay function runs on the Lambda emulator (internal/lambdasim): a wake-up starts %v after it is sent, a new environment (one relay id) %v later; a wake-up refused for the reserved concurrency is retried 1 s later, then twice as long each time.", r.Config.StartLatency, r.Config.ColdStart),
-		"Requests interleave in simulated time (each waits its round trip; lease writes a round trip / 8, as a store sends 8 at once); publishing is instant once a relay owns a bucket.",
+		"Requests to the coordination partition interleave in simulated time (each waits its round trip; lease writes a round trip / 8, as a store sends 8 at once); the commits are held in memory and publishing is instant: the burst measures the coordination plane, not the message partitions or Kafka.",
 		"The model does not throttle: a busiest second above the partition's limits means DynamoDB would have throttled (and the SDK retried) part of it.",
 	}
 }

@@ -2,9 +2,9 @@ package scale
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"testing/synctest"
@@ -15,35 +15,32 @@ import (
 	"github.com/spillway-dev/spillway/internal/lab"
 	"github.com/spillway-dev/spillway/internal/lambdasim"
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
+	"github.com/spillway-dev/spillway/outbox/outboxwake"
 )
 
 // BurstReport is what a burst measured; durations are simulated time from
 // the first commit.
 type BurstReport struct {
 	Config BurstConfig `json:"config"`
-	// WakeUps were sent (a commit's, a stopping relay's for buckets that
-	// got commits while it released them, the schedule's sweeps); they
-	// started Invocations in Environments execution environments (one
-	// relay id each). Throttled counts the wake-ups refused at least once
-	// for the reserved concurrency, which Lambda retries with a growing
-	// delay (lambdasim.Stats.Throttled).
-	WakeUps      int `json:"wakeUps"`
-	Invocations  int `json:"invocations"`
-	Environments int `json:"environments"`
-	Throttled    int `json:"throttled"`
-	// PeerLive invocations exited after a trust check found their buckets
-	// held or being claimed by a live peer; NothingPending ones found
-	// their uncovered buckets drained already (the relay's look at the
-	// head of each, for a wake-up); Joined joined the fleet.
-	PeerLive       int `json:"peerLive"`
-	NothingPending int `json:"nothingPending"`
-	Joined         int `json:"joined"`
+	// WakeUps were sent: a commit's, a stopping relay's continuation for
+	// buckets it released with commits left (Stats.Continuations), the
+	// schedule's sweeps while commits were pending.
+	WakeUps int `json:"wakeUps"`
+	// Stats is what the relay function did: its invocations by outcome
+	// (InvocationsByReason: peer-live after a trust check found a live
+	// peer holding or claiming the buckets, nothing-pending when the
+	// relay's look at their heads found them drained already, drained
+	// after a joined run), the execution environments (one relay id each)
+	// and the wake-ups throttled for the reserved concurrency.
+	lambdasim.Stats
 	// ClaimChecks counts the trust checks that left every uncovered bucket
 	// to a peer whose round seemed to be claiming it and so read those
-	// buckets' leases again after outbox.ClaimWindow (one strongly
-	// consistent Query per bucket, or of every lease on a small table).
+	// buckets' leases again after outbox.ClaimWindow (outbox.ConfirmClaims:
+	// the store's ReadLeases, one strongly consistent Query per bucket, or
+	// of every lease on a small table).
 	ClaimChecks int `json:"claimChecks"`
 	// Rounds, Claims, Releases (by rounds and by stops) and Lost leases.
 	Rounds   int `json:"rounds"`
@@ -55,8 +52,8 @@ type BurstReport struct {
 	Refused           int `json:"refused"`
 	RefusedAfterOwned int `json:"refusedAfterOwned"`
 	// AllOwnedAfter is when every bucket first had an owner; MaxPublishWait
-	// the longest a commit waited for its bucket to be owned and polled;
-	// LastStopAfter when the last relay stopped.
+	// the longest a commit waited for its publish; LastStopAfter when the
+	// last relay stopped.
 	AllOwnedAfter  time.Duration `json:"allOwnedAfterNanos"`
 	MaxPublishWait time.Duration `json:"maxPublishWaitNanos"`
 	LastStopAfter  time.Duration `json:"lastStopAfterNanos"`
@@ -90,11 +87,13 @@ func RunBurst(ctx context.Context, cfg BurstConfig) (BurstReport, error) {
 		return BurstReport{}, err
 	}
 	defer be.close()
-	b := &burst{cfg: cfg, start: runStart(time.Now()), be: be, table: be.table(), sim: sim,
-		rng:     rand.New(rand.NewPCG(cfg.Seed, 0xb0257)),
-		pending: make([]int, cfg.Buckets), oldest: make([]time.Time, cfg.Buckets), owners: make([]string, cfg.Buckets)}
+	b := &burst{cfg: cfg, start: runStart(time.Now()), be: be, sim: sim,
+		rng:      rand.New(rand.NewPCG(cfg.Seed, 0xb0257)),
+		messages: make([][]outbox.Message, cfg.Buckets), owners: make([]string, cfg.Buckets)}
 	b.rep.Config = cfg
-	b.client = &burstClient{Client: be.client(), b: b, latency: cfg.Latency, writeLatency: cfg.Latency / time.Duration(cfg.StoreParallel)}
+	if b.fnCfg, err = b.functionConfig(); err != nil {
+		return BurstReport{}, err
+	}
 	if b.fn, err = b.newFunction(); err != nil {
 		return BurstReport{}, err
 	}
@@ -116,10 +115,7 @@ func RunBurst(ctx context.Context, cfg BurstConfig) (BurstReport, error) {
 	sweep := b.start.Add(time.Duration(b.rng.Int64N(int64(time.Minute))))
 	b.mu.Unlock()
 	for _, c := range commits {
-		sim.At(c.at, func(now time.Time) error {
-			b.commit(c.bucket, now)
-			return nil
-		})
+		sim.At(c.at, func(now time.Time) error { return b.commit(c.bucket, now) })
 	}
 	done := make(chan struct{})
 	b.schedule(sweep, done)
@@ -138,86 +134,146 @@ func RunBurst(ctx context.Context, cfg BurstConfig) (BurstReport, error) {
 	if st.Errors > 0 || st.Killed > 0 || st.Dropped > 0 {
 		return BurstReport{}, fmt.Errorf("scale: %d invocations failed, %d were killed, %d wake-ups dropped (last error: %s)", st.Errors, st.Killed, st.Dropped, st.LastError)
 	}
-	b.rep.Invocations, b.rep.Environments, b.rep.Throttled = st.Invocations, st.Environments, st.Throttled
+	b.rep.Stats = st
+	b.rep.WakeUps += st.Continuations
 	total := be.tally()
 	b.rep.Refused, b.rep.ReadUnits, b.rep.WriteUnits, b.rep.Requests = total.Refused, total.ReadUnits, total.WriteUnits, total.Requests
 	b.rep.PeakReadUnits, b.rep.PeakWriteUnits = slices.Max(append(b.readUnits, 0)), slices.Max(append(b.writeUnits, 0))
-	for _, n := range b.pending {
-		b.rep.Unpublished += n
+	for _, msgs := range b.messages {
+		b.rep.Unpublished += len(msgs)
 	}
 	return b.rep, b.countLeftOwned(ctx)
 }
 
-// wakeUp is the payload of a wake-up: its buckets, and whether a stopping
-// relay sent it for buckets it released.
-type wakeUp struct {
-	Buckets      []int `json:"buckets"`
-	Continuation bool  `json:"continuation,omitempty"`
+// functionConfig is the relay function's configuration in drain mode with
+// the burst's timings, read through outboxlambda.LoadConfig from the
+// environment the stack would set.
+func (b *burst) functionConfig() (outboxlambda.Config, error) {
+	env := map[string]string{
+		outboxconf.EnvTable:              b.be.table(),
+		outboxconf.EnvBucketCount:        fmt.Sprint(b.cfg.Buckets),
+		outboxconf.EnvMode:               string(outbox.ModeDrain),
+		outboxconf.EnvLeaseDuration:      b.cfg.LeaseDuration.String(),
+		outboxconf.EnvLeaseRenewInterval: b.cfg.LeaseRenewInterval.String(),
+		outboxconf.EnvPollInterval:       b.cfg.PollInterval.String(),
+		outboxconf.EnvIdleTimeout:        b.cfg.IdleTimeout.String(),
+	}
+	return outboxlambda.LoadConfig(func(name string) string { return env[name] })
 }
 
 // newFunction deploys the relay function on the Lambda emulator, on the
 // bubble's clock: an environment is one relay (its id, its store), as the
-// function's init builds it, kept warm for the rest of the run.
-func (b *burst) newFunction() (*lambdasim.Function[*relayEnv], error) {
-	return lambdasim.New(lambdasim.Config[*relayEnv]{
-		Scheduler:           b.sim,
-		Context:             b.sim.Context(),
-		ReservedConcurrency: b.cfg.Relays,
-		Timeout:             burstTimeout,
-		StartLatency:        b.cfg.StartLatency,
-		ColdStart:           b.cfg.ColdStart,
-		NewEnv:              b.newEnv,
-		Ended: func(_ *lambdasim.Invocation[*relayEnv], _ outboxlambda.RelayResponse, err error) {
-			if err != nil {
-				b.sim.Fail(err)
-			}
-			b.mu.Lock()
-			b.rep.LastStopAfter = time.Since(b.start)
-			b.mu.Unlock()
+// function's init builds it, kept warm for the rest of the run. Its store
+// sends one request at a time, each a round trip of burstClient; its
+// publisher acknowledges at once.
+func (b *burst) newFunction() (*lambdasim.Function[*lab.RelayEnv], error) {
+	client := &burstClient{Client: b.be.client(), b: b, latency: b.cfg.Latency, writeLatency: b.cfg.Latency / time.Duration(b.cfg.StoreParallel)}
+	return lab.NewRelayFunction(lab.RelayFunction{
+		Lambda: lambdasim.Config[*lab.RelayEnv]{
+			Scheduler:           b.sim,
+			Context:             b.sim.Context(),
+			ReservedConcurrency: b.cfg.Relays,
+			Timeout:             burstTimeout,
+			StartLatency:        b.cfg.StartLatency,
+			ColdStart:           b.cfg.ColdStart,
+			Ended: func(inv *lambdasim.Invocation[*lab.RelayEnv], _ outboxlambda.RelayResponse, err error) {
+				if err != nil {
+					b.sim.Fail(fmt.Errorf("relay %s: %w", inv.Env.RelayID, err))
+				}
+				b.mu.Lock()
+				b.rep.LastStopAfter = time.Since(b.start)
+				b.mu.Unlock()
+			},
 		},
+		Config:         b.fnCfg,
+		Client:         client,
+		MaxConcurrency: 1,
+		RelayID: func(int) string {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			return fmt.Sprintf("%s-%016x", b.cfg.RelayIDPrefix, b.rng.Uint64())
+		},
+		Publisher: func(*lab.RelayEnv) outbox.Publisher {
+			return &lab.Publisher{InitLatency: b.cfg.PublisherInit, Acked: b.acked}
+		},
+		Store: func(env *lab.RelayEnv, store *outboxddb.Store) outbox.Store {
+			return &relayStore{Store: store, ddb: store, b: b, id: env.RelayID}
+		},
+		// Invocations the emulator starts together (wake-ups retried at
+		// the same instant) would otherwise send their requests at the
+		// same instants, where the bubble runs them in any order.
+		Stagger:       true,
+		Continuations: true,
 	})
 }
 
-// relayEnv is one execution environment of the relay function.
-type relayEnv struct {
-	b     *burst
-	n     int
-	id    string
-	store *outboxddb.Store
-}
-
-func (b *burst) newEnv(n int) (*relayEnv, error) {
-	store, err := outboxddb.NewStore(b.client, outboxddb.Options{TableName: b.table, BucketCount: b.cfg.Buckets,
-		MaxConcurrency: 1, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		return nil, err
-	}
+// commit lands one message in bucket and sends its wake-up.
+func (b *burst) commit(bucket int, now time.Time) error {
 	b.mu.Lock()
-	id := fmt.Sprintf("%s-%016x", b.cfg.RelayIDPrefix, b.rng.Uint64())
+	b.committed++
+	var id outbox.MessageID
+	binary.BigEndian.PutUint64(id[8:], uint64(b.committed))
+	msgs := b.messages[bucket]
+	seq := int64(1)
+	if len(msgs) > 0 {
+		seq = msgs[len(msgs)-1].Sequence + 1
+	}
+	b.messages[bucket] = append(msgs, outbox.Message{ID: id, Topic: "burst", Bucket: bucket, BucketCount: b.cfg.Buckets, CreatedAt: now, Sequence: seq})
 	b.mu.Unlock()
-	return &relayEnv{b: b, n: n, id: id, store: store}, nil
+	payload, err := json.Marshal(outboxwake.Payload{Trigger: outboxwake.TriggerWake, Buckets: []int{bucket}})
+	if err != nil {
+		return err
+	}
+	b.send(payload, now)
+	return nil
 }
 
-// Handle runs one invocation. Invocations the emulator starts together
-// (wake-ups retried at the same instant) start at the same instant of the
-// bubble; environment n begins n nanoseconds late, so that no two
-// invocations' requests land at the same instant, where the bubble would
-// run them in any order and a seed would not reproduce the run.
-func (e *relayEnv) Handle(ctx context.Context, payload json.RawMessage) (outboxlambda.RelayResponse, error) {
-	var ev wakeUp
-	if err := json.Unmarshal(payload, &ev); err != nil {
-		return outboxlambda.RelayResponse{}, err
+// send sends an event to the relay function: a commit's wake-up or the
+// schedule's sweep. Called without b.mu held.
+func (b *burst) send(payload []byte, now time.Time) {
+	b.mu.Lock()
+	b.rep.WakeUps++
+	b.mu.Unlock()
+	b.fn.Send(payload, now)
+}
+
+// schedulePayload is what the schedule's target sends.
+var schedulePayload = []byte(`{"trigger":"schedule"}`)
+
+// schedule is the relay function's schedule: every minute from at, a
+// sweep while commits are pending. It closes done once nothing is pending
+// and the function has no event left to run.
+func (b *burst) schedule(at time.Time, done chan struct{}) {
+	b.sim.At(at, func(now time.Time) error {
+		if b.pending() > 0 {
+			b.send(schedulePayload, now)
+		} else if b.fn.Pending() == 0 {
+			close(done)
+			return nil
+		}
+		b.schedule(now.Add(time.Minute), done)
+		return nil
+	})
+}
+
+// pending counts the unpublished commits.
+func (b *burst) pending() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, msgs := range b.messages {
+		n += len(msgs)
 	}
-	resp := outboxlambda.RelayResponse{Trigger: outboxlambda.SourceWake, RelayID: e.id}
-	if !outbox.Sleep(time.Duration(e.n), ctx.Done()) {
-		return resp, context.Cause(ctx)
+	return n
+}
+
+// acked is the publishers' acknowledgement: it keeps the longest wait.
+func (b *burst) acked(msgs []outbox.Message, at time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, m := range msgs {
+		b.rep.MaxPublishWait = max(b.rep.MaxPublishWait, at.Sub(m.CreatedAt))
 	}
-	joined, err := e.b.invocation(ctx, e, ev.Buckets, ev.Continuation)
-	if err != nil {
-		err = fmt.Errorf("relay %s: %w", e.id, err)
-	}
-	resp.Joined = joined
-	return resp, err
 }
 
 // charge adds a request's units to the second it was applied in. Called
@@ -233,181 +289,6 @@ func (b *burst) charge(at time.Time, d tally) {
 	if b.ownedAll {
 		b.rep.RefusedAfterOwned += d.Refused
 	}
-}
-
-// commit lands one message in bucket and sends its wake-up.
-func (b *burst) commit(bucket int, now time.Time) {
-	b.mu.Lock()
-	if b.pending[bucket] == 0 {
-		b.oldest[bucket] = now
-	}
-	b.pending[bucket]++
-	b.mu.Unlock()
-	b.wake([]int{bucket}, false, now)
-}
-
-// wake sends a wake-up for buckets: a stopping relay's continuation, or a
-// commit's or the schedule's. Called without b.mu held.
-func (b *burst) wake(buckets []int, continuation bool, now time.Time) {
-	payload, _ := json.Marshal(wakeUp{Buckets: buckets, Continuation: continuation}) // ints and a bool: cannot fail
-	b.mu.Lock()
-	b.rep.WakeUps++
-	b.mu.Unlock()
-	b.fn.Send(payload, now)
-}
-
-// schedule is the relay function's schedule: every minute from at, a
-// sweep wakes a relay for the buckets with pending commits. It closes done
-// once nothing is pending and the function has no event left to run.
-func (b *burst) schedule(at time.Time, done chan struct{}) {
-	b.sim.At(at, func(now time.Time) error {
-		if pending := b.pendingBuckets(); len(pending) > 0 {
-			b.wake(pending, false, now)
-		} else if b.fn.Pending() == 0 {
-			close(done)
-			return nil
-		}
-		b.schedule(now.Add(time.Minute), done)
-		return nil
-	})
-}
-
-func (b *burst) pendingBuckets() []int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []int
-	for bucket, n := range b.pending {
-		if n > 0 {
-			out = append(out, bucket)
-		}
-	}
-	return out
-}
-
-// invocation is one relay run in drain mode, at the lease level: the trust
-// check and its second look after the publisher's initialisation, then
-// rounds every renew interval and polls every poll interval until its
-// buckets stayed empty for the idle timeout, then the graceful release.
-// Publishing is instant: a bucket's commits are published at the first
-// poll after the relay owns it. It reports whether the relay joined.
-func (b *burst) invocation(ctx context.Context, e *relayEnv, hints []int, continuation bool) (bool, error) {
-	for look := range 2 {
-		if look == 1 && !outbox.Sleep(b.cfg.PublisherInit, ctx.Done()) {
-			return false, context.Cause(ctx)
-		}
-		orphans, err := b.orphaned(ctx, e, hints, continuation)
-		if err != nil || len(orphans) == 0 {
-			if err == nil {
-				b.count(func(r *BurstReport) { r.PeerLive++ })
-			}
-			return false, err
-		}
-		if look == 0 {
-			// The relay reads the head of each uncovered bucket before
-			// joining for a wake-up (a message-partition read, not
-			// counted here): a late or retried wake-up finds its commit
-			// published already.
-			b.mu.Lock()
-			orphans = slices.DeleteFunc(orphans, func(bucket int) bool { return b.pending[bucket] == 0 })
-			if len(orphans) == 0 {
-				b.rep.NothingPending++
-			}
-			b.mu.Unlock()
-			if len(orphans) == 0 {
-				return false, nil
-			}
-		}
-		hints = orphans
-	}
-	b.count(func(r *BurstReport) { r.Joined++ })
-	req := b.leaseRequest(e.id)
-	var owned []int
-	var lastRound time.Time
-	var rounds outbox.RoundState
-	lastActive := time.Now()
-	for {
-		if now := time.Now(); lastRound.IsZero() || now.Sub(lastRound) >= b.cfg.LeaseRenewInterval {
-			lastRound = now
-			acq, err := e.store.AcquireLeases(ctx, req, rounds)
-			if err != nil {
-				return true, err
-			}
-			rounds.Standby, rounds.Settled = acq.Standby, acq.Settled
-			if !acq.Rested {
-				rounds.Round++
-			}
-			owned = acq.Owned
-			b.noteRound(e.id, acq)
-		}
-		if b.publish(owned) {
-			lastActive = time.Now()
-		}
-		if time.Since(lastActive) >= b.cfg.IdleTimeout {
-			return true, b.stop(ctx, e, req)
-		}
-		if !outbox.Sleep(b.cfg.PollInterval, ctx.Done()) {
-			return true, context.Cause(ctx)
-		}
-	}
-}
-
-func (b *burst) leaseRequest(id string) outbox.LeaseRequest {
-	return outbox.LeaseRequest{RelayID: id, BucketCount: b.cfg.Buckets, LeaseDuration: b.cfg.LeaseDuration,
-		RenewInterval: b.cfg.LeaseRenewInterval}
-}
-
-// count updates the report under b.mu.
-func (b *burst) count(f func(r *BurstReport)) {
-	b.mu.Lock()
-	f(&b.rep)
-	b.mu.Unlock()
-}
-
-// stop is the graceful stop: release, then a wake-up for released buckets
-// that got commits meanwhile, so none waits for the schedule.
-func (b *burst) stop(ctx context.Context, e *relayEnv, req outbox.LeaseRequest) error {
-	rel, err := e.store.ReleaseLeases(ctx, req)
-	b.mu.Lock()
-	b.rep.Releases += len(rel.Released)
-	for bucket, owner := range b.owners {
-		if owner == req.RelayID {
-			b.owners[bucket] = ""
-		}
-	}
-	var left []int
-	for _, bucket := range rel.Released {
-		if b.pending[bucket] > 0 {
-			left = append(left, bucket)
-		}
-	}
-	b.mu.Unlock()
-	if len(left) > 0 {
-		b.wake(left, true, time.Now())
-	}
-	return err
-}
-
-// orphaned is the relay's trust check, by the relay's rules: the hinted
-// buckets no live peer holds or is claiming (outbox.ReadUncovered); when
-// the check leaves buckets only to a claiming peer, their leases are read
-// again after outbox.ClaimWindow and those still free count
-// (outbox.ConfirmClaims); a continuation wake-up draws no claim on
-// inference (outbox.ReadUnheld).
-func (b *burst) orphaned(ctx context.Context, e *relayEnv, hints []int, continuation bool) ([]int, error) {
-	clock := outbox.SystemClock{}
-	req := b.leaseRequest(e.id)
-	if continuation {
-		return outbox.ReadUnheld(ctx, e.store, clock, req, hints)
-	}
-	cov, err := outbox.ReadUncovered(ctx, e.store, clock, req, hints)
-	if err != nil || len(cov.Uncovered) > 0 || len(cov.Claimed) == 0 {
-		return cov.Uncovered, err
-	}
-	b.count(func(r *BurstReport) { r.ClaimChecks++ })
-	if !outbox.Sleep(outbox.ClaimWindow, ctx.Done()) {
-		return nil, context.Cause(ctx)
-	}
-	return outbox.ConfirmClaims(ctx, e.store, clock, e.id, cov.Claimed)
 }
 
 // noteRound records a round's outcome and who holds what after it.
@@ -432,28 +313,22 @@ func (b *burst) noteRound(id string, acq outbox.Acquisition) {
 	}
 }
 
-// publish drains the owned buckets' pending commits and reports whether
-// there were any.
-func (b *burst) publish(owned []int) bool {
+// noteRelease records a stop's release.
+func (b *burst) noteRelease(id string, rel outbox.Release) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now := time.Now()
-	any := false
-	for _, bucket := range owned {
-		if b.pending[bucket] == 0 {
-			continue
+	b.rep.Releases += len(rel.Released)
+	for bucket, owner := range b.owners {
+		if owner == id {
+			b.owners[bucket] = ""
 		}
-		b.rep.MaxPublishWait = max(b.rep.MaxPublishWait, now.Sub(b.oldest[bucket]))
-		b.pending[bucket] = 0
-		any = true
 	}
-	return any
 }
 
 // countLeftOwned reads the partition once after the run (not counted).
 // Called with b.mu held.
 func (b *burst) countLeftOwned(ctx context.Context) error {
-	store, err := outboxddb.NewStore(b.be.client(), outboxddb.Options{TableName: b.table, BucketCount: b.cfg.Buckets})
+	store, err := outboxddb.NewStore(b.be.client(), b.fnCfg.StoreOptions())
 	if err != nil {
 		return err
 	}
@@ -467,6 +342,100 @@ func (b *burst) countLeftOwned(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// relayStore is an environment's store. Its lease calls go to its
+// outboxddb.Store on the backend and are noted for the report; its
+// messages are the burst's in memory, read and deleted at once and not
+// charged: the burst measures the coordination partition, not the message
+// partitions.
+type relayStore struct {
+	outbox.Store // the outboxddb.Store, for the lease calls not noted
+	ddb          *outboxddb.Store
+	b            *burst
+	id           string
+}
+
+var (
+	_ outbox.Store          = (*relayStore)(nil)
+	_ outbox.CoverageReader = (*relayStore)(nil)
+	_ outbox.LeaseReader    = (*relayStore)(nil)
+)
+
+func (s *relayStore) AcquireLeases(ctx context.Context, req outbox.LeaseRequest, rs outbox.RoundState) (outbox.Acquisition, error) {
+	acq, err := s.ddb.AcquireLeases(ctx, req, rs)
+	if err == nil {
+		s.b.noteRound(s.id, acq)
+	}
+	return acq, err
+}
+
+func (s *relayStore) ReleaseLeases(ctx context.Context, req outbox.LeaseRequest) (outbox.Release, error) {
+	rel, err := s.ddb.ReleaseLeases(ctx, req)
+	s.b.noteRelease(s.id, rel)
+	return rel, err
+}
+
+// ReadCoverage passes the trust check's read of the hinted leases and the
+// heartbeats through, as the relay function's store serves it.
+func (s *relayStore) ReadCoverage(ctx context.Context, buckets []int) (outbox.Coordination, bool, error) {
+	return s.ddb.ReadCoverage(ctx, buckets)
+}
+
+// ReadLeases is the second read of a trust check that left its buckets to
+// a claiming peer (outbox.ConfirmClaims): it counts a claim check.
+func (s *relayStore) ReadLeases(ctx context.Context, buckets []int) ([]outbox.LeaseState, error) {
+	s.b.mu.Lock()
+	s.b.rep.ClaimChecks++
+	s.b.mu.Unlock()
+	return s.ddb.ReadLeases(ctx, buckets)
+}
+
+func (s *relayStore) PendingBuckets(_ context.Context, buckets []int) ([]int, error) {
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	var out []int
+	for _, bucket := range buckets {
+		if len(s.b.messages[bucket]) > 0 {
+			out = append(out, bucket)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func (s *relayStore) FetchBatch(_ context.Context, bucket, limit int) ([]outbox.Message, error) {
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	msgs := s.b.messages[bucket]
+	return slices.Clone(msgs[:min(limit, len(msgs))]), nil
+}
+
+// MarkPublished deletes the published prefix of the bucket.
+func (s *relayStore) MarkPublished(_ context.Context, bucket int, msgs []outbox.Message) error {
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	head := s.b.messages[bucket]
+	for i, m := range msgs {
+		if i >= len(head) || head[i].ID != m.ID {
+			return fmt.Errorf("scale: bucket %d: published message %d is not its head", bucket, m.Sequence)
+		}
+	}
+	s.b.messages[bucket] = slices.Delete(head, 0, len(msgs))
+	return nil
+}
+
+func (s *relayStore) Backlog(context.Context) (outbox.Backlog, error) {
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	var bl outbox.Backlog
+	for _, msgs := range s.b.messages {
+		bl.Pending += int64(len(msgs))
+		if len(msgs) > 0 && (bl.Oldest.IsZero() || msgs[0].CreatedAt.Before(bl.Oldest)) {
+			bl.Oldest = msgs[0].CreatedAt
+		}
+	}
+	return bl, nil
 }
 
 // burstClient is the relays' client: every request waits its round trip on

@@ -28,17 +28,20 @@
 //
 // RunBurst measures a burst of commits that each wake the relay function:
 // relay invocations (at most the reserved concurrency at once; Lambda
-// retries the rest with a growing delay) run the relay's lease lifecycle
-// in drain mode with the real store — the trust check, its second look
-// after the publisher's initialisation, rounds, polls, the idle stop, the
-// graceful release and the wake-up for released buckets that got commits
-// meanwhile — and a one-minute schedule sweeps what is left. The relay
-// function runs on the Lambda emulator (internal/lambdasim): its queue,
-// cold starts, warm environments (one relay id each) and throttling with
-// Lambda's retry schedule. Every DynamoDB request takes a round trip of
-// the bubble's clock before it is applied, so concurrent rounds read and
-// write in the order their requests would land. Publishing is instant once
-// a relay owns a bucket: the burst measures the coordination plane, not
+// retries the rest with a growing delay) run the real relay handler
+// (outboxlambda.RelayHandler) in drain mode, each execution environment
+// with its relay id and outboxddb.Store (lab.RelayFunction) — the trust
+// check, its second look after the publisher's initialisation, rounds,
+// polls, the idle stop, the graceful release and the continuation wake-up
+// for released buckets that got commits meanwhile — and a one-minute
+// schedule sweeps what is left. The relay function runs on the Lambda
+// emulator (internal/lambdasim): its queue, cold starts, warm environments
+// and throttling with Lambda's retry schedule. Every request to the
+// coordination partition takes a round trip of the bubble's clock before
+// it is applied, so concurrent rounds read and write in the order their
+// requests would land. The commits are held in memory (the stores'
+// message calls answer from there at once) and publishing is instant: the
+// burst measures the coordination plane, not the message partitions or
 // Kafka.
 //
 // # The model

@@ -1,7 +1,12 @@
 package steady
 
 import (
+	"fmt"
+	"time"
+
+	"github.com/spillway-dev/spillway/internal/lab"
 	"github.com/spillway-dev/spillway/internal/lambdasim"
+	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 )
 
@@ -12,30 +17,47 @@ const relayFunction = "spillway-relay"
 var schedulePayload = []byte(`{"trigger":"schedule"}`)
 
 // newLambda returns the relay function on the bubble's clock: its delayed
-// steps run on the bubble's timers (sim.At), its environments are built by
-// newEnv, and every invocation's start and end reach the ledger; an end
-// wakes the driver, as it may end the run.
-func (s *sim) newLambda() (*lambdasim.Function[*env], error) {
+// steps run on the bubble's timers (sim.At), each environment runs the
+// real relay handler with a store that reports to the ledger and a
+// publisher that stands in for Kafka, and every invocation's start and end
+// reach the ledger; an end wakes the driver, as it may end the run.
+func (s *sim) newLambda() (*lambdasim.Function[*lab.RelayEnv], error) {
 	lat := s.cfg.Latency
-	return lambdasim.New(lambdasim.Config[*env]{
-		Scheduler:           s,
-		Context:             s.ctx,
-		ReservedConcurrency: s.cfg.ReservedConcurrency,
-		Timeout:             s.cfg.RelayTimeout,
-		MaxEventAge:         s.cfg.MaxEventAge,
-		InvokeLatency:       lat.Invoke,
-		StartLatency:        lat.Start,
-		ColdStart:           lat.ColdStart,
-		NewEnv:              s.newEnv,
-		Started: func(inv *lambdasim.Invocation[*env]) {
-			s.ledger.started(inv.Env, s.clock.Now())
-			s.tracef("%s start %s", inv.Env.relayID, inv.Payload)
+	return lab.NewRelayFunction(lab.RelayFunction{
+		Lambda: lambdasim.Config[*lab.RelayEnv]{
+			Scheduler:           s,
+			Context:             s.ctx,
+			ReservedConcurrency: s.cfg.ReservedConcurrency,
+			Timeout:             s.cfg.RelayTimeout,
+			MaxEventAge:         s.cfg.MaxEventAge,
+			InvokeLatency:       lat.Invoke,
+			StartLatency:        lat.Start,
+			ColdStart:           lat.ColdStart,
+			Started: func(inv *lambdasim.Invocation[*lab.RelayEnv]) {
+				s.ledger.started(envOf(inv.Env), s.clock.Now())
+				s.tracef("%s start %s", inv.Env.RelayID, inv.Payload)
+			},
+			Ended: func(inv *lambdasim.Invocation[*lab.RelayEnv], resp outboxlambda.RelayResponse, err error) {
+				s.ledger.ended(envOf(inv.Env), s.clock.Now())
+				s.poke()
+				s.tracef("%s end: %s joined %v published %d rounds %d refused %d released %v work left %v wake %v err %v",
+					inv.Env.RelayID, resp.Reason, resp.Joined, resp.Published, resp.Rounds, resp.Refused, resp.Released, resp.WorkLeft, resp.WakeUpSent, err)
+			},
 		},
-		Ended: func(inv *lambdasim.Invocation[*env], resp outboxlambda.RelayResponse, err error) {
-			s.ledger.ended(inv.Env, s.clock.Now())
-			s.poke()
-			s.tracef("%s end: %s joined %v published %d rounds %d refused %d released %v work left %v wake %v err %v",
-				inv.Env.relayID, resp.Reason, resp.Joined, resp.Published, resp.Rounds, resp.Refused, resp.Released, resp.WorkLeft, resp.WakeUpSent, err)
+		Config:  s.fn,
+		Client:  s.client,
+		RelayID: func(n int) string { return fmt.Sprintf("spillway-relay-%02d", n) },
+		// Every record is acknowledged after one produce round trip, and
+		// the ledger records when.
+		Publisher: func(re *lab.RelayEnv) outbox.Publisher {
+			return &lab.Publisher{InitLatency: lat.KafkaInit, PingLatency: lat.Kafka, Latency: lat.Kafka,
+				Acked: func(msgs []outbox.Message, at time.Time) {
+					s.ledger.acked(msgs, at)
+					s.tracef("%s published %d of bucket %d", re.RelayID, len(msgs), msgs[0].Bucket)
+				}}
 		},
+		Store:         s.newEnvStore,
+		Continuations: true,
+		Logger:        s.cfg.Logger,
 	})
 }

@@ -37,7 +37,7 @@ func testRequestsAreClassifiedByKind(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &envStore{inner: store, env: &env{relayID: id}, s: s}
+		return &envStore{Store: store, ddb: store, env: &env{relayID: id}, s: s}
 	}
 	req := func(id string) outbox.LeaseRequest {
 		return outbox.LeaseRequest{RelayID: id, BucketCount: 8, LeaseDuration: 30 * time.Second}

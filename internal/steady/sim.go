@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/spillway-dev/spillway/internal/lab"
 	"github.com/spillway-dev/spillway/internal/lambdasim"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
@@ -75,7 +76,7 @@ type sim struct {
 	client *simClient
 	table  string
 	ledger *ledger
-	lambda *lambdasim.Function[*env]
+	lambda *lambdasim.Function[*lab.RelayEnv]
 
 	writers   []*writerProc
 	rng       *rand.Rand // the commit process's only
@@ -158,19 +159,6 @@ func (s *sim) build(ddb *outboxlocal.DynamoDB) error {
 	return nil
 }
 
-// notifierTimeout replaces the notifier's 2 s bound on one invoke: the
-// emulated invoke never hangs, and the bound's timer would only add
-// instants to the run.
-const notifierTimeout = time.Hour
-
-// newNotifier returns a wake-up notifier whose invokes reach the simulated
-// Lambda service.
-func (s *sim) newNotifier() (*outboxlambda.Notifier, error) {
-	return outboxlambda.NewNotifier(outboxlambda.NotifierConfig{
-		Client: s.lambda, FunctionName: relayFunction, Clock: s.clock, Logger: s.cfg.Logger, Timeout: notifierTimeout,
-	})
-}
-
 // newWriterNotifier returns a writer's wake-up notifier: it reads the
 // relays' leases through its own store, as a writer process would, and
 // skips the wake-ups a live relay covers.
@@ -182,7 +170,7 @@ func (s *sim) newWriterNotifier() (*outboxlambda.Notifier, error) {
 		return nil, err
 	}
 	return outboxlambda.NewNotifier(outboxlambda.NotifierConfig{
-		Client: s.lambda, FunctionName: relayFunction, Clock: s.clock, Logger: s.cfg.Logger, Timeout: notifierTimeout,
+		Client: s.lambda, FunctionName: relayFunction, Clock: s.clock, Logger: s.cfg.Logger, Timeout: lab.NotifierTimeout,
 		Owners: ownerReader{store}, LeaseDuration: s.fn.LeaseDuration,
 	})
 }

@@ -1,0 +1,197 @@
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/spillway-dev/spillway/internal/lambdasim"
+	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxddb"
+	"github.com/spillway-dev/spillway/outbox/outboxlambda"
+)
+
+// NotifierTimeout replaces a wake-up notifier's 2 s bound on one invoke in a
+// simulation: the emulated invoke never hangs, and the bound's timer would
+// only add instants to the run.
+const NotifierTimeout = time.Hour
+
+// relayFunctionName names the relay function in the continuation
+// wake-ups' Invoke calls; the emulator hosts one function and ignores it.
+const relayFunctionName = "spillway-relay"
+
+// RelayFunction describes the relay function a simulation deploys on the
+// Lambda emulator (internal/lambdasim). Every execution environment runs
+// the real outboxlambda.RelayHandler, built as the function's init builds
+// it: its own relay id, outboxddb.Store, publisher and, with
+// Continuations, continuation notifier (whose wake-ups invoke the emulated
+// function), kept across its warm invocations.
+type RelayFunction struct {
+	// Lambda configures the emulated function: scheduler, context,
+	// concurrency, timeout, latencies and hooks. NewRelayFunction sets its
+	// NewEnv.
+	Lambda lambdasim.Config[*RelayEnv]
+	// Config is the relay function's configuration, as
+	// outboxlambda.LoadConfig reads it from the environment the stack sets
+	// (required); every store is built from its StoreOptions.
+	Config outboxlambda.Config
+	// Client is every environment's DynamoDB client (required).
+	Client outboxddb.Client
+	// MaxConcurrency, when positive, bounds the requests a store sends at
+	// once: 1 makes them land one after another, in an order a seed
+	// reproduces, where requests sent together would land at one instant of
+	// the bubble in any order. Default: the store's.
+	MaxConcurrency int
+	// RelayID names environment n's relay (n counts the environments from
+	// 1). Default relay-NN.
+	RelayID func(n int) string
+	// Publisher returns environment env's Kafka publisher (required).
+	Publisher func(env *RelayEnv) outbox.Publisher
+	// Store returns the store env's handler uses instead of its
+	// outboxddb.Store, to observe or count its calls; it may set
+	// env.State. Default: the outboxddb.Store itself.
+	Store func(env *RelayEnv, store *outboxddb.Store) outbox.Store
+	// Continuations gives every relay a continuation notifier, as the
+	// deployed function has: a stopping relay wakes the function for the
+	// buckets it released with work left, after watching them a moment for
+	// commits whose writers skipped their wake-up. Without it the schedule
+	// finds that work, and a stop watches nothing.
+	Continuations bool
+	// Logger receives the relays' logs. Default: none.
+	Logger *slog.Logger
+	// Stagger starts every invocation of environment n n nanoseconds late,
+	// so that invocations the emulator starts at one instant (throttled
+	// events retried together) send their requests at distinct instants,
+	// whose order the bubble keeps and a seed reproduces. Default: none.
+	Stagger bool
+}
+
+// RelayEnv is one execution environment of a RelayFunction.
+type RelayEnv struct {
+	// N counts the environments from 1 in creation order; RelayID is the
+	// environment's relay id.
+	N       int
+	RelayID string
+	// Handler is the environment's relay handler.
+	Handler *outboxlambda.RelayHandler
+	// State is what the simulation keeps per environment, set by
+	// RelayFunction.Store; nil otherwise.
+	State any
+
+	delay time.Duration
+}
+
+// Handle runs one invocation of the environment's relay handler, after the
+// environment's stagger.
+func (e *RelayEnv) Handle(ctx context.Context, payload json.RawMessage) (outboxlambda.RelayResponse, error) {
+	if !outbox.Sleep(e.delay, ctx.Done()) {
+		return outboxlambda.RelayResponse{RelayID: e.RelayID}, context.Cause(ctx)
+	}
+	return e.Handler.Handle(ctx, payload)
+}
+
+// NewRelayFunction validates rf and returns the emulated relay function,
+// without environments yet: the emulator creates them on demand. The
+// relays' clock is outbox.SystemClock, the time package's: the bubble's in
+// a simulation.
+func NewRelayFunction(rf RelayFunction) (*lambdasim.Function[*RelayEnv], error) {
+	if rf.Client == nil || rf.Publisher == nil {
+		return nil, fmt.Errorf("lab: a relay function needs a Client and a Publisher")
+	}
+	if rf.RelayID == nil {
+		rf.RelayID = func(n int) string { return fmt.Sprintf("relay-%02d", n) }
+	}
+	if rf.Logger == nil {
+		rf.Logger = slog.New(slog.DiscardHandler)
+	}
+	var fn *lambdasim.Function[*RelayEnv]
+	cfg := rf.Lambda
+	cfg.NewEnv = func(n int) (*RelayEnv, error) { return rf.newEnv(fn, n) }
+	fn, err := lambdasim.New(cfg)
+	return fn, err
+}
+
+// newEnv builds environment n of fn the way the relay function's init
+// does.
+func (rf RelayFunction) newEnv(fn *lambdasim.Function[*RelayEnv], n int) (*RelayEnv, error) {
+	env := &RelayEnv{N: n, RelayID: rf.RelayID(n)}
+	if rf.Stagger {
+		env.delay = time.Duration(n)
+	}
+	opts := rf.Config.StoreOptions()
+	opts.Clock, opts.Logger = outbox.SystemClock{}, rf.Logger
+	if rf.MaxConcurrency > 0 {
+		opts.MaxConcurrency = rf.MaxConcurrency
+	}
+	ddb, err := outboxddb.NewStore(rf.Client, opts)
+	if err != nil {
+		return nil, err
+	}
+	var store outbox.Store = ddb
+	if rf.Store != nil {
+		store = rf.Store(env, ddb)
+	}
+	var notifier outbox.Notifier
+	if rf.Continuations {
+		if notifier, err = outboxlambda.NewNotifier(outboxlambda.NotifierConfig{
+			Client: fn, FunctionName: relayFunctionName, Clock: outbox.SystemClock{}, Logger: rf.Logger, Timeout: NotifierTimeout,
+		}); err != nil {
+			return nil, err
+		}
+	}
+	env.Handler, err = outboxlambda.NewRelayHandler(outboxlambda.RelayHandlerConfig{
+		Config:    rf.Config,
+		RelayID:   env.RelayID,
+		Store:     store,
+		Publisher: rf.Publisher(env),
+		Notifier:  notifier,
+		Clock:     outbox.SystemClock{},
+		Logger:    rf.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return env, nil
+}
+
+// Publisher stands in for Kafka in a simulation: it acknowledges every
+// record after one produce round trip (Latency, default none). An
+// environment's first Init costs InitLatency (connection, metadata,
+// producer id), later ones PingLatency, as with the franz-go client the
+// function keeps across warm invocations. Use one per environment: its
+// state is the environment's, touched by one invocation at a time.
+type Publisher struct {
+	InitLatency, PingLatency, Latency time.Duration
+	// Acked, when set, is told every acknowledged batch and when.
+	Acked func(msgs []outbox.Message, at time.Time)
+
+	inited bool
+}
+
+var _ outbox.Publisher = (*Publisher)(nil)
+
+// Init implements outbox.Publisher.
+func (p *Publisher) Init(ctx context.Context) error {
+	d := p.PingLatency
+	if !p.inited {
+		d = p.InitLatency
+	}
+	if !outbox.Sleep(d, ctx.Done()) {
+		return fmt.Errorf("lab: initialise publisher: %w", context.Cause(ctx))
+	}
+	p.inited = true
+	return nil
+}
+
+// Publish implements outbox.Publisher.
+func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) (int, error) {
+	if !outbox.Sleep(p.Latency, ctx.Done()) {
+		return 0, fmt.Errorf("lab: publish %d messages: %w", len(msgs), context.Cause(ctx))
+	}
+	if p.Acked != nil {
+		p.Acked(msgs, time.Now())
+	}
+	return len(msgs), nil
+}
