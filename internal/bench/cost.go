@@ -221,13 +221,14 @@ func measureCost(ctx context.Context, env lab.Config, b *backends, cfg CostConfi
 	return sc, nil
 }
 
-// measure runs fn and returns the cost it caused, per count items.
-func (c *costRun) measure(path, per string, count int, fn func() error) (PathCost, error) {
+// count runs fn and returns what the Counter counted meanwhile; pathCost
+// turns it into a path's cost.
+func (c *costRun) count(path string, fn func() error) (outboxlocal.Counts, error) {
 	before := c.b.ddb.Counter.Snapshot()
 	if err := fn(); err != nil {
-		return PathCost{}, fmt.Errorf("%s: %w", path, err)
+		return outboxlocal.Counts{}, fmt.Errorf("%s: %w", path, err)
 	}
-	return pathCost(path, per, count, c.b.ddb.Counter.Snapshot().Since(before)), nil
+	return c.b.ddb.Counter.Snapshot().Since(before), nil
 }
 
 func pathCost(path, per string, count int, d outboxlocal.Counts) PathCost {
@@ -252,7 +253,7 @@ func (c *costRun) enqueueSingle(ctx context.Context) (PathCost, error) {
 	if err != nil {
 		return PathCost{}, err
 	}
-	return c.measure(PathEnqueue, "message", len(msgs), func() error {
+	d, err := c.count(PathEnqueue, func() error {
 		for _, m := range msgs {
 			if _, err := c.writer.Enqueue(ctx, m); err != nil {
 				return err
@@ -260,6 +261,7 @@ func (c *costRun) enqueueSingle(ctx context.Context) (PathCost, error) {
 		}
 		return nil
 	})
+	return pathCost(PathEnqueue, "message", len(msgs), d), err
 }
 
 func (c *costRun) enqueueList(ctx context.Context) (PathCost, error) {
@@ -268,7 +270,8 @@ func (c *costRun) enqueueList(ctx context.Context) (PathCost, error) {
 		return PathCost{}, err
 	}
 	lists := slices.Collect(slices.Chunk(msgs, c.cfg.ListSize))
-	p, err := c.measure(fmt.Sprintf("%s of %d", PathEnqueueList, c.cfg.ListSize), "message", len(msgs), func() error {
+	path := fmt.Sprintf("%s of %d", PathEnqueueList, c.cfg.ListSize)
+	d, err := c.count(path, func() error {
 		for _, list := range lists {
 			if _, err := c.writer.EnqueueBatch(ctx, list); err != nil {
 				return err
@@ -276,6 +279,7 @@ func (c *costRun) enqueueList(ctx context.Context) (PathCost, error) {
 		}
 		return nil
 	})
+	p := pathCost(path, "message", len(msgs), d)
 	// The seed's model: one reservation per distinct bucket of a list.
 	reservations := 0
 	for _, list := range lists {
@@ -306,7 +310,7 @@ func (c *costRun) transaction(ctx context.Context) (PathCost, error) {
 			},
 		}}
 	}
-	without, err := c.measure("business transactions", "message", n, func() error {
+	without, err := c.count("business transactions", func() error {
 		for i := range n {
 			if _, err := c.b.ddb.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
 				TransactItems: []types.TransactWriteItem{business("plain", i)},
@@ -323,7 +327,7 @@ func (c *costRun) transaction(ctx context.Context) (PathCost, error) {
 	if err != nil {
 		return PathCost{}, err
 	}
-	with, err := c.measure(PathTransaction, "message", n, func() error {
+	with, err := c.count(PathTransaction, func() error {
 		for i, m := range msgs {
 			item, m, err := c.writer.TransactItem(ctx, m)
 			if err != nil {
@@ -340,17 +344,7 @@ func (c *costRun) transaction(ctx context.Context) (PathCost, error) {
 	if err != nil {
 		return PathCost{}, err
 	}
-	d := outboxlocal.Counts{
-		Requests:   map[string]int{},
-		ReadUnits:  with.ReadUnits - without.ReadUnits,
-		WriteUnits: with.WriteUnits - without.WriteUnits,
-	}
-	for op, v := range with.Requests {
-		if extra := v - without.Requests[op]; extra != 0 {
-			d.Requests[op] = extra
-		}
-	}
-	p := pathCost(PathTransaction, "message", n, d)
+	p := pathCost(PathTransaction, "message", n, with.Since(without))
 	p.ModelWriteUnits, p.Model = ptr(1+2*c.kb), "reserve 1 + transactional put 2/KB"
 	return p, nil
 }

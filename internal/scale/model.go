@@ -43,7 +43,8 @@ type model struct {
 }
 
 // stored is an item with its size, computed once when it is written.
-// Items are never changed in place: a write stores a new map, so reads
+// Items are never changed in place: a write stores a new map (a shallow
+// copy: attribute values are never changed in place either), so reads
 // return them without copying.
 type stored struct {
 	item map[string]types.AttributeValue
@@ -150,7 +151,7 @@ func (c modelClient) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...
 	err := c.m.apply(condWrite{op: "PutItem", key: in.Item, cond: in.ConditionExpression,
 		names: in.ExpressionAttributeNames, values: in.ExpressionAttributeValues,
 		after: func(map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
-			return clone(in.Item), nil
+			return maps.Clone(in.Item), nil
 		}})
 	if err != nil {
 		return nil, err
@@ -162,9 +163,9 @@ func (c modelClient) UpdateItem(_ context.Context, in *dynamodb.UpdateItemInput,
 	err := c.m.apply(condWrite{op: "UpdateItem", key: in.Key, cond: in.ConditionExpression,
 		names: in.ExpressionAttributeNames, values: in.ExpressionAttributeValues,
 		after: func(old map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
-			updated := clone(old)
+			updated := maps.Clone(old)
 			if updated == nil {
-				updated = clone(in.Key)
+				updated = maps.Clone(in.Key)
 			}
 			return updated, applyUpdate(aws.ToString(in.UpdateExpression), in.ExpressionAttributeNames, in.ExpressionAttributeValues, updated)
 		}})
@@ -258,10 +259,4 @@ func (modelClient) CreateTable(context.Context, *dynamodb.CreateTableInput, ...f
 
 func (modelClient) DescribeTable(context.Context, *dynamodb.DescribeTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
 	return nil, fmt.Errorf("%w: DescribeTable", errNotModelled)
-}
-
-// clone copies an item's map; values are never changed in place, so they
-// are shared.
-func clone(item map[string]types.AttributeValue) map[string]types.AttributeValue {
-	return maps.Clone(item)
 }

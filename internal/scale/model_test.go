@@ -16,7 +16,7 @@ import (
 // backends: a fleet with fewer relays than buckets, and one with distant
 // standbys that rest every other round.
 func TestModelAgreesWithTheEmbeddedServer(t *testing.T) {
-	for _, size := range []Size{ValidationSize, {Buckets: 4, Relays: 12}} {
+	for _, size := range []Config{ValidationSize, {Buckets: 4, Relays: 12}} {
 		t.Run(fmt.Sprintf("%dx%d", size.Buckets, size.Relays), func(t *testing.T) {
 			var v Validation
 			var err error

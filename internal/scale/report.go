@@ -53,10 +53,10 @@ type Phase struct {
 }
 
 // MeanReadUnits is the mean read units per second.
-func (p Phase) MeanReadUnits() float64 { return perSecond(p.ReadUnits, p.Seconds) }
+func (p Phase) MeanReadUnits() float64 { return ratio(p.ReadUnits, p.Seconds) }
 
 // MeanWriteUnits is the mean write units per second.
-func (p Phase) MeanWriteUnits() float64 { return perSecond(p.WriteUnits, p.Seconds) }
+func (p Phase) MeanWriteUnits() float64 { return ratio(p.WriteUnits, p.Seconds) }
 
 // PagesPerRound is the mean Query pages per acquisition round.
 func (p Phase) PagesPerRound() float64 { return ratio(float64(p.ReadPages), p.Rounds) }
@@ -70,8 +70,7 @@ func (p Phase) ReadShare() float64 { return p.PeakReadUnits / PartitionReadUnits
 // WriteShare is the peak second's fraction of the partition's write limit.
 func (p Phase) WriteShare() float64 { return p.PeakWriteUnits / PartitionWriteUnits }
 
-func perSecond(units float64, seconds int) float64 { return ratio(units, seconds) }
-
+// ratio is x per n, 0 when n is 0 (a phase without seconds or rounds).
 func ratio(x float64, n int) float64 {
 	if n == 0 {
 		return 0

@@ -9,33 +9,28 @@ import (
 	"time"
 )
 
-// Size is one fleet size of the study.
-type Size struct {
-	Buckets int `json:"buckets"`
-	Relays  int `json:"relays"`
-}
+// ValidationSize is the fleet (its buckets and relays) run on both
+// backends to check the model.
+var ValidationSize = Config{Buckets: 64, Relays: 16}
 
-// StudySizes are the fleets the study measures: 256 and 1,024 buckets with
-// 16, 64 and 128 relays.
-var StudySizes = []Size{{256, 16}, {256, 64}, {256, 128}, {1024, 16}, {1024, 64}, {1024, 128}}
-
-// ValidationSize is the fleet run on both backends to check the model.
-var ValidationSize = Size{Buckets: 64, Relays: 16}
-
-// StudyVariants are the runs the study adds at the largest size: the
-// seed's reads (every relay reads the whole partition every round: the
-// figures before the settled-fleet reads), a fleet mixing both kinds of
-// relays (as a table shared with relays in other languages), and the
-// relay's timings tripled (60 s lease, 20 s renew interval).
-var StudyVariants = []Config{
+// StudyRuns are the fleets the study measures: 256 and 1,024 buckets with
+// 16, 64 and 128 relays, then three variants of the largest: the seed's
+// reads (every relay reads the whole partition every round: the figures
+// before the settled-fleet reads), a fleet mixing both kinds of relays (as
+// a table shared with relays in other languages), and the relay's timings
+// tripled (60 s lease, 20 s renew interval). A run takes its buckets,
+// relays and seed relays from here, its timings when set, and the rest
+// from the study's base configuration.
+var StudyRuns = []Config{
+	{Buckets: 256, Relays: 16}, {Buckets: 256, Relays: 64}, {Buckets: 256, Relays: 128},
+	{Buckets: 1024, Relays: 16}, {Buckets: 1024, Relays: 64}, {Buckets: 1024, Relays: 128},
 	{Buckets: 1024, Relays: 128, SeedRelays: 128},
 	{Buckets: 1024, Relays: 128, SeedRelays: 64},
 	{Buckets: 1024, Relays: 128, LeaseDuration: 60 * time.Second, LeaseRenewInterval: 20 * time.Second},
 }
 
-// Study is the coordination table: every StudySizes fleet and every
-// StudyVariants run on the model, after the model was checked against the
-// embedded server.
+// Study is the coordination table: every StudyRuns fleet on the model,
+// after the model was checked against the embedded server.
 type Study struct {
 	// Validation ran ValidationSize on the embedded server and the model.
 	Validation Validation `json:"validation"`
@@ -83,9 +78,8 @@ func Validate(ctx context.Context, cfg Config) (Validation, error) {
 }
 
 // RunStudy validates the model at ValidationSize and, if it agrees, runs
-// every StudySizes fleet, the StudyVariants and the default burst on it
-// with base's timings and seed, writing a line per fleet to progress (nil:
-// none). A model that disagrees with the embedded server is an error: its
+// every StudyRuns fleet and the default burst on it with base's timings
+// and seed, writing a line per fleet to progress (nil: none). A model that disagrees with the embedded server is an error: its
 // figures would mean nothing. Like Run, it runs only inside a
 // testing/synctest bubble.
 func RunStudy(ctx context.Context, base Config, progress io.Writer) (Study, error) {
@@ -100,29 +94,19 @@ func RunStudy(ctx context.Context, base Config, progress io.Writer) (Study, erro
 	if err := v.Agree(); err != nil {
 		return st, fmt.Errorf("scale: the model disagrees with the embedded server at %d buckets and %d relays: %w", cfg.Buckets, cfg.Relays, err)
 	}
-	var runs []Config
-	for _, size := range StudySizes {
+	for _, run := range StudyRuns {
 		cfg := base
-		cfg.Buckets, cfg.Relays = size.Buckets, size.Relays
-		runs = append(runs, cfg)
-	}
-	for _, v := range StudyVariants {
-		cfg := base
-		cfg.Buckets, cfg.Relays, cfg.SeedRelays = v.Buckets, v.Relays, v.SeedRelays
-		if v.LeaseDuration != 0 {
-			cfg.LeaseDuration, cfg.LeaseRenewInterval = v.LeaseDuration, v.LeaseRenewInterval
+		cfg.Buckets, cfg.Relays, cfg.SeedRelays = run.Buckets, run.Relays, run.SeedRelays
+		if run.LeaseDuration != 0 {
+			cfg.LeaseDuration, cfg.LeaseRenewInterval = run.LeaseDuration, run.LeaseRenewInterval
 		}
-		runs = append(runs, cfg)
-	}
-	for _, cfg := range runs {
-		size := Size{cfg.Buckets, cfg.Relays}
 		cfg.Backend = Model
 		rep, err := Run(ctx, cfg)
 		if err != nil {
 			return st, err
 		}
 		if progress != nil {
-			fmt.Fprintf(progress, "scale: %d buckets, %d relays: settled after %d rounds\n", size.Buckets, size.Relays, rep.RoundsToConverge)
+			fmt.Fprintf(progress, "scale: %d buckets, %d relays: settled after %d rounds\n", cfg.Buckets, cfg.Relays, rep.RoundsToConverge)
 		}
 		st.Runs = append(st.Runs, rep)
 	}
