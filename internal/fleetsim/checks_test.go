@@ -380,7 +380,8 @@ func TestLeaseBook_CheckMixedFlagsATakeoverOfALeaseItsRoundLeftUnrenewed(t *test
 			now = clock.Now()
 			lb.acquired("x", x, x.Now(), now, now, []int{1}, []int{1})
 			clock.Advance(testLease)
-			return lb.checkMixed(interval, limit)
+			v, _ := lb.checkMixed(interval, limit)
+			return v
 		}
 		// Left unrenewed with 8 s: x takes it a second later, while r still
 		// trusts it for 7 s.
