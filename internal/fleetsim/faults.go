@@ -220,18 +220,20 @@ func (s *sim) apply(f scheduledFault) {
 		})
 	case causeHandoverRefusal:
 		s.armHandover(s.causes.open(f.kind, "", 0, now))
-	case causeLateRound:
-		s.lateRound(f, now)
 	case causeMixedSkew:
 		s.startMixed(f.dur)
 	case causePoison, causeParkLost:
 		s.poison(f, now)
 	case causeReplay:
 		s.replay()
-	case causeClockStep:
+	case causeLateRound, causeClockStep:
 		e := s.pickRunning(f.pick)
-		if e == nil {
+		switch {
+		case e == nil:
 			s.trace.add("fault-skipped", "", -1, "%s: no running relay", f.kind)
+			return
+		case f.kind == causeLateRound:
+			s.lateRound(e, f, now)
 			return
 		}
 		c := s.causes.open(f.kind, e.id, e.linger(), now)

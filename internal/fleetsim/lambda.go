@@ -1,7 +1,6 @@
 package fleetsim
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -70,16 +69,16 @@ type runPlan struct {
 }
 
 // env is one execution environment: a relay id, a host clock, a Store, a
-// Kafka client and a Relay, reused by the warm invocations it serves.
+// Kafka client and the relay handler, whose Handle the Lambda emulator
+// runs for each warm invocation the environment serves.
 type env struct {
+	*outboxlambda.RelayHandler
 	sim       *sim
 	id        string
 	function  string
 	clock     *hostClock
 	store     *relayStore
 	kafka     *outboxkafka.Publisher
-	handler   *outboxlambda.RelayHandler
-	largeSkew bool
 	skewCause *cause
 	// plain marks a relay that keeps every lease every round, as relays
 	// of other languages do (FaultMixedSkew).
@@ -98,11 +97,6 @@ type env struct {
 	// Guarded by sim.mu.
 	busy bool
 	runs int
-}
-
-// Handle runs one invocation of the environment's relay handler.
-func (e *env) Handle(ctx context.Context, payload json.RawMessage) (outboxlambda.RelayResponse, error) {
-	return e.handler.Handle(ctx, payload)
 }
 
 // newEnv starts an execution environment (a cold start).
@@ -138,7 +132,7 @@ func (s *sim) newEnv(function string) (*env, error) {
 	if function == fnHold {
 		prefix = "h"
 	}
-	e := &env{sim: s, id: fmt.Sprintf("%s%04x-%03d", prefix, r.IntN(0x10000), n), function: function, largeSkew: large, plain: plain, holdFor: hold.budget}
+	e := &env{sim: s, id: fmt.Sprintf("%s%04x-%03d", prefix, r.IntN(0x10000), n), function: function, plain: plain, holdFor: hold.budget}
 	e.clock = newHostClock(skew)
 	storeOpts := s.storeOpts
 	storeOpts.Clock = e.clock
@@ -161,7 +155,7 @@ func (s *sim) newEnv(function string) (*env, error) {
 		return nil, err
 	}
 	e.kafka = kp
-	if e.handler, err = s.newHandler(e, store, r.IntN(4)); err != nil {
+	if e.RelayHandler, err = s.newHandler(e, store, r.IntN(4)); err != nil {
 		kp.Close()
 		return nil, err
 	}

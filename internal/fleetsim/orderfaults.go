@@ -170,14 +170,9 @@ type lateCalls struct {
 	dur  time.Duration
 }
 
-// lateRound makes a running relay's next f.n fetch, probe or backlog calls
-// return f.dur late: its round runs late while it is not publishing.
-func (s *sim) lateRound(f scheduledFault, now time.Time) {
-	e := s.pickRunning(f.pick)
-	if e == nil {
-		s.trace.add("fault-skipped", "", -1, "%s: no running relay", f.kind)
-		return
-	}
+// lateRound makes running relay e's next f.n fetch, probe or backlog
+// calls return f.dur late: its round runs late while it is not publishing.
+func (s *sim) lateRound(e *env, f scheduledFault, now time.Time) {
 	l := &lateCalls{c: s.causes.open(causeLateRound, e.id, e.linger(), now), dur: f.dur}
 	l.left.Store(int32(f.n))
 	if old := e.late.Swap(l); old != nil {
