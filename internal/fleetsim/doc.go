@@ -116,12 +116,12 @@
 // can differ by one or two, when a notice and a timer wake the driver at
 // one instant in either order. TestFleetIsDeterministic compares two runs
 // of seed 33 over two minutes of writes: whole reports, but for the wall
-// time and the count of instants checked. The six-minute CI seeds 11 and
-// 22 do not replay exactly yet: two runs of one tree have differed in
-// their duplicates (seed 22: 31 and 66), parked messages, DynamoDB
-// attempts and steps. The source is not found; a candidate is the held
-// hand-over, which waits in scheduler rounds (handoverYields), not on the
-// clock.
+// time and the count of instants checked. The six-minute CI seeds do not
+// replay exactly yet: runs of one tree have differed in their duplicates
+// (seed 22: 31, 34, 62 and 66), parked messages, DynamoDB attempts and
+// steps (seed 33: by one attempt and one step). The source is not found;
+// a candidate is the held hand-over, which waits in scheduler rounds
+// (handoverYields), not on the clock.
 // A failure prints the seed, a replay command and a trace of the events
 // around the violation; the whole trace is written to a file.
 //

@@ -187,14 +187,6 @@ func (lb *leaseBook) mineLocked(relay string) map[int]*belief {
 	return m
 }
 
-// holds reports whether relay believes it holds bucket at t.
-func (lb *leaseBook) holds(relay string, bucket int, t time.Time) bool {
-	lb.mu.Lock()
-	defer lb.mu.Unlock()
-	cur := lb.open[relay][bucket]
-	return cur != nil && lb.activeAt(cur, t)
-}
-
 // left returns how much of relay's lease on bucket its own clock shows
 // left at true time t, and whether it believes it holds the bucket.
 func (lb *leaseBook) left(relay string, bucket int, t time.Time) (time.Duration, bool) {

@@ -162,10 +162,7 @@ func (s *relayStore) FetchBatch(ctx context.Context, bucket, max int) ([]outbox.
 func (s *relayStore) MarkPublished(ctx context.Context, bucket int, msgs []outbox.Message) error {
 	e := s.env
 	_, err := bucketCall(ctx, e, bucket, "delete", func() (struct{}, error) {
-		if !e.sim.leases.holds(e.id, bucket, e.sim.clock.Now()) {
-			e.sim.outsideLease.Add(1)
-			e.sim.trace.add("late-delete", e.id, bucket, "deleting %s outside the relay's lease", seqRange(msgs))
-		}
+		e.leaseLeft("delete", bucket, msgs)
 		err := s.inner.MarkPublished(ctx, bucket, msgs)
 		e.sim.trace.add("delete", e.id, bucket, "%s err=%v", seqRange(msgs), err)
 		return struct{}{}, err
@@ -175,6 +172,19 @@ func (s *relayStore) MarkPublished(ctx context.Context, bucket int, msgs []outbo
 
 func (s *relayStore) Backlog(ctx context.Context) (outbox.Backlog, error) {
 	return lateCall(s.env, "backlog", func() (outbox.Backlog, error) { return s.inner.Backlog(ctx) })
+}
+
+// leaseLeft returns how much of e's lease on bucket its clock shows left
+// now, and whether it believes it holds the bucket; a call op for msgs
+// outside the lease (a stall between the engine's check and the call) is
+// counted and traced.
+func (e *env) leaseLeft(op string, bucket int, msgs []outbox.Message) (time.Duration, bool) {
+	left, held := e.sim.leases.left(e.id, bucket, e.sim.clock.Now())
+	if !held {
+		e.sim.outsideLease.Add(1)
+		e.sim.trace.add("late-"+op, e.id, bucket, "%s of %s outside the relay's lease", op, seqRange(msgs))
+	}
+	return left, held
 }
 
 // leaseRequest is req as e's relay sends it: a relay that keeps every
@@ -239,12 +249,8 @@ func (p *relayPublisher) Publish(ctx context.Context, msgs []outbox.Message) (in
 func (p *relayPublisher) publish(ctx context.Context, msgs []outbox.Message, bucket int) (int, error) {
 	e := p.env
 	if bucket >= 0 {
-		left, held := e.sim.leases.left(e.id, bucket, e.sim.clock.Now())
-		if held {
+		if left, held := e.leaseLeft("publish", bucket, msgs); held {
 			e.sim.notePublishMargin(e, bucket, left)
-		} else {
-			e.sim.outsideLease.Add(1)
-			e.sim.trace.add("late-publish", e.id, bucket, "publishing %s outside the relay's lease", seqRange(msgs))
 		}
 	}
 	h := e.sim.claimHandover(e, msgs)

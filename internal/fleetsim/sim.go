@@ -165,7 +165,8 @@ type sim struct {
 // time: it moves only when every simulated process is blocked, so the
 // run's timings do not depend on how fast or loaded the machine is. The
 // error is a *Violation when an invariant broke, or what stopped the
-// setup. A seed replays: see Determinism in the package documentation.
+// setup. A seed replays its workload and faults: see Determinism in the
+// package documentation for how exactly its figures do.
 func Run(t *testing.T, cfg Config) (*Report, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -464,7 +465,7 @@ func (s *sim) drive() error {
 			return nil
 		}
 		if now.After(end) {
-			n, _ := s.pendingMessages(s.ctx)
+			n, _ := s.countPartitions(s.ctx, "MESSAGES")
 			return &Violation{Invariant: "drain", bucket: -1, At: s.offset(now), Detail: fmt.Sprintf(
 				"%d messages still in the outbox %v after the writes ended (%d runs active)", n, s.cfg.MaxDrain, s.activeRunCount())}
 		}
@@ -534,7 +535,7 @@ func (s *sim) finished(now time.Time) (bool, error) {
 		return false, nil
 	}
 	s.lastDrainScan = now
-	n, err := s.pendingMessages(s.ctx)
+	n, err := s.countPartitions(s.ctx, "MESSAGES")
 	if err != nil || n > 0 {
 		return false, err
 	}
