@@ -178,7 +178,7 @@ func TestLeaseBook_ReleaseAndRefusedRenewalEndTheBelief(t *testing.T) {
 		clock.Advance(15 * time.Second)
 		lb.renewed("s", s.Now(), clock.Now(), []int{0, 1})
 		clock.Advance(10 * time.Second)
-		if !lb.holds("s", 0, clock.Now()) {
+		if _, held := lb.left("s", 0, clock.Now()); !held {
 			t.Fatal("renewed belief lapsed")
 		}
 		if v, _ := lb.checkAll(); v != nil {
@@ -197,7 +197,7 @@ func TestLeaseBook_AHostClockSetBackLengthensTheBelief(t *testing.T) {
 		r.step(-7 * time.Second)
 		// r reads ref + L at true 27 s, not 20 s.
 		clock.Advance(21 * time.Second)
-		if !lb.holds("r", 4, clock.Now()) {
+		if _, held := lb.left("r", 4, clock.Now()); !held {
 			t.Fatal("belief ended on the true clock, not on the host's")
 		}
 		b := lb.open["r"][4]
@@ -380,7 +380,8 @@ func TestLeaseBook_CheckMixedFlagsATakeoverOfALeaseItsRoundLeftUnrenewed(t *test
 			now = clock.Now()
 			lb.acquired("x", x, x.Now(), now, now, []int{1}, []int{1})
 			clock.Advance(testLease)
-			return lb.checkMixed(interval, limit)
+			v, _ := lb.checkMixed(interval, limit)
+			return v
 		}
 		// Left unrenewed with 8 s: x takes it a second later, while r still
 		// trusts it for 7 s.

@@ -2,35 +2,18 @@ package fleetsim
 
 import (
 	"context"
-	"errors"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/spillway-dev/spillway/outbox"
-	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
-
-// trackedClient is the DynamoDB client of one simulated process (a
-// writer, an execution environment, the operator). It counts the refusals
-// of business Puts (in table business) inside cancelled transactions in
-// refused, before the driver can see the call as ended, so the driver
-// never sees the Counter's refusal without its explanation.
-type trackedClient struct {
-	*dynamodb.Client
-	business string
-	refused  *atomic.Int64
-}
-
-var _ outboxddb.Client = (*trackedClient)(nil)
 
 // sdkMaxAttempts and sdkMaxBackoff are the retry policy of the processes'
 // clients: outboxlocal's for the embedded server (DefaultMaxAttempts, a
@@ -44,9 +27,9 @@ const (
 // Counter and Faults, a round trip of its own, and a retryer whose backoff
 // jitter is drawn from the seed and name, so that a seed's retries wait
 // the same whatever the interleaving of the processes.
-func (s *sim) newClient(name string) *trackedClient {
+func (s *sim) newClient(name string) *dynamodb.Client {
 	latency := roundTrip(s.cfg.Seed, name)
-	c := s.ddb.NewClient(func(o *dynamodb.Options) {
+	return s.ddb.NewClient(func(o *dynamodb.Options) {
 		o.APIOptions = append(slices.Clip(o.APIOptions), func(stack *middleware.Stack) error {
 			return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("FleetsimRoundTrip",
 				func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
@@ -63,7 +46,6 @@ func (s *sim) newClient(name string) *trackedClient {
 			so.RateLimiter = ratelimit.None
 		})
 	})
-	return &trackedClient{Client: c, business: s.orders, refused: &s.bizRefused}
 }
 
 // roundTrip is the simulated round trip of process name's requests,
@@ -111,18 +93,4 @@ func (s *sim) clientOptions(o *dynamodb.Options) {
 // the harness's own checks must not appear in the figures or be faulted.
 func rawClient(d *outboxlocal.DynamoDB) *dynamodb.Client {
 	return d.NewClient(func(o *dynamodb.Options) { o.APIOptions = nil })
-}
-
-func (c *trackedClient) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	out, err := c.Client.TransactWriteItems(ctx, in, optFns...)
-	var tce *types.TransactionCanceledException
-	if errors.As(err, &tce) {
-		for i, r := range tce.CancellationReasons {
-			if aws.ToString(r.Code) == "ConditionalCheckFailed" && i < len(in.TransactItems) &&
-				in.TransactItems[i].Put != nil && aws.ToString(in.TransactItems[i].Put.TableName) == c.business {
-				c.refused.Add(1)
-			}
-		}
-	}
-	return out, err
 }

@@ -94,14 +94,9 @@ func (s *sim) readBack(ctx context.Context) ([]*kgo.Record, error) {
 	return all, nil
 }
 
-// pendingMessages counts the message items left in the outbox, strongly
-// consistent, through the uncounted client.
-func (s *sim) pendingMessages(ctx context.Context) (int, error) {
-	return s.countPartitions(ctx, "MESSAGES")
-}
-
 // countPartitions counts the items of every bucket's partition of the
-// given kind (MESSAGES or PARKED), as pendingMessages does.
+// given kind (MESSAGES: the messages left in the outbox, or PARKED),
+// strongly consistent, through the uncounted client.
 func (s *sim) countPartitions(ctx context.Context, kind string) (int, error) {
 	total := 0
 	for b := range s.cfg.BucketCount {

@@ -105,17 +105,23 @@
 // goroutine is durably blocked, and the driver checks the invariants each
 // time something happened, once every process is parked again
 // (synctest.Wait). The driver runs the seed's events and the Lambda
-// emulator's steps itself, in time order and at one instant in the order
-// they were queued; the round trips put processes that send at one instant
+// emulator's steps itself (a lab.Sim it drives: lab.Sim.Drive), in time
+// order and at one instant in the order they were queued; the round trips put processes that send at one instant
 // (writers on the 50 ms grid, relays on their rounds) on distinct
 // instants, and a relay's calls for its buckets are staggered by a few
 // microseconds per bucket, so the scheduler does not choose whose request
 // lands first; outboxddb's wait before retrying unprocessed deletes is a
-// hash of the chunk and the attempt. Two runs of a seed give the same
-// report; only the count of instants the driver checked (Steps) can differ
-// by one or two, when a notice and a timer wake the driver at one instant
-// in either order. TestFleetIsDeterministic compares two runs of a seed:
-// whole reports, but for the wall time and the count of instants checked.
+// hash of the chunk and the attempt. Two runs of a seed are meant to give
+// the same report; only the count of instants the driver checked (Steps)
+// can differ by one or two, when a notice and a timer wake the driver at
+// one instant in either order. TestFleetIsDeterministic compares two runs
+// of seed 33 over two minutes of writes: whole reports, but for the wall
+// time and the count of instants checked. The six-minute CI seeds do not
+// replay exactly yet: runs of one tree have differed in their duplicates
+// (seed 22: 31, 34, 62 and 66), parked messages, DynamoDB attempts and
+// steps (seed 33: by one attempt and one step). The source is not found;
+// a candidate is the held hand-over, which waits in scheduler rounds
+// (handoverYields), not on the clock.
 // A failure prints the seed, a replay command and a trace of the events
 // around the violation; the whole trace is written to a file.
 //

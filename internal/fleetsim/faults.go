@@ -184,23 +184,26 @@ var errBrokerDown = errors.New("fleetsim: broker restarting")
 // apply injects f now.
 func (s *sim) apply(f scheduledFault) {
 	now := s.clock.Now()
-	s.mu.Lock()
-	s.stats.faults[f.kind]++
-	s.mu.Unlock()
+	s.count(s.rep.Faults, f.kind, 1)
 	s.trace.add("fault", "", -1, "%s", f)
 	switch f.kind {
-	case causeThrottle:
-		base := s.ddb.Counter.Snapshot().Requests[f.op]
-		s.ddb.Faults.ThrottleNext(f.op, f.n)
-		s.pendingUntil(f.kind, now, func(c outboxlocal.Counts) bool { return c.Requests[f.op] >= base+f.n })
-	case causeUnprocessed:
-		base := s.ddb.Counter.Snapshot().Requests["BatchWriteItem"]
-		s.ddb.Faults.UnprocessedDeletes(f.n)
-		s.pendingUntil(f.kind, now, func(c outboxlocal.Counts) bool { return c.Requests["BatchWriteItem"] > base })
-	case causeLostResponse:
-		base := s.ddb.Counter.Snapshot().Requests[f.op]
-		s.ddb.Faults.LoseResponse(f.op)
-		s.pendingUntil(f.kind, now, func(c outboxlocal.Counts) bool { return c.Requests[f.op] > base })
+	case causeThrottle, causeUnprocessed, causeLostResponse:
+		// Consumed once the op's requests since now reach n: every
+		// throttled attempt, the batch that got unprocessed deletes, the
+		// request whose response was lost.
+		op, n := f.op, 1
+		switch f.kind {
+		case causeThrottle:
+			n = f.n
+			s.ddb.Faults.ThrottleNext(op, n)
+		case causeUnprocessed:
+			op = "BatchWriteItem"
+			s.ddb.Faults.UnprocessedDeletes(f.n)
+		default:
+			s.ddb.Faults.LoseResponse(op)
+		}
+		base := s.ddb.Counter.Snapshot().Requests[op]
+		s.pendingUntil(f.kind, now, func(c outboxlocal.Counts) bool { return c.Requests[op] >= base+n })
 	case causeKafkaRetriable, causeKafkaFatal:
 		h := s.kafka.Cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: f.kafka, Count: f.n})
 		s.pendingUntil(f.kind, now, func(outboxlocal.Counts) bool { return h.Hits() >= f.n })
@@ -217,18 +220,20 @@ func (s *sim) apply(f scheduledFault) {
 		})
 	case causeHandoverRefusal:
 		s.armHandover(s.causes.open(f.kind, "", 0, now))
-	case causeLateRound:
-		s.lateRound(f, now)
 	case causeMixedSkew:
 		s.startMixed(f.dur)
 	case causePoison, causeParkLost:
 		s.poison(f, now)
 	case causeReplay:
 		s.replay()
-	case causeClockStep:
+	case causeLateRound, causeClockStep:
 		e := s.pickRunning(f.pick)
-		if e == nil {
+		switch {
+		case e == nil:
 			s.trace.add("fault-skipped", "", -1, "%s: no running relay", f.kind)
+			return
+		case f.kind == causeLateRound:
+			s.lateRound(e, f, now)
 			return
 		}
 		c := s.causes.open(f.kind, e.id, e.linger(), now)
@@ -270,8 +275,8 @@ func (s *sim) pickRunning(pick int) *env {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var running []*env
-	for _, e := range s.pool {
-		if e.busy && !e.dead.Load() {
+	for _, e := range s.envs {
+		if e.function == fnRelay && e.busy && !e.dead.Load() {
 			running = append(running, e)
 		}
 	}

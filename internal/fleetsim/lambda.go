@@ -1,7 +1,6 @@
 package fleetsim
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxkafka"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
+	"github.com/spillway-dev/spillway/outbox/outboxwake"
 )
 
 // Functions of the simulated deployment.
@@ -38,31 +38,22 @@ const (
 	asyncLatency = 100 * time.Millisecond
 )
 
-// invocation is one asynchronous invoke of the relay function: the wire
-// payload of a schedule sweep or a wake-up, as the handler decodes it.
-type invocation struct {
-	Trigger string `json:"trigger"`
-	Buckets []int  `json:"buckets"`
-	Hop     int    `json:"hop"`
-	Join    bool   `json:"join"`
-}
+// schedulePayload is the event of a schedule sweep.
+var schedulePayload = []byte(`{"trigger":"schedule"}`)
 
-// payload renders the event the handler receives.
-func (inv invocation) payload() []byte {
-	if inv.Trigger == string(outboxlambda.SourceSchedule) {
-		return []byte(`{"trigger":"schedule"}`)
+// wakePayload is the event of wake-up w, as outboxwake's notifier sends it.
+func wakePayload(w outbox.WakeUp) []byte {
+	if w.Buckets == nil {
+		w.Buckets = []int{}
 	}
-	if inv.Buckets == nil {
-		inv.Buckets = []int{}
-	}
-	b, _ := json.Marshal(inv)
+	b, _ := json.Marshal(outboxwake.Payload{Trigger: outboxwake.TriggerWake, Buckets: w.Buckets, Hop: w.Hop, Join: w.Join})
 	return b
 }
 
-func decodeInvocation(payload []byte) invocation {
-	var inv invocation
-	_ = json.Unmarshal(payload, &inv)
-	return inv
+func decodePayload(payload []byte) outboxwake.Payload {
+	var p outboxwake.Payload
+	_ = json.Unmarshal(payload, &p)
+	return p
 }
 
 // runPlan is the fate the seed gives one invocation.
@@ -78,22 +69,21 @@ type runPlan struct {
 }
 
 // env is one execution environment: a relay id, a host clock, a Store, a
-// Kafka client and a Relay, reused by the warm invocations it serves.
+// Kafka client and the relay handler, whose Handle the Lambda emulator
+// runs for each warm invocation the environment serves.
 type env struct {
+	*outboxlambda.RelayHandler
 	sim       *sim
 	id        string
 	function  string
 	clock     *hostClock
 	store     *relayStore
 	kafka     *outboxkafka.Publisher
-	handler   *outboxlambda.RelayHandler
-	largeSkew bool
 	skewCause *cause
 	// plain marks a relay that keeps every lease every round, as relays
 	// of other languages do (FaultMixedSkew).
 	plain bool
-	// holdFor is the budget of a hold relay of a mixed fleet; zero for a
-	// steady phase's.
+	// holdFor is the budget of a hold relay.
 	holdFor time.Duration
 
 	// The order menu's faults aimed at this environment.
@@ -109,16 +99,11 @@ type env struct {
 	runs int
 }
 
-// Handle runs one invocation of the environment's relay handler.
-func (e *env) Handle(ctx context.Context, payload json.RawMessage) (outboxlambda.RelayResponse, error) {
-	return e.handler.Handle(ctx, payload)
-}
-
 // newEnv starts an execution environment (a cold start).
 func (s *sim) newEnv(function string) (*env, error) {
 	s.mu.Lock()
-	s.envSerial++
-	n := s.envSerial
+	s.rep.Environments++
+	n := s.rep.Environments
 	s.mu.Unlock()
 	r := newRand(s.cfg.Seed, "env", uint64(n))
 	tol := s.cfg.tolerableSkew()
@@ -135,11 +120,11 @@ func (s *sim) newEnv(function string) (*env, error) {
 	// leases are kept every round, and its clock is ahead by more than
 	// the kept-ahead leases' margin but within the tolerance such relays
 	// claim.
-	var mixed holdRun
+	var hold holdRun
 	if function == fnHold {
-		mixed = s.takeHoldRun()
+		hold = s.takeHoldRun()
 	}
-	plain := mixed.plain
+	plain := hold.plain
 	if plain {
 		skew = uniform(r, s.cfg.LeaseDuration-2*s.cfg.RenewInterval, s.cfg.LeaseDuration-s.cfg.RenewInterval)
 	}
@@ -147,7 +132,7 @@ func (s *sim) newEnv(function string) (*env, error) {
 	if function == fnHold {
 		prefix = "h"
 	}
-	e := &env{sim: s, id: fmt.Sprintf("%s%04x-%03d", prefix, r.IntN(0x10000), n), function: function, largeSkew: large, plain: plain, holdFor: mixed.budget}
+	e := &env{sim: s, id: fmt.Sprintf("%s%04x-%03d", prefix, r.IntN(0x10000), n), function: function, plain: plain, holdFor: hold.budget}
 	e.clock = newHostClock(skew)
 	storeOpts := s.storeOpts
 	storeOpts.Clock = e.clock
@@ -170,7 +155,7 @@ func (s *sim) newEnv(function string) (*env, error) {
 		return nil, err
 	}
 	e.kafka = kp
-	if e.handler, err = s.newHandler(e, store, r.IntN(4)); err != nil {
+	if e.RelayHandler, err = s.newHandler(e, store, r.IntN(4)); err != nil {
 		kp.Close()
 		return nil, err
 	}
@@ -221,24 +206,20 @@ func (s *sim) newHandler(e *env, store *outboxddb.Store, batch int) (*outboxlamb
 	})
 }
 
-// register adds e to the pool of its function.
+// register adds e to the live environments.
 func (s *sim) register(e *env) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e.function == fnHold {
-		s.holds = append(s.holds, e)
-	} else {
-		s.pool = append(s.pool, e)
-	}
+	s.envs = append(s.envs, e)
 }
 
 // newFunctions creates the relay function and the hold function on the
-// Lambda emulator: the simulated clock, the driver's agenda, the
+// Lambda emulator: the simulated clock, the driver's events (s.lab), the
 // asynchronous invoke's delay, warm environments reclaimed after a random
 // idle time, and every invocation's fate drawn when it starts.
 func (s *sim) newFunctions() error {
 	base := lambdasim.Config[*env]{
-		Scheduler: s.agenda, Context: s.ctx,
+		Scheduler: s.lab, Context: s.ctx,
 		// Every run's deadline is its drawn budget, well below this.
 		Timeout: time.Hour, MaxEventAge: 24 * time.Hour,
 		Started: s.started, Ended: s.ended, Killed: s.killed, KeepWarm: s.keepWarm, Retired: s.reclaimed,
@@ -262,30 +243,26 @@ func (s *sim) newFunctions() error {
 
 // invoke sends an asynchronous invocation of the relay function; it can
 // start asyncLatency later, as Lambda's event queue delivers it.
-func (s *sim) invoke(inv invocation) {
-	s.mu.Lock()
-	s.invocations++
-	s.mu.Unlock()
-	s.relayFn.Send(inv.payload(), s.clock.Now())
+func (s *sim) invoke(payload []byte) {
+	s.add(&s.rep.Invocations, 1)
+	s.relayFn.Send(payload, s.clock.Now())
 }
 
 // coalesce folds queued events as a busy function's queue would deliver
 // them: wake-ups merge their buckets, at most one schedule sweep waits.
 func coalesce(queued, incoming []byte) ([]byte, bool) {
-	q, in := decodeInvocation(queued), decodeInvocation(incoming)
+	q, in := decodePayload(queued), decodePayload(incoming)
 	switch {
 	case q.Trigger != in.Trigger:
 		return nil, false
-	case in.Trigger != string(outboxlambda.SourceWake):
+	case in.Trigger != outboxwake.TriggerWake:
 		return queued, true
 	}
-	q.Buckets = union(q.Buckets, in.Buckets)
+	merged := outbox.WakeUp{Buckets: union(q.Buckets, in.Buckets), Hop: min(q.Hop, in.Hop), Join: q.Join || in.Join}
 	if len(in.Buckets) == 0 {
-		q.Buckets = nil
+		merged.Buckets = nil
 	}
-	q.Hop = min(q.Hop, in.Hop)
-	q.Join = q.Join || in.Join
-	return q.payload(), true
+	return wakePayload(merged), true
 }
 
 func union(a, b []int) []int {
@@ -340,10 +317,7 @@ func (s *sim) started(inv *lambdasim.Invocation[*env]) {
 	}
 	s.mu.Lock()
 	if e.function == fnHold {
-		plan.budget = s.holdBudget
-		if e.holdFor > 0 {
-			plan.budget = e.holdFor
-		}
+		plan.budget = e.holdFor
 	}
 	e.busy = true
 	e.runs++
@@ -352,7 +326,7 @@ func (s *sim) started(inv *lambdasim.Invocation[*env]) {
 	s.mu.Unlock()
 	e.run.Store(run)
 	inv.Deadline = inv.Start.Add(plan.budget)
-	ev := decodeInvocation(inv.Payload)
+	ev := decodePayload(inv.Payload)
 	s.trace.add("invoke", e.id, -1, "run=%d trigger=%s buckets=%v hop=%d join=%v budget=%v crash_at=%d/%v pause_at=%d/%v warm=%v",
 		run.n, ev.Trigger, ev.Buckets, ev.Hop, ev.Join, plan.budget, plan.crashAt, plan.crashAfter, plan.pauseAt, plan.pauseFor, e.runs > 1)
 }
@@ -380,15 +354,15 @@ func (s *sim) ended(inv *lambdasim.Invocation[*env], resp outboxlambda.RelayResp
 		s.fail(&Violation{Invariant: "relay runs", Detail: fmt.Sprintf("relay %s run %d returned a misconfiguration: %v", e.id, run.n, err), relays: []string{e.id}, bucket: -1})
 	}
 	s.mu.Lock()
-	s.stats.runs++
+	s.rep.Runs++
 	if resp.Joined {
-		s.stats.joined++
+		s.rep.Joined++
 	}
 	if resp.ReleaseSkipped {
-		s.stats.releaseSkipped++
+		s.rep.ReleaseSkipped++
 	}
 	if resp.Reason == string(outbox.StopFatal) {
-		s.stats.fatal++
+		s.rep.FatalRuns++
 	}
 	e.busy = false
 	s.mu.Unlock()
@@ -414,10 +388,10 @@ func (s *sim) reclaimed(e *env) {
 	s.retire(e)
 }
 
-// retire removes e from the pool and closes its Kafka client.
+// retire removes e from the live environments and closes its Kafka client.
 func (s *sim) retire(e *env) {
 	s.mu.Lock()
-	s.pool = slices.DeleteFunc(s.pool, func(x *env) bool { return x == e })
+	s.envs = slices.DeleteFunc(s.envs, func(x *env) bool { return x == e })
 	skewCause := e.skewCause
 	s.mu.Unlock()
 	if skewCause != nil {
@@ -474,13 +448,11 @@ func (s *sim) crash(e *env, run *runState, kind, why string) {
 	if run.joined.Load() {
 		s.causes.instant(kind, e.id, e.linger(), now)
 	}
-	s.mu.Lock()
 	if kind == causeTimeout {
-		s.stats.timeouts++
+		s.add(&s.rep.Timeouts, 1)
 	} else {
-		s.stats.crashes++
+		s.add(&s.rep.Crashes, 1)
 	}
-	s.mu.Unlock()
 	s.trace.add(kind, e.id, -1, "run=%d %s", run.n, why)
 	e.endLate(nil)
 	run.cancel()
@@ -495,16 +467,15 @@ func (s *sim) crash(e *env, run *runState, kind, why string) {
 func (s *sim) pause(e *env, run *runState, op string, d time.Duration) {
 	now := s.clock.Now()
 	c := s.causes.open(causePause, e.id, e.linger(), now)
-	s.mu.Lock()
-	s.stats.pauses++
-	s.mu.Unlock()
+	s.add(&s.rep.Pauses, 1)
 	s.trace.add("pause", e.id, -1, "run=%d stalls %v before %s", run.n, d, op)
 	outbox.Sleep(d, nil)
 	s.causes.closeAt(c, s.clock.Now())
 	s.trace.add("resume", e.id, -1, "run=%d after %v", run.n, d)
 }
 
-// holdRun is a hold relay of the order menu's mixed fleet.
+// holdRun is the run of a hold relay: its budget, and whether it keeps
+// every round (one of the order menu's mixed fleet).
 type holdRun struct {
 	budget time.Duration
 	plain  bool
@@ -515,15 +486,22 @@ type holdRun struct {
 // language, and a hold relay of Spillway's beside it; both join at once
 // and share the buckets.
 func (s *sim) startMixed(d time.Duration) {
+	s.wakeHolds(holdRun{budget: d, plain: true}, holdRun{budget: d})
+}
+
+// wakeHolds starts a hold relay per run: it queues the run, which the
+// relay's environment takes when it starts (newEnv), and invokes the hold
+// function with a wake-up that asks to join.
+func (s *sim) wakeHolds(runs ...holdRun) {
 	s.mu.Lock()
-	s.holdRuns = append(s.holdRuns, holdRun{budget: d, plain: true}, holdRun{budget: d})
+	s.holdRuns = append(s.holdRuns, runs...)
 	s.mu.Unlock()
-	for range 2 {
-		s.holdFn.Send(invocation{Trigger: string(outboxlambda.SourceWake), Join: true}.payload(), s.clock.Now())
+	for range runs {
+		s.holdFn.Send(wakePayload(outbox.WakeUp{Join: true}), s.clock.Now())
 	}
 }
 
-// takeHoldRun returns the next hold relay of a mixed fleet, if any.
+// takeHoldRun returns the next hold relay's run, if any.
 func (s *sim) takeHoldRun() holdRun {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -543,10 +521,5 @@ func (s *sim) startHolds(n int, budget time.Duration) {
 	now := s.clock.Now()
 	s.relayFn.SetReservedConcurrency(0)
 	s.at(now.Add(budget), func() { s.relayFn.SetReservedConcurrency(s.cfg.Concurrency) })
-	s.mu.Lock()
-	s.holdBudget = budget
-	s.mu.Unlock()
-	for range n {
-		s.holdFn.Send(invocation{Trigger: string(outboxlambda.SourceWake), Join: true}.payload(), now)
-	}
+	s.wakeHolds(slices.Repeat([]holdRun{{budget: budget}}, n)...)
 }

@@ -54,49 +54,44 @@ func (lb *leaseBook) markPlain(relay string) {
 	lb.plain[relay] = true
 }
 
-// checkMixed finds a bucket that a relay keeping every round took over
-// from a relay on schedule, while the holder still believed in it: the
-// holder's last round confirmed the lease at most interval before the
-// takeover, and the taker's clock was ahead of the holder's by at most
-// skewLimit. Kept every round, a lease lasts L after each round, so such
-// a taker sees it expire only after the next round is due: a takeover
-// means the round left the lease unrenewed, with less than the skew the
-// mixed fleet tolerates left.
-func (lb *leaseBook) checkMixed(interval, skewLimit time.Duration) *leaseViolation {
+// checkMixed counts the beliefs that a relay keeping every round took
+// over while their holder, a relay on schedule, still believed in them: two
+// relays then publish one bucket. It returns the first such takeover that
+// the mixed fleet must not make: the holder's last round confirmed the
+// lease at most interval before it, and the taker's clock was ahead of the
+// holder's by at most skewLimit. Kept every round, a lease lasts L after
+// each round, so such a taker sees it expire only after the next round is
+// due: a takeover means the round left the lease unrenewed, with less than
+// the skew the mixed fleet tolerates left.
+func (lb *leaseBook) checkMixed(interval, skewLimit time.Duration) (*leaseViolation, int) {
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
-	for bucket, bs := range lb.byBucket {
-		for _, r := range bs {
-			x := firstTaker(r, bs)
-			if x == nil || !lb.plain[x.relay] || lb.plain[r.relay] {
-				continue
-			}
-			overlap := lb.endOf(r).Sub(x.start)
-			skew := x.startSkew - r.clock.skewAt(x.start)
-			if overlap <= overlapTolerance || x.start.Sub(r.confirmed) > interval || skew > skewLimit {
-				continue
-			}
-			return &leaseViolation{bucket: bucket, first: r, second: x, overlap: overlap, allowed: 0}
+	var v *leaseViolation
+	n := 0
+	lb.takeoversLocked(func(r, x *belief) {
+		overlap := lb.endOf(r).Sub(x.start)
+		if !lb.plain[x.relay] || lb.plain[r.relay] || overlap <= overlapTolerance {
+			return
 		}
-	}
-	return nil
+		n++
+		skew := x.startSkew - r.clock.skewAt(x.start)
+		if v == nil && x.start.Sub(r.confirmed) <= interval && skew <= skewLimit {
+			v = &leaseViolation{bucket: r.bucket, first: r, second: x, overlap: overlap, allowed: 0}
+		}
+	})
+	return v, n
 }
 
-// plainTakeovers counts the beliefs that a relay keeping every round
-// took over while their holder still believed in them: two relays then
-// publish one bucket.
-func (lb *leaseBook) plainTakeovers() int {
-	lb.mu.Lock()
-	defer lb.mu.Unlock()
-	n := 0
+// takeoversLocked calls fn with every belief r that another relay's
+// belief x began at or after, x the first such (firstTaker); lb.mu is held.
+func (lb *leaseBook) takeoversLocked(fn func(r, x *belief)) {
 	for _, bs := range lb.byBucket {
 		for _, r := range bs {
-			if x := firstTaker(r, bs); x != nil && lb.plain[x.relay] && !lb.plain[r.relay] && lb.endOf(r).After(x.start.Add(overlapTolerance)) {
-				n++
+			if x := firstTaker(r, bs); x != nil {
+				fn(r, x)
 			}
 		}
 	}
-	return n
 }
 
 // activeAt reports whether b holds at true time t.
@@ -192,14 +187,6 @@ func (lb *leaseBook) mineLocked(relay string) map[int]*belief {
 	return m
 }
 
-// holds reports whether relay believes it holds bucket at t.
-func (lb *leaseBook) holds(relay string, bucket int, t time.Time) bool {
-	lb.mu.Lock()
-	defer lb.mu.Unlock()
-	cur := lb.open[relay][bucket]
-	return cur != nil && lb.activeAt(cur, t)
-}
-
 // left returns how much of relay's lease on bucket its own clock shows
 // left at true time t, and whether it believes it holds the bucket.
 func (lb *leaseBook) left(relay string, bucket int, t time.Time) (time.Duration, bool) {
@@ -254,47 +241,36 @@ func firstTaker(r *belief, bs []*belief) *belief {
 func (lb *leaseBook) checkAt(t time.Time) *leaseViolation {
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
-	for b, bs := range lb.byBucket {
-		for _, r := range bs {
-			if !lb.activeAt(r, t) {
-				continue
-			}
-			x := firstTaker(r, bs)
-			if x == nil || x.start.After(t) {
-				continue
-			}
-			overlap := t.Sub(x.start)
-			if limit := allowed(r, x, t); overlap > limit {
-				return &leaseViolation{bucket: b, first: r, second: x, overlap: overlap, allowed: limit}
-			}
+	var v *leaseViolation
+	lb.takeoversLocked(func(r, x *belief) {
+		if v != nil || !lb.activeAt(r, t) || x.start.After(t) {
+			return
 		}
-	}
-	return nil
+		if overlap, limit := t.Sub(x.start), allowed(r, x, t); overlap > limit {
+			v = &leaseViolation{bucket: r.bucket, first: r, second: x, overlap: overlap, allowed: limit}
+		}
+	})
+	return v
 }
 
 // checkAll checks every belief over its whole interval; the step checks
 // can miss the end of an overlap that fell between two steps. It also
-// returns how many beliefs overlapped their first taker within the skew.
+// returns how many beliefs overlapped their first taker.
 func (lb *leaseBook) checkAll() (*leaseViolation, int) {
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
+	var v *leaseViolation
 	overlaps := 0
-	for bucket, bs := range lb.byBucket {
-		for _, r := range bs {
-			x := firstTaker(r, bs)
-			if x == nil {
-				continue
-			}
-			end := lb.endOf(r)
-			overlap := end.Sub(x.start)
-			if overlap <= 0 {
-				continue
-			}
-			overlaps++
-			if limit := allowed(r, x, end); overlap > limit {
-				return &leaseViolation{bucket: bucket, first: r, second: x, overlap: overlap, allowed: limit}, overlaps
-			}
+	lb.takeoversLocked(func(r, x *belief) {
+		end := lb.endOf(r)
+		overlap := end.Sub(x.start)
+		if overlap <= 0 {
+			return
 		}
-	}
-	return nil, overlaps
+		overlaps++
+		if limit := allowed(r, x, end); v == nil && overlap > limit {
+			v = &leaseViolation{bucket: r.bucket, first: r, second: x, overlap: overlap, allowed: limit}
+		}
+	})
+	return v, overlaps
 }

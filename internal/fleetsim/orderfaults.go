@@ -13,8 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/spillway-dev/spillway/outbox"
-	"github.com/spillway-dev/spillway/outbox/outboxddb"
-	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 )
 
 // The mechanisms of the order menu (Config.OrderFaults); apply starts them.
@@ -64,10 +62,15 @@ func (s *sim) armHandover(c *cause) {
 	s.handovers = append(s.handovers, c)
 }
 
-// claimHandover aims an armed hand-over refusal at msgs when they hold two
-// records of one key, and installs the broker's refusal: the next produce
-// request for the first record's topic while the later record is held.
+// claimHandover aims an armed hand-over refusal, when the run injects
+// them, at e's publish of msgs when they hold two records of one key, and
+// installs the broker's refusal: the next produce request for the first
+// record's topic while the later record is held. The hold is e's until
+// endHandover.
 func (s *sim) claimHandover(e *env, msgs []outbox.Message) *handoverHold {
+	if !s.cfg.has(FaultHandoverRefusal) {
+		return nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.handovers) == 0 {
@@ -84,19 +87,7 @@ func (s *sim) claimHandover(e *env, msgs []outbox.Message) *handoverHold {
 		When: func(kmsg.Request) bool { return h.holding.Load() },
 	})
 	s.trace.add("handover-armed", e.id, msgs[i].Bucket, "refuse the batch of sequence %d while sequence %d is held", msgs[i].Sequence, msgs[j].Sequence)
-	return h
-}
-
-// claimHandoverIf is claimHandover on e's publish of msgs, when the run
-// injects hand-over refusals; the hold is e's until endHandover.
-func (s *sim) claimHandoverIf(e *env, msgs []outbox.Message) *handoverHold {
-	if !s.cfg.has(FaultHandoverRefusal) {
-		return nil
-	}
-	h := s.claimHandover(e, msgs)
-	if h != nil {
-		e.hold.Store(h)
-	}
+	e.hold.Store(h)
 	return h
 }
 
@@ -179,14 +170,9 @@ type lateCalls struct {
 	dur  time.Duration
 }
 
-// lateRound makes a running relay's next f.n fetch, probe or backlog calls
-// return f.dur late: its round runs late while it is not publishing.
-func (s *sim) lateRound(f scheduledFault, now time.Time) {
-	e := s.pickRunning(f.pick)
-	if e == nil {
-		s.trace.add("fault-skipped", "", -1, "%s: no running relay", f.kind)
-		return
-	}
+// lateRound makes running relay e's next f.n fetch, probe or backlog
+// calls return f.dur late: its round runs late while it is not publishing.
+func (s *sim) lateRound(e *env, f scheduledFault, now time.Time) {
 	l := &lateCalls{c: s.causes.open(causeLateRound, e.id, e.linger(), now), dur: f.dur}
 	l.left.Store(int32(f.n))
 	if old := e.late.Swap(l); old != nil {
@@ -254,8 +240,8 @@ func (s *sim) takeParkLoss() bool {
 }
 
 // replay is the operator's `spillway parked replay --all --yes` on a
-// goroutine of its own, while the writers go on: ListParked, then the
-// replay the store or the writer offers (see replayer).
+// goroutine of its own, while the writers go on: ListParked, then
+// RequestReplay.
 func (s *sim) replay() {
 	c := s.causes.open(causeReplay, "", 0, s.clock.Now())
 	s.replays.Add(1)
@@ -265,25 +251,21 @@ func (s *sim) replay() {
 		parked, err := s.replayStore.ListParked(s.ctx)
 		n := 0
 		if err == nil && len(parked) > 0 {
-			n, err = s.replayParked(parked)
+			// As the operator's CLI does: mark them for the relay
+			// holding their bucket, which publishes a key's marked
+			// messages before its later ones (RequestReplay), and wake
+			// the marked buckets, where a relay may have nothing else
+			// to do.
+			n, err = s.replayStore.RequestReplay(s.ctx, parked, "")
+			var buckets []int
+			for _, p := range parked {
+				buckets = union(buckets, []int{p.Bucket})
+			}
+			s.invoke(wakePayload(outbox.WakeUp{Buckets: buckets}))
 		}
 		s.hit(causeReplay, n)
 		s.trace.add("replay", "", -1, "%d parked, %d replayed, err=%v", len(parked), n, err)
 	})
-}
-
-// replayParked replays parked the way the operator's CLI does: it marks
-// them for the relay holding their bucket, which publishes a key's marked
-// messages before its later ones (outboxddb.Store.RequestReplay). Marked
-// buckets are woken, as a relay may have nothing else to do there.
-func (s *sim) replayParked(parked []outboxddb.ParkedMessage) (int, error) {
-	n, err := s.replayStore.RequestReplay(s.ctx, parked, "")
-	var buckets []int
-	for _, p := range parked {
-		buckets = union(buckets, []int{p.Bucket})
-	}
-	s.invoke(invocation{Trigger: string(outboxlambda.SourceWake), Buckets: buckets})
-	return n, err
 }
 
 // replayWhileParked replays every parked message each replayEvery until
@@ -300,10 +282,7 @@ const replayEvery = 20 * time.Second
 
 // hit counts an order fault that took effect.
 func (s *sim) hit(kind string, n int) {
-	if n <= 0 {
-		return
+	if n > 0 {
+		s.count(s.rep.FaultsHit, kind, n)
 	}
-	s.mu.Lock()
-	s.stats.hits[kind] += n
-	s.mu.Unlock()
 }

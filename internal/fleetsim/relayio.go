@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
-	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 )
 
 // errCrashed is what a crashed environment's calls return: the process is
@@ -36,56 +35,72 @@ type relayPublisher struct {
 
 var _ outbox.Publisher = (*relayPublisher)(nil)
 
-// enter runs before every call of the environment: it refuses calls of a
-// crashed environment and carries out a crash or a pause planned for this
-// call. after must be called with the call's outcome; it carries out a
-// crash planned after the call (the response is lost).
-func (e *env) enter(op string) (after func() error, err error) {
+// call runs one call op of e's relay: it refuses the calls of a crashed
+// environment, carries out a crash or a pause the run planned before this
+// call, runs do, and carries out a crash planned after it (the response is
+// lost). Every store and publisher call of an environment goes through it,
+// so the run's count of calls places its crash and pause.
+func call[T any](e *env, op string, do func() (T, error)) (T, error) {
+	var zero T
 	if e.dead.Load() {
-		return nil, errCrashed
+		return zero, errCrashed
 	}
 	run := e.run.Load()
 	if run == nil {
-		return func() error { return nil }, nil
+		return do()
 	}
 	n := run.calls.Add(1)
 	p := run.plan
 	if p.crashAt == n && !p.crashAfter {
 		e.sim.crash(e, run, causeCrash, fmt.Sprintf("before call %d (%s)", n, op))
-		return nil, errCrashed
+		return zero, errCrashed
 	}
 	if p.pauseAt == n {
 		e.sim.pause(e, run, op, p.pauseFor)
 		if e.dead.Load() {
-			return nil, errCrashed
+			return zero, errCrashed
 		}
 	}
-	return func() error {
-		if p.crashAt == n && p.crashAfter {
-			e.sim.crash(e, run, causeCrash, fmt.Sprintf("after call %d (%s), response lost", n, op))
-			return errCrashed
-		}
-		if e.dead.Load() {
-			return errCrashed
-		}
-		return nil
-	}, nil
+	v, err := do()
+	if p.crashAt == n && p.crashAfter {
+		e.sim.crash(e, run, causeCrash, fmt.Sprintf("after call %d (%s), response lost", n, op))
+		return zero, errCrashed
+	}
+	if e.dead.Load() {
+		return zero, errCrashed
+	}
+	return v, err
+}
+
+// bucketCall is call for a call on bucket, staggered (see stagger).
+func bucketCall[T any](ctx context.Context, e *env, bucket int, op string, do func() (T, error)) (T, error) {
+	if err := stagger(ctx, bucket); err != nil {
+		var zero T
+		return zero, err
+	}
+	return call(e, op, do)
+}
+
+// lateCall is call for a call that an armed late round delays (runLate).
+func lateCall[T any](e *env, op string, do func() (T, error)) (T, error) {
+	return call(e, op, func() (T, error) {
+		e.runLate(op)
+		return do()
+	})
 }
 
 func (s *relayStore) AcquireLeases(ctx context.Context, req outbox.LeaseRequest, st outbox.RoundState) (outbox.Acquisition, error) {
-	after, err := s.env.enter("acquire")
-	if err != nil {
-		return outbox.Acquisition{}, err
-	}
 	e := s.env
-	ref, start := e.clock.Now(), e.sim.clock.Now()
-	e.sim.joined(e)
-	acq, err := s.inner.AcquireLeases(ctx, e.leaseRequest(req), st)
-	ret := e.sim.clock.Now()
-	if err != nil {
-		e.sim.leases.dropped(e.id, start)
-		e.sim.trace.add("acquire-error", e.id, -1, "%v", err)
-	} else {
+	return call(e, "acquire", func() (outbox.Acquisition, error) {
+		ref, start := e.clock.Now(), e.sim.clock.Now()
+		e.sim.joined(e)
+		acq, err := s.inner.AcquireLeases(ctx, e.leaseRequest(req), st)
+		ret := e.sim.clock.Now()
+		if err != nil {
+			e.sim.leases.dropped(e.id, start)
+			e.sim.trace.add("acquire-error", e.id, -1, "%v", err)
+			return acq, err
+		}
 		if u := acq.UnrenewedExpiry; !u.IsZero() && u.Add(-req.LeaseDuration).Before(ref) {
 			// Leases the round left unrenewed last only until their stored
 			// expiry: the relay trusts them that long, no longer.
@@ -95,126 +110,81 @@ func (s *relayStore) AcquireLeases(ctx context.Context, req outbox.LeaseRequest,
 		e.sim.noteRound(start)
 		e.sim.trace.add("acquire", e.id, -1, "host=%s owned=%v claimed=%v released=%v lost=%v refused=%d heartbeat_refused=%v",
 			e.sim.hostOffset(ref), acq.Owned, acq.Claimed, acq.Released, acq.Lost, acq.Refused, acq.HeartbeatRefused)
-	}
-	if cerr := after(); cerr != nil {
-		return outbox.Acquisition{}, cerr
-	}
-	return acq, err
+		return acq, nil
+	})
 }
 
 func (s *relayStore) RenewLeases(ctx context.Context, req outbox.LeaseRequest, buckets []int) (bool, error) {
-	after, err := s.env.enter("renew")
-	if err != nil {
-		return false, err
-	}
 	e := s.env
-	ref, start := e.clock.Now(), e.sim.clock.Now()
-	ok, err := s.inner.RenewLeases(ctx, e.leaseRequest(req), buckets)
-	ret := e.sim.clock.Now()
-	switch {
-	case err != nil:
-		e.sim.trace.add("renew-error", e.id, -1, "buckets=%v: %v", buckets, err)
-	case ok:
-		e.sim.leases.renewed(e.id, ref, ret, buckets)
-		e.sim.trace.add("renew", e.id, -1, "host=%s buckets=%v", e.sim.hostOffset(ref), buckets)
-	default:
-		e.sim.leases.dropped(e.id, start)
-		e.sim.trace.add("renew-refused", e.id, -1, "buckets=%v", buckets)
-	}
-	if cerr := after(); cerr != nil {
-		return false, cerr
-	}
-	return ok, err
+	return call(e, "renew", func() (bool, error) {
+		ref, start := e.clock.Now(), e.sim.clock.Now()
+		ok, err := s.inner.RenewLeases(ctx, e.leaseRequest(req), buckets)
+		ret := e.sim.clock.Now()
+		switch {
+		case err != nil:
+			e.sim.trace.add("renew-error", e.id, -1, "buckets=%v: %v", buckets, err)
+		case ok:
+			e.sim.leases.renewed(e.id, ref, ret, buckets)
+			e.sim.trace.add("renew", e.id, -1, "host=%s buckets=%v", e.sim.hostOffset(ref), buckets)
+		default:
+			e.sim.leases.dropped(e.id, start)
+			e.sim.trace.add("renew-refused", e.id, -1, "buckets=%v", buckets)
+		}
+		return ok, err
+	})
 }
 
 func (s *relayStore) ReleaseLeases(ctx context.Context, req outbox.LeaseRequest) (outbox.Release, error) {
-	after, err := s.env.enter("release")
-	if err != nil {
-		return outbox.Release{}, err
-	}
 	e := s.env
-	e.sim.leases.dropped(e.id, e.sim.clock.Now())
-	rel, err := s.inner.ReleaseLeases(ctx, req)
-	e.sim.trace.add("release", e.id, -1, "released=%v refused=%d unfinished=%v err=%v", rel.Released, rel.Refused, rel.Unfinished, err)
-	if cerr := after(); cerr != nil {
-		return outbox.Release{}, cerr
-	}
-	return rel, err
+	return call(e, "release", func() (outbox.Release, error) {
+		e.sim.leases.dropped(e.id, e.sim.clock.Now())
+		rel, err := s.inner.ReleaseLeases(ctx, req)
+		e.sim.trace.add("release", e.id, -1, "released=%v refused=%d unfinished=%v err=%v", rel.Released, rel.Refused, rel.Unfinished, err)
+		return rel, err
+	})
 }
 
 func (s *relayStore) ReadCoordination(ctx context.Context) (outbox.Coordination, error) {
-	after, err := s.env.enter("read-coordination")
-	if err != nil {
-		return outbox.Coordination{}, err
-	}
-	c, err := s.inner.ReadCoordination(ctx)
-	if cerr := after(); cerr != nil {
-		return outbox.Coordination{}, cerr
-	}
-	return c, err
+	return call(s.env, "read-coordination", func() (outbox.Coordination, error) { return s.inner.ReadCoordination(ctx) })
 }
 
 func (s *relayStore) PendingBuckets(ctx context.Context, buckets []int) ([]int, error) {
-	after, err := s.env.enter("pending")
-	if err != nil {
-		return nil, err
-	}
-	s.env.runLate("pending")
-	p, err := s.inner.PendingBuckets(ctx, buckets)
-	if cerr := after(); cerr != nil {
-		return nil, cerr
-	}
-	return p, err
+	return lateCall(s.env, "pending", func() ([]int, error) { return s.inner.PendingBuckets(ctx, buckets) })
 }
 
 func (s *relayStore) FetchBatch(ctx context.Context, bucket, max int) ([]outbox.Message, error) {
-	if err := stagger(ctx, bucket); err != nil {
-		return nil, err
-	}
-	after, err := s.env.enter("fetch")
-	if err != nil {
-		return nil, err
-	}
-	s.env.runLate("fetch")
-	msgs, err := s.inner.FetchBatch(ctx, bucket, max)
-	if cerr := after(); cerr != nil {
-		return nil, cerr
-	}
-	return msgs, err
+	return bucketCall(ctx, s.env, bucket, "fetch", func() ([]outbox.Message, error) {
+		s.env.runLate("fetch")
+		return s.inner.FetchBatch(ctx, bucket, max)
+	})
 }
 
 func (s *relayStore) MarkPublished(ctx context.Context, bucket int, msgs []outbox.Message) error {
-	if err := stagger(ctx, bucket); err != nil {
-		return err
-	}
-	after, err := s.env.enter("delete")
-	if err != nil {
-		return err
-	}
 	e := s.env
-	if !e.sim.leases.holds(e.id, bucket, e.sim.clock.Now()) {
-		e.sim.outsideLease.Add(1)
-		e.sim.trace.add("late-delete", e.id, bucket, "deleting %s outside the relay's lease", seqRange(msgs))
-	}
-	err = s.inner.MarkPublished(ctx, bucket, msgs)
-	e.sim.trace.add("delete", e.id, bucket, "%s err=%v", seqRange(msgs), err)
-	if cerr := after(); cerr != nil {
-		return cerr
-	}
+	_, err := bucketCall(ctx, e, bucket, "delete", func() (struct{}, error) {
+		e.leaseLeft("delete", bucket, msgs)
+		err := s.inner.MarkPublished(ctx, bucket, msgs)
+		e.sim.trace.add("delete", e.id, bucket, "%s err=%v", seqRange(msgs), err)
+		return struct{}{}, err
+	})
 	return err
 }
 
 func (s *relayStore) Backlog(ctx context.Context) (outbox.Backlog, error) {
-	after, err := s.env.enter("backlog")
-	if err != nil {
-		return outbox.Backlog{}, err
+	return lateCall(s.env, "backlog", func() (outbox.Backlog, error) { return s.inner.Backlog(ctx) })
+}
+
+// leaseLeft returns how much of e's lease on bucket its clock shows left
+// now, and whether it believes it holds the bucket; a call op for msgs
+// outside the lease (a stall between the engine's check and the call) is
+// counted and traced.
+func (e *env) leaseLeft(op string, bucket int, msgs []outbox.Message) (time.Duration, bool) {
+	left, held := e.sim.leases.left(e.id, bucket, e.sim.clock.Now())
+	if !held {
+		e.sim.outsideLease.Add(1)
+		e.sim.trace.add("late-"+op, e.id, bucket, "%s of %s outside the relay's lease", op, seqRange(msgs))
 	}
-	s.env.runLate("backlog")
-	b, err := s.inner.Backlog(ctx)
-	if cerr := after(); cerr != nil {
-		return outbox.Backlog{}, cerr
-	}
-	return b, err
+	return left, held
 }
 
 // leaseRequest is req as e's relay sends it: a relay that keeps every
@@ -239,75 +209,57 @@ type quarantineStore struct {
 // park's transaction apply and its response be lost, its retries
 // throttled.
 func (s quarantineStore) Park(ctx context.Context, p outbox.Parking) error {
-	after, err := s.env.enter("park")
-	if err != nil {
-		return err
-	}
 	e := s.env
-	lost := e.sim.takeParkLoss()
-	if lost {
-		ctx = e.sim.ddb.Faults.LoseResponseIn(ctx, "TransactWriteItems", parkThrottles)
-	}
-	err = s.Quarantine.Park(ctx, p)
-	if lost && err != nil {
-		e.sim.hit(causeParkLost, 1)
-	}
-	e.sim.trace.add("park", e.id, p.Bucket, "row %d reason=%s behind=%d response lost=%v err=%v", p.Sequence, p.Reason, p.Behind, lost, err)
-	if cerr := after(); cerr != nil {
-		return cerr
-	}
+	_, err := call(e, "park", func() (struct{}, error) {
+		lost := e.sim.takeParkLoss()
+		if lost {
+			ctx = e.sim.ddb.Faults.LoseResponseIn(ctx, "TransactWriteItems", parkThrottles)
+		}
+		err := s.Quarantine.Park(ctx, p)
+		if lost && err != nil {
+			e.sim.hit(causeParkLost, 1)
+		}
+		e.sim.trace.add("park", e.id, p.Bucket, "row %d reason=%s behind=%d response lost=%v err=%v", p.Sequence, p.Reason, p.Behind, lost, err)
+		return struct{}{}, err
+	})
 	return err
 }
 
 func (p *relayPublisher) Init(ctx context.Context) error {
-	after, err := p.env.enter("kafka-init")
-	if err != nil {
-		return err
-	}
-	err = p.inner.Init(ctx)
-	if err != nil {
-		p.env.sim.trace.add("kafka-init", p.env.id, -1, "%v", err)
-	}
-	if cerr := after(); cerr != nil {
-		return cerr
-	}
+	_, err := call(p.env, "kafka-init", func() (struct{}, error) {
+		err := p.inner.Init(ctx)
+		if err != nil {
+			p.env.sim.trace.add("kafka-init", p.env.id, -1, "%v", err)
+		}
+		return struct{}{}, err
+	})
 	return err
 }
 
 func (p *relayPublisher) Publish(ctx context.Context, msgs []outbox.Message) (int, error) {
-	if len(msgs) > 0 {
-		if err := stagger(ctx, msgs[0].Bucket); err != nil {
-			return 0, err
-		}
+	if len(msgs) == 0 {
+		return call(p.env, "publish", func() (int, error) { return p.publish(ctx, msgs, -1) })
 	}
-	after, err := p.env.enter("publish")
-	if err != nil {
-		return 0, err
-	}
+	bucket := msgs[0].Bucket
+	return bucketCall(ctx, p.env, bucket, "publish", func() (int, error) { return p.publish(ctx, msgs, bucket) })
+}
+
+// publish checks the relay's lease on bucket (-1: none) and publishes msgs,
+// claiming an armed hand-over refusal for them.
+func (p *relayPublisher) publish(ctx context.Context, msgs []outbox.Message, bucket int) (int, error) {
 	e := p.env
-	bucket := -1
-	if len(msgs) > 0 {
-		bucket = msgs[0].Bucket
-		left, held := e.sim.leases.left(e.id, bucket, e.sim.clock.Now())
-		if held {
+	if bucket >= 0 {
+		if left, held := e.leaseLeft("publish", bucket, msgs); held {
 			e.sim.notePublishMargin(e, bucket, left)
 		}
-		if !held {
-			e.sim.outsideLease.Add(1)
-			e.sim.trace.add("late-publish", e.id, bucket, "publishing %s outside the relay's lease", seqRange(msgs))
-		}
 	}
-	var acked int
-	h := e.sim.claimHandoverIf(e, msgs)
-	acked, err = p.inner.Publish(ctx, msgs)
+	h := e.sim.claimHandover(e, msgs)
+	acked, err := p.inner.Publish(ctx, msgs)
 	if h != nil {
 		e.hold.Store(nil)
 		e.sim.endHandover(e, h)
 	}
 	e.sim.trace.add("publish", e.id, bucket, "%s acked=%d err=%v", seqRange(msgs), acked, err)
-	if cerr := after(); cerr != nil {
-		return 0, cerr
-	}
 	return acked, err
 }
 
@@ -345,7 +297,7 @@ type notifier struct{ sim *sim }
 var _ outbox.Notifier = notifier{}
 
 func (n notifier) Notify(_ context.Context, w outbox.WakeUp) error {
-	n.sim.invoke(invocation{Trigger: string(outboxlambda.SourceWake), Buckets: w.Buckets, Hop: w.Hop, Join: w.Join})
+	n.sim.invoke(wakePayload(w))
 	return nil
 }
 

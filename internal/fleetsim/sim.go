@@ -18,10 +18,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/spillway-dev/spillway/internal/lab"
 	"github.com/spillway-dev/spillway/internal/lambdasim"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
-	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
@@ -84,9 +84,15 @@ func genPhases(cfg Config) []phase {
 
 // sim is one simulation run.
 type sim struct {
-	cfg    Config
-	ctx    context.Context
-	cancel context.CancelFunc
+	cfg Config
+	// lab runs the simulation's own events (the seed's writer operations,
+	// phases and faults, the schedule, the Lambda emulator's delayed
+	// steps), driven by the driver (lab.Sim.Drive): it runs them itself,
+	// in time order and at one instant in the order they were queued, once
+	// every process is parked, so what they start does not depend on
+	// which timer goroutine the scheduler runs first. ctx is its context.
+	lab *lab.Sim
+	ctx context.Context
 	// clock is the bubble's: true time. start is the first instant.
 	clock outbox.SystemClock
 	start time.Time
@@ -101,7 +107,7 @@ type sim struct {
 
 	ddb *outboxlocal.DynamoDB
 	raw *dynamodb.Client
-	// bizRefused counts the refused business Puts of every client.
+	// bizRefused counts the refused business Puts of the writers.
 	bizRefused atomic.Int64
 	table      string
 	orders     string
@@ -130,23 +136,18 @@ type sim struct {
 	kafkaMu   sync.Mutex
 	kafkaDown bool
 
-	agenda *agenda
-
-	mu          sync.Mutex
-	relayFn     *lambdasim.Function[*env]
-	holdFn      *lambdasim.Function[*env]
-	holdBudget  time.Duration
-	pool        []*env
-	holds       []*env
-	envSerial   int
-	invSerial   int
-	runSerial   int
-	invocations int
-	pending     []pendingFault
-	failure     *Violation
-	stats       stats
-	refusedByOp map[string]int
-	rounds      []time.Time
+	mu      sync.Mutex
+	relayFn *lambdasim.Function[*env]
+	holdFn  *lambdasim.Function[*env]
+	// envs are the live execution environments of both functions.
+	envs      []*env
+	invSerial int
+	runSerial int
+	pending   []pendingFault
+	failure   *Violation
+	// rep holds the figures counted during the run; report completes it.
+	rep    Report
+	rounds []time.Time
 
 	// Driver state.
 	steps         int
@@ -155,24 +156,8 @@ type sim struct {
 	prevBiz       int64
 	prevNow       time.Time
 	prevQuiet     bool
-	quietTime     time.Duration
-	refusedCause  map[string]int
 	writesClosed  bool
 	lastDrainScan time.Time
-}
-
-type stats struct {
-	runs, joined, releaseSkipped, fatal int
-	crashes, timeouts, pauses           int
-	abandonedOps                        int
-	throttles                           int
-	faults                              map[string]int
-	hits                                map[string]int
-	thinPublishes                       int
-	leastLeft                           time.Duration
-	parked                              int
-	records, distinct, duplicates       int
-	overlaps                            int
 }
 
 // Run runs the simulation cfg describes in a testing/synctest bubble of
@@ -180,7 +165,8 @@ type stats struct {
 // time: it moves only when every simulated process is blocked, so the
 // run's timings do not depend on how fast or loaded the machine is. The
 // error is a *Violation when an invariant broke, or what stopped the
-// setup. A seed replays: see Determinism in the package documentation.
+// setup. A seed replays its workload and faults: see Determinism in the
+// package documentation for how exactly its figures do.
 func Run(t *testing.T, cfg Config) (*Report, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -228,17 +214,22 @@ func run(ctx context.Context, cfg Config, abort <-chan struct{}) (*Report, error
 }
 
 func newSim(parent context.Context, cfg Config, abort <-chan struct{}) (*sim, error) {
-	ctx, cancel := context.WithCancel(parent)
-	s := &sim{
-		cfg: cfg, ctx: ctx, cancel: cancel, start: trueNow(), abort: abort,
-		pokes:        make(chan struct{}, 1),
-		leases:       newLeaseBook(cfg.LeaseDuration),
-		causes:       newCauseBook(cfg.settle()),
-		refusedByOp:  map[string]int{},
-		refusedCause: map[string]int{},
-		stats:        stats{faults: map[string]int{}, hits: map[string]int{}},
+	l, err := lab.NewSim(parent, lab.Config{Settle: synctest.Wait})
+	if err != nil {
+		return nil, err
 	}
-	s.agenda = &agenda{queued: s.poke}
+	s := &sim{
+		cfg: cfg, lab: l, ctx: l.Context(), start: trueNow(), abort: abort,
+		pokes:  make(chan struct{}, 1),
+		leases: newLeaseBook(cfg.LeaseDuration),
+		causes: newCauseBook(cfg.settle()),
+		rep: Report{
+			Seed: cfg.Seed, BucketCount: cfg.BucketCount, LeaseDuration: cfg.LeaseDuration, RenewInterval: cfg.RenewInterval,
+			Concurrency: cfg.Concurrency, Writers: cfg.Writers, Keys: cfg.Keys, OrderFaults: cfg.OrderFaults,
+			RefusedByCause: map[string]int{}, RefusedByOp: map[string]int{}, Faults: map[string]int{}, FaultsHit: map[string]int{},
+		},
+	}
+	l.Drive(s.poke)
 	s.trace = newTracer(s.start, s.poke)
 	s.obs = observer{s}
 	if err := s.setup(); err != nil {
@@ -336,14 +327,19 @@ func (s *sim) placeOrders(ctx context.Context) error {
 		if op.kind != opTxnRejected {
 			continue
 		}
-		if _, err := s.raw.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.orders), Item: map[string]types.AttributeValue{
-			outboxddb.DefaultPartitionKey: &types.AttributeValueMemberS{Value: "ORDER#" + op.order},
-			outboxddb.DefaultSortKey:      &types.AttributeValueMemberS{Value: "ORDER"},
-		}}); err != nil {
+		if _, err := s.raw.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.orders), Item: orderItem(op.order)}); err != nil {
 			return fmt.Errorf("fleetsim: place order %s: %w", op.order, err)
 		}
 	}
 	return nil
+}
+
+// orderItem is the business item of order in the orders table.
+func orderItem(order string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		outboxddb.DefaultPartitionKey: &types.AttributeValueMemberS{Value: "ORDER#" + order},
+		outboxddb.DefaultSortKey:      &types.AttributeValueMemberS{Value: "ORDER"},
+	}
 }
 
 // schedule queues the seed's events: writer operations, phases, faults,
@@ -369,15 +365,12 @@ func (s *sim) schedule() {
 	}
 	var sweep func()
 	sweep = func() {
-		s.invoke(invocation{Trigger: string(outboxlambda.SourceSchedule)})
+		s.invoke(schedulePayload)
 		s.at(s.clock.Now().Add(scheduleEvery), sweep)
 	}
 	s.at(start.Add(scheduleEvery/2), sweep)
 	s.at(start.Add(s.cfg.WriteDuration), func() {
-		for _, p := range s.writers {
-			close(p.ops)
-		}
-		s.writesClosed = true
+		s.closeWrites()
 		s.trace.add("phase", "", -1, "writes end; relays drain")
 		if s.cfg.quarantine() {
 			s.replayWhileParked()
@@ -407,7 +400,7 @@ func (s *sim) churnAt(t time.Time) bool {
 
 // at queues fn to run on the driver at true time t.
 func (s *sim) at(t time.Time, fn func()) {
-	s.agenda.At(t, func(time.Time) error { fn(); return nil })
+	s.lab.At(t, func(time.Time) error { fn(); return nil })
 }
 
 // fail records the first violation; the driver stops at its next step.
@@ -457,7 +450,7 @@ func (s *sim) drive() error {
 		if v := s.failed(); v != nil {
 			return v
 		}
-		ran, err := s.agenda.runDue(now)
+		ran, err := s.lab.RunDue(now)
 		if err != nil {
 			return err
 		}
@@ -472,11 +465,11 @@ func (s *sim) drive() error {
 			return nil
 		}
 		if now.After(end) {
-			n, _ := s.pendingMessages(s.ctx)
+			n, _ := s.countPartitions(s.ctx, "MESSAGES")
 			return &Violation{Invariant: "drain", bucket: -1, At: s.offset(now), Detail: fmt.Sprintf(
 				"%d messages still in the outbox %v after the writes ended (%d runs active)", n, s.cfg.MaxDrain, s.activeRunCount())}
 		}
-		next, ok := s.agenda.next()
+		next, ok := s.lab.Next()
 		if !ok {
 			return &Violation{Invariant: "progress", bucket: -1, At: s.offset(now), Detail: "no event pending"}
 		}
@@ -503,11 +496,11 @@ func (s *sim) observe(now time.Time) {
 			s.fail(&Violation{Invariant: "no refused write in a quiet window", bucket: -1, Detail: fmt.Sprintf(
 				"%d conditional writes refused with no fault and no membership change within %v", refused, s.cfg.settle())})
 		} else {
-			s.refusedCause[c.kind] += refused
+			s.rep.RefusedByCause[c.kind] += refused
 		}
 	}
 	if s.prevQuiet {
-		s.quietTime += now.Sub(s.prevNow)
+		s.rep.QuietTime += now.Sub(s.prevNow)
 	}
 	s.prevQuiet = c == nil && s.joinedRuns() > 0
 	s.prevNow = now
@@ -520,19 +513,9 @@ func (s *sim) joinedRuns() int {
 	n := 0
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, e := range s.pool {
-		if r := e.run.Load(); r != nil && e.busy && r.joined.Load() {
-			n++
-		}
-	}
-	return n + s.holdsJoined()
-}
-
-// holdsJoined counts hold relays running; they join at once.
-func (s *sim) holdsJoined() int {
-	n := 0
-	for _, e := range s.holds {
-		if e.busy {
+	for _, e := range s.envs {
+		// Hold relays join at once.
+		if r := e.run.Load(); r != nil && e.busy && (e.function == fnHold || r.joined.Load()) {
 			n++
 		}
 	}
@@ -552,7 +535,7 @@ func (s *sim) finished(now time.Time) (bool, error) {
 		return false, nil
 	}
 	s.lastDrainScan = now
-	n, err := s.pendingMessages(s.ctx)
+	n, err := s.countPartitions(s.ctx, "MESSAGES")
 	if err != nil || n > 0 {
 		return false, err
 	}
@@ -573,9 +556,9 @@ func (s *sim) finish() error {
 	s.wgWrite.Wait()
 	s.wgReplay.Wait()
 	s.mu.Lock()
-	pool := slices.Clone(s.pool)
+	envs := slices.Clone(s.envs)
 	s.mu.Unlock()
-	for _, e := range pool {
+	for _, e := range envs {
 		s.retire(e)
 	}
 	for _, m := range s.wl.msgs {
@@ -590,20 +573,21 @@ func (s *sim) finish() error {
 	}
 	dc, v := checkRecords(s.wl, recs, outbox.DefaultMessageIDHeaderName)
 	s.mu.Lock()
-	s.stats.records, s.stats.distinct, s.stats.duplicates = dc.records, dc.distinct, dc.duplicates
+	s.rep.Records, s.rep.Delivered, s.rep.Duplicates = dc.records, dc.distinct, dc.duplicates
 	s.mu.Unlock()
 	if v != nil {
 		v.At = s.offset(s.clock.Now())
 		return v
 	}
 	lv, overlaps := s.leases.checkAll()
-	s.hit(causeMixedSkew, s.leases.plainTakeovers())
-	if mv := s.leases.checkMixed(s.cfg.RenewInterval, s.cfg.mixedSkewLimit()); mv != nil && lv == nil {
+	mv, takeovers := s.leases.checkMixed(s.cfg.RenewInterval, s.cfg.mixedSkewLimit())
+	s.hit(causeMixedSkew, takeovers)
+	if mv != nil && lv == nil {
 		return &Violation{Invariant: "mixed-fleet lease exclusivity", Detail: mv.String() + " within a round of its holder's last one", bucket: mv.bucket,
 			relays: []string{mv.first.relay, mv.second.relay}, At: s.offset(s.clock.Now())}
 	}
 	s.mu.Lock()
-	s.stats.overlaps = overlaps
+	s.rep.LeaseOverlaps = overlaps
 	s.mu.Unlock()
 	if lv != nil {
 		return &Violation{Invariant: "lease exclusivity", Detail: lv.String(), bucket: lv.bucket, relays: []string{lv.first.relay, lv.second.relay}, At: s.offset(s.clock.Now())}
@@ -615,13 +599,8 @@ func (s *sim) finish() error {
 // cancelled, and a paused goroutine sleeps its pause out on the bubble's
 // clock, which nothing else holds back any more.
 func (s *sim) close() {
-	s.cancel()
-	if s.writers != nil && !s.writesClosed {
-		for _, p := range s.writers {
-			close(p.ops)
-		}
-		s.writesClosed = true
-	}
+	_ = s.lab.Stop()
+	s.closeWrites()
 	s.wgWrite.Wait()
 	s.wgReplay.Wait()
 	for _, fn := range []*lambdasim.Function[*env]{s.relayFn, s.holdFn} {
@@ -630,10 +609,9 @@ func (s *sim) close() {
 		}
 	}
 	s.mu.Lock()
-	pool := slices.Clone(s.pool)
-	holds := slices.Clone(s.holds)
+	envs := slices.Clone(s.envs)
 	s.mu.Unlock()
-	for _, e := range append(pool, holds...) {
+	for _, e := range envs {
 		e.closeKafka()
 	}
 	if s.kafka != nil {
@@ -642,6 +620,17 @@ func (s *sim) close() {
 	if s.ddb != nil {
 		_ = s.ddb.Close()
 	}
+}
+
+// closeWrites ends the writers' operations, once.
+func (s *sim) closeWrites() {
+	if s.writesClosed {
+		return
+	}
+	for _, p := range s.writers {
+		close(p.ops)
+	}
+	s.writesClosed = true
 }
 
 // explain completes a violation with the seed, a trace excerpt and the
@@ -680,19 +669,10 @@ func (s *sim) explain(v *Violation) {
 func (s *sim) report() *Report {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := &Report{
-		Seed: s.cfg.Seed, BucketCount: s.cfg.BucketCount, LeaseDuration: s.cfg.LeaseDuration, RenewInterval: s.cfg.RenewInterval,
-		Concurrency: s.cfg.Concurrency, Writers: s.cfg.Writers, Keys: s.cfg.Keys,
-		Invocations: s.invocations, Runs: s.stats.runs, Joined: s.stats.joined, Environments: s.envSerial,
-		Crashes: s.stats.crashes, Timeouts: s.stats.timeouts, Pauses: s.stats.pauses, ReleaseSkipped: s.stats.releaseSkipped,
-		FatalRuns: s.stats.fatal, OutsideLease: int(s.outsideLease.Load()), LeaseOverlaps: s.stats.overlaps,
-		RefusedByCause: s.refusedCause, RefusedByOp: s.refusedByOp, BusinessRefused: int(s.bizRefused.Load()),
-		QuietTime: s.quietTime, Faults: s.stats.faults, FaultsHit: s.stats.hits, OrderFaults: s.cfg.OrderFaults,
-		Parked: s.stats.parked, ThinPublishes: s.stats.thinPublishes, LeastLeaseLeft: s.stats.leastLeft, Causes: s.causes.count(),
-		Records: s.stats.records, Delivered: s.stats.distinct, Duplicates: s.stats.duplicates,
-		AbandonedOps: s.stats.abandonedOps, Throttles: s.stats.throttles,
-		Steps: s.steps,
-	}
+	r := new(Report)
+	*r = s.rep
+	r.OutsideLease, r.BusinessRefused = int(s.outsideLease.Load()), int(s.bizRefused.Load())
+	r.Causes, r.Steps = s.causes.count(), s.steps
 	for _, p := range s.phases {
 		if p.steady && p.end-p.start == steadyPhase {
 			r.SteadyPhases++
@@ -712,7 +692,7 @@ func (s *sim) report() *Report {
 			}
 		}
 	}
-	for _, n := range s.refusedCause {
+	for _, n := range s.rep.RefusedByCause {
 		r.Refused += n
 	}
 	for _, t := range s.rounds {
@@ -734,12 +714,26 @@ func (s *sim) notePublishMargin(e *env, bucket int, left time.Duration) {
 		return
 	}
 	s.mu.Lock()
-	if s.stats.thinPublishes == 0 || left < s.stats.leastLeft {
-		s.stats.leastLeft = left
+	if s.rep.ThinPublishes == 0 || left < s.rep.LeastLeaseLeft {
+		s.rep.LeastLeaseLeft = left
 	}
-	s.stats.thinPublishes++
+	s.rep.ThinPublishes++
 	s.mu.Unlock()
 	s.trace.add("thin-publish", e.id, bucket, "publish starts with %v of the lease left", left)
+}
+
+// add adds n to the figure f of s.rep.
+func (s *sim) add(f *int, n int) {
+	s.mu.Lock()
+	*f += n
+	s.mu.Unlock()
+}
+
+// count adds n to m[kind], a figure of s.rep.
+func (s *sim) count(m map[string]int, kind string, n int) {
+	s.mu.Lock()
+	m[kind] += n
+	s.mu.Unlock()
 }
 
 // noteRound records the start of an acquisition round.
@@ -756,17 +750,13 @@ func (o observer) Observe(e outbox.Event) {
 	switch e.Kind {
 	case outbox.EventRefusedWrite:
 		o.s.mu.Lock()
-		o.s.refusedByOp[e.Op] += e.Count
+		o.s.rep.RefusedByOp[e.Op] += e.Count
 		o.s.mu.Unlock()
 		o.s.trace.add("refused", e.RelayID, e.Bucket, "%s", e.Op)
 	case outbox.EventParked:
-		o.s.mu.Lock()
-		o.s.stats.parked += e.Count
-		o.s.mu.Unlock()
+		o.s.add(&o.s.rep.Parked, e.Count)
 		o.s.trace.add("parked", e.RelayID, e.Bucket, "%s", e.Park)
 	case outbox.EventThrottle:
-		o.s.mu.Lock()
-		o.s.stats.throttles += e.Count
-		o.s.mu.Unlock()
+		o.s.add(&o.s.rep.Throttles, e.Count)
 	}
 }

@@ -1,10 +1,9 @@
 package fleetsim
 
 import (
-	"bufio"
 	"fmt"
-	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -70,31 +69,18 @@ func (t *tracer) excerpt(limit int, keep func(traceEvent) bool) []traceEvent {
 			out = append(out, t.events[i])
 		}
 	}
-	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-		out[i], out[j] = out[j], out[i]
-	}
+	slices.Reverse(out)
 	return out
 }
 
 // writeFile writes every event to path.
 func (t *tracer) writeFile(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriter(f)
-	t.writeTo(w)
-	if err := w.Flush(); err != nil {
-		_ = f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func (t *tracer) writeTo(w io.Writer) {
+	var b strings.Builder
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	for _, e := range t.events {
-		fmt.Fprintln(w, e.String())
+		b.WriteString(e.String())
+		b.WriteByte('\n')
 	}
+	t.mu.Unlock()
+	return os.WriteFile(path, []byte(b.String()), 0o644)
 }

@@ -29,7 +29,7 @@ type writerProc struct {
 	n   int
 	w   *outboxddb.Writer
 	// client is the process's, for the business transactions.
-	client *trackedClient
+	client *dynamodb.Client
 	ops    chan *writerOp
 }
 
@@ -73,9 +73,7 @@ func (p *writerProc) exec(ctx context.Context, op *writerOp) {
 			return
 		}
 	}
-	s.mu.Lock()
-	s.stats.abandonedOps++
-	s.mu.Unlock()
+	s.add(&s.rep.AbandonedOps, 1)
 }
 
 // try runs attempt of op and returns the stored messages in op order.
@@ -103,11 +101,8 @@ func (p *writerProc) try(ctx context.Context, op *writerOp, attempt int) ([]outb
 			return nil, err
 		}
 		business := types.TransactWriteItem{Put: &types.Put{
-			TableName: aws.String(s.orders),
-			Item: map[string]types.AttributeValue{
-				outboxddb.DefaultPartitionKey: &types.AttributeValueMemberS{Value: "ORDER#" + op.order},
-				outboxddb.DefaultSortKey:      &types.AttributeValueMemberS{Value: "ORDER"},
-			},
+			TableName:                aws.String(s.orders),
+			Item:                     orderItem(op.order),
 			ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
 			ExpressionAttributeNames: map[string]string{"#pk": outboxddb.DefaultPartitionKey},
 		}}
@@ -117,6 +112,11 @@ func (p *writerProc) try(ctx context.Context, op *writerOp, attempt int) ([]outb
 			TransactItems:      append([]types.TransactWriteItem{business}, items...),
 			ClientRequestToken: aws.String(hex.EncodeToString(id[:])),
 		})
+		if businessRefused(err) {
+			// Counted before the writer can block again, so the driver
+			// never sees the Counter's refusal without its explanation.
+			s.bizRefused.Add(1)
+		}
 		if err != nil {
 			return nil, p.w.ExplainTransactionError(err, items)
 		}
@@ -148,9 +148,7 @@ func (s *sim) hideOne(msgs []outbox.Message) {
 			pk := fmt.Sprintf("%s#MESSAGES#%d", outboxddb.DefaultKeyPrefix, m.Bucket)
 			sk := fmt.Sprintf("%019d", m.Sequence)
 			s.ddb.Faults.HideFromNextQuery(pk, sk)
-			s.mu.Lock()
-			s.stats.faults["read-committed"]++
-			s.mu.Unlock()
+			s.count(s.rep.Faults, "read-committed", 1)
 			s.trace.add("fault", "", m.Bucket, "read-committed: hide sequence %d from the next query", m.Sequence)
 			return
 		}
