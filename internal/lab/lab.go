@@ -11,9 +11,10 @@
 // their figures are exact, so the same seed gives the same report. They run
 // as tests (internal/lab's TestStudies, `make lab`), which regenerate the
 // tables in docs/lab/ with -update, as golden files are. They share the
-// participants and timing of a bubble (Sim) and the relay function on the
-// Lambda emulator whose environments run the real relay handler
-// (RelayFunction).
+// participants and timing of a bubble (Sim), the DynamoDB client whose
+// requests take their round trip on the bubble's clock and are told to the
+// study's observer (Client), and the relay function on the Lambda emulator
+// whose environments run the real relay handler (RelayFunction).
 //
 // A scenario exists in a binary that imports its package (each registers
 // itself from init), so the CLI, which links only the real-time package,

@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"sync"
-
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
@@ -99,36 +96,4 @@ func (e *embedded) tally() tally {
 	// so every attempt counted is one the relays sent, as with the model.
 	c := e.ddb.Counter.Snapshot()
 	return tally{Requests: c.Requests, Refused: c.Refused, ReadUnits: c.ReadUnits, WriteUnits: c.WriteUnits}
-}
-
-// readTap passes requests through and measures the coordination reads:
-// Query pages and the bytes of the items they returned (DynamoDB's item
-// sizing), whatever the backend.
-type readTap struct {
-	outboxddb.Client
-
-	mu    sync.Mutex
-	pages int
-	bytes int
-}
-
-func (t *readTap) Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	out, err := t.Client.Query(ctx, in, optFns...)
-	if err == nil {
-		size := 0
-		for _, item := range out.Items {
-			size += outboxddb.ItemSize(item)
-		}
-		t.mu.Lock()
-		t.pages++
-		t.bytes += size
-		t.mu.Unlock()
-	}
-	return out, err
-}
-
-func (t *readTap) read() (pages, bytes int) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.pages, t.bytes
 }

@@ -130,10 +130,9 @@ type burst struct {
 	rep BurstReport
 	// messages holds each bucket's unpublished commits in commit order:
 	// the relays' outbox, outside the coordination partition.
-	messages   [][]outbox.Message
-	committed  int
-	owners     []string // holder per bucket after its latest round
-	ownedAll   bool
-	readUnits  []float64 // per simulated second since the first commit
-	writeUnits []float64
+	messages  [][]outbox.Message
+	committed int
+	owners    []string // holder per bucket after its latest round
+	ownedAll  bool
+	units     units // since the first commit
 }

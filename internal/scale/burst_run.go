@@ -87,7 +87,8 @@ func RunBurst(ctx context.Context, cfg BurstConfig) (BurstReport, error) {
 		return BurstReport{}, err
 	}
 	defer be.close()
-	b := &burst{cfg: cfg, start: runStart(time.Now()), be: be, sim: sim,
+	start := runStart(time.Now())
+	b := &burst{cfg: cfg, start: start, be: be, sim: sim, units: units{start: start, counted: be.tally()},
 		rng:      rand.New(rand.NewPCG(cfg.Seed, 0xb0257)),
 		messages: make([][]outbox.Message, cfg.Buckets), owners: make([]string, cfg.Buckets)}
 	b.rep.Config = cfg
@@ -138,7 +139,7 @@ func RunBurst(ctx context.Context, cfg BurstConfig) (BurstReport, error) {
 	b.rep.WakeUps += st.Continuations
 	total := be.tally()
 	b.rep.Refused, b.rep.ReadUnits, b.rep.WriteUnits, b.rep.Requests = total.Refused, total.ReadUnits, total.WriteUnits, total.Requests
-	b.rep.PeakReadUnits, b.rep.PeakWriteUnits = slices.Max(append(b.readUnits, 0)), slices.Max(append(b.writeUnits, 0))
+	b.rep.PeakReadUnits, b.rep.PeakWriteUnits = b.units.peak(0, len(b.units.read))
 	for _, msgs := range b.messages {
 		b.rep.Unpublished += len(msgs)
 	}
@@ -164,10 +165,23 @@ func (b *burst) functionConfig() (outboxlambda.Config, error) {
 // newFunction deploys the relay function on the Lambda emulator, on the
 // bubble's clock: an environment is one relay (its id, its store), as the
 // function's init builds it, kept warm for the rest of the run. Its store
-// sends one request at a time, each a round trip of burstClient; its
+// sends one request at a time, each a round trip of the bubble's clock
+// (lease writes and prunes a fraction of one: a store sends several of them
+// at once) whose units are charged to the second it is applied in; its
 // publisher acknowledges at once.
 func (b *burst) newFunction() (*lambdasim.Function[*lab.RelayEnv], error) {
-	client := &burstClient{Client: b.be.client(), b: b, latency: b.cfg.Latency, writeLatency: b.cfg.Latency / time.Duration(b.cfg.StoreParallel)}
+	writeLatency := b.cfg.Latency / time.Duration(b.cfg.StoreParallel)
+	client := &lab.Client{
+		Inner: b.be.client(),
+		Latency: func(in any) time.Duration {
+			switch in.(type) {
+			case *dynamodb.UpdateItemInput, *dynamodb.DeleteItemInput:
+				return writeLatency
+			}
+			return b.cfg.Latency
+		},
+		Observe: b.charge,
+	}
 	return lab.NewRelayFunction(lab.RelayFunction{
 		Lambda: lambdasim.Config[*lab.RelayEnv]{
 			Scheduler:           b.sim,
@@ -276,16 +290,15 @@ func (b *burst) acked(msgs []outbox.Message, at time.Time) {
 	}
 }
 
-// charge adds a request's units to the second it was applied in. Called
-// with b.mu held.
-func (b *burst) charge(at time.Time, d tally) {
-	s := int(at.Sub(b.start) / time.Second)
-	for len(b.readUnits) <= s {
-		b.readUnits = append(b.readUnits, 0)
-		b.writeUnits = append(b.writeUnits, 0)
-	}
-	b.readUnits[s] += d.ReadUnits
-	b.writeUnits[s] += d.WriteUnits
+// charge is the relays' client's observer: it charges a request's units to
+// the second it was applied in. Time moves only once every goroutine is
+// blocked, so what the backend counted since the latest charge was applied
+// at this instant: this request, and any sent at the same instant whose
+// observer has not run yet.
+func (b *burst) charge(_ context.Context, req lab.Request) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d := b.units.charge(req.At, b.be.tally())
 	if b.ownedAll {
 		b.rep.RefusedAfterOwned += d.Refused
 	}
@@ -436,43 +449,4 @@ func (s *relayStore) Backlog(context.Context) (outbox.Backlog, error) {
 		}
 	}
 	return bl, nil
-}
-
-// burstClient is the relays' client: every request waits its round trip on
-// the bubble's clock before it is applied; lease writes and prunes wait
-// writeLatency, as a store sends several of them at once. Each request's
-// units are charged to the second it is applied in.
-type burstClient struct {
-	outboxddb.Client
-	b                     *burst
-	latency, writeLatency time.Duration
-}
-
-func send[O any](ctx context.Context, c *burstClient, latency time.Duration, call func() (O, error)) (O, error) {
-	if !outbox.Sleep(latency, ctx.Done()) {
-		var zero O
-		return zero, context.Cause(ctx)
-	}
-	c.b.mu.Lock()
-	defer c.b.mu.Unlock()
-	before := c.b.be.tally()
-	out, err := call()
-	c.b.charge(time.Now(), c.b.be.tally().since(before))
-	return out, err
-}
-
-func (c *burstClient) Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	return send(ctx, c, c.latency, func() (*dynamodb.QueryOutput, error) { return c.Client.Query(ctx, in, optFns...) })
-}
-
-func (c *burstClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	return send(ctx, c, c.latency, func() (*dynamodb.PutItemOutput, error) { return c.Client.PutItem(ctx, in, optFns...) })
-}
-
-func (c *burstClient) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	return send(ctx, c, c.writeLatency, func() (*dynamodb.UpdateItemOutput, error) { return c.Client.UpdateItem(ctx, in, optFns...) })
-}
-
-func (c *burstClient) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	return send(ctx, c, c.writeLatency, func() (*dynamodb.DeleteItemOutput, error) { return c.Client.DeleteItem(ctx, in, optFns...) })
 }

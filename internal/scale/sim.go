@@ -7,7 +7,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/spillway-dev/spillway/internal/lab"
+	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
 
 // window sums the rounds of consecutive renew intervals.
@@ -43,13 +46,11 @@ type run struct {
 	cfg   Config
 	fleet *fleet
 	be    backend
-	tap   *readTap
 	start time.Time
 
-	mu  sync.Mutex
-	cur window // the rounds since the last interval's end
-	// read and write units per simulated second since the start
-	readUnits, writeUnits []float64
+	mu    sync.Mutex
+	cur   window // the rounds since the last interval's end
+	units units
 }
 
 // Run simulates cfg's fleet starting together on an empty table until it
@@ -73,13 +74,11 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		return Report{}, err
 	}
 	defer be.close()
-	tap := &readTap{Client: be.client()}
 	start := runStart(time.Now())
-	f, err := newFleet(cfg, tap, be.table(), start)
-	if err != nil {
+	r := &run{cfg: cfg, be: be, start: start, units: units{start: start, counted: be.tally()}}
+	if r.fleet, err = newFleet(cfg, &lab.Client{Inner: be.client(), Observe: r.readPage}, be.table(), start); err != nil {
 		return Report{}, err
 	}
-	r := &run{cfg: cfg, fleet: f, be: be, tap: tap, start: start}
 	sim.Go(r.play)
 	rep, err := r.measure(sim)
 	return rep, errors.Join(err, sim.Stop())
@@ -144,36 +143,38 @@ func (r *run) play(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		}
-		before := r.be.tally()
-		pages, bytes := r.tap.read()
 		acq, err := r.fleet.round(ctx, next)
 		if err != nil {
 			return err
 		}
-		d := r.be.tally().since(before)
-		p, b := r.tap.read()
 		r.mu.Lock()
 		r.cur.rounds++
 		r.cur.claims += len(acq.Claimed)
 		r.cur.releases += len(acq.Released)
 		r.cur.lost += len(acq.Lost)
-		r.cur.tally.add(d)
-		r.cur.pages += p - pages
-		r.cur.bytes += b - bytes
-		r.charge(at, d)
+		// Only the rounds send requests, one round at a time: what the
+		// backend counted since the last round is this round's.
+		r.cur.tally.add(r.units.charge(at, r.be.tally()))
 		r.mu.Unlock()
 	}
 }
 
-// charge adds a round's units to the second it ran in.
-func (r *run) charge(at time.Time, d tally) {
-	s := int(at.Sub(r.start) / time.Second)
-	for len(r.readUnits) <= s {
-		r.readUnits = append(r.readUnits, 0)
-		r.writeUnits = append(r.writeUnits, 0)
+// readPage is the fleet's client's observer: it measures the coordination
+// reads, Query pages and the bytes of the items they returned (DynamoDB's
+// item sizing), whatever the backend.
+func (r *run) readPage(_ context.Context, req lab.Request) {
+	out, ok := req.Out.(*dynamodb.QueryOutput)
+	if !ok || req.Err != nil {
+		return
 	}
-	r.readUnits[s] += d.ReadUnits
-	r.writeUnits[s] += d.WriteUnits
+	size := 0
+	for _, item := range out.Items {
+		size += outboxddb.ItemSize(item)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cur.pages++
+	r.cur.bytes += size
 }
 
 // phase summarizes a window: totals, per-second mean and peak over the
@@ -199,9 +200,41 @@ func (r *run) phase(w window) Phase {
 		return p
 	}
 	from := w.first * int(r.cfg.LeaseRenewInterval/time.Second)
-	for s := from; s < from+p.Seconds && s < len(r.readUnits); s++ {
-		p.PeakReadUnits = max(p.PeakReadUnits, r.readUnits[s])
-		p.PeakWriteUnits = max(p.PeakWriteUnits, r.writeUnits[s])
-	}
+	p.PeakReadUnits, p.PeakWriteUnits = r.units.peak(from, from+p.Seconds)
 	return p
+}
+
+// units charges the capacity units a backend counted to the simulated
+// second they were spent in, counted from start. Its owner guards it.
+type units struct {
+	start time.Time
+	// counted is the backend's tally at the latest charge.
+	counted tally
+	// read and write units per simulated second since start
+	read, write []float64
+}
+
+// charge takes the backend's tally now, charges what it counted since the
+// latest charge to at's second and returns it.
+func (u *units) charge(at time.Time, now tally) tally {
+	d := now.since(u.counted)
+	u.counted = now
+	s := int(at.Sub(u.start) / time.Second)
+	for len(u.read) <= s {
+		u.read = append(u.read, 0)
+		u.write = append(u.write, 0)
+	}
+	u.read[s] += d.ReadUnits
+	u.write[s] += d.WriteUnits
+	return d
+}
+
+// peak returns the most read and write units charged to one second of
+// [from, to) (seconds since start), zero when none was.
+func (u *units) peak(from, to int) (read, write float64) {
+	for s := from; s < to && s < len(u.read); s++ {
+		read = max(read, u.read[s])
+		write = max(write, u.write[s])
+	}
+	return read, write
 }

@@ -8,8 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/spillway-dev/spillway/outbox"
-	"github.com/spillway-dev/spillway/outbox/outboxddb"
+	"github.com/spillway-dev/spillway/internal/lab"
 )
 
 // Kinds of coordination writes.
@@ -32,7 +31,7 @@ const (
 )
 
 // storeMethod names the outbox.Store call a request belongs to; envStore
-// puts it in the context so simClient can tell a keep from a renewal.
+// puts it in the context so the classifier can tell a keep from a renewal.
 type storeMethod string
 
 type storeMethodKey struct{}
@@ -62,29 +61,20 @@ type request struct {
 	kind         string
 }
 
-// simClient is the DynamoDB client of every simulated process: each request
-// first sleeps its round trip on the bubble's clock, is then sent to the
-// in-memory server (applied at the end of its round trip, in no simulated
-// time), and is classified and counted in the ledger.
-type simClient struct {
-	inner outboxddb.Client
-	s     *sim
+// classifier is the observer of every simulated process's DynamoDB client
+// (a lab.Client, whose requests each take their round trip on the bubble's
+// clock and are applied by the in-memory server at its end): it classifies
+// each request and counts it in the ledger.
+type classifier struct {
+	ledger *ledger
 	// pk is the partition key attribute, coordination the coordination
 	// partition's key value.
 	pk, coordination string
 }
 
-var _ outboxddb.Client = (*simClient)(nil)
-
-func roundTrip[I, O any](c *simClient, ctx context.Context, in I, class request,
-	send func(context.Context, I, ...func(*dynamodb.Options)) (O, error), optFns []func(*dynamodb.Options)) (O, error) {
-	var zero O
-	if !outbox.Sleep(c.s.cfg.Latency.DynamoDB, ctx.Done()) {
-		return zero, context.Cause(ctx)
-	}
-	out, err := send(ctx, in, optFns...)
-	c.s.ledger.request(class, c.s.clock.Now(), refused(err))
-	return out, err
+// observe is the lab.Client's Observe hook.
+func (c classifier) observe(ctx context.Context, r lab.Request) {
+	c.ledger.request(c.classify(ctx, r.In), r.At, refused(r.Err))
 }
 
 // refused reports a refused conditional write.
@@ -104,7 +94,7 @@ func refused(err error) bool {
 	return false
 }
 
-func (c *simClient) partitionOf(key map[string]types.AttributeValue) string {
+func (c classifier) partitionOf(key map[string]types.AttributeValue) string {
 	if v, ok := key[c.pk].(*types.AttributeValueMemberS); ok {
 		return v.Value
 	}
@@ -113,7 +103,7 @@ func (c *simClient) partitionOf(key map[string]types.AttributeValue) string {
 
 // mentionsCoordination reports whether a query's expression values name
 // the coordination partition.
-func (c *simClient) mentionsCoordination(values map[string]types.AttributeValue) bool {
+func (c classifier) mentionsCoordination(values map[string]types.AttributeValue) bool {
 	for _, v := range values {
 		if s, ok := v.(*types.AttributeValueMemberS); ok && s.Value == c.coordination {
 			return true
@@ -147,7 +137,7 @@ func leaseWriteKind(m storeMethod, values map[string]types.AttributeValue) strin
 	return KindLeaseOther
 }
 
-func (c *simClient) readKind(ctx context.Context) string {
+func (c classifier) readKind(ctx context.Context) string {
 	switch methodOf(ctx) {
 	case methodRead:
 		return KindTrustCheck
@@ -161,65 +151,42 @@ func (c *simClient) readKind(ctx context.Context) string {
 	return KindOtherRead
 }
 
-func (c *simClient) Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	class := request{kind: kindMessageRead}
-	if c.mentionsCoordination(in.ExpressionAttributeValues) {
-		class = request{coordination: true, kind: c.readKind(ctx)}
-	}
-	return roundTrip(c, ctx, in, class, c.inner.Query, optFns)
-}
-
-func (c *simClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	class := request{write: true, kind: kindMessageWrite}
-	if c.partitionOf(in.Item) == c.coordination {
-		// A heartbeat only moves forward (conditional); the stopped stamp
-		// is written unconditionally.
-		class = request{coordination: true, write: true, kind: KindHeartbeat}
-		if in.ConditionExpression == nil {
-			class.kind = KindStopped
+// classify tells a request's partition and kind from its input and, for
+// the coordination partition, the store call that sent it.
+func (c classifier) classify(ctx context.Context, in any) request {
+	switch in := in.(type) {
+	case *dynamodb.QueryInput:
+		if c.mentionsCoordination(in.ExpressionAttributeValues) {
+			return request{coordination: true, kind: c.readKind(ctx)}
 		}
-	}
-	return roundTrip(c, ctx, in, class, c.inner.PutItem, optFns)
-}
-
-func (c *simClient) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	class := request{write: true, kind: kindMessageWrite}
-	if c.partitionOf(in.Key) == c.coordination {
-		class = request{coordination: true, write: true, kind: leaseWriteKind(methodOf(ctx), in.ExpressionAttributeValues)}
-	}
-	return roundTrip(c, ctx, in, class, c.inner.UpdateItem, optFns)
-}
-
-func (c *simClient) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	class := request{write: true, kind: kindMessageWrite}
-	if c.partitionOf(in.Key) == c.coordination {
-		class = request{coordination: true, write: true, kind: KindPrune}
-	}
-	return roundTrip(c, ctx, in, class, c.inner.DeleteItem, optFns)
-}
-
-func (c *simClient) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error) {
-	class := request{write: true, kind: kindMessageWrite}
-	for _, writes := range in.RequestItems {
-		for _, w := range writes {
-			if (w.DeleteRequest != nil && c.partitionOf(w.DeleteRequest.Key) == c.coordination) ||
-				(w.PutRequest != nil && c.partitionOf(w.PutRequest.Item) == c.coordination) {
-				class = request{coordination: true, write: true, kind: KindLeaseOther}
+		return request{kind: kindMessageRead}
+	case *dynamodb.PutItemInput:
+		if c.partitionOf(in.Item) == c.coordination {
+			// A heartbeat only moves forward (conditional); the stopped
+			// stamp is written unconditionally.
+			if in.ConditionExpression == nil {
+				return request{coordination: true, write: true, kind: KindStopped}
+			}
+			return request{coordination: true, write: true, kind: KindHeartbeat}
+		}
+	case *dynamodb.UpdateItemInput:
+		if c.partitionOf(in.Key) == c.coordination {
+			return request{coordination: true, write: true, kind: leaseWriteKind(methodOf(ctx), in.ExpressionAttributeValues)}
+		}
+	case *dynamodb.DeleteItemInput:
+		if c.partitionOf(in.Key) == c.coordination {
+			return request{coordination: true, write: true, kind: KindPrune}
+		}
+	case *dynamodb.BatchWriteItemInput:
+		for _, writes := range in.RequestItems {
+			for _, w := range writes {
+				if (w.DeleteRequest != nil && c.partitionOf(w.DeleteRequest.Key) == c.coordination) ||
+					(w.PutRequest != nil && c.partitionOf(w.PutRequest.Item) == c.coordination) {
+					return request{coordination: true, write: true, kind: KindLeaseOther}
+				}
 			}
 		}
 	}
-	return roundTrip(c, ctx, in, class, c.inner.BatchWriteItem, optFns)
-}
-
-func (c *simClient) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	return roundTrip(c, ctx, in, request{write: true, kind: kindMessageWrite}, c.inner.TransactWriteItems, optFns)
-}
-
-// CreateTable and DescribeTable are set-up calls: not timed, not counted.
-func (c *simClient) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
-	return c.inner.CreateTable(ctx, in, optFns...)
-}
-
-func (c *simClient) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
-	return c.inner.DescribeTable(ctx, in, optFns...)
+	// Any other write (a commit's TransactWriteItems) is message traffic.
+	return request{write: true, kind: kindMessageWrite}
 }

@@ -52,10 +52,11 @@
 // # Accounting
 //
 // Every DynamoDB request of the relays and writers passes through one
-// wrapper (simClient) that classifies it by partition: a write (PutItem,
-// UpdateItem, DeleteItem) to the {prefix}#COORDINATION partition is a
-// coordination write, split by kind (heartbeat, keep, claim, release,
-// renew, stopped stamp, prune); a Query of it is a coordination read (the
+// client (a lab.Client) whose observer, the classifier, classifies it by
+// partition: a write (PutItem, UpdateItem, DeleteItem) to the
+// {prefix}#COORDINATION partition is a coordination write, split by kind
+// (heartbeat, keep, claim, release, renew, stopped stamp, prune); a Query
+// of it is a coordination read (the
 // woken relay's trust check, a round's read, the stop's re-reads);
 // everything else is message traffic. outboxlocal.Counter counts the same
 // requests at the SDK layer, attempts and capacity units included; the

@@ -37,8 +37,8 @@ func (s *sim) newEnvStore(re *lab.RelayEnv, store *outboxddb.Store) outbox.Store
 }
 
 // envStore is an environment's outbox.Store: it names the store call in the
-// context of its requests (for simClient's classification) and tells the
-// ledger what the relay now believes it owns, as the engine does: from the
+// context of its requests (for the classifier) and tells the ledger what
+// the relay now believes it owns, as the engine does: from the
 // start of a successful round or renewal, until a release starts, a round
 // fails or a renewal is refused. Of the outboxddb.Store's optional
 // interfaces it serves only outbox.LeaseReader: a trust check reads the

@@ -73,7 +73,7 @@ type sim struct {
 	cancel context.CancelFunc
 	clock  outbox.Clock
 	start  time.Time
-	client *simClient
+	client *lab.Client
 	table  string
 	ledger *ledger
 	lambda *lambdasim.Function[*lab.RelayEnv]
@@ -135,8 +135,13 @@ func (s *sim) build(ddb *outboxlocal.DynamoDB) error {
 	// only slow the run down (much so under the race detector).
 	client := ddb.NewClient(func(o *dynamodb.Options) { o.Credentials = aws.AnonymousCredentials{} })
 	storeOpts := fn.StoreOptions().WithDefaults()
-	s.client = &simClient{inner: client, s: s, pk: storeOpts.PartitionKey, coordination: storeOpts.KeyPrefix + "#COORDINATION"}
 	s.ledger = newLedger(cfg.Buckets, fn.LeaseDuration, s.start, s.start.Add(warmup))
+	counted := classifier{ledger: s.ledger, pk: storeOpts.PartitionKey, coordination: storeOpts.KeyPrefix + "#COORDINATION"}
+	s.client = &lab.Client{
+		Inner:   client,
+		Latency: func(any) time.Duration { return cfg.Latency.DynamoDB },
+		Observe: counted.observe,
+	}
 	var err error
 	if s.lambda, err = s.newLambda(); err != nil {
 		return err
@@ -176,7 +181,7 @@ func (s *sim) newWriterNotifier() (*outboxlambda.Notifier, error) {
 }
 
 // ownerReader marks a writer's reads of the coordination partition for
-// simClient's classification.
+// the classifier.
 type ownerReader struct{ inner *outboxddb.Store }
 
 func (o ownerReader) ReadCoordination(ctx context.Context) (outbox.Coordination, error) {

@@ -1,0 +1,94 @@
+package lab
+
+import (
+	"context"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxddb"
+)
+
+// Client is the DynamoDB client of a simulation's processes: every request
+// first waits its round trip on the bubble's clock (Latency), is then sent
+// to Inner, the in-memory backend, which applies it at the end of its round
+// trip in no simulated time, and Observe is told of it. A request whose
+// context ends during its round trip is never sent, nor observed. The
+// set-up calls (CreateTable, DescribeTable) go straight to Inner: no round
+// trip, not observed.
+type Client struct {
+	// Inner applies the requests (required).
+	Inner outboxddb.Client
+	// Latency returns the round trip of request in (the operation's input,
+	// as *dynamodb.QueryInput). Default: none, the request is sent at once.
+	Latency func(in any) time.Duration
+	// Observe, when set, is told of every request sent, once Inner has
+	// answered; it runs in the sender's goroutine, before the sender sees
+	// the answer, so that time has not moved since the request was applied.
+	Observe func(ctx context.Context, r Request)
+}
+
+// Request is one request a Client sent: its input and output (the
+// operation's, as *dynamodb.QueryInput and *dynamodb.QueryOutput), Inner's
+// error and the instant it was applied, on the bubble's clock.
+type Request struct {
+	In, Out any
+	Err     error
+	At      time.Time
+}
+
+var _ outboxddb.Client = (*Client)(nil)
+
+func roundTrip[I, O any](c *Client, ctx context.Context, in I,
+	send func(context.Context, I, ...func(*dynamodb.Options)) (O, error), optFns []func(*dynamodb.Options)) (O, error) {
+	if c.Latency != nil && !outbox.Sleep(c.Latency(in), ctx.Done()) {
+		var zero O
+		return zero, context.Cause(ctx)
+	}
+	out, err := send(ctx, in, optFns...)
+	if c.Observe != nil {
+		c.Observe(ctx, Request{In: in, Out: out, Err: err, At: time.Now()})
+	}
+	return out, err
+}
+
+// Query implements outboxddb.Client.
+func (c *Client) Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	return roundTrip(c, ctx, in, c.Inner.Query, optFns)
+}
+
+// PutItem implements outboxddb.Client.
+func (c *Client) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	return roundTrip(c, ctx, in, c.Inner.PutItem, optFns)
+}
+
+// UpdateItem implements outboxddb.Client.
+func (c *Client) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	return roundTrip(c, ctx, in, c.Inner.UpdateItem, optFns)
+}
+
+// DeleteItem implements outboxddb.Client.
+func (c *Client) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	return roundTrip(c, ctx, in, c.Inner.DeleteItem, optFns)
+}
+
+// BatchWriteItem implements outboxddb.Client.
+func (c *Client) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error) {
+	return roundTrip(c, ctx, in, c.Inner.BatchWriteItem, optFns)
+}
+
+// TransactWriteItems implements outboxddb.Client.
+func (c *Client) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	return roundTrip(c, ctx, in, c.Inner.TransactWriteItems, optFns)
+}
+
+// CreateTable is a set-up call: sent at once, not observed.
+func (c *Client) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
+	return c.Inner.CreateTable(ctx, in, optFns...)
+}
+
+// DescribeTable is a set-up call: sent at once, not observed.
+func (c *Client) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	return c.Inner.DescribeTable(ctx, in, optFns...)
+}
