@@ -130,12 +130,12 @@
 // run's events fix, instead of racing on several threads. Two runs of a
 // seed give the same report, the count of instants checked (Steps)
 // included, and the same trace but for the embedded server's request ids:
-// TestFleetIsDeterministic runs CI seed 22 twice and compares the whole
+// TestSeedReplaysExactly runs CI seed 22 twice and compares the whole
 // reports but the wall time. The race detector makes the scheduler pick
 // among ready goroutines at random, so a run under -race replays the
 // workload and the faults but not always every interleaving (seed 11 has
 // given one duplicate and two DynamoDB attempts fewer under -race than
-// without); exact replay is without -race, and TestFleetIsDeterministic
+// without); exact replay is without -race, and TestSeedReplaysExactly
 // skips itself under -race.
 // A failure prints the seed, a replay command and a trace of the events
 // around the violation; the whole trace is written to a file.
