@@ -2,6 +2,8 @@ package fleetsim
 
 import (
 	"context"
+	"hash/fnv"
+	"maps"
 	"slices"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/spillway-dev/spillway/outbox"
@@ -33,7 +36,7 @@ func (s *sim) newClient(name string) *dynamodb.Client {
 		o.APIOptions = append(slices.Clip(o.APIOptions), func(stack *middleware.Stack) error {
 			return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("FleetsimRoundTrip",
 				func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-					if !outbox.Sleep(latency, ctx.Done()) {
+					if !outbox.Sleep(latency+requestStagger(in.Parameters), ctx.Done()) {
 						return middleware.InitializeOutput{}, middleware.Metadata{}, context.Cause(ctx)
 					}
 					return next.HandleInitialize(ctx, in)
@@ -55,6 +58,69 @@ func (s *sim) newClient(name string) *dynamodb.Client {
 // other, instead of in whatever order the scheduler runs them.
 func roundTrip(seed uint64, name string) time.Duration {
 	return time.Millisecond + time.Duration(newRand(seed, "round-trip/"+name).Int64N(int64(time.Millisecond)))
+}
+
+// requestStagger adds to a request's round trip less than a millisecond
+// drawn from the items it names (a hash of their keys and attributes): the
+// requests one process sends at one instant (a writer's reservations in
+// several buckets, a store's queries of several buckets) then reach the
+// server one after the other in an order the seed fixes, not in the order
+// the scheduler runs their goroutines; that order decides, for instance,
+// which of them an injected fault on the next request of an operation
+// hits.
+func requestStagger(params any) time.Duration {
+	h := fnv.New64a()
+	item := func(m map[string]types.AttributeValue) {
+		for _, name := range slices.Sorted(maps.Keys(m)) {
+			_, _ = h.Write([]byte(name))
+			switch v := m[name].(type) {
+			case *types.AttributeValueMemberS:
+				_, _ = h.Write([]byte(v.Value))
+			case *types.AttributeValueMemberN:
+				_, _ = h.Write([]byte(v.Value))
+			case *types.AttributeValueMemberB:
+				_, _ = h.Write(v.Value)
+			}
+		}
+	}
+	switch p := params.(type) {
+	case *dynamodb.GetItemInput:
+		item(p.Key)
+	case *dynamodb.PutItemInput:
+		item(p.Item)
+	case *dynamodb.UpdateItemInput:
+		item(p.Key)
+	case *dynamodb.DeleteItemInput:
+		item(p.Key)
+	case *dynamodb.QueryInput:
+		item(p.ExpressionAttributeValues)
+		item(p.ExclusiveStartKey)
+	case *dynamodb.BatchWriteItemInput:
+		for _, table := range slices.Sorted(maps.Keys(p.RequestItems)) {
+			for _, w := range p.RequestItems[table] {
+				if w.PutRequest != nil {
+					item(w.PutRequest.Item)
+				}
+				if w.DeleteRequest != nil {
+					item(w.DeleteRequest.Key)
+				}
+			}
+		}
+	case *dynamodb.TransactWriteItemsInput:
+		for _, w := range p.TransactItems {
+			switch {
+			case w.Put != nil:
+				item(w.Put.Item)
+			case w.Update != nil:
+				item(w.Update.Key)
+			case w.Delete != nil:
+				item(w.Delete.Key)
+			case w.ConditionCheck != nil:
+				item(w.ConditionCheck.Key)
+			}
+		}
+	}
+	return time.Duration(h.Sum64() % uint64(time.Millisecond))
 }
 
 // seededBackoff is the SDK's exponential jitter backoff below

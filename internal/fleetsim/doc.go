@@ -33,8 +33,8 @@
 // skew (L − 2I with the default timings: see Config.tolerableSkew), host
 // clocks set back, DynamoDB
 // throttling, unprocessed deletes and lost responses, the read-committed
-// anomaly (outboxlocal.Faults.HideFromNextQuery), Kafka produce errors that
-// the client retries and ones it does not, broker restarts (every connection
+// anomaly (outboxlocal.Faults.HideFromNextQuery), Kafka produce errors on
+// one partition's batches that the client retries and ones it does not, broker restarts (every connection
 // refused for a while, a kfake Control), partition leader changes, and
 // budgets too short to release. The order menu (Config.OrderFaults,
 // orderfaults.go) adds: broker refusals of a partition batch while a
@@ -100,28 +100,43 @@
 // kinds, parameters, per-invocation budgets, crash and pause points) derive
 // from the seed, and so does every other draw: relay ids, the writers'
 // idempotency tokens, the SDK's retry backoff (per client and attempt,
-// instead of crypto/rand) and each process's DynamoDB round trip (1–2 ms).
-// The run is a testing/synctest bubble: the clock moves only when every
-// goroutine is durably blocked, and the driver checks the invariants each
-// time something happened, once every process is parked again
-// (synctest.Wait). The driver runs the seed's events and the Lambda
-// emulator's steps itself (a lab.Sim it drives: lab.Sim.Drive), in time
-// order and at one instant in the order they were queued; the round trips put processes that send at one instant
-// (writers on the 50 ms grid, relays on their rounds) on distinct
-// instants, and a relay's calls for its buckets are staggered by a few
-// microseconds per bucket, so the scheduler does not choose whose request
-// lands first; outboxddb's wait before retrying unprocessed deletes is a
-// hash of the chunk and the attempt. Two runs of a seed are meant to give
-// the same report; only the count of instants the driver checked (Steps)
-// can differ by one or two, when a notice and a timer wake the driver at
-// one instant in either order. TestFleetIsDeterministic compares two runs
-// of seed 33 over two minutes of writes: whole reports, but for the wall
-// time and the count of instants checked. The six-minute CI seeds do not
-// replay exactly yet: runs of one tree have differed in their duplicates
-// (seed 22: 31, 34, 62 and 66), parked messages, DynamoDB attempts and
-// steps (seed 33: by one attempt and one step). The source is not found;
-// a candidate is the held hand-over, which waits in scheduler rounds
-// (handoverYields), not on the clock.
+// instead of crypto/rand), each process's DynamoDB round trip (1–2 ms) and
+// the partitions' leaders (kfake draws them from an unseeded generator, at
+// creation and in a leader change, so the sim places them itself). The run
+// is a testing/synctest bubble: the clock moves only when every goroutine
+// is durably blocked, and the driver checks the invariants each time
+// something happened, once every process is parked again (synctest.Wait).
+// The driver runs the seed's events and the Lambda emulator's steps itself
+// (a lab.Sim it drives: lab.Sim.Drive), in time order and at one instant in
+// the order they were queued.
+//
+// The in-memory backends answer in no simulated time, so whatever several
+// goroutines send at one instant reaches them in the order the scheduler
+// runs those goroutines, and a fault aimed at "the next request" would
+// pick its victim by that order. Hence: the round trips put processes
+// that send at one instant (writers on the 50 ms grid, relays on their
+// rounds) on distinct instants; each DynamoDB request adds to its round
+// trip less than a millisecond hashed from the items it names, so the
+// requests one process sends at once (a writer's reservations in several
+// buckets, a store's queries) arrive one after the other; a relay's calls
+// for its buckets are staggered by a few microseconds per bucket; Kafka
+// produce errors refuse the batches of one partition, which a client sends
+// in order on one connection, not whichever request came first;
+// outboxddb's wait before retrying unprocessed deletes is a hash of the
+// chunk and the attempt. What is left is the Kafka client's own
+// goroutines (sinks, metadata loop, promises), which one simulated
+// instant wakes together: Run gives the process one P (GOMAXPROCS 1) while
+// the bubble runs, so they run in the order of its run queue, which the
+// run's events fix, instead of racing on several threads. Two runs of a
+// seed give the same report, the count of instants checked (Steps)
+// included, and the same trace but for the embedded server's request ids:
+// TestSeedReplaysExactly runs CI seed 22 twice and compares the whole
+// reports but the wall time. The race detector makes the scheduler pick
+// among ready goroutines at random, so a run under -race replays the
+// workload and the faults but not always every interleaving (seed 11 has
+// given one duplicate and two DynamoDB attempts fewer under -race than
+// without); exact replay is without -race, and TestSeedReplaysExactly
+// skips itself under -race.
 // A failure prints the seed, a replay command and a trace of the events
 // around the violation; the whole trace is written to a file.
 //

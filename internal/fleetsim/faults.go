@@ -44,10 +44,20 @@ func (f scheduledFault) String() string {
 	if f.kafka != nil {
 		fmt.Fprintf(&b, " error=%s", f.kafka.Message)
 	}
-	if f.kind == causePoison || f.kind == causeParkLost {
+	switch f.kind {
+	case causePoison, causeParkLost:
 		fmt.Fprintf(&b, " partition=%d", f.pick%simPartitions)
+	case causeKafkaRetriable, causeKafkaFatal:
+		topic, partition := f.partition()
+		fmt.Fprintf(&b, " partition=%s/%d", topic, partition)
 	}
 	return b.String()
+}
+
+// partition returns the topic and partition whose batches a Kafka produce
+// fault refuses.
+func (f scheduledFault) partition() (string, int32) {
+	return simTopics[f.pick%len(simTopics)], int32(f.pick / len(simTopics) % simPartitions)
 }
 
 // faultQuietBefore keeps the end of a churn phase free of new faults.
@@ -205,10 +215,18 @@ func (s *sim) apply(f scheduledFault) {
 		base := s.ddb.Counter.Snapshot().Requests[op]
 		s.pendingUntil(f.kind, now, func(c outboxlocal.Counts) bool { return c.Requests[op] >= base+n })
 	case causeKafkaRetriable, causeKafkaFatal:
-		h := s.kafka.Cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: f.kafka, Count: f.n})
+		// The next batches of one partition: a client sends to several
+		// brokers at one instant, so a fault on whichever request came
+		// first would leave the choice of its victim to the scheduler;
+		// one client sends a partition's batches in order, on one
+		// connection.
+		topic, partition := f.partition()
+		h := s.kafka.Cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: s.kafka.Topic(topic), Partitions: []int32{partition}, Err: f.kafka, Count: f.n})
 		s.pendingUntil(f.kind, now, func(outboxlocal.Counts) bool { return h.Hits() >= f.n })
 	case causeLeaderChange:
-		s.kafka.Cluster.ShufflePartitionLeaders()
+		if err := s.placeLeaders(newRand(s.cfg.Seed, "leaders", uint64(f.pick))); err != nil {
+			s.fail(&Violation{Invariant: "fault injection", bucket: -1, Detail: err.Error()})
+		}
 		s.causes.instant(f.kind, "", 0, now)
 	case causeBrokerRestart:
 		c := s.causes.open(f.kind, "", 0, now)
@@ -285,6 +303,21 @@ func (s *sim) pickRunning(pick int) *env {
 	}
 	slices.SortFunc(running, func(a, b *env) int { return strings.Compare(a.id, b.id) })
 	return running[pick%len(running)]
+}
+
+// placeLeaders moves the leader of every partition to a broker drawn from
+// r: kfake draws its own from an unseeded generator, when it creates a
+// topic and in ShufflePartitionLeaders, and the leaders decide which
+// records share a produce request.
+func (s *sim) placeLeaders(r *rand.Rand) error {
+	for _, topic := range simTopics {
+		for p := range int32(simPartitions) {
+			if err := s.kafka.Cluster.MoveTopicPartition(s.kafka.Topic(topic), p, int32(r.IntN(s.cfg.Brokers))); err != nil {
+				return fmt.Errorf("fleetsim: place the leader of %s/%d: %w", topic, p, err)
+			}
+		}
+	}
+	return nil
 }
 
 // setKafkaDown starts or ends a broker restart: while down, every request

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -178,6 +179,14 @@ func Run(t *testing.T, cfg Config) (*Report, error) {
 		timer := time.AfterFunc(cfg.WallLimit, func() { close(abort) })
 		defer timer.Stop()
 	}
+	// One P while the bubble runs: the goroutines that one simulated
+	// instant wakes (the Kafka clients' sinks, metadata loops and
+	// promises, the relays' concurrent calls, the backends' handlers) then
+	// run in the order of its run queue, which the run's own events fix,
+	// instead of racing on several threads. The in-memory backends answer
+	// in no simulated time, so that order decides, for instance, which
+	// records share a produce request that a broker refuses.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	var rep *Report
 	var err error
 	synctest.Test(t, func(t *testing.T) { rep, err = run(t.Context(), cfg, abort) })
@@ -280,6 +289,9 @@ func (s *sim) setup() error {
 		Topics: simTopics, Partitions: simPartitions, Brokers: cfg.Brokers, InMemory: true,
 	})
 	if err != nil {
+		return err
+	}
+	if err := s.placeLeaders(newRand(cfg.Seed, "leaders")); err != nil {
 		return err
 	}
 	if s.wl, err = genWorkload(cfg, simPartitions); err != nil {
