@@ -20,8 +20,11 @@ help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: test
-test: vet ## go vet, then every test with -race (library, functions, CLI, the lab's simulations, the CDK stack).
+test: vet ## go vet, then every test with -race (library, functions, CLI, the lab's simulations, the CDK stack), then the fleet's seed replay without it.
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+	# A fleet seed replays exactly only without the race detector, which
+	# perturbs the scheduler on purpose: the replay test runs once without it.
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run TestSeedReplaysExactly ./internal/fleetsim
 	@if [ -d infra ]; then $(MAKE) test-infra; fi
 
 .PHONY: vet
