@@ -13,7 +13,8 @@
 // some of which the business condition cancels) over a Zipf-skewed key set.
 // Relays run as the relay function's handler (outboxlambda.RelayHandler,
 // the code the function binary runs) on the Lambda emulator
-// (internal/lambdasim): a schedule sweep every minute, wake-ups from the
+// (internal/lambdasim), built as the lab builds every relay function
+// (lab.RelayFunction): a schedule sweep every minute, wake-ups from the
 // writers and from relays that stop with work left, bounded concurrency,
 // warm environments reused (same relay id, same Store and handler) and
 // reclaimed after an idle time, a random budget per invocation (some too

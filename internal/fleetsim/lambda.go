@@ -3,13 +3,13 @@ package fleetsim
 import (
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/spillway-dev/spillway/internal/lab"
 	"github.com/spillway-dev/spillway/internal/lambdasim"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
@@ -68,11 +68,12 @@ type runPlan struct {
 	pauseFor time.Duration
 }
 
-// env is one execution environment: a relay id, a host clock, a Store, a
-// Kafka client and the relay handler, whose Handle the Lambda emulator
-// runs for each warm invocation the environment serves.
+// env is what the simulation keeps of one execution environment of the
+// relay function or the hold function (lab.RelayFunction builds it, with
+// the real relay handler, and keeps it in its State): a relay id, a host
+// clock, a wrapped Store and Kafka client, whose calls carry out the run's
+// crash and pause plan.
 type env struct {
-	*outboxlambda.RelayHandler
 	sim       *sim
 	id        string
 	function  string
@@ -80,6 +81,8 @@ type env struct {
 	store     *relayStore
 	kafka     *outboxkafka.Publisher
 	skewCause *cause
+	// batch picks the relay's batch size.
+	batch int
 	// plain marks a relay that keeps every lease every round, as relays
 	// of other languages do (FaultMixedSkew).
 	plain bool
@@ -99,8 +102,14 @@ type env struct {
 	runs int
 }
 
-// newEnv starts an execution environment (a cold start).
-func (s *sim) newEnv(function string) (*env, error) {
+// envOf is the simulation's state of environment re.
+func envOf(re *lab.RelayEnv) *env { return re.State.(*env) }
+
+// newEnv prepares execution environment re of function (a cold start)
+// before lab.RelayFunction builds its store and handler: its relay id, its
+// host clock and skew, its DynamoDB and Kafka clients, and the run of a
+// hold relay.
+func (s *sim) newEnv(function string, re *lab.RelayEnv) error {
 	s.mu.Lock()
 	s.rep.Environments++
 	n := s.rep.Environments
@@ -134,13 +143,6 @@ func (s *sim) newEnv(function string) (*env, error) {
 	}
 	e := &env{sim: s, id: fmt.Sprintf("%s%04x-%03d", prefix, r.IntN(0x10000), n), function: function, plain: plain, holdFor: hold.budget}
 	e.clock = newHostClock(skew)
-	storeOpts := s.storeOpts
-	storeOpts.Clock = e.clock
-	store, err := outboxddb.NewStore(s.newClient(e.id), storeOpts)
-	if err != nil {
-		return nil, err
-	}
-	e.store = &relayStore{env: e, inner: store}
 	kopts := s.kafka.ClientOpts()
 	if s.cfg.has(FaultHandoverRefusal) {
 		kopts = append(kopts, kgo.WithHooks(handoverHook{e}))
@@ -152,13 +154,11 @@ func (s *sim) newEnv(function string) (*env, error) {
 		ExtraOpts: kopts,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	e.kafka = kp
-	if e.RelayHandler, err = s.newHandler(e, store, r.IntN(4)); err != nil {
-		kp.Close()
-		return nil, err
-	}
+	e.batch = r.IntN(4)
+	re.RelayID, re.Clock, re.Client, re.State = e.id, e.clock, s.newClient(e.id), e
 
 	switch {
 	case large:
@@ -168,76 +168,66 @@ func (s *sim) newEnv(function string) (*env, error) {
 		s.leases.markPlain(e.id)
 	}
 	s.trace.add("env-start", e.id, -1, "function=%s skew=%v large=%v plain=%v", function, skew, large, plain)
-	s.register(e)
-	return e, nil
-}
-
-// newHandler is e's relay handler on store (the quarantine side) and e's
-// wrapped store and publisher; batch picks its batch size.
-func (s *sim) newHandler(e *env, store *outboxddb.Store, batch int) (*outboxlambda.RelayHandler, error) {
-	fn := outboxlambda.Config{
-		BucketCount:        s.cfg.BucketCount,
-		BatchSize:          []int{5, 20, 50, 100}[batch],
-		LeaseDuration:      s.cfg.LeaseDuration,
-		LeaseRenewInterval: s.cfg.RenewInterval,
-		PollInterval:       pollInterval,
-		IdleTimeout:        idleTimeout,
-		StopMargin:         stopMargin,
-		Mode:               outbox.ModeDrain,
-		MaxHops:            maxHops,
-	}
-	if e.function == fnHold {
-		fn.Mode = outbox.ModeHold
-	}
-	var relayStore outbox.Store = e.store
-	if s.cfg.quarantine() {
-		fn.PoisonPolicy = outbox.PoisonQuarantine
-		relayStore = quarantineStore{relayStore: e.store, Quarantine: store}
-	}
-	return outboxlambda.NewRelayHandler(outboxlambda.RelayHandlerConfig{
-		Config:    fn,
-		RelayID:   e.id,
-		Store:     relayStore,
-		Publisher: &relayPublisher{env: e, inner: e.kafka},
-		Clock:     e.clock,
-		Notifier:  notifier{sim: s},
-		Observer:  s.obs,
-		Logger:    slog.New(slog.DiscardHandler),
-	})
-}
-
-// register adds e to the live environments.
-func (s *sim) register(e *env) {
+	// Registered now, so that closing the simulation closes its Kafka
+	// client even if building its store or handler fails.
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.envs = append(s.envs, e)
+	s.mu.Unlock()
+	return nil
 }
 
-// newFunctions creates the relay function and the hold function on the
-// Lambda emulator: the simulated clock, the driver's events (s.lab), the
-// asynchronous invoke's delay, warm environments reclaimed after a random
-// idle time, and every invocation's fate drawn when it starts.
-func (s *sim) newFunctions() error {
-	base := lambdasim.Config[*env]{
-		Scheduler: s.lab, Context: s.ctx,
-		// Every run's deadline is its drawn budget, well below this.
-		Timeout: time.Hour, MaxEventAge: 24 * time.Hour,
-		Started: s.started, Ended: s.ended, Killed: s.killed, KeepWarm: s.keepWarm, Retired: s.reclaimed,
+// newFunctions creates the relay function (drain mode) and the hold
+// function (hold mode) on the Lambda emulator, as the lab builds every
+// relay function (lab.RelayFunction): the simulated clock, the driver's
+// events (s.lab), the asynchronous invoke's delay, warm environments
+// reclaimed after a random idle time, and every invocation's fate drawn
+// when it starts. Every relay's store and publisher carry out its run's
+// plan (relayStore, relayPublisher); its wake-ups invoke the relay
+// function (notifier). cfg is the relay function's configuration.
+func (s *sim) newFunctions(cfg outboxlambda.Config) error {
+	relay := lab.RelayFunction{
+		Lambda: lambdasim.Config[*lab.RelayEnv]{
+			Scheduler: s.lab, Context: s.ctx,
+			// Every run's deadline is its drawn budget, well below this.
+			Timeout: time.Hour, MaxEventAge: 24 * time.Hour,
+			Started: s.started, Ended: s.ended, Killed: s.killed, KeepWarm: s.keepWarm,
+			Retired: func(re *lab.RelayEnv) { s.reclaimed(envOf(re)) },
+		},
+		Config:   cfg,
+		Observer: s.obs,
+		// The quarantine side is the environment's outboxddb.Store itself.
+		Store: func(re *lab.RelayEnv, store *outboxddb.Store) outbox.Store {
+			e := envOf(re)
+			e.store = &relayStore{env: e, inner: store}
+			if s.cfg.quarantine() {
+				return quarantineStore{relayStore: e.store, Quarantine: store}
+			}
+			return e.store
+		},
+		Publisher: func(re *lab.RelayEnv) outbox.Publisher {
+			e := envOf(re)
+			return &relayPublisher{env: e, inner: e.kafka}
+		},
+		HandlerConfig: func(re *lab.RelayEnv, hc *outboxlambda.RelayHandlerConfig) {
+			hc.Config.BatchSize = []int{5, 20, 50, 100}[envOf(re).batch]
+			hc.Notifier = notifier{sim: s}
+		},
 	}
-	relay, hold := base, base
-	relay.ReservedConcurrency, relay.StartLatency, relay.Coalesce = s.cfg.Concurrency, asyncLatency, coalesce
-	relay.NewEnv = func(int) (*env, error) { return s.newEnv(fnRelay) }
-	hold.ReservedConcurrency = maxHolds
+	hold := relay
+	relay.Lambda.ReservedConcurrency, relay.Lambda.StartLatency, relay.Lambda.Coalesce = s.cfg.Concurrency, asyncLatency, coalesce
+	relay.Env = func(re *lab.RelayEnv) error { return s.newEnv(fnRelay, re) }
+	hold.Lambda.ReservedConcurrency = maxHolds
 	if s.cfg.has(FaultMixedSkew) {
 		// A mixed fleet's two relays never hold a steady phase's back.
-		hold.ReservedConcurrency += 2
+		hold.Lambda.ReservedConcurrency += 2
 	}
-	hold.NewEnv = func(int) (*env, error) { return s.newEnv(fnHold) }
+	hold.Config.Mode = outbox.ModeHold
+	hold.Env = func(re *lab.RelayEnv) error { return s.newEnv(fnHold, re) }
 	var err error
-	if s.relayFn, err = lambdasim.New(relay); err != nil {
+	if s.relayFn, err = lab.NewRelayFunction(relay); err != nil {
 		return err
 	}
-	s.holdFn, err = lambdasim.New(hold)
+	s.holdFn, err = lab.NewRelayFunction(hold)
 	return err
 }
 
@@ -309,8 +299,8 @@ func (s *sim) drawPlan() runPlan {
 
 // started begins an invocation on e: its fate (the relay function's
 // drawn, a hold relay's the phase) and its deadline at the budget's end.
-func (s *sim) started(inv *lambdasim.Invocation[*env]) {
-	e := inv.Env
+func (s *sim) started(inv *lambdasim.Invocation[*lab.RelayEnv]) {
+	e := envOf(inv.Env)
 	var plan runPlan
 	if e.function == fnRelay {
 		plan = s.drawPlan()
@@ -332,15 +322,16 @@ func (s *sim) started(inv *lambdasim.Invocation[*env]) {
 }
 
 // killed crashes an environment whose run outlived its deadline.
-func (s *sim) killed(inv *lambdasim.Invocation[*env]) {
-	if run := inv.Env.run.Load(); run != nil && !run.over.Load() {
-		s.crash(inv.Env, run, causeTimeout, "killed at the deadline")
+func (s *sim) killed(inv *lambdasim.Invocation[*lab.RelayEnv]) {
+	e := envOf(inv.Env)
+	if run := e.run.Load(); run != nil && !run.over.Load() {
+		s.crash(e, run, causeTimeout, "killed at the deadline")
 	}
 }
 
 // ended records the end of a run.
-func (s *sim) ended(inv *lambdasim.Invocation[*env], resp outboxlambda.RelayResponse, err error) {
-	e := inv.Env
+func (s *sim) ended(inv *lambdasim.Invocation[*lab.RelayEnv], resp outboxlambda.RelayResponse, err error) {
+	e := envOf(inv.Env)
 	run := e.run.Load()
 	run.over.Store(true)
 	e.endLate(nil)
@@ -371,8 +362,8 @@ func (s *sim) ended(inv *lambdasim.Invocation[*env], resp outboxlambda.RelayResp
 
 // keepWarm is how long an idle environment lives: a crashed or hold one
 // not at all, others a random while, as Lambda reclaims idle ones.
-func (s *sim) keepWarm(inv *lambdasim.Invocation[*env]) time.Duration {
-	e := inv.Env
+func (s *sim) keepWarm(inv *lambdasim.Invocation[*lab.RelayEnv]) time.Duration {
+	e := envOf(inv.Env)
 	if e.dead.Load() || e.function == fnHold {
 		return -1
 	}

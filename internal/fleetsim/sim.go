@@ -23,6 +23,7 @@ import (
 	"github.com/spillway-dev/spillway/internal/lambdasim"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
+	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
@@ -112,7 +113,6 @@ type sim struct {
 	bizRefused atomic.Int64
 	table      string
 	orders     string
-	storeOpts  outboxddb.Options
 	kafka      *outboxlocal.Kafka
 
 	wl      *workload
@@ -138,8 +138,8 @@ type sim struct {
 	kafkaDown bool
 
 	mu      sync.Mutex
-	relayFn *lambdasim.Function[*env]
-	holdFn  *lambdasim.Function[*env]
+	relayFn *lambdasim.Function[*lab.RelayEnv]
+	holdFn  *lambdasim.Function[*lab.RelayEnv]
 	// envs are the live execution environments of both functions.
 	envs      []*env
 	invSerial int
@@ -270,14 +270,25 @@ func (s *sim) setup() error {
 	// The in-memory server is the run's alone: fixed names keep the
 	// requests of a seed byte for byte the same.
 	s.table, s.orders = "fleet-outbox", "fleet-orders"
-	s.storeOpts = outboxddb.Options{
-		TableName:   s.table,
-		BucketCount: cfg.BucketCount,
-		CountParked: cfg.quarantine(),
-		Observer:    s.obs,
-		Logger:      slog.New(slog.DiscardHandler),
+	// The relays' configuration, whose store options the writers share,
+	// as the deployed functions read one configuration.
+	fn := outboxlambda.Config{
+		Table:              s.table,
+		BucketCount:        cfg.BucketCount,
+		LeaseDuration:      cfg.LeaseDuration,
+		LeaseRenewInterval: cfg.RenewInterval,
+		PollInterval:       pollInterval,
+		IdleTimeout:        idleTimeout,
+		StopMargin:         stopMargin,
+		Mode:               outbox.ModeDrain,
+		MaxHops:            maxHops,
 	}
-	create := s.storeOpts
+	if cfg.quarantine() {
+		fn.PoisonPolicy = outbox.PoisonQuarantine
+	}
+	storeOpts := fn.StoreOptions()
+	storeOpts.Observer, storeOpts.Logger = s.obs, slog.New(slog.DiscardHandler)
+	create := storeOpts
 	create.Clock = outbox.SystemClock{}
 	if err := outboxddb.CreateIfNotExists(ctx, s.ddb.Client, create); err != nil {
 		return err
@@ -303,10 +314,10 @@ func (s *sim) setup() error {
 	s.phases = genPhases(cfg)
 	s.faults = genFaults(cfg, s.phases)
 
-	writerOpts := s.storeOpts
+	writerOpts := storeOpts
 	writerOpts.Clock = s.clock
 	writerOpts.Notifier = notifier{sim: s}
-	if err := s.newFunctions(); err != nil {
+	if err := s.newFunctions(fn); err != nil {
 		return err
 	}
 	if cfg.quarantine() {
@@ -615,7 +626,7 @@ func (s *sim) close() {
 	s.closeWrites()
 	s.wgWrite.Wait()
 	s.wgReplay.Wait()
-	for _, fn := range []*lambdasim.Function[*env]{s.relayFn, s.holdFn} {
+	for _, fn := range []*lambdasim.Function[*lab.RelayEnv]{s.relayFn, s.holdFn} {
 		if fn != nil {
 			fn.Wait()
 		}

@@ -37,7 +37,8 @@ type RelayFunction struct {
 	// outboxlambda.LoadConfig reads it from the environment the stack sets
 	// (required); every store is built from its StoreOptions.
 	Config outboxlambda.Config
-	// Client is every environment's DynamoDB client (required).
+	// Client is every environment's DynamoDB client (required unless Env
+	// gives every environment a client of its own).
 	Client outboxddb.Client
 	// MaxConcurrency, when positive, bounds the requests a store sends at
 	// once: 1 makes them land one after another, in an order a seed
@@ -47,6 +48,18 @@ type RelayFunction struct {
 	// RelayID names environment n's relay (n counts the environments from
 	// 1). Default relay-NN.
 	RelayID func(n int) string
+	// Env, when set, prepares environment env before its store and handler
+	// are built: it may rename env.RelayID, replace env.Clock and
+	// env.Client, and set env.State. An error fails the environment's
+	// creation. Default: none.
+	Env func(env *RelayEnv) error
+	// HandlerConfig, when set, adjusts env's handler configuration just
+	// before the handler is built: its Config (batch size, mode), its
+	// Notifier. Default: none.
+	HandlerConfig func(env *RelayEnv, cfg *outboxlambda.RelayHandlerConfig)
+	// Observer receives the events of every store and handler. Default:
+	// none.
+	Observer outbox.Observer
 	// Publisher returns environment env's Kafka publisher (required).
 	Publisher func(env *RelayEnv) outbox.Publisher
 	// Store returns the store env's handler uses instead of its
@@ -74,6 +87,13 @@ type RelayEnv struct {
 	// environment's relay id.
 	N       int
 	RelayID string
+	// Clock is the environment's host clock, which its store, notifier and
+	// handler read: outbox.SystemClock (the bubble's in a simulation)
+	// unless RelayFunction.Env replaced it.
+	Clock outbox.Clock
+	// Client is the environment's DynamoDB client: RelayFunction.Client
+	// unless RelayFunction.Env replaced it.
+	Client outboxddb.Client
 	// Handler is the environment's relay handler.
 	Handler *outboxlambda.RelayHandler
 	// State is what the simulation keeps per environment, set by
@@ -95,10 +115,10 @@ func (e *RelayEnv) Handle(ctx context.Context, payload json.RawMessage) (outboxl
 // NewRelayFunction validates rf and returns the emulated relay function,
 // without environments yet: the emulator creates them on demand. The
 // relays' clock is outbox.SystemClock, the time package's: the bubble's in
-// a simulation.
+// a simulation, unless RelayFunction.Env gives an environment its own.
 func NewRelayFunction(rf RelayFunction) (*lambdasim.Function[*RelayEnv], error) {
-	if rf.Client == nil || rf.Publisher == nil {
-		return nil, fmt.Errorf("lab: a relay function needs a Client and a Publisher")
+	if (rf.Client == nil && rf.Env == nil) || rf.Publisher == nil {
+		return nil, fmt.Errorf("lab: a relay function needs a Client (or an Env that gives one) and a Publisher")
 	}
 	if rf.RelayID == nil {
 		rf.RelayID = func(n int) string { return fmt.Sprintf("relay-%02d", n) }
@@ -116,16 +136,24 @@ func NewRelayFunction(rf RelayFunction) (*lambdasim.Function[*RelayEnv], error) 
 // newEnv builds environment n of fn the way the relay function's init
 // does.
 func (rf RelayFunction) newEnv(fn *lambdasim.Function[*RelayEnv], n int) (*RelayEnv, error) {
-	env := &RelayEnv{N: n, RelayID: rf.RelayID(n)}
+	env := &RelayEnv{N: n, RelayID: rf.RelayID(n), Clock: outbox.SystemClock{}, Client: rf.Client}
 	if rf.Stagger {
 		env.delay = time.Duration(n)
 	}
+	if rf.Env != nil {
+		if err := rf.Env(env); err != nil {
+			return nil, err
+		}
+	}
+	if env.Client == nil {
+		return nil, fmt.Errorf("lab: relay %s has no DynamoDB client", env.RelayID)
+	}
 	opts := rf.Config.StoreOptions()
-	opts.Clock, opts.Logger = outbox.SystemClock{}, rf.Logger
+	opts.Clock, opts.Observer, opts.Logger = env.Clock, rf.Observer, rf.Logger
 	if rf.MaxConcurrency > 0 {
 		opts.MaxConcurrency = rf.MaxConcurrency
 	}
-	ddb, err := outboxddb.NewStore(rf.Client, opts)
+	ddb, err := outboxddb.NewStore(env.Client, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -136,21 +164,25 @@ func (rf RelayFunction) newEnv(fn *lambdasim.Function[*RelayEnv], n int) (*Relay
 	var notifier outbox.Notifier
 	if rf.Continuations {
 		if notifier, err = outboxlambda.NewNotifier(outboxlambda.NotifierConfig{
-			Client: fn, FunctionName: relayFunctionName, Clock: outbox.SystemClock{}, Logger: rf.Logger, Timeout: NotifierTimeout,
+			Client: fn, FunctionName: relayFunctionName, Clock: env.Clock, Logger: rf.Logger, Timeout: NotifierTimeout,
 		}); err != nil {
 			return nil, err
 		}
 	}
-	env.Handler, err = outboxlambda.NewRelayHandler(outboxlambda.RelayHandlerConfig{
+	hc := outboxlambda.RelayHandlerConfig{
 		Config:    rf.Config,
 		RelayID:   env.RelayID,
 		Store:     store,
 		Publisher: rf.Publisher(env),
 		Notifier:  notifier,
-		Clock:     outbox.SystemClock{},
+		Clock:     env.Clock,
+		Observer:  rf.Observer,
 		Logger:    rf.Logger,
-	})
-	if err != nil {
+	}
+	if rf.HandlerConfig != nil {
+		rf.HandlerConfig(env, &hc)
+	}
+	if env.Handler, err = outboxlambda.NewRelayHandler(hc); err != nil {
 		return nil, err
 	}
 	return env, nil
