@@ -270,22 +270,7 @@ func (s *sim) setup() error {
 	// The in-memory server is the run's alone: fixed names keep the
 	// requests of a seed byte for byte the same.
 	s.table, s.orders = "fleet-outbox", "fleet-orders"
-	// The relays' configuration, whose store options the writers share,
-	// as the deployed functions read one configuration.
-	fn := outboxlambda.Config{
-		Table:              s.table,
-		BucketCount:        cfg.BucketCount,
-		LeaseDuration:      cfg.LeaseDuration,
-		LeaseRenewInterval: cfg.RenewInterval,
-		PollInterval:       pollInterval,
-		IdleTimeout:        idleTimeout,
-		StopMargin:         stopMargin,
-		Mode:               outbox.ModeDrain,
-		MaxHops:            maxHops,
-	}
-	if cfg.quarantine() {
-		fn.PoisonPolicy = outbox.PoisonQuarantine
-	}
+	fn := s.functionConfig()
 	storeOpts := fn.StoreOptions()
 	storeOpts.Observer, storeOpts.Logger = s.obs, slog.New(slog.DiscardHandler)
 	create := storeOpts
@@ -325,21 +310,49 @@ func (s *sim) setup() error {
 			return err
 		}
 	}
-	for i := range cfg.Writers {
-		client := s.newClient(fmt.Sprintf("writer-%d", i))
-		w, err := outboxddb.NewWriter(client, writerOpts)
-		if err != nil {
-			return err
-		}
-		p := &writerProc{sim: s, n: i, w: w, client: client, ops: make(chan *writerOp, len(s.wl.ops))}
-		s.writers = append(s.writers, p)
-		s.wgWrite.Go(func() { p.loop(ctx) })
+	if err := s.startWriters(writerOpts); err != nil {
+		return err
 	}
 	s.schedule()
 	s.ddb.Counter.Reset()
 	s.prevNow = s.clock.Now()
 	s.logf("seed %d: %d messages in %d operations over %v; %d scheduled faults; phases %s",
 		cfg.Seed, len(s.wl.msgs), len(s.wl.ops), cfg.WriteDuration, len(s.faults), renderPhases(s.phases))
+	return nil
+}
+
+// functionConfig is the relays' configuration, whose store options the
+// writers share, as the deployed functions read one configuration.
+func (s *sim) functionConfig() outboxlambda.Config {
+	fn := outboxlambda.Config{
+		Table:              s.table,
+		BucketCount:        s.cfg.BucketCount,
+		LeaseDuration:      s.cfg.LeaseDuration,
+		LeaseRenewInterval: s.cfg.RenewInterval,
+		PollInterval:       pollInterval,
+		IdleTimeout:        idleTimeout,
+		StopMargin:         stopMargin,
+		Mode:               outbox.ModeDrain,
+		MaxHops:            maxHops,
+	}
+	if s.cfg.quarantine() {
+		fn.PoisonPolicy = outbox.PoisonQuarantine
+	}
+	return fn
+}
+
+// startWriters starts the writer processes, each with its own client.
+func (s *sim) startWriters(opts outboxddb.Options) error {
+	for i := range s.cfg.Writers {
+		client := s.newClient(fmt.Sprintf("writer-%d", i))
+		w, err := outboxddb.NewWriter(client, opts)
+		if err != nil {
+			return err
+		}
+		p := &writerProc{sim: s, n: i, w: w, client: client, ops: make(chan *writerOp, len(s.wl.ops))}
+		s.writers = append(s.writers, p)
+		s.wgWrite.Go(func() { p.loop(s.ctx) })
+	}
 	return nil
 }
 
