@@ -25,12 +25,11 @@ const (
 
 	// The order menu (Config.OrderFaults); poison and replay make up
 	// FaultQuarantineReplay.
-	causeHandoverRefusal = string(FaultHandoverRefusal)
-	causeLateRound       = string(FaultLateRound)
-	causeMixedSkew       = string(FaultMixedSkew)
-	causePoison          = "poison"
-	causeReplay          = "replay"
-	causeParkLost        = string(FaultParkLost)
+	causeLateRound = string(FaultLateRound)
+	causeMixedSkew = string(FaultMixedSkew)
+	causePoison    = "poison"
+	causeReplay    = "replay"
+	causeParkLost  = string(FaultParkLost)
 )
 
 // cause is one fault or membership change over a true-time interval; end is

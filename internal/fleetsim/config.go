@@ -107,10 +107,6 @@ type OrderFault string
 
 // The order menu.
 const (
-	// FaultHandoverRefusal: the broker refuses the partition batch of a
-	// key's record while a later record of that key waits to be handed to
-	// the client (the hand-over is held until the refusal was processed).
-	FaultHandoverRefusal OrderFault = "handover-refusal"
 	// FaultLateRound: a relay's fetch, bucket probe or backlog sample
 	// returns late, past the renew interval, once or twice in a row.
 	FaultLateRound OrderFault = "late-round"
@@ -129,7 +125,7 @@ const (
 )
 
 // AllOrderFaults is the whole order menu.
-var AllOrderFaults = []OrderFault{FaultHandoverRefusal, FaultLateRound, FaultMixedSkew, FaultQuarantineReplay, FaultParkLost}
+var AllOrderFaults = []OrderFault{FaultLateRound, FaultMixedSkew, FaultQuarantineReplay, FaultParkLost}
 
 // defaultOrderFaults are the order faults of NewConfig, and so of the CI
 // seeds: the whole menu, each of which broke a key's order before the

@@ -81,7 +81,6 @@ func faultWeights(cfg Config) []faultWeight {
 		on bool
 		faultWeight
 	}{
-		{cfg.has(FaultHandoverRefusal), faultWeight{causeHandoverRefusal, 10}},
 		{cfg.has(FaultLateRound), faultWeight{causeLateRound, 10}},
 		{cfg.has(FaultMixedSkew), faultWeight{causeMixedSkew, 6}},
 		{cfg.has(FaultQuarantineReplay), faultWeight{causePoison, 8}},
@@ -236,8 +235,6 @@ func (s *sim) apply(f scheduledFault) {
 			s.causes.closeAt(c, s.clock.Now())
 			s.trace.add("fault-end", "", -1, "%s", f.kind)
 		})
-	case causeHandoverRefusal:
-		s.armHandover(s.causes.open(f.kind, "", 0, now))
 	case causeMixedSkew:
 		s.startMixed(f.dur)
 	case causePoison, causeParkLost:

@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/spillway-dev/spillway/internal/lab"
 	"github.com/spillway-dev/spillway/internal/lambdasim"
 	"github.com/spillway-dev/spillway/outbox"
@@ -90,7 +88,6 @@ type env struct {
 	holdFor time.Duration
 
 	// The order menu's faults aimed at this environment.
-	hold atomic.Pointer[handoverHold]
 	late atomic.Pointer[lateCalls]
 
 	dead   atomic.Bool
@@ -143,15 +140,11 @@ func (s *sim) newEnv(function string, re *lab.RelayEnv) error {
 	}
 	e := &env{sim: s, id: fmt.Sprintf("%s%04x-%03d", prefix, r.IntN(0x10000), n), function: function, plain: plain, holdFor: hold.budget}
 	e.clock = newHostClock(skew)
-	kopts := s.kafka.ClientOpts()
-	if s.cfg.has(FaultHandoverRefusal) {
-		kopts = append(kopts, kgo.WithHooks(handoverHook{e}))
-	}
 	kp, err := outboxkafka.New(outboxkafka.Config{
 		Brokers:   s.kafka.Brokers,
 		ClientID:  e.id,
 		Clock:     e.clock,
-		ExtraOpts: kopts,
+		ExtraOpts: s.kafka.ClientOpts(),
 	})
 	if err != nil {
 		return err

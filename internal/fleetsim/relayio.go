@@ -244,8 +244,7 @@ func (p *relayPublisher) Publish(ctx context.Context, msgs []outbox.Message) (in
 	return bucketCall(ctx, p.env, bucket, "publish", func() (int, error) { return p.publish(ctx, msgs, bucket) })
 }
 
-// publish checks the relay's lease on bucket (-1: none) and publishes msgs,
-// claiming an armed hand-over refusal for them.
+// publish checks the relay's lease on bucket (-1: none) and publishes msgs.
 func (p *relayPublisher) publish(ctx context.Context, msgs []outbox.Message, bucket int) (int, error) {
 	e := p.env
 	if bucket >= 0 {
@@ -253,12 +252,7 @@ func (p *relayPublisher) publish(ctx context.Context, msgs []outbox.Message, buc
 			e.sim.notePublishMargin(e, bucket, left)
 		}
 	}
-	h := e.sim.claimHandover(e, msgs)
 	acked, err := p.inner.Publish(ctx, msgs)
-	if h != nil {
-		e.hold.Store(nil)
-		e.sim.endHandover(e, h)
-	}
 	e.sim.trace.add("publish", e.id, bucket, "%s acked=%d err=%v", seqRange(msgs), acked, err)
 	return acked, err
 }

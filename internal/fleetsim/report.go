@@ -67,7 +67,7 @@ type Report struct {
 	Faults map[string]int
 	Causes map[string]int
 	// OrderFaults lists the order menu's faults the run drew from, and
-	// FaultsHit counts what they did: refused hand-overs, late calls,
+	// FaultsHit counts what they did: late calls,
 	// takeovers by relays that keep every round (mixed-skew), messages
 	// re-enqueued by replays, parks whose response was lost.
 	OrderFaults []OrderFault

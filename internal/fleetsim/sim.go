@@ -124,10 +124,8 @@ type sim struct {
 	opsDone      atomic.Int64
 	outsideLease atomic.Int64
 
-	// The order menu's state (orderfaults.go): armed hand-over refusals
-	// and park losses (guarded by mu), replays running, and the
-	// operator's store.
-	handovers   []*cause
+	// The order menu's state (orderfaults.go): armed park losses (guarded
+	// by mu), replays running, and the operator's store.
 	parkLosses  int
 	holdRuns    []holdRun
 	replays     atomic.Int32
