@@ -82,7 +82,7 @@ func TestBench_BadInvocationsExitTwo(t *testing.T) {
 	for _, args := range [][]string{
 		{"--scenario", "no-such"},
 		{"--scenario", "latency,no-such"},
-		{"--scenario", "idle"},
+		{"--scenario", "idle"}, // a simulated study, which the CLI does not link
 		{"--messages", "-1"},
 		{"extra"},
 	} {

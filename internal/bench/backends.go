@@ -29,21 +29,27 @@ const (
 	benchPartition = 8
 )
 
-// backends are one DynamoDB endpoint and one Kafka cluster, embedded or
-// external, with the Counter attached to every DynamoDB client.
-type backends struct {
-	ddb   *outboxlocal.DynamoDB
-	kafka *outboxlocal.Kafka
-	topic string
+// Backends are one DynamoDB endpoint and one Kafka cluster, embedded or
+// external, with the Counter attached to every DynamoDB client: what the
+// real-time scenarios run on, and, in their in-memory form, internal/economy's
+// per-message cost and idle studies.
+type Backends struct {
+	// DynamoDB is the endpoint, its SDK client and its Counter.
+	DynamoDB *outboxlocal.DynamoDB
+	// Kafka is the cluster the relays publish to.
+	Kafka *outboxlocal.Kafka
+	// Topic is the bench topic's name on Kafka, which every message of a
+	// Workload names.
+	Topic string
 }
 
-// startBackends starts (or connects to) DynamoDB and Kafka with the bench
+// StartBackends starts (or connects to) DynamoDB and Kafka with the bench
 // topic. The embedded servers start under the backend profile label so
 // their CPU can be told apart from Spillway's. A simulated study (inside
 // the lab's bubble: env.Settle set) gets their in-memory forms, whatever
-// env names: a socket would stop the bubble's clock.
-func startBackends(ctx context.Context, env lab.Config) (*backends, error) {
-	b := &backends{}
+// env names: a socket would stop the bubble's clock. Close releases them.
+func StartBackends(ctx context.Context, env lab.Config) (*Backends, error) {
+	b := &Backends{}
 	var err error
 	inMemory := env.Settle != nil
 	pprof.Do(ctx, pprof.Labels(labelKey, labelBackend), func(ctx context.Context) {
@@ -54,7 +60,7 @@ func startBackends(ctx context.Context, env lab.Config) (*backends, error) {
 		case env.DynamoDBEndpoint != "":
 			opts = append(opts, outboxlocal.WithEndpoint(env.DynamoDBEndpoint))
 		}
-		if b.ddb, err = outboxlocal.StartDynamoDB(ctx, opts...); err != nil {
+		if b.DynamoDB, err = outboxlocal.StartDynamoDB(ctx, opts...); err != nil {
 			return
 		}
 		kcfg := outboxlocal.KafkaConfig{
@@ -64,50 +70,51 @@ func startBackends(ctx context.Context, env lab.Config) (*backends, error) {
 		if !inMemory {
 			kcfg.Endpoint = strings.Join(env.Brokers, ",")
 		}
-		b.kafka, err = outboxlocal.StartKafka(ctx, kcfg)
+		b.Kafka, err = outboxlocal.StartKafka(ctx, kcfg)
 	})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("bench: start backends: %w", err), b.Close())
 	}
-	b.topic = b.kafka.Topic(benchTopic)
+	b.Topic = b.Kafka.Topic(benchTopic)
 	return b, nil
 }
 
 // Close stops the embedded servers, or deletes the tables and topics made
 // on external ones.
-func (b *backends) Close() error {
+func (b *Backends) Close() error {
 	var errs []error
-	if b.kafka != nil {
-		errs = append(errs, b.kafka.Close())
+	if b.Kafka != nil {
+		errs = append(errs, b.Kafka.Close())
 	}
-	if b.ddb != nil {
-		errs = append(errs, b.ddb.Close())
+	if b.DynamoDB != nil {
+		errs = append(errs, b.DynamoDB.Close())
 	}
 	return errors.Join(errs...)
 }
 
-// newTable creates a fresh outbox table and returns its options with the
-// given bucket count and clock.
-func (b *backends) newTable(ctx context.Context, bucketCount int, clock outbox.Clock) (outboxddb.Options, error) {
-	opts := outboxddb.Options{TableName: b.ddb.NewTableName(), BucketCount: bucketCount, Logger: quietLogger()}
+// NewTable creates a fresh outbox table, deleted when the backends close,
+// and returns its options with the given bucket count and clock.
+func (b *Backends) NewTable(ctx context.Context, bucketCount int, clock outbox.Clock) (outboxddb.Options, error) {
+	opts := outboxddb.Options{TableName: b.DynamoDB.NewTableName(), BucketCount: bucketCount, Logger: QuietLogger()}
 	// Created on the system clock: CreateIfNotExists waits on the options'
 	// clock, which a simulation does not move.
-	if err := outboxddb.CreateIfNotExists(ctx, b.ddb.Client, opts); err != nil {
+	if err := outboxddb.CreateIfNotExists(ctx, b.DynamoDB.Client, opts); err != nil {
 		return outboxddb.Options{}, fmt.Errorf("bench: create table %s: %w", opts.TableName, err)
 	}
-	b.ddb.DeleteOnClose(opts.TableName)
+	b.DynamoDB.DeleteOnClose(opts.TableName)
 	opts = opts.WithDefaults()
 	opts.Clock = clock
 	return opts, nil
 }
 
 // kafkaConfig is a publisher's configuration for the cluster.
-func (b *backends) kafkaConfig() outboxkafka.Config {
-	return outboxkafka.Config{Brokers: b.kafka.Brokers, ExtraOpts: b.kafka.ClientOpts()}
+func (b *Backends) kafkaConfig() outboxkafka.Config {
+	return outboxkafka.Config{Brokers: b.Kafka.Brokers, ExtraOpts: b.Kafka.ClientOpts()}
 }
 
-// newPublisher returns a Kafka publisher connected to the cluster.
-func (b *backends) newPublisher(ctx context.Context) (*outboxkafka.Publisher, error) {
+// NewPublisher returns a Kafka publisher connected to the cluster; the
+// caller closes it.
+func (b *Backends) NewPublisher(ctx context.Context) (*outboxkafka.Publisher, error) {
 	p, err := relayproc.NewPublisher(ctx, b.kafkaConfig(), true)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
@@ -115,14 +122,14 @@ func (b *backends) newPublisher(ctx context.Context) (*outboxkafka.Publisher, er
 	return p, nil
 }
 
-// newRelay builds one relay process from cfg: on the bench's DynamoDB
+// NewRelay builds one relay process from cfg: on the bench's DynamoDB
 // client unless cfg names one, with a publisher of its own unless cfg
 // shares one, and with the bench's quiet logger.
-func (b *backends) newRelay(ctx context.Context, cfg relayproc.Config) (*relayproc.Proc, error) {
+func (b *Backends) NewRelay(ctx context.Context, cfg relayproc.Config) (*relayproc.Proc, error) {
 	if cfg.DynamoDB == nil {
-		cfg.DynamoDB = b.ddb.Client
+		cfg.DynamoDB = b.DynamoDB.Client
 	}
-	cfg.Kafka, cfg.InitPublisher, cfg.Logger = b.kafkaConfig(), true, quietLogger()
+	cfg.Kafka, cfg.InitPublisher, cfg.Logger = b.kafkaConfig(), true, QuietLogger()
 	p, err := relayproc.New(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("bench: relay %s: %w", cfg.Relay.RelayID, err)
@@ -130,6 +137,6 @@ func (b *backends) newRelay(ctx context.Context, cfg relayproc.Config) (*relaypr
 	return p, nil
 }
 
-// quietLogger discards logs: the relays' per-run lines would drown the
+// QuietLogger discards logs: the relays' per-run lines would drown the
 // tables, and the results carry what matters.
-func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+func QuietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -1,17 +1,18 @@
-// Package bench measures Spillway on its embedded backends (or on external
-// DynamoDB and Kafka endpoints) and returns the figures as structured
+// Package bench holds the real-time scenarios of `spillway bench`, which
+// measure Spillway on its embedded backends (or on external DynamoDB and
+// Kafka endpoints) on the wall clock and return the figures as structured
 // results: relay throughput and the CPU share spent outside the backends,
-// DynamoDB requests and capacity units per message for every enqueue path
-// and for relaying, the request units an idle deployment spends per hour,
 // and commit-to-acknowledgement latency.
 //
 // Every scenario drives the real code: outboxddb's Writer and Store through
 // the AWS SDK client with outboxlocal's Counter attached, the relay engine
-// (outbox.Relay.Run) and outboxkafka's Publisher. Counted figures (requests,
-// units) are deterministic and asserted by this package's tests; timed
-// figures (throughput, latency, CPU share) are only printed, because the
-// machines that run them are shared and noisy.
+// (outbox.Relay.Run) and outboxkafka's Publisher. Timed figures
+// (throughput, latency, CPU share) are only printed, because the machines
+// that run them are shared and noisy; what they count is asserted.
 //
-// Scenarios are registered by name (Register, Scenarios, Lookup);
-// `spillway bench` runs them and prints their tables.
+// The scenarios register with the lab (lab.Register, lab.Scenarios,
+// lab.Lookup); `spillway bench` runs them and prints their tables. Backends
+// and Workload, what they run on, serve internal/economy's simulated cost
+// and idle studies too, in their in-memory form; this package registers no
+// simulated study, so the CLI, which links it, links none.
 package bench

@@ -96,13 +96,13 @@ func RunLatency(ctx context.Context, env lab.Config, cfg LatencyConfig) (Latency
 	res := LatencyResult{Config: cfg}
 	for _, series := range []struct {
 		name string
-		run  func(context.Context, *backends, LatencyConfig) (LatencySeries, error)
+		run  func(context.Context, *Backends, LatencyConfig) (LatencySeries, error)
 	}{{SeriesWake, measureWake}, {SeriesPoll, measurePoll}} {
 		env.Progressf("latency: %d samples, %s", cfg.Samples, series.name)
 		s, err := func() (s LatencySeries, err error) {
 			ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 			defer cancel()
-			b, err := startBackends(ctx, env)
+			b, err := StartBackends(ctx, env)
 			if err != nil {
 				return LatencySeries{}, err
 			}
@@ -122,23 +122,23 @@ type latencyRig struct {
 	opts  outboxddb.Options
 	pub   *ackPublisher
 	relay *outbox.Relay
-	work  *workload
+	work  *Workload
 	owned chan int
 	close func()
 }
 
-func newLatencyRig(ctx context.Context, b *backends, ropts outbox.RelayOptions) (*latencyRig, error) {
-	opts, err := b.newTable(ctx, outbox.DefaultBucketCount, outbox.SystemClock{})
+func newLatencyRig(ctx context.Context, b *Backends, ropts outbox.RelayOptions) (*latencyRig, error) {
+	opts, err := b.NewTable(ctx, outbox.DefaultBucketCount, outbox.SystemClock{})
 	if err != nil {
 		return nil, err
 	}
-	kp, err := b.newPublisher(ctx)
+	kp, err := b.NewPublisher(ctx)
 	if err != nil {
 		return nil, err
 	}
-	rig := &latencyRig{opts: opts, pub: newAckPublisher(kp), work: newWorkload(b.topic, 1<<10, opts.BucketCount), owned: make(chan int, 64), close: kp.Close}
+	rig := &latencyRig{opts: opts, pub: newAckPublisher(kp), work: NewWorkload(b.Topic, 1<<10, opts.BucketCount), owned: make(chan int, 64), close: kp.Close}
 	ropts.BucketCount = opts.BucketCount
-	proc, err := b.newRelay(ctx, relayproc.Config{Store: opts, Publisher: rig.pub, Relay: ropts, Clock: outbox.SystemClock{}, Observer: ownedObserver(rig.owned)})
+	proc, err := b.NewRelay(ctx, relayproc.Config{Store: opts, Publisher: rig.pub, Relay: ropts, Clock: outbox.SystemClock{}, Observer: ownedObserver(rig.owned)})
 	if err != nil {
 		kp.Close()
 		return nil, err
@@ -194,7 +194,7 @@ func (w *wakeInvoker) Notify(_ context.Context, wu outbox.WakeUp) error {
 // measureWake commits one message at a time with a writer whose notifier
 // starts the warm relay, waits for the acknowledgement and for the run to
 // end, and repeats.
-func measureWake(ctx context.Context, b *backends, cfg LatencyConfig) (LatencySeries, error) {
+func measureWake(ctx context.Context, b *Backends, cfg LatencyConfig) (LatencySeries, error) {
 	rig, err := newLatencyRig(ctx, b, outbox.RelayOptions{RelayID: "woken", Mode: outbox.ModeDrain, IdleTimeout: cfg.IdleTimeout})
 	if err != nil {
 		return LatencySeries{}, err
@@ -203,13 +203,13 @@ func measureWake(ctx context.Context, b *backends, cfg LatencyConfig) (LatencySe
 	inv := &wakeInvoker{ctx: ctx, relay: rig.relay}
 	wopts := rig.opts
 	wopts.Notifier = inv
-	writer, err := outboxddb.NewWriter(b.ddb.Client, wopts)
+	writer, err := outboxddb.NewWriter(b.DynamoDB.Client, wopts)
 	if err != nil {
 		return LatencySeries{}, err
 	}
 	var lat []time.Duration
 	for i := range cfg.Samples {
-		m, err := rig.work.message(i)
+		m, err := rig.work.Message(i)
 		if err != nil {
 			return LatencySeries{}, err
 		}
@@ -237,13 +237,13 @@ func measureWake(ctx context.Context, b *backends, cfg LatencyConfig) (LatencySe
 
 // measurePoll runs a hold-mode relay until it owns every bucket, then
 // commits messages at random moments without wake-ups.
-func measurePoll(ctx context.Context, b *backends, cfg LatencyConfig) (LatencySeries, error) {
+func measurePoll(ctx context.Context, b *Backends, cfg LatencyConfig) (LatencySeries, error) {
 	rig, err := newLatencyRig(ctx, b, outbox.RelayOptions{RelayID: "polling", Mode: outbox.ModeHold, PollInterval: cfg.PollInterval})
 	if err != nil {
 		return LatencySeries{}, err
 	}
 	defer rig.close()
-	writer, err := outboxddb.NewWriter(b.ddb.Client, rig.opts)
+	writer, err := outboxddb.NewWriter(b.DynamoDB.Client, rig.opts)
 	if err != nil {
 		return LatencySeries{}, err
 	}
@@ -273,7 +273,7 @@ func measurePoll(ctx context.Context, b *backends, cfg LatencyConfig) (LatencySe
 		case <-ctx.Done():
 			return LatencySeries{}, context.Cause(ctx)
 		}
-		m, err := rig.work.message(i)
+		m, err := rig.work.Message(i)
 		if err != nil {
 			return LatencySeries{}, err
 		}

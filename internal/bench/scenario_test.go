@@ -31,7 +31,10 @@ func checkRendering(t *testing.T, r lab.Report) {
 	}
 }
 
-func TestRegistry_RealTimeScenariosFirst(t *testing.T) {
+// TestRegistry_OnlyRealTimeScenarios: the package registers the real-time
+// scenarios of `spillway bench` and no simulated study, so the CLI, which
+// links it, links none (internal/economy owns the cost and idle studies).
+func TestRegistry_OnlyRealTimeScenarios(t *testing.T) {
 	var names []string
 	for _, s := range lab.Scenarios(false) {
 		names = append(names, s.Name)
@@ -39,10 +42,8 @@ func TestRegistry_RealTimeScenariosFirst(t *testing.T) {
 	if got := strings.Join(names, ","); got != "throughput,latency" {
 		t.Errorf("real-time scenarios %v, want throughput, latency", names)
 	}
-	for _, name := range []string{"cost", "idle"} {
-		if s, ok := lab.Lookup(name); !ok || !s.Simulated {
-			t.Errorf("Lookup(%s) = %+v, %v; want a simulated study", name, s, ok)
-		}
+	if studies := lab.Scenarios(true); len(studies) != 0 {
+		t.Errorf("bench registers simulated studies %+v, want none", studies)
 	}
 }
 

@@ -125,7 +125,7 @@ func measureThroughput(ctx context.Context, env lab.Config, cfg ThroughputConfig
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	b, err := startBackends(ctx, env)
+	b, err := StartBackends(ctx, env)
 	if err != nil {
 		return ct, err
 	}
@@ -139,9 +139,9 @@ func measureThroughput(ctx context.Context, env lab.Config, cfg ThroughputConfig
 // relayAll enqueues cfg.Messages and relays them with c.Relays relays. It
 // runs under the spillway label, so every client goroutine it starts (SDK
 // connections, franz-go) carries it.
-func relayAll(ctx context.Context, env lab.Config, cfg ThroughputConfig, c ThroughputCase, b *backends) (CaseThroughput, error) {
+func relayAll(ctx context.Context, env lab.Config, cfg ThroughputConfig, c ThroughputCase, b *Backends) (CaseThroughput, error) {
 	ct := CaseThroughput{ThroughputCase: c, Messages: cfg.Messages}
-	opts, err := b.newTable(ctx, c.Buckets, outbox.SystemClock{})
+	opts, err := b.NewTable(ctx, c.Buckets, outbox.SystemClock{})
 	if err != nil {
 		return ct, err
 	}
@@ -152,7 +152,7 @@ func relayAll(ctx context.Context, env lab.Config, cfg ThroughputConfig, c Throu
 	relays := make([]*outbox.Relay, c.Relays)
 	for i := range relays {
 		// One publisher per relay, as one per execution environment.
-		p, err := b.newRelay(ctx, relayproc.Config{Store: opts, Relay: outbox.RelayOptions{
+		p, err := b.NewRelay(ctx, relayproc.Config{Store: opts, Relay: outbox.RelayOptions{
 			RelayID: fmt.Sprintf("relay-%d", i), BucketCount: c.Buckets, Mode: outbox.ModeHold,
 			LeaseRenewInterval: cfg.RenewInterval, LeaseDuration: cfg.LeaseDuration,
 		}, Clock: outbox.SystemClock{}, Observer: obs})
@@ -162,7 +162,7 @@ func relayAll(ctx context.Context, env lab.Config, cfg ThroughputConfig, c Throu
 		defer p.Close()
 		relays[i] = p.Relay
 	}
-	before := b.ddb.Counter.Snapshot()
+	before := b.DynamoDB.Counter.Snapshot()
 	var published atomic.Int64
 	ct.CPU, err = profileCPU(env.ProfileDir, "throughput-"+c.Name(), func() error {
 		runCtx, stop := context.WithCancel(ctx)
@@ -191,7 +191,7 @@ func relayAll(ctx context.Context, env lab.Config, cfg ThroughputConfig, c Throu
 	if err != nil {
 		return ct, err
 	}
-	counts := b.ddb.Counter.Snapshot().Since(before)
+	counts := b.DynamoDB.Counter.Snapshot().Since(before)
 	ct.Published = int(published.Load())
 	ct.Elapsed, ct.Settled, ct.SettledRate = obs.timing()
 	ct.PerSecond = float64(cfg.Messages) / ct.Elapsed.Seconds()
@@ -201,14 +201,14 @@ func relayAll(ctx context.Context, env lab.Config, cfg ThroughputConfig, c Throu
 }
 
 // prefill enqueues n messages in lists of 100 (one transaction each).
-func prefill(ctx context.Context, b *backends, opts outboxddb.Options, c ThroughputCase, n int) error {
-	writer, err := outboxddb.NewWriter(b.ddb.Client, opts)
+func prefill(ctx context.Context, b *Backends, opts outboxddb.Options, c ThroughputCase, n int) error {
+	writer, err := outboxddb.NewWriter(b.DynamoDB.Client, opts)
 	if err != nil {
 		return err
 	}
-	w := newWorkload(b.topic, c.ValueSize, c.Buckets)
+	w := NewWorkload(b.Topic, c.ValueSize, c.Buckets)
 	for first := 0; first < n; first += outboxddb.MaxTransactionItems {
-		msgs, err := w.messages(first, min(outboxddb.MaxTransactionItems, n-first))
+		msgs, err := w.Messages(first, min(outboxddb.MaxTransactionItems, n-first))
 		if err != nil {
 			return err
 		}

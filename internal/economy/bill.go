@@ -4,7 +4,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/spillway-dev/spillway/internal/bench"
 	"github.com/spillway-dev/spillway/outbox"
 )
 
@@ -57,7 +56,7 @@ type Line struct {
 }
 
 // messagesPerMonth is the traffic of a month at rate.
-func messagesPerMonth(rate float64) float64 { return rate * bench.SecondsPerMonth }
+func messagesPerMonth(rate float64) float64 { return rate * SecondsPerMonth }
 
 // perMessage divides a monthly figure by the month's messages; 0 at rate 0.
 func perMessage(monthly, rate float64) float64 {
@@ -82,7 +81,7 @@ func bill(deployment string, rate float64, parts []Line) []Line {
 }
 
 // dynamoLine prices monthly DynamoDB units.
-func dynamoLine(p bench.Prices, rate, wu, ru float64) Line {
+func dynamoLine(p Prices, rate, wu, ru float64) Line {
 	return Line{
 		Part: PartDynamoDB, USDPerMonth: p.USD(wu, ru),
 		WriteUnitsPerMonth: wu, ReadUnitsPerMonth: ru,
@@ -91,7 +90,7 @@ func dynamoLine(p bench.Prices, rate, wu, ru float64) Line {
 }
 
 // lambdaLines prices monthly invocations and GB-seconds.
-func lambdaLines(p bench.Prices, rate, invocations, gbSeconds float64) []Line {
+func lambdaLines(p Prices, rate, invocations, gbSeconds float64) []Line {
 	return []Line{
 		{Part: PartLambdaRequests, USDPerMonth: invocations * p.LambdaRequest / 1e6,
 			InvocationsPerMonth: invocations, InvocationsPerMessage: perMessage(invocations, rate)},
@@ -100,9 +99,9 @@ func lambdaLines(p bench.Prices, rate, invocations, gbSeconds float64) []Line {
 }
 
 // spillwayBill prices the default deployment from its run.
-func spillwayBill(p bench.Prices, cfg Config, m Measured) []Line {
+func spillwayBill(p Prices, cfg Config, m Measured) []Line {
 	gbs := m.perMonth(m.FunctionTime.Seconds()) * float64(cfg.MemoryMB) / 1024
-	sweeps := bench.SecondsPerMonth / ScheduleInterval.Seconds()
+	sweeps := SecondsPerMonth / ScheduleInterval.Seconds()
 	parts := []Line{dynamoLine(p, m.Rate, m.perMonth(m.WriteUnits), m.perMonth(m.ReadUnits))}
 	parts = append(parts, lambdaLines(p, m.Rate, m.perMonth(float64(m.Invocations)), gbs)...)
 	parts = append(parts, Line{Part: PartSchedule, USDPerMonth: sweeps * p.SchedulerInvocation / 1e6})
@@ -126,8 +125,8 @@ func modelledIdleHold(cfg Config, m Measured) Measured {
 
 // fargateBill prices the always-on relay: the task all month, and the
 // DynamoDB requests of a relay in hold mode on the same traffic.
-func fargateBill(p bench.Prices, rate float64, hold Measured) []Line {
-	task := (FargateVCPU*p.FargateVCPUHour + FargateMemoryGB*p.FargateGBHour) * bench.SecondsPerMonth / 3600
+func fargateBill(p Prices, rate float64, hold Measured) []Line {
+	task := (FargateVCPU*p.FargateVCPUHour + FargateMemoryGB*p.FargateGBHour) * SecondsPerMonth / 3600
 	ddb := dynamoLine(p, rate, hold.perMonth(hold.WriteUnits), hold.perMonth(hold.ReadUnits))
 	ddb.Modelled = hold.Modelled
 	return bill(Fargate, rate, []Line{ddb, {Part: PartFargate, USDPerMonth: task}})
@@ -138,7 +137,7 @@ func fargateBill(p bench.Prices, rate float64, hold Measured) []Line {
 // until its TTL deletes it; stream reads by a Lambda trigger are free; one
 // invocation per batching window while traffic lasts, one per batch beyond
 // StreamsBatchSize messages a window.
-func streamsBill(p bench.Prices, cfg Config, rate float64) []Line {
+func streamsBill(p Prices, cfg Config, rate float64) []Line {
 	item := float64(cfg.ValueSize + itemOverhead)
 	wu := 2 * math.Ceil(item/1024) * messagesPerMonth(rate)
 	storedGB := rate * StreamsTTL.Seconds() * item / (1 << 30)
@@ -146,7 +145,7 @@ func streamsBill(p bench.Prices, cfg Config, rate float64) []Line {
 	ddb.USDPerMonth += storedGB * p.StorageGBMonth
 	window := StreamsWindow.Seconds()
 	batchesPerSecond := max(min(rate, 1/window), rate/StreamsBatchSize)
-	invocations := batchesPerSecond * bench.SecondsPerMonth
+	invocations := batchesPerSecond * SecondsPerMonth
 	gbs := invocations * StreamsInvocationTime.Seconds() * StreamsMemoryMB / 1024
 	parts := append([]Line{ddb}, lambdaLines(p, rate, invocations, gbs)...)
 	for i := range parts {

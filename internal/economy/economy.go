@@ -7,7 +7,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/spillway-dev/spillway/internal/bench"
 	"github.com/spillway-dev/spillway/internal/steady"
 	"github.com/spillway-dev/spillway/outbox"
 )
@@ -119,7 +118,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := cfg.validate(); err != nil {
 		return Result{}, err
 	}
-	res := Result{Prices: bench.OnDemandPrices, MemoryMB: cfg.MemoryMB, ValueSize: cfg.ValueSize, Buckets: cfg.Buckets, Seed: cfg.Seed}
+	res := Result{Prices: OnDemandPrices, MemoryMB: cfg.MemoryMB, ValueSize: cfg.ValueSize, Buckets: cfg.Buckets, Seed: cfg.Seed}
 	for _, rate := range cfg.Rates {
 		m, err := measure(ctx, cfg, rate, outbox.ModeDrain)
 		if err != nil {
@@ -181,7 +180,7 @@ func (m Measured) perMonth(n float64) float64 {
 	if m.Duration <= 0 {
 		return 0
 	}
-	return n * bench.SecondsPerMonth / m.Duration.Seconds()
+	return n * SecondsPerMonth / m.Duration.Seconds()
 }
 
 // measure runs the steady scenario at rate in mode.

@@ -6,17 +6,16 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spillway-dev/spillway/internal/bench"
 	"github.com/spillway-dev/spillway/internal/lab"
 )
 
 // Result is the table of one economy run.
 type Result struct {
-	Prices    bench.Prices `json:"prices"`
-	MemoryMB  int          `json:"memoryMB"`
-	ValueSize int          `json:"valueSize"`
-	Buckets   int          `json:"buckets"`
-	Seed      uint64       `json:"seed"`
+	Prices    Prices `json:"prices"`
+	MemoryMB  int    `json:"memoryMB"`
+	ValueSize int    `json:"valueSize"`
+	Buckets   int    `json:"buckets"`
+	Seed      uint64 `json:"seed"`
 	// Lines holds one object per rate, deployment and part (and a total).
 	Lines []Line `json:"lines"`
 	// Runs are the steady-scenario runs the Spillway and Fargate figures
@@ -30,7 +29,7 @@ type Result struct {
 func Assumptions(cfg Config) []string {
 	cfg = cfg.withDefaults()
 	return []string{
-		fmt.Sprintf("prices: %s", bench.OnDemandPrices.Source),
+		fmt.Sprintf("prices: %s", OnDemandPrices.Source),
 		"all deployments: a 30-day month; free tiers ignored; Kafka (MSK), CloudWatch, X-Ray, NAT and data transfer are the same for all and left out",
 		fmt.Sprintf("spillway: the stack's defaults (drain mode, 1 s poll, 2 s idle timeout or 10 s under steady traffic, 15 min timeout, reserved concurrency %d), relay memory %d MB; every commit's writer notifies as the Go writer and the enqueue function do; one EventBridge Scheduler sweep a minute; a run's counts, drain tail included, are scaled from its write time to the month",
 			cfg.Buckets, cfg.MemoryMB),
@@ -164,6 +163,8 @@ func fmtLatency(d time.Duration) string {
 	return d.Round(time.Millisecond).String()
 }
 
+// usd renders a monthly bill's figure: cents, and four decimals under a
+// cent.
 func usd(v float64) string {
 	switch {
 	case v == 0:
@@ -172,4 +173,22 @@ func usd(v float64) string {
 		return fmt.Sprintf("$%.4f", v)
 	}
 	return fmt.Sprintf("$%.2f", v)
+}
+
+// unitUSD renders the cost and idle studies' unit costs (per hour of an
+// idle deployment, per million messages), which go down to tens of
+// micro-dollars: five decimals under a cent, seven under a hundredth of
+// one. It is not usd: one formatter for both would change the figures
+// docs/lab/cost.txt and idle.txt or economy.txt record.
+func unitUSD(v float64) string {
+	switch {
+	case v == 0:
+		return "$0"
+	case v < 0.0001:
+		return fmt.Sprintf("$%.7f", v)
+	case v < 0.01:
+		return fmt.Sprintf("$%.5f", v)
+	default:
+		return fmt.Sprintf("$%.2f", v)
+	}
 }

@@ -7,7 +7,12 @@ import (
 	"github.com/spillway-dev/spillway/internal/lab"
 )
 
+// The bill studies, from a message's DynamoDB requests to the whole bill:
+// the per-message cost of every enqueue path and of relaying, the cost of
+// an idle deployment, and the monthly bill per traffic rate.
 func init() {
+	lab.Register(costScenario)
+	lab.Register(idleScenario)
 	lab.RegisterStudy("economy", "the whole AWS bill per month at 0, 0.1, 1, 10 and 100 msg/s: Spillway's default deployment measured, an always-on Fargate relay and the Streams → Lambda pattern",
 		func(ctx context.Context, seed uint64, progress io.Writer) (Result, error) {
 			return Run(ctx, Config{Seed: seed, Progress: progress})

@@ -5,8 +5,9 @@
 // Two kinds of scenario register here. Real-time ones (internal/bench:
 // throughput, latency) run on the wall clock against the embedded backends
 // or the user's endpoints; `spillway bench` runs them. Simulated studies
-// (idle and per-message cost, steady traffic, the economy table, the
-// coordination plane at scale) run in simulated time and only inside a
+// (internal/economy's bill studies: per-message cost, idle and the economy
+// table; internal/steady's steady traffic; internal/scale's coordination
+// plane at scale) run in simulated time and only inside a
 // testing/synctest bubble, on the in-memory forms of the embedded backends:
 // their figures are exact, so the same seed gives the same report. They run
 // as tests (internal/lab's TestStudies, `make lab`), which regenerate the

@@ -12,8 +12,8 @@ import (
 
 	"github.com/spillway-dev/spillway/internal/lab"
 
-	// The simulated studies register themselves.
-	_ "github.com/spillway-dev/spillway/internal/bench"
+	// The simulated studies register themselves: economy the bill studies
+	// (cost, idle, economy), scale and steady their own.
 	"github.com/spillway-dev/spillway/internal/economy"
 	_ "github.com/spillway-dev/spillway/internal/scale"
 	_ "github.com/spillway-dev/spillway/internal/steady"

@@ -1,4 +1,4 @@
-package bench
+package economy
 
 import (
 	"cmp"
@@ -10,12 +10,12 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/spillway-dev/spillway/internal/lab"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/spillway-dev/spillway/internal/bench"
+	"github.com/spillway-dev/spillway/internal/lab"
 	"github.com/spillway-dev/spillway/internal/relayproc"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
@@ -133,7 +133,7 @@ func RunCost(ctx context.Context, env lab.Config, cfg CostConfig) (res CostResul
 	if env.Settle == nil {
 		return CostResult{}, lab.ErrNotInBubble
 	}
-	b, err := startBackends(ctx, env)
+	b, err := bench.StartBackends(ctx, env)
 	if err != nil {
 		return CostResult{}, err
 	}
@@ -143,7 +143,7 @@ func RunCost(ctx context.Context, env lab.Config, cfg CostConfig) (res CostResul
 		env.Progressf("cost: %d-byte values", size)
 		sc, err := measureCost(ctx, env, b, cfg, size)
 		if err != nil {
-			return CostResult{}, fmt.Errorf("bench: cost of %d-byte values: %w", size, err)
+			return CostResult{}, fmt.Errorf("economy: cost of %d-byte values: %w", size, err)
 		}
 		res.Sizes = append(res.Sizes, sc)
 	}
@@ -152,11 +152,11 @@ func RunCost(ctx context.Context, env lab.Config, cfg CostConfig) (res CostResul
 
 func (c CostConfig) validate() error {
 	if c.Messages < 1 || c.BucketCount < 1 || c.ListSize < 1 || c.ListSize > outboxddb.MaxTransactionItems {
-		return fmt.Errorf("bench: cost config %+v: want messages and buckets >= 1 and a list size in [1, %d]", c, outboxddb.MaxTransactionItems)
+		return fmt.Errorf("economy: cost config %+v: want messages and buckets >= 1 and a list size in [1, %d]", c, outboxddb.MaxTransactionItems)
 	}
 	for _, size := range c.ValueSizes {
 		if size < 0 {
-			return fmt.Errorf("bench: cost config: negative value size %d", size)
+			return fmt.Errorf("economy: cost config: negative value size %d", size)
 		}
 	}
 	return nil
@@ -166,24 +166,24 @@ func (c CostConfig) validate() error {
 type costRun struct {
 	env    lab.Config
 	cfg    CostConfig
-	b      *backends
+	b      *bench.Backends
 	opts   outboxddb.Options
 	writer *outboxddb.Writer
-	work   *workload
+	work   *bench.Workload
 	next   int     // next message index
 	kb     float64 // a message item's size in started KB
 }
 
-func measureCost(ctx context.Context, env lab.Config, b *backends, cfg CostConfig, valueSize int) (SizeCost, error) {
-	opts, err := b.newTable(ctx, cfg.BucketCount, outbox.SystemClock{})
+func measureCost(ctx context.Context, env lab.Config, b *bench.Backends, cfg CostConfig, valueSize int) (SizeCost, error) {
+	opts, err := b.NewTable(ctx, cfg.BucketCount, outbox.SystemClock{})
 	if err != nil {
 		return SizeCost{}, err
 	}
-	writer, err := outboxddb.NewWriter(b.ddb.Client, opts)
+	writer, err := outboxddb.NewWriter(b.DynamoDB.Client, opts)
 	if err != nil {
 		return SizeCost{}, err
 	}
-	c := &costRun{env: env, cfg: cfg, b: b, opts: opts, writer: writer, work: newWorkload(b.topic, valueSize, cfg.BucketCount)}
+	c := &costRun{env: env, cfg: cfg, b: b, opts: opts, writer: writer, work: bench.NewWorkload(b.Topic, valueSize, cfg.BucketCount)}
 	sc := SizeCost{ValueSize: valueSize}
 	single, err := c.enqueueSingle(ctx)
 	if err != nil {
@@ -224,11 +224,11 @@ func measureCost(ctx context.Context, env lab.Config, b *backends, cfg CostConfi
 // count runs fn and returns what the Counter counted meanwhile; pathCost
 // turns it into a path's cost.
 func (c *costRun) count(path string, fn func() error) (outboxlocal.Counts, error) {
-	before := c.b.ddb.Counter.Snapshot()
+	before := c.b.DynamoDB.Counter.Snapshot()
 	if err := fn(); err != nil {
 		return outboxlocal.Counts{}, fmt.Errorf("%s: %w", path, err)
 	}
-	return c.b.ddb.Counter.Snapshot().Since(before), nil
+	return c.b.DynamoDB.Counter.Snapshot().Since(before), nil
 }
 
 func pathCost(path, per string, count int, d outboxlocal.Counts) PathCost {
@@ -243,7 +243,7 @@ func pathCost(path, per string, count int, d outboxlocal.Counts) PathCost {
 }
 
 func (c *costRun) take(n int) ([]outbox.Message, error) {
-	msgs, err := c.work.messages(c.next, n)
+	msgs, err := c.work.Messages(c.next, n)
 	c.next += n
 	return msgs, err
 }
@@ -305,14 +305,14 @@ func (c *costRun) transaction(ctx context.Context) (PathCost, error) {
 			Item: map[string]types.AttributeValue{
 				c.opts.PartitionKey: &types.AttributeValueMemberS{Value: fmt.Sprintf("ORDER#%s-%06d", prefix, i)},
 				c.opts.SortKey:      &types.AttributeValueMemberS{Value: "ORDER"},
-				"Customer":          &types.AttributeValueMemberS{Value: string(key(i))},
+				"Customer":          &types.AttributeValueMemberS{Value: string(bench.Key(i))},
 				"Total":             &types.AttributeValueMemberN{Value: "4200"},
 			},
 		}}
 	}
 	without, err := c.count("business transactions", func() error {
 		for i := range n {
-			if _, err := c.b.ddb.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+			if _, err := c.b.DynamoDB.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
 				TransactItems: []types.TransactWriteItem{business("plain", i)},
 			}); err != nil {
 				return err
@@ -334,7 +334,7 @@ func (c *costRun) transaction(ctx context.Context) (PathCost, error) {
 				return err
 			}
 			items := []types.TransactWriteItem{business("outbox", i), item}
-			if _, err := c.b.ddb.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}); err != nil {
+			if _, err := c.b.DynamoDB.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}); err != nil {
 				return c.writer.ExplainTransactionError(err, items)
 			}
 			c.writer.NotifyCommitted(ctx, m)
@@ -352,14 +352,14 @@ func (c *costRun) transaction(ctx context.Context) (PathCost, error) {
 // itemSize reads one message item back and sizes it as DynamoDB bills it.
 // Its request is not part of any path.
 func (c *costRun) itemSize(ctx context.Context) (int, error) {
-	out, err := c.b.ddb.Client.Query(ctx, &dynamodb.QueryInput{
+	out, err := c.b.DynamoDB.Client.Query(ctx, &dynamodb.QueryInput{
 		TableName:              aws.String(c.opts.TableName),
 		KeyConditionExpression: aws.String("#pk = :pk"),
 		ExpressionAttributeNames: map[string]string{
 			"#pk": c.opts.PartitionKey,
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk": &types.AttributeValueMemberS{Value: fmt.Sprintf("%s#MESSAGES#%d", c.opts.KeyPrefix, c.work.bucketOf(0))},
+			":pk": &types.AttributeValueMemberS{Value: fmt.Sprintf("%s#MESSAGES#%d", c.opts.KeyPrefix, c.work.BucketOf(0))},
 		},
 		Limit:          aws.Int32(1),
 		ConsistentRead: aws.Bool(true),
@@ -368,7 +368,7 @@ func (c *costRun) itemSize(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("read a message item back: %w", err)
 	}
 	if len(out.Items) == 0 {
-		return 0, fmt.Errorf("read a message item back: bucket %d is empty", c.work.bucketOf(0))
+		return 0, fmt.Errorf("read a message item back: bucket %d is empty", c.work.BucketOf(0))
 	}
 	return outboxddb.ItemSize(out.Items[0]), nil
 }
@@ -380,9 +380,9 @@ func (c *costRun) itemSize(ctx context.Context) (int, error) {
 // (the bubble's clock moves from timer to timer until the run returns).
 func (c *costRun) relay(ctx context.Context) (join, backlog, drain, stop PathCost, err error) {
 	total := c.next
-	counter := c.b.ddb.Counter
+	counter := c.b.DynamoDB.Counter
 	obs := &costObserver{counter: counter, total: total, allDeleted: make(chan struct{})}
-	kp, err := c.b.newPublisher(ctx)
+	kp, err := c.b.NewPublisher(ctx)
 	if err != nil {
 		return
 	}
@@ -391,7 +391,7 @@ func (c *costRun) relay(ctx context.Context) (join, backlog, drain, stop PathCos
 	if err != nil {
 		return
 	}
-	proc, err := c.b.newRelay(sim.Context(), relayproc.Config{
+	proc, err := c.b.NewRelay(sim.Context(), relayproc.Config{
 		Store: c.opts, Publisher: kp, Observer: obs,
 		Relay: outbox.RelayOptions{RelayID: "cost", BucketCount: c.cfg.BucketCount, Mode: outbox.ModeDrain},
 	})
@@ -508,11 +508,11 @@ func (r CostResult) Tables() []lab.Table {
 		for _, p := range s.Paths {
 			model := "-"
 			if p.ModelWriteUnits != nil {
-				model = fmtF(*p.ModelWriteUnits, 2)
+				model = fmt.Sprintf("%.2f", *p.ModelWriteUnits)
 			}
 			t.Rows = append(t.Rows, []string{
-				p.Path, p.Per, fmtF(p.Unit.Requests, 3), fmtF(p.Unit.WriteUnits, 3), fmtF(p.Unit.ReadUnits, 3),
-				model, orDash(p.Model), fmtUSD(p.Unit.USD * 1e6),
+				p.Path, p.Per, fmt.Sprintf("%.3f", p.Unit.Requests), fmt.Sprintf("%.3f", p.Unit.WriteUnits), fmt.Sprintf("%.3f", p.Unit.ReadUnits),
+				model, orDash(p.Model), unitUSD(p.Unit.USD * 1e6),
 			})
 		}
 		t.Notes = []string{

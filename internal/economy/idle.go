@@ -1,4 +1,4 @@
-package bench
+package economy
 
 import (
 	"cmp"
@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/spillway-dev/spillway/internal/bench"
 	"github.com/spillway-dev/spillway/internal/lab"
 	"github.com/spillway-dev/spillway/internal/lambdasim"
 	"github.com/spillway-dev/spillway/internal/relayproc"
@@ -108,12 +109,12 @@ var idleScenario = lab.Scenario{
 func RunIdle(ctx context.Context, env lab.Config, cfg IdleConfig) (res IdleResult, err error) {
 	cfg = cfg.withDefaults()
 	if cfg.Window < 0 || cfg.BucketCount < 1 || cfg.Schedule < 0 || cfg.FunctionTimeout < 0 || cfg.PollInterval < 0 || cfg.RenewInterval < 0 {
-		return IdleResult{}, fmt.Errorf("bench: idle config %+v: want positive durations and buckets", cfg)
+		return IdleResult{}, fmt.Errorf("economy: idle config %+v: want positive durations and buckets", cfg)
 	}
 	if env.Settle == nil {
 		return IdleResult{}, lab.ErrNotInBubble
 	}
-	b, err := startBackends(ctx, env)
+	b, err := bench.StartBackends(ctx, env)
 	if err != nil {
 		return IdleResult{}, err
 	}
@@ -123,7 +124,7 @@ func RunIdle(ctx context.Context, env lab.Config, cfg IdleConfig) (res IdleResul
 		env.Progressf("idle: simulating %v of %s", cfg.Window, mode)
 		cost, err := simulateIdle(ctx, env, b, cfg, mode)
 		if err != nil {
-			return IdleResult{}, fmt.Errorf("bench: idle %s: %w", mode, err)
+			return IdleResult{}, fmt.Errorf("economy: idle %s: %w", mode, err)
 		}
 		res.Modes = append(res.Modes, cost)
 	}
@@ -134,18 +135,18 @@ func RunIdle(ctx context.Context, env lab.Config, cfg IdleConfig) (res IdleResul
 type idleRun struct {
 	cfg   IdleConfig
 	sim   *lab.Sim
-	b     *backends
+	b     *bench.Backends
 	opts  outboxddb.Options
 	pub   outbox.Publisher
 	start time.Time
 }
 
-func simulateIdle(ctx context.Context, env lab.Config, b *backends, cfg IdleConfig, mode string) (cost IdleCost, err error) {
-	opts, err := b.newTable(ctx, cfg.BucketCount, outbox.SystemClock{})
+func simulateIdle(ctx context.Context, env lab.Config, b *bench.Backends, cfg IdleConfig, mode string) (cost IdleCost, err error) {
+	opts, err := b.NewTable(ctx, cfg.BucketCount, outbox.SystemClock{})
 	if err != nil {
 		return IdleCost{}, err
 	}
-	pub, err := b.newPublisher(ctx)
+	pub, err := b.NewPublisher(ctx)
 	if err != nil {
 		return IdleCost{}, err
 	}
@@ -162,7 +163,7 @@ func simulateIdle(ctx context.Context, env lab.Config, b *backends, cfg IdleConf
 // simulate starts the deployment at the window's start (a sweep is due
 // then) and counts the requests of the window.
 func (r *idleRun) simulate(mode string) (IdleCost, error) {
-	before := r.b.ddb.Counter.Snapshot()
+	before := r.b.DynamoDB.Counter.Snapshot()
 	var stats func() lambdasim.Stats
 	var err error
 	switch mode {
@@ -181,7 +182,7 @@ func (r *idleRun) simulate(mode string) (IdleCost, error) {
 	if err := r.sim.RunUntil(r.start.Add(r.cfg.Window)); err != nil {
 		return IdleCost{}, err
 	}
-	counts := r.b.ddb.Counter.Snapshot().Since(before)
+	counts := r.b.DynamoDB.Counter.Snapshot().Since(before)
 	st := stats()
 	if st.Errors > 0 || st.Killed > 0 {
 		return IdleCost{}, fmt.Errorf("%d relay invocations failed and %d were killed at their deadline (last error: %s)", st.Errors, st.Killed, st.LastError)
@@ -226,9 +227,9 @@ func (r *idleRun) startFunction(mode outbox.Mode, held bool) (func() lambdasim.S
 			Scheduler: r.sim, Context: r.sim.Context(),
 			ReservedConcurrency: 2, Timeout: r.cfg.FunctionTimeout,
 		},
-		Config: fnCfg, Client: r.b.ddb.Client,
+		Config: fnCfg, Client: r.b.DynamoDB.Client,
 		Publisher: func(*lab.RelayEnv) outbox.Publisher { return r.pub },
-		Logger:    quietLogger(),
+		Logger:    bench.QuietLogger(),
 	})
 	if err != nil {
 		return nil, err
@@ -278,7 +279,7 @@ func (r *idleRun) functionConfig(mode outbox.Mode) (outboxlambda.Config, error) 
 // startAlwaysOn starts one hold-mode relay without a deadline, as a
 // container or host process runs it.
 func (r *idleRun) startAlwaysOn() (func() lambdasim.Stats, error) {
-	p, err := r.b.newRelay(r.sim.Context(), relayproc.Config{
+	p, err := r.b.NewRelay(r.sim.Context(), relayproc.Config{
 		Store: r.opts, Publisher: r.pub,
 		Relay: outbox.RelayOptions{
 			RelayID: "always-on", BucketCount: r.cfg.BucketCount, Mode: outbox.ModeHold,
@@ -308,9 +309,9 @@ func (r IdleResult) Tables() []lab.Table {
 		t.Rows = append(t.Rows, []string{
 			idleLabel(m.Mode, r.Config),
 			fmt.Sprintf("%d (%d)", m.Runs, m.Joined),
-			fmtInt(m.Requests["Query"]), fmtInt(m.Requests["PutItem"]), fmtInt(m.Requests["UpdateItem"]),
-			fmtF(m.PerHour.Requests, 0), fmtF(m.PerHour.ReadUnits, 1), fmtF(m.PerHour.WriteUnits, 1),
-			fmtUSD(m.PerHour.USD), fmtUSD(m.PerHour.USD * hoursPerMonth),
+			fmt.Sprint(m.Requests["Query"]), fmt.Sprint(m.Requests["PutItem"]), fmt.Sprint(m.Requests["UpdateItem"]),
+			fmt.Sprintf("%.0f", m.PerHour.Requests), fmt.Sprintf("%.1f", m.PerHour.ReadUnits), fmt.Sprintf("%.1f", m.PerHour.WriteUnits),
+			unitUSD(m.PerHour.USD), unitUSD(m.PerHour.USD * hoursPerMonth),
 		})
 	}
 	t.Notes = []string{

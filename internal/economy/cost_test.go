@@ -1,4 +1,4 @@
-package bench
+package economy
 
 import (
 	"fmt"
@@ -7,13 +7,14 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/spillway-dev/spillway/internal/bench"
 	"github.com/spillway-dev/spillway/internal/lab"
 )
 
 // TestCost measures the cost scenario and asserts the counted requests and
-// units exactly: with the bench's defaults for 512-byte values (200
+// units exactly: with the study's defaults for 512-byte values (200
 // messages per enqueue path, lists of 10, 8 buckets), so the figures the
-// bench prints for them are the asserted ones, and with 20 messages for
+// study prints for them are the asserted ones, and with 20 messages for
 // 16 KB values, which the race detector makes slow. The expected figures
 // are derived from the writer's and relay's request shapes and DynamoDB's
 // sizing rules, with k = the message item's size in started KB:
@@ -50,15 +51,15 @@ func checkCost(t *testing.T, res CostResult) {
 	// Every message of the three paths (keys customer-000000 onwards) per
 	// bucket, and the distinct buckets of each list (messages n … 2n-1).
 	perBucket := map[int]int{}
-	w := newWorkload("t", 1, buckets)
+	w := bench.NewWorkload("t", 1, buckets)
 	for i := range 3 * n {
-		perBucket[w.bucketOf(i)]++
+		perBucket[w.BucketOf(i)]++
 	}
 	reservations := 0
 	for l := range lists {
 		distinct := map[int]bool{}
 		for i := l * listSize; i < min(n, (l+1)*listSize); i++ {
-			distinct[w.bucketOf(n+i)] = true
+			distinct[w.BucketOf(n+i)] = true
 		}
 		reservations += len(distinct)
 	}

@@ -1,4 +1,4 @@
-package bench
+package economy
 
 // Prices is the one price table every cost figure uses: AWS on-demand list
 // prices in USD for us-east-1, arm64 where the service distinguishes it. A

@@ -1,4 +1,4 @@
-package bench
+package economy
 
 import (
 	"maps"
@@ -11,7 +11,7 @@ import (
 
 // TestIdleCost simulates each deployment idle with the real relay engine
 // and asserts the exact requests and units, and the hourly rates they scale
-// to (the bench simulates the full hour). To stay fast under the race
+// to (the study simulates the full hour). To stay fast under the race
 // detector it simulates a quarter of an hour of drain and hold (the hold
 // deployment's figures repeat with each 15-minute invocation) and five
 // minutes of always-on (whose figures repeat every renewal interval). The expected figures are derived from the
@@ -90,7 +90,7 @@ func TestIdleCost(t *testing.T) {
 			WriteUnits: alwaysRound + buckets + (alwaysRound-1)*buckets/2,
 		},
 	}
-	// The windows scaled to an hour. The bench simulates a whole hour, as
+	// The windows scaled to an hour. The study simulates a whole hour, as
 	// docs/benchmarks.md records: there always-on's first round, with its
 	// claims, counts once rather than 12 times (1,444 UpdateItems, not
 	// 1,488).
