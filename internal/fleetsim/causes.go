@@ -38,7 +38,6 @@ const (
 // later, so the cause explains refusals that much longer.
 type cause struct {
 	kind   string
-	relay  string
 	start  time.Time
 	end    time.Time
 	linger time.Duration
@@ -57,8 +56,8 @@ func newCauseBook(settle time.Duration) *causeBook { return &causeBook{settle: s
 
 // open starts a cause at at; close it with closeAt. linger is the skew by
 // which the concerned relay's clock ran ahead at most (0 for none).
-func (b *causeBook) open(kind, relay string, linger time.Duration, at time.Time) *cause {
-	c := &cause{kind: kind, relay: relay, start: at, linger: max(linger, 0)}
+func (b *causeBook) open(kind string, linger time.Duration, at time.Time) *cause {
+	c := &cause{kind: kind, start: at, linger: max(linger, 0)}
 	b.mu.Lock()
 	b.list = append(b.list, c)
 	b.mu.Unlock()
@@ -74,8 +73,8 @@ func (b *causeBook) closeAt(c *cause, at time.Time) {
 }
 
 // instant records a cause that happens at one instant.
-func (b *causeBook) instant(kind, relay string, linger time.Duration, at time.Time) {
-	c := b.open(kind, relay, linger, at)
+func (b *causeBook) instant(kind string, linger time.Duration, at time.Time) {
+	c := b.open(kind, linger, at)
 	b.closeAt(c, at)
 }
 

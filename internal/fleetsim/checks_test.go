@@ -248,12 +248,12 @@ func TestCauseBook_ExplainsUntilSettleAfterTheEnd(t *testing.T) {
 	b := newCauseBook(30 * time.Second)
 	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) time.Time { return start.Add(d) }
-	c := b.open(causeThrottle, "", 0, at(10*time.Second))
-	b.instant(causeJoin, "r", 0, at(20*time.Second))
+	c := b.open(causeThrottle, 0, at(10*time.Second))
+	b.instant(causeJoin, 0, at(20*time.Second))
 	b.closeAt(c, at(25*time.Second))
 	// s's clock ran 8 s ahead: the leases it left lapse 8 s later.
-	b.instant(causeLeave, "s", 8*time.Second, at(100*time.Second))
-	b.instant(causeCrash, "u", -3*time.Second, at(200*time.Second))
+	b.instant(causeLeave, 8*time.Second, at(100*time.Second))
+	b.instant(causeCrash, -3*time.Second, at(200*time.Second))
 	for _, tc := range []struct {
 		t    time.Duration
 		want string

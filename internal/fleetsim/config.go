@@ -22,15 +22,10 @@ type Config struct {
 	// WriteDuration is the simulated time over which the writers enqueue;
 	// relays then drain. Default 6 minutes.
 	WriteDuration time.Duration
-	// Faults turns fault injection on. Default true (NewConfig).
-	Faults bool
 	// OrderFaults adds faults of the order menu (issue 24) to the base
-	// menu when Faults is on, each drawn from the seed like the others.
+	// menu, each drawn from the seed like the others.
 	// Default defaultOrderFaults (NewConfig).
 	OrderFaults []OrderFault
-	// MaxDrain bounds the simulated time after the writers stopped within
-	// which the outbox must be empty. Default 15 minutes.
-	MaxDrain time.Duration
 	// WallLimit bounds the wall time of the whole run (a timer outside the
 	// bubble, which the driver looks at each step); zero means no bound.
 	// Default 10 minutes.
@@ -53,8 +48,6 @@ type Config struct {
 	Writers int
 	// Keys is the number of distinct record keys.
 	Keys int
-	// Brokers is the number of embedded Kafka brokers.
-	Brokers int
 }
 
 // Defaults of NewConfig: the CI run is three seeds of ciMessages over
@@ -83,15 +76,12 @@ func NewConfig(seed uint64) Config {
 		Seed:          seed,
 		Messages:      ciMessages,
 		WriteDuration: ciWriteDuration,
-		Faults:        true,
 		OrderFaults:   defaultOrderFaults,
-		MaxDrain:      15 * time.Minute,
 		WallLimit:     10 * time.Minute,
 		BucketCount:   []int{4, 8, 8, 12}[r.IntN(4)],
 		Concurrency:   3 + r.IntN(4),
 		Writers:       3 + r.IntN(3),
 		Keys:          40 + r.IntN(60),
-		Brokers:       3,
 	}
 	if r.IntN(2) == 0 {
 		c.LeaseDuration, c.RenewInterval = 20*time.Second, 5*time.Second
@@ -133,7 +123,7 @@ var AllOrderFaults = []OrderFault{FaultLateRound, FaultMixedSkew, FaultQuarantin
 var defaultOrderFaults = AllOrderFaults
 
 // has reports whether c injects the order fault f.
-func (c Config) has(f OrderFault) bool { return c.Faults && slices.Contains(c.OrderFaults, f) }
+func (c Config) has(f OrderFault) bool { return slices.Contains(c.OrderFaults, f) }
 
 // quarantine reports whether the relays run with PoisonQuarantine.
 func (c Config) quarantine() bool { return c.has(FaultQuarantineReplay) || c.has(FaultParkLost) }
@@ -149,7 +139,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("fleetsim: Messages %d < 1", c.Messages)
 	case c.WriteDuration < time.Minute:
 		return fmt.Errorf("fleetsim: WriteDuration %v shorter than a minute", c.WriteDuration)
-	case c.BucketCount < 1 || c.Concurrency < 1 || c.Writers < 1 || c.Keys < c.Writers || c.Brokers < 1:
+	case c.BucketCount < 1 || c.Concurrency < 1 || c.Writers < 1 || c.Keys < c.Writers:
 		return fmt.Errorf("fleetsim: invalid sizes in %+v", c)
 	case c.RenewInterval <= 0 || c.RenewInterval >= c.LeaseDuration:
 		return fmt.Errorf("fleetsim: RenewInterval %v must be in (0, LeaseDuration %v)", c.RenewInterval, c.LeaseDuration)

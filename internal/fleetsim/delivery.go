@@ -42,7 +42,7 @@ func checkRecords(wl *workload, recs []*kgo.Record, header string) (deliveryChec
 			return dc, &Violation{Invariant: "delivery", Detail: fmt.Sprintf("record %s[%d]@%d carries unknown message id %s", r.Topic, r.Partition, r.Offset, id), bucket: -1}
 		}
 		if m.state == msgRejected {
-			return dc, &Violation{Invariant: "no phantom", Detail: fmt.Sprintf("message %s of a cancelled business transaction was delivered (%s[%d]@%d)", id, r.Topic, r.Partition, r.Offset), bucket: m.bucket, key: m.keyName}
+			return dc, &Violation{Invariant: "no phantom", Detail: fmt.Sprintf("message %s of a cancelled business transaction was delivered (%s[%d]@%d)", id, r.Topic, r.Partition, r.Offset), bucket: m.bucket}
 		}
 		seen[id]++
 		if seen[id] > 1 {
@@ -54,7 +54,7 @@ func checkRecords(wl *workload, recs []*kgo.Record, header string) (deliveryChec
 		}
 		prev := last[m.keyName]
 		if prev != nil && prev.index >= m.index {
-			return dc, &Violation{Invariant: "per-key order", bucket: m.bucket, key: m.keyName, Detail: fmt.Sprintf(
+			return dc, &Violation{Invariant: "per-key order", bucket: m.bucket, Detail: fmt.Sprintf(
 				"key %s: message #%d (%s, bucket %d sequences %v) first delivered at %s[%d]@%d, after message #%d (%s, sequences %v) was first delivered at offset %d",
 				m.keyName, m.index, id, m.bucket, m.copies, r.Topic, r.Partition, r.Offset, prev.index, prev.id, prev.copies, lastOffset[m.keyName])}
 		}
@@ -64,7 +64,7 @@ func checkRecords(wl *workload, recs []*kgo.Record, header string) (deliveryChec
 	dc.distinct = len(seen)
 	for _, m := range wl.msgs {
 		if m.state == msgCommitted && seen[m.id] == 0 {
-			return dc, &Violation{Invariant: "no loss", bucket: m.bucket, key: m.keyName, Detail: fmt.Sprintf(
+			return dc, &Violation{Invariant: "no loss", bucket: m.bucket, Detail: fmt.Sprintf(
 				"committed message %s (key %q #%d, bucket %d, sequences %v) was never delivered", m.id, m.keyName, m.index, m.bucket, m.copies)}
 		}
 	}

@@ -96,9 +96,6 @@ func faultWeights(cfg Config) []faultWeight {
 
 // genFaults draws the fault schedule of the churn phases.
 func genFaults(cfg Config, phases []phase) []scheduledFault {
-	if !cfg.Faults {
-		return nil
-	}
 	r := newRand(cfg.Seed, "faults")
 	weights := faultWeights(cfg)
 	total := 0
@@ -226,9 +223,9 @@ func (s *sim) apply(f scheduledFault) {
 		if err := s.placeLeaders(newRand(s.cfg.Seed, "leaders", uint64(f.pick))); err != nil {
 			s.fail(&Violation{Invariant: "fault injection", bucket: -1, Detail: err.Error()})
 		}
-		s.causes.instant(f.kind, "", 0, now)
+		s.causes.instant(f.kind, 0, now)
 	case causeBrokerRestart:
-		c := s.causes.open(f.kind, "", 0, now)
+		c := s.causes.open(f.kind, 0, now)
 		s.setKafkaDown(true)
 		s.at(now.Add(f.dur), func() {
 			s.setKafkaDown(false)
@@ -251,7 +248,7 @@ func (s *sim) apply(f scheduledFault) {
 			s.lateRound(e, f, now)
 			return
 		}
-		c := s.causes.open(f.kind, e.id, e.linger(), now)
+		c := s.causes.open(f.kind, e.linger(), now)
 		e.clock.step(-f.dur)
 		s.trace.add("clock-step", e.id, -1, "host clock set back by %v (skew now %v)", f.dur, e.clock.skew())
 		if s.outOfTolerance(e, c) {
@@ -265,7 +262,7 @@ func (s *sim) apply(f scheduledFault) {
 
 // pendingUntil records a fault that lasts until done.
 func (s *sim) pendingUntil(kind string, now time.Time, done func(outboxlocal.Counts) bool) {
-	c := s.causes.open(kind, "", 0, now)
+	c := s.causes.open(kind, 0, now)
 	s.mu.Lock()
 	s.pending = append(s.pending, pendingFault{c: c, done: done})
 	s.mu.Unlock()
@@ -309,7 +306,7 @@ func (s *sim) pickRunning(pick int) *env {
 func (s *sim) placeLeaders(r *rand.Rand) error {
 	for _, topic := range simTopics {
 		for p := range int32(simPartitions) {
-			if err := s.kafka.Cluster.MoveTopicPartition(s.kafka.Topic(topic), p, int32(r.IntN(s.cfg.Brokers))); err != nil {
+			if err := s.kafka.Cluster.MoveTopicPartition(s.kafka.Topic(topic), p, int32(r.IntN(simBrokers))); err != nil {
 				return fmt.Errorf("fleetsim: place the leader of %s/%d: %w", topic, p, err)
 			}
 		}

@@ -115,7 +115,7 @@ func (s *sim) newEnv(function string, re *lab.RelayEnv) error {
 	tol := s.cfg.tolerableSkew()
 	skew := uniform(r, -tol/2, tol/2)
 	large := false
-	if function == fnRelay && s.cfg.Faults && !s.steadyAt(s.clock.Now()) && r.IntN(100) < 8 {
+	if function == fnRelay && !s.steadyAt(s.clock.Now()) && r.IntN(100) < 8 {
 		large = true
 		skew = uniform(r, tol+2*time.Second, 2*s.cfg.LeaseDuration)
 		if r.IntN(2) == 0 {
@@ -155,9 +155,9 @@ func (s *sim) newEnv(function string, re *lab.RelayEnv) error {
 
 	switch {
 	case large:
-		e.skewCause = s.causes.open(causeLargeSkew, e.id, e.linger(), s.clock.Now())
+		e.skewCause = s.causes.open(causeLargeSkew, e.linger(), s.clock.Now())
 	case plain:
-		e.skewCause = s.causes.open(causeMixedSkew, e.id, e.linger(), s.clock.Now())
+		e.skewCause = s.causes.open(causeMixedSkew, e.linger(), s.clock.Now())
 		s.leases.markPlain(e.id)
 	}
 	s.trace.add("env-start", e.id, -1, "function=%s skew=%v large=%v plain=%v", function, skew, large, plain)
@@ -278,7 +278,7 @@ func (s *sim) drawPlan() runPlan {
 	crash, pause := r.IntN(100), r.IntN(100)
 	crashAt, crashAfter := 1+r.Int64N(40), r.IntN(2) == 0
 	pauseAt, pauseFor := 1+r.Int64N(40), uniform(r, s.cfg.LeaseDuration/2, 2*s.cfg.LeaseDuration)
-	if !s.cfg.Faults || s.steadyAt(s.clock.Now()) {
+	if s.steadyAt(s.clock.Now()) {
 		return p
 	}
 	if crash < 8 {
@@ -330,7 +330,7 @@ func (s *sim) ended(inv *lambdasim.Invocation[*lab.RelayEnv], resp outboxlambda.
 	e.endLate(nil)
 	now := s.clock.Now()
 	if run.joined.Load() && !e.dead.Load() {
-		s.causes.instant(causeLeave, e.id, e.linger(), now)
+		s.causes.instant(causeLeave, e.linger(), now)
 	}
 	s.trace.add("run-end", e.id, -1, "run=%d reason=%s joined=%v calls=%d published=%d deleted=%d rounds=%d refused=%d releaseSkipped=%v workLeft=%v wake=%v err=%v",
 		run.n, resp.Reason, resp.Joined, run.calls.Load(), resp.Published, resp.Deleted, resp.Rounds, resp.Refused, resp.ReleaseSkipped, resp.WorkLeft, resp.WakeUpSent, err)
@@ -417,7 +417,7 @@ func (e *env) closeKafka() {
 func (s *sim) joined(e *env) {
 	run := e.run.Load()
 	if run != nil && run.joined.CompareAndSwap(false, true) {
-		s.causes.instant(causeJoin, e.id, e.linger(), s.clock.Now())
+		s.causes.instant(causeJoin, e.linger(), s.clock.Now())
 	}
 }
 
@@ -430,7 +430,7 @@ func (s *sim) crash(e *env, run *runState, kind, why string) {
 	}
 	now := s.clock.Now()
 	if run.joined.Load() {
-		s.causes.instant(kind, e.id, e.linger(), now)
+		s.causes.instant(kind, e.linger(), now)
 	}
 	if kind == causeTimeout {
 		s.add(&s.rep.Timeouts, 1)
@@ -450,7 +450,7 @@ func (s *sim) crash(e *env, run *runState, kind, why string) {
 // notice cancellation.
 func (s *sim) pause(e *env, run *runState, op string, d time.Duration) {
 	now := s.clock.Now()
-	c := s.causes.open(causePause, e.id, e.linger(), now)
+	c := s.causes.open(causePause, e.linger(), now)
 	s.add(&s.rep.Pauses, 1)
 	s.trace.add("pause", e.id, -1, "run=%d stalls %v before %s", run.n, d, op)
 	outbox.Sleep(d, nil)

@@ -29,7 +29,7 @@ type lateCalls struct {
 // lateRound makes running relay e's next f.n fetch, probe or backlog
 // calls return f.dur late: its round runs late while it is not publishing.
 func (s *sim) lateRound(e *env, f scheduledFault, now time.Time) {
-	l := &lateCalls{c: s.causes.open(causeLateRound, e.id, e.linger(), now), dur: f.dur}
+	l := &lateCalls{c: s.causes.open(causeLateRound, e.linger(), now), dur: f.dur}
 	l.left.Store(int32(f.n))
 	if old := e.late.Swap(l); old != nil {
 		s.causes.closeAt(old.c, now)
@@ -73,7 +73,7 @@ func (s *sim) poison(f scheduledFault, now time.Time) {
 		s.parkLosses++
 		s.mu.Unlock()
 	}
-	c := s.causes.open(f.kind, "", 0, now)
+	c := s.causes.open(f.kind, 0, now)
 	s.at(now.Add(f.dur), func() {
 		h.Remove()
 		if f.kind == causeParkLost && s.takeParkLoss() {
@@ -99,7 +99,7 @@ func (s *sim) takeParkLoss() bool {
 // goroutine of its own, while the writers go on: ListParked, then
 // RequestReplay.
 func (s *sim) replay() {
-	c := s.causes.open(causeReplay, "", 0, s.clock.Now())
+	c := s.causes.open(causeReplay, 0, s.clock.Now())
 	s.replays.Add(1)
 	s.wgReplay.Go(func() {
 		defer s.replays.Add(-1)

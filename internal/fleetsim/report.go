@@ -138,7 +138,6 @@ type Violation struct {
 
 	relays   []string
 	bucket   int
-	key      string
 	duration time.Duration
 }
 

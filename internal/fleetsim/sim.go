@@ -41,6 +41,11 @@ const (
 	maxHolds = 3
 	// simPartitions is the partition count of every topic.
 	simPartitions = 3
+	// simBrokers is the number of embedded Kafka brokers.
+	simBrokers = 3
+	// maxDrain bounds the simulated time after the writers stopped within
+	// which the outbox must be empty.
+	maxDrain = 15 * time.Minute
 )
 
 // phase is one part of the write window.
@@ -280,7 +285,7 @@ func (s *sim) setup() error {
 		return err
 	}
 	s.kafka, err = outboxlocal.StartKafka(ctx, outboxlocal.KafkaConfig{
-		Topics: simTopics, Partitions: simPartitions, Brokers: cfg.Brokers, InMemory: true,
+		Topics: simTopics, Partitions: simPartitions, Brokers: simBrokers, InMemory: true,
 	})
 	if err != nil {
 		return err
@@ -464,7 +469,7 @@ func (s *sim) logf(format string, args ...any) {
 // due, and otherwise wait for the next event or for a process to do
 // something; the bubble moves the clock to the next timer meanwhile.
 func (s *sim) drive() error {
-	end := s.start.Add(s.cfg.WriteDuration + s.cfg.MaxDrain)
+	end := s.start.Add(s.cfg.WriteDuration + maxDrain)
 	wake := time.NewTimer(time.Hour)
 	defer wake.Stop()
 	for {
@@ -501,7 +506,7 @@ func (s *sim) drive() error {
 		if now.After(end) {
 			n, _ := s.countPartitions(s.ctx, "MESSAGES")
 			return &Violation{Invariant: "drain", bucket: -1, At: s.offset(now), Detail: fmt.Sprintf(
-				"%d messages still in the outbox %v after the writes ended (%d runs active)", n, s.cfg.MaxDrain, s.activeRunCount())}
+				"%d messages still in the outbox %v after the writes ended (%d runs active)", n, maxDrain, s.activeRunCount())}
 		}
 		next, ok := s.lab.Next()
 		if !ok {

@@ -196,7 +196,7 @@ func (g *workloadGen) op(total int) (*writerOp, error) {
 	if op.kind == opTxn || op.kind == opTxnRejected {
 		op.order = fmt.Sprintf("order-%06d", op.seq)
 	}
-	op.hide = cfg.Faults && len(op.msgs) > 1 && r.IntN(3) == 0
+	op.hide = len(op.msgs) > 1 && r.IntN(3) == 0
 	return op, nil
 }
 

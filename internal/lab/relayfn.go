@@ -83,9 +83,7 @@ type RelayFunction struct {
 
 // RelayEnv is one execution environment of a RelayFunction.
 type RelayEnv struct {
-	// N counts the environments from 1 in creation order; RelayID is the
-	// environment's relay id.
-	N       int
+	// RelayID is the environment's relay id.
 	RelayID string
 	// Clock is the environment's host clock, which its store, notifier and
 	// handler read: outbox.SystemClock (the bubble's in a simulation)
@@ -136,7 +134,7 @@ func NewRelayFunction(rf RelayFunction) (*lambdasim.Function[*RelayEnv], error) 
 // newEnv builds environment n of fn the way the relay function's init
 // does.
 func (rf RelayFunction) newEnv(fn *lambdasim.Function[*RelayEnv], n int) (*RelayEnv, error) {
-	env := &RelayEnv{N: n, RelayID: rf.RelayID(n), Clock: outbox.SystemClock{}, Client: rf.Client}
+	env := &RelayEnv{RelayID: rf.RelayID(n), Clock: outbox.SystemClock{}, Client: rf.Client}
 	if rf.Stagger {
 		env.delay = time.Duration(n)
 	}

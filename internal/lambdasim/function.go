@@ -85,9 +85,9 @@ type Invocation[E Handler] struct {
 	// Env is the execution environment that runs it; Payload the event.
 	Env     E
 	Payload []byte
-	// SentAt is when Lambda accepted the event, Start when the handler
-	// started, Deadline when it is killed if still running.
-	SentAt, Start, Deadline time.Time
+	// Start is when the handler started, Deadline when it is killed if
+	// still running.
+	Start, Deadline time.Time
 
 	slot   *slot[E]
 	cancel context.CancelFunc
@@ -301,7 +301,7 @@ func (f *Function[E]) startOneLocked(ev *queued, now time.Time) (bool, error) {
 func (f *Function[E]) startLocked(sl *slot[E], ev *queued, now time.Time) {
 	f.running++
 	ctx, cancel := context.WithCancel(f.cfg.Context)
-	inv := &Invocation[E]{Env: sl.env, Payload: ev.payload, SentAt: ev.sentAt, Start: now, Deadline: now.Add(f.cfg.Timeout), slot: sl, cancel: cancel}
+	inv := &Invocation[E]{Env: sl.env, Payload: ev.payload, Start: now, Deadline: now.Add(f.cfg.Timeout), slot: sl, cancel: cancel}
 	if f.cfg.Started != nil {
 		f.cfg.Started(inv)
 	}

@@ -12,18 +12,29 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 )
 
-// Defaults of BurstConfig: the issue's burst, and round trips typical of a
-// Lambda function in the table's region.
+// Defaults of BurstConfig: the issue's burst.
 const (
-	DefaultBurstBuckets  = 1024
-	DefaultBurstRelays   = 128
-	DefaultBurstCommits  = 1000
-	DefaultBurstWindow   = time.Second
-	DefaultLatency       = 5 * time.Millisecond
-	DefaultStartLatency  = 65 * time.Millisecond // the Invoke call 15 ms, Lambda's queue 50 ms
-	DefaultColdStart     = 250 * time.Millisecond
-	DefaultPublisherInit = 100 * time.Millisecond
-	DefaultStoreParallel = 8 // outboxddb's default MaxConcurrency
+	DefaultBurstBuckets = 1024
+	DefaultBurstRelays  = 128
+	DefaultBurstCommits = 1000
+)
+
+// The burst's fixed settings: the commits' window, and round trips typical
+// of a Lambda function in the table's region. ddbLatency is one DynamoDB
+// round trip; lease writes and prunes take ddbLatency / storeParallel
+// each, as a store sends storeParallel at once. startLatency is from a
+// wake-up being sent to its invocation starting in a warm execution
+// environment; a new environment adds coldStart. publisherInit is the
+// Kafka client's first initialisation in an environment, between the
+// trust check and the second look; a warm environment's is instant, as
+// publishing is. The relays poll and idle with the relay's defaults.
+const (
+	burstWindow   = time.Second
+	ddbLatency    = 5 * time.Millisecond
+	startLatency  = 65 * time.Millisecond // the Invoke call 15 ms, Lambda's queue 50 ms
+	coldStart     = 250 * time.Millisecond
+	publisherInit = 100 * time.Millisecond
+	storeParallel = 8 // outboxddb's default MaxConcurrency
 	// burstRunLimit bounds the simulated time a burst may take to scale
 	// back in.
 	burstRunLimit = time.Hour
@@ -33,66 +44,31 @@ const (
 )
 
 // BurstConfig describes a burst: Commits commits at seeded instants within
-// Window over Buckets buckets, each sending a wake-up to the relay function
+// a second over Buckets buckets, each sending a wake-up to the relay function
 // on the Lambda emulator (internal/lambdasim), which starts an invocation
 // while fewer than Relays run (the function's reserved concurrency); each
 // invocation runs the real relay handler in drain mode, until the fleet
 // has scaled back to nothing.
 type BurstConfig struct {
-	Buckets int           `json:"buckets"`
-	Relays  int           `json:"relays"`
-	Commits int           `json:"commits"`
-	Window  time.Duration `json:"windowNanos"`
-	// Lease and relay timings; zero takes the relay's defaults.
+	Buckets int `json:"buckets"`
+	Relays  int `json:"relays"`
+	Commits int `json:"commits"`
+	// Lease timings; zero takes the relay's defaults.
 	LeaseDuration      time.Duration `json:"leaseDurationNanos"`
 	LeaseRenewInterval time.Duration `json:"leaseRenewIntervalNanos"`
-	PollInterval       time.Duration `json:"pollIntervalNanos"`
-	IdleTimeout        time.Duration `json:"idleTimeoutNanos"`
-	// Latency is one DynamoDB round trip; lease writes and prunes take
-	// Latency / StoreParallel each, as a store sends StoreParallel at once.
-	Latency       time.Duration `json:"latencyNanos"`
-	StoreParallel int           `json:"storeParallel"`
-	// StartLatency is from a wake-up being sent to its invocation
-	// starting in a warm execution environment; a new environment adds
-	// ColdStart. PublisherInit is the Kafka client's first initialisation
-	// in an environment, between the trust check and the second look; a
-	// warm environment's is instant, as publishing is.
-	StartLatency  time.Duration `json:"startLatencyNanos"`
-	ColdStart     time.Duration `json:"coldStartNanos"`
-	PublisherInit time.Duration `json:"publisherInitNanos"`
-	Backend       Backend       `json:"backend"`
-	Seed          uint64        `json:"seed"`
-	RelayIDPrefix string        `json:"relayIdPrefix"`
+	Backend            Backend       `json:"backend"`
+	Seed               uint64        `json:"seed"`
 }
 
 // WithDefaults returns c with every zero field set to its default.
 func (c BurstConfig) WithDefaults() BurstConfig {
-	set := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	setDur := func(v *time.Duration, d time.Duration) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	set(&c.Buckets, DefaultBurstBuckets)
-	set(&c.Relays, DefaultBurstRelays)
-	set(&c.Commits, DefaultBurstCommits)
-	set(&c.StoreParallel, DefaultStoreParallel)
-	setDur(&c.Window, DefaultBurstWindow)
-	setDur(&c.LeaseDuration, outbox.DefaultLeaseDuration)
-	setDur(&c.LeaseRenewInterval, outbox.DefaultLeaseRenewInterval)
-	setDur(&c.PollInterval, outbox.DefaultPollInterval)
-	setDur(&c.IdleTimeout, outbox.DefaultIdleTimeout)
-	setDur(&c.Latency, DefaultLatency)
-	setDur(&c.StartLatency, DefaultStartLatency)
-	setDur(&c.ColdStart, DefaultColdStart)
-	setDur(&c.PublisherInit, DefaultPublisherInit)
+	c.Buckets = cmp.Or(c.Buckets, DefaultBurstBuckets)
+	c.Relays = cmp.Or(c.Relays, DefaultBurstRelays)
+	c.Commits = cmp.Or(c.Commits, DefaultBurstCommits)
+	c.LeaseDuration = cmp.Or(c.LeaseDuration, outbox.DefaultLeaseDuration)
+	c.LeaseRenewInterval = cmp.Or(c.LeaseRenewInterval, outbox.DefaultLeaseRenewInterval)
 	c.Backend = cmp.Or(c.Backend, Model)
 	c.Seed = cmp.Or(c.Seed, DefaultSeed)
-	c.RelayIDPrefix = cmp.Or(c.RelayIDPrefix, DefaultRelayIDPrefix)
 	return c
 }
 
@@ -100,12 +76,10 @@ func (c BurstConfig) WithDefaults() BurstConfig {
 func (c BurstConfig) Validate() error {
 	const op = "validate burst config"
 	switch {
-	case c.Buckets < 1 || c.Relays < 1 || c.Commits < 1 || c.StoreParallel < 1:
-		return outbox.Misconfigured(op, "Buckets, Relays, Commits and StoreParallel must be >= 1, got %d, %d, %d, %d", c.Buckets, c.Relays, c.Commits, c.StoreParallel)
-	case c.Window <= 0 || c.Latency <= 0 || c.StartLatency < 0 || c.ColdStart < 0 || c.PublisherInit < 0:
-		return outbox.Misconfigured(op, "Window and Latency must be > 0, StartLatency, ColdStart and PublisherInit >= 0")
-	case c.LeaseRenewInterval >= c.LeaseDuration || c.PollInterval <= 0 || c.IdleTimeout <= 0:
-		return outbox.Misconfigured(op, "LeaseRenewInterval must be below LeaseDuration; PollInterval and IdleTimeout > 0")
+	case c.Buckets < 1 || c.Relays < 1 || c.Commits < 1:
+		return outbox.Misconfigured(op, "Buckets, Relays and Commits must be >= 1, got %d, %d, %d", c.Buckets, c.Relays, c.Commits)
+	case c.LeaseRenewInterval >= c.LeaseDuration:
+		return outbox.Misconfigured(op, "LeaseRenewInterval must be below LeaseDuration")
 	case c.Backend != Embedded && c.Backend != Model:
 		return outbox.Misconfigured(op, "Backend must be %q or %q, got %q", Embedded, Model, c.Backend)
 	}

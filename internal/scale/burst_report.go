@@ -11,7 +11,7 @@ import (
 func (r BurstReport) Title() string {
 	c := r.Config
 	return fmt.Sprintf("Burst: %d commits within %v over %d buckets, each waking the relay function (reserved concurrency %d), drain mode, until the fleet scaled back in",
-		c.Commits, c.Window, c.Buckets, c.Relays)
+		c.Commits, burstWindow, c.Buckets, c.Relays)
 }
 
 // Rows returns the burst's figures as (figure, value) rows.
@@ -38,7 +38,7 @@ func (r BurstReport) Rows() [][]string {
 func (r BurstReport) Notes() []string {
 	return []string{
 		"Each invocation runs the real relay handler in drain mode (outboxlambda.RelayHandler, one relay id and outboxddb.Store per environment): trust check, second look after the publisher's initialisation, rounds, polls, idle stop, graceful release, a continuation wake-up for released buckets with commits.",
-		fmt.Sprintf("The relay function runs on the Lambda emulator (internal/lambdasim): a wake-up starts %v after it is sent, a new environment (one relay id) %v later; a wake-up refused for the reserved concurrency is retried 1 s later, then twice as long each time.", r.Config.StartLatency, r.Config.ColdStart),
+		fmt.Sprintf("The relay function runs on the Lambda emulator (internal/lambdasim): a wake-up starts %v after it is sent, a new environment (one relay id) %v later; a wake-up refused for the reserved concurrency is retried 1 s later, then twice as long each time.", startLatency, coldStart),
 		"Requests to the coordination partition interleave in simulated time (each waits its round trip; lease writes a round trip / 8, as a store sends 8 at once); the commits are held in memory and publishing is instant: the burst measures the coordination plane, not the message partitions or Kafka.",
 		"The model does not throttle: a busiest second above the partition's limits means DynamoDB would have throttled (and the SDK retried) part of it.",
 	}

@@ -63,11 +63,10 @@ type BurstReport struct {
 	Unpublished int `json:"unpublished"`
 	// Capacity units on the coordination partition: totals, the busiest
 	// simulated second and the mean over the run.
-	ReadUnits      float64        `json:"readUnits"`
-	WriteUnits     float64        `json:"writeUnits"`
-	PeakReadUnits  float64        `json:"peakReadUnits"`
-	PeakWriteUnits float64        `json:"peakWriteUnits"`
-	Requests       map[string]int `json:"requests"`
+	ReadUnits      float64 `json:"readUnits"`
+	WriteUnits     float64 `json:"writeUnits"`
+	PeakReadUnits  float64 `json:"peakReadUnits"`
+	PeakWriteUnits float64 `json:"peakWriteUnits"`
 }
 
 // RunBurst simulates cfg's burst until the fleet has scaled back to
@@ -110,7 +109,7 @@ func RunBurst(ctx context.Context, cfg BurstConfig) (BurstReport, error) {
 		bucket int
 	}, cfg.Commits)
 	for i := range commits {
-		commits[i].at = b.start.Add(time.Duration(b.rng.Int64N(int64(cfg.Window))))
+		commits[i].at = b.start.Add(time.Duration(b.rng.Int64N(int64(burstWindow))))
 		commits[i].bucket = b.rng.IntN(cfg.Buckets)
 	}
 	sweep := b.start.Add(time.Duration(b.rng.Int64N(int64(time.Minute))))
@@ -138,7 +137,7 @@ func RunBurst(ctx context.Context, cfg BurstConfig) (BurstReport, error) {
 	b.rep.Stats = st
 	b.rep.WakeUps += st.Continuations
 	total := be.tally()
-	b.rep.Refused, b.rep.ReadUnits, b.rep.WriteUnits, b.rep.Requests = total.Refused, total.ReadUnits, total.WriteUnits, total.Requests
+	b.rep.Refused, b.rep.ReadUnits, b.rep.WriteUnits = total.Refused, total.ReadUnits, total.WriteUnits
 	b.rep.PeakReadUnits, b.rep.PeakWriteUnits = b.units.peak(0, len(b.units.read))
 	for _, msgs := range b.messages {
 		b.rep.Unpublished += len(msgs)
@@ -156,8 +155,8 @@ func (b *burst) functionConfig() (outboxlambda.Config, error) {
 		outboxconf.EnvMode:               string(outbox.ModeDrain),
 		outboxconf.EnvLeaseDuration:      b.cfg.LeaseDuration.String(),
 		outboxconf.EnvLeaseRenewInterval: b.cfg.LeaseRenewInterval.String(),
-		outboxconf.EnvPollInterval:       b.cfg.PollInterval.String(),
-		outboxconf.EnvIdleTimeout:        b.cfg.IdleTimeout.String(),
+		outboxconf.EnvPollInterval:       outbox.DefaultPollInterval.String(),
+		outboxconf.EnvIdleTimeout:        outbox.DefaultIdleTimeout.String(),
 	}
 	return outboxlambda.LoadConfig(func(name string) string { return env[name] })
 }
@@ -170,7 +169,7 @@ func (b *burst) functionConfig() (outboxlambda.Config, error) {
 // at once) whose units are charged to the second it is applied in; its
 // publisher acknowledges at once.
 func (b *burst) newFunction() (*lambdasim.Function[*lab.RelayEnv], error) {
-	writeLatency := b.cfg.Latency / time.Duration(b.cfg.StoreParallel)
+	writeLatency := ddbLatency / storeParallel
 	client := &lab.Client{
 		Inner: b.be.client(),
 		Latency: func(in any) time.Duration {
@@ -178,7 +177,7 @@ func (b *burst) newFunction() (*lambdasim.Function[*lab.RelayEnv], error) {
 			case *dynamodb.UpdateItemInput, *dynamodb.DeleteItemInput:
 				return writeLatency
 			}
-			return b.cfg.Latency
+			return ddbLatency
 		},
 		Observe: b.charge,
 	}
@@ -188,8 +187,8 @@ func (b *burst) newFunction() (*lambdasim.Function[*lab.RelayEnv], error) {
 			Context:             b.sim.Context(),
 			ReservedConcurrency: b.cfg.Relays,
 			Timeout:             burstTimeout,
-			StartLatency:        b.cfg.StartLatency,
-			ColdStart:           b.cfg.ColdStart,
+			StartLatency:        startLatency,
+			ColdStart:           coldStart,
 			Ended: func(inv *lambdasim.Invocation[*lab.RelayEnv], _ outboxlambda.RelayResponse, err error) {
 				if err != nil {
 					b.sim.Fail(fmt.Errorf("relay %s: %w", inv.Env.RelayID, err))
@@ -205,10 +204,10 @@ func (b *burst) newFunction() (*lambdasim.Function[*lab.RelayEnv], error) {
 		RelayID: func(int) string {
 			b.mu.Lock()
 			defer b.mu.Unlock()
-			return fmt.Sprintf("%s-%016x", b.cfg.RelayIDPrefix, b.rng.Uint64())
+			return fmt.Sprintf("%s-%016x", relayIDPrefix, b.rng.Uint64())
 		},
 		Publisher: func(*lab.RelayEnv) outbox.Publisher {
-			return &lab.Publisher{InitLatency: b.cfg.PublisherInit, Acked: b.acked}
+			return &lab.Publisher{InitLatency: publisherInit, Acked: b.acked}
 		},
 		Store: func(env *lab.RelayEnv, store *outboxddb.Store) outbox.Store {
 			return &relayStore{Store: store, ddb: store, b: b, id: env.RelayID}

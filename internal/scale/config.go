@@ -13,10 +13,10 @@ const (
 	DefaultRelays       = 16
 	DefaultSteadyRounds = 6
 	DefaultSeed         = 1
-	// DefaultRelayIDPrefix is the function-name part of the relay ids, as
+	// relayIDPrefix is the function-name part of the relay ids, as
 	// outboxlambda.NewRelayID builds them (name, '-', 16 hex digits): the
 	// ids' length sets the size of heartbeat and lease items.
-	DefaultRelayIDPrefix = "spillway-relay"
+	relayIDPrefix = "spillway-relay"
 	// maxStartRounds bounds the rounds a start may take to settle; a fleet
 	// still moving leases after that many is reported as not converged.
 	maxStartRounds = 20
@@ -60,9 +60,6 @@ type Config struct {
 	Backend Backend `json:"backend"`
 	// Seed fixes the relay ids and the relays' start times. Default 1.
 	Seed uint64 `json:"seed"`
-	// RelayIDPrefix is the function-name part of every relay id. Default
-	// "spillway-relay".
-	RelayIDPrefix string `json:"relayIdPrefix"`
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -74,7 +71,6 @@ func (c Config) WithDefaults() Config {
 	c.SteadyRounds = cmp.Or(c.SteadyRounds, DefaultSteadyRounds)
 	c.Backend = cmp.Or(c.Backend, Model)
 	c.Seed = cmp.Or(c.Seed, DefaultSeed)
-	c.RelayIDPrefix = cmp.Or(c.RelayIDPrefix, DefaultRelayIDPrefix)
 	return c
 }
 
@@ -95,8 +91,6 @@ func (c Config) Validate() error {
 		return outbox.Misconfigured(op, "SteadyRounds must be >= 1, got %d", c.SteadyRounds)
 	case c.Backend != Embedded && c.Backend != Model:
 		return outbox.Misconfigured(op, "Backend must be %q or %q, got %q", Embedded, Model, c.Backend)
-	case len(c.RelayIDPrefix)+17 > outbox.MaxRelayIDLength:
-		return outbox.Misconfigured(op, "RelayIDPrefix too long for a relay id of at most %d bytes", outbox.MaxRelayIDLength)
 	}
 	return nil
 }

@@ -33,12 +33,12 @@ func runStart(now time.Time) time.Time {
 }
 
 // relay is one relay of the fleet: its own store (a store remembers its
-// heartbeats and standby state, as one relay process's does), its start
-// offset and what it owned after its latest round.
+// heartbeats and standby state, as one relay process's does), when its
+// next round runs (the first at a seeded offset from the start) and what
+// it owned after its latest round.
 type relay struct {
 	id    string
 	store *outboxddb.Store
-	phase time.Duration
 	next  time.Time
 	owned []int // guarded by fleet.mu
 	// rounds is what the relay carries from one round to the next: one
@@ -65,7 +65,7 @@ func newFleet(cfg Config, client outboxddb.Client, table string, start time.Time
 	f := &fleet{cfg: cfg, start: start}
 	seen := map[string]bool{}
 	for len(f.relays) < cfg.Relays {
-		id := fmt.Sprintf("%s-%016x", cfg.RelayIDPrefix, rng.Uint64())
+		id := fmt.Sprintf("%s-%016x", relayIDPrefix, rng.Uint64())
 		if seen[id] {
 			continue
 		}
@@ -79,7 +79,7 @@ func newFleet(cfg Config, client outboxddb.Client, table string, start time.Time
 			return nil, err
 		}
 		phase := time.Duration(rng.Int64N(int64(cfg.LeaseRenewInterval/time.Millisecond))) * time.Millisecond
-		f.relays = append(f.relays, &relay{id: id, store: store, phase: phase, next: start.Add(phase), seed: len(f.relays) < cfg.SeedRelays})
+		f.relays = append(f.relays, &relay{id: id, store: store, next: start.Add(phase), seed: len(f.relays) < cfg.SeedRelays})
 	}
 	return f, nil
 }

@@ -28,8 +28,7 @@ type Report struct {
 // Phase sums what the coordination partition served in consecutive renew
 // intervals.
 type Phase struct {
-	Intervals int `json:"intervals"`
-	Seconds   int `json:"seconds"`
+	Seconds int `json:"seconds"`
 	// Rounds counts the relays' acquisition calls.
 	Rounds int `json:"rounds"`
 	// Claims, Releases and Lost count leases that changed hands.

@@ -123,7 +123,6 @@ func TestConfigRejectsUnusableFleets(t *testing.T) {
 		"renew not below":    {LeaseDuration: 10e9, LeaseRenewInterval: 10e9},
 		"renew in fractions": {LeaseRenewInterval: 2500e6},
 		"unknown backend":    {Backend: "dynamo"},
-		"relay id too long":  {RelayIDPrefix: string(make([]byte, 120))},
 		"too many seed":      {Relays: 4, SeedRelays: 5},
 	} {
 		if _, err := Run(t.Context(), c); err == nil {

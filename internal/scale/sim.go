@@ -183,7 +183,6 @@ func (r *run) phase(w window) Phase {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p := Phase{
-		Intervals:  w.intervals,
 		Rounds:     w.rounds,
 		Claims:     w.claims,
 		Releases:   w.releases,

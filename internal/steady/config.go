@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"io"
-	"log/slog"
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
@@ -14,14 +13,21 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultRate             = 10.0
-	DefaultBuckets          = outbox.DefaultBucketCount
-	DefaultDuration         = 10 * time.Minute
-	DefaultRelayTimeout     = 15 * time.Minute
-	DefaultScheduleInterval = time.Minute
-	DefaultWriters          = 1
-	DefaultMaxEventAge      = time.Minute
-	DefaultSeed             = 1
+	DefaultRate         = 10.0
+	DefaultBuckets      = outbox.DefaultBucketCount
+	DefaultDuration     = 10 * time.Minute
+	DefaultRelayTimeout = 15 * time.Minute
+	DefaultSeed         = 1
+)
+
+// The run's fixed settings of the stack: the schedule's period (its phase
+// comes from Config.Seed), and the event invoke configuration's maximum
+// age, beyond which an asynchronous event that waited for an execution
+// environment is dropped. The reserved concurrency is Config.Buckets, as
+// the stack's default.
+const (
+	scheduleInterval = time.Minute
+	maxEventAge      = time.Minute
 )
 
 // maxValueSize keeps a message item well under DynamoDB's 400 KB limit.
@@ -91,9 +97,9 @@ type Config struct {
 	// ValueSize pads every message value to this many bytes. Default: a
 	// short JSON document (about 30 bytes).
 	ValueSize int
-	// Buckets is the bucket count of writers and relays. Default 8.
+	// Buckets is the bucket count of the writer and the relays. Default 8.
 	Buckets int
-	// Duration is how long the writers commit, in simulated time. The run
+	// Duration is how long the writer commits, in simulated time. The run
 	// goes on until the last message is published and the last relay has
 	// stopped. Default 10 minutes.
 	Duration time.Duration
@@ -104,45 +110,23 @@ type Config struct {
 	// StopMargin is the relay's SPILLWAY_STOP_MARGIN. Default: the relay
 	// function's (5 s).
 	StopMargin time.Duration
-	// ReservedConcurrency caps concurrent invocations (execution
-	// environments). Default Buckets, as the stack's default.
-	ReservedConcurrency int
-	// ScheduleInterval is the schedule's period; its phase comes from Seed.
-	// Default 1 minute; negative: no schedule.
-	ScheduleInterval time.Duration
 	// Relay overrides the relay function's settings that its environment
 	// variables expose: PollInterval, IdleTimeout, MaxIdleTimeout, LeaseDuration,
 	// LeaseRenewInterval, BatchSize and Mode. Zero fields keep the
 	// function's defaults; RelayID and BucketCount are set by the run;
 	// the other fields must be zero (the function has no setting for them).
 	Relay outbox.RelayOptions
-	// MaxHops is the relay's SPILLWAY_MAX_HOPS. Default: the function's.
-	MaxHops int
-	// Writers is the number of writer processes, each with its own wake-up
-	// notifier (wake-ups coalesce per process); commits go round-robin.
-	// Default 1.
-	Writers int
-	// WithoutWakeUps makes the writers send no wake-up: only the schedule
+	// WithoutWakeUps makes the writer send no wake-up: only the schedule
 	// and the relays' continuation wake-ups start relays. A control: the
 	// latency and ownership targets must then fail.
 	WithoutWakeUps bool
-	// MaxEventAge drops asynchronous events that waited longer for an
-	// execution environment, as the stack's event invoke configuration
-	// does. Default 1 minute.
-	MaxEventAge time.Duration
 	// Latency is the simulated round-trip times.
 	Latency Latency
 	// Seed fixes the commit times, keys, message ids and the schedule's
 	// phase. Default 1.
 	Seed uint64
-	// Logger receives the relays' and the writers' logs. Default: none.
-	Logger *slog.Logger
 	// Progress receives a line per simulated minute. Optional.
 	Progress io.Writer
-	// Trace receives a line per invocation start and end, lease call and
-	// publish, stamped with the simulated time, to explain a run.
-	// Optional.
-	Trace io.Writer
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -151,14 +135,7 @@ func (c Config) WithDefaults() Config {
 	c.Buckets = cmp.Or(c.Buckets, DefaultBuckets)
 	c.Duration = cmp.Or(c.Duration, DefaultDuration)
 	c.RelayTimeout = cmp.Or(c.RelayTimeout, DefaultRelayTimeout)
-	c.ReservedConcurrency = cmp.Or(c.ReservedConcurrency, c.Buckets)
-	c.ScheduleInterval = cmp.Or(c.ScheduleInterval, DefaultScheduleInterval)
-	c.Writers = cmp.Or(c.Writers, DefaultWriters)
-	c.MaxEventAge = cmp.Or(c.MaxEventAge, DefaultMaxEventAge)
 	c.Seed = cmp.Or(c.Seed, DefaultSeed)
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
 	c.Latency = c.Latency.withDefaults()
 	return c
 }
@@ -180,14 +157,6 @@ func (c Config) Validate() error {
 		return outbox.Misconfigured(op, "RelayTimeout must be at least 1s, got %v", c.RelayTimeout)
 	case c.StopMargin < 0 || c.StopMargin >= c.RelayTimeout:
 		return outbox.Misconfigured(op, "StopMargin must be >= 0 and below RelayTimeout %v, got %v", c.RelayTimeout, c.StopMargin)
-	case c.ReservedConcurrency < 1:
-		return outbox.Misconfigured(op, "ReservedConcurrency must be >= 1, got %d", c.ReservedConcurrency)
-	case c.Writers < 1:
-		return outbox.Misconfigured(op, "Writers must be >= 1, got %d", c.Writers)
-	case c.MaxEventAge <= 0:
-		return outbox.Misconfigured(op, "MaxEventAge must be > 0, got %v", c.MaxEventAge)
-	case c.MaxHops < 0:
-		return outbox.Misconfigured(op, "MaxHops must be >= 0, got %d", c.MaxHops)
 	}
 	r := c.Relay
 	if r.RelayID != "" || r.BucketCount != 0 {
@@ -224,9 +193,6 @@ func (c Config) functionConfig(table string) (outboxlambda.Config, error) {
 	}
 	if c.Relay.Mode != "" {
 		env[outboxconf.EnvMode] = string(c.Relay.Mode)
-	}
-	if c.MaxHops != 0 {
-		env[outboxconf.EnvMaxHops] = fmt.Sprint(c.MaxHops)
 	}
 	return outboxlambda.LoadConfig(func(name string) string { return env[name] })
 }

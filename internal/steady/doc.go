@@ -1,4 +1,4 @@
-// Package steady is the steady-traffic scenario: writers commit
+// Package steady is the steady-traffic scenario: a writer commits
 // a steady stream of messages, every commit wakes the relay function, a
 // schedule sweeps once a minute, and relays live as AWS Lambda invocations
 // do (a timeout, a stop margin, warm execution environments reused, at most

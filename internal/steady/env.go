@@ -2,8 +2,6 @@ package steady
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spillway-dev/spillway/internal/lab"
@@ -59,8 +57,6 @@ func (st *envStore) AcquireLeases(ctx context.Context, req outbox.LeaseRequest, 
 	start := st.s.clock.Now()
 	acq, err := st.Store.AcquireLeases(withMethod(ctx, methodAcquire), req, rs)
 	st.s.ledger.acquired(st.env, start, st.s.clock.Now(), acq, err)
-	st.s.tracef("%s round: owned %v claimed %v released %v lost %v refused %d rank %d err %v",
-		st.env.relayID, acq.Owned, acq.Claimed, acq.Released, acq.Lost, acq.Refused, acq.StandbyRank, err)
 	return acq, err
 }
 
@@ -68,52 +64,21 @@ func (st *envStore) RenewLeases(ctx context.Context, req outbox.LeaseRequest, bu
 	start := st.s.clock.Now()
 	ok, err := st.Store.RenewLeases(withMethod(ctx, methodRenew), req, buckets)
 	st.s.ledger.renewed(st.env, start, st.s.clock.Now(), ok, err)
-	st.s.tracef("%s renew %v: %v err %v", st.env.relayID, buckets, ok, err)
 	return ok, err
 }
 
 func (st *envStore) ReleaseLeases(ctx context.Context, req outbox.LeaseRequest) (outbox.Release, error) {
 	st.s.ledger.releasing(st.env, st.s.clock.Now())
-	rel, err := st.Store.ReleaseLeases(withMethod(ctx, methodRelease), req)
-	st.s.tracef("%s release: %v refused %d unfinished %v err %v", st.env.relayID, rel.Released, rel.Refused, rel.Unfinished, err)
-	return rel, err
+	return st.Store.ReleaseLeases(withMethod(ctx, methodRelease), req)
 }
 
 func (st *envStore) ReadCoordination(ctx context.Context) (outbox.Coordination, error) {
-	c, err := st.Store.ReadCoordination(withMethod(ctx, methodRead))
-	if st.s.cfg.Trace != nil {
-		st.s.tracef("%s read coordination: %s err %v", st.env.relayID, describeCoordination(c), err)
-	}
-	return c, err
+	return st.Store.ReadCoordination(withMethod(ctx, methodRead))
 }
 
 // ReadLeases passes the trust check's second look at a bucket left to a
 // claiming peer through to the store (outbox.LeaseReader), as the relay
 // function's store serves it.
 func (st *envStore) ReadLeases(ctx context.Context, buckets []int) ([]outbox.LeaseState, error) {
-	leases, err := st.ddb.ReadLeases(withMethod(ctx, methodRead), buckets)
-	st.s.tracef("%s read leases %v: %v err %v", st.env.relayID, buckets, leases, err)
-	return leases, err
-}
-
-func (st *envStore) PendingBuckets(ctx context.Context, buckets []int) ([]int, error) {
-	p, err := st.Store.PendingBuckets(ctx, buckets)
-	st.s.tracef("%s probe %v: pending %v err %v", st.env.relayID, buckets, p, err)
-	return p, err
-}
-
-// describeCoordination renders a coordination view for the trace.
-func describeCoordination(c outbox.Coordination) string {
-	var b strings.Builder
-	for _, l := range c.Leases {
-		fmt.Fprintf(&b, "%d:%s@%s ", l.Bucket, l.Owner, l.ExpiresAt.Sub(c.ReadAt).Round(time.Millisecond))
-	}
-	for _, r := range c.Relays {
-		state := "live"
-		if r.Stopped {
-			state = "stopped"
-		}
-		fmt.Fprintf(&b, "%s(%s %s ago) ", r.RelayID, state, c.ReadAt.Sub(r.LastSeen).Round(time.Millisecond))
-	}
-	return strings.TrimSpace(b.String())
+	return st.ddb.ReadLeases(withMethod(ctx, methodRead), buckets)
 }

@@ -2,7 +2,6 @@ package steady
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/spillway-dev/spillway/internal/lab"
 	"github.com/spillway-dev/spillway/internal/lambdasim"
@@ -27,21 +26,18 @@ func (s *sim) newLambda() (*lambdasim.Function[*lab.RelayEnv], error) {
 		Lambda: lambdasim.Config[*lab.RelayEnv]{
 			Scheduler:           s,
 			Context:             s.ctx,
-			ReservedConcurrency: s.cfg.ReservedConcurrency,
+			ReservedConcurrency: s.cfg.Buckets,
 			Timeout:             s.cfg.RelayTimeout,
-			MaxEventAge:         s.cfg.MaxEventAge,
+			MaxEventAge:         maxEventAge,
 			InvokeLatency:       lat.Invoke,
 			StartLatency:        lat.Start,
 			ColdStart:           lat.ColdStart,
 			Started: func(inv *lambdasim.Invocation[*lab.RelayEnv]) {
 				s.ledger.started(envOf(inv.Env), s.clock.Now())
-				s.tracef("%s start %s", inv.Env.RelayID, inv.Payload)
 			},
-			Ended: func(inv *lambdasim.Invocation[*lab.RelayEnv], resp outboxlambda.RelayResponse, err error) {
+			Ended: func(inv *lambdasim.Invocation[*lab.RelayEnv], _ outboxlambda.RelayResponse, _ error) {
 				s.ledger.ended(envOf(inv.Env), s.clock.Now())
 				s.poke()
-				s.tracef("%s end: %s joined %v published %d rounds %d refused %d released %v work left %v wake %v err %v",
-					inv.Env.RelayID, resp.Reason, resp.Joined, resp.Published, resp.Rounds, resp.Refused, resp.Released, resp.WorkLeft, resp.WakeUpSent, err)
 			},
 		},
 		Config:  s.fn,
@@ -49,15 +45,10 @@ func (s *sim) newLambda() (*lambdasim.Function[*lab.RelayEnv], error) {
 		RelayID: func(n int) string { return fmt.Sprintf("spillway-relay-%02d", n) },
 		// Every record is acknowledged after one produce round trip, and
 		// the ledger records when.
-		Publisher: func(re *lab.RelayEnv) outbox.Publisher {
-			return &lab.Publisher{InitLatency: lat.KafkaInit, PingLatency: lat.Kafka, Latency: lat.Kafka,
-				Acked: func(msgs []outbox.Message, at time.Time) {
-					s.ledger.acked(msgs, at)
-					s.tracef("%s published %d of bucket %d", re.RelayID, len(msgs), msgs[0].Bucket)
-				}}
+		Publisher: func(*lab.RelayEnv) outbox.Publisher {
+			return &lab.Publisher{InitLatency: lat.KafkaInit, PingLatency: lat.Kafka, Latency: lat.Kafka, Acked: s.ledger.acked}
 		},
 		Store:         s.newEnvStore,
 		Continuations: true,
-		Logger:        s.cfg.Logger,
 	})
 }

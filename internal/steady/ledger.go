@@ -44,7 +44,6 @@ type ledger struct {
 }
 
 type msgState struct {
-	bucket      int
 	committedAt time.Time
 	ackedAt     time.Time
 	acks        int
@@ -110,7 +109,7 @@ func (l *ledger) commit(m outbox.Message, at time.Time) {
 	defer l.observeLocked(at)
 	st := l.msgs[m.ID]
 	if st == nil {
-		st = &msgState{bucket: m.Bucket}
+		st = &msgState{}
 		l.msgs[m.ID] = st
 	}
 	st.committedAt = at
@@ -131,7 +130,7 @@ func (l *ledger) acked(msgs []outbox.Message, at time.Time) {
 		if st == nil {
 			// Acknowledged before its writer recorded the commit: the
 			// commit is counted when it is recorded.
-			st = &msgState{bucket: m.Bucket}
+			st = &msgState{}
 			l.msgs[m.ID] = st
 		}
 		st.acks++

@@ -68,16 +68,14 @@ type Report struct {
 	// relay than the bucket's previous claimer.
 	Claims    int `json:"claims"`
 	Handovers int `json:"handovers"`
-	// WriterWakeUps were sent by the writers' notifiers, WriterWakeUpsMerged
+	// WriterWakeUps were sent by the writer's notifier, WriterWakeUpsMerged
 	// folded into another by coalescing, WriterWakeUpsFailed failed.
 	WriterWakeUps       int64 `json:"writerWakeUps"`
 	WriterWakeUpsMerged int64 `json:"writerWakeUpsMerged"`
 	WriterWakeUpsFailed int64 `json:"writerWakeUpsFailed"`
 	// WriterWakeUpsSkipped were not sent because a live relay covered
-	// their buckets; WriterOwnerReads are the coordination views the
-	// writers' notifiers read to decide it.
+	// their buckets.
 	WriterWakeUpsSkipped int64 `json:"writerWakeUpsSkipped"`
-	WriterOwnerReads     int64 `json:"writerOwnerReads"`
 
 	// Refused conditional writes by kind, and those after the first
 	// minute (LateRefusals lists the first few).
@@ -86,11 +84,9 @@ type Report struct {
 	RefusedAfterWarmup int            `json:"refusedAfterWarmup"`
 	LateRefusals       []string       `json:"lateRefusals,omitempty"`
 
-	// Latency is commit → Kafka acknowledgement; LatencyBound the target,
-	// OverBound the messages beyond it.
+	// Latency is commit → Kafka acknowledgement; LatencyBound the target.
 	Latency      Percentiles   `json:"latency"`
 	LatencyBound time.Duration `json:"latencyBoundNanos"`
-	OverBound    int           `json:"overBound"`
 	// MaxOrphan is the longest a bucket with unpublished messages went
 	// without a live owner (a running relay holding an unexpired lease on
 	// it), with its bucket and start (from the run's start); OrphanTotal
@@ -317,7 +313,7 @@ func (s *sim) report(counts outboxlocal.Counts) Report {
 		StopMargin: s.fn.StopMargin, PollInterval: s.fn.PollInterval, IdleTimeout: s.fn.IdleTimeout,
 		MaxIdleTimeout: s.fn.MaxIdleTimeout,
 		LeaseDuration:  s.fn.LeaseDuration, LeaseRenewInterval: s.fn.LeaseRenewInterval,
-		ReservedConcurrency: s.cfg.ReservedConcurrency, ScheduleInterval: s.cfg.ScheduleInterval,
+		ReservedConcurrency: s.cfg.Buckets, ScheduleInterval: scheduleInterval,
 		WakeUps: !s.cfg.WithoutWakeUps, Latencies: s.cfg.Latency, Seed: s.cfg.Seed,
 		Counter: counts,
 
@@ -327,20 +323,9 @@ func (s *sim) report(counts outboxlocal.Counts) Report {
 		LatencyBound: s.cfg.LatencyBound(s.fn.PollInterval),
 		OrphanBound:  s.cfg.StartBound(),
 	}
-	for _, w := range s.writers {
-		if w.notifier != nil {
-			ws := w.notifier.Stats()
-			r.WriterWakeUps += ws.Sent
-			r.WriterWakeUpsMerged += ws.Merged
-			r.WriterWakeUpsFailed += ws.Failed
-			r.WriterWakeUpsSkipped += ws.Skipped
-			r.WriterOwnerReads += ws.OwnerReads
-		}
-	}
-	for _, d := range lat {
-		if d > r.LatencyBound {
-			r.OverBound++
-		}
+	if s.notifier != nil {
+		ws := s.notifier.Stats()
+		r.WriterWakeUps, r.WriterWakeUpsMerged, r.WriterWakeUpsFailed, r.WriterWakeUpsSkipped = ws.Sent, ws.Merged, ws.Failed, ws.Skipped
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

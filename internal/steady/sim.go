@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -32,11 +32,16 @@ const (
 	keySpace = 1000
 )
 
+// discardLogger is the writer's and its notifier's logger: a run's
+// figures are its report, not its logs (the relays' logger is
+// lab.RelayFunction's default, which discards too).
+var discardLogger = slog.New(slog.DiscardHandler)
+
 // Run runs the scenario described by cfg and reports its figures. It must
 // be called inside a testing/synctest bubble (synctest.Test): the bubble's
 // fake clock is the simulated time, and it moves only when every goroutine
 // of the run is durably blocked. It fails on a misconfiguration, a failure
-// of the embedded backends or the writers, and on a simulation that does
+// of the embedded backends or the writer, and on a simulation that does
 // not drain; the targets are the caller's to check (Report.Check).
 func Run(ctx context.Context, cfg Config) (Report, error) {
 	cfg = cfg.WithDefaults()
@@ -74,11 +79,13 @@ type sim struct {
 	clock  outbox.Clock
 	start  time.Time
 	client *lab.Client
-	table  string
 	ledger *ledger
 	lambda *lambdasim.Function[*lab.RelayEnv]
 
-	writers   []*writerProc
+	// writer is the one writer process; notifier its wake-up notifier
+	// (nil WithoutWakeUps).
+	writer    *outboxddb.Writer
+	notifier  *outboxlambda.Notifier
 	rng       *rand.Rand // the commit process's only
 	commits   atomic.Int64
 	writesEnd time.Time
@@ -91,13 +98,6 @@ type sim struct {
 	failure error
 	timers  []*time.Timer // the Lambda service's delayed steps
 	wg      sync.WaitGroup
-	traceMu sync.Mutex
-}
-
-// writerProc is one writer process with its own wake-up notifier.
-type writerProc struct {
-	writer   *outboxddb.Writer
-	notifier *outboxlambda.Notifier
 }
 
 // newSim prepares a run on table: nothing runs before drive.
@@ -115,7 +115,6 @@ func newSim(ctx context.Context, cfg Config, ddb *outboxlocal.DynamoDB, table st
 		cancel:    cancel,
 		clock:     outbox.SystemClock{},
 		start:     start,
-		table:     table,
 		rng:       rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5eed5eed5eed5eed)),
 		writesEnd: start.Add(cfg.Duration),
 		pokes:     make(chan struct{}, 1),
@@ -128,7 +127,7 @@ func newSim(ctx context.Context, cfg Config, ddb *outboxlocal.DynamoDB, table st
 	return s, nil
 }
 
-// build makes the client, the ledger, the Lambda service and the writers.
+// build makes the client, the ledger, the Lambda service and the writer.
 func (s *sim) build(ddb *outboxlocal.DynamoDB) error {
 	cfg, fn := s.cfg, s.fn
 	// The embedded server ignores signatures; signing every request would
@@ -146,22 +145,16 @@ func (s *sim) build(ddb *outboxlocal.DynamoDB) error {
 	if s.lambda, err = s.newLambda(); err != nil {
 		return err
 	}
-	for range cfg.Writers {
-		w := &writerProc{}
-		opts := fn.StoreOptions()
-		opts.Clock, opts.Logger = s.clock, cfg.Logger
-		if !cfg.WithoutWakeUps {
-			if w.notifier, err = s.newWriterNotifier(); err != nil {
-				return err
-			}
-			opts.Notifier = w.notifier
-		}
-		if w.writer, err = outboxddb.NewWriter(s.client, opts); err != nil {
+	opts := fn.StoreOptions()
+	opts.Clock, opts.Logger = s.clock, discardLogger
+	if !cfg.WithoutWakeUps {
+		if s.notifier, err = s.newWriterNotifier(); err != nil {
 			return err
 		}
-		s.writers = append(s.writers, w)
+		opts.Notifier = s.notifier
 	}
-	return nil
+	s.writer, err = outboxddb.NewWriter(s.client, opts)
+	return err
 }
 
 // newWriterNotifier returns a writer's wake-up notifier: it reads the
@@ -169,13 +162,13 @@ func (s *sim) build(ddb *outboxlocal.DynamoDB) error {
 // skips the wake-ups a live relay covers.
 func (s *sim) newWriterNotifier() (*outboxlambda.Notifier, error) {
 	opts := s.fn.StoreOptions()
-	opts.Clock, opts.Logger = s.clock, s.cfg.Logger
+	opts.Clock, opts.Logger = s.clock, discardLogger
 	store, err := outboxddb.NewStore(s.client, opts)
 	if err != nil {
 		return nil, err
 	}
 	return outboxlambda.NewNotifier(outboxlambda.NotifierConfig{
-		Client: s.lambda, FunctionName: relayFunction, Clock: s.clock, Logger: s.cfg.Logger, Timeout: lab.NotifierTimeout,
+		Client: s.lambda, FunctionName: relayFunction, Clock: s.clock, Logger: discardLogger, Timeout: lab.NotifierTimeout,
 		Owners: ownerReader{store}, LeaseDuration: s.fn.LeaseDuration,
 	})
 }
@@ -231,17 +224,6 @@ func (s *sim) poke() {
 // now is the simulated time since the run's start.
 func (s *sim) now() time.Duration { return time.Since(s.start) }
 
-// tracef writes one trace line stamped with the simulated time.
-func (s *sim) tracef(format string, args ...any) {
-	if s.cfg.Trace == nil {
-		return
-	}
-	line := fmt.Sprintf("%12s "+format+"\n", append([]any{s.now().Round(time.Microsecond)}, args...)...)
-	s.traceMu.Lock()
-	defer s.traceMu.Unlock()
-	_, _ = io.WriteString(s.cfg.Trace, line)
-}
-
 // fail records the first failure of a simulated process.
 func (s *sim) fail(err error) {
 	s.mu.Lock()
@@ -258,17 +240,15 @@ func (s *sim) failed() error {
 	return s.failure
 }
 
-// drive starts the writers' commits and the schedule, then waits, after
+// drive starts the writer's commits and the schedule, then waits, after
 // every poke, for the instant to settle (synctest.Wait) and checks whether
 // the run is over: writes ended, every message published and the function
 // idle.
 func (s *sim) drive() error {
-	if s.cfg.ScheduleInterval > 0 {
-		// Drawn before the commit process takes the generator over.
-		phase := time.Duration(s.rng.Int64N(int64(s.cfg.ScheduleInterval)))
-		s.wg.Add(1)
-		go s.scheduleProcess(phase)
-	}
+	// Drawn before the commit process takes the generator over.
+	phase := time.Duration(s.rng.Int64N(int64(scheduleInterval)))
+	s.wg.Add(1)
+	go s.scheduleProcess(phase)
 	s.wg.Add(1)
 	go s.commitProcess()
 	if s.cfg.Progress != nil {
@@ -276,7 +256,7 @@ func (s *sim) drive() error {
 		defer close(done)
 		go s.progress(done)
 	}
-	limit := time.NewTimer(time.Until(s.writesEnd.Add(s.cfg.RelayTimeout + s.cfg.MaxEventAge + time.Minute)))
+	limit := time.NewTimer(time.Until(s.writesEnd.Add(s.cfg.RelayTimeout + maxEventAge + time.Minute)))
 	defer limit.Stop()
 	for {
 		select {
@@ -347,7 +327,6 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 // commitOne starts one commit and returns the gap to the next.
 func (s *sim) commitOne() (time.Duration, error) {
 	n := int(s.commits.Add(1))
-	w := s.writers[(n-1)%len(s.writers)]
 	var id outbox.MessageID
 	for i := range id {
 		id[i] = byte(s.rng.UintN(256))
@@ -369,7 +348,7 @@ func (s *sim) commitOne() (time.Duration, error) {
 		defer s.wg.Done()
 		defer s.poke()
 		defer s.inFlight.Add(-1)
-		if err := s.commit(w, msg); err != nil {
+		if err := s.commit(msg); err != nil {
 			s.fail(err)
 		}
 	}()
@@ -378,8 +357,8 @@ func (s *sim) commitOne() (time.Duration, error) {
 
 // commit is the transactional outbox write: reserve the sequence number,
 // commit the message in the writer's own transaction, then notify.
-func (s *sim) commit(w *writerProc, msg outbox.Message) error {
-	items, msgs, err := w.writer.TransactItems(s.ctx, []outbox.Message{msg})
+func (s *sim) commit(msg outbox.Message) error {
+	items, msgs, err := s.writer.TransactItems(s.ctx, []outbox.Message{msg})
 	if err != nil {
 		return fmt.Errorf("steady: reserve message %s: %w", msg.ID, err)
 	}
@@ -387,20 +366,20 @@ func (s *sim) commit(w *writerProc, msg outbox.Message) error {
 		return fmt.Errorf("steady: commit message %s: %w", msg.ID, err)
 	}
 	s.ledger.commit(msgs[0], s.clock.Now())
-	w.writer.NotifyCommitted(s.ctx, msgs...)
+	s.writer.NotifyCommitted(s.ctx, msgs...)
 	return nil
 }
 
 // scheduleProcess sends the schedule's first sweep at phase, and the next
-// ones every ScheduleInterval while the writes go on.
+// ones every scheduleInterval while the writes go on.
 func (s *sim) scheduleProcess(phase time.Duration) {
 	defer s.wg.Done()
-	for next := s.start.Add(phase); ; next = next.Add(s.cfg.ScheduleInterval) {
+	for next := s.start.Add(phase); ; next = next.Add(scheduleInterval) {
 		if !sleepUntil(s.ctx, next) {
 			return
 		}
 		s.lambda.Send(schedulePayload, s.clock.Now())
-		if !next.Add(s.cfg.ScheduleInterval).Before(s.writesEnd) {
+		if !next.Add(scheduleInterval).Before(s.writesEnd) {
 			return
 		}
 	}
