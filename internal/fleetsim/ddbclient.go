@@ -14,7 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 
-	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/internal/lab"
+	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
@@ -27,21 +28,14 @@ const (
 )
 
 // newClient returns the client of the process named name: the endpoint's
-// Counter and Faults, a round trip of its own, and a retryer whose backoff
-// jitter is drawn from the seed and name, so that a seed's retries wait
-// the same whatever the interleaving of the processes.
-func (s *sim) newClient(name string) *dynamodb.Client {
+// Counter and Faults, a retryer whose backoff jitter is drawn from the
+// seed and name, so that a seed's retries wait the same whatever the
+// interleaving of the processes, and, as every client of the lab
+// (lab.Client), a round trip of its own on the bubble's clock before each
+// request reaches the endpoint.
+func (s *sim) newClient(name string) outboxddb.Client {
 	latency := roundTrip(s.cfg.Seed, name)
-	return s.ddb.NewClient(func(o *dynamodb.Options) {
-		o.APIOptions = append(slices.Clip(o.APIOptions), func(stack *middleware.Stack) error {
-			return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("FleetsimRoundTrip",
-				func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-					if !outbox.Sleep(latency+requestStagger(in.Parameters), ctx.Done()) {
-						return middleware.InitializeOutput{}, middleware.Metadata{}, context.Cause(ctx)
-					}
-					return next.HandleInitialize(ctx, in)
-				}), middleware.After)
-		})
+	sdk := s.ddb.NewClient(func(o *dynamodb.Options) {
 		o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
 			so.MaxAttempts = sdkMaxAttempts
 			so.MaxBackoff = sdkMaxBackoff
@@ -49,6 +43,7 @@ func (s *sim) newClient(name string) *dynamodb.Client {
 			so.RateLimiter = ratelimit.None
 		})
 	})
+	return &lab.Client{Inner: sdk, Latency: func(in any) time.Duration { return latency + requestStagger(in) }}
 }
 
 // roundTrip is the simulated round trip of process name's requests,

@@ -108,7 +108,7 @@
 // kinds, parameters, per-invocation budgets, crash and pause points) derive
 // from the seed, and so does every other draw: relay ids, the writers'
 // idempotency tokens, the SDK's retry backoff (per client and attempt,
-// instead of crypto/rand), each process's DynamoDB round trip (1–2 ms) and
+// instead of crypto/rand), each process's DynamoDB round trip (1–2 ms, on a lab.Client) and
 // the partitions' leaders (kfake draws them from an unseeded generator, at
 // creation and in a leader change, so the sim places them itself). The run
 // is a testing/synctest bubble: the clock moves only when every goroutine

@@ -29,7 +29,7 @@ type writerProc struct {
 	n   int
 	w   *outboxddb.Writer
 	// client is the process's, for the business transactions.
-	client *dynamodb.Client
+	client outboxddb.Client
 	ops    chan *writerOp
 }
 
