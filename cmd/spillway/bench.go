@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spillway-dev/spillway/internal/bench"
@@ -25,6 +26,21 @@ type benchScenario struct {
 	Name    string        `json:"name"`
 	Elapsed time.Duration `json:"elapsedNanos"`
 	Result  lab.Report    `json:"result"`
+}
+
+// The bench command's help lists its scenarios with what each measures,
+// from the registry, so the list cannot disagree with what runs.
+func init() {
+	var b strings.Builder
+	b.WriteString("Scenarios:\n")
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	for _, s := range lab.Scenarios(false) {
+		fmt.Fprintf(tw, "  %s\t%s\n", s.Name, s.Summary)
+	}
+	tw.Flush()
+	d := docs["bench"]
+	d.details = strings.TrimSuffix(b.String(), "\n")
+	docs["bench"] = d
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {

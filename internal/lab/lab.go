@@ -82,7 +82,8 @@ type Scenario struct {
 	// Name selects the scenario (`spillway bench --scenario NAME`, `make
 	// lab SCENARIO=NAME`).
 	Name string
-	// Summary says in one line what it measures.
+	// Summary says in one line what it measures; `spillway bench --help`
+	// lists it beside the name.
 	Summary string
 	// Simulated marks a study that runs only in a synctest bubble.
 	Simulated bool
