@@ -38,10 +38,10 @@ func (s *sim) newEnvStore(re *lab.RelayEnv, store *outboxddb.Store) outbox.Store
 // context of its requests (for the classifier) and tells the ledger what
 // the relay now believes it owns, as the engine does: from the
 // start of a successful round or renewal, until a release starts, a round
-// fails or a renewal is refused. Of the outboxddb.Store's optional
-// interfaces it serves only outbox.LeaseReader: a trust check reads the
-// whole coordination partition (no outbox.CoverageReader), as this study
-// has always measured it.
+// fails or a renewal is refused. It serves the outboxddb.Store's optional
+// interfaces (outbox.CoverageReader, outbox.LeaseReader) as the relay
+// function's store does, so a trust check reads what it reads when
+// deployed.
 type envStore struct {
 	// Store is the environment's outboxddb.Store, whose message calls
 	// (fetch, delete, backlog) pass through as they are.
@@ -51,7 +51,11 @@ type envStore struct {
 	s   *sim
 }
 
-var _ outbox.Store = (*envStore)(nil)
+var (
+	_ outbox.Store          = (*envStore)(nil)
+	_ outbox.CoverageReader = (*envStore)(nil)
+	_ outbox.LeaseReader    = (*envStore)(nil)
+)
 
 func (st *envStore) AcquireLeases(ctx context.Context, req outbox.LeaseRequest, rs outbox.RoundState) (outbox.Acquisition, error) {
 	start := st.s.clock.Now()
@@ -74,6 +78,14 @@ func (st *envStore) ReleaseLeases(ctx context.Context, req outbox.LeaseRequest) 
 
 func (st *envStore) ReadCoordination(ctx context.Context) (outbox.Coordination, error) {
 	return st.Store.ReadCoordination(withMethod(ctx, methodRead))
+}
+
+// ReadCoverage passes the trust check's read of the hinted buckets'
+// leases and the heartbeats through to the store (outbox.CoverageReader).
+// With the study's 8 buckets it is the whole coordination partition: a
+// narrower read would cost as much.
+func (st *envStore) ReadCoverage(ctx context.Context, buckets []int) (outbox.Coordination, bool, error) {
+	return st.ddb.ReadCoverage(withMethod(ctx, methodRead), buckets)
 }
 
 // ReadLeases passes the trust check's second look at a bucket left to a
