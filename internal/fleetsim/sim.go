@@ -94,10 +94,11 @@ type sim struct {
 	cfg Config
 	// lab runs the simulation's own events (the seed's writer operations,
 	// phases and faults, the schedule, the Lambda emulator's delayed
-	// steps), driven by the driver (lab.Sim.Drive): it runs them itself,
-	// in time order and at one instant in the order they were queued, once
-	// every process is parked, so what they start does not depend on
-	// which timer goroutine the scheduler runs first. ctx is its context.
+	// steps) on its driver (lab.Sim.Drive, whose per-instant hook is
+	// step): in time order and at one instant in the order they were
+	// queued, once every process is parked, so what they start does not
+	// depend on which goroutine the scheduler runs first. ctx is its
+	// context.
 	lab *lab.Sim
 	ctx context.Context
 	// clock is the bubble's: true time. start is the first instant.

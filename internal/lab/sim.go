@@ -117,8 +117,8 @@ func (s *Sim) Next() (time.Time, bool) {
 // next queued function is due, until until, or until a function is queued
 // or a participant pokes it (Poke), whichever comes first.
 //
-// Drive returns step's error or the simulation's first failure, nil when
-// step reports done, and nil at the first pass at or after until (not zero)
+// Drive returns step's error, the simulation's first failure (or why its
+// context ended), nil when step reports done, and nil at the first pass at or after until (not zero)
 // at which no function is due, with every participant blocked. A zero until
 // drives until step ends the drive.
 func (s *Sim) Drive(until time.Time, step func(now time.Time) (done bool, err error)) error {
@@ -127,7 +127,10 @@ func (s *Sim) Drive(until time.Time, step func(now time.Time) (done bool, err er
 	for {
 		s.settle()
 		if s.ctx.Err() != nil {
-			return s.failure()
+			if err := s.failure(); err != nil {
+				return err
+			}
+			return context.Cause(s.ctx)
 		}
 		now := time.Now()
 		if step != nil {
