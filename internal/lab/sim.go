@@ -118,9 +118,9 @@ func (s *Sim) Next() (time.Time, bool) {
 // or a participant pokes it (Poke), whichever comes first.
 //
 // Drive returns step's error, the simulation's first failure (or why its
-// context ended), nil when step reports done, and nil at the first pass at or after until (not zero)
-// at which no function is due, with every participant blocked. A zero until
-// drives until step ends the drive.
+// context ended), nil when step reports done, and nil at the first pass at
+// or after until (unless zero) at which no function is due, with every
+// participant blocked. A zero until drives until step ends the drive.
 func (s *Sim) Drive(until time.Time, step func(now time.Time) (done bool, err error)) error {
 	wake := time.NewTimer(time.Hour)
 	defer wake.Stop()
