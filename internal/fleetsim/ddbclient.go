@@ -144,7 +144,7 @@ func (s *sim) clientOptions(o *dynamodb.Options) {
 	o.APIOptions = append(slices.Clip(o.APIOptions), func(stack *middleware.Stack) error {
 		return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("FleetsimPoke",
 			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-				defer s.poke()
+				defer s.lab.Poke()
 				return next.HandleInitialize(ctx, in)
 			}), middleware.Before)
 	})

@@ -114,9 +114,9 @@
 // is a testing/synctest bubble: the clock moves only when every goroutine
 // is durably blocked, and the driver checks the invariants each time
 // something happened, once every process is parked again (synctest.Wait).
-// The driver runs the seed's events and the Lambda emulator's steps itself
-// (a lab.Sim it drives: lab.Sim.Drive), in time order and at one instant in
-// the order they were queued.
+// The driver is the lab's (lab.Sim.Drive, the checks its per-instant
+// hook): it runs the seed's events and the Lambda emulator's steps itself,
+// in time order and at one instant in the order they were queued.
 //
 // The in-memory backends answer in no simulated time, so whatever several
 // goroutines send at one instant reaches them in the order the scheduler

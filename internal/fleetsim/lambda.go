@@ -350,7 +350,7 @@ func (s *sim) ended(inv *lambdasim.Invocation[*lab.RelayEnv], resp outboxlambda.
 	}
 	e.busy = false
 	s.mu.Unlock()
-	s.poke()
+	s.lab.Poke()
 }
 
 // keepWarm is how long an idle environment lives: a crashed or hold one

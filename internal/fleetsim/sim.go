@@ -94,18 +94,17 @@ type sim struct {
 	cfg Config
 	// lab runs the simulation's own events (the seed's writer operations,
 	// phases and faults, the schedule, the Lambda emulator's delayed
-	// steps), driven by the driver (lab.Sim.Drive): it runs them itself,
-	// in time order and at one instant in the order they were queued, once
-	// every process is parked, so what they start does not depend on
-	// which timer goroutine the scheduler runs first. ctx is its context.
+	// steps) on its driver (lab.Sim.Drive, whose per-instant hook is
+	// step): in time order and at one instant in the order they were
+	// queued, once every process is parked, so what they start does not
+	// depend on which goroutine the scheduler runs first. ctx is its
+	// context.
 	lab *lab.Sim
 	ctx context.Context
 	// clock is the bubble's: true time. start is the first instant.
 	clock outbox.SystemClock
 	start time.Time
-	// pokes wakes the driver after anything happened; abort closes when
-	// the wall-time bound passed.
-	pokes  chan struct{}
+	// abort closes when the wall-time bound passed.
 	abort  <-chan struct{}
 	trace  *tracer
 	leases *leaseBook
@@ -232,7 +231,6 @@ func newSim(parent context.Context, cfg Config, abort <-chan struct{}) (*sim, er
 	}
 	s := &sim{
 		cfg: cfg, lab: l, ctx: l.Context(), start: trueNow(), abort: abort,
-		pokes:  make(chan struct{}, 1),
 		leases: newLeaseBook(cfg.LeaseDuration),
 		causes: newCauseBook(cfg.settle()),
 		rep: Report{
@@ -241,23 +239,13 @@ func newSim(parent context.Context, cfg Config, abort <-chan struct{}) (*sim, er
 			RefusedByCause: map[string]int{}, RefusedByOp: map[string]int{}, Faults: map[string]int{}, FaultsHit: map[string]int{},
 		},
 	}
-	l.Drive(s.poke)
-	s.trace = newTracer(s.start, s.poke)
+	s.trace = newTracer(s.start, l.Poke)
 	s.obs = observer{s}
 	if err := s.setup(); err != nil {
 		s.close()
 		return nil, err
 	}
 	return s, nil
-}
-
-// poke wakes the driver: something happened at this instant, which it
-// checks once every process is parked again.
-func (s *sim) poke() {
-	select {
-	case s.pokes <- struct{}{}:
-	default:
-	}
 }
 
 // setup starts the backends, creates the tables, draws the workload and the
@@ -464,61 +452,55 @@ func (s *sim) logf(format string, args ...any) {
 	}
 }
 
-// drive is the driver loop: wait until every simulated process is parked
-// (synctest.Wait), check the invariants at this instant, run the events
-// due, and otherwise wait for the next event or for a process to do
-// something; the bubble moves the clock to the next timer meanwhile.
+// drive runs the simulation on the lab's driver (lab.Sim.Drive) with step
+// as its per-instant hook: the driver waits until every simulated process
+// is parked (synctest.Wait), step checks the invariants at this instant,
+// the driver runs the events due, and otherwise waits for the next event or
+// for a process to do something; the bubble moves the clock to the next
+// timer meanwhile.
 func (s *sim) drive() error {
-	end := s.start.Add(s.cfg.WriteDuration + maxDrain)
-	wake := time.NewTimer(time.Hour)
-	defer wake.Stop()
-	for {
-		synctest.Wait()
-		now := s.clock.Now()
-		select {
-		case <-s.abort:
-			return &Violation{Invariant: "progress", bucket: -1, At: s.offset(now), Detail: fmt.Sprintf(
-				"the wall-time bound %v passed %v into the simulation", s.cfg.WallLimit, s.offset(now))}
-		default:
-		}
-		if !now.Equal(s.lastStep) {
-			s.steps++
-			s.lastStep = now
-		}
-		s.observe(now)
-		if v := s.failed(); v != nil {
-			return v
-		}
-		ran, err := s.lab.RunDue(now)
-		if err != nil {
-			return err
-		}
-		if ran {
-			continue
-		}
-		done, err := s.finished(now)
-		if err != nil {
-			return err
-		}
-		if done {
-			return nil
-		}
-		if now.After(end) {
-			n, _ := s.countPartitions(s.ctx, "MESSAGES")
-			return &Violation{Invariant: "drain", bucket: -1, At: s.offset(now), Detail: fmt.Sprintf(
-				"%d messages still in the outbox %v after the writes ended (%d runs active)", n, maxDrain, s.activeRunCount())}
-		}
-		next, ok := s.lab.Next()
-		if !ok {
-			return &Violation{Invariant: "progress", bucket: -1, At: s.offset(now), Detail: "no event pending"}
-		}
-		wake.Reset(next.Sub(now))
-		select {
-		case <-s.pokes:
-		case <-wake.C:
-		}
-		wake.Stop()
+	return s.lab.Drive(time.Time{}, s.step)
+}
+
+// step is the driver's hook at every pass: the wall-time bound, the count
+// of instants, the per-step checks; and, once no event is due at this
+// instant any more (the driver runs those first, then passes again), the
+// end of the run: the outbox drained, or not within maxDrain, or no event
+// left that could drain it.
+func (s *sim) step(now time.Time) (bool, error) {
+	// The sim's instants are its clock's (UTC, no monotonic reading).
+	now = now.UTC()
+	select {
+	case <-s.abort:
+		return false, &Violation{Invariant: "progress", bucket: -1, At: s.offset(now), Detail: fmt.Sprintf(
+			"the wall-time bound %v passed %v into the simulation", s.cfg.WallLimit, s.offset(now))}
+	default:
 	}
+	if !now.Equal(s.lastStep) {
+		s.steps++
+		s.lastStep = now
+	}
+	s.observe(now)
+	if v := s.failed(); v != nil {
+		return false, v
+	}
+	next, pending := s.lab.Next()
+	if pending && !next.After(now) {
+		return false, nil
+	}
+	done, err := s.finished(now)
+	if err != nil || done {
+		return done, err
+	}
+	if now.After(s.start.Add(s.cfg.WriteDuration + maxDrain)) {
+		n, _ := s.countPartitions(s.ctx, "MESSAGES")
+		return false, &Violation{Invariant: "drain", bucket: -1, At: s.offset(now), Detail: fmt.Sprintf(
+			"%d messages still in the outbox %v after the writes ended (%d runs active)", n, maxDrain, s.activeRunCount())}
+	}
+	if !pending {
+		return false, &Violation{Invariant: "progress", bucket: -1, At: s.offset(now), Detail: "no event pending"}
+	}
+	return false, nil
 }
 
 // observe runs the per-step checks: refused writes against the causes,

@@ -37,7 +37,7 @@ func (p *writerProc) loop(ctx context.Context) {
 	for op := range p.ops {
 		p.exec(ctx, op)
 		p.sim.opsDone.Add(1)
-		p.sim.poke()
+		p.sim.lab.Poke()
 	}
 }
 

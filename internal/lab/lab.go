@@ -12,7 +12,9 @@
 // their figures are exact, so the same seed gives the same report. They run
 // as tests (internal/lab's TestStudies, `make lab`), which regenerate the
 // tables in docs/lab/ with -update, as golden files are. They share the
-// participants and timing of a bubble (Sim), the DynamoDB client whose
+// participants, the queued events and the one driver loop of a bubble
+// (Sim: it runs the events due at one instant in the order they were
+// queued, once every participant is blocked), the DynamoDB client whose
 // requests take their round trip on the bubble's clock and are told to the
 // study's observer (Client), and the relay function on the Lambda emulator
 // whose environments run the real relay handler (RelayFunction).

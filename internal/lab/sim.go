@@ -13,23 +13,26 @@ import (
 // is the simulation's: time.Now, timers and sleeps are the bubble's, and
 // time moves only when every goroutine of the bubble is durably blocked,
 // so a simulated hour sends the same requests however fast the machine is.
-// The first participant error stops the simulation. By default each
-// function given to At runs on a bubble timer of its own; a driven
-// simulation (Drive, the fleet simulation's) queues them for its driver.
+// The first participant error stops the simulation.
+//
+// The functions given to At are queued, and one driver runs them: the
+// caller's goroutine in Drive or RunUntil, once every participant is
+// blocked, in time order and at one instant in the order they were queued.
+// A timer each would leave the order of functions due at one instant to
+// the scheduler, and a seed would not fix what they start.
 type Sim struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	settle func()
 	wg     sync.WaitGroup
+	// wake wakes a waiting driver: a function was queued or a participant
+	// poked it (Poke).
+	wake chan struct{}
 
 	mu  sync.Mutex
 	err error
-	// driven makes At queue its functions for the caller's driver (Drive):
-	// queue is ascending by time, in the order queued at one time, and
-	// queued is told of every function queued.
-	driven bool
-	queue  []queuedFn
-	queued func()
+	// queue is ascending by time, in the order queued at one time.
+	queue []queuedFn
 }
 
 // queuedFn is a function At queued for the driver.
@@ -44,7 +47,7 @@ func NewSim(ctx context.Context, cfg Config) (*Sim, error) {
 	if cfg.Settle == nil {
 		return nil, ErrNotInBubble
 	}
-	s := &Sim{settle: cfg.Settle}
+	s := &Sim{settle: cfg.Settle, wake: make(chan struct{}, 1)}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	return s, nil
 }
@@ -72,54 +75,30 @@ func (s *Sim) Go(actor func(ctx context.Context) error) {
 	})
 }
 
-// At runs fn at t on the bubble's clock (at once when t is past); its
-// error stops the simulation. It is the Lambda emulator's Scheduler. In a
-// driven simulation (Drive) it queues fn for the driver's RunDue instead.
+// At queues fn to run at t on the bubble's clock (at the driver's next
+// instant when t is past); its error stops the simulation. Any goroutine
+// may call it, and it wakes a waiting driver. Only a driver (Drive,
+// RunUntil) runs queued functions: one queued after the last drive never
+// runs. It is the Lambda emulator's Scheduler.
 func (s *Sim) At(t time.Time, fn func(now time.Time) error) {
 	s.mu.Lock()
-	if s.driven {
-		i := sort.Search(len(s.queue), func(i int) bool { return s.queue[i].at.After(t) })
-		s.queue = slices.Insert(s.queue, i, queuedFn{at: t, fn: fn})
-		queued := s.queued
-		s.mu.Unlock()
-		if queued != nil {
-			queued()
-		}
-		return
-	}
+	i := sort.Search(len(s.queue), func(i int) bool { return s.queue[i].at.After(t) })
+	s.queue = slices.Insert(s.queue, i, queuedFn{at: t, fn: fn})
 	s.mu.Unlock()
-	s.wg.Add(1)
-	timer := time.AfterFunc(time.Until(t), func() {
-		defer s.wg.Done()
-		if s.ctx.Err() != nil {
-			return
-		}
-		if err := fn(time.Now()); err != nil {
-			s.Fail(err)
-		}
-	})
-	// A timer stopped by the end of the simulation never runs fn.
-	context.AfterFunc(s.ctx, func() {
-		if timer.Stop() {
-			s.wg.Done()
-		}
-	})
+	s.Poke()
 }
 
-// Drive makes the caller the driver of the functions At is given: At
-// queues them, and the driver runs those due with RunDue, typically once
-// every participant is blocked. Functions due at one instant then run one
-// after the other in the order they were queued, where a timer each would
-// leave their order to the scheduler. queued, when not nil, is told of
-// every function queued (any goroutine may queue). Call Drive before the
-// first At.
-func (s *Sim) Drive(queued func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.driven, s.queued = true, queued
+// Poke wakes a waiting driver, so that its step sees, once every
+// participant is blocked again, what happened at this instant. Any
+// goroutine may call it.
+func (s *Sim) Poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
 }
 
-// Next returns when the earliest function queued for the driver is due.
+// Next returns when the earliest queued function is due.
 func (s *Sim) Next() (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -129,10 +108,67 @@ func (s *Sim) Next() (time.Time, bool) {
 	return s.queue[0].at, true
 }
 
-// RunDue runs the functions queued for the driver that are due at now,
-// those they queue for now included, in time order; it reports whether it
-// ran any, and stops at the first error.
-func (s *Sim) RunDue(now time.Time) (bool, error) {
+// Drive is the simulation's driver loop, on the caller's goroutine. At each
+// pass it waits until every participant is blocked (Config.Settle), calls
+// step, when not nil, with the instant, then runs the queued functions due
+// at it (those they queue for it too) one after the other, and passes again
+// at the same instant if it ran any: step sees every instant settled
+// before and after the functions due at it. Otherwise it waits until the
+// next queued function is due, until until, or until a function is queued
+// or a participant pokes it (Poke), whichever comes first.
+//
+// Drive returns step's error, the simulation's first failure (or why its
+// context ended), nil when step reports done, and nil at the first pass at
+// or after until (unless zero) at which no function is due, with every
+// participant blocked. A zero until drives until step ends the drive.
+func (s *Sim) Drive(until time.Time, step func(now time.Time) (done bool, err error)) error {
+	wake := time.NewTimer(time.Hour)
+	defer wake.Stop()
+	for {
+		s.settle()
+		if s.ctx.Err() != nil {
+			if err := s.failure(); err != nil {
+				return err
+			}
+			return context.Cause(s.ctx)
+		}
+		now := time.Now()
+		if step != nil {
+			if done, err := step(now); err != nil || done {
+				return err
+			}
+		}
+		ran, err := s.runDue(now)
+		if err != nil {
+			s.Fail(err)
+			return s.failure()
+		}
+		if ran {
+			continue
+		}
+		if !until.IsZero() && !now.Before(until) {
+			return nil
+		}
+		next, queued := s.Next()
+		if !until.IsZero() && (!queued || until.Before(next)) {
+			next, queued = until, true
+		}
+		wake.Stop()
+		if queued {
+			wake.Reset(next.Sub(now))
+		}
+		select {
+		case <-s.wake:
+		case <-wake.C:
+		case <-s.ctx.Done():
+		}
+	}
+}
+
+// runDue runs the queued functions due at now, those they queue for now
+// included, in time order; it reports whether it ran any, and stops at the
+// first error.
+func (s *Sim) runDue(now time.Time) (bool, error) {
 	ran := false
 	for {
 		s.mu.Lock()
@@ -160,18 +196,11 @@ func (s *Sim) Fail(err error) {
 	s.cancel()
 }
 
-// RunUntil lets the simulation run until just before end and returns with
-// every participant blocked: the window is [now, end), and timers due at
-// end (relays' timers fall on whole intervals) have not fired.
+// RunUntil drives the simulation until just before end and returns with
+// every participant blocked: the window is [now, end), and what is due at
+// end (relays' timers fall on whole intervals) has not run.
 func (s *Sim) RunUntil(end time.Time) error {
-	if d := time.Until(end) - time.Nanosecond; d > 0 {
-		select {
-		case <-time.After(d):
-		case <-s.ctx.Done():
-		}
-	}
-	s.settle()
-	return s.failure()
+	return s.Drive(end.Add(-time.Nanosecond), nil)
 }
 
 // Settle waits until every participant is blocked.
@@ -181,7 +210,7 @@ func (s *Sim) Settle() error {
 }
 
 // Stop ends the simulation: the participants see their context cancelled,
-// and Stop returns once every one has returned.
+// and Stop returns once every one has returned. Queued functions never run.
 func (s *Sim) Stop() error {
 	s.cancel()
 	s.wg.Wait()

@@ -6,8 +6,8 @@ import (
 )
 
 // Scheduler runs functions at instants of the emulator's clock. A study in
-// a testing/synctest bubble passes its lab.Sim, whose timers are the
-// bubble's; WallScheduler runs them on wall-clock timers.
+// a testing/synctest bubble passes its lab.Sim, whose driver runs them on
+// the bubble's clock; WallScheduler runs them on wall-clock timers.
 type Scheduler interface {
 	// At runs fn at t, or as soon as possible when t is not in the future.
 	// Any goroutine may call it.

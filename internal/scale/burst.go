@@ -87,8 +87,8 @@ func (c BurstConfig) Validate() error {
 }
 
 // burst is the state of one burst run. Its participants are goroutines of
-// the bubble (commits, the schedule, invocations), so mu guards the state
-// they share.
+// the bubble (invocations) and functions the simulation's driver runs
+// (commits, the schedule), so mu guards the state they share.
 type burst struct {
 	cfg   BurstConfig
 	start time.Time
@@ -96,6 +96,10 @@ type burst struct {
 	fnCfg outboxlambda.Config
 	fn    *lambdasim.Function[*lab.RelayEnv]
 	sim   *lab.Sim
+	// scaledIn is set by the schedule once nothing is pending and the
+	// function has no event left: the run is over. The schedule and the
+	// driver's step both run on the simulation's driver.
+	scaledIn bool
 
 	mu sync.Mutex
 	// rng draws the commits and the schedule's phase, then the relay ids

@@ -117,12 +117,9 @@ func RunBurst(ctx context.Context, cfg BurstConfig) (BurstReport, error) {
 	for _, c := range commits {
 		sim.At(c.at, func(now time.Time) error { return b.commit(c.bucket, now) })
 	}
-	done := make(chan struct{})
-	b.schedule(sweep, done)
-	select {
-	case <-done:
-	case <-sim.Context().Done():
-	case <-time.After(time.Until(b.start.Add(burstRunLimit))):
+	b.schedule(sweep)
+	scaledIn := func(time.Time) (bool, error) { return b.scaledIn, nil }
+	if err := sim.Drive(b.start.Add(burstRunLimit), scaledIn); err == nil && !b.scaledIn {
 		sim.Fail(fmt.Errorf("scale: %d relays still running after %v", b.fn.Running(), burstRunLimit))
 	}
 	if err := sim.Stop(); err != nil {
@@ -254,17 +251,17 @@ func (b *burst) send(payload []byte, now time.Time) {
 var schedulePayload = []byte(`{"trigger":"schedule"}`)
 
 // schedule is the relay function's schedule: every minute from at, a
-// sweep while commits are pending. It closes done once nothing is pending
-// and the function has no event left to run.
-func (b *burst) schedule(at time.Time, done chan struct{}) {
+// sweep while commits are pending. It marks the burst scaled in once
+// nothing is pending and the function has no event left to run.
+func (b *burst) schedule(at time.Time) {
 	b.sim.At(at, func(now time.Time) error {
 		if b.pending() > 0 {
 			b.send(schedulePayload, now)
 		} else if b.fn.Pending() == 0 {
-			close(done)
+			b.scaledIn = true
 			return nil
 		}
-		b.schedule(now.Add(time.Minute), done)
+		b.schedule(now.Add(time.Minute))
 		return nil
 	})
 }

@@ -32,10 +32,11 @@
 // server (outboxlocal.InMemory, served in the caller's goroutine), so it is
 // applied at the end of its round trip; a publish sleeps the Kafka
 // latency, a cold environment its start, an asynchronous invoke its
-// queueing delay (the Lambda emulator's steps run on the bubble's timers).
-// The driver only waits: after anything that may end the run it lets the
-// instant settle (synctest.Wait) and checks whether the writes are over,
-// every message published and the function idle.
+// queueing delay (the Lambda emulator's steps go to the lab's driver,
+// lab.Sim, which runs them at their instants). The driver is the lab's:
+// after anything that may end the run it lets the instant settle
+// (synctest.Wait), runs the emulator's steps due, and checks whether the
+// writes are over, every message published and the function idle.
 //
 // # Determinism
 //

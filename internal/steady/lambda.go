@@ -15,8 +15,8 @@ const relayFunction = "spillway-relay"
 // schedulePayload is what the schedule's target sends.
 var schedulePayload = []byte(`{"trigger":"schedule"}`)
 
-// newLambda returns the relay function on the bubble's clock: its delayed
-// steps run on the bubble's timers (sim.At), each environment runs the
+// newLambda returns the relay function on the bubble's clock: the lab's
+// driver runs its delayed steps (lab.Sim.At), each environment runs the
 // real relay handler with a store that reports to the ledger and a
 // publisher that stands in for Kafka, and every invocation's start and end
 // reach the ledger; an end wakes the driver, as it may end the run.
@@ -24,7 +24,7 @@ func (s *sim) newLambda() (*lambdasim.Function[*lab.RelayEnv], error) {
 	lat := s.cfg.Latency
 	return lab.NewRelayFunction(lab.RelayFunction{
 		Lambda: lambdasim.Config[*lab.RelayEnv]{
-			Scheduler:           s,
+			Scheduler:           s.lab,
 			Context:             s.ctx,
 			ReservedConcurrency: s.cfg.Buckets,
 			Timeout:             s.cfg.RelayTimeout,
@@ -37,7 +37,7 @@ func (s *sim) newLambda() (*lambdasim.Function[*lab.RelayEnv], error) {
 			},
 			Ended: func(inv *lambdasim.Invocation[*lab.RelayEnv], _ outboxlambda.RelayResponse, _ error) {
 				s.ledger.ended(envOf(inv.Env), s.clock.Now())
-				s.poke()
+				s.lab.Poke()
 			},
 		},
 		Config:  s.fn,

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"testing/synctest"
 	"time"
@@ -69,13 +68,16 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	return s.report(ddb.Counter.Snapshot().Since(before)), nil
 }
 
-// sim is one run: the backends, the processes and what tells the driver
-// that something may have finished.
+// sim is one run: the backends and the processes, on the lab's
+// simulation (lab.Sim), which runs the Lambda service's delayed steps and
+// drives the run.
 type sim struct {
-	cfg    Config
-	fn     outboxlambda.Config
+	cfg Config
+	fn  outboxlambda.Config
+	// lab runs the processes (Go), the Lambda service's delayed steps (it
+	// is the emulator's Scheduler) and the driver; ctx is its context.
+	lab    *lab.Sim
 	ctx    context.Context
-	cancel context.CancelFunc
 	clock  outbox.Clock
 	start  time.Time
 	client *lab.Client
@@ -91,13 +93,6 @@ type sim struct {
 	writesEnd time.Time
 	writesOn  atomic.Bool  // until writesEnd
 	inFlight  atomic.Int64 // commits not finished
-	// pokes wakes the driver after anything that may end the run.
-	pokes chan struct{}
-
-	mu      sync.Mutex
-	failure error
-	timers  []*time.Timer // the Lambda service's delayed steps
-	wg      sync.WaitGroup
 }
 
 // newSim prepares a run on table: nothing runs before drive.
@@ -106,22 +101,24 @@ func newSim(ctx context.Context, cfg Config, ddb *outboxlocal.DynamoDB, table st
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	l, err := lab.NewSim(ctx, lab.Config{Settle: synctest.Wait})
+	if err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	s := &sim{
 		cfg:       cfg,
 		fn:        fn,
-		ctx:       ctx,
-		cancel:    cancel,
+		lab:       l,
+		ctx:       l.Context(),
 		clock:     outbox.SystemClock{},
 		start:     start,
 		rng:       rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5eed5eed5eed5eed)),
 		writesEnd: start.Add(cfg.Duration),
-		pokes:     make(chan struct{}, 1),
 	}
 	s.writesOn.Store(true)
 	if err := s.build(ddb); err != nil {
-		cancel()
+		_ = l.Stop()
 		return nil, err
 	}
 	return s, nil
@@ -181,100 +178,44 @@ func (o ownerReader) ReadCoordination(ctx context.Context) (outbox.Coordination,
 	return o.inner.ReadCoordination(withMethod(ctx, methodOwnerView))
 }
 
-// stop cancels whatever still runs (after a failure), stops the Lambda
+// stop cancels whatever still runs (after a failure), drops the Lambda
 // service's pending steps and waits for the processes.
 func (s *sim) stop() {
-	s.cancel()
-	s.mu.Lock()
-	for _, t := range s.timers {
-		t.Stop()
-	}
-	s.timers = nil
-	s.mu.Unlock()
-	s.wg.Wait()
+	_ = s.lab.Stop()
 	s.lambda.Wait()
-}
-
-// At runs fn at t on the bubble's clock: the Lambda service's scheduler.
-// A step may end the run (an event dropped), so it wakes the driver.
-func (s *sim) At(t time.Time, fn func(now time.Time) error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ctx.Err() != nil {
-		return
-	}
-	s.timers = append(s.timers, time.AfterFunc(time.Until(t), func() {
-		if err := fn(time.Now()); err != nil {
-			s.fail(err)
-		}
-		s.poke()
-	}))
-}
-
-var _ lambdasim.Scheduler = (*sim)(nil)
-
-// poke wakes the driver to check whether the run is over.
-func (s *sim) poke() {
-	select {
-	case s.pokes <- struct{}{}:
-	default:
-	}
 }
 
 // now is the simulated time since the run's start.
 func (s *sim) now() time.Duration { return time.Since(s.start) }
 
-// fail records the first failure of a simulated process.
-func (s *sim) fail(err error) {
-	s.mu.Lock()
-	if s.failure == nil {
-		s.failure = err
-	}
-	s.mu.Unlock()
-	s.poke()
-}
-
-func (s *sim) failed() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.failure
-}
-
-// drive starts the writer's commits and the schedule, then waits, after
-// every poke, for the instant to settle (synctest.Wait) and checks whether
-// the run is over: writes ended, every message published and the function
-// idle.
+// drive starts the writer's commits and the schedule, then drives the
+// run on the lab's driver (lab.Sim.Drive), which lets every instant settle
+// (synctest.Wait) and runs the Lambda service's steps due; its step checks
+// whether the run is over: writes ended, every message published and the
+// function idle.
 func (s *sim) drive() error {
 	// Drawn before the commit process takes the generator over.
 	phase := time.Duration(s.rng.Int64N(int64(scheduleInterval)))
-	s.wg.Add(1)
-	go s.scheduleProcess(phase)
-	s.wg.Add(1)
-	go s.commitProcess()
+	s.lab.Go(func(context.Context) error { s.scheduleProcess(phase); return nil })
+	s.lab.Go(s.commitProcess)
 	if s.cfg.Progress != nil {
 		done := make(chan struct{})
 		defer close(done)
 		go s.progress(done)
 	}
-	limit := time.NewTimer(time.Until(s.writesEnd.Add(s.cfg.RelayTimeout + maxEventAge + time.Minute)))
-	defer limit.Stop()
-	for {
-		select {
-		case <-s.pokes:
-		case <-limit.C:
-			return fmt.Errorf("steady: %d messages still pending %v after the writes ended", s.ledger.pending(), time.Since(s.writesEnd))
-		case <-s.ctx.Done():
-			return context.Cause(s.ctx)
-		}
-		synctest.Wait()
-		if err := s.failed(); err != nil {
-			return err
-		}
-		if s.finished() {
-			s.ledger.finish(time.Now())
-			return nil
-		}
+	over := false
+	err := s.lab.Drive(s.writesEnd.Add(s.cfg.RelayTimeout+maxEventAge+time.Minute), func(now time.Time) (bool, error) {
+		over = s.finished()
+		return over, nil
+	})
+	switch {
+	case err != nil:
+		return err
+	case !over:
+		return fmt.Errorf("steady: %d messages still pending %v after the writes ended", s.ledger.pending(), time.Since(s.writesEnd))
 	}
+	s.ledger.finish(time.Now())
+	return nil
 }
 
 // progress writes a line per simulated minute until done.
@@ -299,24 +240,23 @@ func (s *sim) finished() bool {
 
 // commitProcess commits a Poisson process of rate cfg.Rate until the
 // writes end, each commit in its own goroutine, then marks their end.
-func (s *sim) commitProcess() {
-	defer s.wg.Done()
-	defer s.poke()
+func (s *sim) commitProcess(ctx context.Context) error {
+	defer s.lab.Poke()
 	defer s.writesOn.Store(false)
 	if s.cfg.Rate > 0 {
 		for next := s.start; next.Before(s.writesEnd); {
-			if !sleepUntil(s.ctx, next) {
-				return
+			if !sleepUntil(ctx, next) {
+				return nil
 			}
 			gap, err := s.commitOne()
 			if err != nil {
-				s.fail(err)
-				return
+				return err
 			}
 			next = next.Add(gap)
 		}
 	}
-	sleepUntil(s.ctx, s.writesEnd)
+	sleepUntil(ctx, s.writesEnd)
+	return nil
 }
 
 // sleepUntil waits until t on the bubble's clock, false if ctx ends first.
@@ -343,15 +283,11 @@ func (s *sim) commitOne() (time.Duration, error) {
 		return 0, err
 	}
 	s.inFlight.Add(1)
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		defer s.poke()
+	s.lab.Go(func(context.Context) error {
+		defer s.lab.Poke()
 		defer s.inFlight.Add(-1)
-		if err := s.commit(msg); err != nil {
-			s.fail(err)
-		}
-	}()
+		return s.commit(msg)
+	})
 	return time.Duration(s.rng.ExpFloat64() / s.cfg.Rate * float64(time.Second)), nil
 }
 
@@ -373,7 +309,6 @@ func (s *sim) commit(msg outbox.Message) error {
 // scheduleProcess sends the schedule's first sweep at phase, and the next
 // ones every scheduleInterval while the writes go on.
 func (s *sim) scheduleProcess(phase time.Duration) {
-	defer s.wg.Done()
 	for next := s.start.Add(phase); ; next = next.Add(scheduleInterval) {
 		if !sleepUntil(s.ctx, next) {
 			return
