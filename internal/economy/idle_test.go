@@ -47,7 +47,6 @@ func TestIdleCost(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	checkRendering(t, scheduled)
 	modes := append(scheduled.Modes, alwaysOn.Modes...)
 	const (
 		buckets     = 8

@@ -2,6 +2,7 @@ package lab_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -54,6 +55,10 @@ func TestStudies(t *testing.T) {
 					t.Fatal(err)
 				}
 			})
+			// A report is also its figures as JSON.
+			if _, err := json.Marshal(rep); err != nil {
+				t.Errorf("%T does not marshal to JSON: %v", rep, err)
+			}
 			var got bytes.Buffer
 			for _, tb := range rep.Tables() {
 				if err := tb.Write(&got); err != nil {
