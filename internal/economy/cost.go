@@ -111,15 +111,6 @@ type PathCost struct {
 	Model string
 }
 
-var costScenario = lab.Scenario{
-	Name:      "cost",
-	Summary:   "DynamoDB requests and units per message for each enqueue path and for relaying, next to the seed's model",
-	Simulated: true,
-	Run: func(ctx context.Context, env lab.Config) (lab.Report, error) {
-		return RunCost(ctx, env, CostConfig{})
-	},
-}
-
 // RunCost enqueues cfg.Messages messages through each path, relays them all
 // with one relay, and reports the counted requests and units. It runs only
 // inside the lab's synctest bubble (env.Settle), on the in-memory backends,

@@ -93,15 +93,6 @@ type Rate struct {
 	USD                   float64
 }
 
-var idleScenario = lab.Scenario{
-	Name:      "idle",
-	Summary:   "request units per hour of an idle 8-bucket deployment: drain + schedule, hold, always-on (simulated hour)",
-	Simulated: true,
-	Run: func(ctx context.Context, env lab.Config) (lab.Report, error) {
-		return RunIdle(ctx, env, IdleConfig{})
-	},
-}
-
 // RunIdle simulates each deployment for cfg.Window, with the real relay
 // engine against DynamoDB and Kafka, and counts the requests and capacity
 // units. It runs only inside the lab's synctest bubble (env.Settle), whose
