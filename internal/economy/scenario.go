@@ -13,15 +13,15 @@ import (
 // an idle deployment, and the monthly bill per traffic rate.
 func init() {
 	lab.RegisterStudy("cost", "DynamoDB requests and units per message for each enqueue path and for relaying, next to the seed's model",
-		func(ctx context.Context, _ uint64, progress io.Writer) (CostResult, error) {
+		func(ctx context.Context, progress io.Writer) (CostResult, error) {
 			return RunCost(ctx, lab.Config{Settle: synctest.Wait, Progress: progress}, CostConfig{})
 		})
 	lab.RegisterStudy("idle", "request units per hour of an idle 8-bucket deployment: drain + schedule, hold, always-on (simulated hour)",
-		func(ctx context.Context, _ uint64, progress io.Writer) (IdleResult, error) {
+		func(ctx context.Context, progress io.Writer) (IdleResult, error) {
 			return RunIdle(ctx, lab.Config{Settle: synctest.Wait, Progress: progress}, IdleConfig{})
 		})
 	lab.RegisterStudy("economy", "the whole AWS bill per month at 0, 0.1, 1, 10 and 100 msg/s: Spillway's default deployment measured, an always-on Fargate relay and the Streams → Lambda pattern",
-		func(ctx context.Context, seed uint64, progress io.Writer) (Result, error) {
-			return Run(ctx, Config{Seed: seed, Progress: progress})
+		func(ctx context.Context, progress io.Writer) (Result, error) {
+			return Run(ctx, Config{Progress: progress})
 		})
 }

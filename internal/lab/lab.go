@@ -34,11 +34,9 @@ import (
 )
 
 // Config is what every scenario is given. The zero value runs on the
-// embedded backends with each scenario's defaults.
+// embedded backends with each scenario's defaults; a simulated study runs
+// at its default seed, the one its table in docs/lab/ records.
 type Config struct {
-	// Seed fixes a simulated study's workload and draws; zero takes the
-	// study's default seed. Real-time scenarios ignore it.
-	Seed uint64
 	// DynamoDBEndpoint is an external DynamoDB endpoint for the real-time
 	// scenarios; empty runs the embedded server.
 	DynamoDBEndpoint string
@@ -126,16 +124,16 @@ func Scenarios(simulated bool) []Scenario {
 	return out
 }
 
-// RegisterStudy registers a simulated study whose run takes the seed and
-// the progress writer, refusing to run outside a bubble (ErrNotInBubble).
-func RegisterStudy[R Report](name, summary string, run func(ctx context.Context, seed uint64, progress io.Writer) (R, error)) {
+// RegisterStudy registers a simulated study whose run takes the progress
+// writer, refusing to run outside a bubble (ErrNotInBubble).
+func RegisterStudy[R Report](name, summary string, run func(ctx context.Context, progress io.Writer) (R, error)) {
 	Register(Scenario{
 		Name: name, Summary: summary, Simulated: true,
 		Run: func(ctx context.Context, cfg Config) (Report, error) {
 			if cfg.Settle == nil {
 				return nil, ErrNotInBubble
 			}
-			r, err := run(ctx, cfg.Seed, cfg.Progress)
+			r, err := run(ctx, cfg.Progress)
 			if err != nil {
 				return nil, err
 			}

@@ -9,7 +9,7 @@ import (
 
 func init() {
 	lab.RegisterStudy("scale", "the coordination partition of fleets of 16 to 128 relays over 256 and 1,024 buckets in hold mode, and a burst of 1,000 wake-ups scaling the relay function out and back in",
-		func(ctx context.Context, seed uint64, progress io.Writer) (Study, error) {
-			return RunStudy(ctx, Config{Seed: seed}, progress)
+		func(ctx context.Context, progress io.Writer) (Study, error) {
+			return RunStudy(ctx, Config{}, progress)
 		})
 }

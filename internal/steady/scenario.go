@@ -9,7 +9,7 @@ import (
 
 func init() {
 	lab.RegisterStudy("steady", "steady traffic on Lambda: lease churn per message, wake-ups, handovers and latency over 10 simulated minutes",
-		func(ctx context.Context, seed uint64, progress io.Writer) (Report, error) {
-			return Run(ctx, Config{Seed: seed, Progress: progress})
+		func(ctx context.Context, progress io.Writer) (Report, error) {
+			return Run(ctx, Config{Progress: progress})
 		})
 }
