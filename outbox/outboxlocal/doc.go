@@ -12,7 +12,7 @@
 // cleanup, are in outboxtest. The clients are the real aws-sdk-go-v2 and
 // franz-go clients; the embedded servers speak the real wire protocols.
 // The function binaries never link this package (TestBinaryDependencies in
-// package outbox checks it).
+// internal/repocheck checks it).
 //
 // README.md in this directory lists every gap measured between the
 // embedded DynamoDB server and DynamoDB, how the helpers compensate it, the

@@ -1,4 +1,4 @@
-package outbox
+package repocheck
 
 import (
 	"errors"
@@ -15,7 +15,7 @@ import (
 func TestDependenciesAreStandardLibraryOnly(t *testing.T) {
 	t.Parallel()
 	const self = "github.com/spillway-dev/spillway/outbox"
-	deps := listDeps(t, ".")
+	deps := listDeps(t, "../../outbox")
 	var foreign []string
 	sawSelf, sawStd := false, false
 	for _, p := range deps {
@@ -62,11 +62,11 @@ func TestBinaryDependencies(t *testing.T) {
 		// empty or wrong listing cannot pass.
 		control string
 	}{
-		{"../cmd/spillway", "", studies, module + "/outbox/outboxlocal"},
-		{"../functions/relay", "", embedded, module + "/outbox/outboxlambda"},
-		{"../functions/enqueue", "", embedded, module + "/outbox/outboxlambda"},
-		{"../functions/consumer", "", embedded, module + "/outbox/outboxinbox"},
-		{"./outboxwake", "", append([]string{"github.com/twmb/franz-go/pkg/kgo", "github.com/aws/aws-xray-sdk-go/xray",
+		{"../../cmd/spillway", "", studies, module + "/outbox/outboxlocal"},
+		{"../../functions/relay", "", embedded, module + "/outbox/outboxlambda"},
+		{"../../functions/enqueue", "", embedded, module + "/outbox/outboxlambda"},
+		{"../../functions/consumer", "", embedded, module + "/outbox/outboxinbox"},
+		{"../../outbox/outboxwake", "", append([]string{"github.com/twmb/franz-go/pkg/kgo", "github.com/aws/aws-xray-sdk-go/xray",
 			"go.opentelemetry.io/otel", module + "/outbox/outboxlambda"}, embedded...), "github.com/aws/aws-sdk-go-v2/service/lambda"},
 	} {
 		t.Run(c.dir+" "+c.tags, func(t *testing.T) {

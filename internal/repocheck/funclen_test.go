@@ -1,4 +1,4 @@
-package outbox
+package repocheck
 
 import (
 	"go/ast"
@@ -22,7 +22,7 @@ var longFunctions = map[string]bool{}
 // lines long, from the func keyword to the closing brace.
 func TestNoLongFunctions(t *testing.T) {
 	t.Parallel()
-	root := ".."
+	root := "../.."
 	fset := token.NewFileSet()
 	files := 0
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
