@@ -63,7 +63,7 @@ func TestRunPrintsProgressOnChangeAndAPlainSummary(t *testing.T) {
 			previous = rest
 		}
 	}
-	for _, want := range []string{"kept for 6 keys", "12 topic/key pairs", "every message published and deleted", "  Query  ", "by trigger"} {
+	for _, want := range []string{"kept for 6 keys", "12 topic/key pairs", "every message published and deleted", "  Query  ", "what they did"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
