@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
 // Every command that reaches the table says a missing one in one sentence
@@ -64,5 +66,19 @@ func TestEnqueueRefusesAnotherBucketCount(t *testing.T) {
 	}
 	if _, out, _ := cli(t, append([]string{"status", "--json", "--bucket-count", "8"}, flags...)...); strings.Contains(out, "warnings") {
 		t.Errorf("the refused enqueue wrote something: %s", out)
+	}
+}
+
+// A message written with another bucket count fails the drain with the
+// count that relays it and the procedure that changes a count.
+func TestDrainOfAnotherBucketCountNamesTheFix(t *testing.T) {
+	_, _, flags := cliTable(t)
+	kafka := outboxtest.NewKafka(t, "orders", "customers")
+	if code, out, errs := cli(t, append([]string{"enqueue", "--file", filepath.Join("..", "..", "events", "enqueue.single.json"), "--bucket-count", "4"}, flags...)...); code != 0 {
+		t.Fatalf("enqueue with 4 buckets: exit %d: %s %s", code, out, errs)
+	}
+	code, _, errs := cli(t, append([]string{"drain", "--brokers", strings.Join(kafka.Brokers, ","), "--timeout", "20s"}, flags...)...)
+	if code != 1 || !strings.Contains(errs, "spillway drain --bucket-count 4") || !strings.Contains(errs, "Changing the bucket count") {
+		t.Errorf("drain with 8 buckets: exit %d, stderr %q; want 1, the count that relays the message and the procedure", code, errs)
 	}
 }
