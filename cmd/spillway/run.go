@@ -293,7 +293,7 @@ func (d *demo) run(ctx context.Context, start time.Time) (runSummary, error) {
 	if err != nil {
 		return runSummary{}, err
 	}
-	wl := &workload{messages: d.flags.messages, keys: d.flags.keys, producers: 4, largeEvery: 97, seed: 20261130, service: service}
+	wl := &workload{messages: d.flags.messages, keys: d.flags.keys, producers: min(4, d.flags.keys), largeEvery: 97, seed: 20261130, service: service}
 	prodErr := make(chan error, 1)
 	wg.Go(func() { prodErr <- wl.run(runCtx, enqueue) })
 	if err := d.progress(ctx, start, wl, cons, inb, prodErr); err != nil {

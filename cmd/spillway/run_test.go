@@ -81,3 +81,16 @@ func TestCountListIsLargestFirstThenByName(t *testing.T) {
 		t.Errorf("countList(nil) = %q, want none", got)
 	}
 }
+
+// Fewer keys than the demo's producers: every producer needs a key of its
+// own, so the demo runs with fewer producers instead of panicking.
+func TestRunWithFewerKeysThanProducers(t *testing.T) {
+	code, out, errs := cli(t, "run", "--messages", "10", "--keys", "2", "--schedule", "1s", "--json", "--emf", filepath.Join(t.TempDir(), "emf.jsonl"))
+	if code != 0 {
+		t.Fatalf("run --keys 2: exit %d\n%s\n%s", code, out, errs)
+	}
+	var sum runSummary
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &sum); err != nil || sum.Verdict.Delivered != 10 || sum.Verdict.KeysChecked != 2 {
+		t.Fatalf("summary %+v: %v", sum.Verdict, err)
+	}
+}
