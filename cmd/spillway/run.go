@@ -522,10 +522,19 @@ func lambdaInWords(r lambdasim.Stats, concurrency int) string {
 	if r.Throttled > 0 {
 		out += fmt.Sprintf("; %d invocations waited for a free one, as Lambda queues them", r.Throttled)
 	}
-	if bad := r.Dropped + r.Killed + r.Errors; bad == 0 {
+	if r.Dropped+r.Killed+r.Errors == 0 {
 		return out + "; none failed, timed out or was dropped"
 	}
-	return out + fmt.Sprintf("; %d failed, %d timed out, %d dropped after waiting too long", r.Errors, r.Killed, r.Dropped)
+	if r.Errors > 0 {
+		out += fmt.Sprintf("; %d failed", r.Errors)
+	}
+	if r.Killed > 0 {
+		out += fmt.Sprintf("; %d ran past their deadline and were stopped (their leases lapse, another relay takes over)", r.Killed)
+	}
+	if r.Dropped > 0 {
+		out += fmt.Sprintf("; %d queued invocations waited too long and were dropped (the schedule covers them)", r.Dropped)
+	}
+	return out
 }
 
 // countList prints counts as "a 3, b 2, c 2": largest first, then by name.

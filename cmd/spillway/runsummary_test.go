@@ -28,13 +28,17 @@ var goldenSummary = runSummary{
 // their raw names come only with -v (testdata/run/summary*.golden; go test
 // -run Golden -update rewrites them).
 func TestRunSummaryMatchesTheGoldenFiles(t *testing.T) {
-	for _, verbose := range []bool{false, true} {
+	troubled := goldenSummary
+	troubled.Relay.Errors, troubled.Relay.Killed, troubled.Relay.Dropped = 1, 2, 3
+	for _, c := range []struct {
+		name    string
+		sum     runSummary
+		verbose bool
+	}{{"summary", goldenSummary, false}, {"summary-v", goldenSummary, true}, {"summary-troubled", troubled, false}} {
+		verbose := c.verbose
 		var out bytes.Buffer
-		printSummary(&out, goldenSummary, verbose, 4)
-		path := filepath.Join("testdata", "run", "summary.golden")
-		if verbose {
-			path = filepath.Join("testdata", "run", "summary-v.golden")
-		}
+		printSummary(&out, c.sum, verbose, 4)
+		path := filepath.Join("testdata", "run", c.name+".golden")
 		if *update {
 			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 				t.Fatal(err)
@@ -49,7 +53,7 @@ func TestRunSummaryMatchesTheGoldenFiles(t *testing.T) {
 			t.Fatalf("%v (go test -run Golden -update writes it)", err)
 		}
 		if out.String() != string(want) {
-			t.Errorf("summary (verbose %v) differs from %s:\n%s", verbose, path, out.String())
+			t.Errorf("%s differs from %s:\n%s", c.name, path, out.String())
 		}
 		for _, jargon := range []string{"throttled", "peer-live", "budget", "joined the fleet", "nothing-pending"} {
 			if got := strings.Contains(out.String(), jargon); got != verbose {
