@@ -4,12 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/mail"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/spillway-dev/spillway/infra/spillway"
+	"github.com/spillway-dev/spillway/outbox/outboxconf"
 )
 
 // contextKey documents one CDK context key (`cdk deploy -c key=value` or the
@@ -288,6 +292,11 @@ func configFromContext(get func(string) any) (appConfig, error) {
 		tls := r.boolean("kafkaTls", true)
 		c.outbox.Kafka.TLS = &tls
 	}
+	// Most fundamental first: how the relay reaches the brokers, then the
+	// values, the alarms and the table.
+	valueErrs := r.errs
+	r.errs = nil
+	var errs []error
 	if vpc := r.str("vpcId", ""); vpc != "" {
 		c.outbox.Network = &spillway.NetworkProps{
 			VpcID:                 vpc,
@@ -302,22 +311,105 @@ func configFromContext(get func(string) any) (appConfig, error) {
 	} else {
 		for _, k := range []string{"vpcCidr", "subnetIds", "routeTableIds", "brokerSecurityGroupId", "dynamoDbEndpoint", "lambdaEndpoint", "dynamoDbPrefixListId"} {
 			if r.get(k) != nil {
-				r.errs = append(r.errs, fmt.Errorf("context %q needs vpcId", k))
+				errs = append(errs, fmt.Errorf("context %q needs vpcId", k))
 			}
 		}
 	}
-	r.errs = append(r.errs, mskNetworkCheck(r, c.outbox)...)
-	r.errs = append(r.errs, alarmTargetCheck(r, c.outbox.Alarms)...)
+	errs = append(errs, mskNetworkCheck(r, c.outbox)...)
+	errs = append(errs, valueErrs...)
+	errs = append(errs, alarmTargetCheck(r, c.outbox.Alarms)...)
 	if c.existingTableName != "" && c.existingTableArn != "" {
-		r.errs = append(r.errs, errors.New("context: give existingTableName or existingTableArn, not both"))
+		errs = append(errs, errors.New("context: give existingTableName or existingTableArn, not both"))
 	}
 	if c.existingTableStreamArn != "" && c.existingTableName == "" && c.existingTableArn == "" {
-		r.errs = append(r.errs, errors.New("context \"existingTableStreamArn\" needs existingTableName or existingTableArn"))
+		errs = append(errs, errors.New("context \"existingTableStreamArn\" needs existingTableName or existingTableArn"))
 	}
 	if (c.account == "") != (c.region == "") {
-		r.errs = append(r.errs, errors.New("context: give both account and region, or neither"))
+		errs = append(errs, errors.New("context: give both account and region, or neither"))
 	}
-	return c, errors.Join(r.errs...)
+	// Values the checks above read (mskPublicAccess, alarms) come last.
+	return c, errors.Join(append(errs, r.errs...)...)
+}
+
+// kafkaContextCheck says in context keys what the relay lacks to reach
+// Kafka, before OutboxProps.Validate says it in field names: where the
+// brokers come from, and the topics MSK IAM must name.
+func kafkaContextCheck(k spillway.KafkaProps) []error {
+	auth := k.Auth
+	if auth == "" {
+		// OutboxProps' default, in context keys.
+		switch {
+		case k.ScramSecretArn != "":
+			auth = outboxconf.KafkaAuthScram
+		case k.ClusterArn != "":
+			auth = outboxconf.KafkaAuthIAM
+		default:
+			auth = outboxconf.KafkaAuthNone
+		}
+	}
+	var errs []error
+	switch {
+	case len(k.Brokers) == 0 && k.ClusterArn == "":
+		errs = append(errs, errors.New("context: the relay has no Kafka to publish to: give -c mskClusterArn=arn:aws:kafka:<region>:<account>:cluster/<name>/<uuid> "+
+			"(an MSK cluster, its brokers looked up; with -c topics=…) or -c brokers=host:port,host:port"))
+	case len(k.Brokers) == 0 && auth == outboxconf.KafkaAuthNone:
+		errs = append(errs, errors.New("context: looking the brokers up from mskClusterArn needs -c kafkaAuth=msk-iam or -c kafkaAuth=scram-sha-512 (with -c scramSecretArn=…); "+
+			"with -c kafkaAuth=none give them in -c brokers=host:port,host:port"))
+	}
+	if auth == outboxconf.KafkaAuthIAM && len(k.Topics) == 0 {
+		errs = append(errs, errors.New("context: with MSK IAM the relay may write only to the topics it names: give -c topics=orders,payments"))
+	}
+	return errs
+}
+
+// stackKey matches the keys of the stack's namespace: lowerCamelCase words.
+// CDK's own context keys hold a colon, a slash or a hyphen
+// (@aws-cdk/core:…, aws:cdk:…, cli-telemetry, acknowledged-issue-numbers).
+var stackKey = regexp.MustCompile(`^[a-z][a-zA-Z0-9]*$`)
+
+// unknownContextKeys refuses a key of the stack's namespace that is not in
+// contextKeys, naming the nearest known key: a misspelled key would
+// otherwise be ignored and its default deployed.
+func unknownContextKeys(keys []string) error {
+	var errs []error
+	for _, key := range slices.Sorted(slices.Values(keys)) {
+		if !stackKey.MatchString(key) || slices.ContainsFunc(contextKeys, func(k contextKey) bool { return k.name == key }) {
+			continue
+		}
+		nearest, best := "", math.MaxInt
+		for _, k := range contextKeys {
+			if d := editDistance(strings.ToLower(key), strings.ToLower(k.name)); d < best {
+				nearest, best = k.name, d
+			}
+		}
+		if best <= max(2, len(key)/3) {
+			errs = append(errs, fmt.Errorf("context %q is not a key of the stack; did you mean %s? (infra/README.md lists the keys)", key, nearest))
+		} else {
+			errs = append(errs, fmt.Errorf("context %q is not a key of the stack (infra/README.md lists the keys)", key))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // mskNetworkCheck refuses an MSK cluster the relay could not reach. MSK's
@@ -355,6 +447,11 @@ var errNoAlarmTarget = errors.New("context: the alarms would notify nobody: give
 // alarmTargetCheck refuses alarms without a target unless alarms=none says
 // so: a stuck outbox that alarms to nobody looks like a healthy one.
 func alarmTargetCheck(r *contextReader, a spillway.AlarmProps) []error {
+	if a.Email != "" {
+		if addr, err := mail.ParseAddress(a.Email); err != nil || addr.Address != a.Email || !strings.Contains(a.Email[strings.LastIndex(a.Email, "@"):], ".") {
+			return []error{fmt.Errorf("context \"alarmEmail\": %q is not an e-mail address such as ops@example.com", a.Email)}
+		}
+	}
 	switch opt := r.str("alarms", "notify"); {
 	case opt != "notify" && opt != "none":
 		return []error{fmt.Errorf("context \"alarms\": %q is not notify or none", opt)}

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/jsii-runtime-go"
 	"github.com/spillway-dev/spillway/infra/spillway"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 )
@@ -203,5 +206,67 @@ func TestAlarmsNeedATargetOrAnExplicitOptOut(t *testing.T) {
 		if _, err := configFromContext(fromMap(ctx, nil)); err != nil {
 			t.Errorf("context %v: %v", ctx, err)
 		}
+	}
+}
+
+// newAppError is newApp's error on cdk.json's context plus ctx, with the
+// function packages built unless ctx names distDir.
+func newAppError(t *testing.T, ctx map[string]any) string {
+	t.Helper()
+	full := cdkJSONContext(t)
+	full["distDir"] = placeholderDist(t)
+	for k, v := range ctx {
+		full[k] = v
+	}
+	_, err := newApp(awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir()), Context: &full}))
+	if err == nil {
+		t.Fatalf("context %v synthesizes", ctx)
+	}
+	return err.Error()
+}
+
+// A misspelled key of the stack is refused with the nearest known key; the
+// keys of CDK itself (colons, hyphens) are not the stack's to judge.
+func TestMisspelledContextKeySuggestsTheNearest(t *testing.T) {
+	ctx := map[string]any{"alarms": "none", "brokers": "b-1:9092", "bucketCnt": "16", "@aws-cdk/core:someFlag": true, "acknowledged-issue-numbers": []any{1}}
+	want := "context \"bucketCnt\" is not a key of the stack; did you mean bucketCount? (infra/README.md lists the keys)"
+	if got := newAppError(t, ctx); got != want {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+	if err := unknownContextKeys([]string{"zzzzzzzzzzzzzzzz", "alarmEmail", "aws:cdk:enable-path-metadata"}); err == nil || strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("a key near nothing: %v", err)
+	}
+}
+
+func TestAlarmEmailMustBeAnAddress(t *testing.T) {
+	for _, bad := range []string{"not-an-email", "ops@localhost", "Ops <ops@example.com>", "ops@example.com,dev@example.com"} {
+		got := newAppError(t, map[string]any{"brokers": "b-1:9092", "alarmEmail": bad})
+		if want := fmt.Sprintf("context \"alarmEmail\": %q is not an e-mail address such as ops@example.com", bad); got != want {
+			t.Errorf("alarmEmail %q: got %q", bad, got)
+		}
+	}
+}
+
+// With no context of the stack at all, every missing key is reported at
+// once, where the relay publishes first and the build last; with only
+// alarms=none the Kafka message names the keys to set.
+func TestEmptyContextReportsEveryProblemAtOnceMostFundamentalFirst(t *testing.T) {
+	got := newAppError(t, map[string]any{"distDir": t.TempDir()})
+	order := []string{"-c mskClusterArn=", "-c alarmEmail=", "make build"}
+	last := -1
+	for _, want := range order {
+		i := strings.Index(got, want)
+		if i < 0 || i < last {
+			t.Fatalf("want %q in this order in:\n%s", order, got)
+		}
+		last = i
+	}
+	got = newAppError(t, map[string]any{"alarms": "none", "mskClusterArn": testCluster, "kafkaAuth": "none", "mskPublicAccess": "true"})
+	if !strings.HasPrefix(got, "context: looking the brokers up from mskClusterArn needs -c kafkaAuth=msk-iam") || !strings.Contains(got, "-c brokers=") {
+		t.Errorf("cluster with auth none:\n%s", got)
+	}
+	got = newAppError(t, inVpc(map[string]any{"alarms": "none", "mskClusterArn": testCluster}))
+	if got != "context: with MSK IAM the relay may write only to the topics it names: give -c topics=orders,payments" {
+		t.Errorf("msk-iam without topics:\n%s", got)
 	}
 }

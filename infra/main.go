@@ -6,8 +6,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
@@ -33,19 +35,24 @@ func main() {
 // stack with the AwsSolutions checks applied. Every error is reported
 // before any construct is created, so a bad key never half-synthesizes.
 func newApp(app awscdk.App) (SpillwayStack, error) {
-	cfg, err := configFromContext(func(key string) any {
+	all, _ := app.Node().GetAllContext(nil).(map[string]any)
+	keyErr := unknownContextKeys(slices.Collect(maps.Keys(all)))
+	cfg, cfgErr := configFromContext(func(key string) any {
 		return app.Node().TryGetContext(jsii.String(key))
 	})
-	if err != nil {
-		return SpillwayStack{}, err
-	}
+	// Every problem at once, the most fundamental first: a misspelled key
+	// may explain the rest, and the build comes last.
 	props := cfg.outbox
-	if props.RelayCode, err = codeFromDist(cfg.distDir, "relay"); err != nil {
+	relayCode, relayErr := codeFromDist(cfg.distDir, "relay")
+	enqueueCode, enqueueErr := codeFromDist(cfg.distDir, "enqueue")
+	buildErr := relayErr
+	if buildErr == nil {
+		buildErr = enqueueErr
+	}
+	if err := errors.Join(keyErr, errors.Join(kafkaContextCheck(props.Kafka)...), cfgErr, buildErr); err != nil {
 		return SpillwayStack{}, err
 	}
-	if props.EnqueueCode, err = codeFromDist(cfg.distDir, "enqueue"); err != nil {
-		return SpillwayStack{}, err
-	}
+	props.RelayCode, props.EnqueueCode = relayCode, enqueueCode
 	if err := props.WithDefaults().Validate(); err != nil {
 		return SpillwayStack{}, err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -196,5 +197,32 @@ func TestFailuresReadWithoutPackagePrefixes(t *testing.T) {
 	code, _, errs := cli(t, "status", "--table", "t", "--dynamodb-endpoint", "http://127.0.0.1:1")
 	if code != 1 || !strings.HasPrefix(errs, "spillway status: read coordination partition") {
 		t.Errorf("status against a closed port: exit %d, %q; want 1 and what failed, without the package", code, errs)
+	}
+}
+
+// TestVersionReadsTheBuildInformation: without -X main.version, the module
+// version and the VCS stamp go install and go build record are printed,
+// and a build with neither says how to get them.
+func TestVersionReadsTheBuildInformation(t *testing.T) {
+	stamp := []debug.BuildSetting{{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "649a14a83eeeca21b74e5d645a0dd2de6656b72c"},
+		{Key: "vcs.time", Value: "2026-12-02T17:27:36Z"}, {Key: "vcs.modified", Value: "true"}}
+	for _, c := range []struct {
+		main     string
+		settings []debug.BuildSetting
+		want     string
+	}{
+		{"v0.3.0", nil, "v0.3.0"},
+		{"v0.0.0-20261202172736-649a14a83eee+dirty", stamp, "v0.0.0-20261202172736-649a14a83eee+dirty"},
+		{"v0.3.0", stamp, "v0.3.0, 649a14a83eee-dirty 2026-12-02T17:27:36Z"},
+		{"(devel)", stamp, "devel 649a14a83eee-dirty 2026-12-02T17:27:36Z"},
+		{"(devel)", nil, "devel, no VCS stamp (make cli names the build; so do go install …@version and go build in a git clone unless -buildvcs=false)"},
+	} {
+		info := &debug.BuildInfo{Main: debug.Module{Path: "github.com/spillway-dev/spillway", Version: c.main}, Settings: c.settings}
+		if got := versionFromBuildInfo(info); got != c.want {
+			t.Errorf("version of %s %v = %q, want %q", c.main, c.settings, got, c.want)
+		}
+	}
+	if got := versionFromBuildInfo(nil); got != "devel (no build information)" {
+		t.Errorf("without build information: %q", got)
 	}
 }

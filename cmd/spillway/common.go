@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -17,6 +18,8 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
@@ -142,11 +145,45 @@ func dynamoClient(ctx context.Context, cfg outboxlambda.Config) (*dynamodb.Clien
 	if err != nil {
 		return nil, fmt.Errorf("load AWS configuration: %w", err)
 	}
+	endpoint := cfg.DynamoDBEndpoint
+	if endpoint == "" {
+		endpoint = fmt.Sprintf("the regional endpoint of %s", cmp.Or(awsCfg.Region, "(no region set)"))
+	}
 	return dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
 		if cfg.DynamoDBEndpoint != "" {
 			o.BaseEndpoint = aws.String(cfg.DynamoDBEndpoint)
 		}
+		o.APIOptions = append(o.APIOptions, tableNotFound(cfg.Table, endpoint))
 	}), nil
+}
+
+// tableNotFoundError says the command's table does not exist where the
+// client looked: the SDK's ResourceNotFoundException names neither.
+type tableNotFoundError struct {
+	table, endpoint string
+	err             error
+}
+
+func (e *tableNotFoundError) Error() string {
+	return fmt.Sprintf("table %s not found at %s; check --table (or SPILLWAY_TABLE) and --dynamodb-endpoint, or run `spillway create-table`", e.table, e.endpoint)
+}
+
+func (e *tableNotFoundError) Unwrap() error { return e.err }
+
+// tableNotFound turns every request's ResourceNotFoundException into a
+// *tableNotFoundError for table at endpoint, so that every command that
+// reaches the table explains a missing one the same way.
+func tableNotFound(table, endpoint string) func(*middleware.Stack) error {
+	return func(stack *middleware.Stack) error {
+		return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("spillwayTableNotFound",
+			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				out, md, err := next.HandleInitialize(ctx, in)
+				if rnf := (*types.ResourceNotFoundException)(nil); errors.As(err, &rnf) {
+					err = &tableNotFoundError{table: table, endpoint: endpoint, err: err}
+				}
+				return out, md, err
+			}), middleware.After)
+	}
 }
 
 func isLoopback(endpoint string) bool {

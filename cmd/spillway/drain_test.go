@@ -110,8 +110,8 @@ func TestDrain_MissingTable_FailsAtOnce(t *testing.T) {
 	case <-time.After(2 * time.Minute):
 		t.Fatal("drain --table nosuch still running after 2 minutes of a 10-minute timeout")
 	}
-	if code != 1 || !strings.Contains(errs, "ResourceNotFoundException") {
-		t.Fatalf("exit %d, stderr %q; want 1 naming ResourceNotFoundException", code, errs)
+	if code != 1 || !strings.Contains(errs, "table nosuch not found") {
+		t.Fatalf("exit %d, stderr %q; want 1 naming the missing table", code, errs)
 	}
 }
 

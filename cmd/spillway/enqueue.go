@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,7 +9,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 
+	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 )
@@ -21,6 +24,7 @@ func runEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := newFlagSet("enqueue", stdout)
 	ef := addTableFlags(fs).withOutbox()
 	file := fs.String("file", "-", "request JSON file, - for stdin (same format as the enqueue function)")
+	verbose := fs.Bool("v", false, "log the enqueue function's activity")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -41,13 +45,26 @@ func runEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return fmt.Errorf("read request: %w", err)
 	}
+	if err := checkJSON(payload); err != nil {
+		return fmt.Errorf("request %s: %w; nothing was written", cmp.Or(strings.TrimPrefix(*file, "-"), "on stdin"), err)
+	}
 	client, err := dynamoClient(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// The response and the returned error say what happened; the function's
+	// own log lines would say it a second time.
+	var log *slog.Logger
+	if *verbose {
+		log = cliLogger(stderr, true)
+	} else {
+		log = slog.New(slog.DiscardHandler)
+	}
 	opts := cfg.StoreOptions()
 	opts.Logger = log
+	if err := refuseOtherBucketCount(ctx, client, opts, ef.names[outboxconf.EnvBucketCount]); err != nil {
+		return err
+	}
 	writer, err := outboxddb.NewWriter(client, opts)
 	if err != nil {
 		return err
@@ -69,4 +86,53 @@ func runEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return errRefused
 	}
 	return nil
+}
+
+// checkJSON reports where a request stops being JSON: the enqueue function
+// answers only that it is not a JSON object, which leaves a truncated file
+// to be searched by hand.
+func checkJSON(payload []byte) error {
+	var v any
+	err := json.Unmarshal(payload, &v)
+	var syn *json.SyntaxError
+	if !errors.As(err, &syn) {
+		// Valid JSON of the wrong shape is the enqueue function's to refuse.
+		return nil
+	}
+	line, col := 1, 1
+	for _, b := range payload[:min(int(syn.Offset), len(payload))] {
+		if b == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+	}
+	return fmt.Errorf("is not valid JSON at line %d, column %d (byte %d of %d): %v", line, col, syn.Offset, len(payload), syn)
+}
+
+// refuseOtherBucketCount refuses to write with a bucket count the table's
+// items contradict, as status warns about it: a message hashed over another
+// count lands in a bucket the relays do not drain in its key's order. It
+// costs the queries of countWarnings on the pending buckets.
+func refuseOtherBucketCount(ctx context.Context, client outboxddb.Client, opts outboxddb.Options, flagName string) error {
+	store, err := outboxddb.NewStore(client, opts)
+	if err != nil {
+		return err
+	}
+	pending, err := store.PendingBuckets(ctx, allBuckets(opts.BucketCount))
+	if err != nil {
+		return err
+	}
+	v := statusView{}
+	for _, b := range pending {
+		v.Buckets = append(v.Buckets, bucketStatus{Bucket: b, Pending: 1})
+	}
+	warnings, err := countWarnings(ctx, client, opts, v)
+	if err != nil || len(warnings) == 0 {
+		return err
+	}
+	return fmt.Errorf("refused, nothing was written: the table is used with another bucket count than %d (%s). "+
+		"Give --%s the count every writer and relay of the table uses (or set %s); "+
+		"`spillway status --%s N` shows no such warning with the right N. A new count needs a new generation: docs/operations.md#changing-the-bucket-count",
+		opts.BucketCount, strings.Join(warnings, "; "), flagName, outboxconf.EnvBucketCount, flagName)
 }

@@ -43,8 +43,10 @@ var docs = map[string]helpDoc{
 		"drain --table NAME --brokers HOST:PORT [--bucket-count N] [--relays N] [--timeout D] [--json]",
 		[]string{"spillway drain " + conn + " --brokers b-1.example:9092 --timeout 10m", "spillway drain " + conn + " --brokers localhost:9092 --relays 4 --json"}, ""},
 	"enqueue": {"store messages given as the enqueue function's JSON (from a file or stdin)",
-		"enqueue --table NAME [--file FILE] [--bucket-count N]",
-		[]string{"spillway enqueue " + conn + " --file events/enqueue.single.json", `echo '{"topic":"orders","key":"o-1","value":"hi"}' | spillway enqueue ` + conn}, ""},
+		"enqueue --table NAME [--file FILE] [--bucket-count N] [-v]",
+		[]string{"spillway enqueue " + conn + " --file events/enqueue.single.json", `echo '{"topic":"orders","key":"o-1","value":"hi"}' | spillway enqueue ` + conn},
+		"Prints the function's response. Writes nothing when the request is not valid JSON (the error says where it breaks), " +
+			"when the function refuses it (the response names the field), or when the table's items show another bucket count than --bucket-count, as status warns."},
 	"generation": {"show, seal or finish the retirement of a generation (key prefix and bucket count)",
 		"generation status|seal|finish --previous-key-prefix P --previous-bucket-count N [--key-prefix P] [--bucket-count N]",
 		[]string{"spillway generation status " + conn + " --previous-key-prefix OUTBOX --previous-bucket-count 8 --key-prefix OUTBOX2 --bucket-count 32"}, ""},

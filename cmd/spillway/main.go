@@ -92,6 +92,10 @@ func runCLI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "spillway %s: %v\n", args[0], err)
 		return 2
 	default:
+		// A missing table says only that, not the operation that met it.
+		if tnf := (*tableNotFoundError)(nil); errors.As(err, &tnf) {
+			err = tnf
+		}
 		fmt.Fprintf(stderr, "spillway %s: %s\n", args[0], forOperator(err))
 		return 1
 	}

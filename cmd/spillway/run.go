@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/internal/lambdasim"
+	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxkafka"
@@ -292,7 +293,7 @@ func (d *demo) run(ctx context.Context, start time.Time) (runSummary, error) {
 	if err != nil {
 		return runSummary{}, err
 	}
-	wl := &workload{messages: d.flags.messages, keys: d.flags.keys, producers: 4, largeEvery: 97, seed: 20261130, service: service}
+	wl := &workload{messages: d.flags.messages, keys: d.flags.keys, producers: min(4, d.flags.keys), largeEvery: 97, seed: 20261130, service: service}
 	prodErr := make(chan error, 1)
 	wg.Go(func() { prodErr <- wl.run(runCtx, enqueue) })
 	if err := d.progress(ctx, start, wl, cons, inb, prodErr); err != nil {
@@ -335,7 +336,10 @@ func (d *demo) progress(ctx context.Context, start time.Time, wl *workload, cons
 		return err
 	}
 	produced := false
-	lastProgress, lastUnique := time.Now(), -1
+	// Progress is a message published or applied by the inbox: on a busy
+	// machine the inbox applies the last messages for over a minute after
+	// the relays published them.
+	lastProgress, lastCount := time.Now(), int64(-1)
 	var lastLine string
 	var lastPrint time.Time
 	say := func(line string) {
@@ -357,8 +361,8 @@ func (d *demo) progress(ctx context.Context, start time.Time, wl *workload, cons
 			return fmt.Errorf("relay function: %w", err)
 		}
 		unique, running := cons.unique(), d.sim.Running()
-		if unique != lastUnique {
-			lastProgress, lastUnique = time.Now(), unique
+		if count := int64(unique) + inb.figures().Applied; count != lastCount {
+			lastProgress, lastCount = time.Now(), count
 		}
 		published := produced && unique >= d.flags.messages
 		switch line := fmt.Sprintf("enqueued %d/%d  published %d  relay invocations running %d", wl.enqueued.Load(), d.flags.messages, unique, running); {
@@ -426,7 +430,7 @@ func (d *demo) report(ctx context.Context, sum *runSummary) error {
 			return err
 		}
 	} else {
-		printSummary(d.stdout, *sum)
+		printSummary(d.stdout, *sum, d.flags.verbose, d.flags.concurrency)
 		sum.Inbox.print(d.stdout)
 		d.tr.report(d.stdout, sum.OTelSpans)
 	}
@@ -441,7 +445,10 @@ func (d *demo) report(ctx context.Context, sum *runSummary) error {
 	return nil
 }
 
-func printSummary(w io.Writer, s runSummary) {
+// printSummary prints s in words a newcomer reads; verbose adds the raw
+// counters (stop reasons, throttles) under the names the metrics and logs
+// use. concurrency is the relay's reserved concurrency.
+func printSummary(w io.Writer, s runSummary, verbose bool, concurrency int) {
 	v := s.Verdict
 	order := "kept"
 	if v.OrderBroken > 0 {
@@ -458,11 +465,16 @@ func printSummary(w io.Writer, s runSummary) {
 	fmt.Fprintf(tw, "  pending afterwards\t%d\n", s.Pending)
 	fmt.Fprintf(tw, "  DynamoDB per message\t%.2f requests, %.2f write units, %.2f read units (refused writes %d)\n",
 		s.RequestsPerMsg, s.WCUPerMsg, s.RCUPerMsg, s.Refused)
-	fmt.Fprintf(tw, "  relay invocations\t%d, %d of them joined the fleet\n", r.Invocations, r.JoinedInvocations)
-	fmt.Fprintf(tw, "    by trigger\t%s\n", countList(r.InvocationsByTrigger))
-	fmt.Fprintf(tw, "    by outcome\t%s\n", countList(r.InvocationsByReason))
-	fmt.Fprintf(tw, "  relay environments\t%d, continuations %d, releases skipped %d, throttled %d, dropped %d, killed %d, errors %d\n",
-		r.Environments, r.Continuations, r.ReleasesSkipped, r.Throttled, r.Dropped, r.Killed, r.Errors)
+	fmt.Fprintf(tw, "  relay invocations\t%d: %s\n", r.Invocations, inWords(r.InvocationsByTrigger, triggerWords))
+	fmt.Fprintf(tw, "    what they did\t%s\n", inWords(r.InvocationsByReason, outcomeWords))
+	fmt.Fprintf(tw, "  Lambda\t%s\n", lambdaInWords(r, concurrency))
+	if verbose {
+		fmt.Fprintf(tw, "  relay invocations\t%d, %d of them joined the fleet (wrote a heartbeat and claimed buckets)\n", r.Invocations, r.JoinedInvocations)
+		fmt.Fprintf(tw, "    by trigger\t%s\n", countList(r.InvocationsByTrigger))
+		fmt.Fprintf(tw, "    by outcome\t%s\n", countList(r.InvocationsByReason))
+		fmt.Fprintf(tw, "  relay environments\t%d, continuations %d, releases skipped %d, throttled %d, dropped %d, killed %d, errors %d\n",
+			r.Environments, r.Continuations, r.ReleasesSkipped, r.Throttled, r.Dropped, r.Killed, r.Errors)
+	}
 	fmt.Fprintf(tw, "  EMF metric lines\t%d in %s (all parse)\n", s.EMFLines, s.EMFFile)
 	fmt.Fprintf(tw, "\n  DynamoDB request\tcount\n")
 	for _, op := range slices.Sorted(maps.Keys(s.Requests)) {
@@ -471,19 +483,78 @@ func printSummary(w io.Writer, s runSummary) {
 	tw.Flush()
 }
 
-// countList prints counts as "a 3, b 2, c 2": largest first, then by name.
-func countList(counts map[string]int) string {
-	names := slices.SortedFunc(maps.Keys(counts), func(a, b string) int {
-		return cmp.Or(cmp.Compare(counts[b], counts[a]), strings.Compare(a, b))
-	})
-	parts := make([]string, len(names))
-	for i, n := range names {
-		parts[i] = fmt.Sprintf("%s %d", n, counts[n])
+// triggerWords and outcomeWords say what each count of a trigger or stop
+// reason means; a name missing here prints as itself.
+var (
+	triggerWords = map[string]string{
+		string(outbox.TriggerWake):     "woken by a commit (or by a relay handing over)",
+		string(outbox.TriggerSchedule): "started by the schedule",
+		string(outbox.TriggerDirect):   "started directly",
 	}
-	if len(parts) == 0 {
+	outcomeWords = map[string]string{
+		string(outbox.StopDrained):        "published until nothing was left",
+		string(outbox.StopPeerLive):       "returned at once: another relay was already publishing their buckets",
+		string(outbox.StopNothingPending): "found nothing to publish",
+		string(outbox.StopBudget):         "reached their time limit and woke a successor to go on",
+		string(outbox.StopCancelled):      "were stopped when the demo ended",
+		string(outbox.StopFatal):          "failed to start",
+	}
+)
+
+// inWords prints counts as "n words; m words", largest first, each name
+// replaced by its words.
+func inWords(counts map[string]int, words map[string]string) string {
+	if len(counts) == 0 {
 		return "none"
 	}
+	var parts []string
+	for _, name := range largestFirst(counts) {
+		parts = append(parts, fmt.Sprintf("%d %s", counts[name], cmp.Or(words[name], name)))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// lambdaInWords says how the relay function fared on the Lambda emulator:
+// a wake-up that waits for a free environment is Lambda's normal queueing
+// under reserved concurrency, not a failure, so it is said as such.
+func lambdaInWords(r lambdasim.Stats, concurrency int) string {
+	out := fmt.Sprintf("%d execution environments (reserved concurrency %d)", r.Environments, concurrency)
+	if r.Throttled > 0 {
+		out += fmt.Sprintf("; %d invocations waited for a free one, as Lambda queues them", r.Throttled)
+	}
+	if r.Dropped+r.Killed+r.Errors == 0 {
+		return out + "; none failed, timed out or was dropped"
+	}
+	if r.Errors > 0 {
+		out += fmt.Sprintf("; %d failed", r.Errors)
+	}
+	if r.Killed > 0 {
+		out += fmt.Sprintf("; %d ran past their deadline and were stopped (their leases lapse, another relay takes over)", r.Killed)
+	}
+	if r.Dropped > 0 {
+		out += fmt.Sprintf("; %d queued invocations waited too long and were dropped (the schedule covers them)", r.Dropped)
+	}
+	return out
+}
+
+// countList prints counts as "a 3, b 2, c 2": largest first, then by name.
+func countList(counts map[string]int) string {
+	if len(counts) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, name := range largestFirst(counts) {
+		parts = append(parts, fmt.Sprintf("%s %d", name, counts[name]))
+	}
 	return strings.Join(parts, ", ")
+}
+
+// largestFirst returns the names of counts, largest count first, then by
+// name.
+func largestFirst(counts map[string]int) []string {
+	return slices.SortedFunc(maps.Keys(counts), func(a, b string) int {
+		return cmp.Or(cmp.Compare(counts[b], counts[a]), strings.Compare(a, b))
+	})
 }
 
 // checkEMF parses every line the functions wrote and checks it is an EMF

@@ -63,7 +63,7 @@ func TestRunPrintsProgressOnChangeAndAPlainSummary(t *testing.T) {
 			previous = rest
 		}
 	}
-	for _, want := range []string{"kept for 6 keys", "12 topic/key pairs", "every message published and deleted", "  Query  ", "by trigger"} {
+	for _, want := range []string{"kept for 6 keys", "12 topic/key pairs", "every message published and deleted", "  Query  ", "what they did"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -79,5 +79,18 @@ func TestCountListIsLargestFirstThenByName(t *testing.T) {
 	}
 	if got := countList(nil); got != "none" {
 		t.Errorf("countList(nil) = %q, want none", got)
+	}
+}
+
+// Fewer keys than the demo's producers: every producer needs a key of its
+// own, so the demo runs with fewer producers instead of panicking.
+func TestRunWithFewerKeysThanProducers(t *testing.T) {
+	code, out, errs := cli(t, "run", "--messages", "10", "--keys", "2", "--schedule", "1s", "--json", "--emf", filepath.Join(t.TempDir(), "emf.jsonl"))
+	if code != 0 {
+		t.Fatalf("run --keys 2: exit %d\n%s\n%s", code, out, errs)
+	}
+	var sum runSummary
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &sum); err != nil || sum.Verdict.Delivered != 10 || sum.Verdict.KeysChecked != 2 {
+		t.Fatalf("summary %+v: %v", sum.Verdict, err)
 	}
 }

@@ -436,8 +436,8 @@ func (k KafkaProps) validate() []error {
 	if len(k.Brokers) == 0 && k.ClusterArn == "" {
 		bad("give the brokers or an MSK cluster ARN to look them up")
 	}
-	if len(k.Brokers) == 0 && k.Auth == outboxconf.KafkaAuthNone {
-		bad("looking brokers up from the cluster needs msk-iam or scram-sha-512; give the brokers for auth none")
+	if len(k.Brokers) == 0 && k.ClusterArn != "" && k.Auth == outboxconf.KafkaAuthNone {
+		bad("looking brokers up from the cluster needs Auth msk-iam or scram-sha-512; give the Brokers for auth none")
 	}
 	for _, b := range k.Brokers {
 		if host, port, ok := strings.Cut(b, ":"); !ok || host == "" || port == "" {

@@ -131,8 +131,10 @@ func (k keys) checkBucketCount(item map[string]types.AttributeValue, bucket, buc
 	}
 	sk, _ := stringAttr(item, k.sk)
 	return outbox.Misconfigured("fetch batch",
-		"message %q in bucket %d was written with bucket count %d but this store uses %d; every writer and relay of a table must use the same bucket count (drain the table before changing it)",
-		sk, bucket, stamped, bucketCount)
+		"message %q in bucket %d was written with bucket count %d but this store uses %d; every writer and relay of a table must use the same bucket count: "+
+			"relay these messages with bucket count %d (SPILLWAY_BUCKET_COUNT, spillway drain --bucket-count %d), "+
+			"and change a count only through a new generation (docs/operations.md, Changing the bucket count)",
+		sk, bucket, stamped, bucketCount, stamped, stamped)
 }
 
 // leaseRecord is one lease item as read from the coordination partition.
