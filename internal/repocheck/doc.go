@@ -1,5 +1,8 @@
 // Package repocheck holds the repository-wide checks that belong to no one
-// package: the core's standard-library-only rule, what each binary may
-// link, the longest function allowed, and what git may track (no
-// executables, no file over 1 MB). It has tests only; nothing imports it.
+// package, as tests only (nothing imports it): the core imports only the
+// standard library, what each binary may link, the longest function
+// allowed, what git may track (no executables, no file over 1 MB), and
+// that the Markdown documentation stays true to the repository (every
+// relative link and anchor resolves, the README's figures are the lab's,
+// and its local-development program is the one the tests build and run).
 package repocheck
