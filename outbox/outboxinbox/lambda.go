@@ -128,7 +128,10 @@ func (l *LambdaHandler) Handle(ctx context.Context, ev events.KafkaEvent) error 
 func (l *LambdaHandler) applyPartition(ctx context.Context, recs []events.KafkaRecord) (RecordError, bool) {
 	for _, kr := range recs {
 		rec, err := fromLambda(kr)
-		if err == nil {
+		if err != nil {
+			// Process never saw the record, yet it fails the invocation.
+			l.inbox.metrics.failed()
+		} else {
 			_, err = l.inbox.Process(ctx, rec, l.handler)
 		}
 		if err != nil {
