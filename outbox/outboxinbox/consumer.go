@@ -11,8 +11,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/spillway-dev/spillway/outbox"
 )
@@ -102,6 +104,19 @@ const (
 	MarkOnly
 )
 
+// String implements fmt.Stringer.
+func (p FailurePolicy) String() string {
+	switch p {
+	case DeadLetter:
+		return "dead-letter"
+	case Callback:
+		return "callback"
+	case MarkOnly:
+		return "mark-only"
+	}
+	return "unknown"
+}
+
 // Consumer reads Spillway's topics in a Kafka consumer group and applies
 // every record through the inbox, exactly once per message.
 //
@@ -189,6 +204,12 @@ func (c *Consumer) Close() { c.cl.Close() }
 // an error no retry cures (authentication, authorization, a missing
 // topic), which it returns.
 func (c *Consumer) Run(ctx context.Context) error {
+	if err := c.checkTopics(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 	clock := c.cfg.Inbox.opts.Clock
 	lastFlush := clock.Now()
 	defer func() { c.flushMetrics(ctx, clock.Now()) }()
@@ -221,6 +242,28 @@ func (c *Consumer) Run(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// checkTopics asks the cluster for the topics once: a group consumer
+// waits for a missing topic without a word, and the first request is where
+// a refused authentication shows.
+func (c *Consumer) checkTopics(ctx context.Context) error {
+	req := kmsg.NewPtrMetadataRequest()
+	for _, topic := range c.cfg.Topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, c.cl)
+	if err != nil {
+		return fmt.Errorf("outboxinbox: group %s: look up topics %v: %w", c.cfg.Group, c.cfg.Topics, err)
+	}
+	for _, t := range resp.Topics {
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+			return fmt.Errorf("outboxinbox: group %s: topic %s: %w", c.cfg.Group, aws.ToString(t.Topic), err)
+		}
+	}
+	return nil
 }
 
 // poll resumes the paused partitions whose backoff is over and polls until

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -20,8 +19,8 @@ import (
 // SpanConsume is the span Process opens around one record.
 const SpanConsume = "consume"
 
-// confirmTimeout bounds the read that settles a commit whose response was
-// lost.
+// confirmTimeout bounds the repeated request that settles a commit whose
+// response was lost.
 const confirmTimeout = 5 * time.Second
 
 // Client is the DynamoDB operations the inbox calls; *dynamodb.Client and
@@ -106,8 +105,8 @@ func (in *Inbox) Metrics() *Metrics { return in.metrics }
 // marker in one TransactWriteItems (a fresh idempotency token per attempt,
 // so the SDK's own retries are safe), and returns
 //   - Applied after the commit, then wakes the relays for any outbox
-//     messages h added; also when the commit's response was lost and the
-//     marker read back is the one this attempt wrote;
+//     messages h added; a commit whose response was lost is sent again
+//     under its idempotency token, whose answer says what happened;
 //   - the verdict above when another process committed the marker first
 //     (DynamoDB returns the stored marker with the refusal);
 //   - an error, with nothing written, when h fails, when h's writes break
@@ -175,19 +174,27 @@ func (in *Inbox) attempt(ctx context.Context, rec Record, id outbox.MessageID, h
 	if err := h(ctx, rec, tx); err != nil {
 		return 0, fmt.Errorf("outboxinbox: handle message %s (%s/%d@%d): %w", id, rec.Topic, rec.Partition, rec.Offset, err)
 	}
-	now := in.opts.Clock.Now()
-	items, err := tx.seal(id, in.markerPut(rec, id, Applied, now))
+	items, err := tx.seal(id, in.markerPut(rec, id, Applied, in.opts.Clock.Now()))
 	if err != nil {
 		return 0, err
 	}
-	_, err = in.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
-		TransactItems:      items,
-		ClientRequestToken: aws.String(requestToken()),
-	})
+	input := &dynamodb.TransactWriteItemsInput{TransactItems: items, ClientRequestToken: aws.String(requestToken())}
+	_, err = in.client.TransactWriteItems(ctx, input)
 	var tce *types.TransactionCanceledException
+	if err != nil && !errors.As(err, &tce) && !isConflict(err) {
+		// The outcome is unknown (a timeout, a reset connection, the end
+		// of ctx): the same request under the same token either commits
+		// now or gets the first one's answer, so its answer settles it,
+		// also during a shutdown.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), confirmTimeout)
+		if _, again := in.client.TransactWriteItems(cctx, input); again == nil || errors.As(again, &tce) {
+			err = again
+		}
+		cancel()
+	}
 	switch {
 	case err == nil:
-		tx.notify(ctx)
+		tx.notify(context.WithoutCancel(ctx))
 		return Applied, nil
 	case isConflict(err):
 		return 0, err
@@ -198,11 +205,6 @@ func (in *Inbox) attempt(ctx context.Context, rec Record, id outbox.MessageID, h
 			// the same cancellation are those effects seen a second time.
 			return in.judgeStored(ctx, rec, id, stored)
 		}
-	case in.committed(ctx, rec, id, now):
-		// The commit's response was lost (a timeout, a connection
-		// reset, the end of ctx) but the transaction went through.
-		tx.notify(context.WithoutCancel(ctx))
-		return Applied, nil
 	}
 	return 0, fmt.Errorf("outboxinbox: commit message %s (%s/%d@%d): %w", id, rec.Topic, rec.Partition, rec.Offset, tx.explain(err))
 }
@@ -219,18 +221,6 @@ func (in *Inbox) judgeStored(ctx context.Context, rec Record, id outbox.MessageI
 		return 0, cmp.Or(err, fmt.Errorf("outboxinbox: marker of message %s refused the commit, then was gone", id))
 	}
 	return in.judge(rec, id, m)
-}
-
-// committed reports whether the marker of id is the one this attempt
-// wrote at now: its commit succeeded though its response was lost. It
-// reads even after ctx ended, since a shutdown is often what cut the
-// response.
-func (in *Inbox) committed(ctx context.Context, rec Record, id outbox.MessageID, now time.Time) bool {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), confirmTimeout)
-	defer cancel()
-	m, err := in.lookup(ctx, id)
-	return err == nil && m != nil && m.outcome == Applied &&
-		m.processedAt == strconv.FormatInt(outbox.Ticks(now), 10) && m.fingerprint == fingerprint(rec)
 }
 
 // markDeadLettered commits rec's marker alone with Outcome DeadLettered,

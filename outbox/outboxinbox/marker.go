@@ -46,7 +46,6 @@ func (in *Inbox) MarkerKey(id outbox.MessageID) string {
 type marker struct {
 	fingerprint string
 	outcome     Outcome
-	processedAt string
 }
 
 // fingerprint is the hex SHA-256 of the record's topic, key and value, each
@@ -99,13 +98,13 @@ func (in *Inbox) lookup(ctx context.Context, id outbox.MessageID) (*marker, erro
 		KeyConditionExpression: aws.String("#pk = :pk AND #sk = :sk"),
 		ExpressionAttributeNames: map[string]string{
 			"#pk": o.PartitionKey, "#sk": o.SortKey,
-			"#fp": attrFingerprint, "#out": attrOutcome, "#at": attrProcessedAt,
+			"#fp": attrFingerprint, "#out": attrOutcome,
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":pk": &types.AttributeValueMemberS{Value: in.MarkerKey(id)},
 			":sk": &types.AttributeValueMemberS{Value: MarkerSortKey},
 		},
-		ProjectionExpression: aws.String("#fp, #out, #at"),
+		ProjectionExpression: aws.String("#fp, #out"),
 		ConsistentRead:       aws.Bool(true),
 	})
 	if err != nil {
@@ -125,9 +124,6 @@ func markerOf(item map[string]types.AttributeValue) *marker {
 	}
 	if v, ok := item[attrOutcome].(*types.AttributeValueMemberS); ok && v.Value == DeadLettered.String() {
 		m.outcome = DeadLettered
-	}
-	if v, ok := item[attrProcessedAt].(*types.AttributeValueMemberN); ok {
-		m.processedAt = v.Value
 	}
 	return m
 }
