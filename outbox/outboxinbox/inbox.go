@@ -23,10 +23,10 @@ const SpanConsume = "consume"
 // response was lost.
 const confirmTimeout = 5 * time.Second
 
-// Client is the DynamoDB operations the inbox calls; *dynamodb.Client and
-// outboxddb.Client satisfy it.
+// Client is the DynamoDB operations the inbox calls; *dynamodb.Client
+// satisfies it.
 type Client interface {
-	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 }
 

@@ -44,7 +44,7 @@ func TestProcess_SameMessageTwice_AppliedOnceThenDuplicate(t *testing.T) {
 	}
 	// The first delivery reads the marker and commits; the duplicate only
 	// reads it.
-	if applied.Requests["Query"] != 1 || applied.Requests["TransactWriteItems"] != 1 || dup.Requests["Query"] != 1 || dup.TotalRequests() != 1 || applied.Refused != 0 {
+	if applied.Requests["GetItem"] != 1 || applied.Requests["TransactWriteItems"] != 1 || dup.Requests["GetItem"] != 1 || dup.TotalRequests() != 1 || applied.Refused != 0 {
 		t.Fatalf("requests %v/%v, refused %d; want a read and a transaction, then a read alone", applied.Requests, dup.Requests, applied.Refused)
 	}
 	c := in.Metrics().Snapshot()

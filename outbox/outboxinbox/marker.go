@@ -89,31 +89,26 @@ func (in *Inbox) markerPut(rec Record, id outbox.MessageID, out Outcome, now tim
 }
 
 // lookup reads the marker of id with one consistent read; nil when there
-// is none. A Query on the full key rather than a GetItem keeps Client
-// within what outboxddb.Client offers; it costs the same.
+// is none.
 func (in *Inbox) lookup(ctx context.Context, id outbox.MessageID) (*marker, error) {
 	o := in.opts
-	out, err := in.client.Query(ctx, &dynamodb.QueryInput{
-		TableName:              aws.String(o.TableName),
-		KeyConditionExpression: aws.String("#pk = :pk AND #sk = :sk"),
-		ExpressionAttributeNames: map[string]string{
-			"#pk": o.PartitionKey, "#sk": o.SortKey,
-			"#fp": attrFingerprint, "#out": attrOutcome,
+	out, err := in.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(o.TableName),
+		Key: map[string]types.AttributeValue{
+			o.PartitionKey: &types.AttributeValueMemberS{Value: in.MarkerKey(id)},
+			o.SortKey:      &types.AttributeValueMemberS{Value: MarkerSortKey},
 		},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk": &types.AttributeValueMemberS{Value: in.MarkerKey(id)},
-			":sk": &types.AttributeValueMemberS{Value: MarkerSortKey},
-		},
-		ProjectionExpression: aws.String("#fp, #out"),
-		ConsistentRead:       aws.Bool(true),
+		ExpressionAttributeNames: map[string]string{"#fp": attrFingerprint, "#out": attrOutcome},
+		ProjectionExpression:     aws.String("#fp, #out"),
+		ConsistentRead:           aws.Bool(true),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("outboxinbox: read marker of message %s: %w", id, err)
 	}
-	if len(out.Items) == 0 {
+	if len(out.Item) == 0 {
 		return nil, nil
 	}
-	return markerOf(out.Items[0]), nil
+	return markerOf(out.Item), nil
 }
 
 // markerOf reads a stored marker's verdict attributes.

@@ -68,12 +68,12 @@ func TestProcess_ShutdownMidRecord_NotAFailure(t *testing.T) {
 	}
 }
 
-// blindReads answers every Query with nothing, as when another process
+// blindReads answers every read with nothing, as when another process
 // commits the marker between this one's read and its transaction.
 type blindReads struct{ outboxinbox.Client }
 
-func (blindReads) Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	return &dynamodb.QueryOutput{}, nil
+func (blindReads) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	return &dynamodb.GetItemOutput{}, nil
 }
 
 // A marker committed after the read is judged from the copy DynamoDB
