@@ -29,8 +29,8 @@ const (
 	// DefaultErrorBackoff is how long a partition whose record failed is
 	// paused before it is read again from that record.
 	DefaultErrorBackoff = time.Second
-	// DefaultDeadLetterSuffix makes a topic's default dead-letter topic.
-	DefaultDeadLetterSuffix = ".dlq"
+	// deadLetterSuffix makes a topic's default dead-letter topic.
+	deadLetterSuffix = ".dlq"
 	// HeaderError and HeaderAttempts are added to a dead-lettered record's
 	// own headers: the last error and how many times the record failed.
 	HeaderError    = "x-spillway-error"
@@ -71,7 +71,7 @@ type ConsumerConfig struct {
 	// Default DeadLetter.
 	OnFailure FailurePolicy
 	// DeadLetterTopic receives records under DeadLetter. Default the
-	// record's topic + DefaultDeadLetterSuffix; it must exist.
+	// record's topic + ".dlq"; it must exist.
 	DeadLetterTopic string
 	// FailureCallback takes records under Callback, with the last error;
 	// an error from it keeps the record failed (its partition waits and
@@ -442,7 +442,7 @@ func (c *Consumer) succeeded(r *kgo.Record) {
 func (c *Consumer) giveUp(ctx context.Context, rec Record, attempts int, cause error) error {
 	switch c.cfg.OnFailure {
 	case DeadLetter:
-		topic := cmp.Or(c.cfg.DeadLetterTopic, rec.Topic+DefaultDeadLetterSuffix)
+		topic := cmp.Or(c.cfg.DeadLetterTopic, rec.Topic+deadLetterSuffix)
 		dl := &kgo.Record{Topic: topic, Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp}
 		for _, h := range rec.Headers {
 			dl.Headers = append(dl.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
