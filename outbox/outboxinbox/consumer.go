@@ -201,8 +201,8 @@ func (c *Consumer) Close() { c.cl.Close() }
 
 // Run polls and applies records until ctx ends (then it returns nil after
 // committing what it applied), the client is closed, or the client meets
-// an error no retry cures (authentication, authorization, a missing
-// topic), which it returns.
+// an error no retry cures, which it returns: a topic missing when Run
+// starts, a refused authentication or authorization.
 func (c *Consumer) Run(ctx context.Context) error {
 	if err := c.checkTopics(ctx); err != nil {
 		if ctx.Err() != nil {
@@ -290,18 +290,16 @@ func (c *Consumer) poll(ctx context.Context, now time.Time) kgo.Fetches {
 	return c.cl.PollRecords(pctx, c.cfg.MaxPollRecords)
 }
 
-// isFatal reports a client error that retrying does not cure.
+// isFatal reports a client error that retrying does not cure. A missing
+// topic is found by checkTopics: during a run the same code can be a
+// passing state of a partition move, which the client retries.
 func isFatal(err error) bool {
-	for _, e := range []error{
-		kerr.SaslAuthenticationFailed, kerr.TopicAuthorizationFailed, kerr.GroupAuthorizationFailed,
-		kerr.ClusterAuthorizationFailed, kerr.UnknownTopicOrPartition, kerr.UnknownTopicID,
-	} {
+	for _, e := range []error{kerr.SaslAuthenticationFailed, kerr.TopicAuthorizationFailed, kerr.GroupAuthorizationFailed, kerr.ClusterAuthorizationFailed} {
 		if errors.Is(err, e) {
 			return true
 		}
 	}
-	var sasl *kgo.ErrFirstReadEOF
-	return errors.As(err, &sasl)
+	return false
 }
 
 // flushMetrics writes the inbox's EMF line to MetricsOutput, if any.
