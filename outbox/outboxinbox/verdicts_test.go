@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxinbox"
@@ -165,5 +169,29 @@ func TestConsumer_MissingTopic_RunReturnsIt(t *testing.T) {
 	c := e.consumer(t, k, e.inbox(t, "billing", nil), e.handler(), func(c *outboxinbox.ConsumerConfig) { c.Topics = []string{"orders", "ordres"} })
 	if err := c.Run(t.Context()); !errors.Is(err, kerr.UnknownTopicOrPartition) {
 		t.Fatalf("Run = %v, want the unknown topic", err)
+	}
+}
+
+// Refused credentials end Run with the error instead of a consumer that
+// retries them in its log.
+func TestConsumer_RefusedAuthentication_RunReturnsIt(t *testing.T) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"), kfake.EnableSASL(), kfake.Superuser("PLAIN", "admin", "right"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	e := newEnv(t)
+	c, err := outboxinbox.NewConsumer(outboxinbox.ConsumerConfig{
+		Inbox: e.inbox(t, "billing", nil), Handler: e.handler(), Group: "billing", Topics: []string{"orders"}, Brokers: cluster.ListenAddrs(),
+		ClientOpts: []kgo.Opt{kgo.SASL(plain.Auth{User: "admin", Pass: "wrong"}.AsMechanism()), kgo.RetryTimeout(time.Second)}, Logger: quiet(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// The embedded broker drops the connection on bad credentials rather
+	// than answering SASL_AUTHENTICATION_FAILED: either way Run returns.
+	if err := c.Run(t.Context()); err == nil || !strings.Contains(err.Error(), "look up topics") {
+		t.Fatalf("Run = %v, want the failed topic lookup", err)
 	}
 }
