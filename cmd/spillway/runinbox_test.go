@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,13 +17,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxinbox"
 	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
-func TestInboxDemo_AppliesEachMessageOnce_SkipsTheInjectedCopies(t *testing.T) {
+func TestInboxDemo_AppliesEachMessageOnce_SkipsTheInjectedCopies_DeadLettersTheRefused(t *testing.T) {
 	d := outboxtest.NewDynamoDB(t)
 	table := outboxtest.CreateTable(t, d)
-	k := outboxtest.NewKafka(t, demoTopics...)
+	k := outboxtest.NewKafka(t, append(slices.Clip(demoTopics), inboxDemoDeadLetters)...)
 	const messages = 40
 	producer, err := kgo.NewClient(k.ClientOpts()...)
 	if err != nil {
@@ -66,13 +68,26 @@ func TestInboxDemo_AppliesEachMessageOnce_SkipsTheInjectedCopies(t *testing.T) {
 			total += v
 		}
 	}
-	if total != messages {
-		t.Fatalf("orders count %d applications, want %d", total, messages)
+	if total != messages-1 {
+		t.Fatalf("orders count %d applications, want %d (all but the refused one)", total, messages-1)
 	}
 	var buf bytes.Buffer
-	demo.figures().print(&buf)
+	f := demo.figures()
+	f.print(&buf)
 	t.Log(strings.TrimSpace(buf.String()))
-	if c := demo.inbox.Metrics().Snapshot(); c.Applied != messages || c.Duplicates != demo.injected.Load() || c.Duplicates == 0 {
-		t.Fatalf("counts %+v with %d injected; want %d applied and every copy skipped", c, demo.injected.Load(), messages)
+	if why := f.failed(messages); why != "" || f.Duplicates != f.Injected || f.Duplicates == 0 {
+		t.Fatalf("figures %+v: %s; want every copy skipped", f, why)
 	}
+	dl := outboxtest.Consume(t, k, inboxDemoDeadLetters, 1)[0]
+	if id := *demo.refused.Load(); header(fromHeaders(dl.Headers), outbox.DefaultMessageIDHeaderName) != id || !strings.Contains(header(fromHeaders(dl.Headers), outboxinbox.HeaderError), "account closed") {
+		t.Fatalf("dead-lettered record %v, want message %s with the refusal", dl.Headers, id)
+	}
+}
+
+func fromHeaders(hs []kgo.RecordHeader) outboxinbox.Record {
+	var rec outboxinbox.Record
+	for _, h := range hs {
+		rec.Headers = append(rec.Headers, outbox.Header{Key: h.Key, Value: h.Value})
+	}
+	return rec
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -53,5 +55,39 @@ func TestApplyOrder_SampleEventTwice_EachMessageAppliedOnce(t *testing.T) {
 		if n, _ := out.Item["Applied"].(*types.AttributeValueMemberN); n == nil || n.Value != want {
 			t.Fatalf("%s applied %v times, want %s", order, out.Item["Applied"], want)
 		}
+	}
+}
+
+// The undecodable sample (`make invoke EVENT=events/consumer.undecodable.json`)
+// fails the invocation, applies nothing, and its EMF line counts the
+// failure, so the consumer's alarm sees what Lambda will retry.
+func TestApplyOrder_UndecodableSample_FailsAndIsCounted(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "events", "consumer.undecodable.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev events.KafkaEvent
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		t.Fatal(err)
+	}
+	d := outboxtest.NewDynamoDB(t)
+	table := outboxtest.CreateTable(t, d)
+	in, err := outboxinbox.New(d.Client, outboxinbox.Options{TableName: table, Consumer: "spillway-consumer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := outboxinbox.NewLambdaHandler(in, applyOrder(table, outboxlocal.DefaultPartitionKey, outboxlocal.DefaultSortKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var emf bytes.Buffer
+	h.Metrics = &emf
+	var be *outboxinbox.BatchError
+	if err := h.Handle(t.Context(), ev); !errors.As(err, &be) || len(be.Failures) != 1 {
+		t.Fatalf("Handle = %v, want one failed partition", err)
+	}
+	var line map[string]any
+	if err := json.Unmarshal(emf.Bytes(), &line); err != nil || line["ConsumeFailures"] != float64(1) || line["RecordsConsumed"] != float64(0) {
+		t.Fatalf("EMF line %q (%v), want 1 consume failure and nothing consumed", emf.String(), err)
 	}
 }

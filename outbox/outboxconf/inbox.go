@@ -18,6 +18,12 @@ const (
 	// MetricTransactionConflicts counts transactions cancelled by a
 	// conflict (each re-runs the handler).
 	MetricTransactionConflicts = "TransactionConflicts"
+	// MetricPayloadMismatches counts records refused because their message
+	// id was already used for another topic, key or value.
+	MetricPayloadMismatches = "PayloadMismatches"
+	// MetricRecordsDeadLettered counts records given up after the
+	// consumer's MaxAttempts and handed to its OnFailure policy.
+	MetricRecordsDeadLettered = "RecordsDeadLettered"
 )
 
 // EnvInboxConsumer names the consumer of the sample consumer function (the

@@ -1,15 +1,20 @@
 package outboxinbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/spillway-dev/spillway/outbox"
 )
@@ -21,9 +26,15 @@ const (
 	// DefaultMetricsInterval is how often Run writes the inbox's EMF line
 	// to MetricsOutput, as the relay does during a run.
 	DefaultMetricsInterval = time.Minute
-	// DefaultErrorBackoff is the wait after a poll in which a record
-	// failed, before its partition is read again from that record.
+	// DefaultErrorBackoff is how long a partition whose record failed is
+	// paused before it is read again from that record.
 	DefaultErrorBackoff = time.Second
+	// deadLetterSuffix makes a topic's default dead-letter topic.
+	deadLetterSuffix = ".dlq"
+	// HeaderError and HeaderAttempts are added to a dead-lettered record's
+	// own headers: the last error and how many times the record failed.
+	HeaderError    = "x-spillway-error"
+	HeaderAttempts = "x-spillway-attempts"
 	// commitTimeout bounds the offset commit that follows a poll's
 	// transactions, also when Run's ctx has ended: committing what was
 	// applied saves the next owner the duplicate verdicts.
@@ -48,9 +59,24 @@ type ConsumerConfig struct {
 	ClientOpts []kgo.Opt
 	// MaxPollRecords bounds one poll. Default DefaultMaxPollRecords.
 	MaxPollRecords int
-	// ErrorBackoff is the wait after a failed record. Default
-	// DefaultErrorBackoff.
+	// ErrorBackoff is how long a failed record's partition is paused
+	// before the record runs again; other partitions keep flowing.
+	// Default DefaultErrorBackoff.
 	ErrorBackoff time.Duration
+	// MaxAttempts bounds the failed runs of one record (an interruption by
+	// the end of Run's ctx is not one); the last failure hands the record
+	// to OnFailure. Default DefaultMaxAttempts.
+	MaxAttempts int
+	// OnFailure is what becomes of a record that failed MaxAttempts times.
+	// Default DeadLetter.
+	OnFailure FailurePolicy
+	// DeadLetterTopic receives records under DeadLetter. Default the
+	// record's topic + ".dlq"; it must exist.
+	DeadLetterTopic string
+	// FailureCallback takes records under Callback, with the last error;
+	// an error from it keeps the record failed (its partition waits and
+	// runs it again). Required with Callback.
+	FailureCallback func(ctx context.Context, rec Record, cause error) error
 	// MetricsOutput receives the inbox's EMF line at most every
 	// MetricsInterval and when Run returns. Default none (call
 	// Inbox.Metrics().Flush yourself).
@@ -60,6 +86,35 @@ type ConsumerConfig struct {
 	MetricsInterval time.Duration
 	// Logger receives failures. Default slog.Default().
 	Logger *slog.Logger
+}
+
+// FailurePolicy says what a Consumer does with a record that failed
+// MaxAttempts times. Every policy then commits the record's marker alone
+// with Outcome dead-lettered (a record without a message id has none) and
+// moves its partition on: a delivery of the record again is a duplicate.
+type FailurePolicy int
+
+const (
+	// DeadLetter produces the record (key, value, its headers plus
+	// HeaderError and HeaderAttempts) to DeadLetterTopic. The default.
+	DeadLetter FailurePolicy = iota
+	// Callback hands the record and its last error to FailureCallback.
+	Callback
+	// MarkOnly records the outcome in the marker and nothing else.
+	MarkOnly
+)
+
+// String implements fmt.Stringer.
+func (p FailurePolicy) String() string {
+	switch p {
+	case DeadLetter:
+		return "dead-letter"
+	case Callback:
+		return "callback"
+	case MarkOnly:
+		return "mark-only"
+	}
+	return "unknown"
 }
 
 // Consumer reads Spillway's topics in a Kafka consumer group and applies
@@ -72,11 +127,17 @@ type ConsumerConfig struct {
 // next owner, whose inbox reports it as a duplicate. Rebalances wait for
 // the poll being processed (kgo.BlockRebalanceOnPoll) and its commit, so a
 // partition changes owner between records, never during one. A record that
-// fails stops its partition: the partition is read again from that record
-// after ErrorBackoff, and the later records wait, so per-key order holds.
+// fails stops its partition alone: the partition's fetches are paused for
+// ErrorBackoff and it is read again from that record, while the later
+// records wait, so per-key order holds; after MaxAttempts failures the
+// OnFailure policy takes the record and the partition moves on.
 type Consumer struct {
 	cl  *kgo.Client
 	cfg ConsumerConfig
+
+	mu       sync.Mutex // guards attempts, which partitions update side by side
+	attempts map[topicPartition]failedRecord
+	paused   map[topicPartition]time.Time // when to resume; Run's goroutine only
 
 	// beforeCommit runs after a poll's transactions and before its commit;
 	// an error ends Run there (tests use it to kill a consumer).
@@ -103,6 +164,15 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	if cfg.ErrorBackoff <= 0 {
 		cfg.ErrorBackoff = DefaultErrorBackoff
 	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = DefaultMaxAttempts
+	}
+	switch {
+	case cfg.OnFailure == Callback && cfg.FailureCallback == nil:
+		return nil, outbox.Misconfigured(op, "failure policy Callback without a FailureCallback")
+	case cfg.OnFailure < DeadLetter || cfg.OnFailure > MarkOnly:
+		return nil, outbox.Misconfigured(op, "unknown failure policy %d", cfg.OnFailure)
+	}
 	if cfg.MetricsInterval <= 0 {
 		cfg.MetricsInterval = DefaultMetricsInterval
 	}
@@ -123,50 +193,113 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outboxinbox: create Kafka client for group %s: %w", cfg.Group, err)
 	}
-	return &Consumer{cl: cl, cfg: cfg}, nil
+	return &Consumer{cl: cl, cfg: cfg, attempts: map[topicPartition]failedRecord{}, paused: map[topicPartition]time.Time{}}, nil
 }
 
 // Close leaves the group without committing anything more.
 func (c *Consumer) Close() { c.cl.Close() }
 
 // Run polls and applies records until ctx ends (then it returns nil after
-// committing what it applied) or the client is closed.
+// committing what it applied), the client is closed, or the client meets
+// an error no retry cures, which it returns: a topic missing when Run
+// starts, a refused authentication or authorization.
 func (c *Consumer) Run(ctx context.Context) error {
+	if err := c.checkTopics(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 	clock := c.cfg.Inbox.opts.Clock
 	lastFlush := clock.Now()
 	defer func() { c.flushMetrics(ctx, clock.Now()) }()
 	for {
-		if now := clock.Now(); now.Sub(lastFlush) >= c.cfg.MetricsInterval {
+		now := clock.Now()
+		if now.Sub(lastFlush) >= c.cfg.MetricsInterval {
 			c.flushMetrics(ctx, now)
 			lastFlush = now
 		}
-		fetches := c.cl.PollRecords(ctx, c.cfg.MaxPollRecords)
+		fetches := c.poll(ctx, now)
 		if fetches.IsClientClosed() {
 			return nil
 		}
+		var fatal error
 		fetches.EachError(func(topic string, partition int32, err error) {
-			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			switch {
+			case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+			case isFatal(err):
+				fatal = cmp.Or(fatal, fmt.Errorf("outboxinbox: consume %s/%d in group %s: %w", topic, partition, c.cfg.Group, err))
+			default:
 				c.cfg.Logger.WarnContext(ctx, "outboxinbox: fetch failed; the client retries", "topic", topic, "partition", partition, "error", err)
 			}
 		})
-		failed, err := c.apply(ctx, fetches)
+		err := c.apply(ctx, fetches)
 		c.cl.AllowRebalance()
-		if err != nil {
+		if err := cmp.Or(err, fatal); err != nil {
 			return err
 		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		if failed {
-			t := time.NewTimer(c.cfg.ErrorBackoff)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return nil
-			}
+	}
+}
+
+// checkTopics asks the cluster for the topics once: a group consumer
+// waits for a missing topic without a word, and the first request is where
+// a refused authentication shows.
+func (c *Consumer) checkTopics(ctx context.Context) error {
+	req := kmsg.NewPtrMetadataRequest()
+	for _, topic := range c.cfg.Topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, c.cl)
+	if err != nil {
+		return fmt.Errorf("outboxinbox: group %s: look up topics %v: %w", c.cfg.Group, c.cfg.Topics, err)
+	}
+	for _, t := range resp.Topics {
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+			return fmt.Errorf("outboxinbox: group %s: topic %s: %w", c.cfg.Group, aws.ToString(t.Topic), err)
 		}
 	}
+	return nil
+}
+
+// poll resumes the paused partitions whose backoff is over and polls until
+// records arrive, ctx ends or the next paused partition is due.
+func (c *Consumer) poll(ctx context.Context, now time.Time) kgo.Fetches {
+	resume := map[string][]int32{}
+	var next time.Time
+	for tp, at := range c.paused {
+		if !at.After(now) {
+			resume[tp.topic] = append(resume[tp.topic], tp.partition)
+			delete(c.paused, tp)
+		} else if next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	if len(resume) > 0 {
+		c.cl.ResumeFetchPartitions(resume)
+	}
+	if next.IsZero() {
+		return c.cl.PollRecords(ctx, c.cfg.MaxPollRecords)
+	}
+	pctx, cancel := context.WithTimeout(ctx, next.Sub(now))
+	defer cancel()
+	return c.cl.PollRecords(pctx, c.cfg.MaxPollRecords)
+}
+
+// isFatal reports a client error that retrying does not cure. A missing
+// topic is found by checkTopics: during a run the same code can be a
+// passing state of a partition move, which the client retries.
+func isFatal(err error) bool {
+	for _, e := range []error{kerr.SaslAuthenticationFailed, kerr.TopicAuthorizationFailed, kerr.GroupAuthorizationFailed, kerr.ClusterAuthorizationFailed} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // flushMetrics writes the inbox's EMF line to MetricsOutput, if any.
@@ -179,15 +312,28 @@ func (c *Consumer) flushMetrics(ctx context.Context, now time.Time) {
 	}
 }
 
-// apply processes a poll's partitions side by side, rewinds each failed
-// partition to its failed record and commits the records that got a
-// verdict. It reports whether a record failed.
-func (c *Consumer) apply(ctx context.Context, fetches kgo.Fetches) (bool, error) {
+// topicPartition names a partition.
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// failedRecord is the record a partition stopped at and its failed runs.
+type failedRecord struct {
+	offset   int64
+	attempts int
+}
+
+// apply processes a poll's partitions side by side, pauses and rewinds each
+// failed partition to its failed record and commits the records that got
+// a verdict.
+func (c *Consumer) apply(ctx context.Context, fetches kgo.Fetches) error {
 	var (
 		mu      sync.Mutex
 		wg      sync.WaitGroup
 		done    []*kgo.Record
 		rewinds = map[string]map[int32]kgo.EpochOffset{}
+		pause   = map[string][]int32{}
 	)
 	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
 		if len(p.Records) == 0 {
@@ -205,19 +351,27 @@ func (c *Consumer) apply(ctx context.Context, fetches kgo.Fetches) (bool, error)
 					rewinds[failed.Topic] = map[int32]kgo.EpochOffset{}
 				}
 				rewinds[failed.Topic][failed.Partition] = kgo.EpochOffset{Epoch: failed.LeaderEpoch, Offset: failed.Offset}
+				pause[failed.Topic] = append(pause[failed.Topic], failed.Partition)
 			}
 		})
 	})
 	wg.Wait()
 	if len(rewinds) > 0 {
 		c.cl.SetOffsets(rewinds)
+		c.cl.PauseFetchPartitions(pause)
+		at := c.cfg.Inbox.opts.Clock.Now().Add(c.cfg.ErrorBackoff)
+		for topic, ps := range pause {
+			for _, p := range ps {
+				c.paused[topicPartition{topic, p}] = at
+			}
+		}
 	}
 	if len(done) == 0 {
-		return len(rewinds) > 0, nil
+		return nil
 	}
 	if c.beforeCommit != nil {
 		if err := c.beforeCommit(); err != nil {
-			return false, err
+			return err
 		}
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
@@ -227,23 +381,86 @@ func (c *Consumer) apply(ctx context.Context, fetches kgo.Fetches) (bool, error)
 		// duplicate verdicts.
 		c.cfg.Logger.WarnContext(ctx, "outboxinbox: offset commit failed; the records will be read again and skipped as duplicates", "error", err)
 	}
-	return len(rewinds) > 0, nil
+	return nil
 }
 
-// applyPartition processes records in order until one fails. It returns
-// the last record with a verdict and the failed one.
+// applyPartition processes records in order until one fails short of its
+// last attempt. It returns the last record with a verdict and the failed
+// one.
 func (c *Consumer) applyPartition(ctx context.Context, recs []*kgo.Record) (last, failed *kgo.Record) {
 	for _, r := range recs {
-		if _, err := c.cfg.Inbox.Process(ctx, fromKgo(r), c.cfg.Handler); err != nil {
-			if ctx.Err() == nil {
-				c.cfg.Logger.ErrorContext(ctx, "outboxinbox: record failed; its partition waits and reads it again",
-					"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "error", err)
+		rec := fromKgo(r)
+		if _, err := c.cfg.Inbox.Process(ctx, rec, c.cfg.Handler); err != nil {
+			if ctx.Err() != nil {
+				return last, r // interrupted: read again by whoever owns it next
 			}
-			return last, r
+			n := c.failedRun(r)
+			if n < c.cfg.MaxAttempts {
+				c.cfg.Logger.ErrorContext(ctx, "outboxinbox: record failed; its partition waits and runs it again",
+					"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "attempt", n, "max_attempts", c.cfg.MaxAttempts, "error", err)
+				return last, r
+			}
+			if verr := c.giveUp(ctx, rec, n, err); verr != nil {
+				c.cfg.Logger.ErrorContext(ctx, "outboxinbox: record failed for the last time and its failure policy failed too; its partition waits and runs it again",
+					"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "error", err, "policy_error", verr)
+				return last, r
+			}
+			c.cfg.Logger.WarnContext(ctx, "outboxinbox: record dead-lettered after its last attempt; its partition moves on",
+				"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "attempts", n, "error", err)
 		}
+		c.succeeded(r)
 		last = r
 	}
 	return last, nil
+}
+
+// failedRun counts a failed run of r and returns its runs so far.
+func (c *Consumer) failedRun(r *kgo.Record) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tp := topicPartition{r.Topic, r.Partition}
+	f := c.attempts[tp]
+	if f.offset != r.Offset {
+		f = failedRecord{offset: r.Offset}
+	}
+	f.attempts++
+	c.attempts[tp] = f
+	return f.attempts
+}
+
+// succeeded forgets the failed runs of r's partition.
+func (c *Consumer) succeeded(r *kgo.Record) {
+	c.mu.Lock()
+	delete(c.attempts, topicPartition{r.Topic, r.Partition})
+	c.mu.Unlock()
+}
+
+// giveUp applies the failure policy to rec, then commits its marker as
+// dead-lettered.
+func (c *Consumer) giveUp(ctx context.Context, rec Record, attempts int, cause error) error {
+	switch c.cfg.OnFailure {
+	case DeadLetter:
+		topic := cmp.Or(c.cfg.DeadLetterTopic, rec.Topic+deadLetterSuffix)
+		dl := &kgo.Record{Topic: topic, Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp}
+		for _, h := range rec.Headers {
+			dl.Headers = append(dl.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+		}
+		dl.Headers = append(dl.Headers,
+			kgo.RecordHeader{Key: HeaderError, Value: []byte(cause.Error())},
+			kgo.RecordHeader{Key: HeaderAttempts, Value: []byte(strconv.Itoa(attempts))})
+		if err := c.cl.ProduceSync(ctx, dl).FirstErr(); err != nil {
+			return fmt.Errorf("outboxinbox: produce %s/%d@%d to dead-letter topic %s: %w", rec.Topic, rec.Partition, rec.Offset, topic, err)
+		}
+	case Callback:
+		if err := c.cfg.FailureCallback(ctx, rec, cause); err != nil {
+			return fmt.Errorf("outboxinbox: failure callback for %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
+		}
+	}
+	if err := c.cfg.Inbox.markDeadLettered(ctx, rec); err != nil {
+		return err
+	}
+	c.cfg.Inbox.metrics.add(DeadLettered)
+	return nil
 }
 
 // fromKgo converts a franz-go record.

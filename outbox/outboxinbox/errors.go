@@ -13,6 +13,8 @@ var (
 	ErrTransactionLimit = errors.New("outboxinbox: transaction over DynamoDB's limits")
 	// ErrConflicts matches a *ConflictError.
 	ErrConflicts = errors.New("outboxinbox: transaction kept conflicting")
+	// ErrPayloadMismatch matches a *FingerprintError.
+	ErrPayloadMismatch = errors.New("outboxinbox: message id reused for another record")
 )
 
 // MissingIDError reports a record without a valid message id header under
@@ -88,3 +90,27 @@ func (e *ConflictError) Unwrap() error { return e.Err }
 
 // Is reports whether target is ErrConflicts.
 func (e *ConflictError) Is(target error) bool { return target == ErrConflicts }
+
+// FingerprintError reports a record whose message id this consumer already
+// gave a verdict to, for a record with another topic, key or value: a
+// replay to another topic, a bridge copying headers, a producer reusing
+// ids. Its effect was never applied; nothing was written.
+type FingerprintError struct {
+	// MessageID is the reused id.
+	MessageID string
+	// Topic, Partition and Offset locate the refused record.
+	Topic     string
+	Partition int32
+	Offset    int64
+	// Stored is the fingerprint in the marker; Received the record's.
+	Stored, Received string
+}
+
+// Error implements error.
+func (e *FingerprintError) Error() string {
+	return fmt.Sprintf("outboxinbox: record %s/%d@%d reuses message id %s, already given a verdict for another topic, key or value (fingerprint %.12s, this record %.12s); its effect is not applied",
+		e.Topic, e.Partition, e.Offset, e.MessageID, e.Stored, e.Received)
+}
+
+// Is reports whether target is ErrPayloadMismatch.
+func (e *FingerprintError) Is(target error) bool { return target == ErrPayloadMismatch }

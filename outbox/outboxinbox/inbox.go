@@ -1,6 +1,7 @@
 package outboxinbox
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -18,9 +19,14 @@ import (
 // SpanConsume is the span Process opens around one record.
 const SpanConsume = "consume"
 
-// Client is the DynamoDB operation the inbox calls; *dynamodb.Client and
-// outboxddb.Client satisfy it.
+// confirmTimeout bounds the repeated request that settles a commit whose
+// response was lost.
+const confirmTimeout = 5 * time.Second
+
+// Client is the DynamoDB operations the inbox calls; *dynamodb.Client
+// satisfies it.
 type Client interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 }
 
@@ -39,8 +45,13 @@ const (
 	Applied Outcome = iota + 1
 	// Duplicate: the marker already existed; nothing was written again.
 	Duplicate
-	// Skipped: the record had no message id and SkipMissingID is set.
+	// Skipped: the record had no message id header and SkipMissingID is
+	// set.
 	Skipped
+	// DeadLettered: the record failed MaxAttempts times and the consumer's
+	// OnFailure policy took it; its marker says so, and a later delivery
+	// of it is a Duplicate.
+	DeadLettered
 )
 
 // String implements fmt.Stringer.
@@ -52,6 +63,8 @@ func (o Outcome) String() string {
 		return "duplicate"
 	case Skipped:
 		return "skipped"
+	case DeadLettered:
+		return "dead-lettered"
 	}
 	return "unknown"
 }
@@ -80,14 +93,22 @@ func New(client Client, opts Options) (*Inbox, error) {
 // Metrics returns the inbox's counters, for EMF or tests.
 func (in *Inbox) Metrics() *Metrics { return in.metrics }
 
-// Process applies rec exactly once for this consumer: it runs h with a
-// fresh Tx and commits h's writes with the marker of rec's message id in
-// one TransactWriteItems (a fresh idempotency token per attempt, so the
-// SDK's own retries are safe). It returns
-//   - Duplicate and no error when the marker exists: the message was
-//     applied before (by this or another process, under any offset);
+// Process applies rec exactly once for this consumer. It first reads the
+// marker of rec's message id (one consistent read): when it exists, h does
+// not run and Process returns
+//   - Duplicate and no error when the marker's fingerprint (topic, key,
+//     value) is rec's: the message was applied (or dead-lettered) before,
+//     by this or another process, under any offset;
+//   - a *FingerprintError when the id was used for another record.
+//
+// Otherwise it runs h with a fresh Tx and commits h's writes with the
+// marker in one TransactWriteItems (a fresh idempotency token per attempt,
+// so the SDK's own retries are safe), and returns
 //   - Applied after the commit, then wakes the relays for any outbox
-//     messages h added;
+//     messages h added; a commit whose response was lost is sent again
+//     under its idempotency token, whose answer says what happened;
+//   - the verdict above when another process committed the marker first
+//     (DynamoDB returns the stored marker with the refusal);
 //   - an error, with nothing written, when h fails, when h's writes break
 //     DynamoDB's limits (*LimitError, before any request), when one of h's
 //     conditions is refused, or when the transaction lost a conflict on
@@ -95,15 +116,17 @@ func (in *Inbox) Metrics() *Metrics { return in.metrics }
 //     scratch, so writes computed from fresh reads and outbox messages with
 //     fresh sequence numbers are committed, never stale items.
 //
-// A record without a message id is refused with a *MissingIDError, or
-// Skipped under SkipMissingID.
+// A record without the message id header is refused with a
+// *MissingIDError, or Skipped under SkipMissingID; a header that is present
+// but not a message id is always a *MissingIDError. An error while ctx is
+// ending is an interruption, not counted as a failure.
 func (in *Inbox) Process(ctx context.Context, rec Record, h Handler) (out Outcome, err error) {
 	id, raw, present, idErr := rec.messageID(in.opts.MessageIDHeader)
+	if !present && in.opts.MissingID == SkipMissingID {
+		in.metrics.add(Skipped)
+		return Skipped, nil
+	}
 	if !present || idErr != nil {
-		if in.opts.MissingID == SkipMissingID {
-			in.metrics.add(Skipped)
-			return Skipped, nil
-		}
 		in.metrics.failed()
 		return 0, &MissingIDError{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Header: in.opts.MessageIDHeader, Value: raw}
 	}
@@ -112,14 +135,22 @@ func (in *Inbox) Process(ctx context.Context, rec Record, h Handler) (out Outcom
 	span.Annotate("consumer", in.opts.Consumer)
 	span.Annotate("message_id", id.String())
 	defer func() {
-		if err == nil {
+		switch {
+		case err == nil:
 			span.Annotate("outcome", out.String())
 			in.metrics.add(out)
-		} else {
+		case ctx.Err() == nil:
 			in.metrics.failed()
 		}
 		span.End(err)
 	}()
+	m, err := in.lookup(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	if m != nil {
+		return in.judge(rec, id, m)
+	}
 	for attempt := 1; ; attempt++ {
 		out, err := in.attempt(ctx, rec, id, h)
 		if err == nil || !isConflict(err) {
@@ -143,27 +174,77 @@ func (in *Inbox) attempt(ctx context.Context, rec Record, id outbox.MessageID, h
 	if err := h(ctx, rec, tx); err != nil {
 		return 0, fmt.Errorf("outboxinbox: handle message %s (%s/%d@%d): %w", id, rec.Topic, rec.Partition, rec.Offset, err)
 	}
-	items, err := tx.seal(id, in.marker(id, in.opts.Clock.Now()))
+	items, err := tx.seal(id, in.markerPut(rec, id, Applied, in.opts.Clock.Now()))
 	if err != nil {
 		return 0, err
 	}
-	_, err = in.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
-		TransactItems:      items,
-		ClientRequestToken: aws.String(requestToken()),
-	})
+	input := &dynamodb.TransactWriteItemsInput{TransactItems: items, ClientRequestToken: aws.String(requestToken())}
+	_, err = in.client.TransactWriteItems(ctx, input)
+	var tce *types.TransactionCanceledException
+	if err != nil && !errors.As(err, &tce) && !isConflict(err) {
+		// The outcome is unknown (a timeout, a reset connection, the end
+		// of ctx): the same request under the same token either commits
+		// now or gets the first one's answer, so its answer settles it,
+		// also during a shutdown.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), confirmTimeout)
+		if _, again := in.client.TransactWriteItems(cctx, input); again == nil || errors.As(again, &tce) {
+			err = again
+		}
+		cancel()
+	}
 	switch {
 	case err == nil:
-		tx.notify(ctx)
+		tx.notify(context.WithoutCancel(ctx))
 		return Applied, nil
-	case markerRefused(err, len(items)-1):
-		// The marker's existence alone proves an earlier commit of this
-		// message's effects: other refusals in the same cancellation are
-		// those effects seen a second time.
-		return Duplicate, nil
 	case isConflict(err):
 		return 0, err
+	case errors.As(err, &tce):
+		if stored, refused := refusedMarker(tce, len(items)-1); refused {
+			// The marker only ever commits with its message's effects
+			// (or alone, for a dead-lettered record): other refusals in
+			// the same cancellation are those effects seen a second time.
+			return in.judgeStored(ctx, rec, id, stored)
+		}
 	}
 	return 0, fmt.Errorf("outboxinbox: commit message %s (%s/%d@%d): %w", id, rec.Topic, rec.Partition, rec.Offset, tx.explain(err))
+}
+
+// judgeStored judges rec against the marker a refusal returned, reading it
+// when the refusal did not carry it.
+func (in *Inbox) judgeStored(ctx context.Context, rec Record, id outbox.MessageID, stored map[string]types.AttributeValue) (Outcome, error) {
+	if stored != nil {
+		return in.judge(rec, id, markerOf(stored))
+	}
+	m, err := in.lookup(ctx, id)
+	if err != nil || m == nil {
+		// A marker refused then gone has expired in between: no verdict.
+		return 0, cmp.Or(err, fmt.Errorf("outboxinbox: marker of message %s refused the commit, then was gone", id))
+	}
+	return in.judge(rec, id, m)
+}
+
+// markDeadLettered commits rec's marker alone with Outcome DeadLettered,
+// so a later delivery of the record is a duplicate. A record without a
+// message id has no marker; a marker already there is left as it is.
+func (in *Inbox) markDeadLettered(ctx context.Context, rec Record) error {
+	id, _, present, err := rec.messageID(in.opts.MessageIDHeader)
+	if !present || err != nil {
+		return nil
+	}
+	_, err = in.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+		TransactItems:      []types.TransactWriteItem{in.markerPut(rec, id, DeadLettered, in.opts.Clock.Now())},
+		ClientRequestToken: aws.String(requestToken()),
+	})
+	var tce *types.TransactionCanceledException
+	if err == nil {
+		return nil
+	}
+	if errors.As(err, &tce) {
+		if _, refused := refusedMarker(tce, 0); refused {
+			return nil
+		}
+	}
+	return fmt.Errorf("outboxinbox: mark message %s (%s/%d@%d) dead-lettered: %w", id, rec.Topic, rec.Partition, rec.Offset, err)
 }
 
 // wait sleeps the jittered backoff before attempt+1, or until ctx ends.
@@ -180,14 +261,15 @@ func (in *Inbox) wait(ctx context.Context, attempt int) error {
 	}
 }
 
-// markerRefused reports a cancelled transaction whose reason at the
-// marker's index is a failed condition.
-func markerRefused(err error, marker int) bool {
-	var tce *types.TransactionCanceledException
-	if !errors.As(err, &tce) || marker >= len(tce.CancellationReasons) {
-		return false
+// refusedMarker reports whether the cancellation's reason at the marker's
+// index is a failed condition, and returns the stored marker DynamoDB sent
+// with it.
+func refusedMarker(tce *types.TransactionCanceledException, marker int) (map[string]types.AttributeValue, bool) {
+	if marker >= len(tce.CancellationReasons) {
+		return nil, false
 	}
-	return aws.ToString(tce.CancellationReasons[marker].Code) == "ConditionalCheckFailed"
+	r := tce.CancellationReasons[marker]
+	return r.Item, aws.ToString(r.Code) == "ConditionalCheckFailed"
 }
 
 // isConflict reports a transaction cancelled because another request

@@ -39,12 +39,13 @@ func TestProcess_SameMessageTwice_AppliedOnceThenDuplicate(t *testing.T) {
 	if got := e.log(t, "order-1"); strings.Join(got, ",") != "created" {
 		t.Fatalf("log of order-1 = %v, want [created]", got)
 	}
-	if n := e.count(t, "billing#INBOX#"); n != 1 {
+	if n := e.count(t, "OUTBOX#INBOX#billing#"); n != 1 {
 		t.Fatalf("%d markers, want 1", n)
 	}
-	// One transaction each; the duplicate is refused by the marker alone.
-	if applied.Requests["TransactWriteItems"] != 1 || dup.Requests["TransactWriteItems"] != 1 || dup.Refused != 1 || applied.Refused != 0 {
-		t.Fatalf("requests %v/%v, refused %d/%d; want one transaction each, the second refused once", applied.Requests, dup.Requests, applied.Refused, dup.Refused)
+	// The first delivery reads the marker and commits; the duplicate only
+	// reads it.
+	if applied.Requests["GetItem"] != 1 || applied.Requests["TransactWriteItems"] != 1 || dup.Requests["GetItem"] != 1 || dup.TotalRequests() != 1 || applied.Refused != 0 {
+		t.Fatalf("requests %v/%v, refused %d; want a read and a transaction, then a read alone", applied.Requests, dup.Requests, applied.Refused)
 	}
 	c := in.Metrics().Snapshot()
 	if c.Consumed != 2 || c.Applied != 1 || c.Duplicates != 1 || c.Failures != 0 {
@@ -52,9 +53,10 @@ func TestProcess_SameMessageTwice_AppliedOnceThenDuplicate(t *testing.T) {
 	}
 }
 
-// A marker is one transactional write of a small item: 2 write units on
-// top of the handler's writes, applied or refused.
-func TestProcess_WriteUnitsPerConsumedMessage(t *testing.T) {
+// A marker is one consistent read (1 read unit) and, on the first
+// delivery, one transactional write of a small item (2 write units) on top
+// of the handler's writes; a duplicate costs the read alone.
+func TestProcess_UnitsPerConsumedMessage(t *testing.T) {
 	e := newEnv(t)
 	in := e.inbox(t, "billing", nil)
 	put := func(_ context.Context, rec outboxinbox.Record, tx *outboxinbox.Tx) error {
@@ -71,8 +73,10 @@ func TestProcess_WriteUnitsPerConsumedMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	dup := e.ddb.Counter.Snapshot().Since(before).Since(applied)
-	if applied.WriteUnits != 4 || dup.WriteUnits != 4 {
-		t.Fatalf("write units: applied %v, duplicate %v; want 4 and 4 (2 for the business put, 2 for the marker)", applied.WriteUnits, dup.WriteUnits)
+	t.Logf("first apply: %v write units, %v read units; duplicate: %v write units, %v read units", applied.WriteUnits, applied.ReadUnits, dup.WriteUnits, dup.ReadUnits)
+	if applied.WriteUnits != 4 || applied.ReadUnits != 1 || dup.WriteUnits != 0 || dup.ReadUnits != 1 {
+		t.Fatalf("units: applied %v W + %v R, duplicate %v W + %v R; want 4 W (2 business put, 2 marker) + 1 R (the marker read), then 1 R alone",
+			applied.WriteUnits, applied.ReadUnits, dup.WriteUnits, dup.ReadUnits)
 	}
 
 	// Consume-transform-produce: one outbox message adds its sequence
@@ -143,16 +147,21 @@ func TestProcess_RecordWithoutHeader_RefusedOrSkipped(t *testing.T) {
 	if _, err := in.Process(t.Context(), rec, h); !errors.Is(err, outboxinbox.ErrMissingMessageID) || !strings.Contains(err.Error(), "not-a-guid") {
 		t.Fatalf("err = %v, want a refusal naming the bad value", err)
 	}
+	// SkipMissingID skips a missing header only: a damaged one is an error.
 	skip := e.inbox(t, "billing", nil, func(o *outboxinbox.Options) { o.MissingID = outboxinbox.SkipMissingID })
+	if _, err := skip.Process(t.Context(), rec, h); !errors.Is(err, outboxinbox.ErrMissingMessageID) {
+		t.Fatalf("skip policy, damaged header: err = %v, want a refusal", err)
+	}
+	rec.Headers = nil
 	if out, err := skip.Process(t.Context(), rec, h); err != nil || out != outboxinbox.Skipped {
-		t.Fatalf("skip policy: %v, %v; want skipped", out, err)
+		t.Fatalf("skip policy, no header: %v, %v; want skipped", out, err)
 	}
 	if ran != 0 || e.ddb.Counter.Snapshot().Since(before).TotalRequests() != 0 {
 		t.Fatalf("handler ran %d times, requests made: a record without an id must do nothing", ran)
 	}
 }
 
-func TestProcess_OverTransactionLimits_RefusedBeforeAnyRequest(t *testing.T) {
+func TestProcess_OverTransactionLimits_RefusedBeforeAnyWrite(t *testing.T) {
 	e := newEnv(t)
 	in := e.inbox(t, "billing", nil)
 	items := func(n, valueSize int) outboxinbox.Handler {
@@ -176,8 +185,8 @@ func TestProcess_OverTransactionLimits_RefusedBeforeAnyRequest(t *testing.T) {
 	if !errors.As(err, &limit) || limit.Size <= outboxddb.MaxTransactionSize {
 		t.Fatalf("11 items of 390 KB: err = %v, want a *LimitError over 4 MB", err)
 	}
-	if n := e.ddb.Counter.Snapshot().Since(before).TotalRequests(); n != 0 {
-		t.Fatalf("%d requests, want none", n)
+	if got := e.ddb.Counter.Snapshot().Since(before); got.Requests["TransactWriteItems"] != 0 || got.WriteUnits != 0 {
+		t.Fatalf("requests %v, want no write", got.Requests)
 	}
 	// 99 business items and the marker fit.
 	if out, err := in.Process(t.Context(), rec, items(outboxddb.MaxTransactionItems-1, 10)); err != nil || out != outboxinbox.Applied {
@@ -201,7 +210,7 @@ func TestProcess_HandlerConditionRefused_IsAnErrorNotADuplicate(t *testing.T) {
 	if err == nil || out == outboxinbox.Duplicate || !errors.As(err, &tce) {
 		t.Fatalf("%v, %v; want the cancellation as an error", out, err)
 	}
-	if n := e.count(t, "billing#INBOX#"); n != 0 {
+	if n := e.count(t, "OUTBOX#INBOX#billing#"); n != 0 {
 		t.Fatalf("%d markers after a refused transaction, want 0", n)
 	}
 	if out, err := in.Process(t.Context(), rec, e.handler()); err != nil || out != outboxinbox.Applied {
@@ -218,8 +227,8 @@ func TestProcess_HandlerError_NothingWritten(t *testing.T) {
 	if !errors.Is(err, boom) {
 		t.Fatalf("err = %v, want the handler's error", err)
 	}
-	if n := e.ddb.Counter.Snapshot().Since(before).TotalRequests(); n != 0 || in.Metrics().Snapshot().Failures != 1 {
-		t.Fatalf("%d requests, counts %+v; want none and one failure", n, in.Metrics().Snapshot())
+	if got := e.ddb.Counter.Snapshot().Since(before); got.Requests["TransactWriteItems"] != 0 || in.Metrics().Snapshot().Failures != 1 {
+		t.Fatalf("requests %v, counts %+v; want no write and one failure", got.Requests, in.Metrics().Snapshot())
 	}
 }
 

@@ -30,7 +30,9 @@ import (
 // mapping's MaximumRetryAttempts and MaximumRecordAgeInSeconds, and it
 // commits the batch's offsets only after a successful invocation. On the
 // retry, the records applied the first time are skipped as duplicates (one
-// refused transaction each), so a retry never doubles an effect. Leave
+// consistent read each, without running the handler), so a retry never
+// doubles an effect. A record whose key or value is not base64 fails its
+// partition the same way and is counted in ConsumeFailures. Leave
 // BisectBatchOnFunctionError off when order matters: a split batch can
 // hand a partition's later records to an invocation before its failed one
 // succeeded.
@@ -128,7 +130,10 @@ func (l *LambdaHandler) Handle(ctx context.Context, ev events.KafkaEvent) error 
 func (l *LambdaHandler) applyPartition(ctx context.Context, recs []events.KafkaRecord) (RecordError, bool) {
 	for _, kr := range recs {
 		rec, err := fromLambda(kr)
-		if err == nil {
+		if err != nil {
+			// Process never saw the record, yet it fails the invocation.
+			l.inbox.metrics.failed()
+		} else {
 			_, err = l.inbox.Process(ctx, rec, l.handler)
 		}
 		if err != nil {

@@ -20,10 +20,18 @@ type Counts struct {
 	Duplicates int64
 	// Skipped counts records without a message id under SkipMissingID.
 	Skipped int64
-	// Failures counts records that got an error.
+	// Failures counts runs of a record that ended in an error, an
+	// undecodable Lambda record included; an interruption by the end of
+	// the caller's ctx is not one.
 	Failures int64
 	// Conflicts counts transactions cancelled by a conflict.
 	Conflicts int64
+	// Mismatches counts records refused with a *FingerprintError (also
+	// counted in Failures).
+	Mismatches int64
+	// DeadLettered counts records the consumer's OnFailure policy took
+	// after MaxAttempts failures.
+	DeadLettered int64
 }
 
 // Metrics counts what an inbox did and writes it as CloudWatch Embedded
@@ -51,12 +59,20 @@ func (m *Metrics) add(o Outcome) {
 		m.total.Consumed++
 	case Skipped:
 		m.total.Skipped++
+	case DeadLettered:
+		m.total.DeadLettered++
 	}
 }
 
 func (m *Metrics) failed() {
 	m.mu.Lock()
 	m.total.Failures++
+	m.mu.Unlock()
+}
+
+func (m *Metrics) mismatch() {
+	m.mu.Lock()
+	m.total.Mismatches++
 	m.mu.Unlock()
 }
 
@@ -90,6 +106,8 @@ func (m *Metrics) Flush(w io.Writer, now time.Time) error {
 		{outboxconf.MetricDuplicatesSkipped, d.Duplicates - prev.Duplicates},
 		{outboxconf.MetricConsumeFailures, d.Failures - prev.Failures},
 		{outboxconf.MetricTransactionConflicts, d.Conflicts - prev.Conflicts},
+		{outboxconf.MetricPayloadMismatches, d.Mismatches - prev.Mismatches},
+		{outboxconf.MetricRecordsDeadLettered, d.DeadLettered - prev.DeadLettered},
 	}
 	doc := emf.Document{
 		Timestamp:  now,

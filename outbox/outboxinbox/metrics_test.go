@@ -12,7 +12,7 @@ import (
 )
 
 // The EMF line, written by hand from the specification: namespace
-// Spillway, dimension Consumer, the four counts since the last flush.
+// Spillway, dimension Consumer, the six counts since the last flush.
 const wantEMF = `{
   "_aws": {
     "Timestamp": 1790000000000,
@@ -23,7 +23,9 @@ const wantEMF = `{
         {"Name": "RecordsConsumed", "Unit": "Count"},
         {"Name": "DuplicatesSkipped", "Unit": "Count"},
         {"Name": "ConsumeFailures", "Unit": "Count"},
-        {"Name": "TransactionConflicts", "Unit": "Count"}
+        {"Name": "TransactionConflicts", "Unit": "Count"},
+        {"Name": "PayloadMismatches", "Unit": "Count"},
+        {"Name": "RecordsDeadLettered", "Unit": "Count"}
       ]
     }]
   },
@@ -31,7 +33,9 @@ const wantEMF = `{
   "RecordsConsumed": 2,
   "DuplicatesSkipped": 1,
   "ConsumeFailures": 1,
-  "TransactionConflicts": 0
+  "TransactionConflicts": 0,
+  "PayloadMismatches": 0,
+  "RecordsDeadLettered": 0
 }`
 
 func TestMetrics_FlushWritesTheCountsSinceTheLastFlush(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
 
 // Defaults of Options.
@@ -33,8 +34,10 @@ const (
 	// RefuseMissingID returns a *MissingIDError and runs nothing: the
 	// consumer stops on the record until an operator looks. The default.
 	RefuseMissingID MissingIDPolicy = iota
-	// SkipMissingID reports the record as Skipped without running the
-	// handler: the record has no effect and its offset moves on.
+	// SkipMissingID reports a record without the header as Skipped
+	// without running the handler: the record has no effect and its
+	// offset moves on. A header that is present but not a message id is
+	// damage, not absence, and is still refused.
 	SkipMissingID
 )
 
@@ -49,7 +52,10 @@ type Options struct {
 	// Required; printable ASCII without '#'. It is the Consumer dimension
 	// of the metrics.
 	Consumer string
-	// KeyPrefix starts every marker's partition key. Default Consumer.
+	// KeyPrefix starts every marker's partition key,
+	// "{KeyPrefix}#INBOX#{Consumer}#{message id}": services may share it,
+	// since the consumer is in the key. Default "OUTBOX"
+	// (outboxddb.DefaultKeyPrefix), the outbox table's own prefix.
 	KeyPrefix string
 	// PartitionKey and SortKey name the table's key attributes. Default
 	// "PK" and "SK".
@@ -60,7 +66,8 @@ type Options struct {
 	// MessageIDHeader is the header carrying the message id. Default
 	// "x-outbox-message-id" (outbox.DefaultMessageIDHeaderName).
 	MessageIDHeader string
-	// MissingID says what a record without the header does. Default
+	// MissingID says what a record without the header does; a header
+	// present but not a message id is always refused. Default
 	// RefuseMissingID.
 	MissingID MissingIDPolicy
 	// MaxAttempts bounds the handler runs for one record when its
@@ -81,7 +88,7 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.KeyPrefix == "" {
-		o.KeyPrefix = o.Consumer
+		o.KeyPrefix = outboxddb.DefaultKeyPrefix
 	}
 	if o.PartitionKey == "" {
 		o.PartitionKey = DefaultPartitionKey
