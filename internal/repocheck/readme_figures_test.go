@@ -78,6 +78,42 @@ func TestReadmeCostTableIsTheLabs(t *testing.T) {
 	}
 }
 
+// docs/benchmarks.md's whole-bill table shows, for every rate and
+// deployment of the lab's economy study, the total per month exactly as
+// docs/lab/economy.txt prints it, so a study that moves cannot leave the
+// page behind.
+func TestBenchmarksBillTableIsTheLabs(t *testing.T) {
+	lab := map[string]string{} // "rate deployment" -> total
+	for _, m := range economyRow.FindAllStringSubmatch(readRepoFile(t, "docs/lab/economy.txt"), -1) {
+		lab[m[1]+" "+m[2]] = m[3]
+	}
+	page := readRepoFile(t, "docs/benchmarks.md")
+	head := "| msg/s | deployment | WRU/msg | RRU/msg |"
+	i := strings.Index(page, head)
+	if i < 0 || len(lab) < 8 {
+		t.Fatalf("bill table (%d) or economy rows (%d) not found", i, len(lab))
+	}
+	seen := 0
+	for _, line := range strings.Split(page[i:], "\n")[2:] {
+		if !strings.HasPrefix(line, "|") {
+			break
+		}
+		var cells []string
+		for _, c := range strings.Split(strings.Trim(line, "|"), "|") {
+			cells = append(cells, strings.NewReplacer(",", "", "*", "").Replace(strings.TrimSpace(c)))
+		}
+		deployment, _, _ := strings.Cut(cells[1], " ")
+		key := cells[0] + " " + deployment
+		if want, ok := lab[key]; !ok || cells[10] != want {
+			t.Errorf("docs/benchmarks.md %s: total %s, economy.txt %q", key, cells[10], want)
+		}
+		seen++
+	}
+	if seen != len(lab) {
+		t.Errorf("docs/benchmarks.md's bill table has %d rows, economy.txt %d", seen, len(lab))
+	}
+}
+
 // The README's latency claim is the steady study's median and slowest
 // commit → publish, and says it was simulated.
 func TestReadmeLatencyIsTheSteadyStudys(t *testing.T) {
