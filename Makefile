@@ -31,7 +31,7 @@ test: vet ## go vet, then every test with -race (library, functions, CLI, the la
 # ~/.cache/spillway by scripts/ddblocal, version pinned and checksummed, never
 # committed (AWS-licensed). The packages whose tests talk to DynamoDB run
 # against it as well as against the embedded server.
-DDB_PKGS := ./outbox/outboxddb ./outbox/outboxinbox ./outbox/outboxwake ./outbox/outboxlambda \
+DDB_PKGS := ./outbox/outboxlocal ./outbox/outboxddb ./outbox/outboxinbox ./outbox/outboxwake ./outbox/outboxlambda \
 	./outbox/outboxobs/ddbusage ./internal/e2e ./internal/relayproc ./functions/... ./cmd/spillway
 
 .PHONY: ddblocal
