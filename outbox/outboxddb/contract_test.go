@@ -27,6 +27,6 @@ func TestStoreContract(t *testing.T) {
 		}
 		return outboxtest.StoreUnderTest{Store: store, Enqueue: func(ctx context.Context, msgs ...outbox.Message) ([]outbox.Message, error) {
 			return w.EnqueueBatch(ctx, msgs)
-		}}
+		}, Requests: func() map[string]int { return d.Counter.Snapshot().Requests }}
 	})
 }

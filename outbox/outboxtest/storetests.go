@@ -3,6 +3,7 @@ package outboxtest
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -47,6 +48,10 @@ type StoreUnderTest struct {
 	// Enqueue commits msgs in one transaction and returns them as stored
 	// (sequence numbers and CreatedAt set).
 	Enqueue func(ctx context.Context, msgs ...outbox.Message) ([]outbox.Message, error)
+	// Requests, when set, returns the DynamoDB requests sent so far by
+	// operation name (outboxlocal.Counter); the suite then pins the requests
+	// of a lease round and of a relayed batch, which the cost model counts.
+	Requests func() map[string]int
 }
 
 // NewStore builds an empty store of bucketCount buckets on clock for one
@@ -83,6 +88,7 @@ func RunStoreTests(t *testing.T, newStore NewStore) {
 		{"OtherBucketCount_AMisconfiguredRelay_AnInvalidMessage", contractMisconfigured},
 		{"FetchInOrder_DeleteAPrefix_Backlog", contractMessages},
 		{"EmptyStore", contractEmpty},
+		{"RequestsOfARoundAndABatch", contractRequests},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -442,4 +448,38 @@ func keys(msgs []outbox.Message) string {
 		out[i] = string(m.Key)
 	}
 	return strings.Join(out, " ")
+}
+
+// contractRequests pins the requests the cost model counts: a first round
+// is a heartbeat, one coordination read and one claim per bucket; relaying
+// a batch is one read and one batched delete.
+func contractRequests(t *testing.T, c *contract) {
+	if c.Requests == nil {
+		t.Skip("the store does not count DynamoDB requests")
+	}
+	msgs := c.enqueue(1, "k1", "k2", "k3")
+	since := func(before map[string]int) map[string]int {
+		out := map[string]int{}
+		for op, n := range c.Requests() {
+			if d := n - before[op]; d != 0 {
+				out[op] = d
+			}
+		}
+		return out
+	}
+	before := c.Requests()
+	c.acquire("relay-a", outbox.RoundState{})
+	want := map[string]int{"PutItem": 1, "Query": 1, "UpdateItem": contractLease.BucketCount}
+	if got := since(before); !maps.Equal(got, want) {
+		t.Fatalf("a lone relay's first round sent %v, want %v", got, want)
+	}
+	before = c.Requests()
+	got := c.fetch(1, 10)
+	if err := c.Store.MarkPublished(t.Context(), 1, got); err != nil || len(got) != len(msgs) {
+		t.Fatalf("relayed %d of %d: %v", len(got), len(msgs), err)
+	}
+	want = map[string]int{"Query": 1, "BatchWriteItem": 1}
+	if got := since(before); !maps.Equal(got, want) {
+		t.Fatalf("fetching and deleting a batch of %d sent %v, want %v", len(msgs), got, want)
+	}
 }
