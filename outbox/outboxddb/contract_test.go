@@ -3,6 +3,7 @@ package outboxddb_test
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"testing"
 
 	"github.com/spillway-dev/spillway/outbox"
@@ -27,6 +28,15 @@ func TestStoreContract(t *testing.T) {
 		}
 		return outboxtest.StoreUnderTest{Store: store, Enqueue: func(ctx context.Context, msgs ...outbox.Message) ([]outbox.Message, error) {
 			return w.EnqueueBatch(ctx, msgs)
-		}, Requests: func() map[string]int { return d.Counter.Snapshot().Requests }}
+		}, Requests: func() map[string]int { return d.Counter.Snapshot().Requests },
+			MarkReplay: func(ctx context.Context, bucket int, seqs []int64) error {
+				parked, err := store.ListParked(ctx, bucket)
+				if err != nil {
+					return err
+				}
+				parked = slices.DeleteFunc(parked, func(p outboxddb.ParkedMessage) bool { return !slices.Contains(seqs, p.Sequence) })
+				_, err = store.RequestReplay(ctx, parked, "")
+				return err
+			}}
 	})
 }

@@ -3,7 +3,9 @@
 // Kafka cluster for tests of Kafka clients. It keeps the table contract's
 // rules — the lease round is the core's protocol (outbox.AcquireRound) over
 // conditional writes with the DynamoDB store's conditions, at tick
-// resolution, and messages are relayed in sequence order per bucket — and
+// resolution, messages are relayed in sequence order per bucket, and parked
+// messages wait in their bucket's parked partition for an operator's
+// MarkReplay (outbox.Quarantine, for PoisonQuarantine) — and
 // it passes the contract suite that outboxddb passes
 // (outboxtest.RunStoreTests). It imports neither testing nor an AWS SDK.
 //

@@ -25,6 +25,11 @@ type Store struct {
 	relays   map[string]relay
 	lastSent map[string]int64 // per relay, the latest heartbeat tick sent
 	calls    map[string]int
+	// parked holds each bucket's parked partition by sequence; requests
+	// each bucket's replay request, numbered from lastRequest.
+	parked      map[int]map[int64]*parkedRow
+	requests    map[int]int64
+	lastRequest int64
 }
 
 type lease struct {
@@ -71,6 +76,7 @@ func New(opts Options) (*Store, error) {
 		msgs: map[int][]outbox.Message{}, next: map[int]int64{},
 		leases: map[int]lease{}, relays: map[string]relay{},
 		lastSent: map[string]int64{}, calls: map[string]int{},
+		parked: map[int]map[int64]*parkedRow{}, requests: map[int]int64{},
 	}, nil
 }
 

@@ -1,6 +1,7 @@
 package outboxmem_test
 
 import (
+	"context"
 	"log/slog"
 	"testing"
 
@@ -15,6 +16,9 @@ func TestStoreContract(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return outboxtest.StoreUnderTest{Store: s, Enqueue: s.Enqueue}
+		return outboxtest.StoreUnderTest{Store: s, Enqueue: s.Enqueue, MarkReplay: func(ctx context.Context, bucket int, seqs []int64) error {
+			_, err := s.MarkReplay(ctx, bucket, seqs, "")
+			return err
+		}}
 	})
 }

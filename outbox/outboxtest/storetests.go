@@ -52,6 +52,10 @@ type StoreUnderTest struct {
 	// operation name (outboxlocal.Counter); the suite then pins the requests
 	// of a lease round and of a relayed batch, which the cost model counts.
 	Requests func() map[string]int
+	// MarkReplay, when set, is the operator's replay request: it marks the
+	// bucket's parked messages seqs for replay and raises the bucket's
+	// replay request. The suite then checks the store's outbox.Quarantine.
+	MarkReplay func(ctx context.Context, bucket int, seqs []int64) error
 }
 
 // NewStore builds an empty store of bucketCount buckets on clock for one
@@ -70,7 +74,9 @@ var contractLease = outbox.LeaseRequest{BucketCount: 4, LeaseDuration: outbox.De
 // the in-memory one of outboxmem — as subtests of t: the lease round
 // (claims, keeps, shares, refusals and their causes, renewals, releases,
 // the prune), the messages (fetch in order, pending probes, deletes,
-// backlog) and the typed errors. Each case builds its own store with
+// backlog), the typed errors, and, where the store offers them, the
+// requests the cost model counts (StoreUnderTest.Requests) and the
+// quarantine's parks, replay marks and requests (StoreUnderTest.MarkReplay). Each case builds its own store with
 // newStore, on a StepClock it moves itself.
 func RunStoreTests(t *testing.T, newStore NewStore) {
 	cases := []struct {
@@ -89,6 +95,8 @@ func RunStoreTests(t *testing.T, newStore NewStore) {
 		{"FetchInOrder_DeleteAPrefix_Backlog", contractMessages},
 		{"EmptyStore", contractEmpty},
 		{"RequestsOfARoundAndABatch", contractRequests},
+		{"ParkMovesTheRow_AndQuarantinesItsKey", contractPark},
+		{"ReplayMarks_Requests_Deletes_Refusals", contractReplay},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -481,5 +489,106 @@ func contractRequests(t *testing.T, c *contract) {
 	want = map[string]int{"Query": 1, "BatchWriteItem": 1}
 	if got := since(before); !maps.Equal(got, want) {
 		t.Fatalf("fetching and deleting a batch of %d sent %v, want %v", len(msgs), got, want)
+	}
+}
+
+// quarantine returns the store's outbox.Quarantine, or skips the case.
+func (c *contract) quarantine() outbox.Quarantine {
+	c.t.Helper()
+	q, ok := c.Store.(outbox.Quarantine)
+	if !ok || c.MarkReplay == nil {
+		c.t.Skip("the store has no quarantine")
+	}
+	return q
+}
+
+func (c *contract) parkedKeys(q outbox.Quarantine, bucket int) outbox.ParkedSet {
+	c.t.Helper()
+	set, err := q.ParkedKeys(c.t.Context(), bucket)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return set
+}
+
+func contractPark(t *testing.T, c *contract) {
+	q := c.quarantine()
+	msgs := c.enqueue(1, "k1", "k2", "k1")
+	if err := q.Park(t.Context(), outbox.Parking{Bucket: 1, Sequence: msgs[0].Sequence, Reason: outbox.ParkMaxAttempts,
+		Error: "refused", Attempts: 3, FirstFailedAt: contractStart}); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.fetch(1, 10); keys(got) != "k2 k1" || got[1].Sequence != msgs[2].Sequence {
+		t.Fatalf("bucket after the park: %s; want k2 and the later k1", keys(got))
+	}
+	if err := q.Park(t.Context(), outbox.Parking{Bucket: 1, Sequence: msgs[0].Sequence, Reason: outbox.ParkMaxAttempts}); !errors.Is(err, outbox.ErrParkConflict) {
+		t.Fatalf("parking a row already moved: %v; want ErrParkConflict", err)
+	}
+	if err := q.Park(t.Context(), outbox.Parking{Bucket: 1, Sequence: msgs[2].Sequence, Reason: outbox.ParkKeyQuarantined, Behind: msgs[1].Sequence}); !errors.Is(err, outbox.ErrParkConflict) {
+		t.Fatalf("parking behind a message that is not parked: %v; want ErrParkConflict", err)
+	}
+	if err := q.Park(t.Context(), outbox.Parking{Bucket: 1, Sequence: msgs[2].Sequence, Reason: outbox.ParkKeyQuarantined, Behind: msgs[0].Sequence}); err != nil {
+		t.Fatalf("parking behind the key's parked message: %v", err)
+	}
+	set := c.parkedKeys(q, 1)
+	if want := map[string][]int64{"k1": {msgs[0].Sequence, msgs[2].Sequence}}; !maps.EqualFunc(set.Keys, want, slices.Equal) || len(set.Replays) != 0 {
+		t.Fatalf("parked set %+v; want k1 quarantined by both, no replay", set)
+	}
+	if requests, err := q.ReplayRequests(t.Context()); err != nil || len(requests) != 0 {
+		t.Fatalf("replay requests %v, %v; want none", requests, err)
+	}
+}
+
+func contractReplay(t *testing.T, c *contract) {
+	q := c.quarantine()
+	msgs := c.enqueue(3, "k1", "k1", "k1")
+	for i, m := range msgs[:2] {
+		p := outbox.Parking{Bucket: 3, Sequence: m.Sequence, Reason: outbox.ParkMaxAttempts}
+		if i > 0 {
+			p.Reason, p.Behind = outbox.ParkKeyQuarantined, msgs[0].Sequence
+		}
+		if err := q.Park(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.MarkReplay(t.Context(), 3, []int64{msgs[0].Sequence}); err != nil {
+		t.Fatal(err)
+	}
+	requests, err := q.ReplayRequests(t.Context())
+	if err != nil || len(requests) != 1 || requests[3] == 0 {
+		t.Fatalf("replay requests %v, %v; want one for bucket 3", requests, err)
+	}
+	set := c.parkedKeys(q, 3)
+	if len(set.Replays) != 1 || set.Replays[0].ID != msgs[0].ID || set.Replays[0].Sequence != msgs[0].Sequence || string(set.Replays[0].Value) != "value-k1" {
+		t.Fatalf("replays %+v; want the first message as stored", set.Replays)
+	}
+	if err := q.Park(t.Context(), outbox.Parking{Bucket: 3, Sequence: msgs[2].Sequence, Reason: outbox.ParkKeyQuarantined, Behind: msgs[0].Sequence}); !errors.Is(err, outbox.ErrParkConflict) {
+		t.Fatalf("parking behind a message marked for replay: %v; want ErrParkConflict", err)
+	}
+	if err := q.DeleteReplayed(t.Context(), 3, set.Replays); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.MarkReplay(t.Context(), 3, []int64{msgs[1].Sequence}); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.ReplayDone(t.Context(), 3, requests[3]); !errors.Is(err, outbox.ErrParkConflict) {
+		t.Fatalf("withdrawing a replay request a newer one replaced: %v; want ErrParkConflict", err)
+	}
+	newer, err := q.ReplayRequests(t.Context())
+	if err != nil || newer[3] == 0 || newer[3] == requests[3] {
+		t.Fatalf("replay requests %v after the older one was done, %v; want the newer one kept", newer, err)
+	}
+	if err := q.RefuseReplay(t.Context(), 3, msgs[1].Sequence, "refused again"); err != nil {
+		t.Fatal(err)
+	}
+	set = c.parkedKeys(q, 3)
+	if want := map[string][]int64{"k1": {msgs[1].Sequence}}; !maps.EqualFunc(set.Keys, want, slices.Equal) || len(set.Replays) != 0 {
+		t.Fatalf("parked set %+v; want the second message still quarantining k1, unmarked", set)
+	}
+	if err := q.ReplayDone(t.Context(), 3, newer[3]); err != nil {
+		t.Fatal(err)
+	}
+	if left, err := q.ReplayRequests(t.Context()); err != nil || len(left) != 0 {
+		t.Fatalf("replay requests %v, %v; want none", left, err)
 	}
 }
