@@ -27,6 +27,25 @@ test: vet ## go vet, then every test with -race (library, functions, CLI, the la
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run TestSeedReplaysExactly ./internal/fleetsim
 	@if [ -d infra ]; then $(MAKE) test-infra; fi
 
+# DynamoDB Local (AWS's own DynamoDB, a Java server): fetched once into
+# ~/.cache/spillway by scripts/ddblocal, version pinned and checksummed, never
+# committed (AWS-licensed). The packages whose tests talk to DynamoDB run
+# against it as well as against the embedded server.
+DDB_PKGS := ./outbox/outboxlocal ./outbox/outboxddb ./outbox/outboxinbox ./outbox/outboxwake ./outbox/outboxlambda \
+	./outbox/outboxobs/ddbusage ./internal/e2e ./internal/relayproc ./functions/... ./cmd/spillway
+
+.PHONY: ddblocal
+ddblocal: ## Start DynamoDB Local on a free loopback port (fetched once, pinned, checksummed); prints the endpoint for SPILLWAY_DYNAMODB_ENDPOINT.
+	@scripts/ddblocal start
+
+.PHONY: ddblocal-stop
+ddblocal-stop: ## Stop the DynamoDB Local that `make ddblocal` started.
+	@scripts/ddblocal stop
+
+.PHONY: test-ddblocal
+test-ddblocal: ## Every test that touches DynamoDB, against a DynamoDB Local of its own (started, then stopped); needs java and npm.
+	scripts/ddblocal run $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(DDB_PKGS)
+
 .PHONY: vet
 vet: ## go vet over both modules.
 	$(GO) vet $(PKGS)

@@ -56,6 +56,7 @@ type runFlags struct {
 	messages, keys, concurrency int
 	timeout, schedule           time.Duration
 	emfPath, tracing            string
+	dynamoEndpoint              string
 	serve, asJSON, verbose      bool
 }
 
@@ -68,6 +69,7 @@ func parseRunFlags(args []string, stdout io.Writer) (runFlags, error) {
 	fs.DurationVar(&f.timeout, "timeout", 15*time.Second, "relay function timeout (each invocation's deadline)")
 	fs.DurationVar(&f.schedule, "schedule", 5*time.Second, "interval of the schedule's sweep invocations (1 minute on AWS)")
 	fs.StringVar(&f.emfPath, "emf", filepath.Join(os.TempDir(), "spillway-run-emf.jsonl"), "file receiving the functions' EMF metric lines")
+	fs.StringVar(&f.dynamoEndpoint, "dynamodb-endpoint", "", "run on the DynamoDB at `URL` (DynamoDB Local, LocalStack) instead of the embedded one, in a table of its own deleted afterwards")
 	fs.BoolVar(&f.serve, "serve", false, "keep the embedded endpoints up after the demo and print their addresses")
 	fs.BoolVar(&f.asJSON, "json", false, "print the summary as JSON")
 	fs.BoolVar(&f.verbose, "v", false, "log the functions' activity to stderr")
@@ -87,13 +89,16 @@ type demo struct {
 	stdout io.Writer
 	log    *slog.Logger
 	ddb    *outboxlocal.DynamoDB
-	kafka  *outboxlocal.Kafka
-	cfg    outboxlambda.Config
-	kcfg   outboxkafka.Config
-	emfOut io.Writer
-	sim    *lambdasim.Function[*outboxlambda.RelayHandler]
-	sched  *lambdasim.WallScheduler
-	tr     *runTracing
+	// table and ordersTable are demoTable and demoOrdersTable on the
+	// embedded server, fresh names deleted afterwards elsewhere.
+	table, ordersTable string
+	kafka              *outboxlocal.Kafka
+	cfg                outboxlambda.Config
+	kcfg               outboxkafka.Config
+	emfOut             io.Writer
+	sim                *lambdasim.Function[*outboxlambda.RelayHandler]
+	sched              *lambdasim.WallScheduler
+	tr                 *runTracing
 }
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -137,7 +142,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if flags.serve {
 		fmt.Fprintf(stdout, "\nserving: %s=%s %s=%s %s=%s (Ctrl-C to stop)\n",
-			outboxconf.EnvDynamoDBEndpoint, d.ddb.Endpoint, outboxconf.EnvKafkaBrokers, strings.Join(d.kafka.Brokers, ","), outboxconf.EnvTable, demoTable)
+			outboxconf.EnvDynamoDBEndpoint, d.ddb.Endpoint, outboxconf.EnvKafkaBrokers, strings.Join(d.kafka.Brokers, ","), outboxconf.EnvTable, d.table)
 		<-ctx.Done()
 	}
 	return nil
@@ -151,7 +156,7 @@ func (d *demo) printNext() {
 		fmt.Fprintln(d.stdout, "      make test runs every test.")
 		return
 	}
-	conn := fmt.Sprintf("--dynamodb-endpoint %s --table %s", d.ddb.Endpoint, demoTable)
+	conn := fmt.Sprintf("--dynamodb-endpoint %s --table %s", d.ddb.Endpoint, d.table)
 	fmt.Fprintf(d.stdout, "\nTry, in another terminal:\n")
 	fmt.Fprintf(d.stdout, "  go run ./cmd/spillway status %s\n", conn)
 	fmt.Fprintf(d.stdout, "  go run ./cmd/spillway enqueue --file events/enqueue.single.json %s\n", conn)
@@ -169,17 +174,29 @@ func (d *demo) startBackends(ctx context.Context, stdout io.Writer) (func(), err
 		}
 	}
 	var err error
-	if d.ddb, err = outboxlocal.StartDynamoDB(ctx, outboxlocal.WithoutEnvironment()); err != nil {
-		return closeAll, fmt.Errorf("start embedded DynamoDB: %w", err)
+	ddbOpt, kind := outboxlocal.WithoutEnvironment(), "embedded DynamoDB"
+	if d.flags.dynamoEndpoint != "" {
+		ddbOpt, kind = outboxlocal.WithEndpoint(d.flags.dynamoEndpoint), "DynamoDB"
+	}
+	if d.ddb, err = outboxlocal.StartDynamoDB(ctx, ddbOpt); err != nil {
+		return closeAll, fmt.Errorf("start %s: %w", kind, err)
 	}
 	closers = append(closers, d.ddb.Close)
+	d.table, d.ordersTable = demoTable, demoOrdersTable
+	if d.ddb.External {
+		// Tables of the run's own: another run's rows would fail its checks.
+		d.table = d.ddb.NewTableName()
+		d.ordersTable = d.table + "-orders"
+		d.ddb.DeleteOnClose(d.table)
+		d.ddb.DeleteOnClose(d.ordersTable)
+	}
 	if d.kafka, err = outboxlocal.StartKafka(ctx, outboxlocal.KafkaConfig{Topics: append(slices.Clip(demoTopics), inboxDemoDeadLetters), IgnoreEnvironment: true}); err != nil {
 		return closeAll, fmt.Errorf("start embedded Kafka: %w", err)
 	}
 	closers = append(closers, d.kafka.Close)
-	fmt.Fprintf(stdout, "embedded DynamoDB at %s, Kafka at %s\n", d.ddb.Endpoint, strings.Join(d.kafka.Brokers, ","))
+	fmt.Fprintf(stdout, "%s at %s, embedded Kafka at %s\n", kind, d.ddb.Endpoint, strings.Join(d.kafka.Brokers, ","))
 	env := map[string]string{
-		outboxconf.EnvTable:            demoTable,
+		outboxconf.EnvTable:            d.table,
 		outboxconf.EnvDynamoDBEndpoint: d.ddb.Endpoint,
 		outboxconf.EnvKafkaBrokers:     strings.Join(d.kafka.Brokers, ","),
 		outboxconf.EnvRelayFunction:    demoRelayFunction,
@@ -283,7 +300,7 @@ func (d *demo) run(ctx context.Context, start time.Time) (runSummary, error) {
 	if err != nil {
 		return runSummary{}, err
 	}
-	inb, err := newInboxDemo(inboxClient, demoTable, d.kafka.Brokers, d.log)
+	inb, err := newInboxDemo(inboxClient, d.table, d.kafka.Brokers, d.log)
 	if err != nil {
 		return runSummary{}, err
 	}
@@ -293,7 +310,7 @@ func (d *demo) run(ctx context.Context, start time.Time) (runSummary, error) {
 	if err != nil {
 		return runSummary{}, err
 	}
-	wl := &workload{messages: d.flags.messages, keys: d.flags.keys, producers: min(4, d.flags.keys), largeEvery: 97, seed: 20261130, service: service}
+	wl := &workload{messages: d.flags.messages, keys: d.flags.keys, producers: min(4, d.flags.keys), largeEvery: 97, seed: 20261130, service: service, ordersTable: d.ordersTable}
 	prodErr := make(chan error, 1)
 	wg.Go(func() { prodErr <- wl.run(runCtx, enqueue) })
 	if err := d.progress(ctx, start, wl, cons, inb, prodErr); err != nil {

@@ -5,6 +5,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
 func TestRunDemoRelaysEverythingInOrder(t *testing.T) {
@@ -92,5 +97,28 @@ func TestRunWithFewerKeysThanProducers(t *testing.T) {
 	var sum runSummary
 	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &sum); err != nil || sum.Verdict.Delivered != 10 || sum.Verdict.KeysChecked != 2 {
 		t.Fatalf("summary %+v: %v", sum.Verdict, err)
+	}
+}
+
+// On another DynamoDB (here a second embedded server standing in for
+// DynamoDB Local) the run passes its checks in tables of its own, and
+// deletes them afterwards.
+func TestRunOnAnotherDynamoDB_UsesTablesOfItsOwn_AndDeletesThem(t *testing.T) {
+	host := outboxtest.NewDynamoDB(t, outboxlocal.WithoutEnvironment())
+	code, out, errs := cli(t, "run", "--messages", "40", "--keys", "4", "--schedule", "1s", "--json",
+		"--emf", filepath.Join(t.TempDir(), "emf.jsonl"), "--dynamodb-endpoint", host.Endpoint)
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s\n%s", code, out, errs)
+	}
+	var sum runSummary
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &sum); err != nil {
+		t.Fatalf("summary: %v\n%s", err, out)
+	}
+	if v := sum.Verdict; v.Enqueued != 40 || v.Delivered != 40 || v.Missing != 0 || v.OrderBroken != 0 || sum.Pending != 0 {
+		t.Fatalf("verdict %+v pending %d", v, sum.Pending)
+	}
+	list, err := host.Client.ListTables(t.Context(), &dynamodb.ListTablesInput{})
+	if err != nil || len(list.TableNames) != 0 {
+		t.Fatalf("tables left after the run: %v, %v", list.TableNames, err)
 	}
 }

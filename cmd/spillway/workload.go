@@ -39,6 +39,7 @@ type workload struct {
 	largeEvery                int
 	seed                      uint64
 	service                   *outboxddb.Writer
+	ordersTable               string // the service's table (demo.ordersTable)
 
 	enqueued atomic.Int64
 	// committed counts the messages the Go service committed with their
@@ -172,7 +173,7 @@ func (w *workload) commitOrders(ctx context.Context, producer int, batch []wireM
 	}
 	_, err := w.service.Commit(ctx, func(_ context.Context, tx *outboxddb.Tx) error {
 		for _, m := range msgs {
-			tx.Put(types.Put{TableName: aws.String(demoOrdersTable), Item: map[string]types.AttributeValue{
+			tx.Put(types.Put{TableName: aws.String(w.ordersTable), Item: map[string]types.AttributeValue{
 				outboxddb.DefaultPartitionKey: &types.AttributeValueMemberS{Value: "ORDER#" + m.ID.String()},
 				outboxddb.DefaultSortKey:      &types.AttributeValueMemberS{Value: string(m.Key)},
 				"Topic":                       &types.AttributeValueMemberS{Value: m.Topic},
@@ -199,7 +200,7 @@ func (w *workload) commitOrders(ctx context.Context, producer int, batch []wireM
 // and a notifier that wakes the simulated relay function after each commit,
 // and the service's own orders table.
 func (d *demo) newServiceWriter(ctx context.Context) (*outboxddb.Writer, error) {
-	if err := outboxddb.CreateIfNotExists(ctx, d.ddb.Client, outboxddb.Options{TableName: demoOrdersTable}); err != nil {
+	if err := outboxddb.CreateIfNotExists(ctx, d.ddb.Client, outboxddb.Options{TableName: d.ordersTable}); err != nil {
 		return nil, err
 	}
 	wakeups, err := outboxwake.NewNotifier(outboxwake.NotifierConfig{Client: d.sim, FunctionName: demoRelayFunction, Logger: d.log})

@@ -48,7 +48,8 @@ func TestDependenciesAreStandardLibraryOnly(t *testing.T) {
 // testing package nor the lab's simulated studies, which run only inside
 // testing/synctest bubbles; the Lambda functions link neither test code nor the embedded servers; a
 // service's writer with wake-ups (outboxwake) links neither Kafka nor a
-// tracing SDK.
+// tracing SDK; the in-memory store (outboxmem) links neither testing nor
+// an AWS SDK, so services may link it.
 func TestBinaryDependencies(t *testing.T) {
 	t.Parallel()
 	const module = "github.com/spillway-dev/spillway"
@@ -66,6 +67,7 @@ func TestBinaryDependencies(t *testing.T) {
 		{"../../functions/relay", "", embedded, module + "/outbox/outboxlambda"},
 		{"../../functions/enqueue", "", embedded, module + "/outbox/outboxlambda"},
 		{"../../functions/consumer", "", embedded, module + "/outbox/outboxinbox"},
+		{"../../outbox/outboxmem", "", []string{"testing", "github.com/aws/aws-sdk-go-v2/service/dynamodb"}, module + "/outbox"},
 		{"../../outbox/outboxwake", "", append([]string{"github.com/twmb/franz-go/pkg/kgo", "github.com/aws/aws-xray-sdk-go/xray",
 			"go.opentelemetry.io/otel", module + "/outbox/outboxlambda"}, embedded...), "github.com/aws/aws-sdk-go-v2/service/lambda"},
 	} {

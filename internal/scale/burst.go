@@ -10,6 +10,7 @@ import (
 	"github.com/spillway-dev/spillway/internal/lambdasim"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
+	"github.com/spillway-dev/spillway/outbox/outboxmem"
 )
 
 // Defaults of BurstConfig: the burst.
@@ -106,9 +107,9 @@ type burst struct {
 	// in the order the emulator creates environments (under its lock).
 	rng *rand.Rand
 	rep BurstReport
-	// messages holds each bucket's unpublished commits in commit order:
-	// the relays' outbox, outside the coordination partition.
-	messages  [][]outbox.Message
+	// messages holds the unpublished commits: the relays' outbox, outside
+	// the coordination partition, in memory and not charged.
+	messages  *outboxmem.Store
 	committed int
 	owners    []string // holder per bucket after its latest round
 	ownedAll  bool

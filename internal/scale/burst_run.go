@@ -18,6 +18,7 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
+	"github.com/spillway-dev/spillway/outbox/outboxmem"
 	"github.com/spillway-dev/spillway/outbox/outboxwake"
 )
 
@@ -87,9 +88,13 @@ func RunBurst(ctx context.Context, cfg BurstConfig) (BurstReport, error) {
 	}
 	defer be.close()
 	start := runStart(time.Now())
+	messages, err := outboxmem.New(outboxmem.Options{BucketCount: cfg.Buckets})
+	if err != nil {
+		return BurstReport{}, err
+	}
 	b := &burst{cfg: cfg, start: start, be: be, sim: sim, units: units{start: start, counted: be.tally()},
 		rng:      rand.New(rand.NewPCG(cfg.Seed, 0xb0257)),
-		messages: make([][]outbox.Message, cfg.Buckets), owners: make([]string, cfg.Buckets)}
+		messages: messages, owners: make([]string, cfg.Buckets)}
 	b.rep.Config = cfg
 	if b.fnCfg, err = b.functionConfig(); err != nil {
 		return BurstReport{}, err
@@ -136,9 +141,7 @@ func RunBurst(ctx context.Context, cfg BurstConfig) (BurstReport, error) {
 	total := be.tally()
 	b.rep.Refused, b.rep.ReadUnits, b.rep.WriteUnits = total.Refused, total.ReadUnits, total.WriteUnits
 	b.rep.PeakReadUnits, b.rep.PeakWriteUnits = b.units.peak(0, len(b.units.read))
-	for _, msgs := range b.messages {
-		b.rep.Unpublished += len(msgs)
-	}
+	b.rep.Unpublished = b.pendingLocked()
 	return b.rep, b.countLeftOwned(ctx)
 }
 
@@ -223,13 +226,11 @@ func (b *burst) commit(bucket int, now time.Time) error {
 	b.committed++
 	var id outbox.MessageID
 	binary.BigEndian.PutUint64(id[8:], uint64(b.committed))
-	msgs := b.messages[bucket]
-	seq := int64(1)
-	if len(msgs) > 0 {
-		seq = msgs[len(msgs)-1].Sequence + 1
-	}
-	b.messages[bucket] = append(msgs, outbox.Message{ID: id, Topic: "burst", Bucket: bucket, BucketCount: b.cfg.Buckets, CreatedAt: now, Sequence: seq})
+	_, err := b.messages.Enqueue(context.Background(), outbox.Message{ID: id, Topic: "burst", Bucket: bucket, BucketCount: b.cfg.Buckets, CreatedAt: now})
 	b.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	payload, err := json.Marshal(outboxwake.Payload{Trigger: outboxwake.TriggerWake, Buckets: []int{bucket}})
 	if err != nil {
 		return err
@@ -270,11 +271,13 @@ func (b *burst) schedule(at time.Time) {
 func (b *burst) pending() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	n := 0
-	for _, msgs := range b.messages {
-		n += len(msgs)
-	}
-	return n
+	return b.pendingLocked()
+}
+
+// pendingLocked is pending with b.mu held.
+func (b *burst) pendingLocked() int {
+	bl, _ := b.messages.Backlog(context.Background()) // in memory: no error
+	return int(bl.Pending)
 }
 
 // acked is the publishers' acknowledgement: it keeps the longest wait.
@@ -400,49 +403,20 @@ func (s *relayStore) ReadLeases(ctx context.Context, buckets []int) ([]outbox.Le
 	return s.ddb.ReadLeases(ctx, buckets)
 }
 
-func (s *relayStore) PendingBuckets(_ context.Context, buckets []int) ([]int, error) {
-	s.b.mu.Lock()
-	defer s.b.mu.Unlock()
-	var out []int
-	for _, bucket := range buckets {
-		if len(s.b.messages[bucket]) > 0 {
-			out = append(out, bucket)
-		}
-	}
-	slices.Sort(out)
-	return out, nil
+// PendingBuckets, FetchBatch, MarkPublished and Backlog go to the burst's
+// in-memory messages.
+func (s *relayStore) PendingBuckets(ctx context.Context, buckets []int) ([]int, error) {
+	return s.b.messages.PendingBuckets(ctx, buckets)
 }
 
-func (s *relayStore) FetchBatch(_ context.Context, bucket, limit int) ([]outbox.Message, error) {
-	s.b.mu.Lock()
-	defer s.b.mu.Unlock()
-	msgs := s.b.messages[bucket]
-	return slices.Clone(msgs[:min(limit, len(msgs))]), nil
+func (s *relayStore) FetchBatch(ctx context.Context, bucket, limit int) ([]outbox.Message, error) {
+	return s.b.messages.FetchBatch(ctx, bucket, limit)
 }
 
-// MarkPublished deletes the published prefix of the bucket.
-func (s *relayStore) MarkPublished(_ context.Context, bucket int, msgs []outbox.Message) error {
-	s.b.mu.Lock()
-	defer s.b.mu.Unlock()
-	head := s.b.messages[bucket]
-	for i, m := range msgs {
-		if i >= len(head) || head[i].ID != m.ID {
-			return fmt.Errorf("scale: bucket %d: published message %d is not its head", bucket, m.Sequence)
-		}
-	}
-	s.b.messages[bucket] = slices.Delete(head, 0, len(msgs))
-	return nil
+func (s *relayStore) MarkPublished(ctx context.Context, bucket int, msgs []outbox.Message) error {
+	return s.b.messages.MarkPublished(ctx, bucket, msgs)
 }
 
-func (s *relayStore) Backlog(context.Context) (outbox.Backlog, error) {
-	s.b.mu.Lock()
-	defer s.b.mu.Unlock()
-	var bl outbox.Backlog
-	for _, msgs := range s.b.messages {
-		bl.Pending += int64(len(msgs))
-		if len(msgs) > 0 && (bl.Oldest.IsZero() || msgs[0].CreatedAt.Before(bl.Oldest)) {
-			bl.Oldest = msgs[0].CreatedAt
-		}
-	}
-	return bl, nil
+func (s *relayStore) Backlog(ctx context.Context) (outbox.Backlog, error) {
+	return s.b.messages.Backlog(ctx)
 }

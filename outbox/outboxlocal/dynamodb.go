@@ -63,9 +63,11 @@ func WithEndpoint(url string) DynamoOption {
 // on a loopback socket (the endpoint is then only a name): the form a
 // testing/synctest bubble needs. With an external endpoint
 // (SPILLWAY_DYNAMODB_ENDPOINT or WithEndpoint) it connects there instead,
-// keeping no idle connection: a connection's reader waiting on the socket
-// would keep the bubble from ever being idle, so its clock would never move
-// (the bubble's clock stands still while a request is on the wire).
+// keeping its connections outside any bubble (outsideTransport): an idle
+// connection's reader waiting on the socket would keep the bubble from ever
+// being idle, so its clock would not move until the server closed the
+// connection (the bubble's clock stands still while a request is on the
+// wire).
 // Clients must be built with NewClient, which carries the transport.
 func InMemory() DynamoOption {
 	return func(c *dynamoConfig) { c.inMemory = true }
@@ -163,7 +165,7 @@ func StartDynamoDB(ctx context.Context, opts ...DynamoOption) (*DynamoDB, error)
 		}
 		awsCfg = ext
 		if cfg.inMemory {
-			d.transport.DisableKeepAlives = true
+			awsCfg.HTTPClient = &http.Client{Transport: outsideTransport{rt: d.transport}}
 		}
 	} else if cfg.inMemory {
 		d.Endpoint = inMemoryEndpoint

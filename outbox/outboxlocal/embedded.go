@@ -34,7 +34,7 @@ const (
 	messageItemTooLarge   = "Item size has exceeded the maximum allowed size"
 	messageDuplicateKeys  = "Provided list of item keys contains duplicates"
 	messageTooManyActions = "1 validation error detected: Value at 'transactItems' failed to satisfy constraint: Member must have length less than or equal to 100"
-	messageTxnTooLarge    = "Transaction request cannot be larger than 4 MB"
+	messageTxnTooLarge    = "Transaction payload size cannot exceed 4MB. Payload Size: %d" // DynamoDB Local 1.25.1's
 	messageTokenReused    = "DynamoDB rejected the request because you retried a request with a different payload but with an idempotent token that was already used."
 )
 

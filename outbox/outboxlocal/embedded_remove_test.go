@@ -42,7 +42,7 @@ func attrNames(item map[string]types.AttributeValue) []string {
 
 func TestUpdateItemRemove_DeletesTheAttribute_AndAnswersEveryReturnValues(t *testing.T) {
 	t.Parallel()
-	d := newDynamoDB(t, WithoutEnvironment())
+	d := newDynamoDB(t)
 	table := createTable(t, d)
 	for _, c := range []struct {
 		rv    types.ReturnValue
@@ -85,7 +85,7 @@ func TestUpdateItemRemove_DeletesTheAttribute_AndAnswersEveryReturnValues(t *tes
 
 func TestUpdateItemRemove_RefusedCondition_LeavesTheItemIntact(t *testing.T) {
 	t.Parallel()
-	d := newDynamoDB(t, WithoutEnvironment())
+	d := newDynamoDB(t)
 	table := createTable(t, d)
 	put(t, d.Client, table, leaseItem("1"))
 	in := release(table, "1", types.ReturnValueAllNew)
@@ -111,7 +111,7 @@ func TestUpdateItemRemove_RefusedCondition_LeavesTheItemIntact(t *testing.T) {
 
 func TestUpdateItemRemove_PlainNamesNestedPathsAndRemoveOnly(t *testing.T) {
 	t.Parallel()
-	d := newDynamoDB(t, WithoutEnvironment())
+	d := newDynamoDB(t)
 	table := createTable(t, d)
 	item := leaseItem("1")
 	item["Extra"] = str("x")
@@ -146,7 +146,7 @@ func TestUpdateItemRemove_PlainNamesNestedPathsAndRemoveOnly(t *testing.T) {
 
 func TestUpdateItemRemove_RefusesWhatDynamoDBRefuses(t *testing.T) {
 	t.Parallel()
-	d := newDynamoDB(t, WithoutEnvironment())
+	d := newDynamoDB(t)
 	table := createTable(t, d)
 	put(t, d.Client, table, leaseItem("1"))
 	for _, c := range []struct {
@@ -179,7 +179,7 @@ func TestUpdateItemRemove_RefusesWhatDynamoDBRefuses(t *testing.T) {
 
 func TestTransactWriteItemsRemove_AppliedOnCommit_NotOnCancellation(t *testing.T) {
 	t.Parallel()
-	d := newDynamoDB(t, WithoutEnvironment())
+	d := newDynamoDB(t)
 	table := createTable(t, d)
 	put(t, d.Client, table, leaseItem("1"))
 	put(t, d.Client, table, leaseItem("2"))
@@ -205,7 +205,7 @@ func TestTransactWriteItemsRemove_AppliedOnCommit_NotOnCancellation(t *testing.T
 	}
 	if _, err := d.Client.TransactWriteItems(t.Context(), &dynamodb.TransactWriteItemsInput{
 		TransactItems:      []types.TransactWriteItem{update("1"), update("2")},
-		ClientRequestToken: aws.String("release-both"),
+		ClientRequestToken: aws.String(strings.TrimPrefix(table, "spillway-test-") + "-release-both"), // tokens are the account's, across tables
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestTransactWriteItemsRemove_AppliedOnCommit_NotOnCancellation(t *testing.T
 
 func TestTransactionCancellation_ReportsEveryFailedCondition(t *testing.T) {
 	t.Parallel()
-	d := newDynamoDB(t, WithoutEnvironment())
+	d := newDynamoDB(t)
 	table := createTable(t, d)
 	for _, sk := range []string{"1", "3", "4"} {
 		stored := key("OUTBOX#MESSAGES#0", sk)

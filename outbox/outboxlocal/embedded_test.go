@@ -23,7 +23,7 @@ import (
 
 func TestConditionalWriteRaceHasOneWinner(t *testing.T) {
 	t.Parallel()
-	d := newDynamoDB(t, WithoutEnvironment())
+	d := newDynamoDB(t)
 	table := createTable(t, d)
 	const rounds, racers = 5, 8
 	before := d.Counter.Snapshot()
@@ -65,7 +65,7 @@ func TestConditionalWriteRaceHasOneWinner(t *testing.T) {
 
 func TestConcurrentAddHandsOutDistinctNumbers(t *testing.T) {
 	t.Parallel()
-	d := newDynamoDB(t, WithoutEnvironment())
+	d := newDynamoDB(t)
 	table := createTable(t, d)
 	const n = 200
 	values := make([]int, n)
@@ -104,7 +104,7 @@ func TestConcurrentAddHandsOutDistinctNumbers(t *testing.T) {
 
 func TestTransactionCancellationCarriesOldItem(t *testing.T) {
 	t.Parallel()
-	d := newDynamoDB(t, WithoutEnvironment())
+	d := newDynamoDB(t)
 	table := createTable(t, d)
 	existing := key("OUTBOX#MESSAGES#1", "0000000000000000001")
 	existing["MessageId"] = str("11111111-1111-4111-8111-111111111111")
@@ -150,7 +150,7 @@ func TestTransactionCancellationCarriesOldItem(t *testing.T) {
 
 func TestPutItemReturnsOnlyTheOldItem(t *testing.T) {
 	t.Parallel()
-	d := newDynamoDB(t, WithoutEnvironment())
+	d := newDynamoDB(t)
 	table := createTable(t, d)
 	first := key("P", "S")
 	first["V"] = num(1)
@@ -210,7 +210,7 @@ func TestPutItemReturnsOnlyTheOldItem(t *testing.T) {
 
 func TestEmptyValuesRoundTrip(t *testing.T) {
 	t.Parallel()
-	d := newDynamoDB(t, WithoutEnvironment())
+	d := newDynamoDB(t)
 	table := createTable(t, d)
 	item := key("OUTBOX#MESSAGES#0", "0000000000000000001")
 	item["Key"] = bin([]byte{})
@@ -272,7 +272,7 @@ func TestEmptyValuesRoundTrip(t *testing.T) {
 
 func TestTableDescriptionIsComplete(t *testing.T) {
 	t.Parallel()
-	d := newDynamoDB(t, WithoutEnvironment())
+	d := newDynamoDB(t)
 	table := d.NewTableName()
 	if err := d.CreateTable(t.Context(), table); err != nil {
 		t.Fatal(err) // the SDK's TableExistsWaiter returned: the table became ACTIVE
@@ -295,6 +295,9 @@ func TestTableDescriptionIsComplete(t *testing.T) {
 	if err != nil || !slices.Contains(list.TableNames, table) {
 		t.Fatalf("ListTables: %v, %v", list, err)
 	}
+	if d.External {
+		return // an external endpoint may serve the operation the embedded server lacks
+	}
 	_, err = d.Client.UpdateTimeToLive(t.Context(), &dynamodb.UpdateTimeToLiveInput{
 		TableName:               aws.String(table),
 		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String("Ttl"), Enabled: aws.Bool(true)},
@@ -308,7 +311,7 @@ func TestTableDescriptionIsComplete(t *testing.T) {
 func TestClientRequestTokenReplay(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		d := newDynamoDB(t, InMemory(), WithoutEnvironment())
+		d := newDynamoDB(t, InMemory())
 		table := createTable(t, d)
 		txn := func(token, sk string) error {
 			_, err := d.Client.TransactWriteItems(t.Context(), &dynamodb.TransactWriteItemsInput{
@@ -321,7 +324,9 @@ func TestClientRequestTokenReplay(t *testing.T) {
 			})
 			return err
 		}
-		const token = "d9b2d63da2334123847a76838bf2413a"
+		// DynamoDB keeps a token for its account, across tables and runs: a
+		// token of the table's own stays this run's on an external endpoint.
+		token := strings.TrimPrefix(table, "spillway-test-") + "-replay"
 		if err := txn(token, "1"); err != nil {
 			t.Fatal(err)
 		}
@@ -337,6 +342,9 @@ func TestClientRequestTokenReplay(t *testing.T) {
 		if item := get(t, d.Client, table, "P", "2"); item != nil {
 			t.Fatal("the mismatched request was applied")
 		}
+		if d.External {
+			return // the bubble's clock is not the endpoint's: its token window does not pass
+		}
 		time.Sleep(TokenWindow)
 		var tce *types.TransactionCanceledException
 		if err := txn(token, "1"); !errors.As(err, &tce) {
@@ -350,7 +358,7 @@ func TestClientRequestTokenReplay(t *testing.T) {
 
 func TestLimitsAreEnforced(t *testing.T) {
 	t.Parallel()
-	d := newDynamoDB(t, WithoutEnvironment())
+	d := newDynamoDB(t)
 	table := createTable(t, d)
 	validation := func(err error, message string) {
 		t.Helper()
@@ -380,7 +388,7 @@ func TestLimitsAreEnforced(t *testing.T) {
 		big = append(big, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: itemOfSize(t, "B", strconv.Itoa(i), 390*1024)}})
 	}
 	_, err = d.Client.TransactWriteItems(t.Context(), &dynamodb.TransactWriteItemsInput{TransactItems: big})
-	validation(err, "Transaction request cannot be larger than 4 MB")
+	validation(err, fmt.Sprintf("Transaction payload size cannot exceed 4MB. Payload Size: %d", len(big)*390*1024))
 
 	_, err = d.Client.BatchWriteItem(t.Context(), &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{table: {
 		{DeleteRequest: &types.DeleteRequest{Key: key("T", "1")}},
@@ -393,12 +401,17 @@ func TestLimitsAreEnforced(t *testing.T) {
 		KeyConditionExpression:    aws.String("SK = :sk"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":sk": str("1")},
 	})
-	validation(err, "Query condition missed key schema element: PK")
+	missed := "Query condition missed key schema element: PK"
+	if d.External {
+		// DynamoDB names the element; DynamoDB Local 1.25.1 leaves it out.
+		missed = strings.TrimSuffix(missed, ": PK")
+	}
+	validation(err, missed)
 }
 
 func TestSelectCountReturnsOnlyCounts(t *testing.T) {
 	t.Parallel()
-	d := newDynamoDB(t, WithoutEnvironment())
+	d := newDynamoDB(t)
 	table := createTable(t, d)
 	for i := range 5 {
 		put(t, d.Client, table, key("P", strconv.Itoa(i)))
@@ -439,7 +452,7 @@ func TestResponsesCarryValidChecksums(t *testing.T) {
 		defer mu.Unlock()
 		logged = append(logged, fmt.Sprintf(format, v...))
 	})
-	d := newDynamoDB(t, WithoutEnvironment(), WithClientOptions(func(o *dynamodb.Options) { o.Logger = logger }))
+	d := newDynamoDB(t, WithClientOptions(func(o *dynamodb.Options) { o.Logger = logger }))
 	table := createTable(t, d)
 	item := key("P", "S")
 	item["Empty"] = bin([]byte{})

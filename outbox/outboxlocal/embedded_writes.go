@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -179,7 +180,7 @@ func (s *embeddedServer) transactWriteItems(ctx context.Context, body []byte, re
 		}
 	}
 	if total > ddblimits.MaxTransactionSize {
-		return apiError(http.StatusBadRequest, typeValidation, messageTxnTooLarge)
+		return apiError(http.StatusBadRequest, typeValidation, fmt.Sprintf(messageTxnTooLarge, total))
 	}
 	removals, err := transactRemovals(req.TransactItems)
 	if err != nil {

@@ -14,33 +14,9 @@ import (
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
+	"github.com/spillway-dev/spillway/outbox/outboxmem"
 	"github.com/spillway-dev/spillway/outbox/outboxobs/emf"
 )
-
-// oneRowStore is a one-bucket outbox whose only row never leaves: every
-// lease call succeeds and every fetch returns the same message.
-type oneRowStore struct{ msg outbox.Message }
-
-func (s *oneRowStore) AcquireLeases(context.Context, outbox.LeaseRequest, outbox.RoundState) (outbox.Acquisition, error) {
-	return outbox.Acquisition{Owned: []int{0}, StandbyRank: -1}, nil
-}
-func (s *oneRowStore) RenewLeases(context.Context, outbox.LeaseRequest, []int) (bool, error) {
-	return true, nil
-}
-func (s *oneRowStore) ReleaseLeases(context.Context, outbox.LeaseRequest) (outbox.Release, error) {
-	return outbox.Release{Released: []int{0}}, nil
-}
-func (s *oneRowStore) ReadCoordination(context.Context) (outbox.Coordination, error) {
-	return outbox.Coordination{ReadAt: time.Now()}, nil
-}
-func (s *oneRowStore) PendingBuckets(_ context.Context, b []int) ([]int, error) { return b, nil }
-func (s *oneRowStore) FetchBatch(context.Context, int, int) ([]outbox.Message, error) {
-	return []outbox.Message{s.msg}, nil
-}
-func (s *oneRowStore) MarkPublished(context.Context, int, []outbox.Message) error { return nil }
-func (s *oneRowStore) Backlog(context.Context) (outbox.Backlog, error) {
-	return outbox.Backlog{Pending: 1, Oldest: s.msg.CreatedAt}, nil
-}
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
@@ -80,7 +56,18 @@ func TestRelayWritesMetricsEveryMinuteOfARun(t *testing.T) {
 			t.Fatal(err)
 		}
 		var out syncBuffer
-		store := &oneRowStore{msg: outbox.Message{ID: outbox.NewMessageID(), Topic: "missing", Sequence: 1, CreatedAt: time.Now()}}
+		// One bucket whose only row never leaves: the broker refuses it.
+		store, err := outboxmem.New(outboxmem.Options{BucketCount: 1, Logger: discard()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := outbox.NewMessage("missing", []byte("k"), nil, outbox.MessageOptions{BucketCount: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.Enqueue(t.Context(), msg); err != nil {
+			t.Fatal(err)
+		}
 		h, err := outboxlambda.NewRelayHandler(outboxlambda.RelayHandlerConfig{
 			Config: cfg, Store: store, Publisher: &refusingBroker{}, Observer: rec,
 			Metrics: rec, MetricsOutput: &out, Logger: discard(),

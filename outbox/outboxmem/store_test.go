@@ -1,0 +1,24 @@
+package outboxmem_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+
+	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxmem"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
+)
+
+func TestStoreContract(t *testing.T) {
+	outboxtest.RunStoreTests(t, func(t *testing.T, clock outbox.Clock, bucketCount int) outboxtest.StoreUnderTest {
+		s, err := outboxmem.New(outboxmem.Options{BucketCount: bucketCount, Clock: clock, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return outboxtest.StoreUnderTest{Store: s, Enqueue: s.Enqueue, MarkReplay: func(ctx context.Context, bucket int, seqs []int64) error {
+			_, err := s.MarkReplay(ctx, bucket, seqs, "")
+			return err
+		}}
+	})
+}
