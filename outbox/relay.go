@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 )
@@ -59,17 +58,18 @@ type Relay struct {
 	gate     GenerationGate
 	jitter   *jitter
 	req      LeaseRequest
-	// timing is when the relay acts on its leases: rounds and renewals.
-	timing leaseTiming
-	held   *byteBudget // nil: no MaxHeldBytes
+	// lease owns the lease book: every lease decision and every write's
+	// grant; it survives runs, as a warm execution environment resumes
+	// its own leases.
+	lease *leaseKeeper
+	held  *byteBudget // nil: no MaxHeldBytes
 
 	running sync.Mutex
 	// work is touched only by the run holding running; it survives runs,
 	// so a warm execution environment keeps its view of the traffic.
 	work recentWork
 
-	mu    sync.Mutex
-	lease leaseState
+	mu sync.Mutex
 	// sampledAt is when the backlog was last sampled; it survives runs, so
 	// a warm execution environment samples once per interval.
 	sampledAt time.Time
@@ -123,14 +123,15 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 		quarantine: q,
 		parked:     map[int]*parkedBucket{},
 	}
-	r.timing = leaseTiming{lease: opts.LeaseDuration, interval: opts.LeaseRenewInterval,
+	timing := leaseTiming{lease: opts.LeaseDuration, interval: opts.LeaseRenewInterval,
 		margin: KeepMargin(opts.LeaseDuration, opts.LeaseRenewInterval)}
 	if opts.KeepEveryRound {
-		r.timing.margin = opts.LeaseDuration - opts.LeaseRenewInterval
+		timing.margin = opts.LeaseDuration - opts.LeaseRenewInterval
 	}
 	if r.clock == nil {
 		r.clock = SystemClock{}
 	}
+	r.lease = newLeaseKeeper(r.clock, leaseBook{timing: timing, owner: opts.RelayID}, opts.ErrorBackoff, r.leaseLost)
 	if r.tracer == nil {
 		r.tracer = NoopTracer{}
 	}
@@ -273,13 +274,6 @@ func (r *Relay) stopMargin(now, deadline time.Time) time.Duration {
 		m = third
 	}
 	return max(m, 0)
-}
-
-// ownedBuckets returns a copy of the owned set.
-func (r *Relay) ownedBuckets() []int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.lease.owned)
 }
 
 func (r *Relay) emit(e Event) {

@@ -62,6 +62,15 @@ type memStore struct {
 	// transaction whose response was lost and whose retries were
 	// throttled.
 	lostParks int
+	// parkDelay is how long a park takes before it reaches the table;
+	// beforePark runs then, without the lock (a park that SDK retries
+	// delay until after a peer's claim), and afterParkedKeys runs after a
+	// read of a parked partition computed its answer.
+	parkDelay       time.Duration
+	beforePark      func(outbox.Parking)
+	afterParkedKeys func(bucket int)
+	// renewErr fails every renewal (throttled requests).
+	renewErr error
 }
 
 func newMemStore(clock outbox.Clock, buckets int) *memStore {
@@ -112,6 +121,13 @@ func (s *memStore) heartbeat(id string, stopped bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.relays[id] = outbox.RelayState{RelayID: id, LastSeen: s.clock.Now(), Stopped: stopped}
+}
+
+// lease returns bucket b's lease item as stored.
+func (s *memStore) lease(b int) outbox.LeaseState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.leases[b]
 }
 
 func (s *memStore) leaseOwner(b int) string {
@@ -168,6 +184,9 @@ func (s *memStore) RenewLeases(_ context.Context, req outbox.LeaseRequest, bucke
 	s.calls["renew"]++
 	now := s.clock.Now()
 	s.renewedBefore = append(s.renewedBefore, now)
+	if s.renewErr != nil {
+		return false, s.renewErr
+	}
 	if s.refuseRenew {
 		return false, nil
 	}

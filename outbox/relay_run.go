@@ -75,7 +75,9 @@ func (u *run) execute() error {
 		return nil
 	}
 	u.res.Joined = true
+	stopRenewer := u.renewer()
 	loopErr := u.loop()
+	stopRenewer()
 	u.stop()
 	return loopErr
 }
@@ -158,18 +160,17 @@ func (u *run) loop() error {
 // messages were published.
 func (u *run) cycle(now time.Time) (int, error) {
 	r := u.r
-	if r.acquisitionDue(now) || u.waitingAcquisitionDue(now) {
+	if r.lease.snapshot().roundDue(now) || u.waitingAcquisitionDue(now) {
 		if err := u.acquire(); err != nil {
 			return 0, err
 		}
 	}
-	owned, age, ok := r.leaseAge(r.clock.Now())
+	owned, err := r.lease.check(r.clock.Now())
+	if err != nil {
+		return 0, errCycle("check lease", err)
+	}
 	if len(owned) == 0 {
 		return 0, nil
-	}
-	if !ok || age >= r.opts.LeaseDuration {
-		r.dropOwnership(LossAcquisitionOutlasted)
-		return 0, errCycle("check lease", ErrLeaseLost)
 	}
 	u.sampleBacklog(owned)
 	if err := u.discover(owned); err != nil {
@@ -189,12 +190,12 @@ func (u *run) waiting() bool { return len(u.waitFor) > 0 && !u.holdsAll(u.waitFo
 // instead of every LeaseRenewInterval, so it claims the bucket it was woken
 // for as soon as the stopping holder released it.
 func (u *run) waitingAcquisitionDue(now time.Time) bool {
-	return u.waiting() && u.r.sinceAcquisition(now) >= u.r.opts.PollInterval
+	return u.waiting() && now.Sub(u.r.lease.snapshot().acquiredAt) >= u.r.opts.PollInterval
 }
 
 // holdsAll reports whether the relay owns every bucket of bs.
 func (u *run) holdsAll(bs []int) bool {
-	owned := u.r.ownedBuckets()
+	owned := u.r.lease.owned()
 	for _, b := range bs {
 		if !slices.Contains(owned, b) {
 			return false
@@ -242,8 +243,8 @@ func (u *run) errorBackoff(published int) time.Duration {
 	}
 	u.fruitless++
 	d := r.jitter.backoff(u.fruitless, base, renew)
-	if u.fruitless > 1 && len(r.ownedBuckets()) > 0 {
-		if untilRenew := r.untilRenewal(r.clock.Now()); untilRenew < d {
+	if book := r.lease.snapshot(); u.fruitless > 1 && len(book.owned) > 0 {
+		if untilRenew := book.untilRound(r.clock.Now()); untilRenew < d {
 			d = max(untilRenew, base)
 		}
 	}
@@ -254,12 +255,13 @@ func (u *run) errorBackoff(published int) time.Duration {
 // next poll of owned buckets, the earliest head-row retry, or the budget.
 func (u *run) idleDelay(now time.Time) time.Duration {
 	r := u.r
-	d := r.untilRenewal(now)
-	if len(r.ownedBuckets()) > 0 {
+	book := r.lease.snapshot()
+	d := book.untilRound(now)
+	if len(book.owned) > 0 {
 		d = min(d, max(r.opts.PollInterval-now.Sub(u.lastProbe), 0))
 	}
 	if u.waiting() {
-		d = min(d, max(r.opts.PollInterval-r.sinceAcquisition(now), 0))
+		d = min(d, max(r.opts.PollInterval-now.Sub(book.acquiredAt), 0))
 	}
 	if retry, ok := r.earliestRetry(); ok {
 		d = min(d, max(retry.Sub(now), 0))
@@ -293,7 +295,7 @@ func (u *run) idleExit(now time.Time) (bool, error) {
 			return false, err
 		}
 	}
-	owned := r.ownedBuckets()
+	owned := r.lease.owned()
 	if len(u.ready) > 0 || r.backingOff() {
 		return false, nil
 	}
@@ -330,7 +332,7 @@ func (u *run) idleExit(now time.Time) (bool, error) {
 	}
 	// Pending work without a live owner: take part in the next round now
 	// instead of leaving it to the next schedule.
-	r.forceAcquisition()
+	r.lease.apply(leaseBook.forced)
 	u.lastWork = now
 	return false, nil
 }
