@@ -105,7 +105,9 @@ type sim struct {
 	clock outbox.SystemClock
 	start time.Time
 	// abort closes when the wall-time bound passed.
-	abort  <-chan struct{}
+	abort <-chan struct{}
+	// stalls is the watchdog the driver stamps at every new instant.
+	stalls *stallWatch
 	trace  *tracer
 	leases *leaseBook
 	causes *causeBook
@@ -189,9 +191,11 @@ func Run(t *testing.T, cfg Config) (*Report, error) {
 	// in no simulated time, so that order decides, for instance, which
 	// records share a produce request that a broker refuses.
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	stalls := watchStalls(stallLimit)
+	defer stalls.close()
 	var rep *Report
 	var err error
-	synctest.Test(t, func(t *testing.T) { rep, err = run(t.Context(), cfg, abort) })
+	synctest.Test(t, func(t *testing.T) { rep, err = run(t.Context(), cfg, abort, stalls) })
 	if rep != nil {
 		rep.Wall = time.Since(wall)
 	}
@@ -199,8 +203,11 @@ func Run(t *testing.T, cfg Config) (*Report, error) {
 }
 
 // run is Run inside the bubble.
-func run(ctx context.Context, cfg Config, abort <-chan struct{}) (*Report, error) {
+func run(ctx context.Context, cfg Config, abort <-chan struct{}, stalls *stallWatch) (*Report, error) {
 	s, err := newSim(ctx, cfg, abort)
+	if s != nil {
+		s.stalls = stalls
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -479,6 +486,7 @@ func (s *sim) step(now time.Time) (bool, error) {
 	if !now.Equal(s.lastStep) {
 		s.steps++
 		s.lastStep = now
+		s.stalls.stamp()
 	}
 	s.observe(now)
 	if v := s.failed(); v != nil {
