@@ -12,24 +12,36 @@ import (
 // every write of a bucket (publish, delete, park, replay) asks for a grant
 // at the moment it starts; and one goroutine per run, the renewer, renews
 // the leases whenever a write waits for a grant or runs while they come
-// due. Its mutex guards only the book and the counts, and is never held
-// across a request: every wait for a renewal is a channel receive, durable
-// in a testing/synctest bubble.
+// due. Its state changes only inside locked, whose functions compute and
+// never block: no lock is held across a request, and every wait for a
+// renewal is a channel receive, durable in a testing/synctest bubble.
 type leaseKeeper struct {
 	clock Clock
 	// backoff is how long renewals during a write pause after one failed.
 	backoff time.Duration
 	// onLost reports n buckets the relay stopped trusting, and why.
 	onLost func(reason LossReason, n int)
+	kick   chan struct{}
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	st keeperState
+}
+
+// keeperState is what the keeper's lock guards.
+type keeperState struct {
 	book    leaseBook
 	writes  int // writes in flight
 	waiting int // grants waiting for a renewal
 	// next is the renewal attempt that grants asking now wait for;
 	// running is the attempt in flight, nil when none.
 	next, running *renewal
-	kick          chan struct{}
+}
+
+// locked runs fn, which must not block, on the keeper's state.
+func (k *leaseKeeper) locked(fn func(st *keeperState)) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	fn(&k.st)
 }
 
 // renewal is one attempt of the renewer; done closes when it ended, and
@@ -42,16 +54,15 @@ type renewal struct {
 func newRenewal() *renewal { return &renewal{done: make(chan struct{})} }
 
 func newLeaseKeeper(clock Clock, book leaseBook, backoff time.Duration, onLost func(LossReason, int)) *leaseKeeper {
-	return &leaseKeeper{clock: clock, book: book, backoff: backoff, onLost: onLost,
-		next: newRenewal(), kick: make(chan struct{}, 1)}
+	return &leaseKeeper{clock: clock, backoff: backoff, onLost: onLost, kick: make(chan struct{}, 1),
+		st: keeperState{book: book, next: newRenewal()}}
 }
 
 // snapshot returns the book as it is now; its owned slice is never
 // changed in place, so the copy is safe to read.
-func (k *leaseKeeper) snapshot() leaseBook {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.book
+func (k *leaseKeeper) snapshot() (b leaseBook) {
+	k.locked(func(st *keeperState) { b = st.book })
+	return b
 }
 
 // owned returns a copy of the owned set.
@@ -59,18 +70,26 @@ func (k *leaseKeeper) owned() []int { return slices.Clone(k.snapshot().owned) }
 
 // apply runs a transition on the book.
 func (k *leaseKeeper) apply(t func(leaseBook) leaseBook) {
-	k.mu.Lock()
-	k.book = t(k.book)
-	k.mu.Unlock()
+	k.locked(func(st *keeperState) { st.book = t(st.book) })
+}
+
+// transition runs t on the book and reports the buckets it dropped.
+func (k *leaseKeeper) transition(t func(leaseBook) leaseBook) (dropped int) {
+	k.locked(func(st *keeperState) {
+		before := st.book.owned
+		st.book = t(st.book)
+		for _, b := range before {
+			if !slices.Contains(st.book.owned, b) {
+				dropped++
+			}
+		}
+	})
+	return dropped
 }
 
 // lose drops the owned set for reason (leaseBook.lost) and reports it.
 func (k *leaseKeeper) lose(reason LossReason) {
-	k.mu.Lock()
-	n := len(k.book.owned)
-	k.book = k.book.lost()
-	k.mu.Unlock()
-	if n > 0 {
+	if n := k.transition(leaseBook.lost); n > 0 {
 		k.onLost(reason, n)
 	}
 }
@@ -78,12 +97,8 @@ func (k *leaseKeeper) lose(reason LossReason) {
 // loseBucket drops one bucket the table says the relay no longer holds
 // (a write refused for its lease) and makes the next cycle run a round.
 func (k *leaseKeeper) loseBucket(bucket int, reason LossReason) {
-	k.mu.Lock()
-	held := slices.Contains(k.book.owned, bucket)
-	k.book = k.book.without(bucket)
-	k.mu.Unlock()
-	if held {
-		k.onLost(reason, 1)
+	if n := k.transition(func(b leaseBook) leaseBook { return b.without(bucket) }); n > 0 {
+		k.onLost(reason, n)
 	}
 }
 
@@ -107,36 +122,32 @@ func (k *leaseKeeper) check(now time.Time) ([]int, error) {
 // sent, and a renewal that failed fails the grant with its error.
 func (k *leaseKeeper) grant(ctx context.Context, bucket int) (leaseGrant, error) {
 	for {
-		k.mu.Lock()
-		g, ph := k.book.grant(bucket, k.clock.Now())
+		var g leaseGrant
+		var ph leasePhase
+		var att *renewal
+		k.locked(func(st *keeperState) {
+			g, ph = st.book.grant(bucket, k.clock.Now())
+			if ph == phaseRenewalDue {
+				att = st.next
+				st.waiting++
+			}
+		})
 		switch ph {
 		case phaseHeld:
-			k.mu.Unlock()
 			return g, nil
-		case phaseRenewalDue:
+		case phaseExpired:
+			k.lose(LossFetchOutlasted)
+			fallthrough
 		default:
-			n := 0
-			if ph == phaseExpired {
-				n = len(k.book.owned)
-				k.book = k.book.lost()
-			}
-			k.mu.Unlock()
-			if n > 0 {
-				k.onLost(LossFetchOutlasted, n)
-			}
 			return leaseGrant{}, errCycle(fmt.Sprintf("grant bucket %d", bucket), ErrLeaseLost)
+		case phaseRenewalDue:
 		}
-		att := k.next
-		k.waiting++
-		k.mu.Unlock()
 		k.nudge()
 		select {
 		case <-att.done:
 		case <-ctx.Done():
 		}
-		k.mu.Lock()
-		k.waiting--
-		k.mu.Unlock()
+		k.locked(func(st *keeperState) { st.waiting-- })
 		if err := ctx.Err(); err != nil {
 			return leaseGrant{}, err
 		}
@@ -152,18 +163,16 @@ func (k *leaseKeeper) grant(ctx context.Context, bucket int) (leaseGrant, error)
 // write and any renewal that started during it have ended, so no renewal
 // outlives the writes of a sweep.
 func (k *leaseKeeper) during(write func()) {
-	k.mu.Lock()
-	k.writes++
-	k.mu.Unlock()
+	k.locked(func(st *keeperState) { st.writes++ })
 	k.nudge()
 	write()
-	k.mu.Lock()
-	k.writes--
 	var running chan struct{}
-	if k.running != nil {
-		running = k.running.done
-	}
-	k.mu.Unlock()
+	k.locked(func(st *keeperState) {
+		st.writes--
+		if st.running != nil {
+			running = st.running.done
+		}
+	})
 	if running != nil {
 		<-running
 	}
@@ -180,39 +189,39 @@ func (k *leaseKeeper) nudge() {
 // the leases of the given buckets; false means at least one was refused.
 func (k *leaseKeeper) renewer(ctx context.Context, renew func(context.Context, []int) (bool, error)) {
 	for {
-		now := k.clock.Now()
-		k.mu.Lock()
-		b := k.book
-		ph := b.phase(now)
-		wait, renewNow := b.renewalWait(now, k.backoff)
-		// A grant waits for this renewal: no backoff then, as before a
-		// write the relay renews or does not write at all.
-		renewNow = renewNow && k.writes > 0 || ph == phaseRenewalDue && k.waiting > 0
-		expired := ph == phaseExpired && k.writes > 0
-		if !renewNow && k.waiting > 0 {
-			// Nothing to renew: the waiting grants look again.
-			close(k.next.done)
-			k.next = newRenewal()
-		}
-		att := k.next
-		if renewNow {
-			k.running, k.next = att, newRenewal()
-		}
-		writing := k.writes > 0
-		k.mu.Unlock()
+		var (
+			owned                      []int
+			wait                       time.Duration
+			renewNow, expired, writing bool
+			att                        *renewal
+		)
+		k.locked(func(st *keeperState) {
+			now := k.clock.Now()
+			ph := st.book.phase(now)
+			wait, renewNow = st.book.renewalWait(now, k.backoff)
+			// A grant waits for this renewal: no backoff then, as before a
+			// write the relay renews or does not write at all.
+			renewNow = renewNow && st.writes > 0 || ph == phaseRenewalDue && st.waiting > 0
+			expired = ph == phaseExpired && st.writes > 0
+			if !renewNow && st.waiting > 0 {
+				// Nothing to renew: the waiting grants look again.
+				close(st.next.done)
+				st.next = newRenewal()
+			}
+			if renewNow {
+				att = st.next
+				st.running, st.next = att, newRenewal()
+			}
+			owned, writing = st.book.owned, st.writes > 0
+		})
 		switch {
 		case expired:
 			k.lose(LossPublishOutlasted)
-			continue
 		case renewNow:
-			att.err = k.renewOnce(ctx, b.owned, renew)
-			k.mu.Lock()
-			k.running = nil
-			k.mu.Unlock()
+			att.err = k.renewOnce(ctx, owned, renew)
+			k.locked(func(st *keeperState) { st.running = nil })
 			close(att.done)
-			continue
-		}
-		if !k.sleep(ctx, writing, wait) {
+		case !k.sleep(ctx, writing, wait):
 			return
 		}
 	}
@@ -251,12 +260,13 @@ func (k *leaseKeeper) renewOnce(ctx context.Context, owned []int, renew func(con
 		k.lose(LossRenewalRefused)
 		return ErrLeaseLost
 	}
-	k.mu.Lock()
-	b, ok := k.book.renewed(start, k.clock.Now())
-	n := len(k.book.owned)
-	k.book = b
-	k.mu.Unlock()
-	if !ok {
+	late := false
+	n := k.transition(func(b leaseBook) leaseBook {
+		b, ok := b.renewed(start, k.clock.Now())
+		late = !ok
+		return b
+	})
+	if late {
 		if n > 0 {
 			k.onLost(LossRenewalLate, n)
 		}

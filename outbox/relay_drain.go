@@ -233,9 +233,7 @@ func (u *run) deletePublished(ctx context.Context, bucket int, msgs []Message) e
 		return errCycle(fmt.Sprintf("delete %d published messages of bucket %d", len(msgs), bucket), err)
 	}
 	r.emit(Event{Kind: EventDelete, Bucket: bucket, Count: len(msgs)})
-	u.resMu.Lock()
-	u.res.Deleted += len(msgs)
-	u.resMu.Unlock()
+	u.deleted.Add(int64(len(msgs)))
 	return nil
 }
 
@@ -318,58 +316,52 @@ func (r *Relay) checkAck(ctx context.Context, bucket, n, acked int, err error) (
 }
 
 // headState returns a copy of the bucket's head-row state, or nil.
-func (r *Relay) headState(bucket int) *headRow {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if h := r.heads[bucket]; h != nil {
-		c := *h
-		return &c
-	}
-	return nil
+func (r *Relay) headState(bucket int) (c *headRow) {
+	r.locked(func() {
+		if h := r.heads[bucket]; h != nil {
+			cp := *h
+			c = &cp
+		}
+	})
+	return c
 }
 
 func (r *Relay) clearHead(bucket int) {
-	r.mu.Lock()
-	delete(r.heads, bucket)
-	r.mu.Unlock()
+	r.locked(func() { delete(r.heads, bucket) })
 }
 
 // recordHeadFailure counts a failure of the bucket's head row (by sequence)
 // and returns the bucket's backoff. A different head row starts counting
 // again.
-func (r *Relay) recordHeadFailure(bucket int, seq int64) time.Duration {
-	r.mu.Lock()
-	h := r.heads[bucket]
-	if h == nil || h.seq != seq {
-		h = &headRow{seq: seq, firstAt: r.clock.Now()}
-		r.heads[bucket] = h
-	}
-	h.failures++
-	failures := h.failures
-	r.mu.Unlock()
-	delay := r.jitter.backoff(failures, r.opts.ErrorBackoff, r.opts.LeaseRenewInterval)
-	r.mu.Lock()
-	h.retryAt = r.clock.Now().Add(delay)
-	r.mu.Unlock()
+func (r *Relay) recordHeadFailure(bucket int, seq int64) (delay time.Duration) {
+	r.locked(func() {
+		now := r.clock.Now()
+		h := r.heads[bucket]
+		if h == nil || h.seq != seq {
+			h = &headRow{seq: seq, firstAt: now}
+			r.heads[bucket] = h
+		}
+		h.failures++
+		delay = r.jitter.backoff(h.failures, r.opts.ErrorBackoff, r.opts.LeaseRenewInterval)
+		h.retryAt = now.Add(delay)
+	})
 	return delay
 }
 
 // earliestRetry returns the earliest head-row retry time.
-func (r *Relay) earliestRetry() (time.Time, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var t time.Time
-	for _, h := range r.heads {
-		if t.IsZero() || h.retryAt.Before(t) {
-			t = h.retryAt
+func (r *Relay) earliestRetry() (t time.Time, ok bool) {
+	r.locked(func() {
+		for _, h := range r.heads {
+			if t.IsZero() || h.retryAt.Before(t) {
+				t = h.retryAt
+			}
 		}
-	}
+	})
 	return t, !t.IsZero()
 }
 
 // backingOff reports whether some bucket waits for a head-row retry.
-func (r *Relay) backingOff() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.heads) > 0
+func (r *Relay) backingOff() (b bool) {
+	r.locked(func() { b = len(r.heads) > 0 })
+	return b
 }

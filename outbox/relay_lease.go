@@ -15,12 +15,11 @@ func (r *Relay) dropOwnership(reason LossReason) { r.lease.lose(reason) }
 // their parked state goes with them, as a bucket the relay did not hold
 // throughout may have been parked into or replayed by others.
 func (r *Relay) leaseLost(reason LossReason, n int) {
-	r.mu.Lock()
-	r.forgetParkedLocked(r.lease.owned(), nil)
-	r.mu.Unlock()
+	owned := r.lease.owned()
+	r.locked(func() { r.forgetParkedLocked(owned, nil) })
 	r.log.Warn("dropping bucket ownership", "reason", string(reason), "buckets", n)
 	r.emit(Event{Kind: EventLeaseLost, Bucket: -1, Count: n, Loss: reason})
-	r.emit(Event{Kind: EventOwned, Bucket: -1, Count: len(r.lease.owned())})
+	r.emit(Event{Kind: EventOwned, Bucket: -1, Count: len(owned)})
 }
 
 // acquire runs one acquisition round and installs its result.
@@ -69,17 +68,17 @@ func (u *run) acquire() error {
 	}
 
 	r.lease.apply(func(b leaseBook) leaseBook { return b.installed(start, acq) })
-	r.mu.Lock()
-	for b := range r.heads {
-		if !slices.Contains(acq.Owned, b) {
-			delete(r.heads, b)
+	r.locked(func() {
+		for b := range r.heads {
+			if !slices.Contains(acq.Owned, b) {
+				delete(r.heads, b)
+			}
 		}
-	}
-	if expired {
-		r.forgetParkedLocked(nil, nil)
-	}
-	r.forgetParkedLocked(acq.Owned, acq.Claimed)
-	r.mu.Unlock()
+		if expired {
+			r.forgetParkedLocked(nil, nil)
+		}
+		r.forgetParkedLocked(acq.Owned, acq.Claimed)
+	})
 	u.forceDiscover = true
 	u.res.MaxOwned = max(u.res.MaxOwned, len(acq.Owned))
 
@@ -251,7 +250,5 @@ func (u *run) releaseReserve() time.Duration {
 // resetLease forgets all lease state so the next run starts with a round.
 func (r *Relay) resetLease() {
 	r.lease.apply(leaseBook.released)
-	r.mu.Lock()
-	r.forgetParkedLocked(nil, nil)
-	r.mu.Unlock()
+	r.locked(func() { r.forgetParkedLocked(nil, nil) })
 }

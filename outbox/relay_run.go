@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,7 +21,8 @@ type run struct {
 	// about to lapse: the relay does not linger out before it got them.
 	waitFor []int
 
-	resMu sync.Mutex // guards res fields written by draining buckets
+	// deleted counts the rows the draining buckets deleted (res.Deleted).
+	deleted atomic.Int64
 
 	ready         []int
 	forceDiscover bool
@@ -242,7 +243,8 @@ func (u *run) errorBackoff(published int) time.Duration {
 		return base
 	}
 	u.fruitless++
-	d := r.jitter.backoff(u.fruitless, base, renew)
+	var d time.Duration
+	r.locked(func() { d = r.jitter.backoff(u.fruitless, base, renew) })
 	if book := r.lease.snapshot(); u.fruitless > 1 && len(book.owned) > 0 {
 		if untilRenew := book.untilRound(r.clock.Now()); untilRenew < d {
 			d = max(untilRenew, base)
@@ -352,15 +354,10 @@ func (u *run) sampleBacklog(owned []int) {
 	if r.opts.BacklogInterval < 0 || !slices.Contains(owned, 0) || u.overBudget(now) {
 		return
 	}
-	r.mu.Lock()
-	due := r.sampledAt.IsZero() || now.Sub(r.sampledAt) >= r.opts.BacklogInterval
-	if due {
-		r.sampledAt = now
-	}
-	r.mu.Unlock()
-	if !due {
+	if !r.sampledAt.IsZero() && now.Sub(r.sampledAt) < r.opts.BacklogInterval {
 		return
 	}
+	r.sampledAt = now
 	// The sample is housekeeping: it must not eat the budget of a relay
 	// whose backlog is large (and slow to count), so it gets its own bound.
 	ctx, cancel := withClockTimeout(u.ctx, backlogTimeout)
