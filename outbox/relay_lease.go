@@ -7,10 +7,6 @@ import (
 	"time"
 )
 
-// dropOwnership forgets the owned set (the table is the authority) and
-// makes the next cycle run a round.
-func (r *Relay) dropOwnership(reason LossReason) { r.lease.lose(reason) }
-
 // leaseLost is the keeper's report of buckets the relay stopped trusting:
 // their parked state goes with them, as a bucket the relay did not hold
 // throughout may have been parked into or replayed by others.
@@ -121,11 +117,14 @@ func (u *run) renewer() (stop func()) {
 	}
 }
 
+// stopper is the end of a joined run.
+type stopper struct{ *run }
+
 // stop is the end of a joined run: release the leases if that fits before
 // the deadline, then look at the released buckets with a strongly
 // consistent read and send the wake-up the relay owes if work is left, so
 // no committed message waits for the schedule.
-func (u *run) stop() {
+func (u stopper) stop() {
 	r := u.r
 	book := r.lease.snapshot()
 	owned := slices.Clone(book.owned)
@@ -195,7 +194,7 @@ func (u *run) stop() {
 // no such view is trusted any more, and returns those pending. Only a
 // relay that can send the continuation watches, and only if the wait fits
 // before the deadline.
-func (u *run) watchReleased(released []int, releasedAt time.Time) []int {
+func (u stopper) watchReleased(released []int, releasedAt time.Time) []int {
 	r := u.r
 	if r.notifier == nil || u.ctx.Err() != nil {
 		return nil
@@ -221,7 +220,7 @@ func (u *run) watchReleased(released []int, releasedAt time.Time) []int {
 }
 
 // wake sends the continuation wake-up, bounded by the hop limit.
-func (u *run) wake(buckets []int) {
+func (u stopper) wake(buckets []int) {
 	r := u.r
 	hop := u.in.Hop + 1
 	if r.notifier == nil || hop > r.maxHops {
@@ -240,7 +239,7 @@ func (u *run) wake(buckets []int) {
 
 // releaseReserve is the least time before the deadline the stop protocol
 // needs: half the stop margin, at most a second.
-func (u *run) releaseReserve() time.Duration {
+func (u stopper) releaseReserve() time.Duration {
 	if u.budgetEnd.IsZero() {
 		return 0
 	}

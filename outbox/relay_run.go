@@ -49,7 +49,7 @@ func (r *Relay) newRun(ctx context.Context, in RunInput) *run {
 
 func (u *run) execute() error {
 	r := u.r
-	join, err := u.shouldJoin()
+	join, err := joinCheck{u}.shouldJoin()
 	if err != nil {
 		// A failed probe is no reason to strand work: join and let the
 		// acquisition loop decide.
@@ -70,7 +70,7 @@ func (u *run) execute() error {
 		u.res.Reason = StopFatal
 		return err
 	}
-	if still, err := u.stillOrphaned(); err != nil {
+	if still, err := (joinCheck{u}).stillOrphaned(); err != nil {
 		r.log.LogAttrs(u.ctx, slog.LevelWarn, "re-check before joining failed; joining", slog.Any("error", err))
 	} else if !still {
 		return nil
@@ -79,7 +79,7 @@ func (u *run) execute() error {
 	stopRenewer := u.renewer()
 	loopErr := u.loop()
 	stopRenewer()
-	u.stop()
+	stopper{u}.stop()
 	return loopErr
 }
 
@@ -292,7 +292,7 @@ func (u *run) idleExit(now time.Time) (bool, error) {
 		return false, nil
 	}
 	if u.waiting() && !u.overBudget(now) {
-		still, err := u.stillWaiting(now)
+		still, err := joinCheck{u}.stillWaiting(now)
 		if err != nil || still {
 			return false, err
 		}
@@ -328,7 +328,7 @@ func (u *run) idleExit(now time.Time) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	orphans := u.orphaned(coord, pending, now)
+	orphans := joinCheck{u}.orphaned(coord, pending, now)
 	if len(orphans) == 0 {
 		return true, nil
 	}
