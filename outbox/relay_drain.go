@@ -243,8 +243,8 @@ func (u *run) deletePublished(ctx context.Context, bucket int, msgs []Message) e
 // publish's outcome is acted on.
 func (u *run) stillHeld(ctx context.Context, bucket int) error {
 	if _, err := u.r.lease.grant(ctx, bucket); err != nil {
-		u.r.emit(Event{Kind: EventPublish, Bucket: bucket, Err: ErrLeaseLost})
-		return errCycle(fmt.Sprintf("publish bucket %d", bucket), fmt.Errorf("lease expired before publishing completed: %w", err))
+		u.r.emit(Event{Kind: EventPublish, Bucket: bucket, Err: err})
+		return errCycle(fmt.Sprintf("publish bucket %d", bucket), fmt.Errorf("no grant to act on the outcome: %w", err))
 	}
 	return nil
 }
