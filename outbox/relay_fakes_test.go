@@ -69,8 +69,10 @@ type memStore struct {
 	parkDelay       time.Duration
 	beforePark      func(outbox.Parking)
 	afterParkedKeys func(bucket int)
-	// renewErr fails every renewal (throttled requests).
-	renewErr error
+	// renewErr fails every renewal (throttled requests); renewDelay is
+	// how long a renewal takes to answer.
+	renewErr   error
+	renewDelay time.Duration
 }
 
 func newMemStore(clock outbox.Clock, buckets int) *memStore {
@@ -178,7 +180,10 @@ func (s *memStore) AcquireLeases(_ context.Context, req outbox.LeaseRequest, st 
 	return acq, nil
 }
 
-func (s *memStore) RenewLeases(_ context.Context, req outbox.LeaseRequest, buckets []int) (bool, error) {
+func (s *memStore) RenewLeases(ctx context.Context, req outbox.LeaseRequest, buckets []int) (bool, error) {
+	if s.renewDelay > 0 && !outbox.Sleep(s.renewDelay, ctx.Done()) {
+		return false, ctx.Err()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls["renew"]++

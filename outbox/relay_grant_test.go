@@ -124,3 +124,29 @@ func TestRelayLongParkLoopStartsNoPublishWithoutTheMargin(t *testing.T) {
 		}
 	})
 }
+
+// The soak's hang: four buckets publish slowly at once, so the renewal
+// comes due for all of them at the same instant, and the renewal takes 2 s
+// to answer. Each publish waited for that renewal on a mutex the renewing
+// goroutine held across its request; a mutex wait is not durable in a
+// synctest bubble, so the bubble's clock stopped while the renewal slept
+// in simulated time, and the run never ended. Now one goroutine renews and
+// every wait is a channel receive: the run ends, with one renewal for the
+// four buckets each time it is due.
+func TestRelayConcurrentPublishesShareOneSlowRenewal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newRelayEnv(t, 4, nil)
+		for b := range 4 {
+			e.store.add(b, "k")
+		}
+		e.pub.delay = 25 * time.Second
+		e.store.renewDelay = 2 * time.Second
+		res := e.run(t, outbox.RunInput{})
+		if res.Deleted != 4 {
+			t.Fatalf("deleted %d, want the four messages deleted under the renewed lease", res.Deleted)
+		}
+		if n := e.store.count("renew"); n != 2 {
+			t.Fatalf("renewals during the 25 s publishes = %d, want 2 (at 10 s and 20 s), shared by the four buckets", n)
+		}
+	})
+}
