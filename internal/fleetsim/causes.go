@@ -30,6 +30,7 @@ const (
 	causePoison    = "poison"
 	causeReplay    = "replay"
 	causeParkLost  = string(FaultParkLost)
+	causeParkLate  = string(FaultParkLate)
 )
 
 // cause is one fault or membership change over a true-time interval; end is

@@ -133,6 +133,8 @@ type sim struct {
 	// The order menu's state (orderfaults.go): armed park losses (guarded
 	// by mu), replays running, and the operator's store.
 	parkLosses  int
+	parkLates   int
+	lateParks   map[int]*latePark
 	holdRuns    []holdRun
 	replays     atomic.Int32
 	wgReplay    sync.WaitGroup
@@ -239,7 +241,7 @@ func newSim(parent context.Context, cfg Config, abort <-chan struct{}) (*sim, er
 	s := &sim{
 		cfg: cfg, lab: l, ctx: l.Context(), start: trueNow(), abort: abort,
 		leases: newLeaseBook(cfg.LeaseDuration),
-		causes: newCauseBook(cfg.settle()),
+		causes: newCauseBook(cfg.settle()), lateParks: map[int]*latePark{},
 		rep: Report{
 			Seed: cfg.Seed, BucketCount: cfg.BucketCount, LeaseDuration: cfg.LeaseDuration, RenewInterval: cfg.RenewInterval,
 			Concurrency: cfg.Concurrency, Writers: cfg.Writers, Keys: cfg.Keys, OrderFaults: cfg.OrderFaults,
