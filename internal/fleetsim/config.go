@@ -118,10 +118,14 @@ const (
 	// parked partition (at most three leases): a park that lands after
 	// the lease passed on.
 	FaultParkLate OrderFault = "park-late"
+	// FaultParkSlow: as FaultQuarantineReplay, and for a while every park
+	// takes 7 s (throttled transactions retried), so a loop of parks
+	// behind a held-back key outlasts the lease.
+	FaultParkSlow OrderFault = "park-slow"
 )
 
 // AllOrderFaults is the whole order menu.
-var AllOrderFaults = []OrderFault{FaultLateRound, FaultMixedSkew, FaultQuarantineReplay, FaultParkLost, FaultParkLate}
+var AllOrderFaults = []OrderFault{FaultLateRound, FaultMixedSkew, FaultQuarantineReplay, FaultParkLost, FaultParkLate, FaultParkSlow}
 
 // defaultOrderFaults are the order faults of NewConfig, and so of the CI
 // seeds: the menu of issue 24, each of which broke a key's order before
@@ -134,7 +138,7 @@ func (c Config) has(f OrderFault) bool { return slices.Contains(c.OrderFaults, f
 
 // quarantine reports whether the relays run with PoisonQuarantine.
 func (c Config) quarantine() bool {
-	return c.has(FaultQuarantineReplay) || c.has(FaultParkLost) || c.has(FaultParkLate)
+	return c.has(FaultQuarantineReplay) || c.has(FaultParkLost) || c.has(FaultParkLate) || c.has(FaultParkSlow)
 }
 
 func (c Config) validate() error {

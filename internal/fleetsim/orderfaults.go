@@ -78,6 +78,9 @@ func (s *sim) poison(f scheduledFault, now time.Time) {
 		s.mu.Lock()
 		s.parkLates++
 		s.mu.Unlock()
+	case causeParkSlow:
+		s.slowParks.Add(1)
+		s.at(now.Add(f.dur), func() { s.slowParks.Add(-1) })
 	}
 	c := s.causes.open(f.kind, 0, now)
 	s.at(now.Add(f.dur), func() {
@@ -146,6 +149,20 @@ func (s *sim) parkedRead(e *env, bucket int) {
 	s.mu.Unlock()
 	close(lp.land)
 	<-lp.landed
+}
+
+// parkSlowFor is how long a park takes while a park-slow fault lasts:
+// five of them outlast the lease.
+const parkSlowFor = 7 * time.Second
+
+// slowPark delays e's park while a park-slow fault lasts.
+func (s *sim) slowPark(e *env, bucket int) {
+	if s.slowParks.Load() == 0 {
+		return
+	}
+	s.hit(causeParkSlow, 1)
+	s.trace.add("park-slow", e.id, bucket, "park takes %v", parkSlowFor)
+	outbox.Sleep(parkSlowFor, nil)
 }
 
 // takeParkLate disarms an armed park-late fault.

@@ -222,6 +222,7 @@ func (s quarantineStore) Park(ctx context.Context, p outbox.Parking) error {
 		defer landed()
 	}
 	_, err := call(e, "park", func() (struct{}, error) {
+		e.sim.slowPark(e, p.Bucket)
 		lost := e.sim.takeParkLoss()
 		if lost {
 			ctx = e.sim.ddb.Faults.LoseResponseIn(ctx, "TransactWriteItems", parkThrottles)

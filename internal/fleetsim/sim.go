@@ -134,6 +134,7 @@ type sim struct {
 	// by mu), replays running, and the operator's store.
 	parkLosses  int
 	parkLates   int
+	slowParks   atomic.Int32
 	lateParks   map[int]*latePark
 	holdRuns    []holdRun
 	replays     atomic.Int32
