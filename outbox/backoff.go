@@ -3,15 +3,14 @@ package outbox
 import (
 	"hash/fnv"
 	"math/rand/v2"
-	"sync"
 	"time"
 )
 
 // jitter draws the random part of backoffs. It is seeded from the relay id so
 // two relays that fail together do not retry in lockstep, and one relay's
-// sequence is reproducible in tests.
+// sequence is reproducible in tests. It is not safe for concurrent use: the
+// relay draws under the lock of its backoffs (Relay.mu).
 type jitter struct {
-	mu  sync.Mutex
 	rng *rand.Rand
 }
 
@@ -20,12 +19,6 @@ func newJitter(relayID string) *jitter {
 	_, _ = h.Write([]byte(relayID))
 	s := h.Sum64()
 	return &jitter{rng: rand.New(rand.NewPCG(s, s^0x9e3779b97f4a7c15))}
-}
-
-func (j *jitter) float() float64 {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return j.rng.Float64()
 }
 
 // backoff returns the delay after the failures-th consecutive fruitless
@@ -44,5 +37,5 @@ func (j *jitter) backoff(failures int, base, renew time.Duration) time.Duration 
 	if ceiling > renew || ceiling <= 0 {
 		ceiling = renew
 	}
-	return base + time.Duration(j.float()*float64(ceiling-base))
+	return base + time.Duration(j.rng.Float64()*float64(ceiling-base))
 }

@@ -3,7 +3,7 @@ package outbox
 import (
 	"context"
 	"log/slog"
-	"sync"
+	"sync/atomic"
 )
 
 // GenerationGate tells a relay configured with one generation whether it
@@ -47,10 +47,8 @@ type GenerationRelayConfig struct {
 // Once it has seen the marker drained it serves only the current
 // generation without reading the marker again.
 type GenerationRelay struct {
-	cfg GenerationRelayConfig
-
-	mu      sync.Mutex
-	drained bool
+	cfg     GenerationRelayConfig
+	drained atomic.Bool
 }
 
 // NewGenerationRelay validates cfg. Missing relays or store, generations
@@ -178,20 +176,13 @@ func (g *GenerationRelay) failed(total RunResult, err error) (RunResult, error) 
 	return total, err
 }
 
-func (g *GenerationRelay) isDrained() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.drained
-}
+func (g *GenerationRelay) isDrained() bool { return g.drained.Load() }
 
 func (g *GenerationRelay) setDrained() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !g.drained {
+	if g.drained.CompareAndSwap(false, true) {
 		g.cfg.Logger.Info("previous generation drained; serving only the current one",
 			"previous", g.cfg.PreviousGeneration.String(), "current", g.cfg.CurrentGeneration.String())
 	}
-	g.drained = true
 }
 
 // mergeRuns adds run b to the total a of earlier runs of the same call

@@ -141,6 +141,10 @@ const (
 	LossRenewalRefused LossReason = "in-flight renewal refused"
 	// LossRenewalLate: a renewal's answer came after the lease expired.
 	LossRenewalLate LossReason = "renewal answered after the lease expired"
+	// LossWriteRefused: the table refused a write of the bucket (a park)
+	// because its lease item no longer names the relay with the margin
+	// left; only that bucket is dropped.
+	LossWriteRefused LossReason = "write refused for its lease"
 )
 
 // Observer receives events. Implementations must be safe for concurrent use

@@ -125,6 +125,23 @@ type Parking struct {
 	// Behind, when > 0, is the sequence of a parked message of the same key
 	// that must still be parked for this move to apply.
 	Behind int64
+	// Lease, when its Owner is set, is the bucket's lease the move carries
+	// into the table: it applies only while the lease item still names
+	// the owner and expires after Lease.Beyond, and a refusal of that
+	// check is ErrLeaseLost, not ErrParkConflict. The relay always sets
+	// it: a park that lands after another relay claimed the bucket (and
+	// read its parked partition) would hold a key back where the new
+	// owner cannot see it, and the key's next message would overtake.
+	Lease LeaseCheck
+}
+
+// LeaseCheck is a bucket's lease as a conditional write carries it: the
+// write applies only while the bucket's lease item names Owner and its
+// expiry is after Beyond (the moment the write started plus the relay's
+// margin, KeepMargin).
+type LeaseCheck struct {
+	Owner  string
+	Beyond time.Time
 }
 
 // ParkedSet is a bucket's parked partition as a relay needs it.
@@ -159,7 +176,7 @@ type Quarantine interface {
 	// Park moves a row to its bucket's parked partition in one
 	// transaction, keeping every attribute; ErrParkConflict when the row
 	// changed, or the message it waits behind changed or was marked for
-	// replay.
+	// replay; ErrLeaseLost when p.Lease no longer holds in the table.
 	Park(ctx context.Context, p Parking) error
 	// ReplayRequests returns, for every bucket with a replay request not
 	// yet carried out, a number that changes with every new request: one

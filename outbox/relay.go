@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 )
@@ -59,21 +58,25 @@ type Relay struct {
 	gate     GenerationGate
 	jitter   *jitter
 	req      LeaseRequest
-	// timing is when the relay acts on its leases: rounds and renewals.
-	timing leaseTiming
-	held   *byteBudget // nil: no MaxHeldBytes
+	// lease owns the lease book: every lease decision and every write's
+	// grant; it survives runs, as a warm execution environment resumes
+	// its own leases.
+	lease *leaseKeeper
+	held  *byteBudget // nil: no MaxHeldBytes
 
-	running sync.Mutex
-	// work is touched only by the run holding running; it survives runs,
-	// so a warm execution environment keeps its view of the traffic.
-	work recentWork
-
-	mu    sync.Mutex
-	lease leaseState
-	// sampledAt is when the backlog was last sampled; it survives runs, so
-	// a warm execution environment samples once per interval.
+	// running holds a token while a Run runs: one at a time, and a second
+	// caller's wait is a channel send, durable in a synctest bubble.
+	running chan struct{}
+	// work and sampledAt are touched only by the run holding running;
+	// they survive runs, so a warm execution environment keeps its view
+	// of the traffic and samples the backlog once per interval.
+	work      recentWork
 	sampledAt time.Time
-	heads     map[int]*headRow
+
+	// mu guards the head-row backoffs and their jitter, and the parked
+	// state below; never the lease (leaseKeeper), never across a request.
+	mu    sync.Mutex
+	heads map[int]*headRow
 	// quarantine is the store's parking side; nil under PoisonBlock.
 	quarantine Quarantine
 	// parked holds, per owned bucket, the quarantined keys, their parked
@@ -116,6 +119,7 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 		maxHops:  cfg.MaxHops,
 		gate:     cfg.Gate,
 		jitter:   newJitter(opts.RelayID),
+		running:  make(chan struct{}, 1),
 		req: LeaseRequest{RelayID: opts.RelayID, BucketCount: opts.BucketCount, LeaseDuration: opts.LeaseDuration,
 			RenewInterval: opts.LeaseRenewInterval, KeepEveryRound: opts.KeepEveryRound},
 		heads:      map[int]*headRow{},
@@ -123,14 +127,15 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 		quarantine: q,
 		parked:     map[int]*parkedBucket{},
 	}
-	r.timing = leaseTiming{lease: opts.LeaseDuration, interval: opts.LeaseRenewInterval,
+	timing := leaseTiming{lease: opts.LeaseDuration, interval: opts.LeaseRenewInterval,
 		margin: KeepMargin(opts.LeaseDuration, opts.LeaseRenewInterval)}
 	if opts.KeepEveryRound {
-		r.timing.margin = opts.LeaseDuration - opts.LeaseRenewInterval
+		timing.margin = opts.LeaseDuration - opts.LeaseRenewInterval
 	}
 	if r.clock == nil {
 		r.clock = SystemClock{}
 	}
+	r.lease = newLeaseKeeper(r.clock, leaseBook{timing: timing, owner: opts.RelayID}, opts.ErrorBackoff, r.leaseLost)
 	if r.tracer == nil {
 		r.tracer = NoopTracer{}
 	}
@@ -242,10 +247,11 @@ type RunResult struct {
 // what must not be retried (misconfiguration) and for a publisher that
 // cannot start; every other failure is backed off and retried inside the run.
 func (r *Relay) Run(ctx context.Context, in RunInput) (RunResult, error) {
-	r.running.Lock()
-	defer r.running.Unlock()
+	r.running <- struct{}{}
+	defer func() { <-r.running }()
 	run := r.newRun(ctx, in)
 	err := run.execute()
+	run.res.Deleted = int(run.deleted.Load())
 	run.res.Ended = r.clock.Now()
 	if !in.Deadline.IsZero() {
 		total := in.Deadline.Sub(run.res.Started)
@@ -275,11 +281,11 @@ func (r *Relay) stopMargin(now, deadline time.Time) time.Duration {
 	return max(m, 0)
 }
 
-// ownedBuckets returns a copy of the owned set.
-func (r *Relay) ownedBuckets() []int {
+// locked runs fn, which must not block, under r.mu.
+func (r *Relay) locked(fn func()) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return slices.Clone(r.lease.owned)
+	fn()
 }
 
 func (r *Relay) emit(e Event) {

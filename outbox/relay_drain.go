@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 )
@@ -83,7 +82,7 @@ func (u *run) drainBucket(bucket int) (res bucketResult) {
 			res.more = true
 			return res
 		}
-		if r.acquisitionDue(now) {
+		if r.lease.snapshot().roundDue(now) {
 			res.more = true
 			return res
 		}
@@ -160,9 +159,6 @@ func (u *run) relayBatch(ctx context.Context, bucket int, g *grant, head *headRo
 		// longer applies.
 		r.clearHead(bucket)
 	}
-	if err := u.prepareLease(ctx, bucket); err != nil {
-		return 0, false, err
-	}
 	if r.quarantine != nil {
 		if msgs, err = u.parkQuarantinedKeys(ctx, bucket, msgs); err != nil {
 			return 0, true, err
@@ -172,13 +168,13 @@ func (u *run) relayBatch(ctx context.Context, bucket int, g *grant, head *headRo
 		}
 	}
 
-	out := u.publishUnderLease(ctx, bucket, msgs)
+	out, err := u.publishUnderLease(ctx, bucket, msgs)
+	if err != nil {
+		return 0, false, err
+	}
 	acked, perr, ackAt := out.acked, out.err, out.at
-	if !r.holds(bucket, r.clock.Now()) {
-		// Appended records cannot be recalled, but rows published after the
-		// lease ran out stay for the next owner: duplicates, never loss.
-		r.emit(Event{Kind: EventPublish, Bucket: bucket, Err: ErrLeaseLost})
-		return 0, false, errCycle(fmt.Sprintf("publish bucket %d", bucket), fmt.Errorf("lease expired before publishing completed: %w", ErrLeaseLost))
+	if err := u.stillHeld(ctx, bucket); err != nil {
+		return 0, false, err
 	}
 	lat := make([]time.Duration, acked)
 	for i := range acked {
@@ -208,7 +204,7 @@ func (u *run) relayBatch(ctx context.Context, bucket int, g *grant, head *headRo
 // misconfiguration that stops the relay.
 func (u *run) unreadableHead(ctx context.Context, bucket int, row *UnreadableRowError) error {
 	r := u.r
-	if err := u.prepareLease(ctx, bucket); err != nil {
+	if _, err := r.lease.grant(ctx, bucket); err != nil {
 		return err
 	}
 	r.emit(Event{Kind: EventPublish, Bucket: bucket, Err: row})
@@ -223,38 +219,32 @@ func (u *run) deletePublished(ctx context.Context, bucket int, msgs []Message) e
 	span.Annotate(AnnotationBucket, bucket)
 	span.Annotate(AnnotationMessages, len(msgs))
 	// A throttled delete can outlast the lease: renewing meanwhile keeps
-	// the next owner from publishing these rows again.
-	var err error
-	u.whileRenewing(ctx, func() { err = r.store.MarkPublished(dctx, bucket, msgs) })
+	// the next owner from publishing these rows again. The delete carries
+	// no lease condition: every row it removes was acknowledged by Kafka,
+	// in order, under a grant, so a delete landing after the lease passed
+	// on costs the next owner at most a duplicate, never order or a
+	// message.
+	_, err := r.lease.grant(ctx, bucket)
+	if err == nil {
+		r.lease.during(func() { err = r.store.MarkPublished(dctx, bucket, msgs) })
+	}
 	span.End(err)
 	if err != nil {
 		return errCycle(fmt.Sprintf("delete %d published messages of bucket %d", len(msgs), bucket), err)
 	}
 	r.emit(Event{Kind: EventDelete, Bucket: bucket, Count: len(msgs)})
-	u.resMu.Lock()
-	u.res.Deleted += len(msgs)
-	u.resMu.Unlock()
+	u.deleted.Add(int64(len(msgs)))
 	return nil
 }
 
-// prepareLease refuses to publish from a bucket the relay no longer holds and
-// renews the leases first when they are due, so a publish starts with more
-// than the margin (KeepMargin) ahead of it.
-func (u *run) prepareLease(ctx context.Context, bucket int) error {
-	r := u.r
-	now := r.clock.Now()
-	owned, age, ok := r.leaseAge(now)
-	if !ok || age >= r.opts.LeaseDuration {
-		r.dropOwnership(LossFetchOutlasted)
-		return errCycle(fmt.Sprintf("prepare bucket %d", bucket), ErrLeaseLost)
-	}
-	if !slices.Contains(owned, bucket) {
-		return errCycle(fmt.Sprintf("prepare bucket %d", bucket), ErrLeaseLost)
-	}
-	if r.renewalDue(now) {
-		if err := r.renew(ctx); err != nil {
-			return err
-		}
+// stillHeld is the look after a publish: appended records cannot be
+// recalled, but rows published after the lease ran out stay for the next
+// owner, duplicates, never loss, so without a grant nothing of the
+// publish's outcome is acted on.
+func (u *run) stillHeld(ctx context.Context, bucket int) error {
+	if _, err := u.r.lease.grant(ctx, bucket); err != nil {
+		u.r.emit(Event{Kind: EventPublish, Bucket: bucket, Err: err})
+		return errCycle(fmt.Sprintf("publish bucket %d", bucket), fmt.Errorf("no grant to act on the outcome: %w", err))
 	}
 	return nil
 }
@@ -265,12 +255,16 @@ type publishOutcome struct {
 	at    time.Time
 }
 
-// publishUnderLease publishes msgs while renewing the leases whenever they
-// come due, and always waits for the publish to finish: records already
-// appended cannot be recalled, and the caller decides from the lease whether
-// to delete them.
-func (u *run) publishUnderLease(ctx context.Context, bucket int, msgs []Message) publishOutcome {
+// publishUnderLease publishes msgs under a grant asked for as the publish
+// starts, while the renewer renews the leases whenever they come due, and
+// always waits for the publish to finish: records already appended cannot
+// be recalled, and the caller decides from a grant whether to delete
+// them. Without a grant nothing is sent.
+func (u *run) publishUnderLease(ctx context.Context, bucket int, msgs []Message) (publishOutcome, error) {
 	r := u.r
+	if _, err := r.lease.grant(ctx, bucket); err != nil {
+		return publishOutcome{}, err
+	}
 	pctx, span := r.tracer.Start(ctx, SpanPublish)
 	span.Annotate(AnnotationBucket, bucket)
 	span.Annotate(AnnotationMessages, len(msgs))
@@ -279,13 +273,13 @@ func (u *run) publishUnderLease(ctx context.Context, bucket int, msgs []Message)
 	}
 	LinkOrigins(span, msgs)
 	var out publishOutcome
-	held := u.whileRenewing(ctx, func() {
+	r.lease.during(func() {
 		acked, err := r.pub.Publish(pctx, msgs)
 		acked, err = r.checkAck(ctx, bucket, len(msgs), acked, err)
 		out = publishOutcome{acked, err, r.clock.Now()}
 	})
 	switch {
-	case !held:
+	case !r.lease.snapshot().trusts(r.clock.Now()):
 		span.Annotate(AnnotationOutcome, "lease-lost")
 		span.End(ErrLeaseLost)
 	case out.err != nil:
@@ -295,38 +289,7 @@ func (u *run) publishUnderLease(ctx context.Context, bucket int, msgs []Message)
 		span.Annotate(AnnotationOutcome, "ok")
 		span.End(nil)
 	}
-	return out
-}
-
-// whileRenewing runs fn — a publish or a delete, either of which can take
-// longer than the lease under throttling — in its own goroutine and renews
-// the relay's leases whenever they come due until fn returns. It always
-// waits for fn. It reports false when the leases were lost meanwhile; the
-// caller then checks its lease before acting on fn's outcome.
-func (u *run) whileRenewing(ctx context.Context, fn func()) (held bool) {
-	r := u.r
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		fn()
-	}()
-	for {
-		wait, renewNow := r.renewalWait(r.clock.Now())
-		if renewNow {
-			if err := r.renew(ctx); errors.Is(err, ErrLeaseLost) {
-				<-done
-				return false
-			}
-			continue
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-done:
-			t.Stop()
-			return true
-		case <-t.C:
-		}
-	}
+	return out, nil
 }
 
 // checkAck keeps a Publisher's answer within the batch it was given. A
@@ -352,86 +315,53 @@ func (r *Relay) checkAck(ctx context.Context, bucket, n, acked int, err error) (
 	return acked, err
 }
 
-// renewalWait returns how long a publish may run before the leases need a
-// renewal, or renewNow. After a failed renewal it waits ErrorBackoff (at most
-// half the remaining lease) before trying again.
-func (r *Relay) renewalWait(now time.Time) (time.Duration, bool) {
-	r.mu.Lock()
-	at, errAt, acquiredAt := r.lease.at, r.lease.renewErrAt, r.lease.acquiredAt
-	r.mu.Unlock()
-	if at.IsZero() {
-		// Lost: wait for the publish without renewing.
-		return time.Hour, false
-	}
-	age := now.Sub(at)
-	remaining := r.opts.LeaseDuration - age
-	if remaining <= 0 {
-		r.dropOwnership(LossPublishOutlasted)
-		return time.Hour, false
-	}
-	due := r.timing.renewDue(at, acquiredAt).Sub(now)
-	if due <= 0 {
-		if errAt.After(at) && now.Sub(errAt) < min(r.opts.ErrorBackoff, remaining/2) {
-			return max(min(r.opts.ErrorBackoff, remaining/2)-now.Sub(errAt), time.Millisecond), false
-		}
-		return 0, true
-	}
-	return max(min(due, remaining/2), time.Millisecond), false
-}
-
 // headState returns a copy of the bucket's head-row state, or nil.
-func (r *Relay) headState(bucket int) *headRow {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if h := r.heads[bucket]; h != nil {
-		c := *h
-		return &c
-	}
-	return nil
+func (r *Relay) headState(bucket int) (c *headRow) {
+	r.locked(func() {
+		if h := r.heads[bucket]; h != nil {
+			cp := *h
+			c = &cp
+		}
+	})
+	return c
 }
 
 func (r *Relay) clearHead(bucket int) {
-	r.mu.Lock()
-	delete(r.heads, bucket)
-	r.mu.Unlock()
+	r.locked(func() { delete(r.heads, bucket) })
 }
 
 // recordHeadFailure counts a failure of the bucket's head row (by sequence)
 // and returns the bucket's backoff. A different head row starts counting
 // again.
-func (r *Relay) recordHeadFailure(bucket int, seq int64) time.Duration {
-	r.mu.Lock()
-	h := r.heads[bucket]
-	if h == nil || h.seq != seq {
-		h = &headRow{seq: seq, firstAt: r.clock.Now()}
-		r.heads[bucket] = h
-	}
-	h.failures++
-	failures := h.failures
-	r.mu.Unlock()
-	delay := r.jitter.backoff(failures, r.opts.ErrorBackoff, r.opts.LeaseRenewInterval)
-	r.mu.Lock()
-	h.retryAt = r.clock.Now().Add(delay)
-	r.mu.Unlock()
+func (r *Relay) recordHeadFailure(bucket int, seq int64) (delay time.Duration) {
+	r.locked(func() {
+		now := r.clock.Now()
+		h := r.heads[bucket]
+		if h == nil || h.seq != seq {
+			h = &headRow{seq: seq, firstAt: now}
+			r.heads[bucket] = h
+		}
+		h.failures++
+		delay = r.jitter.backoff(h.failures, r.opts.ErrorBackoff, r.opts.LeaseRenewInterval)
+		h.retryAt = now.Add(delay)
+	})
 	return delay
 }
 
 // earliestRetry returns the earliest head-row retry time.
-func (r *Relay) earliestRetry() (time.Time, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var t time.Time
-	for _, h := range r.heads {
-		if t.IsZero() || h.retryAt.Before(t) {
-			t = h.retryAt
+func (r *Relay) earliestRetry() (t time.Time, ok bool) {
+	r.locked(func() {
+		for _, h := range r.heads {
+			if t.IsZero() || h.retryAt.Before(t) {
+				t = h.retryAt
+			}
 		}
-	}
+	})
 	return t, !t.IsZero()
 }
 
 // backingOff reports whether some bucket waits for a head-row retry.
-func (r *Relay) backingOff() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.heads) > 0
+func (r *Relay) backingOff() (b bool) {
+	r.locked(func() { b = len(r.heads) > 0 })
+	return b
 }

@@ -62,6 +62,17 @@ type memStore struct {
 	// transaction whose response was lost and whose retries were
 	// throttled.
 	lostParks int
+	// parkDelay is how long a park takes before it reaches the table;
+	// beforePark runs then, without the lock (a park that SDK retries
+	// delay until after a peer's claim), and afterParkedKeys runs after a
+	// read of a parked partition computed its answer.
+	parkDelay       time.Duration
+	beforePark      func(outbox.Parking)
+	afterParkedKeys func(bucket int)
+	// renewErr fails every renewal (throttled requests); renewDelay is
+	// how long a renewal takes to answer.
+	renewErr   error
+	renewDelay time.Duration
 }
 
 func newMemStore(clock outbox.Clock, buckets int) *memStore {
@@ -114,6 +125,13 @@ func (s *memStore) heartbeat(id string, stopped bool) {
 	s.relays[id] = outbox.RelayState{RelayID: id, LastSeen: s.clock.Now(), Stopped: stopped}
 }
 
+// lease returns bucket b's lease item as stored.
+func (s *memStore) lease(b int) outbox.LeaseState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.leases[b]
+}
+
 func (s *memStore) leaseOwner(b int) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -162,12 +180,18 @@ func (s *memStore) AcquireLeases(_ context.Context, req outbox.LeaseRequest, st 
 	return acq, nil
 }
 
-func (s *memStore) RenewLeases(_ context.Context, req outbox.LeaseRequest, buckets []int) (bool, error) {
+func (s *memStore) RenewLeases(ctx context.Context, req outbox.LeaseRequest, buckets []int) (bool, error) {
+	if s.renewDelay > 0 && !outbox.Sleep(s.renewDelay, ctx.Done()) {
+		return false, ctx.Err()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls["renew"]++
 	now := s.clock.Now()
 	s.renewedBefore = append(s.renewedBefore, now)
+	if s.renewErr != nil {
+		return false, s.renewErr
+	}
 	if s.refuseRenew {
 		return false, nil
 	}

@@ -5,11 +5,16 @@ import (
 	"time"
 )
 
+// joinCheck is a run's decision whether to take part in the fleet, and
+// whether an idle relay still waits for the buckets it was woken for: reads
+// of the table, never a write.
+type joinCheck struct{ *run }
+
 // shouldJoin decides whether this run takes part in the fleet. A schedule
 // sweep or a wake-up costs one cheap read when a live peer already drains the
 // work, instead of a heartbeat, claims, a stop stamp and releases: that churn
 // would cost more than the messages themselves.
-func (u *run) shouldJoin() (bool, error) {
+func (u joinCheck) shouldJoin() (bool, error) {
 	r := u.r
 	switch u.in.Trigger {
 	case TriggerDirect:
@@ -73,7 +78,7 @@ func (u *run) shouldJoin() (bool, error) {
 // wake-up landing in that window would join too, costing a heartbeat, a
 // stopped stamp and possibly a rebalance for nothing. It costs one read
 // per joining run, and only runs that checked before joining repeat it.
-func (u *run) stillOrphaned() (bool, error) {
+func (u joinCheck) stillOrphaned() (bool, error) {
 	if len(u.waitFor) == 0 {
 		return true, nil
 	}
@@ -111,7 +116,7 @@ func (u *run) withMessages(bs []int) ([]int, error) {
 
 // validHints returns the hinted buckets inside the bucket range, ascending
 // and distinct.
-func (u *run) validHints() []int {
+func (u joinCheck) validHints() []int {
 	var out []int
 	for _, b := range u.in.Buckets {
 		if b >= 0 && b < u.r.opts.BucketCount && !slices.Contains(out, b) {
@@ -130,7 +135,7 @@ func (u *run) validHints() []int {
 // is wrong the commit would wait for the peer's next round or the
 // schedule. A continuation wake-up draws no such inference (ReadUnheld):
 // its buckets were just released with work left.
-func (u *run) uncovered(bs []int) ([]int, error) {
+func (u joinCheck) uncovered(bs []int) ([]int, error) {
 	r := u.r
 	if u.continuation() {
 		return ReadUnheld(u.ctx, r.store, r.clock, r.req, bs)
@@ -146,21 +151,21 @@ func (u *run) uncovered(bs []int) ([]int, error) {
 }
 
 // continuation reports a run started by a relay's continuation wake-up.
-func (u *run) continuation() bool { return u.in.Trigger == TriggerWake && u.in.Hop > 0 }
+func (u joinCheck) continuation() bool { return u.in.Trigger == TriggerWake && u.in.Hop > 0 }
 
 // orphaned returns the buckets of bs that no live peer holds in coord
 // (Coordination.Unheld): free, expired, held by a stopped or silent relay,
 // or named after this relay itself (its own lease from an earlier run,
 // which it resumes). The idle-exit decision uses it: pending work a peer
 // is only inferred to be claiming is no reason to stop.
-func (u *run) orphaned(coord Coordination, bs []int, now time.Time) []int {
+func (u joinCheck) orphaned(coord Coordination, bs []int, now time.Time) []int {
 	r := u.r
 	return coord.Unheld(bs, r.opts.RelayID, now, r.opts.LeaseDuration)
 }
 
 // stillWaiting re-checks the hinted buckets this run waits for: it stops
 // waiting for those a live peer took over or that hold nothing any more.
-func (u *run) stillWaiting(now time.Time) (bool, error) {
+func (u joinCheck) stillWaiting(now time.Time) (bool, error) {
 	r := u.r
 	pending, err := r.store.PendingBuckets(u.ctx, u.waitFor)
 	if err != nil {

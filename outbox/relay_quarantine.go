@@ -119,15 +119,28 @@ func (u *run) parkQuarantinedKeys(ctx context.Context, bucket int, msgs []Messag
 	return rest, nil
 }
 
-// park moves one row and keeps the bucket's key set current. Any error
-// leaves the park's outcome unknown (a conflict, but also a transaction
-// that applied and whose response was lost): the set is forgotten, so the
-// parked partition is read again before the bucket publishes anything
-// more. key is the row's key, nil when keyless or unreadable.
+// park moves one row under a grant asked for as the park starts, which
+// the move carries into the table (Parking.Lease), and keeps the bucket's
+// key set current. Any error leaves the park's outcome unknown (a
+// conflict, but also a transaction that applied and whose response was
+// lost): the set is forgotten, so the parked partition is read again
+// before the bucket publishes anything more. A park the table refused for
+// its lease drops the bucket: another relay holds it and has read, or will
+// read, its parked partition without this row. key is the row's key, nil
+// when keyless or unreadable.
 func (u *run) park(ctx context.Context, p Parking, m *Message, key []byte) error {
 	r := u.r
-	if err := r.quarantine.Park(ctx, p); err != nil {
+	g, err := r.lease.grant(ctx, p.Bucket)
+	if err != nil {
+		return errCycle(fmt.Sprintf("park bucket %d row %d", p.Bucket, p.Sequence), err)
+	}
+	p.Lease = g.check()
+	r.lease.during(func() { err = r.quarantine.Park(ctx, p) })
+	if err != nil {
 		r.forgetParked(p.Bucket)
+		if errors.Is(err, ErrLeaseLost) {
+			r.lease.loseBucket(p.Bucket, LossWriteRefused)
+		}
 		return errCycle(fmt.Sprintf("park bucket %d row %d", p.Bucket, p.Sequence), err)
 	}
 	r.noteParked(p.Bucket, key, p.Sequence)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
@@ -15,6 +16,14 @@ import (
 
 // ParkedKeys implements outbox.Quarantine for the engine tests.
 func (s *memStore) ParkedKeys(_ context.Context, bucket int) (outbox.ParkedSet, error) {
+	set := s.parkedSet(bucket)
+	if s.afterParkedKeys != nil {
+		s.afterParkedKeys(bucket)
+	}
+	return set, nil
+}
+
+func (s *memStore) parkedSet(bucket int) outbox.ParkedSet {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls["parkedKeys"]++
@@ -27,15 +36,25 @@ func (s *memStore) ParkedKeys(_ context.Context, bucket int) (outbox.ParkedSet, 
 			set.Replays = append(set.Replays, m)
 		}
 	}
-	return set, nil
+	return set
 }
 
 // Park implements outbox.Quarantine: the row moves, or nothing changes and
-// the move is a conflict (also behind a row marked for replay).
-func (s *memStore) Park(_ context.Context, p outbox.Parking) error {
+// the move is a conflict (also behind a row marked for replay), or, when
+// the lease it carries no longer holds, ErrLeaseLost.
+func (s *memStore) Park(ctx context.Context, p outbox.Parking) error {
+	if s.parkDelay > 0 && !outbox.Sleep(s.parkDelay, ctx.Done()) {
+		return ctx.Err()
+	}
+	if s.beforePark != nil {
+		s.beforePark(p)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls["park"]++
+	if l := s.leases[p.Bucket]; p.Lease.Owner != "" && (l.Owner != p.Lease.Owner || !l.ExpiresAt.After(p.Lease.Beyond)) {
+		return fmt.Errorf("park bucket %d row %d: %w", p.Bucket, p.Sequence, outbox.ErrLeaseLost)
+	}
 	ms := s.msgs[p.Bucket]
 	i := slices.IndexFunc(ms, func(m outbox.Message) bool { return m.Sequence == p.Sequence })
 	if i < 0 {

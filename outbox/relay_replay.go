@@ -86,17 +86,20 @@ func (u *run) replayParked(ctx context.Context, bucket int) (int, error) {
 		if len(todo) == 0 {
 			break
 		}
-		if err := u.prepareLease(ctx, bucket); err != nil {
+		batch := todo[:min(len(todo), r.opts.BatchSize)]
+		out, err := u.publishUnderLease(ctx, bucket, batch)
+		if err != nil {
 			return published, err
 		}
-		batch := todo[:min(len(todo), r.opts.BatchSize)]
-		out := u.publishUnderLease(ctx, bucket, batch)
-		if !r.holds(bucket, r.clock.Now()) {
-			return published, errCycle(fmt.Sprintf("replay parked messages of bucket %d", bucket), ErrLeaseLost)
+		if _, err := r.lease.grant(ctx, bucket); err != nil {
+			return published, errCycle(fmt.Sprintf("replay parked messages of bucket %d", bucket), err)
 		}
 		r.emit(Event{Kind: EventPublish, Bucket: bucket, Count: out.acked, Err: out.err, Time: out.at})
 		if out.acked > 0 {
-			if err := r.quarantine.DeleteReplayed(ctx, bucket, batch[:out.acked]); err != nil {
+			// Like deletePublished, no lease condition: every replay it
+			// removes was acknowledged, in order, under a grant.
+			r.lease.during(func() { err = r.quarantine.DeleteReplayed(ctx, bucket, batch[:out.acked]) })
+			if err != nil {
 				return published, errCycle(fmt.Sprintf("delete %d replayed messages of bucket %d", out.acked, bucket), err)
 			}
 			r.dropReplays(pb, batch[:out.acked], true)

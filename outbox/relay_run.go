@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,7 +21,8 @@ type run struct {
 	// about to lapse: the relay does not linger out before it got them.
 	waitFor []int
 
-	resMu sync.Mutex // guards res fields written by draining buckets
+	// deleted counts the rows the draining buckets deleted (res.Deleted).
+	deleted atomic.Int64
 
 	ready         []int
 	forceDiscover bool
@@ -48,7 +49,7 @@ func (r *Relay) newRun(ctx context.Context, in RunInput) *run {
 
 func (u *run) execute() error {
 	r := u.r
-	join, err := u.shouldJoin()
+	join, err := joinCheck{u}.shouldJoin()
 	if err != nil {
 		// A failed probe is no reason to strand work: join and let the
 		// acquisition loop decide.
@@ -69,14 +70,16 @@ func (u *run) execute() error {
 		u.res.Reason = StopFatal
 		return err
 	}
-	if still, err := u.stillOrphaned(); err != nil {
+	if still, err := (joinCheck{u}).stillOrphaned(); err != nil {
 		r.log.LogAttrs(u.ctx, slog.LevelWarn, "re-check before joining failed; joining", slog.Any("error", err))
 	} else if !still {
 		return nil
 	}
 	u.res.Joined = true
+	stopRenewer := u.renewer()
 	loopErr := u.loop()
-	u.stop()
+	stopRenewer()
+	stopper{u}.stop()
 	return loopErr
 }
 
@@ -158,18 +161,17 @@ func (u *run) loop() error {
 // messages were published.
 func (u *run) cycle(now time.Time) (int, error) {
 	r := u.r
-	if r.acquisitionDue(now) || u.waitingAcquisitionDue(now) {
+	if r.lease.snapshot().roundDue(now) || u.waitingAcquisitionDue(now) {
 		if err := u.acquire(); err != nil {
 			return 0, err
 		}
 	}
-	owned, age, ok := r.leaseAge(r.clock.Now())
+	owned, err := r.lease.check(r.clock.Now())
+	if err != nil {
+		return 0, errCycle("check lease", err)
+	}
 	if len(owned) == 0 {
 		return 0, nil
-	}
-	if !ok || age >= r.opts.LeaseDuration {
-		r.dropOwnership(LossAcquisitionOutlasted)
-		return 0, errCycle("check lease", ErrLeaseLost)
 	}
 	u.sampleBacklog(owned)
 	if err := u.discover(owned); err != nil {
@@ -189,12 +191,12 @@ func (u *run) waiting() bool { return len(u.waitFor) > 0 && !u.holdsAll(u.waitFo
 // instead of every LeaseRenewInterval, so it claims the bucket it was woken
 // for as soon as the stopping holder released it.
 func (u *run) waitingAcquisitionDue(now time.Time) bool {
-	return u.waiting() && u.r.sinceAcquisition(now) >= u.r.opts.PollInterval
+	return u.waiting() && now.Sub(u.r.lease.snapshot().acquiredAt) >= u.r.opts.PollInterval
 }
 
 // holdsAll reports whether the relay owns every bucket of bs.
 func (u *run) holdsAll(bs []int) bool {
-	owned := u.r.ownedBuckets()
+	owned := u.r.lease.owned()
 	for _, b := range bs {
 		if !slices.Contains(owned, b) {
 			return false
@@ -241,9 +243,10 @@ func (u *run) errorBackoff(published int) time.Duration {
 		return base
 	}
 	u.fruitless++
-	d := r.jitter.backoff(u.fruitless, base, renew)
-	if u.fruitless > 1 && len(r.ownedBuckets()) > 0 {
-		if untilRenew := r.untilRenewal(r.clock.Now()); untilRenew < d {
+	var d time.Duration
+	r.locked(func() { d = r.jitter.backoff(u.fruitless, base, renew) })
+	if book := r.lease.snapshot(); u.fruitless > 1 && len(book.owned) > 0 {
+		if untilRenew := book.untilRound(r.clock.Now()); untilRenew < d {
 			d = max(untilRenew, base)
 		}
 	}
@@ -254,12 +257,13 @@ func (u *run) errorBackoff(published int) time.Duration {
 // next poll of owned buckets, the earliest head-row retry, or the budget.
 func (u *run) idleDelay(now time.Time) time.Duration {
 	r := u.r
-	d := r.untilRenewal(now)
-	if len(r.ownedBuckets()) > 0 {
+	book := r.lease.snapshot()
+	d := book.untilRound(now)
+	if len(book.owned) > 0 {
 		d = min(d, max(r.opts.PollInterval-now.Sub(u.lastProbe), 0))
 	}
 	if u.waiting() {
-		d = min(d, max(r.opts.PollInterval-r.sinceAcquisition(now), 0))
+		d = min(d, max(r.opts.PollInterval-now.Sub(book.acquiredAt), 0))
 	}
 	if retry, ok := r.earliestRetry(); ok {
 		d = min(d, max(retry.Sub(now), 0))
@@ -288,12 +292,12 @@ func (u *run) idleExit(now time.Time) (bool, error) {
 		return false, nil
 	}
 	if u.waiting() && !u.overBudget(now) {
-		still, err := u.stillWaiting(now)
+		still, err := joinCheck{u}.stillWaiting(now)
 		if err != nil || still {
 			return false, err
 		}
 	}
-	owned := r.ownedBuckets()
+	owned := r.lease.owned()
 	if len(u.ready) > 0 || r.backingOff() {
 		return false, nil
 	}
@@ -324,13 +328,13 @@ func (u *run) idleExit(now time.Time) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	orphans := u.orphaned(coord, pending, now)
+	orphans := joinCheck{u}.orphaned(coord, pending, now)
 	if len(orphans) == 0 {
 		return true, nil
 	}
 	// Pending work without a live owner: take part in the next round now
 	// instead of leaving it to the next schedule.
-	r.forceAcquisition()
+	r.lease.apply(leaseBook.forced)
 	u.lastWork = now
 	return false, nil
 }
@@ -350,15 +354,10 @@ func (u *run) sampleBacklog(owned []int) {
 	if r.opts.BacklogInterval < 0 || !slices.Contains(owned, 0) || u.overBudget(now) {
 		return
 	}
-	r.mu.Lock()
-	due := r.sampledAt.IsZero() || now.Sub(r.sampledAt) >= r.opts.BacklogInterval
-	if due {
-		r.sampledAt = now
-	}
-	r.mu.Unlock()
-	if !due {
+	if !r.sampledAt.IsZero() && now.Sub(r.sampledAt) < r.opts.BacklogInterval {
 		return
 	}
+	r.sampledAt = now
 	// The sample is housekeeping: it must not eat the budget of a relay
 	// whose backlog is large (and slow to count), so it gets its own bound.
 	ctx, cancel := withClockTimeout(u.ctx, backlogTimeout)

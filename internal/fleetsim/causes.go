@@ -30,6 +30,8 @@ const (
 	causePoison    = "poison"
 	causeReplay    = "replay"
 	causeParkLost  = string(FaultParkLost)
+	causeParkLate  = string(FaultParkLate)
+	causeParkSlow  = string(FaultParkSlow)
 )
 
 // cause is one fault or membership change over a true-time interval; end is

@@ -45,7 +45,7 @@ func (f scheduledFault) String() string {
 		fmt.Fprintf(&b, " error=%s", f.kafka.Message)
 	}
 	switch f.kind {
-	case causePoison, causeParkLost:
+	case causePoison, causeParkLost, causeParkLate, causeParkSlow:
 		fmt.Fprintf(&b, " partition=%d", f.pick%simPartitions)
 	case causeKafkaRetriable, causeKafkaFatal:
 		topic, partition := f.partition()
@@ -86,6 +86,8 @@ func faultWeights(cfg Config) []faultWeight {
 		{cfg.has(FaultQuarantineReplay), faultWeight{causePoison, 8}},
 		{cfg.has(FaultQuarantineReplay), faultWeight{causeReplay, 8}},
 		{cfg.has(FaultParkLost), faultWeight{causeParkLost, 8}},
+		{cfg.has(FaultParkLate), faultWeight{causeParkLate, 8}},
+		{cfg.has(FaultParkSlow), faultWeight{causeParkSlow, 8}},
 	} {
 		if f.on {
 			weights = append(weights, f.faultWeight)
@@ -157,7 +159,7 @@ func drawFault(cfg Config, r *rand.Rand, ph phase, t time.Duration, kind string)
 		f.dur = uniform(r, cfg.RenewInterval+cfg.RenewInterval/5, 2*cfg.RenewInterval)
 	case causeMixedSkew:
 		f.dur = min(uniform(r, 30*time.Second, 90*time.Second), max(ph.end-t-faultQuietBefore/2, time.Second))
-	case causePoison, causeParkLost:
+	case causePoison, causeParkLost, causeParkLate, causeParkSlow:
 		// The batch's refusal and the head row's retry alone: the head
 		// row is parked as an invalid record. The partition refuses for a
 		// while at most, whoever produces to it.
@@ -234,7 +236,7 @@ func (s *sim) apply(f scheduledFault) {
 		})
 	case causeMixedSkew:
 		s.startMixed(f.dur)
-	case causePoison, causeParkLost:
+	case causePoison, causeParkLost, causeParkLate, causeParkSlow:
 		s.poison(f, now)
 	case causeReplay:
 		s.replay()

@@ -64,6 +64,10 @@ func checkReport(t *testing.T, r *Report) {
 	if over := r.RefusalBoundExceeded(); over != "" {
 		t.Error(over)
 	}
+	// Every publish asks for a grant as it starts (docs/order.md).
+	if r.ThinPublishes > 0 {
+		t.Errorf("%d publishes started with less than L − 2I of lease (least %v)", r.ThinPublishes, r.LeastLeaseLeft)
+	}
 }
 
 // TestFleetSoak is the long run of `make soak SEED=… DURATION=…`: the

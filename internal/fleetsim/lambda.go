@@ -89,6 +89,9 @@ type env struct {
 
 	// The order menu's faults aimed at this environment.
 	late atomic.Pointer[lateCalls]
+	// renewThrottled throttles the relay's in-flight renewals while a
+	// late park of it is held (FaultParkLate).
+	renewThrottled atomic.Bool
 
 	dead   atomic.Bool
 	closed atomic.Bool

@@ -1,6 +1,7 @@
 package fleetsim
 
 import (
+	"context"
 	"sync/atomic"
 	"time"
 
@@ -68,20 +69,111 @@ func (e *env) endLate(l *lateCalls) {
 func (s *sim) poison(f scheduledFault, now time.Time) {
 	h := s.kafka.Cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: s.kafka.Topic(f.op),
 		Partitions: []int32{int32(f.pick % simPartitions)}, Err: kerr.InvalidRecord, Count: f.n})
-	if f.kind == causeParkLost {
+	switch f.kind {
+	case causeParkLost:
 		s.mu.Lock()
 		s.parkLosses++
 		s.mu.Unlock()
+	case causeParkLate:
+		s.mu.Lock()
+		s.parkLates++
+		s.mu.Unlock()
+	case causeParkSlow:
+		s.slowParks.Add(1)
+		s.at(now.Add(f.dur), func() { s.slowParks.Add(-1) })
 	}
 	c := s.causes.open(f.kind, 0, now)
 	s.at(now.Add(f.dur), func() {
 		h.Remove()
-		if f.kind == causeParkLost && s.takeParkLoss() {
+		if f.kind == causeParkLost && s.takeParkLoss() || f.kind == causeParkLate && s.takeParkLate() {
 			s.trace.add("fault-skipped", "", -1, "%s: no park within %v", f.kind, f.dur)
 		}
 		s.causes.closeAt(c, s.clock.Now())
 		s.trace.add("fault-end", "", -1, "%s: %d of %d refusals", f.kind, h.Hits(), f.n)
 	})
+}
+
+// lateParkFor bounds how long a late park waits for another relay to read
+// its bucket's parked partition.
+const lateParkFor = 90 * time.Second
+
+// latePark is a park held in the network (FaultParkLate): it lands when
+// another relay read its bucket's parked partition; landed closes after.
+type latePark struct {
+	env          *env
+	land, landed chan struct{}
+}
+
+// holdPark holds e's park of bucket back if a park-late fault is armed:
+// its renewals are throttled meanwhile, so the lease passes on, and it
+// returns when another relay read the bucket's parked partition or
+// lateParkFor passed. A held park was sent: it lands whatever its caller
+// does meanwhile, so ctx comes back without its cancellation. done must be
+// called once the park landed.
+func (s *sim) holdPark(ctx context.Context, e *env, bucket int) (context.Context, func()) {
+	s.mu.Lock()
+	if s.parkLates == 0 || s.lateParks[bucket] != nil {
+		s.mu.Unlock()
+		return ctx, func() {}
+	}
+	s.parkLates--
+	lp := &latePark{env: e, land: make(chan struct{}), landed: make(chan struct{})}
+	s.lateParks[bucket] = lp
+	s.mu.Unlock()
+	s.hit(causeParkLate, 1)
+	e.renewThrottled.Store(true)
+	s.trace.add("park-late", e.id, bucket, "park held until another relay reads the parked partition")
+	select {
+	case <-lp.land:
+	case <-time.After(lateParkFor):
+	}
+	s.mu.Lock()
+	if s.lateParks[bucket] == lp {
+		delete(s.lateParks, bucket)
+	}
+	s.mu.Unlock()
+	e.renewThrottled.Store(false)
+	return context.WithoutCancel(ctx), func() { close(lp.landed) }
+}
+
+// parkedRead lets a late park of bucket by another relay land once e read
+// the bucket's parked partition, and waits until it did.
+func (s *sim) parkedRead(e *env, bucket int) {
+	s.mu.Lock()
+	lp := s.lateParks[bucket]
+	if lp == nil || lp.env == e {
+		s.mu.Unlock()
+		return
+	}
+	delete(s.lateParks, bucket)
+	s.mu.Unlock()
+	close(lp.land)
+	<-lp.landed
+}
+
+// parkSlowFor is how long a park takes while a park-slow fault lasts:
+// five of them outlast the lease.
+const parkSlowFor = 7 * time.Second
+
+// slowPark delays e's park while a park-slow fault lasts.
+func (s *sim) slowPark(e *env, bucket int) {
+	if s.slowParks.Load() == 0 {
+		return
+	}
+	s.hit(causeParkSlow, 1)
+	s.trace.add("park-slow", e.id, bucket, "park takes %v", parkSlowFor)
+	outbox.Sleep(parkSlowFor, nil)
+}
+
+// takeParkLate disarms an armed park-late fault.
+func (s *sim) takeParkLate() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.parkLates == 0 {
+		return false
+	}
+	s.parkLates--
+	return true
 }
 
 // takeParkLoss consumes an armed park-lost fault.

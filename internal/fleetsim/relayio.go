@@ -117,6 +117,10 @@ func (s *relayStore) AcquireLeases(ctx context.Context, req outbox.LeaseRequest,
 func (s *relayStore) RenewLeases(ctx context.Context, req outbox.LeaseRequest, buckets []int) (bool, error) {
 	e := s.env
 	return call(e, "renew", func() (bool, error) {
+		if e.renewThrottled.Load() {
+			e.sim.trace.add("renew-error", e.id, -1, "buckets=%v: throttled while a late park is held", buckets)
+			return false, errThrottledRenewal
+		}
 		ref, start := e.clock.Now(), e.sim.clock.Now()
 		ok, err := s.inner.RenewLeases(ctx, e.leaseRequest(req), buckets)
 		ret := e.sim.clock.Now()
@@ -210,7 +214,15 @@ type quarantineStore struct {
 // throttled.
 func (s quarantineStore) Park(ctx context.Context, p outbox.Parking) error {
 	e := s.env
+	if p.Behind == 0 {
+		// The first park of its key: a late one hides the key from the
+		// next holder (a park behind a parked message does not).
+		var landed func()
+		ctx, landed = e.sim.holdPark(ctx, e, p.Bucket)
+		defer landed()
+	}
 	_, err := call(e, "park", func() (struct{}, error) {
+		e.sim.slowPark(e, p.Bucket)
 		lost := e.sim.takeParkLoss()
 		if lost {
 			ctx = e.sim.ddb.Faults.LoseResponseIn(ctx, "TransactWriteItems", parkThrottles)
@@ -224,6 +236,17 @@ func (s quarantineStore) Park(ctx context.Context, p outbox.Parking) error {
 	})
 	return err
 }
+
+// ParkedKeys implements outbox.Quarantine; a late park another relay holds
+// for the bucket lands right after the read.
+func (s quarantineStore) ParkedKeys(ctx context.Context, bucket int) (outbox.ParkedSet, error) {
+	set, err := s.Quarantine.ParkedKeys(ctx, bucket)
+	s.env.sim.parkedRead(s.env, bucket)
+	return set, err
+}
+
+// errThrottledRenewal is a renewal refused by throttling (FaultParkLate).
+var errThrottledRenewal = errors.New("fleetsim: RenewLeases throttled (ProvisionedThroughputExceededException)")
 
 func (p *relayPublisher) Init(ctx context.Context) error {
 	_, err := call(p.env, "kafka-init", func() (struct{}, error) {

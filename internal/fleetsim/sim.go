@@ -105,7 +105,9 @@ type sim struct {
 	clock outbox.SystemClock
 	start time.Time
 	// abort closes when the wall-time bound passed.
-	abort  <-chan struct{}
+	abort <-chan struct{}
+	// stalls is the watchdog the driver stamps at every new instant.
+	stalls *stallWatch
 	trace  *tracer
 	leases *leaseBook
 	causes *causeBook
@@ -131,6 +133,9 @@ type sim struct {
 	// The order menu's state (orderfaults.go): armed park losses (guarded
 	// by mu), replays running, and the operator's store.
 	parkLosses  int
+	parkLates   int
+	slowParks   atomic.Int32
+	lateParks   map[int]*latePark
 	holdRuns    []holdRun
 	replays     atomic.Int32
 	wgReplay    sync.WaitGroup
@@ -189,9 +194,11 @@ func Run(t *testing.T, cfg Config) (*Report, error) {
 	// in no simulated time, so that order decides, for instance, which
 	// records share a produce request that a broker refuses.
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	stalls := watchStalls(stallLimit)
+	defer stalls.close()
 	var rep *Report
 	var err error
-	synctest.Test(t, func(t *testing.T) { rep, err = run(t.Context(), cfg, abort) })
+	synctest.Test(t, func(t *testing.T) { rep, err = run(t.Context(), cfg, abort, stalls) })
 	if rep != nil {
 		rep.Wall = time.Since(wall)
 	}
@@ -199,8 +206,11 @@ func Run(t *testing.T, cfg Config) (*Report, error) {
 }
 
 // run is Run inside the bubble.
-func run(ctx context.Context, cfg Config, abort <-chan struct{}) (*Report, error) {
+func run(ctx context.Context, cfg Config, abort <-chan struct{}, stalls *stallWatch) (*Report, error) {
 	s, err := newSim(ctx, cfg, abort)
+	if s != nil {
+		s.stalls = stalls
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +242,7 @@ func newSim(parent context.Context, cfg Config, abort <-chan struct{}) (*sim, er
 	s := &sim{
 		cfg: cfg, lab: l, ctx: l.Context(), start: trueNow(), abort: abort,
 		leases: newLeaseBook(cfg.LeaseDuration),
-		causes: newCauseBook(cfg.settle()),
+		causes: newCauseBook(cfg.settle()), lateParks: map[int]*latePark{},
 		rep: Report{
 			Seed: cfg.Seed, BucketCount: cfg.BucketCount, LeaseDuration: cfg.LeaseDuration, RenewInterval: cfg.RenewInterval,
 			Concurrency: cfg.Concurrency, Writers: cfg.Writers, Keys: cfg.Keys, OrderFaults: cfg.OrderFaults,
@@ -479,6 +489,7 @@ func (s *sim) step(now time.Time) (bool, error) {
 	if !now.Equal(s.lastStep) {
 		s.steps++
 		s.lastStep = now
+		s.stalls.stamp()
 	}
 	s.observe(now)
 	if v := s.failed(); v != nil {

@@ -49,6 +49,7 @@ const (
 	exprMessageIDIs  = "#mid = :mid"
 	exprNoMessageID  = "attribute_not_exists(#mid)"
 	exprBehindParked = "attribute_exists(#pk) AND attribute_not_exists(#rr)"
+	exprLeaseHeld    = "#owner = :me AND #expires > :beyond"
 )
 
 // parkedPartition is {P}#PARKED#{b}. Relays of other languages read only the
@@ -113,8 +114,17 @@ func (s *Store) ParkedKeys(ctx context.Context, bucket int) (outbox.ParkedSet, e
 // Put conditioned on attribute_not_exists and a Delete of the original
 // conditioned on its MessageId (or on its absence), plus, when p.Behind is
 // set, a check that that parked item still exists and is not marked for
-// replay (a marked key is replayed before it takes more). A refused
-// condition, or a row already gone, is outbox.ErrParkConflict.
+// replay (a marked key is replayed before it takes more), and, when
+// p.Lease names an owner, a check that the bucket's lease item still names
+// it and expires after p.Lease.Beyond. A refused lease check is
+// outbox.ErrLeaseLost; any other refused condition, or a row already gone,
+// is outbox.ErrParkConflict.
+//
+// Cost: the read (one unit for an item up to 4 KB) and 2 write units per
+// KB of each transaction item: the Put and the Delete of the row, 2 each
+// for the Behind check and for the lease check (both small items). The
+// lease check adds 2 units to a park of a 1 KB row (4, or 6 behind a
+// parked message, before it).
 //
 // The transaction's ClientRequestToken is derived from the row (bucket,
 // sequence, message id) and the park's time, so the SDK's retries of one
@@ -165,9 +175,19 @@ func (s *Store) Park(ctx context.Context, p outbox.Parking) error {
 			ConditionExpression:      aws.String(exprBehindParked),
 			ExpressionAttributeNames: names("#pk", s.opts.PartitionKey, "#rr", attrReplayRequested)}})
 	}
+	leaseCheck := -1
+	if p.Lease.Owner != "" {
+		leaseCheck = len(actions)
+		actions = append(actions, types.TransactWriteItem{ConditionCheck: s.leaseCheck(p.Bucket, p.Lease)})
+	}
 	id, _ := stringAttr(item, attrMessageID)
 	token := parkToken(s.opts.TableName, s.keys.messagePartition(p.Bucket), p, id, parked[attrParkedAt])
 	_, err = s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions, ClientRequestToken: aws.String(token)})
+	if refusedAt(err, leaseCheck) {
+		s.tel.refused("", OpPark, p.Bucket)
+		return fmt.Errorf("outboxddb: park bucket %d row %d: the lease of %s ran out or passed to another relay: %w",
+			p.Bucket, p.Sequence, p.Lease.Owner, outbox.ErrLeaseLost)
+	}
 	if conditionFailed(err) {
 		s.tel.refused("", OpPark, p.Bucket)
 		return fmt.Errorf("outboxddb: park bucket %d row %d: %w: %v", p.Bucket, p.Sequence, outbox.ErrParkConflict, err)
@@ -191,8 +211,8 @@ func parkToken(table, partition string, p outbox.Parking, id string, parkedAt ty
 	if n, ok := parkedAt.(*types.AttributeValueMemberN); ok {
 		at = n.Value
 	}
-	sum := sha256.Sum256(fmt.Appendf(nil, "park|%s|%s|%d|%d|%s|%s|%s|%d|%d|%d|%s", table, partition, p.Bucket, p.Sequence, id, at,
-		p.Reason, p.Attempts, p.Behind, p.FirstFailedAt.UnixNano(), p.Error))
+	sum := sha256.Sum256(fmt.Appendf(nil, "park|%s|%s|%d|%d|%s|%s|%s|%d|%d|%d|%s|%s|%d", table, partition, p.Bucket, p.Sequence, id, at,
+		p.Reason, p.Attempts, p.Behind, p.FirstFailedAt.UnixNano(), p.Error, p.Lease.Owner, p.Lease.Beyond.UnixNano()))
 	return hex.EncodeToString(sum[:16])
 }
 
@@ -218,6 +238,30 @@ func (s *Store) readRow(ctx context.Context, pk string, seq int64) (map[string]t
 		return nil, nil
 	}
 	return out.Items[0], nil
+}
+
+// leaseCheck is the transaction item that carries a bucket's lease into a
+// write (outbox.LeaseCheck).
+func (s *Store) leaseCheck(bucket int, l outbox.LeaseCheck) *types.ConditionCheck {
+	return &types.ConditionCheck{
+		TableName:                aws.String(s.opts.TableName),
+		Key:                      s.keys.leaseKey(bucket),
+		ConditionExpression:      aws.String(exprLeaseHeld),
+		ExpressionAttributeNames: names("#owner", attrOwner, "#expires", attrExpiresAt),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":me": str(l.Owner), ":beyond": num(outbox.Ticks(l.Beyond)),
+		},
+	}
+}
+
+// refusedAt reports a transaction cancelled because its action i failed
+// its condition; false for i < 0.
+func refusedAt(err error, i int) bool {
+	var tce *types.TransactionCanceledException
+	if i < 0 || !errors.As(err, &tce) || i >= len(tce.CancellationReasons) {
+		return false
+	}
+	return aws.ToString(tce.CancellationReasons[i].Code) == "ConditionalCheckFailed"
 }
 
 // conditionFailed reports a refused condition of a single write or of any

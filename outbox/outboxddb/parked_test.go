@@ -5,12 +5,14 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 func TestPark_MovesTheRowKeepingEveryAttribute_ThenMarkReplayAndDrop(t *testing.T) {
@@ -201,4 +203,52 @@ func TestParkToken_IsTheCallsOwn_AndDiffersBetweenOutboxes(t *testing.T) {
 	if n := len(orders); n > 36 {
 		t.Errorf("token of %d characters, DynamoDB takes at most 36", n)
 	}
+}
+
+// A park carries the bucket's lease into its transaction: it applies only
+// while the lease item names the parking relay and expires after the
+// margin, and a refused lease check is outbox.ErrLeaseLost (the relay
+// stops acting on the bucket), not a conflict. The check costs 2 write
+// units: the park of a small row goes from 4 to 6.
+func TestPark_CarriesTheLease_AndARefusedLeaseIsLeaseLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		w, s := e.writer(t), e.store(t)
+		enqueue(t, w, 5, 3)
+		if _, err := s.AcquireLeases(t.Context(), outbox.LeaseRequest{RelayID: "relay-a", BucketCount: 8, LeaseDuration: fleetLease}, outbox.RoundState{}); err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		held := outbox.LeaseCheck{Owner: "relay-a", Beyond: now.Add(10 * time.Second)}
+		var c outboxlocal.Counts
+		for _, refused := range []outbox.LeaseCheck{
+			{Owner: "relay-b", Beyond: now},                               // another relay's
+			{Owner: "relay-a", Beyond: now.Add(fleetLease)},               // not beyond the margin
+			{Owner: "relay-a", Beyond: now.Add(fleetLease + time.Second)}, // long expired by then
+		} {
+			c = e.counts(func() {
+				err := s.Park(t.Context(), outbox.Parking{Bucket: 5, Sequence: 1, Reason: outbox.ParkTooLarge, Lease: refused})
+				if !errors.Is(err, outbox.ErrLeaseLost) || errors.Is(err, outbox.ErrParkConflict) {
+					t.Fatalf("park under %+v = %v, want lease lost", refused, err)
+				}
+			})
+		}
+		if c.Refused != 1 {
+			t.Fatalf("refused %d, want the transaction refused", c.Refused)
+		}
+		c = e.counts(func() {
+			if err := s.Park(t.Context(), outbox.Parking{Bucket: 5, Sequence: 1, Reason: outbox.ParkTooLarge, Lease: held}); err != nil {
+				t.Fatal(err)
+			}
+		})
+		wantRequests(t, c, map[string]int{"Query": 1, "TransactWriteItems": 1})
+		if c.OpWriteUnits["TransactWriteItems"] != 6 {
+			t.Fatalf("park write units %v, want 6 (put 2, delete 2, lease check 2)", c.OpWriteUnits["TransactWriteItems"])
+		}
+		left, err := s.FetchBatch(t.Context(), 5, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantInts(t, "left in the bucket", sequences(left), []int64{2, 3})
+	})
 }
