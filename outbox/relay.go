@@ -74,8 +74,13 @@ type Relay struct {
 	// a warm execution environment samples once per interval.
 	sampledAt time.Time
 	heads     map[int]*headRow
-	// quarantine is the store's parking side; nil under PoisonBlock.
+	// quarantine is the store's parking side, nil when the store has none.
+	// Every relay reads it, whatever its policy: a held-back key stays
+	// held back and marked replays go out under any relay's lease.
 	quarantine Quarantine
+	// parkPoison is PoisonQuarantine: the policy decides only whether a
+	// new poison message is parked or blocks its bucket.
+	parkPoison bool
 	// parked holds, per owned bucket, the quarantined keys, their parked
 	// sequences and the marked replays, read when the bucket is claimed; a
 	// bucket absent from the map has not been read since it was claimed
@@ -101,9 +106,6 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	if opts.PoisonPolicy == PoisonQuarantine && q == nil {
 		return nil, Misconfigured("new relay", "PoisonPolicy %q needs a store that implements outbox.Quarantine; %T does not", PoisonQuarantine, cfg.Store)
 	}
-	if opts.PoisonPolicy != PoisonQuarantine {
-		q = nil
-	}
 	r := &Relay{
 		opts:     opts,
 		store:    cfg.Store,
@@ -121,6 +123,7 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 		heads:      map[int]*headRow{},
 		held:       newByteBudget(opts.MaxHeldBytes, opts.MaxMessageBytes),
 		quarantine: q,
+		parkPoison: opts.PoisonPolicy == PoisonQuarantine,
 		parked:     map[int]*parkedBucket{},
 	}
 	r.timing = leaseTiming{lease: opts.LeaseDuration, interval: opts.LeaseRenewInterval,

@@ -146,10 +146,11 @@ func (u *run) park(ctx context.Context, p Parking, m *Message, key []byte) error
 
 // parkFailed decides whether a failed head row is parked under
 // PoisonQuarantine (a failure retrying cannot fix, or too many attempts)
-// and parks it. It reports whether it did.
+// and parks it. It reports whether it did. Under PoisonBlock it never
+// parks: the row blocks its bucket.
 func (u *run) parkFailed(ctx context.Context, bucket int, seq int64, m *Message, cause error) (bool, error) {
 	r := u.r
-	if r.quarantine == nil {
+	if !r.parkPoison {
 		return false, nil
 	}
 	h := r.headState(bucket)

@@ -167,7 +167,7 @@ func (u *run) replayDone(ctx context.Context, bucket int, pb *parkedBucket) erro
 // replayReady returns the buckets of bs with a replay request. It reads the
 // requests when forced or when the last read is LeaseRenewInterval old, and
 // forgets the parked state of every bucket read before its request, so the
-// relay reads the marks. Nil under PoisonBlock.
+// relay reads the marks. Nil when the store has no quarantine side.
 func (u *run) replayReady(bs []int, force bool) ([]int, error) {
 	r := u.r
 	if r.quarantine == nil {
