@@ -99,7 +99,9 @@ func (s *sharedFlushCluster) whileHeld(t *testing.T, p *Publisher, publishes ...
 	release := make(chan struct{})
 	s.hold <- release
 	first := make(chan Result, 1)
-	go func() { first <- p.PublishDetailed(ctx, []outbox.Message{message(t, 99, "held", []byte("h"), []byte("v"), nil, nil)}) }()
+	go func() {
+		first <- p.PublishDetailed(ctx, []outbox.Message{message(t, 99, "held", []byte("h"), []byte("v"), nil, nil)})
+	}()
 	for deadline := time.Now().Add(10 * time.Second); len(s.hold) > 0; {
 		if time.Now().After(deadline) {
 			t.Fatal("the held publish never reached the broker")
