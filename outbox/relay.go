@@ -81,15 +81,9 @@ type Relay struct {
 	// parkPoison is PoisonQuarantine: the policy decides only whether a
 	// new poison message is parked or blocks its bucket.
 	parkPoison bool
-	// parked holds, per owned bucket, the quarantined keys, their parked
-	// sequences and the marked replays, read when the bucket is claimed; a
-	// bucket absent from the map has not been read since it was claimed
-	// (or since a park whose outcome is unknown, or a new replay request).
-	parked map[int]*parkedBucket
-	// replayRequests are the buckets' replay requests as last read, at
-	// replayReadAt.
-	replayRequests map[int]int64
-	replayReadAt   time.Time
+	// parked is what the relay knows of its buckets' parked partitions
+	// and of the replay requests, behind a lock of its own.
+	parked *parkedBook
 }
 
 // NewRelay validates cfg and returns a relay. A nil store or publisher and
@@ -124,7 +118,7 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 		held:       newByteBudget(opts.MaxHeldBytes, opts.MaxMessageBytes),
 		quarantine: q,
 		parkPoison: opts.PoisonPolicy == PoisonQuarantine,
-		parked:     map[int]*parkedBucket{},
+		parked:     newParkedBook(),
 	}
 	r.timing = leaseTiming{lease: opts.LeaseDuration, interval: opts.LeaseRenewInterval,
 		margin: KeepMargin(opts.LeaseDuration, opts.LeaseRenewInterval)}

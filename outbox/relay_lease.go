@@ -84,7 +84,7 @@ func (r *Relay) dropOwnership(reason LossReason) {
 	r.lease.at = time.Time{}
 	r.lease.force = true
 	r.lease.settled = Settled{}
-	r.forgetParkedLocked(nil, nil)
+	r.parked.retain(nil, nil)
 	r.mu.Unlock()
 	if lost > 0 {
 		r.log.Warn("dropping bucket ownership", "reason", string(reason), "buckets", lost)
@@ -150,9 +150,9 @@ func (u *run) acquire() error {
 		}
 	}
 	if expired {
-		r.forgetParkedLocked(nil, nil)
+		r.parked.retain(nil, nil)
 	}
-	r.forgetParkedLocked(acq.Owned, acq.Claimed)
+	r.parked.retain(acq.Owned, acq.Claimed)
 	r.mu.Unlock()
 	u.forceDiscover = true
 	u.res.MaxOwned = max(u.res.MaxOwned, len(acq.Owned))
@@ -383,5 +383,5 @@ func (r *Relay) resetLease() {
 	r.lease.attempted = false
 	r.lease.force = false
 	r.lease.settled = Settled{}
-	r.forgetParkedLocked(nil, nil)
+	r.parked.retain(nil, nil)
 }
