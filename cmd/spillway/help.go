@@ -80,7 +80,9 @@ that are not marked wait for an operator and do not fail the drain.`},
 bucket publishes a key's marked messages in their original order, before any
 later message of the key (also one committed after the park), then deletes
 them; relays run by the schedule, a wake-up or drain pick the request up
-within a lease renewal interval. A key with an unmarked parked message keeps
+within a lease renewal interval, whatever their poison policy. With
+--relay-function (or SPILLWAY_RELAY_FUNCTION) the command wakes that
+function for the marked buckets. A key with an unmarked parked message keeps
 parking its later messages. Running a replay again after an interruption
 marks the rest; nothing is lost, doubled or reordered (Kafka may see a
 replayed message twice, with one message id).`},
