@@ -46,6 +46,7 @@ func (u *run) replayParked(ctx context.Context, bucket int) (int, error) {
 				return published, errCycle(fmt.Sprintf("delete %d replayed messages of bucket %d", out.acked, bucket), err)
 			}
 			r.parked.dropReplays(pb, batch[:out.acked], true)
+			r.emit(Event{Kind: EventReplayed, Bucket: bucket, Count: out.acked})
 			published += out.acked
 		}
 		if out.err == nil {
