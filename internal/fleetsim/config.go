@@ -112,10 +112,16 @@ const (
 	// FaultParkLost: as FaultQuarantineReplay, and the park transaction is
 	// applied but its response lost, its retries throttled.
 	FaultParkLost OrderFault = "park-lost"
+	// FaultBlockHolds: with FaultQuarantineReplay, the steady phases' hold
+	// relays run under PoisonBlock while the relay function quarantines:
+	// a fleet switched back to block, or a drain from a shell without the
+	// policy, meets held-back keys with later messages pending and
+	// marked replays (issue 39).
+	FaultBlockHolds OrderFault = "block-holds"
 )
 
 // AllOrderFaults is the whole order menu.
-var AllOrderFaults = []OrderFault{FaultLateRound, FaultMixedSkew, FaultQuarantineReplay, FaultParkLost}
+var AllOrderFaults = []OrderFault{FaultLateRound, FaultMixedSkew, FaultQuarantineReplay, FaultParkLost, FaultBlockHolds}
 
 // defaultOrderFaults are the order faults of NewConfig, and so of the CI
 // seeds: the whole menu, each of which broke a key's order before the
@@ -135,6 +141,8 @@ func (c Config) validate() error {
 		}
 	}
 	switch {
+	case c.has(FaultBlockHolds) && !c.quarantine():
+		return fmt.Errorf("fleetsim: order fault %q needs %q or %q: without parked messages it tests nothing", FaultBlockHolds, FaultQuarantineReplay, FaultParkLost)
 	case c.Messages < 1:
 		return fmt.Errorf("fleetsim: Messages %d < 1", c.Messages)
 	case c.WriteDuration < time.Minute:
