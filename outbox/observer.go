@@ -56,6 +56,10 @@ const (
 	// EventParkedBacklog: a sample of the parked messages of every bucket
 	// (Count), taken with the backlog.
 	EventParkedBacklog
+	// EventReplayed: Count parked messages of Bucket, marked by an
+	// operator, were published (each also counted by EventPublish) and
+	// left the parked partition.
+	EventReplayed
 )
 
 var eventNames = [...]string{
@@ -79,6 +83,7 @@ var eventNames = [...]string{
 	EventOwned:           "owned",
 	EventParked:          "parked",
 	EventParkedBacklog:   "parked_backlog",
+	EventReplayed:        "replayed",
 }
 
 // String returns a stable snake_case name, used as a log key.

@@ -73,21 +73,21 @@ type Relay struct {
 	work      recentWork
 	sampledAt time.Time
 
-	// mu guards the head-row backoffs and their jitter, and the parked
-	// state below; never the lease (leaseKeeper), never across a request.
+	// mu guards the head-row backoffs and their jitter; never the lease
+	// (leaseKeeper) nor the parked state (parkedBook), never across a
+	// request.
 	mu    sync.Mutex
 	heads map[int]*headRow
-	// quarantine is the store's parking side; nil under PoisonBlock.
+	// quarantine is the store's parking side, nil when the store has none.
+	// Every relay reads it, whatever its policy: a held-back key stays
+	// held back and marked replays go out under any relay's lease.
 	quarantine Quarantine
-	// parked holds, per owned bucket, the quarantined keys, their parked
-	// sequences and the marked replays, read when the bucket is claimed; a
-	// bucket absent from the map has not been read since it was claimed
-	// (or since a park whose outcome is unknown, or a new replay request).
-	parked map[int]*parkedBucket
-	// replayRequests are the buckets' replay requests as last read, at
-	// replayReadAt.
-	replayRequests map[int]int64
-	replayReadAt   time.Time
+	// parkPoison is PoisonQuarantine: the policy decides only whether a
+	// new poison message is parked or blocks its bucket.
+	parkPoison bool
+	// parked is what the relay knows of its buckets' parked partitions
+	// and of the replay requests, behind a lock of its own.
+	parked *parkedBook
 }
 
 // NewRelay validates cfg and returns a relay. A nil store or publisher and
@@ -103,9 +103,6 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	q, _ := cfg.Store.(Quarantine)
 	if opts.PoisonPolicy == PoisonQuarantine && q == nil {
 		return nil, Misconfigured("new relay", "PoisonPolicy %q needs a store that implements outbox.Quarantine; %T does not", PoisonQuarantine, cfg.Store)
-	}
-	if opts.PoisonPolicy != PoisonQuarantine {
-		q = nil
 	}
 	r := &Relay{
 		opts:     opts,
@@ -125,7 +122,8 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 		heads:      map[int]*headRow{},
 		held:       newByteBudget(opts.MaxHeldBytes, opts.MaxMessageBytes),
 		quarantine: q,
-		parked:     map[int]*parkedBucket{},
+		parkPoison: opts.PoisonPolicy == PoisonQuarantine,
+		parked:     newParkedBook(),
 	}
 	timing := leaseTiming{lease: opts.LeaseDuration, interval: opts.LeaseRenewInterval,
 		margin: KeepMargin(opts.LeaseDuration, opts.LeaseRenewInterval)}

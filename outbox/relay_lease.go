@@ -12,7 +12,7 @@ import (
 // throughout may have been parked into or replayed by others.
 func (r *Relay) leaseLost(reason LossReason, n int) {
 	owned := r.lease.owned()
-	r.locked(func() { r.forgetParkedLocked(owned, nil) })
+	r.parked.retain(owned, nil)
 	r.log.Warn("dropping bucket ownership", "reason", string(reason), "buckets", n)
 	r.emit(Event{Kind: EventLeaseLost, Bucket: -1, Count: n, Loss: reason})
 	r.emit(Event{Kind: EventOwned, Bucket: -1, Count: len(owned)})
@@ -70,11 +70,11 @@ func (u *run) acquire() error {
 				delete(r.heads, b)
 			}
 		}
-		if expired {
-			r.forgetParkedLocked(nil, nil)
-		}
-		r.forgetParkedLocked(acq.Owned, acq.Claimed)
 	})
+	if expired {
+		r.parked.retain(nil, nil)
+	}
+	r.parked.retain(acq.Owned, acq.Claimed)
 	u.forceDiscover = true
 	u.res.MaxOwned = max(u.res.MaxOwned, len(acq.Owned))
 
@@ -249,5 +249,5 @@ func (u stopper) releaseReserve() time.Duration {
 // resetLease forgets all lease state so the next run starts with a round.
 func (r *Relay) resetLease() {
 	r.lease.apply(leaseBook.released)
-	r.locked(func() { r.forgetParkedLocked(nil, nil) })
+	r.parked.retain(nil, nil)
 }

@@ -5,41 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 )
-
-// forgetParkedLocked drops the quarantined-key sets of buckets not in keep
-// and of the buckets in claimed: a bucket the relay did not hold throughout
-// may have been parked into or replayed by others, so it is read again
-// when next drained. r.mu must be held.
-func (r *Relay) forgetParkedLocked(keep, claimed []int) {
-	for b := range r.parked {
-		if !slices.Contains(keep, b) || slices.Contains(claimed, b) {
-			delete(r.parked, b)
-		}
-	}
-}
-
-// parkedBucket is what a relay knows of one owned bucket's parked
-// partition since it last read it.
-type parkedBucket struct {
-	keys         map[string][]int64
-	replays      []Message
-	unreplayable map[int64]string
-	// request is the bucket's replay request the relay had seen before it
-	// read the partition (0: none); withdrawn once every replay is done.
-	request int64
-}
 
 // parkedKeys returns the bucket's parked state, reading the parked
 // partition if the relay has not since it claimed the bucket, since a park
 // whose outcome it does not know, or since a new replay request.
 func (u *run) parkedKeys(ctx context.Context, bucket int) (*parkedBucket, error) {
 	r := u.r
-	r.mu.Lock()
-	pb, ok := r.parked[bucket]
-	request := r.replayRequests[bucket]
-	r.mu.Unlock()
+	pb, request, ok := r.parked.lookup(bucket)
 	if ok {
 		return pb, nil
 	}
@@ -47,51 +20,7 @@ func (u *run) parkedKeys(ctx context.Context, bucket int) (*parkedBucket, error)
 	if err != nil {
 		return nil, errCycle(fmt.Sprintf("read parked keys of bucket %d", bucket), err)
 	}
-	pb = &parkedBucket{keys: set.Keys, replays: set.Replays, unreplayable: set.Unreplayable, request: request}
-	if pb.keys == nil {
-		pb.keys = map[string][]int64{}
-	}
-	r.mu.Lock()
-	r.parked[bucket] = pb
-	r.mu.Unlock()
-	return pb, nil
-}
-
-// forgetParked drops the bucket's parked state: the next use reads the
-// partition again.
-func (r *Relay) forgetParked(bucket int) {
-	r.mu.Lock()
-	delete(r.parked, bucket)
-	r.mu.Unlock()
-}
-
-// quarantinedKey returns the last parked sequence of m's key in bucket, or 0
-// when the key is not quarantined. Keyless messages never are.
-func (r *Relay) quarantinedKey(bucket int, m *Message) int64 {
-	if m.Key == nil {
-		return 0
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if pb := r.parked[bucket]; pb != nil {
-		if seqs := pb.keys[string(m.Key)]; len(seqs) > 0 {
-			return seqs[len(seqs)-1]
-		}
-	}
-	return 0
-}
-
-// noteParked records a parked message of a key so later messages of that key
-// park behind it.
-func (r *Relay) noteParked(bucket int, key []byte, seq int64) {
-	if key == nil {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if pb := r.parked[bucket]; pb != nil {
-		pb.keys[string(key)] = append(pb.keys[string(key)], seq)
-	}
+	return r.parked.install(bucket, set, request), nil
 }
 
 // parkQuarantinedKeys parks, in order, the fetched messages whose key is
@@ -106,7 +35,7 @@ func (u *run) parkQuarantinedKeys(ctx context.Context, bucket int, msgs []Messag
 	rest := msgs[:0:0]
 	for i := range msgs {
 		m := &msgs[i]
-		behind := u.r.quarantinedKey(bucket, m)
+		behind := u.r.parked.behind(bucket, m.Key)
 		if behind == 0 {
 			rest = append(rest, *m)
 			continue
@@ -137,13 +66,13 @@ func (u *run) park(ctx context.Context, p Parking, m *Message, key []byte) error
 	p.Lease = g.check()
 	r.lease.during(func() { err = r.quarantine.Park(ctx, p) })
 	if err != nil {
-		r.forgetParked(p.Bucket)
+		r.parked.forget(p.Bucket)
 		if errors.Is(err, ErrLeaseLost) {
 			r.lease.loseBucket(p.Bucket, LossWriteRefused)
 		}
 		return errCycle(fmt.Sprintf("park bucket %d row %d", p.Bucket, p.Sequence), err)
 	}
-	r.noteParked(p.Bucket, key, p.Sequence)
+	r.parked.noteParked(p.Bucket, key, p.Sequence)
 	attrs := []slog.Attr{slog.Int("bucket", p.Bucket), slog.Int64("sequence", p.Sequence),
 		slog.String("reason", string(p.Reason)), slog.Int("attempts", p.Attempts)}
 	if m != nil {
@@ -159,10 +88,11 @@ func (u *run) park(ctx context.Context, p Parking, m *Message, key []byte) error
 
 // parkFailed decides whether a failed head row is parked under
 // PoisonQuarantine (a failure retrying cannot fix, or too many attempts)
-// and parks it. It reports whether it did.
+// and parks it. It reports whether it did. Under PoisonBlock it never
+// parks: the row blocks its bucket.
 func (u *run) parkFailed(ctx context.Context, bucket int, seq int64, m *Message, cause error) (bool, error) {
 	r := u.r
-	if r.quarantine == nil {
+	if !r.parkPoison {
 		return false, nil
 	}
 	h := r.headState(bucket)

@@ -9,60 +9,6 @@ import (
 	"slices"
 )
 
-// replayable returns pb's marked messages the relay may publish now, in
-// original order: a keyless one always; a key's only as a prefix of its
-// parked messages, so a key never publishes a message while an earlier one
-// of it stays parked.
-func (r *Relay) replayable(pb *parkedBucket) []Message {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	marked := make(map[int64]bool, len(pb.replays))
-	for _, m := range pb.replays {
-		marked[m.Sequence] = true
-	}
-	ready := map[int64]bool{}
-	for _, seqs := range pb.keys {
-		for _, seq := range seqs {
-			if !marked[seq] {
-				break
-			}
-			ready[seq] = true
-		}
-	}
-	var out []Message
-	for _, m := range pb.replays {
-		if m.Key == nil || ready[m.Sequence] {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-// dropReplays forgets published (or refused) replays: they leave pb's
-// marked list, and published ones leave their key's parked sequences.
-func (r *Relay) dropReplays(pb *parkedBucket, done []Message, published bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	gone := make(map[int64]bool, len(done))
-	for _, m := range done {
-		gone[m.Sequence] = true
-	}
-	pb.replays = slices.DeleteFunc(slices.Clone(pb.replays), func(m Message) bool { return gone[m.Sequence] })
-	if !published {
-		return
-	}
-	for _, m := range done {
-		if m.Key == nil {
-			continue
-		}
-		k := string(m.Key)
-		pb.keys[k] = slices.DeleteFunc(slices.Clone(pb.keys[k]), func(s int64) bool { return gone[s] })
-		if len(pb.keys[k]) == 0 {
-			delete(pb.keys, k)
-		}
-	}
-}
-
 // replayParked carries out an operator's replay under the bucket's lease,
 // before the relay publishes anything of the bucket's message partition: it
 // publishes the marked parked messages it may (replayable) in batches,
@@ -82,7 +28,7 @@ func (u *run) replayParked(ctx context.Context, bucket int) (int, error) {
 	}
 	published := 0
 	for {
-		todo := r.replayable(pb)
+		todo := r.parked.replayable(pb)
 		if len(todo) == 0 {
 			break
 		}
@@ -102,7 +48,8 @@ func (u *run) replayParked(ctx context.Context, bucket int) (int, error) {
 			if err != nil {
 				return published, errCycle(fmt.Sprintf("delete %d replayed messages of bucket %d", out.acked, bucket), err)
 			}
-			r.dropReplays(pb, batch[:out.acked], true)
+			r.parked.dropReplays(pb, batch[:out.acked], true)
+			r.emit(Event{Kind: EventReplayed, Bucket: bucket, Count: out.acked})
 			published += out.acked
 		}
 		if out.err == nil {
@@ -128,16 +75,14 @@ func (u *run) replayParked(ctx context.Context, bucket int) (int, error) {
 // messages in the message partition.
 func (u *run) unmarkBlocked(ctx context.Context, bucket int, pb *parkedBucket) error {
 	r := u.r
-	r.mu.Lock()
-	blocked := slices.Clone(pb.replays)
-	r.mu.Unlock()
+	blocked := r.parked.marked(pb)
 	for _, m := range blocked {
 		if err := r.quarantine.RefuseReplay(ctx, bucket, m.Sequence, "not replayed: an earlier message of its key is parked and not marked for replay"); err != nil && !errors.Is(err, ErrParkConflict) {
-			r.forgetParked(bucket)
+			r.parked.forget(bucket)
 			return errCycle(fmt.Sprintf("clear the replay mark of bucket %d row %d", bucket, m.Sequence), err)
 		}
 	}
-	r.dropReplays(pb, blocked, false)
+	r.parked.dropReplays(pb, blocked, false)
 	return nil
 }
 
@@ -148,9 +93,7 @@ func (u *run) unmarkBlocked(ctx context.Context, bucket int, pb *parkedBucket) e
 // reads the parked partition again when it sees it.
 func (u *run) replayDone(ctx context.Context, bucket int, pb *parkedBucket) error {
 	r := u.r
-	r.mu.Lock()
-	request := pb.request
-	r.mu.Unlock()
+	request := r.parked.request(pb)
 	if request == 0 {
 		return nil
 	}
@@ -158,51 +101,28 @@ func (u *run) replayDone(ctx context.Context, bucket int, pb *parkedBucket) erro
 	if err != nil && !errors.Is(err, ErrParkConflict) {
 		return errCycle(fmt.Sprintf("withdraw the replay request of bucket %d", bucket), err)
 	}
-	r.mu.Lock()
-	pb.request = 0
-	if r.replayRequests[bucket] == request {
-		delete(r.replayRequests, bucket)
-	}
-	r.mu.Unlock()
+	r.parked.requestDone(bucket, pb, request)
 	return nil
 }
 
 // replayReady returns the buckets of bs with a replay request. It reads the
 // requests when forced or when the last read is LeaseRenewInterval old, and
 // forgets the parked state of every bucket read before its request, so the
-// relay reads the marks. Nil under PoisonBlock.
+// relay reads the marks. Nil when the store has no quarantine side.
 func (u *run) replayReady(bs []int, force bool) ([]int, error) {
 	r := u.r
 	if r.quarantine == nil {
 		return nil, nil
 	}
 	now := r.clock.Now()
-	r.mu.Lock()
-	due := force || r.replayReadAt.IsZero() || now.Sub(r.replayReadAt) >= r.opts.LeaseRenewInterval
-	r.mu.Unlock()
-	if due {
+	if r.parked.requestsDue(now, r.opts.LeaseRenewInterval, force) {
 		reqs, err := r.quarantine.ReplayRequests(u.ctx)
 		if err != nil {
 			return nil, errCycle("read the replay requests", err)
 		}
-		r.mu.Lock()
-		r.replayRequests, r.replayReadAt = reqs, now
-		for b, req := range reqs {
-			if pb := r.parked[b]; pb != nil && pb.request != req {
-				delete(r.parked, b)
-			}
-		}
-		r.mu.Unlock()
+		r.parked.setRequests(reqs, now)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []int
-	for _, b := range bs {
-		if r.replayRequests[b] != 0 {
-			out = append(out, b)
-		}
-	}
-	return out, nil
+	return r.parked.requested(bs), nil
 }
 
 // union returns the distinct elements of a and b, ascending.
@@ -215,10 +135,7 @@ func union(a, b []int) []int {
 // refuseUnreplayable clears the marks of marked messages that do not decode.
 func (u *run) refuseUnreplayable(ctx context.Context, bucket int, pb *parkedBucket) error {
 	r := u.r
-	r.mu.Lock()
-	bad := pb.unreplayable
-	pb.unreplayable = nil
-	r.mu.Unlock()
+	bad := r.parked.takeUnreplayable(pb)
 	for _, seq := range slices.Sorted(maps.Keys(bad)) {
 		if err := u.refuseReplay(ctx, bucket, pb, Message{Sequence: seq}, bad[seq]); err != nil {
 			return err
@@ -234,39 +151,19 @@ func (u *run) refuseUnreplayable(ctx context.Context, bucket int, pb *parkedBuck
 // cause is fixed.
 func (u *run) refuseReplay(ctx context.Context, bucket int, pb *parkedBucket, m Message, reason string) error {
 	r := u.r
-	refused := []Message{m}
-	r.mu.Lock()
-	if key, ok := keyOfParked(pb, m.Sequence); ok {
-		for _, later := range pb.replays {
-			if later.Sequence > m.Sequence && later.Key != nil && string(later.Key) == key {
-				refused = append(refused, later)
-			}
-		}
-	}
-	r.mu.Unlock()
+	refused := r.parked.withLaterOfKey(pb, m)
 	for i, c := range refused {
 		why := reason
 		if i > 0 {
 			why = fmt.Sprintf("not replayed: message %d of its key was refused: %s", m.Sequence, reason)
 		}
 		if err := r.quarantine.RefuseReplay(ctx, bucket, c.Sequence, why); err != nil && !errors.Is(err, ErrParkConflict) {
-			r.forgetParked(bucket)
+			r.parked.forget(bucket)
 			return errCycle(fmt.Sprintf("clear the replay mark of bucket %d row %d", bucket, c.Sequence), err)
 		}
 	}
-	r.dropReplays(pb, refused, false)
+	r.parked.dropReplays(pb, refused, false)
 	r.log.LogAttrs(ctx, slog.LevelWarn, "replay refused; the message stays parked with its key's later ones",
 		slog.Int("bucket", bucket), slog.Int64("sequence", m.Sequence), slog.Int("unmarked", len(refused)), slog.String("error", reason))
 	return nil
-}
-
-// keyOfParked returns the key whose parked sequences hold seq. r.mu must
-// be held.
-func keyOfParked(pb *parkedBucket, seq int64) (string, bool) {
-	for k, seqs := range pb.keys {
-		if slices.Contains(seqs, seq) {
-			return k, true
-		}
-	}
-	return "", false
 }

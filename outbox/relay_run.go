@@ -375,7 +375,7 @@ func (u *run) sampleBacklog(owned []int) {
 		age = max(r.clock.Now().Sub(bl.Oldest), 0)
 	}
 	r.emit(Event{Kind: EventBacklog, Bucket: -1, Count: int(min(bl.Pending, int64(^uint(0)>>1))), Duration: age})
-	if r.quarantine != nil {
+	if r.parkPoison {
 		r.emit(Event{Kind: EventParkedBacklog, Bucket: -1, Count: int(min(bl.Parked, int64(^uint(0)>>1)))})
 	}
 }

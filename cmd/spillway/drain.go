@@ -169,6 +169,7 @@ type drainResult struct {
 	// Stuck lists the buckets whose head message kept failing, with the
 	// last error: what holds the drain up when Pending stays above 0.
 	Stuck []stuckBucket `json:"stuck,omitempty"`
+	parkedLeft
 }
 
 type stuckBucket struct {
@@ -192,6 +193,9 @@ func (f *drainFleet) drain(ctx context.Context, o drainOptions, stdout, stderr i
 	// progress: both write through one lock.
 	stdout = &lockedWriter{w: stdout}
 	f.waits.out = stdout
+	if o.cfg.PoisonPolicy == outbox.PoisonQuarantine {
+		f.waits.parkAfter = o.cfg.PoisonMaxAttempts
+	}
 	var (
 		wg      sync.WaitGroup
 		errOnce sync.Once
@@ -216,7 +220,12 @@ func (f *drainFleet) drain(ctx context.Context, o drainOptions, stdout, stderr i
 	if err != nil {
 		return err
 	}
-	res := drainResult{Published: f.count.published.Load(), Pending: bl.Pending, Elapsed: time.Since(start).Seconds()}
+	counts, err := f.store.ParkedCounts(context.WithoutCancel(ctx))
+	if err != nil {
+		return err
+	}
+	res := drainResult{Published: f.count.published.Load(), Pending: bl.Pending, Elapsed: time.Since(start).Seconds(),
+		parkedLeft: sumParked(counts, f.count.parked.Load())}
 	if bl.Pending > 0 {
 		res.Stuck = f.count.stuck()
 	}
@@ -227,11 +236,15 @@ func (f *drainFleet) drain(ctx context.Context, o drainOptions, stdout, stderr i
 			return err
 		}
 	} else {
-		fmt.Fprintf(stdout, "published %d in %.1fs; %d pending\n", res.Published, res.Elapsed, res.Pending)
+		fmt.Fprintln(stdout, res.summary(res.Published, res.Elapsed, res.Pending))
 	}
+	res.explain(stdout)
 	if bl.Pending > 0 {
 		f.waits.report(context.WithoutCancel(ctx), f.store, nil, res.Stuck)
 		return errNotEmpty
+	}
+	if res.Marked > 0 {
+		return errReplaysLeft
 	}
 	return nil
 }
@@ -295,12 +308,15 @@ func (f *drainFleet) printProgress(done <-chan struct{}, every time.Duration, st
 	}
 }
 
-var errNotEmpty = errors.New("the outbox is not empty")
+var (
+	errNotEmpty    = errors.New("the outbox is not empty")
+	errReplaysLeft = errors.New("messages marked for replay are still parked")
+)
 
 // drainCounter counts what the relays publish and delete, as they go, and
 // keeps the last publish error of each bucket whose head keeps failing.
 type drainCounter struct {
-	published, deleted atomic.Int64
+	published, deleted, parked atomic.Int64
 
 	mu      sync.Mutex
 	failing map[int]string
@@ -318,6 +334,11 @@ func (c *drainCounter) Observe(e outbox.Event) {
 		c.fail(e.Bucket, 0, e.Err)
 	case e.Kind == outbox.EventDelete:
 		c.deleted.Add(int64(e.Count))
+	case e.Kind == outbox.EventParked:
+		c.parked.Add(int64(e.Count))
+		// The bucket's head moved to the parked partition: it no
+		// longer holds the bucket up.
+		c.fail(e.Bucket, e.Count, nil)
 	}
 }
 

@@ -16,9 +16,12 @@ import (
 // waitReporter prints who holds the buckets a drain waits for, once per
 // change, so a drain blocked by a dead process's unexpired leases says so.
 type waitReporter struct {
-	out  io.Writer
-	mu   sync.Mutex
-	last string
+	out io.Writer
+	// parkAfter is the relays' PoisonMaxAttempts under the quarantine
+	// policy, 0 under block: what the stuck line suggests.
+	parkAfter int
+	mu        sync.Mutex
+	last      string
 }
 
 // stuck prints, once per change, the buckets whose head message keeps
@@ -28,16 +31,23 @@ func (w *waitReporter) stuck(stuck []stuckBucket) {
 	if len(stuck) == 0 {
 		return
 	}
-	w.print(stuckLine(stuck))
+	w.print(w.stuckLine(stuck))
 }
 
-func stuckLine(stuck []stuckBucket) string {
+// stuckLine names the stuck buckets and the way out: under block, the
+// quarantine policy; under quarantine, the park that comes after
+// PoisonMaxAttempts failures (a message Kafka refuses for good is parked at
+// once and never reported stuck).
+func (w *waitReporter) stuckLine(stuck []stuckBucket) string {
 	parts := make([]string, len(stuck))
 	for i, s := range stuck {
 		parts[i] = fmt.Sprintf("bucket %d is stuck on its head message: %s", s.Bucket, s.Error)
 	}
-	return strings.Join(parts, "\n") + "\n(the relays keep retrying it, and nothing behind it in its bucket moves: fix the cause, " +
-		"or relay with SPILLWAY_POISON_POLICY=quarantine to park it; see spillway help parked)"
+	hint := "or relay with SPILLWAY_POISON_POLICY=quarantine to park it; see spillway help parked"
+	if w.parkAfter > 0 {
+		hint = fmt.Sprintf("or wait: under SPILLWAY_POISON_POLICY=quarantine it is parked after %d failed attempts (SPILLWAY_POISON_MAX_ATTEMPTS)", w.parkAfter)
+	}
+	return strings.Join(parts, "\n") + "\n(the relays keep retrying it, and nothing behind it in its bucket moves: fix the cause, " + hint + ")"
 }
 
 // report reads the leases (one consistent query of the coordination
@@ -46,7 +56,7 @@ func stuckLine(stuck []stuckBucket) string {
 // instead.
 func (w *waitReporter) report(ctx context.Context, store *outboxddb.Store, pending []int, stuck []stuckBucket) {
 	if len(stuck) > 0 {
-		w.print(stuckLine(stuck))
+		w.print(w.stuckLine(stuck))
 		return
 	}
 	coord, err := store.ReadCoordination(ctx)

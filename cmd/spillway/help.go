@@ -39,9 +39,16 @@ var docs = map[string]helpDoc{
 	"create-table": {"create the outbox table if it does not exist and wait until it is active",
 		"create-table --table NAME [--dynamodb-endpoint URL] [--wait D] [--progress D]",
 		[]string{"spillway create-table " + conn, "spillway create-table --table demo --dynamodb-endpoint http://127.0.0.1:8000"}, ""},
-	"drain": {"relay until the outbox is empty (exit 0) or --timeout passes (exit 1)",
+	"drain": {"relay until nothing is pending or marked for replay (exit 0) or --timeout passes (exit 1)",
 		"drain --table NAME --brokers HOST:PORT [--bucket-count N] [--relays N] [--timeout D] [--json]",
-		[]string{"spillway drain " + conn + " --brokers b-1.example:9092 --timeout 10m", "spillway drain " + conn + " --brokers localhost:9092 --relays 4 --json"}, ""},
+		[]string{"spillway drain " + conn + " --brokers b-1.example:9092 --timeout 10m", "spillway drain " + conn + " --brokers localhost:9092 --relays 4 --json"},
+		`Whatever SPILLWAY_POISON_POLICY says, the relays honour the parked messages:
+a key with a parked message parks its later ones behind it, and messages
+marked for replay (spillway parked replay) are published first. The policy
+decides only what happens to a new message Kafka refuses: block retries it,
+quarantine parks it. The summary says what is left: pending messages, parked
+ones, the keys they hold back and the replays not yet done. Parked messages
+that are not marked wait for an operator and do not fail the drain.`},
 	"enqueue": {"store messages given as the enqueue function's JSON (from a file or stdin)",
 		"enqueue --table NAME [--file FILE] [--bucket-count N] [-v]",
 		[]string{"spillway enqueue " + conn + " --file events/enqueue.single.json", `echo '{"topic":"orders","key":"o-1","value":"hi"}' | spillway enqueue ` + conn},
@@ -75,7 +82,9 @@ var docs = map[string]helpDoc{
 bucket publishes a key's marked messages in their original order, before any
 later message of the key (also one committed after the park), then deletes
 them; relays run by the schedule, a wake-up or drain pick the request up
-within a lease renewal interval. A key with an unmarked parked message keeps
+within a lease renewal interval, whatever their poison policy. With
+--relay-function (or SPILLWAY_RELAY_FUNCTION) the command wakes that
+function for the marked buckets. A key with an unmarked parked message keeps
 parking its later messages. Running a replay again after an interruption
 marks the rest; nothing is lost, doubled or reordered (Kafka may see a
 replayed message twice, with one message id).`},

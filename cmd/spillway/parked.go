@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -148,6 +149,8 @@ func runParkedReplay(ctx context.Context, args []string, stdout, stderr io.Write
 	all := fs.Bool("all", false, "replay every parked message")
 	topic := fs.String("topic", "", "publish to this topic instead of the stored one")
 	yes := fs.Bool("yes", false, "replay (without it: a dry run that lists what would be replayed)")
+	function := fs.String("relay-function", "", "wake this relay function (name or ARN) once the messages are marked (env SPILLWAY_RELAY_FUNCTION; none: the relays' schedule finds them)")
+	verbose := fs.Bool("v", false, "log the wake-up's failures")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -179,6 +182,9 @@ func runParkedReplay(ctx context.Context, args []string, stdout, stderr io.Write
 	fmt.Fprintf(stdout, "marked %d of %d message(s) for replay; the relay holding each bucket publishes them, each key's in order and before the key's later messages, then deletes them\n", marked, len(chosen))
 	if err != nil {
 		return fmt.Errorf("%w; what is marked stays marked: run the same replay again to mark the rest", err)
+	}
+	if fn := cmp.Or(*function, env.cfg.RelayFunction); fn != "" && marked > 0 {
+		wakeForReplay(ctx, fn, chosen, stdout, cliLogger(stderr, *verbose))
 	}
 	return nil
 }

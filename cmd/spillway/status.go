@@ -14,13 +14,19 @@ import (
 
 // statusView is what status prints (and --json emits).
 type statusView struct {
-	Table    string         `json:"table"`
-	ReadAt   time.Time      `json:"readAt"`
-	Pending  int64          `json:"pending"`
-	Parked   int64          `json:"parked"`
-	Buckets  []bucketStatus `json:"buckets"`
-	Relays   []relayStatus  `json:"relays"`
-	CountCap int            `json:"countCap"`
+	Table   string    `json:"table"`
+	ReadAt  time.Time `json:"readAt"`
+	Pending int64     `json:"pending"`
+	Parked  int64     `json:"parked"`
+	// Marked counts the parked messages marked for replay: a relay of
+	// either poison policy publishes them when it holds their bucket.
+	Marked int64 `json:"markedForReplay"`
+	// HeldBackKeys counts the keys with parked messages, whose later
+	// messages park behind them.
+	HeldBackKeys int            `json:"heldBackKeys"`
+	Buckets      []bucketStatus `json:"buckets"`
+	Relays       []relayStatus  `json:"relays"`
+	CountCap     int            `json:"countCap"`
 	// Warnings say what suggests another bucket count is in use.
 	Warnings []string `json:"warnings,omitempty"`
 }
@@ -31,7 +37,10 @@ type bucketStatus struct {
 	Pending int64 `json:"pending"`
 	// Parked counts the messages quarantined in the bucket (capped at
 	// CountCap): a relay does not publish them until they are replayed.
-	Parked         int64      `json:"parked"`
+	Parked int64 `json:"parked"`
+	// Marked counts the bucket's parked messages marked for replay.
+	Marked         int64      `json:"markedForReplay"`
+	HeldBackKeys   int        `json:"heldBackKeys"`
 	OldestAgeSec   *float64   `json:"oldestAgeSeconds,omitempty"`
 	Owner          string     `json:"owner,omitempty"`
 	LeaseExpiresAt *time.Time `json:"leaseExpiresAt,omitempty"`
@@ -63,9 +72,10 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	opts := cfg.StoreOptions()
 	opts.Logger = cliLogger(stderr, *verbose)
-	// Parked messages wait for an operator, so status always counts them
-	// (one query per bucket; relays count them only under quarantine).
-	opts.CountParked = true
+	// Parked messages wait for an operator, so status always counts them,
+	// with their replay marks and keys (ParkedCounts: one query per
+	// bucket; relays count them only under quarantine).
+	opts.CountParked = false
 	store, err := outboxddb.NewStore(client, opts)
 	if err != nil {
 		return err
@@ -97,6 +107,10 @@ func readStatus(ctx context.Context, store *outboxddb.Store, table string, lease
 	if err != nil {
 		return statusView{}, err
 	}
+	parked, err := store.ParkedCounts(ctx)
+	if err != nil {
+		return statusView{}, err
+	}
 	now := coord.ReadAt
 	v := statusView{Table: table, ReadAt: now, CountCap: store.Options().PendingCountLimit}
 	leases := map[int]outbox.LeaseState{}
@@ -104,9 +118,12 @@ func readStatus(ctx context.Context, store *outboxddb.Store, table string, lease
 		leases[l.Bucket] = l
 	}
 	for _, s := range samples {
-		b := bucketStatus{Bucket: s.Bucket, Pending: s.Pending, Parked: s.Parked}
+		p := parked[s.Bucket]
+		b := bucketStatus{Bucket: s.Bucket, Pending: s.Pending, Parked: p.Parked, Marked: p.Marked, HeldBackKeys: p.HeldBackKeys}
 		v.Pending += s.Pending
-		v.Parked += s.Parked
+		v.Parked += p.Parked
+		v.Marked += p.Marked
+		v.HeldBackKeys += p.HeldBackKeys
 		if !s.Oldest.IsZero() {
 			age := now.Sub(s.Oldest).Seconds()
 			b.OldestAgeSec = &age
@@ -127,8 +144,9 @@ func readStatus(ctx context.Context, store *outboxddb.Store, table string, lease
 
 func printStatus(w io.Writer, v statusView) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "table %s at %s: %d pending, %d parked (per-bucket counts capped at %d)\n\n", v.Table, v.ReadAt.Format(time.RFC3339), v.Pending, v.Parked, v.CountCap)
-	fmt.Fprintln(tw, "BUCKET\tPENDING\tPARKED\tOLDEST\tOWNER\tLEASE EXPIRES")
+	fmt.Fprintf(tw, "table %s at %s: %d pending, %d parked, %d marked for replay, %s held back (per-bucket counts capped at %d)\n\n",
+		v.Table, v.ReadAt.Format(time.RFC3339), v.Pending, v.Parked, v.Marked, plural(v.HeldBackKeys, "key"), v.CountCap)
+	fmt.Fprintln(tw, "BUCKET\tPENDING\tPARKED\tMARKED\tOLDEST\tOWNER\tLEASE EXPIRES")
 	for _, b := range v.Buckets {
 		oldest, owner, expires := "-", "-", "-"
 		if b.OldestAgeSec != nil {
@@ -143,7 +161,7 @@ func printStatus(w io.Writer, v statusView) error {
 				expires = "in " + expires
 			}
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\n", b.Bucket, b.Pending, b.Parked, oldest, owner, expires)
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%s\n", b.Bucket, b.Pending, b.Parked, b.Marked, oldest, owner, expires)
 	}
 	fmt.Fprintln(tw, "\nRELAY\tLAST SEEN\tSTATE")
 	if len(v.Relays) == 0 {

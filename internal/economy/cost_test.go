@@ -80,15 +80,22 @@ func checkCost(t *testing.T, res CostResult) {
 			// which stored item such a result is and charges it by its
 			// projected size, half a unit, where DynamoDB bills the whole
 			// item read (an outboxlocal approximation).
-			PathRelayDrain: {Count: 3 * n, Requests: map[string]int{"Query": len(perBucket) + buckets, "BatchWriteItem": deletes},
-				WriteUnits: 3 * nf * k, ReadUnits: float64(buckets)*0.5 + fetch},
-			PathRelayJoin: {Count: 1, Requests: map[string]int{"PutItem": 1, "Query": 1, "UpdateItem": buckets},
-				WriteUnits: 1 + float64(buckets), ReadUnits: 1},
-			// Linger: a poll after 1 s, a poll and the idle-exit probe after
-			// 2 s; stop: stamp, two lease reads, 8 releases, 8 strongly
-			// consistent head reads of the released buckets (1 RRU each).
-			PathRelayStop: {Count: 1, Requests: map[string]int{"PutItem": 1, "Query": 4*buckets + 2, "UpdateItem": buckets},
-				WriteUnits: 1 + float64(buckets), ReadUnits: 3*float64(buckets)*0.5 + float64(buckets) + 2},
+			// Every relay, whatever its poison policy, reads each claimed
+			// bucket's parked partition before it publishes (one strongly
+			// consistent query, 1 RRU when empty) and the replay requests
+			// (1 RRU).
+			PathRelayDrain: {Count: 3 * n, Requests: map[string]int{"Query": len(perBucket) + buckets + buckets + 1, "BatchWriteItem": deletes},
+				WriteUnits: 3 * nf * k, ReadUnits: float64(buckets)*0.5 + fetch + float64(buckets) + 1},
+			// The coordination read and the generation gate's read of the
+			// predecessor marker (1 RRU each).
+			PathRelayJoin: {Count: 1, Requests: map[string]int{"PutItem": 1, "Query": 2, "UpdateItem": buckets},
+				WriteUnits: 1 + float64(buckets), ReadUnits: 2},
+			// Linger: a poll after 1 s, a poll, the idle-exit probe and its
+			// read of the replay requests (1 RRU) after 2 s; stop: stamp,
+			// two lease reads, 8 releases, 8 strongly consistent head reads
+			// of the released buckets (1 RRU each).
+			PathRelayStop: {Count: 1, Requests: map[string]int{"PutItem": 1, "Query": 4*buckets + 2 + 1, "UpdateItem": buckets},
+				WriteUnits: 1 + float64(buckets), ReadUnits: 3*float64(buckets)*0.5 + float64(buckets) + 2 + 1},
 		}
 		seen := map[string]bool{}
 		for _, p := range s.Paths {

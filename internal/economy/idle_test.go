@@ -33,7 +33,11 @@ import (
 //     writers skipped their wake-up while the relay still held them;
 //   - the holder of bucket 0 samples the backlog every 30 s (warm
 //     invocations of one execution environment included): 8 head queries,
-//     and no count when every bucket is empty.
+//     and no count when every bucket is empty;
+//   - every relay, whatever its poison policy, reads the replay requests
+//     (one strongly consistent single-item Query, 1 RRU): a sweep once, a
+//     joined relay after each acquisition round, and a stopping one in its
+//     work-left probe and its continuation watch.
 func TestIdleCost(t *testing.T) {
 	t.Parallel()
 	var scheduled, alwaysOn IdleResult
@@ -63,34 +67,41 @@ func TestIdleCost(t *testing.T) {
 		// marker (one strongly consistent query; relays of one generation
 		// in Lambda, not the always-on relay).
 		gate = 1
+		// alwaysGate is the always-on relay's (built on relayproc, gated
+		// like the function): once per run.
+		alwaysGate = 1
 		// watch is the stop's continuation watch: one more strongly
 		// consistent read of each released bucket.
 		watch = buckets
+		// replays are the reads of the replay requests.
+		drainReplays  = sweeps
+		heldReplays   = sweeps + heldRounds + 2
+		alwaysReplays = alwaysRound
 	)
 	want := map[string]IdleCost{
 		IdleDrain: {
 			Runs: sweeps, Joined: 0,
-			Requests:  map[string]int{"Query": sweeps * buckets},
-			ReadUnits: sweeps * buckets * probe,
+			Requests:  map[string]int{"Query": sweeps*buckets + drainReplays},
+			ReadUnits: sweeps*buckets*probe + drainReplays,
 		},
 		IdleHold: {
 			Runs: sweeps + 1, Joined: 1,
 			Requests: map[string]int{
-				"Query":      sweeps*buckets + heldPolls*buckets + heldRounds + 2 + buckets + heldSamples*buckets + gate + watch,
+				"Query":      sweeps*buckets + heldPolls*buckets + heldRounds + 2 + buckets + heldSamples*buckets + gate + watch + heldReplays,
 				"PutItem":    heldRounds + 1,
 				"UpdateItem": buckets + (heldRounds-1)*buckets/2 + buckets,
 			},
-			ReadUnits:  sweeps*buckets*probe + heldPolls*buckets*probe + heldRounds + 2 + buckets*headRead + heldSamples*buckets*probe + gate + watch*headRead,
+			ReadUnits:  sweeps*buckets*probe + heldPolls*buckets*probe + heldRounds + 2 + buckets*headRead + heldSamples*buckets*probe + gate + watch*headRead + heldReplays,
 			WriteUnits: heldRounds + 1 + buckets + (heldRounds-1)*buckets/2 + buckets,
 		},
 		IdleAlwaysOn: {
 			Runs: 1, Joined: 1,
 			Requests: map[string]int{
-				"Query":      alwaysPolls*buckets + alwaysRound + alwaysSampl*buckets,
+				"Query":      alwaysPolls*buckets + alwaysRound + alwaysSampl*buckets + alwaysGate + alwaysReplays,
 				"PutItem":    alwaysRound,
 				"UpdateItem": buckets + (alwaysRound-1)*buckets/2,
 			},
-			ReadUnits:  alwaysPolls*buckets*probe + alwaysRound + alwaysSampl*buckets*probe,
+			ReadUnits:  alwaysPolls*buckets*probe + alwaysRound + alwaysSampl*buckets*probe + alwaysGate + alwaysReplays,
 			WriteUnits: alwaysRound + buckets + (alwaysRound-1)*buckets/2,
 		},
 	}
@@ -99,9 +110,9 @@ func TestIdleCost(t *testing.T) {
 	// claims, counts once rather than 12 times (1,444 UpdateItems, not
 	// 1,488).
 	perHour := map[string]Rate{
-		IdleDrain:    {Requests: 480, ReadUnits: 240, WriteUnits: 0},
-		IdleHold:     {Requests: 30480 + 4 + 4*watch + 364 + 1488, ReadUnits: 15440 + 4 + 4*watch*headRead, WriteUnits: 1852},
-		IdleAlwaysOn: {Requests: 30120 + 360 + 1488, ReadUnits: 15240, WriteUnits: 1848},
+		IdleDrain:    {Requests: 480 + 4*drainReplays, ReadUnits: 240 + 4*drainReplays, WriteUnits: 0},
+		IdleHold:     {Requests: 30480 + 4 + 4*watch + 364 + 1488 + 4*heldReplays, ReadUnits: 15440 + 4 + 4*watch*headRead + 4*heldReplays, WriteUnits: 1852},
+		IdleAlwaysOn: {Requests: 30120 + 360 + 1488 + 12*(alwaysGate+alwaysReplays), ReadUnits: 15240 + 12*(alwaysGate+alwaysReplays), WriteUnits: 1848},
 	}
 	if len(modes) != len(want) {
 		t.Fatalf("got %d modes, want %d", len(modes), len(want))

@@ -32,6 +32,10 @@ const (
 	causeParkLost  = string(FaultParkLost)
 	causeParkLate  = string(FaultParkLate)
 	causeParkSlow  = string(FaultParkSlow)
+	// causeBlockHolds counts what hold relays under PoisonBlock did with
+	// parked state (FaultBlockHolds): parks behind a held-back key and
+	// replays carried out. It explains no refusal.
+	causeBlockHolds = string(FaultBlockHolds)
 )
 
 // cause is one fault or membership change over a true-time interval; end is

@@ -122,16 +122,23 @@ const (
 	// takes 7 s (throttled transactions retried), so a loop of parks
 	// behind a held-back key outlasts the lease.
 	FaultParkSlow OrderFault = "park-slow"
+	// FaultBlockHolds: with FaultQuarantineReplay, the steady phases' hold
+	// relays run under PoisonBlock while the relay function quarantines:
+	// a fleet switched back to block, or a drain from a shell without the
+	// policy, meets held-back keys with later messages pending and
+	// marked replays (issue 39).
+	FaultBlockHolds OrderFault = "block-holds"
 )
 
 // AllOrderFaults is the whole order menu.
-var AllOrderFaults = []OrderFault{FaultLateRound, FaultMixedSkew, FaultQuarantineReplay, FaultParkLost, FaultParkLate, FaultParkSlow}
+var AllOrderFaults = []OrderFault{FaultLateRound, FaultMixedSkew, FaultQuarantineReplay, FaultParkLost, FaultBlockHolds, FaultParkLate, FaultParkSlow}
 
 // defaultOrderFaults are the order faults of NewConfig, and so of the CI
-// seeds: the menu of issue 24, each of which broke a key's order before
-// the publisher, quarantine and lease fixes (ORDER_FAULTS=all adds the
-// later ones).
-var defaultOrderFaults = AllOrderFaults[:4]
+// seeds: each broke a key's order before the publisher, quarantine, lease
+// and poison-policy fixes. ORDER_FAULTS=all adds the lease faults of the
+// lease keeper (park-late, park-slow), which fail seed 11 on the relay
+// without it.
+var defaultOrderFaults = []OrderFault{FaultLateRound, FaultMixedSkew, FaultQuarantineReplay, FaultParkLost, FaultBlockHolds}
 
 // has reports whether c injects the order fault f.
 func (c Config) has(f OrderFault) bool { return slices.Contains(c.OrderFaults, f) }
@@ -148,6 +155,8 @@ func (c Config) validate() error {
 		}
 	}
 	switch {
+	case c.has(FaultBlockHolds) && !c.quarantine():
+		return fmt.Errorf("fleetsim: order fault %q needs %q or %q: without parked messages it tests nothing", FaultBlockHolds, FaultQuarantineReplay, FaultParkLost)
 	case c.Messages < 1:
 		return fmt.Errorf("fleetsim: Messages %d < 1", c.Messages)
 	case c.WriteDuration < time.Minute:

@@ -218,6 +218,9 @@ func (s *sim) newFunctions(cfg outboxlambda.Config) error {
 		hold.Lambda.ReservedConcurrency += 2
 	}
 	hold.Config.Mode = outbox.ModeHold
+	if s.cfg.has(FaultBlockHolds) {
+		hold.Config.PoisonPolicy = outbox.PoisonBlock
+	}
 	hold.Env = func(re *lab.RelayEnv) error { return s.newEnv(fnHold, re) }
 	var err error
 	if s.relayFn, err = lab.NewRelayFunction(relay); err != nil {

@@ -232,6 +232,9 @@ func (s quarantineStore) Park(ctx context.Context, p outbox.Parking) error {
 			e.sim.hit(causeParkLost, 1)
 		}
 		e.sim.trace.add("park", e.id, p.Bucket, "row %d reason=%s behind=%d response lost=%v err=%v", p.Sequence, p.Reason, p.Behind, lost, err)
+		if err == nil && e.blockPolicy() {
+			e.sim.hit(causeBlockHolds, 1)
+		}
 		return struct{}{}, err
 	})
 	return err
@@ -247,6 +250,21 @@ func (s quarantineStore) ParkedKeys(ctx context.Context, bucket int) (outbox.Par
 
 // errThrottledRenewal is a renewal refused by throttling (FaultParkLate).
 var errThrottledRenewal = errors.New("fleetsim: RenewLeases throttled (ProvisionedThroughputExceededException)")
+
+// DeleteReplayed implements outbox.Quarantine; it counts the replays a
+// relay under PoisonBlock carried out.
+func (s quarantineStore) DeleteReplayed(ctx context.Context, bucket int, msgs []outbox.Message) error {
+	err := s.Quarantine.DeleteReplayed(ctx, bucket, msgs)
+	if e := s.env; err == nil && e.blockPolicy() {
+		e.sim.hit(causeBlockHolds, len(msgs))
+		e.sim.trace.add("replayed", e.id, bucket, "%s under block", seqRange(msgs))
+	}
+	return err
+}
+
+// blockPolicy reports whether e's relay runs under PoisonBlock beside a
+// quarantining fleet (FaultBlockHolds).
+func (e *env) blockPolicy() bool { return e.function == fnHold && e.sim.cfg.has(FaultBlockHolds) }
 
 func (p *relayPublisher) Init(ctx context.Context) error {
 	_, err := call(p.env, "kafka-init", func() (struct{}, error) {

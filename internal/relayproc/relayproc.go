@@ -80,8 +80,11 @@ func New(ctx context.Context, cfg Config) (*Proc, error) {
 		}
 		pub = p.own
 	}
+	// The relay serves its generation only once the one it replaces, if
+	// any, is drained, as the relay function's does: the store's
+	// predecessor marker is its gate.
 	p.Relay, err = outbox.NewRelay(outbox.RelayConfig{
-		Options: cfg.Relay, Store: store, Publisher: pub,
+		Options: cfg.Relay, Store: store, Publisher: pub, Gate: store,
 		Clock: cfg.Clock, Observer: cfg.Observer, Logger: cfg.Logger,
 	})
 	if err != nil {

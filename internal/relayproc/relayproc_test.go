@@ -96,3 +96,70 @@ func TestNewRefusesMissingParts(t *testing.T) {
 		t.Error("New accepted a config without a DynamoDB client")
 	}
 }
+
+// A process of a generation that replaces another is gated like the relay
+// function: while the predecessor is not drained it claims nothing and
+// publishes nothing; once the predecessor is drained it relays.
+func TestProcWaitsForItsPredecessorGeneration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		ddb, err := outboxlocal.StartDynamoDB(ctx, outboxlocal.InMemory())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ddb.Close()
+		kafka, err := outboxlocal.StartKafka(ctx, outboxlocal.KafkaConfig{Topics: []string{"orders"}, InMemory: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer kafka.Close()
+		table := ddb.NewTableName()
+		if err := ddb.CreateTable(ctx, table); err != nil {
+			t.Fatal(err)
+		}
+		old := outboxddb.Options{TableName: table, BucketCount: 2}
+		next := outboxddb.Options{TableName: table, BucketCount: 4, KeyPrefix: "OUTBOX2"}
+		oldStore, err := outboxddb.NewStore(ddb.Client, old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		succ := outbox.Generation{KeyPrefix: next.KeyPrefix, BucketCount: next.BucketCount}
+		if _, err := oldStore.OpenGeneration(ctx, succ); err != nil {
+			t.Fatal(err)
+		}
+		writer, err := outboxddb.NewWriter(ddb.Client, next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := writer.NewMessage("orders", []byte("k"), []byte("v"), outbox.MessageOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := writer.Enqueue(ctx, msg); err != nil {
+			t.Fatal(err)
+		}
+		p, err := New(ctx, Config{
+			DynamoDB: ddb.Client, Store: next, InitPublisher: true,
+			Kafka:  outboxkafka.Config{Brokers: kafka.Brokers, ExtraOpts: kafka.ClientOpts()},
+			Relay:  outbox.RelayOptions{RelayID: "relay-next", BucketCount: 4},
+			Logger: slog.New(slog.DiscardHandler),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		res, err := p.Relay.Run(ctx, outbox.RunInput{Trigger: outbox.TriggerDirect})
+		if err == nil || res.Reason != outbox.StopFatal || res.Published != 0 || res.Joined {
+			t.Fatalf("run before the predecessor drained: %+v, %v; want a fatal refusal, nothing published", res, err)
+		}
+		if _, err := oldStore.SealGeneration(ctx, succ); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := oldStore.FinishGeneration(ctx, succ); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := p.Relay.Run(ctx, outbox.RunInput{Trigger: outbox.TriggerDirect}); err != nil || res.Published != 1 {
+			t.Fatalf("run after the predecessor drained: %+v, %v; want the message published", res, err)
+		}
+	})
+}

@@ -32,6 +32,9 @@ const (
 	MetricWakeUpsSent              = "WakeUpsSent"
 	MetricMessagesParked           = "MessagesParked"
 	MetricParkedMessages           = "ParkedMessages"
+	// MetricMessagesReplayed counts parked messages published on an
+	// operator's replay (they count in MessagesPublished too).
+	MetricMessagesReplayed = "MessagesReplayed"
 )
 
 // CloudWatch units used by the metrics above.
@@ -66,4 +69,5 @@ var MetricUnits = map[string]string{
 	MetricWakeUpsSent:              UnitCount,
 	MetricMessagesParked:           UnitCount,
 	MetricParkedMessages:           UnitCount,
+	MetricMessagesReplayed:         UnitCount,
 }

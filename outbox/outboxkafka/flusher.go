@@ -1,7 +1,9 @@
 package outboxkafka
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -47,12 +49,34 @@ type flusher struct {
 	next *flushRound
 	// running is the Flush under way, nil when none runs.
 	running *flushRound
+	// reserved is a round of one record's own, waiting for the rounds
+	// ahead of it; no other hand-over joins a round until it has run.
+	reserved *flushRound
 }
 
 // flushRound is one shared Flush and the hand-overs it sends.
 type flushRound struct {
 	handing int           // hand-overs joined and not yet finished
 	done    chan struct{} // closed when the Flush has returned
+	// alone: the round holds one hand-over and admits no other.
+	alone bool
+	// records are every hand-over's records, appended under produceMu and
+	// read once done is closed: a broker refuses a partition batch whole,
+	// so a refusal is a record's own only when no other record of its
+	// partition went out in the same Flush (another bucket's publish may
+	// share it).
+	records []*kgo.Record
+}
+
+// shared reports whether another record of r's topic and partition went
+// out in the round's Flush. Only after done is closed.
+func (round *flushRound) shared(r *kgo.Record) bool {
+	for _, o := range round.records {
+		if o != r && o.Topic == r.Topic && o.Partition == r.Partition {
+			return true
+		}
+	}
+	return false
 }
 
 func newFlusher(cl *kgo.Client, clock outbox.Clock) *flusher {
@@ -70,14 +94,23 @@ func newFlusher(cl *kgo.Client, clock outbox.Clock) *flusher {
 // The outcome of a record handed over is final: either the client stopped
 // it (ctx ended before it was sent), or Kafka answered, or the client gave
 // up after Config.ProduceTimeout.
-func (f *flusher) send(ctx context.Context, records []*kgo.Record, outcomes []outcome) (int, error) {
-	round, err := f.join(ctx)
+//
+// alone sends the records in a Flush of their own: a verdict on a record a
+// broker refused with its partition batch, while other records of that
+// partition shared its Flush.
+func (f *flusher) send(ctx context.Context, records []*kgo.Record, outcomes []outcome, alone bool) (int, error) {
+	join := f.join
+	if alone {
+		join = f.joinAlone
+	}
+	round, err := join(ctx)
 	if err != nil {
 		return 0, err
 	}
 	var wg sync.WaitGroup
 	f.produceMu.Lock()
 	n := f.room(records)
+	round.records = append(round.records, records[:n]...)
 	for i, r := range records[:n] {
 		wg.Add(1)
 		o := &outcomes[i]
@@ -100,6 +133,14 @@ func (f *flusher) send(ctx context.Context, records []*kgo.Record, outcomes []ou
 		return 0, nil
 	}
 	wg.Wait()
+	if slices.ContainsFunc(outcomes[:n], func(o outcome) bool { return o.err != nil }) {
+		// A refusal's verdict needs the whole Flush: its other records
+		// end before it returns, and it always returns.
+		<-round.done
+		for i := range outcomes[:n] {
+			outcomes[i].shared = outcomes[i].err != nil && round.shared(records[i])
+		}
+	}
 	return n, nil
 }
 
@@ -147,15 +188,21 @@ func (f *flusher) join(ctx context.Context) (*flushRound, error) {
 		return nil, err
 	}
 	f.mu.Lock()
-	for f.running != nil {
-		done := f.running.done
-		f.mu.Unlock()
-		select {
-		case <-done:
-		case <-ctx.Done():
-			return nil, ctx.Err()
+	for {
+		busy := f.running
+		switch {
+		case busy != nil:
+		case f.reserved != nil:
+			busy = f.reserved
+		case f.next != nil && f.next.alone:
+			busy = f.next
 		}
-		f.mu.Lock()
+		if busy == nil {
+			break
+		}
+		if err := f.await(ctx, busy); err != nil {
+			return nil, err
+		}
 	}
 	if f.next == nil {
 		f.next = &flushRound{done: make(chan struct{})}
@@ -164,6 +211,51 @@ func (f *flusher) join(ctx context.Context) (*flushRound, error) {
 	round.handing++
 	f.mu.Unlock()
 	return round, nil
+}
+
+// joinAlone admits a hand-over to a Flush of its own: it reserves the next
+// round, so no other hand-over joins one meanwhile, and waits until no
+// round runs or collects.
+func (f *flusher) joinAlone(ctx context.Context) (*flushRound, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	for f.reserved != nil {
+		if err := f.await(ctx, f.reserved); err != nil {
+			return nil, err
+		}
+	}
+	round := &flushRound{done: make(chan struct{}), alone: true, handing: 1}
+	f.reserved = round
+	for f.running != nil || f.next != nil {
+		busy := cmp.Or(f.running, f.next)
+		if err := f.await(ctx, busy); err != nil {
+			// Nothing was handed over: the round ends empty, and the
+			// hand-overs waiting for it go on.
+			f.mu.Lock()
+			f.reserved = nil
+			close(round.done)
+			f.mu.Unlock()
+			return nil, err
+		}
+	}
+	f.reserved, f.next = nil, round
+	f.mu.Unlock()
+	return round, nil
+}
+
+// await waits, with f.mu held, for round's Flush to return or ctx to end.
+// It returns with f.mu held, or unlocked with ctx's error.
+func (f *flusher) await(ctx context.Context, round *flushRound) error {
+	f.mu.Unlock()
+	select {
+	case <-round.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	f.mu.Lock()
+	return nil
 }
 
 // leave ends a hand-over; the last one of its round starts the Flush. No
@@ -197,4 +289,7 @@ func (f *flusher) flush(round *flushRound) {
 type outcome struct {
 	err error
 	at  time.Time
+	// shared: the record failed, and another record of its partition went
+	// out in the same Flush, so a batch-level refusal may be that one's.
+	shared bool
 }

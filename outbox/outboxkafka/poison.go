@@ -26,8 +26,10 @@ const recordBatchOverhead = 61
 // classify turns a record's produce error into an *outbox.PoisonError when
 // retrying the same record cannot succeed. Errors a broker returns for a
 // whole partition batch (too large, invalid or corrupt) condemn the record
-// only when it was published alone: in a larger batch a good record shares
-// its neighbour's fate, and the relay retries a failing head row alone.
+// only when it went out alone: the only record of its publish, and the only
+// record of its partition in its Flush. In a larger batch, or in a Flush
+// shared with another bucket's records of the same partition, a good
+// record shares its neighbour's fate, and the relay retries it again.
 func classify(err error, alone bool) error {
 	var reason outbox.ParkReason
 	switch {

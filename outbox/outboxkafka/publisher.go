@@ -24,6 +24,7 @@ type Publisher struct {
 	topics   *topicCheck
 	maxBatch int64
 	flusher  *flusher
+	suspects suspects
 }
 
 var _ outbox.Publisher = (*Publisher)(nil)
@@ -139,7 +140,10 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) (int, er
 // so nothing of its key overtakes it. The records are then handed to the
 // client together, while no flush runs, and sent by the next flush, which
 // concurrent publishes share; when the broker refuses one, no record after
-// it is handed over. Records the client's buffer has no room for follow
+// it is handed over. A single message the broker refused with its partition
+// batch while other records of that partition shared the Flush is not
+// condemned (the refusal may be theirs); its next publish alone, the
+// relay's head-row retry, goes out in a Flush of its own. Records the client's buffer has no room for follow
 // once the records before them are acknowledged. An empty batch produces
 // nothing. ctx bounds the batch: when it ends while the batch waits for a
 // running flush, nothing is sent; records not yet sent fail with its error,
@@ -154,8 +158,12 @@ func (p *Publisher) PublishDetailed(ctx context.Context, msgs []outbox.Message) 
 	}
 	records, buildErr := p.records(ctx, msgs)
 	outcomes := make([]outcome, len(records))
-	p.send(ctx, records, outcomes)
+	single := len(msgs) == 1
+	p.send(ctx, records, outcomes, single && p.suspects.has(msgs[0].ID))
 	res := settle(ctx, msgs, outcomes, buildErr)
+	if single && len(outcomes) == 1 {
+		p.suspects.note(msgs[0].ID, outcomes[0].shared)
+	}
 	if isAuthFailure(res.Err) {
 		// The next connection re-reads rotated credentials; the relay's
 		// retry of this batch uses it.
@@ -200,16 +208,17 @@ func (p *Publisher) records(ctx context.Context, msgs []outbox.Message) ([]*kgo.
 	return records, nil
 }
 
-// send hands records to the client in order and fills outcomes. Records
+// send hands records to the client in order and fills outcomes, in a
+// Flush of their own when alone. Records
 // the client has no room for wait for the Flush that makes it, and are
 // handed over once every record before them is acknowledged. After a
 // failure (or a stop by ctx) nothing more is handed over: the rest share
 // that outcome, which settle reports once, at the first. When ctx ends
 // before a hand-over, the rest get ctx's error.
-func (p *Publisher) send(ctx context.Context, records []*kgo.Record, outcomes []outcome) {
+func (p *Publisher) send(ctx context.Context, records []*kgo.Record, outcomes []outcome, alone bool) {
 	next := 0
 	for next < len(records) {
-		n, err := p.flusher.send(ctx, records[next:], outcomes[next:])
+		n, err := p.flusher.send(ctx, records[next:], outcomes[next:], alone)
 		if err != nil {
 			fill(outcomes[next:], err)
 			return
@@ -252,7 +261,7 @@ func settle(ctx context.Context, msgs []outbox.Message, outcomes []outcome, buil
 		case res.Err == nil:
 			m := &msgs[i]
 			res.Err = fmt.Errorf("outboxkafka: publish message %s (bucket %d, sequence %d) to %s: %w",
-				m.ID, m.Bucket, m.Sequence, m.Topic, classify(o.err, len(outcomes) == 1))
+				m.ID, m.Bucket, m.Sequence, m.Topic, classify(o.err, len(outcomes) == 1 && !o.shared))
 		}
 		prefix = false
 	}

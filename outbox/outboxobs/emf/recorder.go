@@ -76,6 +76,7 @@ const (
 	mWakeUps
 	mParked
 	mParkedGauge
+	mReplayed
 	numMetrics
 )
 
@@ -102,6 +103,7 @@ var metricNames = [numMetrics]string{
 	mWakeUps:         outboxconf.MetricWakeUpsSent,
 	mParked:          outboxconf.MetricMessagesParked,
 	mParkedGauge:     outboxconf.MetricParkedMessages,
+	mReplayed:        outboxconf.MetricMessagesReplayed,
 }
 
 // Counters written as 0 when their side was active but saw none, so alarms
@@ -189,6 +191,7 @@ var relayCounts = map[outbox.EventKind]int{
 	outbox.EventLeaseLost:      mLosses,
 	outbox.EventReleaseSkipped: mReleasesSkipped,
 	outbox.EventParked:         mParked,
+	outbox.EventReplayed:       mReplayed,
 }
 
 // Observe implements outbox.Observer.

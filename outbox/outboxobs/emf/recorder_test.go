@@ -42,6 +42,9 @@ func TestRecorderRelayInvocationGolden(t *testing.T) {
 	ev(outbox.Event{Kind: outbox.EventPublish, Bucket: 5, Count: 1, Latencies: []time.Duration{3 * time.Millisecond}, Err: kafkaErr})
 	ev(outbox.Event{Kind: outbox.EventBackoff, Bucket: 5, Duration: time.Second, Err: kafkaErr})
 	ev(outbox.Event{Kind: outbox.EventHeadRowRetry, Bucket: 5})
+	// An operator's replay: published (above, like any message) and
+	// counted on its own.
+	ev(outbox.Event{Kind: outbox.EventReplayed, Bucket: 3, Count: 2})
 	// Neither a lapsed lease nor shutdown cancellation is a Kafka failure.
 	ev(outbox.Event{Kind: outbox.EventPublish, Bucket: 6, Err: outbox.ErrLeaseLost})
 	ev(outbox.Event{Kind: outbox.EventPublish, Bucket: 6, Err: context.Canceled})
