@@ -88,6 +88,7 @@ func parseDrainFlags(args []string, stdout, stderr io.Writer) (drainOptions, err
 	if *memory > 0 {
 		cfg.MemoryMB = *memory
 	}
+	limitMemory(cfg.MemoryMB)
 	return drainOptions{cfg: cfg, relays: *relays, timeout: *timeout, progress: *progress, retry: *retry,
 		log: cliLogger(stderr, *verbose), asJSON: *asJSON}, nil
 }
@@ -163,9 +164,10 @@ func (f *drainFleet) close() {
 
 // drainResult is what drain --json prints at the end.
 type drainResult struct {
-	Published int64   `json:"published"`
-	Pending   int64   `json:"pending"`
-	Elapsed   float64 `json:"elapsedSeconds"`
+	Published int64       `json:"published"`
+	Pending   int64       `json:"pending"`
+	Elapsed   float64     `json:"elapsedSeconds"`
+	Memory    drainMemory `json:"memory"`
 	// Stuck lists the buckets whose head message kept failing, with the
 	// last error: what holds the drain up when Pending stays above 0.
 	Stuck []stuckBucket `json:"stuck,omitempty"`
@@ -184,6 +186,7 @@ func (f *drainFleet) drain(ctx context.Context, o drainOptions, stdout, stderr i
 	if o.asJSON {
 		stdout = stderr
 	}
+	heap := watchHeap()
 	start := time.Now()
 	end := start.Add(o.timeout)
 	rctx, cancel := context.WithDeadline(ctx, end)
@@ -216,7 +219,8 @@ func (f *drainFleet) drain(ctx context.Context, o drainOptions, stdout, stderr i
 	if err != nil {
 		return err
 	}
-	res := drainResult{Published: f.count.published.Load(), Pending: bl.Pending, Elapsed: time.Since(start).Seconds()}
+	res := drainResult{Published: f.count.published.Load(), Pending: bl.Pending, Elapsed: time.Since(start).Seconds(),
+		Memory: drainMemory{PeakRSSKB: peakRSSKB(), PeakHeapBytes: heap.finish(), PeakHeldMessages: f.count.peakHeld.Load()}}
 	if bl.Pending > 0 {
 		res.Stuck = f.count.stuck()
 	}
@@ -301,6 +305,9 @@ var errNotEmpty = errors.New("the outbox is not empty")
 // keeps the last publish error of each bucket whose head keeps failing.
 type drainCounter struct {
 	published, deleted atomic.Int64
+	// held counts messages fetched and not yet deleted; peakHeld its
+	// maximum.
+	held, peakHeld atomic.Int64
 
 	mu      sync.Mutex
 	failing map[int]string
@@ -316,8 +323,13 @@ func (c *drainCounter) Observe(e outbox.Event) {
 		}
 	case e.Kind == outbox.EventBackoff && e.Bucket >= 0 && e.Err != nil:
 		c.fail(e.Bucket, 0, e.Err)
+	case e.Kind == outbox.EventBatchFetched:
+		held := c.held.Add(int64(e.Count))
+		for peak := c.peakHeld.Load(); held > peak && !c.peakHeld.CompareAndSwap(peak, held); peak = c.peakHeld.Load() {
+		}
 	case e.Kind == outbox.EventDelete:
 		c.deleted.Add(int64(e.Count))
+		c.held.Add(-int64(e.Count))
 	}
 }
 
