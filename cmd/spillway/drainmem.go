@@ -41,7 +41,7 @@ func limitMemory(memoryMB int) {
 		return
 	}
 	outboxlambda.SetMemoryLimit(func(key string) string {
-		if key == outboxconf.EnvLambdaMemory {
+		if key == outboxconf.EnvMemoryMB || key == outboxconf.EnvLambdaMemory {
 			return strconv.Itoa(memoryMB)
 		}
 		return os.Getenv(key)
