@@ -259,9 +259,10 @@ func drainProcess(ctx context.Context, cfg MemoryConfig, b *Backends, opts outbo
 	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
 		return out, fmt.Errorf("read the drain's report %q: %w", stdout.String(), err)
 	}
-	// The kernel's figure for the child counts the same pages as its own
-	// VmHWM, and holds for a drain that does not report its peaks.
-	out.Memory.PeakRSSKB = cmp.Or(childPeakRSSKB(cmd.ProcessState), out.Memory.PeakRSSKB)
+	// The drain's own VmHWM, not the kernel's rusage of the child: a child
+	// of a Go process inherits the parent's RSS in its ru_maxrss (the
+	// parent's pages count until the exec), and the bench holds the
+	// embedded backends' data.
 	return out, nil
 }
 
