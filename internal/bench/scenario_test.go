@@ -146,7 +146,7 @@ func TestMemoryScenario_Run(t *testing.T) {
 		t.Skip("builds the spillway CLI")
 	}
 	exe := filepath.Join(t.TempDir(), "spillway")
-	build := exec.CommandContext(t.Context(), filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", exe, "github.com/spillway-dev/spillway/cmd/spillway")
+	build := exec.CommandContext(t.Context(), "go", "build", "-o", exe, "github.com/spillway-dev/spillway/cmd/spillway")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build the CLI: %v\n%s", err, out)
 	}
