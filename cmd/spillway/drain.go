@@ -62,7 +62,7 @@ func parseDrainFlags(args []string, stdout, stderr io.Writer) (drainOptions, err
 	retry := fs.Duration("retry", time.Second, "wait between runs while peers hold buckets with work")
 	verbose := fs.Bool("v", false, "log the relays' activity")
 	asJSON := fs.Bool("json", false, "print the outcome as JSON (progress goes to stderr)")
-	memory := fs.Int("memory-mb", 0, "memory the relays may use, MB: bounds the messages they hold at once (env SPILLWAY_MEMORY_MB; 0: unbounded)")
+	memory := fs.Int("memory-mb", 0, "memory the relays may use, MB: bounds the messages they hold at once, the Kafka buffer and Go's soft memory limit as in a relay function of that size (env SPILLWAY_MEMORY_MB; 0: unbounded)")
 	if err := parse(fs, args); err != nil {
 		return drainOptions{}, err
 	}
