@@ -187,6 +187,7 @@ func (f *drainFleet) drain(ctx context.Context, o drainOptions, stdout, stderr i
 		stdout = stderr
 	}
 	heap := watchHeap()
+	defer heap.finish()
 	start := time.Now()
 	end := start.Add(o.timeout)
 	rctx, cancel := context.WithDeadline(ctx, end)

@@ -52,6 +52,7 @@ func limitMemory(memoryMB int) {
 type heapWatch struct {
 	peak atomic.Uint64
 	stop chan struct{}
+	once sync.Once
 	wg   sync.WaitGroup
 }
 
@@ -76,9 +77,9 @@ func watchHeap() *heapWatch {
 	return w
 }
 
-// finish stops the sampling and returns the peak heap.
+// finish stops the sampling, at the first call, and returns the peak heap.
 func (w *heapWatch) finish() uint64 {
-	close(w.stop)
+	w.once.Do(func() { close(w.stop) })
 	w.wg.Wait()
 	return w.peak.Load()
 }
