@@ -63,8 +63,8 @@ type MemoryBudget struct {
 // MemoryBudgetFor returns the budget that keeps a relay's peak RSS within
 // 85% of memoryBytes (e.g. the Lambda function's memory). It returns the
 // zero budget, no bound, for memoryBytes <= 0. For 128 MB it holds 32 MB
-// of messages, for 512 MB 196 MB. Below about 64 MB the memory is too small
-// for a relay and the budget holds one message at a time.
+// of messages, for 512 MB 196 MB. Below about 60 MB the memory is too small
+// for a relay: the budget holds one message at a time.
 func MemoryBudgetFor(memoryBytes int64) MemoryBudget {
 	if memoryBytes <= 0 {
 		return MemoryBudget{}

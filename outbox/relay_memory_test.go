@@ -135,3 +135,23 @@ func relayWithinBudget(t *testing.T, memory int64) {
 		t.Errorf("peak live heap %d bytes, over the %d-byte memory", meter.peakHeap, memory)
 	}
 }
+
+// The budget's arithmetic, pinned: 85% of the memory less the binary's
+// 32 MB is the soft limit, half of it less 12 MB of idle heap is held, a
+// quarter of that is the Kafka client's; a small memory keeps a floor.
+func TestMemoryBudgetFor(t *testing.T) {
+	for _, c := range []struct {
+		memory int64
+		want   outbox.MemoryBudget
+	}{
+		{0, outbox.MemoryBudget{}},
+		{-1, outbox.MemoryBudget{}},
+		{128 << 20, outbox.MemoryBudget{SoftLimit: 80_530_636, MaxHeldBytes: 33_973_862, ProducerBufferBytes: 8_493_465}},
+		{512 << 20, outbox.MemoryBudget{SoftLimit: 422_785_843, MaxHeldBytes: 205_101_465, ProducerBufferBytes: 51_275_366}},
+		{32 << 20, outbox.MemoryBudget{SoftLimit: 18_874_368, MaxHeldBytes: 3_145_728, ProducerBufferBytes: 786_432}},
+	} {
+		if got := outbox.MemoryBudgetFor(c.memory); got != c.want {
+			t.Errorf("MemoryBudgetFor(%d) = %+v, want %+v", c.memory, got, c.want)
+		}
+	}
+}
