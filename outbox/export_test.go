@@ -14,3 +14,6 @@ func CountHeaderDecodes(t testing.TB) *atomic.Int64 {
 	t.Cleanup(func() { decodeHook = nil })
 	return &n
 }
+
+// FetchPageBytes is what a fetch holds while it decodes a Query page.
+const FetchPageBytes = fetchPageBytes

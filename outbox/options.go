@@ -116,11 +116,11 @@ type RelayOptions struct {
 	MaxConcurrency int
 	// MaxHeldBytes bounds the messages the relay holds at once (fetched,
 	// being published or deleted), summed over its buckets, as HeldSize
-	// counts them: before each fetch a bucket reserves room for a batch of
-	// MaxMessageBytes messages (fewer messages when room is short, waiting
-	// when none is left) and gives back what the batch does not use. 0
-	// means no bound (the default); HeldBytesForMemory derives it from the
-	// memory available.
+	// counts them, with the Query page each fetch is decoding: before each
+	// fetch a bucket reserves room for a batch of MaxMessageBytes messages
+	// and a page (fewer messages when room is short, waiting when none is
+	// left) and gives back what the batch does not use. 0 means no bound
+	// (the default); MemoryBudgetFor derives it from the memory available.
 	MaxHeldBytes int64
 	// MaxMessageBytes is the largest message the store can return, the room
 	// reserved per message before a fetch. Default DefaultMaxMessageBytes.

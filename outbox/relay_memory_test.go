@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync"
 	"testing"
@@ -22,6 +23,9 @@ type copyingStore struct {
 }
 
 func (s *copyingStore) FetchBatch(ctx context.Context, bucket, limit int) ([]outbox.Message, error) {
+	// The last page is decoded while the batch's earlier messages exist:
+	// both count until the fetch returns.
+	s.count(outbox.FetchPageBytes)
 	msgs, err := s.memStore.FetchBatch(ctx, bucket, limit)
 	var held int64
 	for i := range msgs {
@@ -30,11 +34,16 @@ func (s *copyingStore) FetchBatch(ctx context.Context, bucket, limit int) ([]out
 		msgs[i].Value = v
 		held += outbox.HeldSize(msgs[i])
 	}
+	s.count(held)
+	s.count(-outbox.FetchPageBytes)
+	return msgs, err
+}
+
+func (s *copyingStore) count(n int64) {
 	s.mu.Lock()
-	s.held += held
+	s.held += n
 	s.peak = max(s.peak, s.held)
 	s.mu.Unlock()
-	return msgs, err
 }
 
 func (s *copyingStore) MarkPublished(ctx context.Context, bucket int, msgs []outbox.Message) error {
@@ -43,9 +52,7 @@ func (s *copyingStore) MarkPublished(ctx context.Context, bucket int, msgs []out
 	for _, m := range msgs {
 		held += outbox.HeldSize(m)
 	}
-	s.mu.Lock()
-	s.held -= held
-	s.mu.Unlock()
+	s.count(-held)
 	return err
 }
 
@@ -77,44 +84,74 @@ func (h *heapMeter) Publish(_ context.Context, msgs []outbox.Message) (int, erro
 }
 
 // 400 KB messages, eight buckets drained at once, 200-message batches:
-// unbounded, the relay would hold 640 MB. Under a 512 MB budget it holds at
-// most a quarter of it, and its measured heap stays within the budget.
+// unbounded, the relay would hold 640 MB. Under the budget of 128 MB and of
+// 512 MB of memory it never holds more than MaxHeldBytes, counting the
+// messages fetched and not yet deleted and the Query page each fetch is
+// decoding, and its measured heap stays within the memory.
 func TestRelayMemory_HeldBytesStayWithinTheBudget(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		const (
-			budget    = 512 << 20
-			valueSize = 400 * 1024
-			buckets   = 8
-			perBucket = 200
-		)
-		meter := &heapMeter{}
-		var store *copyingStore
-		e := newRelayEnv(t, buckets, func(c *outbox.RelayConfig) {
-			c.Options.BatchSize = 200
-			c.Options.MaxConcurrency = buckets
-			c.Options.MaxHeldBytes = outbox.HeldBytesForMemory(budget)
-			store = &copyingStore{memStore: c.Store.(*memStore), valueSize: valueSize}
-			c.Store = store
-			c.Publisher = meter
+	for _, memory := range []int64{128 << 20, 512 << 20} {
+		t.Run(fmt.Sprintf("%dMB", memory>>20), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { relayWithinBudget(t, memory) })
 		})
-		for b := range buckets {
-			for range perBucket {
-				e.store.add(b, "k")
-			}
-		}
-		meter.base = liveHeap()
-		res := e.run(t, outbox.RunInput{})
-		if res.Deleted != buckets*perBucket || meter.published != buckets*perBucket {
-			t.Fatalf("deleted %d, published %d; want %d", res.Deleted, meter.published, buckets*perBucket)
-		}
-		limit := outbox.HeldBytesForMemory(budget)
-		t.Logf("budget %d MB: held at most %.1f MB (limit %d MB), peak live heap above the start %.1f MB",
-			budget>>20, float64(store.peak)/(1<<20), limit>>20, float64(meter.peakHeap)/(1<<20))
-		if store.peak > limit {
-			t.Errorf("held %d bytes at once, over the limit %d", store.peak, limit)
-		}
-		if meter.peakHeap > budget {
-			t.Errorf("peak live heap %d bytes, over the %d-byte budget", meter.peakHeap, budget)
-		}
+	}
+}
+
+func relayWithinBudget(t *testing.T, memory int64) {
+	const (
+		valueSize = 400 * 1024
+		buckets   = 8
+		perBucket = 200
+	)
+	limit := outbox.MemoryBudgetFor(memory).MaxHeldBytes
+	meter := &heapMeter{}
+	var store *copyingStore
+	e := newRelayEnv(t, buckets, func(c *outbox.RelayConfig) {
+		c.Options.BatchSize = 200
+		c.Options.MaxConcurrency = buckets
+		c.Options.MaxHeldBytes = limit
+		store = &copyingStore{memStore: c.Store.(*memStore), valueSize: valueSize}
+		c.Store = store
+		c.Publisher = meter
 	})
+	for b := range buckets {
+		for range perBucket {
+			e.store.add(b, "k")
+		}
+	}
+	meter.base = liveHeap()
+	res := e.run(t, outbox.RunInput{})
+	if res.Deleted != buckets*perBucket || meter.published != buckets*perBucket {
+		t.Fatalf("deleted %d, published %d; want %d", res.Deleted, meter.published, buckets*perBucket)
+	}
+	t.Logf("memory %d MB: held at most %.1f MB (limit %.1f MB), peak live heap above the start %.1f MB",
+		memory>>20, float64(store.peak)/(1<<20), float64(limit)/(1<<20), float64(meter.peakHeap)/(1<<20))
+	if store.peak > limit {
+		t.Errorf("held %d bytes at once, over the limit %d", store.peak, limit)
+	}
+	if store.peak < limit-limit/4 {
+		t.Errorf("held at most %d bytes, under three quarters of the limit %d: the budget is not used", store.peak, limit)
+	}
+	if meter.peakHeap > uint64(memory) {
+		t.Errorf("peak live heap %d bytes, over the %d-byte memory", meter.peakHeap, memory)
+	}
+}
+
+// The budget's arithmetic, pinned: 85% of the memory less the binary's
+// 32 MB is the soft limit, half of it less 12 MB of idle heap is held, a
+// quarter of that is the Kafka client's; a small memory keeps a floor.
+func TestMemoryBudgetFor(t *testing.T) {
+	for _, c := range []struct {
+		memory int64
+		want   outbox.MemoryBudget
+	}{
+		{0, outbox.MemoryBudget{}},
+		{-1, outbox.MemoryBudget{}},
+		{128 << 20, outbox.MemoryBudget{SoftLimit: 80_530_636, MaxHeldBytes: 33_973_862, ProducerBufferBytes: 8_493_465}},
+		{512 << 20, outbox.MemoryBudget{SoftLimit: 422_785_843, MaxHeldBytes: 205_101_465, ProducerBufferBytes: 51_275_366}},
+		{32 << 20, outbox.MemoryBudget{SoftLimit: 18_874_368, MaxHeldBytes: 3_145_728, ProducerBufferBytes: 786_432}},
+	} {
+		if got := outbox.MemoryBudgetFor(c.memory); got != c.want {
+			t.Errorf("MemoryBudgetFor(%d) = %+v, want %+v", c.memory, got, c.want)
+		}
+	}
 }

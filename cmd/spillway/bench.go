@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -55,6 +56,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	scenario := fs.String("scenario", "all", "scenarios to run, comma-separated: all or "+strings.Join(names, ", "))
 	messages := fs.Int("messages", 0, "messages per throughput case and samples per latency series (default: the scenario's: 5000 and 60)")
+	sizes := fs.String("value-sizes", "", "memory scenario: value sizes in bytes, comma-separated; K suffix for KB (default 1K,64K,395K; at most 395K fits a 400 KB item with headers)")
+	memory := fs.String("memory-mb", "", "memory scenario: relay memory sizes in MB, comma-separated (default 128,256,512)")
+	drainCmd := fs.String("drain-command", "", "memory scenario: the spillway `EXECUTABLE` whose drain is measured, to compare releases (default: this one)")
 	asJSON := fs.Bool("json", false, "print the results as JSON instead of tables")
 	profileDir := fs.String("profile-dir", "", "write the labelled CPU profile of every throughput case to this directory (go tool pprof --tagfocus component=spillway)")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
@@ -68,7 +72,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	env := lab.Config{DynamoDBEndpoint: *endpoint, Messages: *messages, ProfileDir: *profileDir}
+	env := lab.Config{DynamoDBEndpoint: *endpoint, Messages: *messages, ProfileDir: *profileDir, DrainCommand: *drainCmd}
+	if env.ValueSizes, err = parseSizes("--value-sizes", *sizes, true); err != nil {
+		return err
+	}
+	if env.MemoryMB, err = parseSizes("--memory-mb", *memory, false); err != nil {
+		return err
+	}
 	for _, b := range strings.Split(*brokers, ",") {
 		if b = strings.TrimSpace(b); b != "" {
 			env.Brokers = append(env.Brokers, b)
@@ -144,4 +154,26 @@ func backendsLabel(env lab.Config) string {
 		kafka = "Kafka at " + strings.Join(env.Brokers, ",")
 	}
 	return ddb + ", " + kafka + ", in this process"
+}
+
+// parseSizes reads a comma-separated list of positive sizes; with kb, a K
+// suffix means KB.
+func parseSizes(flag, list string, kb bool) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		mul := 1
+		if s, ok := strings.CutSuffix(strings.ToUpper(f), "K"); ok && kb {
+			f, mul = s, 1<<10
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, usagef("%s: %q is not a positive size", flag, f)
+		}
+		out = append(out, n*mul)
+	}
+	return out, nil
 }

@@ -62,7 +62,7 @@ func parseDrainFlags(args []string, stdout, stderr io.Writer) (drainOptions, err
 	retry := fs.Duration("retry", time.Second, "wait between runs while peers hold buckets with work")
 	verbose := fs.Bool("v", false, "log the relays' activity")
 	asJSON := fs.Bool("json", false, "print the outcome as JSON (progress goes to stderr)")
-	memory := fs.Int("memory-mb", 0, "memory the relays may use, MB: bounds the messages they hold at once (env SPILLWAY_MEMORY_MB; 0: unbounded)")
+	memory := fs.Int("memory-mb", 0, "memory the relays may use, MB: bounds the messages they hold at once, the Kafka buffer and Go's soft memory limit as in a relay function of that size (env SPILLWAY_MEMORY_MB; 0: unbounded)")
 	if err := parse(fs, args); err != nil {
 		return drainOptions{}, err
 	}
@@ -88,6 +88,7 @@ func parseDrainFlags(args []string, stdout, stderr io.Writer) (drainOptions, err
 	if *memory > 0 {
 		cfg.MemoryMB = *memory
 	}
+	limitMemory(cfg.MemoryMB)
 	return drainOptions{cfg: cfg, relays: *relays, timeout: *timeout, progress: *progress, retry: *retry,
 		log: cliLogger(stderr, *verbose), asJSON: *asJSON}, nil
 }
@@ -163,9 +164,10 @@ func (f *drainFleet) close() {
 
 // drainResult is what drain --json prints at the end.
 type drainResult struct {
-	Published int64   `json:"published"`
-	Pending   int64   `json:"pending"`
-	Elapsed   float64 `json:"elapsedSeconds"`
+	Published int64       `json:"published"`
+	Pending   int64       `json:"pending"`
+	Elapsed   float64     `json:"elapsedSeconds"`
+	Memory    drainMemory `json:"memory"`
 	// Stuck lists the buckets whose head message kept failing, with the
 	// last error: what holds the drain up when Pending stays above 0.
 	Stuck []stuckBucket `json:"stuck,omitempty"`
@@ -185,6 +187,8 @@ func (f *drainFleet) drain(ctx context.Context, o drainOptions, stdout, stderr i
 	if o.asJSON {
 		stdout = stderr
 	}
+	heap := watchHeap()
+	defer heap.finish()
 	start := time.Now()
 	end := start.Add(o.timeout)
 	rctx, cancel := context.WithDeadline(ctx, end)
@@ -225,7 +229,8 @@ func (f *drainFleet) drain(ctx context.Context, o drainOptions, stdout, stderr i
 		return err
 	}
 	res := drainResult{Published: f.count.published.Load(), Pending: bl.Pending, Elapsed: time.Since(start).Seconds(),
-		parkedLeft: sumParked(counts, f.count.parked.Load())}
+		parkedLeft: sumParked(counts, f.count.parked.Load()),
+		Memory:     drainMemory{PeakRSSKB: peakRSSKB(), PeakHeapBytes: heap.finish(), PeakHeldMessages: f.count.peakHeld.Load()}}
 	if bl.Pending > 0 {
 		res.Stuck = f.count.stuck()
 	}
@@ -317,6 +322,9 @@ var (
 // keeps the last publish error of each bucket whose head keeps failing.
 type drainCounter struct {
 	published, deleted, parked atomic.Int64
+	// held counts messages fetched and not yet deleted; peakHeld its
+	// maximum.
+	held, peakHeld atomic.Int64
 
 	mu      sync.Mutex
 	failing map[int]string
@@ -332,10 +340,16 @@ func (c *drainCounter) Observe(e outbox.Event) {
 		}
 	case e.Kind == outbox.EventBackoff && e.Bucket >= 0 && e.Err != nil:
 		c.fail(e.Bucket, 0, e.Err)
+	case e.Kind == outbox.EventBatchFetched:
+		held := c.held.Add(int64(e.Count))
+		for peak := c.peakHeld.Load(); held > peak && !c.peakHeld.CompareAndSwap(peak, held); peak = c.peakHeld.Load() {
+		}
 	case e.Kind == outbox.EventDelete:
 		c.deleted.Add(int64(e.Count))
+		c.held.Add(-int64(e.Count))
 	case e.Kind == outbox.EventParked:
 		c.parked.Add(int64(e.Count))
+		c.held.Add(-int64(e.Count))
 		// The bucket's head moved to the parked partition: it no
 		// longer holds the bucket up.
 		c.fail(e.Bucket, e.Count, nil)

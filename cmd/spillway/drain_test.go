@@ -6,7 +6,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -209,5 +211,30 @@ func TestDrain_StuckOnAPoisonHead_NamesTheBucketAndTheError(t *testing.T) {
 	}
 	if n := strings.Count(errs, "published 0  pending ~1"); n != 1 {
 		t.Errorf("the unchanged progress line was printed %d times, want once:\n%s", n, errs)
+	}
+}
+
+// drain --json reports what its process held at its peak, and --memory-mb
+// sets Go's soft memory limit as a relay function of that size has it.
+func TestDrain_ReportsItsMemory(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "") // set, it would win
+	before := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(before) })
+	e := newDrainEnv(t)
+	e.enqueue(t)
+	code, out, errs := cli(t, append([]string{"drain", "--brokers", e.brokers, "--timeout", "20s", "--progress", "0", "--memory-mb", "128", "--json"}, e.flags...)...)
+	var res drainResult
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil {
+		t.Fatalf("drain: exit %d: %s %s", code, out, errs)
+	}
+	m := res.Memory
+	if res.Published < 1 || m.PeakHeldMessages < 1 || m.PeakHeldMessages > res.Published || m.PeakHeapBytes == 0 {
+		t.Errorf("drain %+v: want the messages held at once within those published, and a heap", res)
+	}
+	if _, err := os.Stat("/proc/self/status"); err == nil && m.PeakRSSKB <= 0 {
+		t.Errorf("drain %+v: no peak RSS with /proc", res)
+	}
+	if got, want := debug.SetMemoryLimit(-1), outbox.MemoryBudgetFor(128<<20).SoftLimit; got != want {
+		t.Errorf("soft memory limit %d, want %d", got, want)
 	}
 }

@@ -6,7 +6,7 @@ import "github.com/spillway-dev/spillway/internal/lab"
 // studies (internal/economy's cost and idle among them) run only in the
 // lab's synctest bubble, and the CLI does not link them.
 func init() {
-	for _, s := range []lab.Scenario{throughputScenario, latencyScenario} {
+	for _, s := range []lab.Scenario{throughputScenario, latencyScenario, memoryScenario} {
 		lab.Register(s)
 	}
 }

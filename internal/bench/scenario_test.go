@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"testing"
@@ -39,8 +42,8 @@ func TestRegistry_OnlyRealTimeScenarios(t *testing.T) {
 	for _, s := range lab.Scenarios(false) {
 		names = append(names, s.Name)
 	}
-	if got := strings.Join(names, ","); got != "throughput,latency" {
-		t.Errorf("real-time scenarios %v, want throughput, latency", names)
+	if got := strings.Join(names, ","); got != "throughput,latency,memory" {
+		t.Errorf("real-time scenarios %v, want throughput, latency, memory", names)
 	}
 	if studies := lab.Scenarios(true); len(studies) != 0 {
 		t.Errorf("bench registers simulated studies %+v, want none", studies)
@@ -134,4 +137,31 @@ func TestDescribeMachine_ReadsTheRuntime(t *testing.T) {
 	if _, err := os.Stat("/proc/meminfo"); err == nil && m.MemoryBytes <= 0 {
 		t.Errorf("machine %+v: /proc/meminfo exists but no memory read", m)
 	}
+}
+
+// TestMemoryScenario_Run drains a tiny workload through the real CLI, built
+// for the test, and checks what the drain's process reports.
+func TestMemoryScenario_Run(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the spillway CLI")
+	}
+	exe := filepath.Join(t.TempDir(), "spillway")
+	build := exec.CommandContext(t.Context(), "go", "build", "-o", exe, "github.com/spillway-dev/spillway/cmd/spillway")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the CLI: %v\n%s", err, out)
+	}
+	res, err := RunMemory(t.Context(), lab.Config{}, MemoryConfig{
+		Messages: 40, Cases: []MemoryCase{{ValueSize: 64 << 10, MemoryMB: 128}}, Command: []string{exe},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := res.Cases[0]
+	if c.Published < 40 || c.PeakHeld < 1 || c.PeakHeld > 40 || c.PeakHeapBytes == 0 || c.HeldBudget <= 0 || c.Elapsed <= 0 {
+		t.Errorf("memory case %+v: want 40 messages published, 1 to 40 held at once, a heap, a budget and a duration", c)
+	}
+	if runtime.GOOS == "linux" && c.PeakRSSKB <= 0 {
+		t.Errorf("memory case %+v: no peak RSS on Linux", c)
+	}
+	checkRendering(t, res)
 }

@@ -16,8 +16,8 @@ func TestRegistry_BillStudies(t *testing.T) {
 	for _, s := range lab.Scenarios(false) {
 		realTime = append(realTime, s.Name)
 	}
-	if got := strings.Join(realTime, ","); got != "throughput,latency" {
-		t.Errorf("real-time scenarios %v, want throughput, latency", realTime)
+	if got := strings.Join(realTime, ","); got != "throughput,latency,memory" {
+		t.Errorf("real-time scenarios %v, want throughput, latency, memory", realTime)
 	}
 	for _, s := range lab.Scenarios(true) {
 		if slices.Contains([]string{"cost", "idle", "economy"}, s.Name) {

@@ -46,6 +46,13 @@ type Config struct {
 	// Messages sizes the real-time scenarios (messages per throughput case,
 	// samples per latency series); zero takes each scenario's default.
 	Messages int
+	// ValueSizes and MemoryMB choose the memory scenario's cases (every
+	// value size at every memory, in bytes and MB); empty takes its
+	// defaults.
+	ValueSizes, MemoryMB []int
+	// DrainCommand runs the spillway CLI whose drain the memory scenario
+	// measures, to compare releases; empty runs the bench's own executable.
+	DrainCommand string
 	// ProfileDir, when set, receives the labelled CPU profile of every
 	// throughput case.
 	ProfileDir string

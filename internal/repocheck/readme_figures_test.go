@@ -114,6 +114,31 @@ func TestBenchmarksBillTableIsTheLabs(t *testing.T) {
 	}
 }
 
+// costRow matches a row of docs/lab/cost.txt's tables: the path, then its
+// per, requests, WRU, RRU, model, formula and price columns.
+var costRow = regexp.MustCompile(`(?m)^((?:Enqueue|caller|relay)[^\n]*?)\s{2,}(message|run|sample)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s{2,}(.*?)\s{2,}(\$\S+)\s*$`)
+
+// docs/benchmarks.md's two cost tables (1 KB and 16 KB values) are
+// docs/lab/cost.txt's rows cell for cell, in order.
+func TestBenchmarksCostTablesAreTheLabs(t *testing.T) {
+	var lab []string
+	for _, m := range costRow.FindAllStringSubmatch(readRepoFile(t, "docs/lab/cost.txt"), -1) {
+		lab = append(lab, "| "+strings.Join(m[1:], " | ")+" |")
+	}
+	var page []string
+	for _, line := range strings.Split(readRepoFile(t, "docs/benchmarks.md"), "\n") {
+		if costRow.MatchString(strings.NewReplacer(" | ", "   ", "| ", "", " |", "").Replace(line)) && strings.Count(line, "|") == 9 {
+			page = append(page, line)
+		}
+	}
+	if len(lab) != 16 {
+		t.Fatalf("cost.txt: %d rows, want the 8 paths for 1 KB and 16 KB values", len(lab))
+	}
+	if strings.Join(page, "\n") != strings.Join(lab, "\n") {
+		t.Errorf("docs/benchmarks.md's cost tables differ from docs/lab/cost.txt:\n%s\nwant:\n%s", strings.Join(page, "\n"), strings.Join(lab, "\n"))
+	}
+}
+
 // The README's latency claim is the steady study's median and slowest
 // commit → publish, and says it was simulated.
 func TestReadmeLatencyIsTheSteadyStudys(t *testing.T) {

@@ -115,6 +115,14 @@ type Config struct {
 	// brokers' metadata once more for a topic it did not list, before it
 	// reports the topic unknown. Default DefaultUnknownTopicWait (1 s).
 	UnknownTopicWait time.Duration
+	// MaxBufferedBytes bounds the record bytes (keys, values, headers) the
+	// client holds for one Flush (kgo.MaxBufferedBytes): a batch larger than
+	// it is handed over and sent in parts, so the request the client
+	// encodes and compresses from them stays as small. A record larger than
+	// it goes alone. Default 0: the client's own limits (50,000 records, no
+	// byte bound); outboxlambda sets it from the relay's memory
+	// (outbox.MemoryBudget.ProducerBufferBytes). It wins over ExtraOpts.
+	MaxBufferedBytes int64
 	// ExtraOpts are further franz-go options (logger, hooks, compression,
 	// retry backoff, buffer limits, dialer ...). They are applied first, so
 	// the settings the publisher relies on win: acks=all, the outbox
@@ -156,6 +164,9 @@ func (c Config) WithDefaults() Config {
 // that have defaults are accepted.
 func (c Config) Validate() error {
 	const op = "kafka publisher config"
+	if c.MaxBufferedBytes < 0 {
+		return outbox.Misconfigured(op, "MaxBufferedBytes %d must be >= 0", c.MaxBufferedBytes)
+	}
 	if len(c.Brokers) == 0 {
 		return outbox.Misconfigured(op, "no brokers: set Brokers (%s) to host:port of at least one broker", outboxconf.EnvKafkaBrokers)
 	}

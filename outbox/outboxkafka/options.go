@@ -32,6 +32,9 @@ func (c Config) clientOpts(src *scramSource) ([]kgo.Opt, error) {
 		// a batch over whole before any of it is sent (see flusher).
 		kgo.ManualFlushing(),
 	)
+	if c.MaxBufferedBytes > 0 {
+		opts = append(opts, kgo.MaxBufferedBytes(int(c.MaxBufferedBytes)))
+	}
 	if c.tlsEnabled() {
 		if c.TLSConfig != nil {
 			opts = append(opts, kgo.DialTLSConfig(c.TLSConfig.Clone()))

@@ -368,7 +368,7 @@ func TestPublishRefusedRecordIsNeverOvertaken(t *testing.T) {
 // for (kgo.ErrMaxBuffered under manual flushing) are not sent yet, not
 // refused: they follow once the records before them are acknowledged, in
 // order, and the batch succeeds. The buffer holds two of the records, by
-// count or by bytes.
+// count or by bytes (kgo's option or Config.MaxBufferedBytes).
 func TestPublishFullClientBufferIsNotAFailure(t *testing.T) {
 	t.Parallel()
 	var msgs []outbox.Message
@@ -379,15 +379,22 @@ func TestPublishFullClientBufferIsNotAFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, limit := range map[string]kgo.Opt{
-		"records": kgo.MaxBufferedRecords(2),
-		"bytes":   kgo.MaxBufferedBytes(int(2*userSize(r) + userSize(r)/2)),
+	twoAndAHalf := 2*userSize(r) + userSize(r)/2
+	for name, limit := range map[string]func(*Config){
+		"records": func(cfg *Config) { cfg.ExtraOpts = append(cfg.ExtraOpts, kgo.MaxBufferedRecords(2)) },
+		"bytes":   func(cfg *Config) { cfg.ExtraOpts = append(cfg.ExtraOpts, kgo.MaxBufferedBytes(int(twoAndAHalf))) },
+		// Config.MaxBufferedBytes, as outboxlambda sets it from the
+		// relay's memory, wins over a larger ExtraOpts bound.
+		"config bytes": func(cfg *Config) {
+			cfg.ExtraOpts = append(cfg.ExtraOpts, kgo.MaxBufferedBytes(1<<20))
+			cfg.MaxBufferedBytes = twoAndAHalf
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			c := newCluster(t, kfake.SeedTopics(1, "orders"))
 			produces := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Observe: true, Count: -1})
-			p := newPublisher(t, c, func(cfg *Config) { cfg.ExtraOpts = append(cfg.ExtraOpts, limit) })
+			p := newPublisher(t, c, limit)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			res := p.PublishDetailed(ctx, msgs)

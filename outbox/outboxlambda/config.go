@@ -86,8 +86,9 @@ type Config struct {
 	// (SPILLWAY_METRICS_NAMESPACE). Default "Spillway".
 	MetricsNamespace string
 	// MemoryMB is the memory the relay has, in MB (SPILLWAY_MEMORY_MB, else
-	// Lambda's AWS_LAMBDA_FUNCTION_MEMORY_SIZE). The relay holds messages
-	// of at most outbox.HeldBytesForMemory of it at once. Default 0: no
+	// Lambda's AWS_LAMBDA_FUNCTION_MEMORY_SIZE). The relay spends it as
+	// outbox.MemoryBudgetFor says: the messages it holds at once, the
+	// Kafka client's buffer and Go's soft memory limit. Default 0: no
 	// bound (outside Lambda, without the variable).
 	MemoryMB int
 	// Tracing is xray, otel or off (SPILLWAY_TRACING). Default xray. With
@@ -294,7 +295,7 @@ func (c Config) RelayOptions(relayID string) outbox.RelayOptions {
 		IdleTimeout:        c.IdleTimeout,
 		MaxIdleTimeout:     c.MaxIdleTimeout,
 		StopMargin:         c.StopMargin,
-		MaxHeldBytes:       outbox.HeldBytesForMemory(int64(c.MemoryMB) << 20),
+		MaxHeldBytes:       outbox.MemoryBudgetFor(int64(c.MemoryMB) << 20).MaxHeldBytes,
 		PoisonPolicy:       c.PoisonPolicy,
 		PoisonMaxAttempts:  c.PoisonMaxAttempts,
 	}.WithDefaults()

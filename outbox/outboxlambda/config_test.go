@@ -293,9 +293,9 @@ func TestKafkaConfigNeedsBrokers(t *testing.T) {
 	}
 }
 
-// The relay bounds the messages it holds from the memory it has: Lambda's
-// memory size, or SPILLWAY_MEMORY_MB, which wins (and serves outside
-// Lambda).
+// The relay bounds the messages it holds, and its Kafka client's buffer,
+// from the memory it has: Lambda's memory size, or SPILLWAY_MEMORY_MB,
+// which wins (and serves outside Lambda).
 func TestConfigBoundsHeldMessagesFromTheMemory(t *testing.T) {
 	t.Parallel()
 	for name, c := range map[string]struct {
@@ -303,9 +303,9 @@ func TestConfigBoundsHeldMessagesFromTheMemory(t *testing.T) {
 		want int64
 	}{
 		"outside Lambda":         {nil, 0},
-		"Lambda's memory":        {map[string]string{outboxconf.EnvLambdaMemory: "512"}, 128 << 20},
-		"the variable wins":      {map[string]string{outboxconf.EnvLambdaMemory: "512", outboxconf.EnvMemoryMB: "2048"}, 512 << 20},
-		"the variable elsewhere": {map[string]string{outboxconf.EnvMemoryMB: "256"}, 64 << 20},
+		"Lambda's memory":        {map[string]string{outboxconf.EnvLambdaMemory: "512"}, 205_101_465},
+		"the variable wins":      {map[string]string{outboxconf.EnvLambdaMemory: "512", outboxconf.EnvMemoryMB: "2048"}, 889_611_878},
+		"the variable elsewhere": {map[string]string{outboxconf.EnvMemoryMB: "256"}, 91_016_396},
 	} {
 		cfg, err := LoadConfig(env(withVars(c.vars)))
 		if err != nil {
@@ -313,6 +313,15 @@ func TestConfigBoundsHeldMessagesFromTheMemory(t *testing.T) {
 		}
 		if got := cfg.RelayOptions("r").MaxHeldBytes; got != c.want {
 			t.Errorf("%s: MaxHeldBytes %d, want %d", name, got, c.want)
+		}
+		// The Kafka client buffers a quarter of it for one Flush.
+		cfg.KafkaBrokers = []string{"127.0.0.1:9092"}
+		kcfg, err := cfg.KafkaConfig(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kcfg.MaxBufferedBytes != c.want/4 {
+			t.Errorf("%s: Kafka MaxBufferedBytes %d, want %d", name, kcfg.MaxBufferedBytes, c.want/4)
 		}
 	}
 	if _, err := LoadConfig(env(withVars(map[string]string{outboxconf.EnvMemoryMB: "lots"}))); err == nil {
@@ -329,8 +338,12 @@ func TestSetMemoryLimitFollowsTheFunctionsMemory(t *testing.T) {
 	if got := SetMemoryLimit(env(nil)); got != 0 {
 		t.Errorf("outside Lambda: limit %d, want none", got)
 	}
+	// 85% of 512 MB less the binary's 32 MB; SPILLWAY_MEMORY_MB wins.
 	got := SetMemoryLimit(env(map[string]string{outboxconf.EnvLambdaMemory: "512"}))
-	if want := int64(512<<20) * 9 / 10; got != want || debug.SetMemoryLimit(-1) != want {
+	if want := int64(422_785_843); got != want || debug.SetMemoryLimit(-1) != want {
 		t.Errorf("limit %d (runtime %d), want %d", got, debug.SetMemoryLimit(-1), want)
+	}
+	if got, want := SetMemoryLimit(env(map[string]string{outboxconf.EnvLambdaMemory: "512", outboxconf.EnvMemoryMB: "128"})), int64(80_530_636); got != want {
+		t.Errorf("SPILLWAY_MEMORY_MB 128: limit %d, want %d", got, want)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
+	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxkafka"
 )
@@ -35,6 +36,9 @@ func (c Config) KafkaConfig(ctx context.Context, secrets SecretGetter) (outboxka
 		Brokers: c.KafkaBrokers,
 		TLS:     c.KafkaTLS,
 		Auth:    outboxkafka.Auth{Mechanism: outboxkafka.AuthMechanism(c.KafkaAuth)},
+		// The relay's memory budget counts the request the client encodes
+		// from what it buffers.
+		MaxBufferedBytes: outbox.MemoryBudgetFor(int64(c.MemoryMB) << 20).ProducerBufferBytes,
 	}
 	if c.KafkaAuth == outboxconf.KafkaAuthScram {
 		if secrets == nil {

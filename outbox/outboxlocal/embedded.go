@@ -81,6 +81,7 @@ type wireRequest struct {
 	ReturnValuesOnConditionCheckFailure string
 	Select                              string
 	KeyConditionExpression              string
+	FilterExpression                    string
 	UpdateExpression                    string
 	ExpressionAttributeNames            map[string]string
 	RequestItems                        map[string][]wireWriteRequest

@@ -142,6 +142,9 @@ func (s *embeddedServer) read(ctx context.Context, op string, body []byte, req *
 	if req.Select == "COUNT" {
 		return countOnly(resp)
 	}
+	if req.IndexName == "" && req.FilterExpression == "" {
+		resp = s.capPage(req.TableName, resp)
+	}
 	// Pages can be large: add the missing counts without decoding them.
 	// A count is the only member followed by a bare number (attribute
 	// values are objects), so the first match is the top-level one.
