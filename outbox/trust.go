@@ -3,9 +3,9 @@ package outbox
 import "time"
 
 // The trust window: how long a relay acts on what a peer wrote. Every
-// judgement of a peer goes through the functions of this file, and the
-// package documentation ("Trusting what peers wrote") points here rather
-// than restating them.
+// judgement of a peer goes through the functions of this file, and
+// docs/protocol.md ("Trusting what peers wrote") points here rather than
+// restating them.
 //
 //   - A heartbeat makes its relay live strictly before liveUntil, one
 //     LeaseDuration after it, unless the record is stamped stopped

@@ -37,8 +37,8 @@
 //
 // # Leases
 //
-// The lease protocol is the core's (outbox.AcquireRound, explained in the
-// outbox package documentation); Store.AcquireLeases only sends what it
+// The lease protocol is the core's (outbox.AcquireRound, explained in
+// docs/protocol.md); Store.AcquireLeases only sends what it
 // plans. Each acquisition round writes a heartbeat, reads every lease and
 // heartbeat with one strongly consistent query, and writes only the
 // relay's own part of the shared plan: relays that read the same state
