@@ -1,6 +1,7 @@
 // Package outboxddb keeps the Spillway outbox in one Amazon DynamoDB table:
 // the Writer enqueues messages (inside the caller's TransactWriteItems or on
-// their own), the Store implements outbox.Store for relays, and
+// their own; WriterFromEnv builds one, with its wake-ups, from the stack's
+// SPILLWAY_* variables), the Store implements outbox.Store for relays, and
 // CreateTableInput / CreateIfNotExists provision the table.
 //
 // # Table layout
