@@ -22,8 +22,8 @@
 // once it committed. Messages of one key share a bucket (ComputeBucket), so
 // a key's messages keep their commit order for writers that serialize
 // their commits of a key. MessageOptions sets headers, an explicit
-// partition, trace context; NewMessageID is the id every copy of a
-// message carries in the x-outbox-message-id header.
+// partition or the message's id (default NewMessageID), which every copy
+// of the message carries in the x-outbox-message-id header.
 //
 // # Relaying
 //
