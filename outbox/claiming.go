@@ -21,9 +21,8 @@ type Coverage struct {
 // bucket is covered while a live peer holds an unexpired lease on it
 // (HeldUntil), or while it is free and a peer is claiming it — the claim
 // simulation every relay runs (PlanLeases) over the live peers gives it to
-// a peer whose heartbeat is younger than ClaimWindow and not older than
-// the moment the bucket became free (its stored expiry), so the peer's
-// round read it free (claimInferred, the trust window's claim rule). A
+// a peer whose heartbeat stands for a claim of it (claimInferred, the
+// trust window's claim rule). A
 // lease that names req.RelayID is never covered: the relay resumes it.
 func (c Coordination) Uncovered(bs []int, req LeaseRequest, now time.Time) Coverage {
 	claiming := c.beingClaimed(req, now)

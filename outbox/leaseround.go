@@ -169,8 +169,8 @@ type RoundPlan struct {
 // PlanRound is the lease protocol of one full round, a pure function of its
 // input:
 //
-//  1. classify heartbeat records: active (not stopped, seen within the
-//     lease duration), stale (stopped more than a lease ago, or silent for
+//  1. classify heartbeat records: active (RelayState.Active, the trust
+//     window), stale (stopped more than a lease ago, or silent for
 //     DeadAfterLeases lease durations), or neither; a record with an empty
 //     id is ignored for activity;
 //  2. plan keeps, releases and claims with PlanLeases;
@@ -264,7 +264,7 @@ func KeepMargin(lease, interval time.Duration) time.Duration {
 // down to KeepMargin, at least half an interval later, and keeps it; peers see it held as before: they judge by its expiry and by the
 // heartbeat, which every round still writes. With the default timings
 // (30 s lease, 10 s rounds) that is 15 s: a keep every other round, and at
-// least 10 s left at every round. Zero (never skip a keep) when the
+// least KeepMargin left at every round. Zero (never skip a keep) when the
 // interval is not set or the lease is too short for a skipped round to be
 // safe.
 func KeepAhead(lease, interval time.Duration) time.Duration {
@@ -314,9 +314,10 @@ func planKeeps(req LeaseRequest, now int64, owned []LeaseWrite, everyRound bool)
 // yet: relays that are active, stopped less than a lease ago, or silent
 // for fewer than DeadAfterLeases leases. Such a relay (another language's, or a Spillway
 // relay that keeps every round) renews every lease every round and is
-// promised a clock skew of up to LeaseDuration − LeaseRenewInterval; a
-// lease left unrenewed can have as little as KeepMargin left, which it
-// could see expired while its holder still trusts it. Counting recent stopped and silent records too
+// promised the larger skew limit of such relays (KeepMargin with every
+// round kept); a lease left unrenewed can have as little as the
+// keep-ahead KeepMargin left, which it could see expired while its holder
+// still trusts it. Counting recent stopped and silent records too
 // keeps a fleet whose other-language relays come and go (a restart, a
 // deployment) from leaving leases unrenewed between their runs. Records
 // with an empty id are skipped.

@@ -140,8 +140,8 @@ type RelayOptions struct {
 	PoisonMaxAttempts int
 	// KeepEveryRound makes the relay keep every owned lease in every round
 	// and leave its heartbeat without the keep-ahead mark, as relays of
-	// other languages sharing the table do: its leases then keep
-	// LeaseDuration − LeaseRenewInterval (20 s) ahead, and peers that keep
+	// other languages sharing the table do: its leases then keep the
+	// KeepMargin of such rounds ahead (20 s by default), and peers that keep
 	// ahead keep every round too while it is around (RelayState.KeepsAhead).
 	// It costs a keep per owned lease per round (twice the coordination
 	// writes of the default); it exists to run such a fleet's rules, in

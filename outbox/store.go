@@ -110,8 +110,8 @@ type RelayState struct {
 	// KeepsAhead reports the keep-ahead mark, an attribute only Spillway
 	// relays whose rounds leave leases unrenewed write (other relays ignore
 	// attributes they do not know). A record without it is a relay that
-	// keeps every lease every round and is promised a clock skew of up to
-	// LeaseDuration − LeaseRenewInterval: while one is around, rounds keep
+	// keeps every lease every round and is promised that relay's skew limit
+	// (KeepMargin with every round kept): while one is around, rounds keep
 	// every lease (see PlanRound).
 	KeepsAhead bool
 }

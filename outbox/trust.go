@@ -3,9 +3,9 @@ package outbox
 import "time"
 
 // The trust window: how long a relay acts on what a peer wrote. Every
-// judgement of a peer goes through the functions of this file, and the
-// package documentation ("Trusting what peers wrote") points here rather
-// than restating them.
+// judgement of a peer goes through the functions of this file, and
+// docs/protocol.md ("Trusting what peers wrote") points here rather than
+// restating them.
 //
 //   - A heartbeat makes its relay live strictly before liveUntil, one
 //     LeaseDuration after it, unless the record is stamped stopped
@@ -15,10 +15,8 @@ import "time"
 //   - A live peer's heartbeat is taken as its round claiming a free bucket
 //     only within ClaimWindow, and only if it is dated no later than now
 //     plus the fleet's clock-skew limit (claimInferred).
-//   - The skew limit is KeepMargin, LeaseDuration − 2 × LeaseRenewInterval
-//     for relays whose rounds leave leases unrenewed: the least lease a
-//     relay keeps ahead of its own clock, so a peer whose clock runs ahead
-//     by less never sees a lease expire while its holder still trusts it.
+//   - The skew limit is KeepMargin, where its value and its reason are
+//     stated.
 
 // ClaimWindow is how long after a live peer's heartbeat a free bucket its
 // round would claim counts as being claimed: a round writes its heartbeat,

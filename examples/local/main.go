@@ -21,7 +21,6 @@ import (
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxinbox"
-	"github.com/spillway-dev/spillway/outbox/outboxwake"
 )
 
 func main() {
@@ -48,7 +47,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	}
 
 	// Write: the order and its message commit in one transaction.
-	writer, err := outboxwake.WriterFromEnv(cfg, getenv, nil)
+	writer, err := outboxddb.WriterFromEnv(cfg, getenv, nil)
 	if err != nil {
 		return err
 	}

@@ -103,7 +103,8 @@ const (
 	// FaultMixedSkew: two long-running relays join the fleet for a
 	// while, one of Spillway's and one that keeps every lease every
 	// round, as relays of other languages do, its clock ahead by between
-	// L − 2I and L − I.
+	// the two skew limits of outbox.KeepMargin (rounds that keep ahead,
+	// rounds that keep every lease).
 	FaultMixedSkew OrderFault = "mixed-skew"
 	// FaultQuarantineReplay: relays quarantine poison messages (a
 	// partition refuses a key's record until its head row is parked) and
@@ -181,10 +182,11 @@ func (c Config) settle() time.Duration {
 
 // tolerableSkew is the largest difference between two hosts' clocks the
 // fleet tolerates without disagreement: the least a lease has left, on its
-// holder's clock, at a round on schedule, less a second of margin. Kept
-// every round that is L − I; a round leaves a lease that still lasts
-// outbox.KeepAhead unrenewed, so it is L − 2I with the default timings
-// (the heartbeat, written every round, still has L − I left).
+// holder's clock, at a round on schedule, less a second of margin: the
+// lease a round leaves unrenewed (outbox.KeepAhead) is down to
+// outbox.KeepMargin at the next round, or, kept every round, to that
+// function's every-round value (the heartbeat, written every round, always
+// has the latter left).
 func (c Config) tolerableSkew() time.Duration {
 	left := c.LeaseDuration - c.RenewInterval
 	if ahead := outbox.KeepAhead(c.LeaseDuration, c.RenewInterval); ahead > 0 {
@@ -196,8 +198,9 @@ func (c Config) tolerableSkew() time.Duration {
 }
 
 // mixedSkewLimit is the clock skew between a relay that keeps every round
-// and the others that the mixed-fleet check holds the fleet to: the L − I
-// that relays of other languages tolerate, less a quarter interval for the
+// and the others that the mixed-fleet check holds the fleet to: the skew
+// limit relays of other languages are promised (outbox.KeepMargin when
+// every round keeps every lease), less a quarter interval for the
 // jitter of the rounds.
 func (c Config) mixedSkewLimit() time.Duration {
 	return c.LeaseDuration - c.RenewInterval - c.RenewInterval/4

@@ -31,7 +31,7 @@
 // Faults: relay crash at any store or publisher call (before the call, or
 // after it, losing the response), pauses longer than the lease (a stalled
 // store call or a slow publish), clock skew within and beyond the tolerated
-// skew (L − 2I with the default timings: see Config.tolerableSkew), host
+// skew (outbox.KeepMargin: see Config.tolerableSkew), host
 // clocks set back, DynamoDB
 // throttling, unprocessed deletes and lost responses, the read-committed
 // anomaly (outboxlocal.Faults.HideFromNextQuery), Kafka produce errors on
@@ -41,9 +41,10 @@
 // orderfaults.go) adds: fetches, probes and backlog samples that return
 // later than the renew interval, long-running relays that keep every lease
 // every round (LeaseRequest.RenewInterval zero, as relays of other
-// languages do) with clocks ahead by between L − 2I and L − I, relays that
-// quarantine poison messages while an operator replays them and the
-// writers go on, and parks applied with their response lost and their
+// languages do) with clocks ahead by between the two skew limits of
+// outbox.KeepMargin (rounds that keep ahead, rounds that keep every
+// lease), relays that quarantine poison messages while an operator
+// replays them and the writers go on, and parks applied with their response lost and their
 // retries throttled.
 //
 // A broker refusal of a partition batch while a later record of its key is
@@ -94,7 +95,7 @@
 //     are attributed to the most recent cause otherwise and bounded per
 //     cause.
 //   - Mixed fleets: a relay that keeps every round, its clock ahead of a
-//     holder's by at most L − I less a quarter interval, never takes over a
+//     holder's by at most Config.mixedSkewLimit, never takes over a
 //     lease within a round of the holder's last round (Config.mixedSkewLimit).
 //   - The outbox holds no message, and no parked one, when the writers
 //     have stopped and the relays have drained.

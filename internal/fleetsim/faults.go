@@ -154,7 +154,7 @@ func drawFault(cfg Config, r *rand.Rand, ph phase, t time.Duration, kind string)
 		f.dur = uniform(r, cfg.RenewInterval, 2*cfg.RenewInterval)
 	case causeLateRound:
 		// Past the renew interval, once or twice in a row: two such
-		// calls let a lease left with L − 2I lapse.
+		// calls let a lease left with outbox.KeepMargin lapse.
 		f.n = 1 + r.IntN(2)
 		f.dur = uniform(r, cfg.RenewInterval+cfg.RenewInterval/5, 2*cfg.RenewInterval)
 	case causeMixedSkew:

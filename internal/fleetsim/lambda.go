@@ -44,7 +44,7 @@ func wakePayload(w outbox.WakeUp) []byte {
 	if w.Buckets == nil {
 		w.Buckets = []int{}
 	}
-	b, _ := json.Marshal(outboxwake.Payload{Trigger: outboxwake.TriggerWake, Buckets: w.Buckets, Hop: w.Hop, Join: w.Join})
+	b, _ := json.Marshal(outboxwake.Payload{Trigger: outbox.TriggerWake, Buckets: w.Buckets, Hop: w.Hop, Join: w.Join})
 	return b
 }
 
@@ -244,7 +244,7 @@ func coalesce(queued, incoming []byte) ([]byte, bool) {
 	switch {
 	case q.Trigger != in.Trigger:
 		return nil, false
-	case in.Trigger != outboxwake.TriggerWake:
+	case in.Trigger != outbox.TriggerWake:
 		return queued, true
 	}
 	merged := outbox.WakeUp{Buckets: union(q.Buckets, in.Buckets), Hop: min(q.Hop, in.Hop), Join: q.Join || in.Join}

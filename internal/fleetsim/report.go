@@ -74,9 +74,8 @@ type Report struct {
 	FaultsHit   map[string]int
 	// Parked counts the messages the relays parked.
 	Parked int
-	// ThinPublishes counts publishes that started with less than L − 2I
-	// of the relay's lease left on its own clock (the margin the README
-	// states), and LeastLeaseLeft is the least such lease.
+	// ThinPublishes counts publishes that started with less than
+	// outbox.KeepMargin of the relay's lease left on its own clock, and LeastLeaseLeft is the least such lease.
 	ThinPublishes  int
 	LeastLeaseLeft time.Duration
 

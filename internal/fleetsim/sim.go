@@ -740,7 +740,8 @@ func (s *sim) report() *Report {
 }
 
 // notePublishMargin records a publish that started with less than the
-// README's margin, L − 2I, of its lease left on the relay's clock.
+// margin outbox.KeepMargin states (with the fleet's
+// timings) of its lease left on the relay's clock.
 func (s *sim) notePublishMargin(e *env, bucket int, left time.Duration) {
 	if margin := s.cfg.LeaseDuration - 2*s.cfg.RenewInterval; left >= margin {
 		return

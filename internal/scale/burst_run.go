@@ -231,7 +231,7 @@ func (b *burst) commit(bucket int, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	payload, err := json.Marshal(outboxwake.Payload{Trigger: outboxwake.TriggerWake, Buckets: []int{bucket}})
+	payload, err := json.Marshal(outboxwake.Payload{Trigger: outbox.TriggerWake, Buckets: []int{bucket}})
 	if err != nil {
 		return err
 	}

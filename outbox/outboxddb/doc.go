@@ -1,6 +1,7 @@
 // Package outboxddb keeps the Spillway outbox in one Amazon DynamoDB table:
 // the Writer enqueues messages (inside the caller's TransactWriteItems or on
-// their own), the Store implements outbox.Store for relays, and
+// their own; WriterFromEnv builds one, with its wake-ups, from the stack's
+// SPILLWAY_* variables), the Store implements outbox.Store for relays, and
 // CreateTableInput / CreateIfNotExists provision the table.
 //
 // # Table layout
@@ -37,8 +38,8 @@
 //
 // # Leases
 //
-// The lease protocol is the core's (outbox.AcquireRound, explained in the
-// outbox package documentation); Store.AcquireLeases only sends what it
+// The lease protocol is the core's (outbox.AcquireRound, explained in
+// docs/protocol.md); Store.AcquireLeases only sends what it
 // plans. Each acquisition round writes a heartbeat, reads every lease and
 // heartbeat with one strongly consistent query, and writes only the
 // relay's own part of the shared plan: relays that read the same state

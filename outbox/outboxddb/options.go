@@ -30,80 +30,92 @@ var reservedAttributes = []string{
 }
 
 // Options configure a Store, a Writer and the table helpers. The zero value
-// of a field means its default; only TableName is required.
+// of a field means its default; only TableName is required. Which fields
+// each reads:
+//
+//   - both: TableName, PartitionKey, SortKey, KeyPrefix, BucketCount,
+//     MaxConcurrency, Clock, Observer, Logger;
+//   - Store only: PendingCountLimit, CountParked;
+//   - Writer only: Getenv, Notifier, Topics, MaxCommitAttempts,
+//     GenerationCheck, PreviousKeyPrefix, PreviousBucketCount;
+//   - CreateTableInput and CreateIfNotExists: TableName, PartitionKey,
+//     SortKey.
+//
+// Validate checks every field whatever reads it, so one Options value
+// serves a process's writer and store alike.
 type Options struct {
 	// TableName is the table holding the outbox items (required).
 	TableName string
-	// PartitionKey is the name of the table's string partition key.
-	// Default "PK".
+	// PartitionKey is the name of the table's string partition key. Default
+	// "PK".
 	PartitionKey string
 	// SortKey is the name of the table's string sort key. Default "SK".
 	SortKey string
 	// KeyPrefix starts every partition key value the outbox writes; distinct
-	// prefixes keep several outboxes, or the outbox and other items, apart
-	// in one table. Default "OUTBOX".
+	// prefixes keep several outboxes, or the outbox and other items, apart in
+	// one table. Default "OUTBOX".
 	KeyPrefix string
-	// BucketCount must equal the relays' count; it is stamped on every
-	// message item. Writer.NewMessage builds messages for it, and a Writer
-	// refuses a message built for another count (BucketCountError), so it
-	// is given once, here. Default 8.
+	// BucketCount must equal the relays' count; it is stamped on every message
+	// item. Writer.NewMessage builds messages for it, and a Writer refuses a
+	// message built for another count (BucketCountError), so it is given once,
+	// here. Default 8.
 	BucketCount int
 	// MaxConcurrency bounds the DynamoDB requests one store or writer call
-	// keeps in flight (lease writes, probes, counter reservations).
-	// Default 8.
+	// keeps in flight (lease writes, probes, counter reservations). Default 8.
 	MaxConcurrency int
-	// PendingCountLimit bounds the messages counted per bucket in one
-	// backlog sample; a bucket at the limit reports the limit. Default 10000.
+	// PendingCountLimit (Store only) bounds the messages counted per bucket in
+	// one backlog sample; a bucket at the limit reports the limit. Default
+	// 10000.
 	PendingCountLimit int
-	// Clock supplies every timestamp; waits are the time package's.
-	// Default outbox.SystemClock.
+	// Clock supplies every timestamp; waits are the time package's. Default
+	// outbox.SystemClock.
 	Clock outbox.Clock
-	// Observer receives refused conditional writes and throttles; nil
-	// observes nothing.
+	// Observer receives refused conditional writes and throttles; nil observes
+	// nothing.
 	Observer outbox.Observer
-	// Logger receives warnings (refused heartbeats, skipped keeps, failed
-	// prunes). Default slog.Default().
+	// Logger receives warnings: the Store's refused heartbeats, skipped
+	// keeps and failed prunes, the Writer's failed wake-ups. Default
+	// slog.Default().
 	Logger *slog.Logger
-	// Getenv reads the Lambda runtime's _X_AMZN_TRACE_ID, the writer's
-	// trace context of last resort (see Writer). Default os.Getenv.
+	// Getenv (Writer only) reads the Lambda runtime's _X_AMZN_TRACE_ID, the
+	// writer's trace context of last resort (see Writer). Default os.Getenv.
 	Getenv func(string) string
-	// Notifier, when set, is told about committed messages by
-	// Writer.NotifyCommitted and the Enqueue methods so a relay wakes up
-	// before its next poll. Optional: without it relays find messages by
-	// polling.
+	// Notifier (Writer only), when set, is told about committed messages by
+	// Writer.NotifyCommitted and the Enqueue methods so a relay wakes up before
+	// its next poll. Optional: without it relays find messages by polling.
 	Notifier outbox.Notifier
-	// Topics, when set, are the only topics a Writer accepts: a message
-	// for another topic is refused with outbox.ErrInvalidMessage before any
-	// request, as the enqueue function refuses it (SPILLWAY_TOPICS), since
+	// Topics (Writer only), when set, are the only topics a Writer accepts: a
+	// message for another topic is refused with outbox.ErrInvalidMessage before
+	// any request, as the enqueue function refuses it (SPILLWAY_TOPICS), since
 	// the relay could not publish it. Default: any topic.
 	Topics []string
-	// CountParked makes backlog samples count the parked partitions too
-	// (one more query per bucket): set it where relays quarantine, the only
-	// place anything is parked. Default false.
+	// CountParked (Store only) makes backlog samples count the parked
+	// partitions too (one more query per bucket): set it where relays
+	// quarantine, the only place anything is parked. Default false.
 	CountParked bool
-	// MaxCommitAttempts bounds the transactions Writer.Commit sends for
-	// one call when they lose to concurrent writes. Default
+	// MaxCommitAttempts (Writer only) bounds the transactions Writer.Commit
+	// sends for one call when they lose to concurrent writes. Default
 	// DefaultMaxCommitAttempts (4).
 	MaxCommitAttempts int
-	// GenerationCheck makes the Writer's Enqueue, EnqueueBatch and Commit check,
-	// inside their transaction, that this generation (KeyPrefix and
-	// BucketCount) is not sealed, so a writer left on it after the operator
-	// sealed it is refused with outbox.ErrGenerationSealed instead of
-	// writing where no relay looks any more (see Writer.GenerationCheck).
-	// It costs a transaction: Enqueue becomes a TransactWriteItems (twice
-	// the put's write units) and every call adds a ConditionCheck (two
-	// write units). Set it while the bucket count changes. Default false.
+	// GenerationCheck (Writer only) makes the Writer's Enqueue, EnqueueBatch
+	// and Commit check, inside their transaction, that this generation
+	// (KeyPrefix and BucketCount) is not sealed, so a writer left on it after
+	// the operator sealed it is refused with outbox.ErrGenerationSealed instead
+	// of writing where no relay looks any more (see Writer.GenerationCheck). It
+	// costs a transaction: Enqueue becomes a TransactWriteItems (twice the
+	// put's write units) and every call adds a ConditionCheck (two write
+	// units). Set it while the bucket count changes. Default false.
 	GenerationCheck bool
-	// PreviousKeyPrefix and PreviousBucketCount name the generation this
-	// one replaces while the bucket count changes (both or neither). A
-	// Writer with them switches at the seal: it writes to the previous
-	// generation, checking in the same transaction that it is still open,
-	// until it sees it sealed, and to this generation from then on, without
-	// a check (sealed is permanent). So every message it commits before the
-	// seal is in the previous generation and every one after it in this
-	// one, whichever writer instance commits it. Stores ignore them. Keep
-	// them until every writer runs with them and the previous generation is
-	// sealed. Default: none.
+	// PreviousKeyPrefix and PreviousBucketCount (Writer only) name the
+	// generation this one replaces while the bucket count changes (both or
+	// neither). A Writer with them switches at the seal: it writes to the
+	// previous generation, checking in the same transaction that it is still
+	// open, until it sees it sealed, and to this generation from then on,
+	// without a check (sealed is permanent). So every message it commits before
+	// the seal is in the previous generation and every one after it in this
+	// one, whichever writer instance commits it. Stores ignore them. Keep them
+	// until every writer runs with them and the previous generation is sealed.
+	// Default: none.
 	PreviousKeyPrefix   string
 	PreviousBucketCount int
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxwake"
 )
 
@@ -57,7 +58,7 @@ const (
 // Event payload markers.
 const (
 	triggerSchedule      = "schedule"
-	triggerWake          = outboxwake.TriggerWake
+	triggerWake          = string(outbox.TriggerWake)
 	streamEventSource    = "aws:dynamodb"
 	scheduledDetailType  = "Scheduled Event"
 	eventBridgeSource    = "aws.events"

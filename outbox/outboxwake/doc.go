@@ -4,8 +4,8 @@
 // outboxddb.Options.Notifier; it asynchronously invokes the relay function
 // with a wake-up payload and coalesces bursts of commits.
 //
-// It depends only on the core and the AWS SDK's Lambda client, so a service
-// that writes messages links neither a Kafka client nor a tracing SDK.
-// WriterFromEnv builds a service's writer and notifier from the same
-// SPILLWAY_* variables the functions read.
+// It depends only on the core, outboxconf and the AWS SDK's Lambda client,
+// so a service that writes messages links neither a Kafka client nor a
+// tracing SDK. outboxddb.WriterFromEnv builds a service's writer with this
+// notifier from the same SPILLWAY_* variables the functions read.
 package outboxwake

@@ -312,7 +312,7 @@ func (n *Notifier) refresh(ctx context.Context) {
 
 // send invokes the relay function with one wake-up and reports it.
 func (n *Notifier) send(ctx context.Context, w outbox.WakeUp) error {
-	payload, err := json.Marshal(Payload{Trigger: TriggerWake, Buckets: nonNil(w.Buckets), Hop: w.Hop, Join: w.Join})
+	payload, err := json.Marshal(Payload{Trigger: outbox.TriggerWake, Buckets: nonNil(w.Buckets), Hop: w.Hop, Join: w.Join})
 	if err != nil {
 		return fmt.Errorf("outboxwake: encode wake-up: %w", err)
 	}

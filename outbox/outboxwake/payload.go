@@ -1,13 +1,13 @@
 package outboxwake
 
-// TriggerWake is the trigger of a wake-up payload.
-const TriggerWake = "wake"
+import "github.com/spillway-dev/spillway/outbox"
 
 // Payload is the wire shape of a wake-up: the relay function decodes
 // exactly these fields (outboxlambda.EventDecoder).
 type Payload struct {
-	// Trigger is TriggerWake.
-	Trigger string `json:"trigger"`
+	// Trigger is outbox.TriggerWake, the run's trigger the payload asks
+	// for.
+	Trigger outbox.Trigger `json:"trigger"`
 	// Buckets are the buckets to drain; empty means unknown (all).
 	Buckets []int `json:"buckets"`
 	// Hop counts the continuation wake-ups of a chain; 0 for a writer's.

@@ -1,10 +1,11 @@
-package outboxwake
+package outboxddb
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -15,8 +16,8 @@ import (
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
-	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxtest"
+	"github.com/spillway-dev/spillway/outbox/outboxwake"
 )
 
 // lambdaServer answers the Lambda Invoke API on loopback and records the
@@ -24,12 +25,12 @@ import (
 type lambdaServer struct {
 	mu       sync.Mutex
 	paths    []string
-	payloads []Payload
+	payloads []outboxwake.Payload
 }
 
 func (s *lambdaServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	var p Payload
+	var p outboxwake.Payload
 	_ = json.Unmarshal(body, &p)
 	s.mu.Lock()
 	s.paths, s.payloads = append(s.paths, r.URL.Path), append(s.payloads, p)
@@ -60,7 +61,7 @@ func TestWriterFromEnvCommitsAndWakesTheRelayFunction(t *testing.T) {
 		outboxconf.EnvDynamoDBEndpoint: db.Endpoint,
 		outboxconf.EnvRelayFunction:    "spillway-relay",
 	}
-	w, err := WriterFromEnv(testAWSConfig(srv.URL), func(k string) string { return vars[k] }, discardLogger())
+	w, err := WriterFromEnv(testAWSConfig(srv.URL), func(k string) string { return vars[k] }, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,12 +69,12 @@ func TestWriterFromEnvCommitsAndWakesTheRelayFunction(t *testing.T) {
 	if err != nil || msg.BucketCount != 16 {
 		t.Fatalf("message %+v, %v; want one for the environment's 16 buckets", msg, err)
 	}
-	if _, err := w.Commit(t.Context(), func(_ context.Context, tx *outboxddb.Tx) error { tx.Enqueue(msg); return nil }); err != nil {
+	if _, err := w.Commit(t.Context(), func(_ context.Context, tx *Tx) error { tx.Enqueue(msg); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	lam.mu.Lock()
 	defer lam.mu.Unlock()
-	want := []Payload{{Trigger: TriggerWake, Buckets: []int{msg.Bucket}}}
+	want := []outboxwake.Payload{{Trigger: outbox.TriggerWake, Buckets: []int{msg.Bucket}}}
 	if !reflect.DeepEqual(lam.payloads, want) || lam.paths[0] != "/2015-03-31/functions/spillway-relay/invocations" {
 		t.Fatalf("invokes %v %+v, want one wake-up of spillway-relay %+v", lam.paths, lam.payloads, want)
 	}
@@ -99,7 +100,7 @@ func TestWriterFromEnvNamesTheUnusableVariable(t *testing.T) {
 		"lease duration":   {map[string]string{outboxconf.EnvTable: "t", outboxconf.EnvLeaseDuration: "30"}, outboxconf.EnvLeaseDuration},
 		"generation check": {map[string]string{outboxconf.EnvTable: "t", outboxconf.EnvGenerationCheck: "yes"}, outboxconf.EnvGenerationCheck},
 	} {
-		_, err := WriterFromEnv(testAWSConfig("http://127.0.0.1:1"), func(k string) string { return tc.vars[k] }, discardLogger())
+		_, err := WriterFromEnv(testAWSConfig("http://127.0.0.1:1"), func(k string) string { return tc.vars[k] }, slog.New(slog.DiscardHandler))
 		var ve *outboxconf.VariableError
 		if !errors.As(err, &ve) || ve.Variable != tc.variable || !errors.Is(err, outbox.ErrMisconfigured) {
 			t.Errorf("%s: error %v, want a *outboxconf.VariableError naming %s", name, err, tc.variable)

@@ -1,4 +1,4 @@
-package outboxwake
+package outboxddb
 
 import (
 	"log/slog"
@@ -9,14 +9,15 @@ import (
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
-	"github.com/spillway-dev/spillway/outbox/outboxddb"
+	"github.com/spillway-dev/spillway/outbox/outboxwake"
 )
 
 // WriterFromEnv returns the writer of a service deployed next to the
 // stack, configured by the variables the stack sets on its enqueue
 // function (copy them to the service): the table and its layout
-// (outboxddb.OptionsFromEnv), SPILLWAY_DYNAMODB_ENDPOINT and, when
-// SPILLWAY_RELAY_FUNCTION is set, a Notifier that wakes that function after
+// (OptionsFromEnv), SPILLWAY_DYNAMODB_ENDPOINT and, when
+// SPILLWAY_RELAY_FUNCTION is set, an outboxwake.Notifier that wakes that
+// function after
 // every commit and skips the wake-ups a live relay covers
 // (SPILLWAY_LEASE_DURATION, default 30s). Without SPILLWAY_RELAY_FUNCTION
 // the messages wait for the relay's schedule, and it logs a warning saying
@@ -24,11 +25,11 @@ import (
 // writer's warnings (nil: slog.Default()). getenv is os.Getenv outside
 // tests. The error is an *outboxconf.VariableError naming the first
 // unusable variable.
-func WriterFromEnv(cfg aws.Config, getenv func(string) string, log *slog.Logger) (*outboxddb.Writer, error) {
+func WriterFromEnv(cfg aws.Config, getenv func(string) string, log *slog.Logger) (*Writer, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	opts, err := outboxddb.OptionsFromEnv(getenv)
+	opts, err := OptionsFromEnv(getenv)
 	if err != nil {
 		return nil, err
 	}
@@ -47,17 +48,17 @@ func WriterFromEnv(cfg aws.Config, getenv func(string) string, log *slog.Logger)
 	opts.Logger = log
 	if function == "" {
 		log.Warn("no relay function configured: committed messages wait for the relay's schedule", "variable", outboxconf.EnvRelayFunction)
-		return outboxddb.NewWriter(client, opts)
+		return NewWriter(client, opts)
 	}
-	owners, err := outboxddb.NewStore(client, opts)
+	owners, err := NewStore(client, opts)
 	if err != nil {
 		return nil, err
 	}
-	notifier, err := NewNotifier(NotifierConfig{Client: lambda.NewFromConfig(cfg), FunctionName: function, Logger: log,
+	notifier, err := outboxwake.NewNotifier(outboxwake.NotifierConfig{Client: lambda.NewFromConfig(cfg), FunctionName: function, Logger: log,
 		Owners: owners, LeaseDuration: lease})
 	if err != nil {
 		return nil, err
 	}
 	opts.Notifier = notifier
-	return outboxddb.NewWriter(client, opts)
+	return NewWriter(client, opts)
 }
