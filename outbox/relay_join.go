@@ -33,7 +33,7 @@ func (u joinCheck) shouldJoin() (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		replays, err := u.replayReady(allBuckets(r.opts.BucketCount), true)
+		replays, err := r.park.replayReady(u.ctx, allBuckets(r.opts.BucketCount), true)
 		if err != nil {
 			return false, err
 		}
@@ -107,7 +107,7 @@ func (u *run) withMessages(bs []int) ([]int, error) {
 			out = append(out, b)
 		}
 	}
-	replays, err := u.replayReady(bs, true)
+	replays, err := u.r.park.replayReady(u.ctx, bs, true)
 	if err != nil {
 		return nil, err
 	}

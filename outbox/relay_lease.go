@@ -12,7 +12,7 @@ import (
 // throughout may have been parked into or replayed by others.
 func (r *Relay) leaseLost(reason LossReason, n int) {
 	owned := r.lease.owned()
-	r.parked.retain(owned, nil)
+	r.park.book.retain(owned, nil)
 	r.log.Warn("dropping bucket ownership", "reason", string(reason), "buckets", n)
 	r.emit(Event{Kind: EventLeaseLost, Bucket: -1, Count: n, Loss: reason})
 	r.emit(Event{Kind: EventOwned, Bucket: -1, Count: len(owned)})
@@ -64,17 +64,11 @@ func (u *run) acquire() error {
 	}
 
 	r.lease.apply(func(b leaseBook) leaseBook { return b.installed(start, acq) })
-	r.locked(func() {
-		for b := range r.heads {
-			if !slices.Contains(acq.Owned, b) {
-				delete(r.heads, b)
-			}
-		}
-	})
+	r.heads.retain(acq.Owned)
 	if expired {
-		r.parked.retain(nil, nil)
+		r.park.book.retain(nil, nil)
 	}
-	r.parked.retain(acq.Owned, acq.Claimed)
+	r.park.book.retain(acq.Owned, acq.Claimed)
 	u.forceDiscover = true
 	u.res.MaxOwned = max(u.res.MaxOwned, len(acq.Owned))
 
@@ -249,5 +243,5 @@ func (u stopper) releaseReserve() time.Duration {
 // resetLease forgets all lease state so the next run starts with a round.
 func (r *Relay) resetLease() {
 	r.lease.apply(leaseBook.released)
-	r.parked.retain(nil, nil)
+	r.park.book.retain(nil, nil)
 }
