@@ -3,9 +3,9 @@
 //
 // The package holds everything that must be identical across writers and
 // relays in any language — the message model, the bucket hash, the header
-// codec, tick timestamps, the fair-share lease planner — and the relay engine
-// that drives the Store and Publisher interfaces. It imports only the standard
-// library; the DynamoDB store, the Kafka publisher, telemetry and test
+// codec; the lease protocol is package lease — and the relay engine that
+// drives the Store and Publisher interfaces. It imports only the standard
+// library and package lease; the DynamoDB store, the Kafka publisher, telemetry and test
 // backends live in subpackages that import this one, never the reverse.
 //
 // Time is always an input: every lease decision takes a now, read from the
@@ -16,68 +16,12 @@
 // # The lease round
 //
 // Relays share the buckets through leases in one coordination partition,
-// without talking to each other. Every LeaseRenewInterval a relay runs an
-// acquisition round; the protocol lives here, in AcquireRound, and a Store
-// only sends the requests it is given (LeaseIO: heartbeat, conditional lease
-// writes, prune) and reads the snapshot. One round, with one clock reading
-// now:
-//
-//  1. StartRound: a distant standby (behind one first-in-line standby per
-//     bucket) rests — sends nothing — while the time since the full round
-//     that made it one plus the time since its last call stays below three
-//     quarters of a lease: every other round with the defaults.
-//  2. Heartbeat, conditional on moving forward. A refusal means a later
-//     heartbeat of this relay is stored: its clock went back.
-//  3. One strongly consistent read of every lease and heartbeat — or, when
-//     the previous round left the fleet settled (Settled: every bucket held
-//     by an active relay at its share) less than a lease ago, of the
-//     heartbeat records only; if they show the same active relays, the
-//     round just keeps the relay's leases with the expiries it wrote and
-//     prunes when due.
-//  4. PlanRound: who is active (not stopped, seen within a lease), the fair
-//     shares and the shared claim simulation (PlanLeases), so relays that
-//     read the same state write disjoint leases. Keeps carry the stored
-//     expiry as a version; a keep that would move the expiry backwards is
-//     not sent (the keep guard), nor one whose lease still lasts KeepAhead
-//     when the request carries the round interval (with the defaults each
-//     lease is kept every other round, half of them in each round), unless
-//     a heartbeat record without the keep-ahead mark (a relay of another
-//     language) is around; no claim after a refused heartbeat;
-//     heartbeat records with an empty id are skipped and counted.
-//  5. Keeps, releases, claims, in that order. The conditional writes, not
-//     the plan, grant ownership.
-//  6. On a run's first full round and every PruneEvery-th, prune heartbeat
-//     records stopped for a lease or silent for DeadAfterLeases leases.
-//
-// The relay runs its next round a LeaseRenewInterval after the last one,
-// or sooner, once a lease a round left unrenewed is down to KeepMargin,
-// and renews before and during a publish once its leases are down to it:
-// the margin every lease keeps, and the fleet's clock-skew limit (see
-// "Trusting what peers wrote").
-//
-// RoundState carries the run's round count, the standby state and the
-// settled-fleet state from one round to the next; the relay keeps it. A bucket's lease, as one relay
-// sees it:
-//
-//	        claim                          keep, renew
-//	free ───────────▶ owned by me ◀─────────────────┐
-//	 ▲                 │    │  └────────────────────┘
-//	 │    release      │    │ no keep or renewal for a lease
-//	 └─────────────────┘    ▼
-//	                expired, still mine ──keep──▶ owned by me
-//	 ▲                      │
-//	 │                      │ a peer claims it
-//	 │                      ▼
-//	 └──── lapses or released ──── held by a peer
-//
-// And a relay's place in the fleet:
-//
-//	          heartbeat           share 0          rank >= bucket count
-//	joining ───────────▶ sharing ◀───────▶ standby ◀──────────────────▶ distant standby
-//	                        │      share > 0                             (rests every
-//	                        │                                             other round)
-//	                        ├─ stop: stamped stopped, leases released; peers claim at once
-//	                        └─ crash: leases lapse after a lease; record pruned after ten
+// without talking to each other. The protocol (the acquisition round, its
+// planner and fair shares, the claim window, ticks) is package lease; the
+// relay runs a round every LeaseRenewInterval, or sooner when a lease it
+// left unrenewed is down to lease.KeepMargin, and its Store sends the
+// round through lease.AcquireRound. The relay keeps the round state
+// (lease.RoundState) from one round to the next.
 //
 // # A relay run
 //
@@ -90,7 +34,7 @@
 //     buckets. The trust check (ReadUncovered, or ReadUnheld for a
 //     continuation wake-up) leaves to live peers the buckets they hold or
 //     are claiming; a bucket left only to an inferred claim is read again
-//     after ClaimWindow (ConfirmClaims). A wake-up then reads each
+//     after lease.ClaimWindow (ConfirmClaims). A wake-up then reads each
 //     orphaned bucket's head strongly consistent, since it may announce
 //     work already drained. Nothing left: StopNothingPending or
 //     StopPeerLive, and the run wrote nothing.
@@ -118,7 +62,7 @@
 //     (EventReleaseSkipped). Then read the heads of the owned and
 //     released buckets, strongly consistent.
 //  7. Watch: when they hold nothing, read the released buckets again
-//     OwnerViewTTL after the release, for commits whose writer skipped
+//     lease.OwnerViewTTL after the release, for commits whose writer skipped
 //     the wake-up on a view that showed this relay holding the bucket.
 //  8. Wake-up: work found by 6 or 7 sends a continuation wake-up (Hop + 1,
 //     up to MaxHops), so no commit waits for the schedule.
@@ -127,12 +71,12 @@
 //
 // A relay acts on a peer's heartbeat only within the trust window: the
 // peer is live for one LeaseDuration after its heartbeat unless stamped
-// stopped, a heartbeat within ClaimWindow stands for a claim in flight,
+// stopped, a heartbeat within lease.ClaimWindow stands for a claim in flight,
 // and no heartbeat or lease is believed beyond the fleet's clock-skew
-// limit, KeepMargin (LeaseDuration − 2 × LeaseRenewInterval with the
+// limit, lease.KeepMargin (LeaseDuration − 2 × LeaseRenewInterval with the
 // default keep-ahead rounds). The rule is stated once, in code, by
-// RelayState.Active, ClaimWindow and KeepMargin, which the fair shares,
-// Coordination.HeldUntil, the trust check and the writers' owner view all
+// lease.RelayState.Active, lease.ClaimWindow and lease.KeepMargin, which the fair shares,
+// lease.Coordination.HeldUntil, the trust check and the writers' owner view all
 // use.
 //
 // # Changing the bucket count

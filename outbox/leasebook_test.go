@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"slices"
 	"testing"
 	"time"
@@ -66,13 +67,13 @@ func TestLeaseBookTransitions(t *testing.T) {
 	if expired || b.roundDue(at(0)) || b.untilRound(at(4*s)) != 6*s {
 		t.Fatalf("round started at 0: expired %v, due in %v at 4s", expired, b.untilRound(at(4*s)))
 	}
-	b = b.installed(at(0), Acquisition{Owned: []int{2, 5}, Settled: Settled{relayID: "relay-a"}})
-	if b.phase(at(1*s)) != phaseHeld || !slices.Equal(b.owned, []int{2, 5}) || !b.settled.IsSettled() {
+	b = b.installed(at(0), lease.Acquisition{Owned: []int{2, 5}})
+	if b.phase(at(1*s)) != phaseHeld || !slices.Equal(b.owned, []int{2, 5}) {
 		t.Fatalf("installed: %+v", b)
 	}
 	// A round that left a lease unrenewed dates the reference back to its
 	// stored expiry less a lease: written at -5 s, it lasts until 25 s.
-	u := b.installed(at(0), Acquisition{Owned: []int{2}, Unrenewed: []int{2}, UnrenewedExpiry: at(25 * s)})
+	u := b.installed(at(0), lease.Acquisition{Owned: []int{2}, Unrenewed: []int{2}, UnrenewedExpiry: at(25 * s)})
 	if !u.at.Equal(at(-5 * s)) {
 		t.Fatalf("unrenewed reference %v, want -5s", u.at.Sub(rt))
 	}

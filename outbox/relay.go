@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"log/slog"
 	"time"
 )
@@ -55,7 +56,7 @@ type Relay struct {
 	log      *slog.Logger
 	maxHops  int
 	gate     GenerationGate
-	req      LeaseRequest
+	req      lease.Request
 	// lease owns the lease book: every lease decision and every write's
 	// grant; it survives runs, as a warm execution environment resumes
 	// its own leases.
@@ -103,7 +104,7 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 		maxHops:  cfg.MaxHops,
 		gate:     cfg.Gate,
 		running:  make(chan struct{}, 1),
-		req: LeaseRequest{RelayID: opts.RelayID, BucketCount: opts.BucketCount, LeaseDuration: opts.LeaseDuration,
+		req: lease.Request{RelayID: opts.RelayID, BucketCount: opts.BucketCount, LeaseDuration: opts.LeaseDuration,
 			RenewInterval: opts.LeaseRenewInterval, KeepEveryRound: opts.KeepEveryRound},
 		held: newByteBudget(opts.MaxHeldBytes, opts.MaxMessageBytes),
 	}
@@ -111,7 +112,7 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	r.heads = newHeadRows(book, opts.RelayID)
 	r.park = &parking{r: r, store: q, poison: opts.PoisonPolicy == PoisonQuarantine, book: book}
 	timing := leaseTiming{lease: opts.LeaseDuration, interval: opts.LeaseRenewInterval,
-		margin: KeepMargin(opts.LeaseDuration, opts.LeaseRenewInterval)}
+		margin: lease.KeepMargin(opts.LeaseDuration, opts.LeaseRenewInterval)}
 	if opts.KeepEveryRound {
 		timing.margin = opts.LeaseDuration - opts.LeaseRenewInterval
 	}

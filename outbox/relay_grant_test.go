@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"errors"
 	"fmt"
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"log/slog"
 	"sync"
 	"testing"
@@ -96,7 +97,7 @@ func TestRelayLongParkLoopStartsNoPublishWithoutTheMargin(t *testing.T) {
 			quarantine(cfg)
 			cfg.Options.BatchSize = 500
 		})
-		margin := outbox.KeepMargin(outbox.DefaultLeaseDuration, outbox.DefaultLeaseRenewInterval)
+		margin := lease.KeepMargin(outbox.DefaultLeaseDuration, outbox.DefaultLeaseRenewInterval)
 		first := e.store.add(0, "k")
 		e.pub.poison[first.ID] = outbox.ParkUnknownTopic
 		for range 499 {

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"log/slog"
 	"slices"
 	"time"
@@ -23,11 +24,11 @@ func (u *run) acquire() error {
 	r := u.r
 	start := r.clock.Now()
 	var prev []int
-	var st RoundState
+	var st lease.RoundState
 	var expired bool
 	r.lease.apply(func(b leaseBook) leaseBook {
 		prev = b.owned
-		st = RoundState{Round: u.fullRounds, Standby: b.standby, Settled: b.settled}
+		st = lease.RoundState{Round: u.fullRounds, Standby: b.standby, Settled: b.settled}
 		b, expired = b.roundStarted(start)
 		return b
 	})
@@ -138,7 +139,7 @@ func (u stopper) stop() {
 	ctx, span := r.tracer.Start(u.ctx, SpanRelease)
 	span.Annotate(AnnotationRelayID, r.opts.RelayID)
 	r.lease.apply(func(b leaseBook) leaseBook {
-		b.standby = Standby{}
+		b.standby = lease.Standby{}
 		return b
 	})
 	rel, err := r.store.ReleaseLeases(ctx, r.req)
@@ -184,7 +185,7 @@ func (u stopper) stop() {
 
 // watchReleased covers the writers that skipped their wake-up because a
 // view read before the release showed this relay holding the buckets: it
-// probes the released buckets again OwnerViewTTL after the release, when
+// probes the released buckets again lease.OwnerViewTTL after the release, when
 // no such view is trusted any more, and returns those pending. Only a
 // relay that can send the continuation watches, and only if the wait fits
 // before the deadline.
@@ -193,7 +194,7 @@ func (u stopper) watchReleased(released []int, releasedAt time.Time) []int {
 	if r.notifier == nil || u.ctx.Err() != nil {
 		return nil
 	}
-	until := releasedAt.Add(OwnerViewTTL)
+	until := releasedAt.Add(lease.OwnerViewTTL)
 	if !u.in.Deadline.IsZero() && u.in.Deadline.Sub(until) < u.releaseReserve()/2 {
 		r.log.LogAttrs(u.ctx, slog.LevelWarn, "no time left to watch the released buckets; commits of the last second wait for the next trigger",
 			slog.Any("released", released))

@@ -30,7 +30,7 @@ type run struct {
 	lastWork      time.Time
 	fruitless     int
 	// fullRounds counts the acquisition rounds of this run that did not
-	// rest; the lease round prunes on the first and every PruneEvery-th.
+	// rest; the lease round prunes on the first and every lease.PruneEvery-th.
 	fullRounds int
 }
 

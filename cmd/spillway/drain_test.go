@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -74,7 +75,7 @@ func TestDrain_WaitsOutADeadRelaysLeases_AndReportsTheHolder(t *testing.T) {
 	// reports them.
 	t.Setenv(outboxconf.EnvIdleTimeout, "300ms")
 	dead := e.store(t, "dead")
-	acq, err := dead.AcquireLeases(t.Context(), outbox.LeaseRequest{RelayID: "dead-relay", BucketCount: 8, LeaseDuration: 4 * time.Second}, outbox.RoundState{})
+	acq, err := dead.AcquireLeases(t.Context(), lease.Request{RelayID: "dead-relay", BucketCount: 8, LeaseDuration: 4 * time.Second}, lease.RoundState{})
 	if err != nil || len(acq.Owned) != 8 {
 		t.Fatalf("the dead relay holds %v, %v; want every bucket", acq.Owned, err)
 	}
@@ -153,7 +154,7 @@ func TestStatus_WithAnotherBucketCount_Warns(t *testing.T) {
 	e := newDrainEnv(t)
 	e.enqueue(t)
 	s := e.store(t, "peer")
-	acq, err := s.AcquireLeases(t.Context(), outbox.LeaseRequest{RelayID: "peer-relay", BucketCount: 8, LeaseDuration: time.Minute}, outbox.RoundState{})
+	acq, err := s.AcquireLeases(t.Context(), lease.Request{RelayID: "peer-relay", BucketCount: 8, LeaseDuration: time.Minute}, lease.RoundState{})
 	if err != nil || len(acq.Owned) != 8 {
 		t.Fatalf("peer holds %v, %v", acq.Owned, err)
 	}

@@ -2,12 +2,11 @@ package fleetsim
 
 import (
 	"fmt"
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"hash/fnv"
 	"math/rand/v2"
 	"slices"
 	"time"
-
-	"github.com/spillway-dev/spillway/outbox"
 )
 
 // Config parameterises one simulation. NewConfig derives everything not
@@ -183,11 +182,11 @@ func (c Config) settle() time.Duration {
 // fleet tolerates without disagreement: the least a lease has left, on its
 // holder's clock, at a round on schedule, less a second of margin. Kept
 // every round that is L − I; a round leaves a lease that still lasts
-// outbox.KeepAhead unrenewed, so it is L − 2I with the default timings
+// lease.KeepAhead unrenewed, so it is L − 2I with the default timings
 // (the heartbeat, written every round, still has L − I left).
 func (c Config) tolerableSkew() time.Duration {
 	left := c.LeaseDuration - c.RenewInterval
-	if ahead := outbox.KeepAhead(c.LeaseDuration, c.RenewInterval); ahead > 0 {
+	if ahead := lease.KeepAhead(c.LeaseDuration, c.RenewInterval); ahead > 0 {
 		for left >= ahead {
 			left -= c.RenewInterval
 		}

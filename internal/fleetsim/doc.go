@@ -40,7 +40,7 @@
 // budgets too short to release. The order menu (Config.OrderFaults,
 // orderfaults.go) adds: fetches, probes and backlog samples that return
 // later than the renew interval, long-running relays that keep every lease
-// every round (LeaseRequest.RenewInterval zero, as relays of other
+// every round (lease.Request.RenewInterval zero, as relays of other
 // languages do) with clocks ahead by between L − 2I and L − I, relays that
 // quarantine poison messages while an operator replays them and the
 // writers go on, and parks applied with their response lost and their

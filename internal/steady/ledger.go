@@ -1,6 +1,7 @@
 package steady
 
 import (
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"slices"
 	"sync"
 	"time"
@@ -148,7 +149,7 @@ func (l *ledger) acked(msgs []outbox.Message, at time.Time) {
 
 // acquired installs, at now, a round's outcome as the engine does: the
 // owned set from the round's start, or nothing after a failed round.
-func (l *ledger) acquired(e *env, start, now time.Time, acq outbox.Acquisition, err error) {
+func (l *ledger) acquired(e *env, start, now time.Time, acq lease.Acquisition, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.lapseLocked(now)

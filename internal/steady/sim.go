@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"log/slog"
 	"math/rand/v2"
 	"sync/atomic"
@@ -174,7 +175,7 @@ func (s *sim) newWriterNotifier() (*outboxlambda.Notifier, error) {
 // the classifier.
 type ownerReader struct{ inner *outboxddb.Store }
 
-func (o ownerReader) ReadCoordination(ctx context.Context) (outbox.Coordination, error) {
+func (o ownerReader) ReadCoordination(ctx context.Context) (lease.Coordination, error) {
 	return o.inner.ReadCoordination(withMethod(ctx, methodOwnerView))
 }
 

@@ -3,12 +3,11 @@ package outboxddb
 import (
 	"context"
 	"errors"
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
-	"github.com/spillway-dev/spillway/outbox"
 )
 
 func TestForEach_CancelledAfterEveryCallSucceeded_IsNoFailure(t *testing.T) {
@@ -54,7 +53,7 @@ func TestClaims_AcceptedBeforeALateCancellation_AreOwned(t *testing.T) {
 		}
 		return &dynamodb.UpdateItemOutput{}, nil
 	}
-	acq, err := s.AcquireLeases(ctx, testLease, outbox.RoundState{})
+	acq, err := s.AcquireLeases(ctx, testLease, lease.RoundState{})
 	if err != nil {
 		t.Fatalf("accepted claims reported failed: %v", err)
 	}

@@ -37,7 +37,7 @@
 //
 // # Leases
 //
-// The lease protocol is the core's (outbox.AcquireRound, explained in the
+// The lease protocol is the core's (lease.AcquireRound, explained in the
 // outbox package documentation); Store.AcquireLeases only sends what it
 // plans. Each acquisition round writes a heartbeat, reads every lease and
 // heartbeat with one strongly consistent query, and writes only the
@@ -47,7 +47,7 @@
 // DynamoDB decides ownership. A relay whose rounds leave leases unrenewed
 // adds a KeepsAhead attribute (BOOL) to its heartbeat, which relays of
 // other languages ignore; their records, without it, make Spillway's
-// rounds keep every lease (outbox.RelayState.KeepsAhead).
+// rounds keep every lease (lease.RelayState.KeepsAhead).
 //
 // A woken relay's trust check (outbox.ReadUncovered) writes nothing. On a
 // large table it first reads only the hinted buckets' lease items and the

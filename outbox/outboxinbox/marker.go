@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"strconv"
 	"time"
 
@@ -77,7 +78,7 @@ func (in *Inbox) markerPut(rec Record, id outbox.MessageID, out Outcome, now tim
 			o.SortKey:       &types.AttributeValueMemberS{Value: MarkerSortKey},
 			attrMessageID:   &types.AttributeValueMemberS{Value: id.String()},
 			attrConsumer:    &types.AttributeValueMemberS{Value: o.Consumer},
-			attrProcessedAt: &types.AttributeValueMemberN{Value: strconv.FormatInt(outbox.Ticks(now), 10)},
+			attrProcessedAt: &types.AttributeValueMemberN{Value: strconv.FormatInt(lease.Ticks(now), 10)},
 			attrFingerprint: &types.AttributeValueMemberS{Value: fingerprint(rec)},
 			attrOutcome:     &types.AttributeValueMemberS{Value: out.String()},
 			AttrExpiresAt:   &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(o.TTL).Unix(), 10)},

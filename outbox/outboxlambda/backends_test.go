@@ -2,6 +2,7 @@ package outboxlambda
 
 import (
 	"encoding/json"
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -200,7 +201,7 @@ func (b *bundle) leases(t *testing.T) map[int]leaseItem {
 			if err != nil {
 				t.Fatalf("lease %d expiry %q: %v", bucket, e.Value, err)
 			}
-			l.expires = outbox.TimeFromTicks(ticks)
+			l.expires = lease.TimeFromTicks(ticks)
 		}
 		leases[bucket] = l
 	}
