@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+
 	"github.com/spillway-dev/spillway/outbox/lease"
 )
 

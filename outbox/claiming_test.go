@@ -2,11 +2,12 @@ package outbox
 
 import (
 	"context"
-	"github.com/spillway-dev/spillway/outbox/lease"
 	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // Literal times of the trust checks' tables: the check runs at rt, leases

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"errors"
+
 	"github.com/spillway-dev/spillway/outbox/lease"
 )
 

@@ -1,9 +1,10 @@
 package outbox
 
 import (
-	"github.com/spillway-dev/spillway/outbox/lease"
 	"slices"
 	"time"
+
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // leaseBook is everything a relay believes about its leases, as a value:

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/spillway-dev/spillway/outbox/lease"
 	"log/slog"
 	"time"
+
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // RelayConfig wires a relay to its store, publisher and environment.

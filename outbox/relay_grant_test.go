@@ -3,7 +3,6 @@ package outbox_test
 import (
 	"errors"
 	"fmt"
-	"github.com/spillway-dev/spillway/outbox/lease"
 	"log/slog"
 	"sync"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // peer returns a second relay, id, on e's store and publisher.

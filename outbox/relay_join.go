@@ -1,9 +1,10 @@
 package outbox
 
 import (
-	"github.com/spillway-dev/spillway/outbox/lease"
 	"slices"
 	"time"
+
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // joinCheck is a run's decision whether to take part in the fleet, and

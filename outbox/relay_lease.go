@@ -2,10 +2,11 @@ package outbox
 
 import (
 	"context"
-	"github.com/spillway-dev/spillway/outbox/lease"
 	"log/slog"
 	"slices"
 	"time"
+
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // leaseLost is the keeper's report of buckets the relay stopped trusting:

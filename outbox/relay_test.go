@@ -3,7 +3,6 @@ package outbox_test
 import (
 	"context"
 	"errors"
-	"github.com/spillway-dev/spillway/outbox/lease"
 	"log/slog"
 	"maps"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // t0 is where the clock of a synctest bubble starts.

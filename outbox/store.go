@@ -2,8 +2,9 @@ package outbox
 
 import (
 	"context"
-	"github.com/spillway-dev/spillway/outbox/lease"
 	"time"
+
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // Backlog is one sample of the pending messages.

@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/spillway-dev/spillway/outbox/lease"
 	"io"
 	"text/tabwriter"
 	"time"
 
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
 

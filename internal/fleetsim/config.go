@@ -2,11 +2,12 @@ package fleetsim
 
 import (
 	"fmt"
-	"github.com/spillway-dev/spillway/outbox/lease"
 	"hash/fnv"
 	"math/rand/v2"
 	"slices"
 	"time"
+
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // Config parameterises one simulation. NewConfig derives everything not

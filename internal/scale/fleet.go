@@ -3,12 +3,12 @@ package scale
 import (
 	"context"
 	"fmt"
-	"github.com/spillway-dev/spillway/outbox/lease"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"time"
 
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
 

@@ -2,7 +2,6 @@ package scale
 
 import (
 	"fmt"
-	"github.com/spillway-dev/spillway/outbox/lease"
 	"log/slog"
 	"reflect"
 	"testing"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
 

@@ -2,11 +2,11 @@ package steady
 
 import (
 	"context"
-	"github.com/spillway-dev/spillway/outbox/lease"
 	"time"
 
 	"github.com/spillway-dev/spillway/internal/lab"
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
 

@@ -1,12 +1,12 @@
 package steady
 
 import (
-	"github.com/spillway-dev/spillway/outbox/lease"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // ledger is what the run measures, fed by the simulated processes as they

@@ -1,13 +1,13 @@
 package steady
 
 import (
-	"github.com/spillway-dev/spillway/outbox/lease"
 	"maps"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 	"github.com/spillway-dev/spillway/outbox/outboxtest"

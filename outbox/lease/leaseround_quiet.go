@@ -2,10 +2,11 @@ package lease
 
 import (
 	"context"
-	"github.com/spillway-dev/spillway/outbox/internal/murmur2"
 	"log/slog"
 	"slices"
 	"time"
+
+	"github.com/spillway-dev/spillway/outbox/internal/murmur2"
 )
 
 // Settled is what a relay remembers from a full round after which its

@@ -3,11 +3,12 @@ package outboxddb
 import (
 	"context"
 	"errors"
-	"github.com/spillway-dev/spillway/outbox/lease"
 	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 func TestForEach_CancelledAfterEveryCallSucceeded_IsNoFailure(t *testing.T) {

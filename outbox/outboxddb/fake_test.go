@@ -3,13 +3,14 @@ package outboxddb
 import (
 	"context"
 	"fmt"
-	"github.com/spillway-dev/spillway/outbox/lease"
 	"reflect"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // fakeDB is a Client that records every request and answers with the

@@ -2,7 +2,6 @@ package outboxddb
 
 import (
 	"fmt"
-	"github.com/spillway-dev/spillway/outbox/lease"
 	"maps"
 	"slices"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // Fleet timings of the seed's table: L = 30 s, I = 10 s.

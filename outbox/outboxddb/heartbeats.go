@@ -2,9 +2,10 @@ package outboxddb
 
 import (
 	"context"
-	"github.com/spillway-dev/spillway/outbox/lease"
 	"slices"
 	"strings"
+
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // Heartbeats reads only the heartbeat records of the coordination

@@ -2,12 +2,12 @@ package outboxddb
 
 import (
 	"fmt"
-	"github.com/spillway-dev/spillway/outbox/lease"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // InvalidItemError reports a stored item that does not follow the table

@@ -3,7 +3,6 @@ package outboxddb
 import (
 	"context"
 	"fmt"
-	"github.com/spillway-dev/spillway/outbox/lease"
 	"slices"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // maxReleasePasses bounds the read-and-release passes of a graceful stop.

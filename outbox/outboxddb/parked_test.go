@@ -2,7 +2,6 @@ package outboxddb
 
 import (
 	"errors"
-	"github.com/spillway-dev/spillway/outbox/lease"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -13,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 

@@ -2,7 +2,6 @@ package outboxddb
 
 import (
 	"context"
-	"github.com/spillway-dev/spillway/outbox/lease"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // countingPublisher acknowledges every message.

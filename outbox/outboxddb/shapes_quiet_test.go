@@ -2,7 +2,6 @@ package outboxddb
 
 import (
 	"context"
-	"github.com/spillway-dev/spillway/outbox/lease"
 	"slices"
 	"testing"
 	"time"
@@ -10,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // TestRequestShapes_SettledRound_ReadsHeartbeatsByPrefix_AndKeepsWithTheWrittenExpiry

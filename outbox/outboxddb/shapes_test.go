@@ -2,7 +2,6 @@ package outboxddb
 
 import (
 	"context"
-	"github.com/spillway-dev/spillway/outbox/lease"
 	"regexp"
 	"slices"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // The expected requests below are written out literally, not built from the

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"github.com/spillway-dev/spillway/outbox/lease"
 	"log/slog"
 	"slices"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // Store is the DynamoDB implementation of outbox.Store: leases and

@@ -2,12 +2,12 @@ package outboxmem
 
 import (
 	"context"
-	"github.com/spillway-dev/spillway/outbox/lease"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // leaseRenew is RenewLeases' write: like a keep, but guarded by the lease

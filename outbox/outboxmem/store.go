@@ -3,13 +3,13 @@ package outboxmem
 import (
 	"context"
 	"fmt"
-	"github.com/spillway-dev/spillway/outbox/lease"
 	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // Store is one in-memory outbox table. Several relays may share it, as

@@ -3,7 +3,6 @@ package outboxtest
 import (
 	"context"
 	"errors"
-	"github.com/spillway-dev/spillway/outbox/lease"
 	"maps"
 	"slices"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // StepClock is an outbox.Clock that stays put until it is moved: the store

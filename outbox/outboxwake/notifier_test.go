@@ -3,7 +3,6 @@ package outboxwake
 import (
 	"context"
 	"errors"
-	"github.com/spillway-dev/spillway/outbox/lease"
 	"log/slog"
 	"reflect"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // invocation is one call a fakeInvoker received.
