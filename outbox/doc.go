@@ -5,8 +5,9 @@
 // relays in any language — the message model, the bucket hash, the header
 // codec; the lease protocol is package lease — and the relay engine that
 // drives the Store and Publisher interfaces. It imports only the standard
-// library and package lease; the DynamoDB store, the Kafka publisher, telemetry and test
-// backends live in subpackages that import this one, never the reverse.
+// library and package lease; the DynamoDB store, the Kafka publisher,
+// telemetry and test backends live in subpackages that import this one,
+// never the reverse.
 //
 // Time is always an input: every lease decision takes a now, read from the
 // Clock each service holds; waits are the time package's. Tests run the

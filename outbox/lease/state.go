@@ -12,7 +12,7 @@ type Request struct {
 	// LeaseDuration is how long a claimed or renewed lease lasts.
 	LeaseDuration time.Duration
 	// RenewInterval is the relay's round interval (the relay passes
-	// Options.LeaseRenewInterval). When set, a round does not renew an
+	// outbox.RelayOptions.LeaseRenewInterval). When set, a round does not renew an
 	// owned lease that still lasts at least KeepAhead(LeaseDuration,
 	// RenewInterval): with the default timings it renews every other
 	// round, which halves the coordination partition's writes. Zero, the
@@ -22,7 +22,7 @@ type Request struct {
 	RenewInterval time.Duration
 	// KeepEveryRound makes every round keep every owned lease and the
 	// heartbeat carry no keep-ahead mark, as relays of other languages do
-	// (RelayOptions.KeepEveryRound).
+	// (outbox.RelayOptions.KeepEveryRound).
 	KeepEveryRound bool
 }
 
