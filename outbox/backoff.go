@@ -9,7 +9,7 @@ import (
 // jitter draws the random part of backoffs. It is seeded from the relay id so
 // two relays that fail together do not retry in lockstep, and one relay's
 // sequence is reproducible in tests. It is not safe for concurrent use: the
-// relay draws under the lock of its backoffs (Relay.mu).
+// relay draws under the lock of its head-row backoffs (headRows).
 type jitter struct {
 	rng *rand.Rand
 }

@@ -6,93 +6,37 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
-// TestCoordinationUncovered walks the trust check's rule with literal
-// times: a hinted bucket is covered while a live peer holds it, or
-// (claimed) while a peer whose round started less than ClaimWindow ago,
-// after the bucket became free, is claiming it by the shared claim
-// simulation, unless the peer's heartbeat is dated beyond the skew limit
-// (10 s with the default timings).
-func TestCoordinationUncovered(t *testing.T) {
-	ms := time.Millisecond
-	all := []int{0, 1, 2, 3}
-	for _, c := range []struct {
-		name    string
-		leases  []LeaseState
-		relays  []RelayState
-		hints   []int
-		want    []int
-		claimed []int
-	}{{
-		name:   "fresh table, a peer's round started half a second ago: it is claiming every bucket",
-		relays: []RelayState{beat("p", at(-500*ms))},
-		hints:  all, claimed: all,
-	}, {
-		name:   "a peer's heartbeat 10 s ahead, within the skew limit: it is claiming every bucket",
-		relays: []RelayState{beat("p", at(10*time.Second))},
-		hints:  all, claimed: all,
-	}, {
-		name:   "a peer's heartbeat more than 10 s ahead, beyond the skew limit: no claim is taken from it",
-		relays: []RelayState{beat("p", at(10*time.Second+ms))},
-		hints:  all, want: all,
-	}, {
-		name:   "the peer's heartbeat is a claim window old: its round is over",
-		relays: []RelayState{beat("p", at(-time.Second))},
-		hints:  all, want: all,
-	}, {
-		name:  "no peer at all",
-		hints: all, want: all,
-	}, {
-		name:   "held by a live peer; the free buckets are nobody's round's",
-		leases: []LeaseState{lease(0, "p", at(20*time.Second)), lease(1, "p", at(20*time.Second))},
-		relays: []RelayState{beat("p", at(-5*time.Second))},
-		hints:  all, want: []int{2, 3},
-	}, {
-		name: "a bucket released after the peer's heartbeat was not free in its read",
-		leases: []LeaseState{lease(0, "p", at(20*time.Second)), lease(1, "p", at(20*time.Second)),
-			lease(2, "", at(-200*ms))},
-		relays: []RelayState{beat("p", at(-500*ms))},
-		hints:  all, want: []int{2}, claimed: []int{3},
-	}, {
-		name: "the simulation gives the free bucket to a peer whose round is over",
-		leases: []LeaseState{lease(0, "a", at(20*time.Second)), lease(1, "a", at(20*time.Second)),
-			lease(2, "z", at(20*time.Second)), lease(3, "", at(-10*time.Second))},
-		relays: []RelayState{beat("a", at(-300*ms)), beat("z", at(-5*time.Second))},
-		hints:  []int{3}, want: []int{3},
-	}, {
-		name:   "a stopped peer covers nothing",
-		leases: []LeaseState{lease(0, "p", at(20*time.Second))},
-		relays: []RelayState{stopped("p", at(-100*ms))},
-		hints:  all, want: all,
-	}, {
-		name:   "the relay's own lease is resumed, not left to the peer",
-		leases: []LeaseState{lease(0, "me", at(20*time.Second))},
-		relays: []RelayState{beat("p", at(-100*ms))},
-		hints:  all, want: []int{0}, claimed: []int{1, 2, 3},
-	}} {
-		t.Run(c.name, func(t *testing.T) {
-			coord := Coordination{Leases: c.leases, Relays: c.relays}
-			req := LeaseRequest{RelayID: "me", BucketCount: 4, LeaseDuration: rl, RenewInterval: 10 * time.Second}
-			got := coord.Uncovered(c.hints, req, rt)
-			if !slices.Equal(got.Uncovered, c.want) || !slices.Equal(got.Claimed, c.claimed) {
-				t.Errorf("uncovered %v claimed %v, want %v and %v", got.Uncovered, got.Claimed, c.want, c.claimed)
-			}
-		})
-	}
+// Literal times of the trust checks' tables: the check runs at rt, leases
+// last 30 s.
+var rt = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+
+const rl = 30 * time.Second
+
+func at(d time.Duration) time.Time { return rt.Add(d) }
+
+func leaseOf(b int, owner string, expires time.Time) lease.State {
+	return lease.State{Bucket: b, Owner: owner, ExpiresAt: expires}
+}
+
+func beat(id string, seen time.Time) lease.RelayState {
+	return lease.RelayState{RelayID: id, LastSeen: seen}
 }
 
 // coverageStore is a Store that answers only the trust check's reads: a
 // partial view (as a CoverageReader) and the whole one, counting each.
 type coverageStore struct {
 	Store
-	partial, whole Coordination
+	partial, whole lease.Coordination
 	wholeOnly      bool // ReadCoverage returns the whole view
 	coverageReads  int
 	wholeReads     int
 }
 
-func (s *coverageStore) ReadCoverage(context.Context, []int) (Coordination, bool, error) {
+func (s *coverageStore) ReadCoverage(context.Context, []int) (lease.Coordination, bool, error) {
 	s.coverageReads++
 	if s.wholeOnly {
 		return s.whole, false, nil
@@ -100,7 +44,7 @@ func (s *coverageStore) ReadCoverage(context.Context, []int) (Coordination, bool
 	return s.partial, true, nil
 }
 
-func (s *coverageStore) ReadCoordination(context.Context) (Coordination, error) {
+func (s *coverageStore) ReadCoordination(context.Context) (lease.Coordination, error) {
 	s.wholeReads++
 	return s.whole, nil
 }
@@ -111,7 +55,7 @@ type wholeStore struct {
 	s *coverageStore
 }
 
-func (w wholeStore) ReadCoordination(ctx context.Context) (Coordination, error) {
+func (w wholeStore) ReadCoordination(ctx context.Context) (lease.Coordination, error) {
 	return w.s.ReadCoordination(ctx)
 }
 
@@ -141,12 +85,12 @@ func TestReadUncovered(t *testing.T) {
 	noWait(t, func(t *testing.T) {
 		ms := time.Millisecond
 		clock := fixedClock(at(0))
-		heldByP := LeaseState{Bucket: 5, Owner: "p", ExpiresAt: at(20 * time.Second)}
-		mine := LeaseState{Bucket: 6, Owner: "me", ExpiresAt: at(20 * time.Second)}
+		heldByP := lease.State{Bucket: 5, Owner: "p", ExpiresAt: at(20 * time.Second)}
+		mine := lease.State{Bucket: 6, Owner: "me", ExpiresAt: at(20 * time.Second)}
 		live := beat("p", at(-2*time.Second))
 		// In the whole view bucket 7 is free and p's round, 500 ms old, is
 		// claiming it: covered, though the partial view cannot tell.
-		whole := Coordination{Leases: []LeaseState{heldByP, mine}, Relays: []RelayState{beat("p", at(-500*ms))}}
+		whole := lease.Coordination{Leases: []lease.State{heldByP, mine}, Relays: []lease.RelayState{beat("p", at(-500*ms))}}
 		for _, c := range []struct {
 			name             string
 			store            *coverageStore
@@ -156,13 +100,13 @@ func TestReadUncovered(t *testing.T) {
 			coverage, wholes int
 		}{
 			{name: "held by a live peer: the partial view settles it",
-				store: &coverageStore{partial: Coordination{Leases: []LeaseState{heldByP}, Relays: []RelayState{live}}, whole: whole},
+				store: &coverageStore{partial: lease.Coordination{Leases: []lease.State{heldByP}, Relays: []lease.RelayState{live}}, whole: whole},
 				check: []int{5}, coverage: 1},
 			{name: "free in the partial view: the whole view, where p is claiming it",
-				store: &coverageStore{partial: Coordination{Relays: []RelayState{live}}, whole: whole},
+				store: &coverageStore{partial: lease.Coordination{Relays: []lease.RelayState{live}}, whole: whole},
 				check: []int{5, 7}, claimed: []int{7}, coverage: 1, wholes: 1},
 			{name: "my own lease: resumed, after the whole view",
-				store: &coverageStore{partial: Coordination{Leases: []LeaseState{mine}, Relays: []RelayState{live}}, whole: whole},
+				store: &coverageStore{partial: lease.Coordination{Leases: []lease.State{mine}, Relays: []lease.RelayState{live}}, whole: whole},
 				check: []int{6}, want: []int{6}, coverage: 1, wholes: 1},
 			{name: "the store read the whole partition at once",
 				store: &coverageStore{whole: whole, wholeOnly: true},
@@ -175,7 +119,7 @@ func TestReadUncovered(t *testing.T) {
 			if c.plain {
 				store = wholeStore{s: c.store}
 			}
-			req := LeaseRequest{RelayID: "me", BucketCount: 8, LeaseDuration: 30 * time.Second, RenewInterval: 10 * time.Second}
+			req := lease.Request{RelayID: "me", BucketCount: 8, LeaseDuration: 30 * time.Second, RenewInterval: 10 * time.Second}
 			got, err := ReadUncovered(context.Background(), store, clock, req, c.check)
 			if err != nil || !slices.Equal(got.Uncovered, c.want) || !slices.Equal(got.Claimed, c.claimed) {
 				t.Errorf("%s: uncovered %v claimed %v, %v; want %v and %v", c.name, got.Uncovered, got.Claimed, err, c.want, c.claimed)
@@ -191,13 +135,13 @@ func TestReadUncovered(t *testing.T) {
 // counting its reads.
 type leaseStore struct {
 	Store
-	leases []LeaseState
+	leases []lease.State
 	reads  int
 }
 
-func (s *leaseStore) ReadLeases(_ context.Context, bs []int) ([]LeaseState, error) {
+func (s *leaseStore) ReadLeases(_ context.Context, bs []int) ([]lease.State, error) {
 	s.reads++
-	var out []LeaseState
+	var out []lease.State
 	for _, l := range s.leases {
 		if slices.Contains(bs, l.Bucket) {
 			out = append(out, l)
@@ -214,11 +158,11 @@ func (s *leaseStore) ReadLeases(_ context.Context, bs []int) ([]LeaseState, erro
 func TestConfirmClaims(t *testing.T) {
 	noWait(t, func(t *testing.T) {
 		s := time.Second
-		leases := []LeaseState{
-			lease(0, "p", at(30*s)), // claimed by the peer meanwhile
-			lease(1, "", at(-s)),    // released, still free
-			lease(2, "p", at(0)),    // expired at now
-			lease(3, "me", at(20*s)),
+		leases := []lease.State{
+			leaseOf(0, "p", at(30*s)), // claimed by the peer meanwhile
+			leaseOf(1, "", at(-s)),    // released, still free
+			leaseOf(2, "p", at(0)),    // expired at now
+			leaseOf(3, "me", at(20*s)),
 		}
 		want := []int{1, 2, 3, 4}
 		ls := &leaseStore{leases: leases}
@@ -226,7 +170,7 @@ func TestConfirmClaims(t *testing.T) {
 		if err != nil || !slices.Equal(got, want) || ls.reads != 1 {
 			t.Errorf("lease reader: still free %v, %v after %d reads; want %v after 1", got, err, ls.reads, want)
 		}
-		whole := &coverageStore{whole: Coordination{Leases: leases}}
+		whole := &coverageStore{whole: lease.Coordination{Leases: leases}}
 		got, err = ConfirmClaims(context.Background(), wholeStore{s: whole}, fixedClock(rt), "me", []int{0, 1, 2, 3, 4})
 		if err != nil || !slices.Equal(got, want) || whole.wholeReads != 1 {
 			t.Errorf("whole read: still free %v, %v after %d reads; want %v after 1", got, err, whole.wholeReads, want)
@@ -242,9 +186,9 @@ func TestConfirmClaims(t *testing.T) {
 func TestReadUnheld(t *testing.T) {
 	noWait(t, func(t *testing.T) {
 		ms := time.Millisecond
-		view := Coordination{Leases: []LeaseState{lease(5, "p", at(20*time.Second))}, Relays: []RelayState{beat("p", at(-500*ms))}}
+		view := lease.Coordination{Leases: []lease.State{leaseOf(5, "p", at(20*time.Second))}, Relays: []lease.RelayState{beat("p", at(-500*ms))}}
 		store := &coverageStore{partial: view, whole: view}
-		req := LeaseRequest{RelayID: "me", BucketCount: 8, LeaseDuration: rl, RenewInterval: 10 * time.Second}
+		req := lease.Request{RelayID: "me", BucketCount: 8, LeaseDuration: rl, RenewInterval: 10 * time.Second}
 		got, err := ReadUnheld(context.Background(), store, fixedClock(rt), req, []int{5, 7})
 		if err != nil || !slices.Equal(got, []int{7}) || store.coverageReads != 1 || store.wholeReads != 0 {
 			t.Errorf("unheld %v, %v after %d partial and %d whole reads; want [7] after one partial", got, err, store.coverageReads, store.wholeReads)

@@ -2,7 +2,8 @@ package outbox
 
 import (
 	"errors"
-	"fmt"
+
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // Sentinel errors callers can branch on with errors.Is. Functions wrap them
@@ -12,7 +13,7 @@ var (
 	// retried: bucket counts that differ between writer, store and relay, a
 	// table whose key schema does not match, invalid options. The relay
 	// returns it from Run instead of backing off.
-	ErrMisconfigured = errors.New("outbox: misconfigured")
+	ErrMisconfigured = lease.ErrMisconfigured
 
 	// ErrInvalidMessage marks a message that cannot be enqueued as given
 	// (empty topic, negative partition, bucket outside the configured count,
@@ -33,25 +34,13 @@ var (
 )
 
 // MisconfigurationError reports a configuration that cannot work. It matches
-// ErrMisconfigured with errors.Is and is never retried by the relay.
-type MisconfigurationError struct {
-	// Op is the operation that detected the problem, e.g. "acquire leases".
-	Op string
-	// Detail says what is wrong and how to fix it.
-	Detail string
-}
-
-// Error implements error.
-func (e *MisconfigurationError) Error() string {
-	return fmt.Sprintf("outbox: %s: misconfigured: %s", e.Op, e.Detail)
-}
-
-// Is reports whether target is ErrMisconfigured.
-func (e *MisconfigurationError) Is(target error) bool { return target == ErrMisconfigured }
+// ErrMisconfigured with errors.Is and is never retried by the relay. The
+// lease package returns it too.
+type MisconfigurationError = lease.MisconfigurationError
 
 // Misconfigured returns a *MisconfigurationError for op with a formatted detail.
 func Misconfigured(op, format string, args ...any) error {
-	return &MisconfigurationError{Op: op, Detail: fmt.Sprintf(format, args...)}
+	return lease.Misconfigured(op, format, args...)
 }
 
 // IsMisconfigured reports whether err is, or wraps, a misconfiguration.

@@ -3,6 +3,8 @@ package outbox
 import (
 	"slices"
 	"time"
+
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // leaseBook is everything a relay believes about its leases, as a value:
@@ -29,11 +31,11 @@ type leaseBook struct {
 	// standby is the distant-standby state the last round returned; it
 	// outlives a run, as the rest check measures between calls, and is
 	// forgotten when the relay releases its leases.
-	standby Standby
+	standby lease.Standby
 	// settled is the settled-fleet state the last round returned; it
 	// remembers the expiries the relay wrote, so it is forgotten whenever
 	// something else writes them (a renewal) or ownership is in doubt.
-	settled Settled
+	settled lease.Settled
 	// renewErrAt is the start of the last failed renewal: renewals during
 	// a write back off from it.
 	renewErrAt time.Time
@@ -108,7 +110,7 @@ func (b leaseBook) roundStarted(start time.Time) (next leaseBook, expired bool) 
 // returned acq: the owned set is trusted from start, or from earlier when
 // the round left leases unrenewed, as they last only until their stored
 // expiry, which an earlier round wrote a lease duration before it.
-func (b leaseBook) installed(start time.Time, acq Acquisition) leaseBook {
+func (b leaseBook) installed(start time.Time, acq lease.Acquisition) leaseBook {
 	b.standby, b.settled = acq.Standby, acq.Settled
 	b.owned = slices.Clone(acq.Owned)
 	b.at = start
@@ -120,7 +122,7 @@ func (b leaseBook) installed(start time.Time, acq Acquisition) leaseBook {
 
 // roundFailed is the transition after a round that failed: ownership is
 // unknown, so the book trusts nothing and the next cycle runs a round.
-func (b leaseBook) roundFailed(acq Acquisition) leaseBook {
+func (b leaseBook) roundFailed(acq lease.Acquisition) leaseBook {
 	b.standby, b.settled = acq.Standby, acq.Settled
 	return b.lost()
 }
@@ -130,7 +132,7 @@ func (b leaseBook) roundFailed(acq Acquisition) leaseBook {
 // out proves nothing about the time in between: the book is lost then,
 // and ok is false.
 func (b leaseBook) renewed(start, now time.Time) (next leaseBook, ok bool) {
-	b.settled = Settled{} // the renewal wrote other expiries
+	b.settled = lease.Settled{} // the renewal wrote other expiries
 	if b.at.IsZero() || now.Sub(b.at) >= b.timing.lease {
 		return b.lost(), false
 	}
@@ -142,7 +144,7 @@ func (b leaseBook) renewed(start, now time.Time) (next leaseBook, ok bool) {
 // and failed without an answer: the last confirmation stands, and
 // renewals during a write back off from start.
 func (b leaseBook) renewFailed(start time.Time) leaseBook {
-	b.settled = Settled{}
+	b.settled = lease.Settled{}
 	b.renewErrAt = start
 	return b
 }
@@ -151,7 +153,7 @@ func (b leaseBook) renewFailed(start time.Time) leaseBook {
 // refused renewal, an expiry, a write the table refused for the lease):
 // the table is the authority, and the next cycle runs a round.
 func (b leaseBook) lost() leaseBook {
-	b.owned, b.at, b.force, b.settled = nil, time.Time{}, true, Settled{}
+	b.owned, b.at, b.force, b.settled = nil, time.Time{}, true, lease.Settled{}
 	return b
 }
 
@@ -160,7 +162,7 @@ func (b leaseBook) lost() leaseBook {
 // the next cycle runs a round to learn who holds it.
 func (b leaseBook) without(bucket int) leaseBook {
 	b.owned = slices.DeleteFunc(slices.Clone(b.owned), func(x int) bool { return x == bucket })
-	b.force, b.settled = true, Settled{}
+	b.force, b.settled = true, lease.Settled{}
 	return b
 }
 

@@ -1,9 +1,12 @@
 package outbox
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // bookAt is a book with the default timings (30 s lease, 10 s rounds,
@@ -66,13 +69,14 @@ func TestLeaseBookTransitions(t *testing.T) {
 	if expired || b.roundDue(at(0)) || b.untilRound(at(4*s)) != 6*s {
 		t.Fatalf("round started at 0: expired %v, due in %v at 4s", expired, b.untilRound(at(4*s)))
 	}
-	b = b.installed(at(0), Acquisition{Owned: []int{2, 5}, Settled: Settled{relayID: "relay-a"}})
+	settled := settledRound(t, "relay-a", at(0))
+	b = b.installed(at(0), lease.Acquisition{Owned: []int{2, 5}, Settled: settled})
 	if b.phase(at(1*s)) != phaseHeld || !slices.Equal(b.owned, []int{2, 5}) || !b.settled.IsSettled() {
 		t.Fatalf("installed: %+v", b)
 	}
 	// A round that left a lease unrenewed dates the reference back to its
 	// stored expiry less a lease: written at -5 s, it lasts until 25 s.
-	u := b.installed(at(0), Acquisition{Owned: []int{2}, Unrenewed: []int{2}, UnrenewedExpiry: at(25 * s)})
+	u := b.installed(at(0), lease.Acquisition{Owned: []int{2}, Unrenewed: []int{2}, UnrenewedExpiry: at(25 * s)})
 	if !u.at.Equal(at(-5 * s)) {
 		t.Fatalf("unrenewed reference %v, want -5s", u.at.Sub(rt))
 	}
@@ -124,4 +128,50 @@ func TestLeaseBookRenewalWait(t *testing.T) {
 			t.Errorf("%s: wait %v renew now %v; want %v %v", c.name, wait, now, c.wait, c.renewNow)
 		}
 	}
+}
+
+// soleIO is the lease round's IO of a fleet of one relay holding every
+// bucket, whose leases last until expires: a round over it leaves the
+// fleet settled.
+type soleIO struct {
+	relay        string
+	buckets      int
+	now, expires time.Time
+}
+
+func (s soleIO) Heartbeat(context.Context, string, time.Time, bool) (bool, error) { return true, nil }
+
+func (s soleIO) Heartbeats(context.Context) ([]lease.RelayState, error) {
+	return []lease.RelayState{{RelayID: s.relay, LastSeen: s.now}}, nil
+}
+
+func (s soleIO) Snapshot(ctx context.Context) (lease.Coordination, error) {
+	relays, _ := s.Heartbeats(ctx)
+	c := lease.Coordination{ReadAt: s.now, Relays: relays}
+	for b := range s.buckets {
+		c.Leases = append(c.Leases, lease.State{Bucket: b, Owner: s.relay, ExpiresAt: s.expires})
+	}
+	return c, nil
+}
+
+func (s soleIO) WriteLeases(_ context.Context, _ string, _ lease.Op, ws []lease.Write) (accepted, refused []int, err error) {
+	for _, w := range ws {
+		accepted = append(accepted, w.Bucket)
+	}
+	return accepted, nil, nil
+}
+
+func (s soleIO) Prune(context.Context, string, lease.PruneWrite) int { return 0 }
+
+// settledRound runs a round of relay, alone in its fleet and holding every
+// bucket, at now, and returns the settled state it leaves.
+func settledRound(t *testing.T, relay string, now time.Time) lease.Settled {
+	t.Helper()
+	req := lease.Request{RelayID: relay, BucketCount: 8, LeaseDuration: 30 * time.Second, RenewInterval: 10 * time.Second}
+	io := soleIO{relay: relay, buckets: 8, now: now, expires: now.Add(5 * time.Second)}
+	acq, err := lease.AcquireRound(context.Background(), io, nil, now, req, lease.RoundState{})
+	if err != nil || !acq.Settled.IsSettled() {
+		t.Fatalf("a round of a fleet of one holding everything: %+v, %v; want it settled", acq, err)
+	}
+	return acq.Settled
 }

@@ -10,7 +10,7 @@ import "time"
 // at + lease) and acquiredAt, the start of the last round.
 type leaseTiming struct {
 	lease, interval time.Duration
-	// margin is the least lease kept ahead (KeepMargin).
+	// margin is the least lease kept ahead (lease.KeepMargin).
 	margin time.Duration
 }
 
@@ -40,4 +40,11 @@ func (t leaseTiming) renewDue(at, acquiredAt time.Time) time.Time {
 		overdue = acquiredAt.Add(t.interval)
 	}
 	return minTime(overdue, at.Add(t.lease-t.margin))
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }

@@ -1,47 +1,11 @@
 package outbox
 
-import "encoding/binary"
-
-// The constants of Kafka's murmur2 variant. Every writer of a table must use
-// exactly these, or the messages of one key land in different buckets.
-const (
-	murmur2Seed = 0x9747b28c
-	murmur2M    = 0x5bd1e995
-	murmur2R    = 24
-)
+import "github.com/spillway-dev/spillway/outbox/internal/murmur2"
 
 // Murmur2 returns the 32-bit MurmurHash2 of data as the Kafka Java client
 // computes it (seed 0x9747b28c, blocks read little-endian). For a non-empty
 // key it is the hash Kafka's default partitioner uses.
-func Murmur2(data []byte) uint32 {
-	h := uint32(murmur2Seed) ^ uint32(len(data))
-	n := len(data) &^ 3
-	for i := 0; i < n; i += 4 {
-		k := binary.LittleEndian.Uint32(data[i:])
-		k *= murmur2M
-		k ^= k >> murmur2R
-		k *= murmur2M
-		h *= murmur2M
-		h ^= k
-	}
-	// The tail falls through like the C switch it comes from: three
-	// remaining bytes mix all three, and the multiply happens once.
-	switch tail := data[n:]; len(tail) {
-	case 3:
-		h ^= uint32(tail[2]) << 16
-		fallthrough
-	case 2:
-		h ^= uint32(tail[1]) << 8
-		fallthrough
-	case 1:
-		h ^= uint32(tail[0])
-		h *= murmur2M
-	}
-	h ^= h >> 13
-	h *= murmur2M
-	h ^= h >> 15
-	return h
-}
+func Murmur2(data []byte) uint32 { return murmur2.Sum32(data) }
 
 // Murmur2Partition maps data to one of n slots the way Kafka's partitioner
 // does: (Murmur2(data) & 0x7fffffff) mod n. Clearing the sign bit (Kafka's

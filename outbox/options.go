@@ -142,11 +142,11 @@ type RelayOptions struct {
 	// and leave its heartbeat without the keep-ahead mark, as relays of
 	// other languages sharing the table do: its leases then keep the
 	// KeepMargin of such rounds ahead (20 s by default), and peers that keep
-	// ahead keep every round too while it is around (RelayState.KeepsAhead).
+	// ahead keep every round too while it is around (lease.RelayState.KeepsAhead).
 	// It costs a keep per owned lease per round (twice the coordination
 	// writes of the default); it exists to run such a fleet's rules, in
 	// tests and simulations, with Spillway relays. Default false: rounds
-	// leave a lease that still lasts KeepAhead unrenewed.
+	// leave a lease that still lasts lease.KeepAhead unrenewed.
 	KeepEveryRound bool
 }
 

@@ -8,9 +8,10 @@ import (
 
 // parkedBook is a relay's view of its owned buckets' parked partitions and
 // of the fleet's replay requests. It survives runs, as the leases do. Its
-// lock is taken in one place (locked) and guards memory only: every read
-// and write of the table happens outside it, so no wait on the store ever
-// holds it, and no other lock is taken under it.
+// lock is taken in one place (locked) and guards memory only, the book's
+// and the head-row backoffs' (headRows): every read and write of the table
+// happens outside it, so no wait on the store ever holds it, and no other
+// lock is taken under it.
 type parkedBook struct {
 	mu sync.Mutex
 	// buckets holds, per owned bucket, the quarantined keys, their parked

@@ -138,7 +138,7 @@ type Parking struct {
 // LeaseCheck is a bucket's lease as a conditional write carries it: the
 // write applies only while the bucket's lease item names Owner and its
 // expiry is after Beyond (the moment the write started plus the relay's
-// margin, KeepMargin).
+// margin, lease.KeepMargin).
 type LeaseCheck struct {
 	Owner  string
 	Beyond time.Time

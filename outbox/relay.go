@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
+
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // RelayConfig wires a relay to its store, publisher and environment.
@@ -56,8 +57,7 @@ type Relay struct {
 	log      *slog.Logger
 	maxHops  int
 	gate     GenerationGate
-	jitter   *jitter
-	req      LeaseRequest
+	req      lease.Request
 	// lease owns the lease book: every lease decision and every write's
 	// grant; it survives runs, as a warm execution environment resumes
 	// its own leases.
@@ -73,21 +73,10 @@ type Relay struct {
 	work      recentWork
 	sampledAt time.Time
 
-	// mu guards the head-row backoffs and their jitter; never the lease
-	// (leaseKeeper) nor the parked state (parkedBook), never across a
-	// request.
-	mu    sync.Mutex
-	heads map[int]*headRow
-	// quarantine is the store's parking side, nil when the store has none.
-	// Every relay reads it, whatever its policy: a held-back key stays
-	// held back and marked replays go out under any relay's lease.
-	quarantine Quarantine
-	// parkPoison is PoisonQuarantine: the policy decides only whether a
-	// new poison message is parked or blocks its bucket.
-	parkPoison bool
-	// parked is what the relay knows of its buckets' parked partitions
-	// and of the replay requests, behind a lock of its own.
-	parked *parkedBook
+	// heads are the head-row backoffs and the backoffs' jitter.
+	heads *headRows
+	// park parks rows and carries out replays.
+	park *parking
 }
 
 // NewRelay validates cfg and returns a relay. A nil store or publisher and
@@ -115,18 +104,16 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 		log:      cfg.Logger,
 		maxHops:  cfg.MaxHops,
 		gate:     cfg.Gate,
-		jitter:   newJitter(opts.RelayID),
 		running:  make(chan struct{}, 1),
-		req: LeaseRequest{RelayID: opts.RelayID, BucketCount: opts.BucketCount, LeaseDuration: opts.LeaseDuration,
+		req: lease.Request{RelayID: opts.RelayID, BucketCount: opts.BucketCount, LeaseDuration: opts.LeaseDuration,
 			RenewInterval: opts.LeaseRenewInterval, KeepEveryRound: opts.KeepEveryRound},
-		heads:      map[int]*headRow{},
-		held:       newByteBudget(opts.MaxHeldBytes, opts.MaxMessageBytes),
-		quarantine: q,
-		parkPoison: opts.PoisonPolicy == PoisonQuarantine,
-		parked:     newParkedBook(),
+		held: newByteBudget(opts.MaxHeldBytes, opts.MaxMessageBytes),
 	}
+	book := newParkedBook()
+	r.heads = newHeadRows(book, opts.RelayID)
+	r.park = &parking{r: r, store: q, poison: opts.PoisonPolicy == PoisonQuarantine, book: book}
 	timing := leaseTiming{lease: opts.LeaseDuration, interval: opts.LeaseRenewInterval,
-		margin: KeepMargin(opts.LeaseDuration, opts.LeaseRenewInterval)}
+		margin: lease.KeepMargin(opts.LeaseDuration, opts.LeaseRenewInterval)}
 	if opts.KeepEveryRound {
 		timing.margin = opts.LeaseDuration - opts.LeaseRenewInterval
 	}
@@ -277,13 +264,6 @@ func (r *Relay) stopMargin(now, deadline time.Time) time.Duration {
 		m = third
 	}
 	return max(m, 0)
-}
-
-// locked runs fn, which must not block, under r.mu.
-func (r *Relay) locked(fn func()) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	fn()
 }
 
 func (r *Relay) emit(e Event) {

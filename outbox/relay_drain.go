@@ -9,16 +9,6 @@ import (
 	"time"
 )
 
-// headRow remembers a bucket whose head row Kafka refused: the bucket
-// retries only that row, on its own backoff, while other buckets drain.
-type headRow struct {
-	// seq identifies the row: an unreadable row has no message id.
-	seq      int64
-	failures int
-	retryAt  time.Time
-	firstAt  time.Time
-}
-
 // bucketResult is what draining one bucket in a sweep produced.
 type bucketResult struct {
 	bucket    int
@@ -43,7 +33,7 @@ func (u *run) sweep() (int, error) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			results[i] = u.drainBucket(b)
+			results[i] = bucketDrain{u: u, bucket: b}.drain()
 		}()
 	}
 	wg.Wait()
@@ -64,10 +54,17 @@ func (u *run) sweep() (int, error) {
 	return published, firstErr
 }
 
-// drainBucket relays one bucket: fetch, check the lease, publish with
+// bucketDrain is one bucket's part of a sweep: it alone relays the bucket
+// until the sweep moves on, on the goroutine the sweep gave it.
+type bucketDrain struct {
+	u      *run
+	bucket int
+}
+
+// drain relays the bucket: fetch, check the lease, publish with
 // in-flight renewal, delete the acknowledged prefix, repeat.
-func (u *run) drainBucket(bucket int) (res bucketResult) {
-	r := u.r
+func (d bucketDrain) drain() (res bucketResult) {
+	u, r, bucket := d.u, d.u.r, d.bucket
 	res.bucket = bucket
 	ctx, span := r.tracer.Start(u.ctx, SpanDrain)
 	span.Annotate(AnnotationRelayID, r.opts.RelayID)
@@ -87,7 +84,7 @@ func (u *run) drainBucket(bucket int) (res bucketResult) {
 			return res
 		}
 		size := r.opts.BatchSize
-		head := r.headState(bucket)
+		head := r.heads.state(bucket)
 		if head != nil {
 			if now.Before(head.retryAt) {
 				res.more = true
@@ -96,10 +93,10 @@ func (u *run) drainBucket(bucket int) (res bucketResult) {
 			size = 1
 			r.emit(Event{Kind: EventHeadRowRetry, Bucket: bucket})
 		}
-		if r.quarantine != nil {
+		if r.park.store != nil {
 			// An operator's replay goes out before anything of the
 			// bucket's message partition.
-			n, err := u.replayParked(ctx, bucket)
+			n, err := r.park.replayParked(ctx, bucket)
 			res.published += n
 			if err != nil {
 				res.err = err
@@ -111,14 +108,14 @@ func (u *run) drainBucket(bucket int) (res bucketResult) {
 			res.more = true
 			return res
 		}
-		n, more, err := u.relayBatch(ctx, bucket, &g, head)
+		n, more, err := d.relayBatch(ctx, &g, head)
 		g.done()
 		res.published += n
 		if err != nil || !more {
 			res.err = err
 			return res
 		}
-		if head != nil && r.headState(bucket) != nil {
+		if head != nil && r.heads.state(bucket) != nil {
 			// The head row failed again: wait out its backoff.
 			res.more = true
 			return res
@@ -129,8 +126,8 @@ func (u *run) drainBucket(bucket int) (res bucketResult) {
 // relayBatch moves one batch. more reports that the bucket may hold more
 // work right away.
 // g bounds the batch's size and holds its room under MaxHeldBytes.
-func (u *run) relayBatch(ctx context.Context, bucket int, g *grant, head *headRow) (published int, more bool, err error) {
-	r := u.r
+func (d bucketDrain) relayBatch(ctx context.Context, g *grant, head *headRow) (published int, more bool, err error) {
+	r, bucket := d.u.r, d.bucket
 	size := g.count
 	msgs, ferr := r.store.FetchBatch(ctx, bucket, size)
 	// A fetch that stopped at a bad row still returns the rows before it:
@@ -140,13 +137,13 @@ func (u *run) relayBatch(ctx context.Context, bucket int, g *grant, head *headRo
 		if errors.As(ferr, &unreadable) {
 			// The head row itself cannot be read: it is the bucket's
 			// failing head, like a row Kafka refused.
-			return 0, true, u.unreadableHead(ctx, bucket, unreadable)
+			return 0, true, d.unreadableHead(ctx, unreadable)
 		}
 		return 0, false, errCycle(fmt.Sprintf("fetch bucket %d", bucket), ferr)
 	}
 	g.fit(msgs)
 	if len(msgs) == 0 {
-		r.clearHead(bucket)
+		r.heads.clear(bucket)
 		return 0, false, nil
 	}
 	fetched := len(msgs)
@@ -157,10 +154,10 @@ func (u *run) relayBatch(ctx context.Context, bucket int, g *grant, head *headRo
 	if head != nil && msgs[0].Sequence != head.seq {
 		// A peer published the failing row meanwhile: its backoff no
 		// longer applies.
-		r.clearHead(bucket)
+		r.heads.clear(bucket)
 	}
-	if r.quarantine != nil {
-		if msgs, err = u.parkQuarantinedKeys(ctx, bucket, msgs); err != nil {
+	if r.park.store != nil {
+		if msgs, err = r.park.parkQuarantinedKeys(ctx, bucket, msgs); err != nil {
 			return 0, true, err
 		}
 		if len(msgs) == 0 {
@@ -168,12 +165,12 @@ func (u *run) relayBatch(ctx context.Context, bucket int, g *grant, head *headRo
 		}
 	}
 
-	out, err := u.publishUnderLease(ctx, bucket, msgs)
+	out, err := r.publishUnderLease(ctx, bucket, msgs)
 	if err != nil {
 		return 0, false, err
 	}
 	acked, perr, ackAt := out.acked, out.err, out.at
-	if err := u.stillHeld(ctx, bucket); err != nil {
+	if err := r.stillHeld(ctx, bucket); err != nil {
 		return 0, false, err
 	}
 	lat := make([]time.Duration, acked)
@@ -183,7 +180,7 @@ func (u *run) relayBatch(ctx context.Context, bucket int, g *grant, head *headRo
 	r.emit(Event{Kind: EventPublish, Bucket: bucket, Count: acked, Latencies: lat, Err: perr, Time: ackAt})
 
 	if acked > 0 {
-		if err := u.deletePublished(ctx, bucket, msgs[:acked]); err != nil {
+		if err := d.deletePublished(ctx, msgs[:acked]); err != nil {
 			return acked, false, err
 		}
 	}
@@ -191,10 +188,10 @@ func (u *run) relayBatch(ctx context.Context, bucket int, g *grant, head *headRo
 		if isContextErr(perr) && ctx.Err() != nil {
 			return acked, true, nil
 		}
-		u.headFailed(ctx, bucket, msgs[acked].Sequence, &msgs[acked], perr)
+		r.park.headFailed(ctx, bucket, msgs[acked].Sequence, &msgs[acked], perr)
 		return acked, true, nil
 	}
-	r.clearHead(bucket)
+	r.heads.clear(bucket)
 	return acked, fetched == size || ferr != nil, nil
 }
 
@@ -202,19 +199,19 @@ func (u *run) relayBatch(ctx context.Context, bucket int, g *grant, head *headRo
 // like a refused row, parked as undecodable under PoisonQuarantine. A row
 // stamped with another bucket count never gets here: that stays a
 // misconfiguration that stops the relay.
-func (u *run) unreadableHead(ctx context.Context, bucket int, row *UnreadableRowError) error {
-	r := u.r
+func (d bucketDrain) unreadableHead(ctx context.Context, row *UnreadableRowError) error {
+	r, bucket := d.u.r, d.bucket
 	if _, err := r.lease.grant(ctx, bucket); err != nil {
 		return err
 	}
 	r.emit(Event{Kind: EventPublish, Bucket: bucket, Err: row})
-	u.headFailed(ctx, bucket, row.Sequence, nil, row)
+	r.park.headFailed(ctx, bucket, row.Sequence, nil, row)
 	return nil
 }
 
 // deletePublished deletes the acknowledged prefix of a batch.
-func (u *run) deletePublished(ctx context.Context, bucket int, msgs []Message) error {
-	r := u.r
+func (d bucketDrain) deletePublished(ctx context.Context, msgs []Message) error {
+	r, bucket := d.u.r, d.bucket
 	dctx, span := r.tracer.Start(ctx, SpanDelete)
 	span.Annotate(AnnotationBucket, bucket)
 	span.Annotate(AnnotationMessages, len(msgs))
@@ -233,7 +230,7 @@ func (u *run) deletePublished(ctx context.Context, bucket int, msgs []Message) e
 		return errCycle(fmt.Sprintf("delete %d published messages of bucket %d", len(msgs), bucket), err)
 	}
 	r.emit(Event{Kind: EventDelete, Bucket: bucket, Count: len(msgs)})
-	u.deleted.Add(int64(len(msgs)))
+	d.u.deleted.Add(int64(len(msgs)))
 	return nil
 }
 
@@ -241,9 +238,9 @@ func (u *run) deletePublished(ctx context.Context, bucket int, msgs []Message) e
 // recalled, but rows published after the lease ran out stay for the next
 // owner, duplicates, never loss, so without a grant nothing of the
 // publish's outcome is acted on.
-func (u *run) stillHeld(ctx context.Context, bucket int) error {
-	if _, err := u.r.lease.grant(ctx, bucket); err != nil {
-		u.r.emit(Event{Kind: EventPublish, Bucket: bucket, Err: err})
+func (r *Relay) stillHeld(ctx context.Context, bucket int) error {
+	if _, err := r.lease.grant(ctx, bucket); err != nil {
+		r.emit(Event{Kind: EventPublish, Bucket: bucket, Err: err})
 		return errCycle(fmt.Sprintf("publish bucket %d", bucket), fmt.Errorf("no grant to act on the outcome: %w", err))
 	}
 	return nil
@@ -260,8 +257,7 @@ type publishOutcome struct {
 // always waits for the publish to finish: records already appended cannot
 // be recalled, and the caller decides from a grant whether to delete
 // them. Without a grant nothing is sent.
-func (u *run) publishUnderLease(ctx context.Context, bucket int, msgs []Message) (publishOutcome, error) {
-	r := u.r
+func (r *Relay) publishUnderLease(ctx context.Context, bucket int, msgs []Message) (publishOutcome, error) {
 	if _, err := r.lease.grant(ctx, bucket); err != nil {
 		return publishOutcome{}, err
 	}
@@ -313,55 +309,4 @@ func (r *Relay) checkAck(ctx context.Context, bucket, n, acked int, err error) (
 		return acked, nil
 	}
 	return acked, err
-}
-
-// headState returns a copy of the bucket's head-row state, or nil.
-func (r *Relay) headState(bucket int) (c *headRow) {
-	r.locked(func() {
-		if h := r.heads[bucket]; h != nil {
-			cp := *h
-			c = &cp
-		}
-	})
-	return c
-}
-
-func (r *Relay) clearHead(bucket int) {
-	r.locked(func() { delete(r.heads, bucket) })
-}
-
-// recordHeadFailure counts a failure of the bucket's head row (by sequence)
-// and returns the bucket's backoff. A different head row starts counting
-// again.
-func (r *Relay) recordHeadFailure(bucket int, seq int64) (delay time.Duration) {
-	r.locked(func() {
-		now := r.clock.Now()
-		h := r.heads[bucket]
-		if h == nil || h.seq != seq {
-			h = &headRow{seq: seq, firstAt: now}
-			r.heads[bucket] = h
-		}
-		h.failures++
-		delay = r.jitter.backoff(h.failures, r.opts.ErrorBackoff, r.opts.LeaseRenewInterval)
-		h.retryAt = now.Add(delay)
-	})
-	return delay
-}
-
-// earliestRetry returns the earliest head-row retry time.
-func (r *Relay) earliestRetry() (t time.Time, ok bool) {
-	r.locked(func() {
-		for _, h := range r.heads {
-			if t.IsZero() || h.retryAt.Before(t) {
-				t = h.retryAt
-			}
-		}
-	})
-	return t, !t.IsZero()
-}
-
-// backingOff reports whether some bucket waits for a head-row retry.
-func (r *Relay) backingOff() (b bool) {
-	r.locked(func() { b = len(r.heads) > 0 })
-	return b
 }

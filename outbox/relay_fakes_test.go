@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // memStore is an in-memory Store for engine tests. Its lease handling is
@@ -20,8 +21,8 @@ type memStore struct {
 	buckets int
 	msgs    map[int][]outbox.Message
 	seq     map[int]int64
-	leases  map[int]outbox.LeaseState
-	relays  map[string]outbox.RelayState
+	leases  map[int]lease.State
+	relays  map[string]lease.RelayState
 	calls   map[string]int
 
 	// Scripted faults and hooks.
@@ -79,7 +80,7 @@ func newMemStore(clock outbox.Clock, buckets int) *memStore {
 	return &memStore{
 		clock: clock, buckets: buckets,
 		msgs: map[int][]outbox.Message{}, seq: map[int]int64{},
-		leases: map[int]outbox.LeaseState{}, relays: map[string]outbox.RelayState{},
+		leases: map[int]lease.State{}, relays: map[string]lease.RelayState{},
 		calls: map[string]int{}, deletedOrder: map[int][]int64{},
 		unreadable: map[int]map[int64]bool{}, parked: map[int][]outbox.Message{},
 		marked: map[int]map[int64]bool{}, requests: map[int]int64{},
@@ -116,17 +117,17 @@ func (s *memStore) pending() int {
 func (s *memStore) hold(b int, owner string, until time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.leases[b] = outbox.LeaseState{Bucket: b, Owner: owner, ExpiresAt: until}
+	s.leases[b] = lease.State{Bucket: b, Owner: owner, ExpiresAt: until}
 }
 
 func (s *memStore) heartbeat(id string, stopped bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.relays[id] = outbox.RelayState{RelayID: id, LastSeen: s.clock.Now(), Stopped: stopped}
+	s.relays[id] = lease.RelayState{RelayID: id, LastSeen: s.clock.Now(), Stopped: stopped}
 }
 
 // lease returns bucket b's lease item as stored.
-func (s *memStore) lease(b int) outbox.LeaseState {
+func (s *memStore) lease(b int) lease.State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.leases[b]
@@ -142,23 +143,23 @@ func (s *memStore) leaseOwner(b int) string {
 	return l.Owner
 }
 
-func (s *memStore) AcquireLeases(_ context.Context, req outbox.LeaseRequest, st outbox.RoundState) (outbox.Acquisition, error) {
+func (s *memStore) AcquireLeases(_ context.Context, req lease.Request, st lease.RoundState) (lease.Acquisition, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls["acquire"]++
 	s.rounds = append(s.rounds, st.Round)
 	if s.acquireErr != nil {
-		return outbox.Acquisition{}, s.acquireErr
+		return lease.Acquisition{}, s.acquireErr
 	}
 	if req.BucketCount != s.buckets {
-		return outbox.Acquisition{}, outbox.Misconfigured("acquire", "bucket count %d != %d", req.BucketCount, s.buckets)
+		return lease.Acquisition{}, outbox.Misconfigured("acquire", "bucket count %d != %d", req.BucketCount, s.buckets)
 	}
 	now := s.clock.Now()
-	s.relays[req.RelayID] = outbox.RelayState{RelayID: req.RelayID, LastSeen: now}
-	acq := outbox.Acquisition{StandbyRank: -1}
+	s.relays[req.RelayID] = lease.RelayState{RelayID: req.RelayID, LastSeen: now}
+	acq := lease.Acquisition{StandbyRank: -1}
 	for b := range s.buckets {
 		l := s.leases[b]
-		ahead := outbox.KeepAhead(req.LeaseDuration, req.RenewInterval)
+		ahead := lease.KeepAhead(req.LeaseDuration, req.RenewInterval)
 		switch {
 		case l.Owner == req.RelayID && s.unrenewed && req.KeepsAhead() && l.ExpiresAt.Sub(now) >= ahead:
 			acq.Owned = append(acq.Owned, b)
@@ -175,12 +176,12 @@ func (s *memStore) AcquireLeases(_ context.Context, req outbox.LeaseRequest, st 
 		default:
 			continue
 		}
-		s.leases[b] = outbox.LeaseState{Bucket: b, Owner: req.RelayID, ExpiresAt: now.Add(req.LeaseDuration)}
+		s.leases[b] = lease.State{Bucket: b, Owner: req.RelayID, ExpiresAt: now.Add(req.LeaseDuration)}
 	}
 	return acq, nil
 }
 
-func (s *memStore) RenewLeases(ctx context.Context, req outbox.LeaseRequest, buckets []int) (bool, error) {
+func (s *memStore) RenewLeases(ctx context.Context, req lease.Request, buckets []int) (bool, error) {
 	if s.renewDelay > 0 && !outbox.Sleep(s.renewDelay, ctx.Done()) {
 		return false, ctx.Err()
 	}
@@ -201,14 +202,14 @@ func (s *memStore) RenewLeases(ctx context.Context, req outbox.LeaseRequest, buc
 		}
 	}
 	for _, b := range buckets {
-		s.leases[b] = outbox.LeaseState{Bucket: b, Owner: req.RelayID, ExpiresAt: now.Add(req.LeaseDuration)}
+		s.leases[b] = lease.State{Bucket: b, Owner: req.RelayID, ExpiresAt: now.Add(req.LeaseDuration)}
 	}
 	// As the table contract's renewal: all accepted, then the heartbeat.
-	s.relays[req.RelayID] = outbox.RelayState{RelayID: req.RelayID, LastSeen: now}
+	s.relays[req.RelayID] = lease.RelayState{RelayID: req.RelayID, LastSeen: now}
 	return true, nil
 }
 
-func (s *memStore) ReleaseLeases(_ context.Context, req outbox.LeaseRequest) (outbox.Release, error) {
+func (s *memStore) ReleaseLeases(_ context.Context, req lease.Request) (lease.Release, error) {
 	if s.onRelease != nil {
 		s.onRelease()
 	}
@@ -216,22 +217,22 @@ func (s *memStore) ReleaseLeases(_ context.Context, req outbox.LeaseRequest) (ou
 	defer s.mu.Unlock()
 	s.calls["release"]++
 	now := s.clock.Now()
-	s.relays[req.RelayID] = outbox.RelayState{RelayID: req.RelayID, LastSeen: now, Stopped: true}
-	var rel outbox.Release
+	s.relays[req.RelayID] = lease.RelayState{RelayID: req.RelayID, LastSeen: now, Stopped: true}
+	var rel lease.Release
 	for b := range s.buckets {
 		if l := s.leases[b]; l.Owner == req.RelayID {
-			s.leases[b] = outbox.LeaseState{Bucket: b, ExpiresAt: now}
+			s.leases[b] = lease.State{Bucket: b, ExpiresAt: now}
 			rel.Released = append(rel.Released, b)
 		}
 	}
 	return rel, nil
 }
 
-func (s *memStore) ReadCoordination(context.Context) (outbox.Coordination, error) {
+func (s *memStore) ReadCoordination(context.Context) (lease.Coordination, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls["coordination"]++
-	c := outbox.Coordination{ReadAt: s.clock.Now()}
+	c := lease.Coordination{ReadAt: s.clock.Now()}
 	for b := range s.buckets {
 		if l, ok := s.leases[b]; ok {
 			c.Leases = append(c.Leases, l)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // peer returns a second relay, id, on e's store and publisher.
@@ -96,7 +97,7 @@ func TestRelayLongParkLoopStartsNoPublishWithoutTheMargin(t *testing.T) {
 			quarantine(cfg)
 			cfg.Options.BatchSize = 500
 		})
-		margin := outbox.KeepMargin(outbox.DefaultLeaseDuration, outbox.DefaultLeaseRenewInterval)
+		margin := lease.KeepMargin(outbox.DefaultLeaseDuration, outbox.DefaultLeaseRenewInterval)
 		first := e.store.add(0, "k")
 		e.pub.poison[first.ID] = outbox.ParkUnknownTopic
 		for range 499 {

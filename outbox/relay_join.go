@@ -3,6 +3,8 @@ package outbox
 import (
 	"slices"
 	"time"
+
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // joinCheck is a run's decision whether to take part in the fleet, and
@@ -33,7 +35,7 @@ func (u joinCheck) shouldJoin() (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		replays, err := u.replayReady(allBuckets(r.opts.BucketCount), true)
+		replays, err := r.park.replayReady(u.ctx, allBuckets(r.opts.BucketCount), true)
 		if err != nil {
 			return false, err
 		}
@@ -107,7 +109,7 @@ func (u *run) withMessages(bs []int) ([]int, error) {
 			out = append(out, b)
 		}
 	}
-	replays, err := u.replayReady(bs, true)
+	replays, err := u.r.park.replayReady(u.ctx, bs, true)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +131,7 @@ func (u joinCheck) validHints() []int {
 
 // uncovered is the trust check of the buckets bs: those no live peer
 // covers (ReadUncovered). A bucket left to a live peer only because its
-// round seemed to be claiming it is read again once ClaimWindow has passed
+// round seemed to be claiming it is read again once lease.ClaimWindow has passed
 // (ConfirmClaims, one strongly consistent read) and counts as uncovered if
 // it is still free: the inference rests on the peer's clock, and when it
 // is wrong the commit would wait for the peer's next round or the
@@ -144,7 +146,7 @@ func (u joinCheck) uncovered(bs []int) ([]int, error) {
 	if err != nil || len(cov.Uncovered) > 0 || len(cov.Claimed) == 0 {
 		return cov.Uncovered, err
 	}
-	if u.overBudget(r.clock.Now().Add(ClaimWindow)) || !Sleep(ClaimWindow, u.ctx.Done()) {
+	if u.overBudget(r.clock.Now().Add(lease.ClaimWindow)) || !Sleep(lease.ClaimWindow, u.ctx.Done()) {
 		return nil, u.ctx.Err()
 	}
 	return ConfirmClaims(u.ctx, r.store, r.clock, r.opts.RelayID, cov.Claimed)
@@ -154,11 +156,11 @@ func (u joinCheck) uncovered(bs []int) ([]int, error) {
 func (u joinCheck) continuation() bool { return u.in.Trigger == TriggerWake && u.in.Hop > 0 }
 
 // orphaned returns the buckets of bs that no live peer holds in coord
-// (Coordination.Unheld): free, expired, held by a stopped or silent relay,
+// (lease.Coordination.Unheld): free, expired, held by a stopped or silent relay,
 // or named after this relay itself (its own lease from an earlier run,
 // which it resumes). The idle-exit decision uses it: pending work a peer
 // is only inferred to be claiming is no reason to stop.
-func (u joinCheck) orphaned(coord Coordination, bs []int, now time.Time) []int {
+func (u joinCheck) orphaned(coord lease.Coordination, bs []int, now time.Time) []int {
 	r := u.r
 	return coord.Unheld(bs, r.opts.RelayID, now, r.opts.LeaseDuration)
 }

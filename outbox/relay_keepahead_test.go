@@ -25,7 +25,7 @@ func TestRelayKeepsTheMarginAfterARoundThatRunsLate(t *testing.T) {
 			c.Options.BacklogInterval = -1
 		})
 		e.store.unrenewed = true
-		const margin = 10 * time.Second // outbox.KeepMargin at the default timings
+		const margin = 10 * time.Second // lease.KeepMargin at the default timings
 		throttled := false
 		e.store.beforePending = func() {
 			now := e.clock.Now()

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"slices"
 	"time"
+
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // leaseLost is the keeper's report of buckets the relay stopped trusting:
@@ -12,7 +14,7 @@ import (
 // throughout may have been parked into or replayed by others.
 func (r *Relay) leaseLost(reason LossReason, n int) {
 	owned := r.lease.owned()
-	r.parked.retain(owned, nil)
+	r.park.book.retain(owned, nil)
 	r.log.Warn("dropping bucket ownership", "reason", string(reason), "buckets", n)
 	r.emit(Event{Kind: EventLeaseLost, Bucket: -1, Count: n, Loss: reason})
 	r.emit(Event{Kind: EventOwned, Bucket: -1, Count: len(owned)})
@@ -23,11 +25,11 @@ func (u *run) acquire() error {
 	r := u.r
 	start := r.clock.Now()
 	var prev []int
-	var st RoundState
+	var st lease.RoundState
 	var expired bool
 	r.lease.apply(func(b leaseBook) leaseBook {
 		prev = b.owned
-		st = RoundState{Round: u.fullRounds, Standby: b.standby, Settled: b.settled}
+		st = lease.RoundState{Round: u.fullRounds, Standby: b.standby, Settled: b.settled}
 		b, expired = b.roundStarted(start)
 		return b
 	})
@@ -64,17 +66,11 @@ func (u *run) acquire() error {
 	}
 
 	r.lease.apply(func(b leaseBook) leaseBook { return b.installed(start, acq) })
-	r.locked(func() {
-		for b := range r.heads {
-			if !slices.Contains(acq.Owned, b) {
-				delete(r.heads, b)
-			}
-		}
-	})
+	r.heads.retain(acq.Owned)
 	if expired {
-		r.parked.retain(nil, nil)
+		r.park.book.retain(nil, nil)
 	}
-	r.parked.retain(acq.Owned, acq.Claimed)
+	r.park.book.retain(acq.Owned, acq.Claimed)
 	u.forceDiscover = true
 	u.res.MaxOwned = max(u.res.MaxOwned, len(acq.Owned))
 
@@ -144,7 +140,7 @@ func (u stopper) stop() {
 	ctx, span := r.tracer.Start(u.ctx, SpanRelease)
 	span.Annotate(AnnotationRelayID, r.opts.RelayID)
 	r.lease.apply(func(b leaseBook) leaseBook {
-		b.standby = Standby{}
+		b.standby = lease.Standby{}
 		return b
 	})
 	rel, err := r.store.ReleaseLeases(ctx, r.req)
@@ -190,7 +186,7 @@ func (u stopper) stop() {
 
 // watchReleased covers the writers that skipped their wake-up because a
 // view read before the release showed this relay holding the buckets: it
-// probes the released buckets again OwnerViewTTL after the release, when
+// probes the released buckets again lease.OwnerViewTTL after the release, when
 // no such view is trusted any more, and returns those pending. Only a
 // relay that can send the continuation watches, and only if the wait fits
 // before the deadline.
@@ -199,7 +195,7 @@ func (u stopper) watchReleased(released []int, releasedAt time.Time) []int {
 	if r.notifier == nil || u.ctx.Err() != nil {
 		return nil
 	}
-	until := releasedAt.Add(OwnerViewTTL)
+	until := releasedAt.Add(lease.OwnerViewTTL)
 	if !u.in.Deadline.IsZero() && u.in.Deadline.Sub(until) < u.releaseReserve()/2 {
 		r.log.LogAttrs(u.ctx, slog.LevelWarn, "no time left to watch the released buckets; commits of the last second wait for the next trigger",
 			slog.Any("released", released))
@@ -249,5 +245,5 @@ func (u stopper) releaseReserve() time.Duration {
 // resetLease forgets all lease state so the next run starts with a round.
 func (r *Relay) resetLease() {
 	r.lease.apply(leaseBook.released)
-	r.parked.retain(nil, nil)
+	r.park.book.retain(nil, nil)
 }

@@ -7,20 +7,37 @@ import (
 	"log/slog"
 )
 
+// parking is a relay's parked-state work: it parks rows, reads its
+// buckets' parked partitions and carries out the operators' replays, each
+// write under a grant of the relay's leases. Its book survives runs, as the
+// leases do.
+type parking struct {
+	r *Relay
+	// store is the store's parking side, nil when the store has none.
+	// Every relay reads it, whatever its policy: a held-back key stays
+	// held back and marked replays go out under any relay's lease.
+	store Quarantine
+	// poison is PoisonQuarantine: the policy decides only whether a new
+	// poison message is parked or blocks its bucket.
+	poison bool
+	// book is what the relay knows of its buckets' parked partitions and
+	// of the replay requests, behind a lock of its own.
+	book *parkedBook
+}
+
 // parkedKeys returns the bucket's parked state, reading the parked
 // partition if the relay has not since it claimed the bucket, since a park
 // whose outcome it does not know, or since a new replay request.
-func (u *run) parkedKeys(ctx context.Context, bucket int) (*parkedBucket, error) {
-	r := u.r
-	pb, request, ok := r.parked.lookup(bucket)
+func (q *parking) parkedKeys(ctx context.Context, bucket int) (*parkedBucket, error) {
+	pb, request, ok := q.book.lookup(bucket)
 	if ok {
 		return pb, nil
 	}
-	set, err := r.quarantine.ParkedKeys(ctx, bucket)
+	set, err := q.store.ParkedKeys(ctx, bucket)
 	if err != nil {
 		return nil, errCycle(fmt.Sprintf("read parked keys of bucket %d", bucket), err)
 	}
-	return r.parked.install(bucket, set, request), nil
+	return q.book.install(bucket, set, request), nil
 }
 
 // parkQuarantinedKeys parks, in order, the fetched messages whose key is
@@ -28,20 +45,20 @@ func (u *run) parkedKeys(ctx context.Context, bucket int) (*parkedBucket, error)
 // After a conflict (a replay or drop changed the bucket's parked partition)
 // it forgets the bucket's keys and returns ErrParkConflict: the next batch
 // reads them again.
-func (u *run) parkQuarantinedKeys(ctx context.Context, bucket int, msgs []Message) ([]Message, error) {
-	if _, err := u.parkedKeys(ctx, bucket); err != nil {
+func (q *parking) parkQuarantinedKeys(ctx context.Context, bucket int, msgs []Message) ([]Message, error) {
+	if _, err := q.parkedKeys(ctx, bucket); err != nil {
 		return nil, err
 	}
 	rest := msgs[:0:0]
 	for i := range msgs {
 		m := &msgs[i]
-		behind := u.r.parked.behind(bucket, m.Key)
+		behind := q.book.behind(bucket, m.Key)
 		if behind == 0 {
 			rest = append(rest, *m)
 			continue
 		}
 		p := Parking{Bucket: bucket, Sequence: m.Sequence, Reason: ParkKeyQuarantined, Behind: behind}
-		if err := u.park(ctx, p, m, m.Key); err != nil {
+		if err := q.park(ctx, p, m, m.Key); err != nil {
 			return nil, err
 		}
 	}
@@ -57,22 +74,22 @@ func (u *run) parkQuarantinedKeys(ctx context.Context, bucket int, msgs []Messag
 // its lease drops the bucket: another relay holds it and has read, or will
 // read, its parked partition without this row. key is the row's key, nil
 // when keyless or unreadable.
-func (u *run) park(ctx context.Context, p Parking, m *Message, key []byte) error {
-	r := u.r
+func (q *parking) park(ctx context.Context, p Parking, m *Message, key []byte) error {
+	r := q.r
 	g, err := r.lease.grant(ctx, p.Bucket)
 	if err != nil {
 		return errCycle(fmt.Sprintf("park bucket %d row %d", p.Bucket, p.Sequence), err)
 	}
 	p.Lease = g.check()
-	r.lease.during(func() { err = r.quarantine.Park(ctx, p) })
+	r.lease.during(func() { err = q.store.Park(ctx, p) })
 	if err != nil {
-		r.parked.forget(p.Bucket)
+		q.book.forget(p.Bucket)
 		if errors.Is(err, ErrLeaseLost) {
 			r.lease.loseBucket(p.Bucket, LossWriteRefused)
 		}
 		return errCycle(fmt.Sprintf("park bucket %d row %d", p.Bucket, p.Sequence), err)
 	}
-	r.parked.noteParked(p.Bucket, key, p.Sequence)
+	q.book.noteParked(p.Bucket, key, p.Sequence)
 	attrs := []slog.Attr{slog.Int("bucket", p.Bucket), slog.Int64("sequence", p.Sequence),
 		slog.String("reason", string(p.Reason)), slog.Int("attempts", p.Attempts)}
 	if m != nil {
@@ -90,12 +107,12 @@ func (u *run) park(ctx context.Context, p Parking, m *Message, key []byte) error
 // PoisonQuarantine (a failure retrying cannot fix, or too many attempts)
 // and parks it. It reports whether it did. Under PoisonBlock it never
 // parks: the row blocks its bucket.
-func (u *run) parkFailed(ctx context.Context, bucket int, seq int64, m *Message, cause error) (bool, error) {
-	r := u.r
-	if !r.parkPoison {
+func (q *parking) parkFailed(ctx context.Context, bucket int, seq int64, m *Message, cause error) (bool, error) {
+	r := q.r
+	if !q.poison {
 		return false, nil
 	}
-	h := r.headState(bucket)
+	h := r.heads.state(bucket)
 	if h == nil || h.seq != seq {
 		return false, nil
 	}
@@ -115,16 +132,16 @@ func (u *run) parkFailed(ctx context.Context, bucket int, seq int64, m *Message,
 		reason = ParkMaxAttempts
 	}
 	if key != nil {
-		if _, err := u.parkedKeys(ctx, bucket); err != nil {
+		if _, err := q.parkedKeys(ctx, bucket); err != nil {
 			return false, err
 		}
 	}
 	p := Parking{Bucket: bucket, Sequence: seq, Reason: reason, Error: cause.Error(),
 		Attempts: h.failures, FirstFailedAt: h.firstAt}
-	if err := u.park(ctx, p, m, key); err != nil {
+	if err := q.park(ctx, p, m, key); err != nil {
 		return false, err
 	}
-	r.clearHead(bucket)
+	r.heads.clear(bucket)
 	return true, nil
 }
 
@@ -132,10 +149,10 @@ func (u *run) parkFailed(ctx context.Context, bucket int, seq int64, m *Message,
 // cannot be read): it counts the failure, parks the row when the policy says
 // so, and otherwise backs the bucket off. It never fails the cycle for the
 // row itself; a failed park is backed off like the row.
-func (u *run) headFailed(ctx context.Context, bucket int, seq int64, m *Message, cause error) {
-	r := u.r
-	delay := r.recordHeadFailure(bucket, seq)
-	parked, err := u.parkFailed(ctx, bucket, seq, m, cause)
+func (q *parking) headFailed(ctx context.Context, bucket int, seq int64, m *Message, cause error) {
+	r := q.r
+	delay := r.heads.failed(bucket, seq, r.clock.Now(), r.opts.ErrorBackoff, r.opts.LeaseRenewInterval)
+	parked, err := q.parkFailed(ctx, bucket, seq, m, cause)
 	if parked {
 		return
 	}

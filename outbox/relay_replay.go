@@ -17,23 +17,23 @@ import (
 // for good clears that message's mark (its key stays quarantined); any
 // other failure fails the cycle before the bucket publishes more, and the
 // marked messages are published again later (duplicates, never a reorder).
-func (u *run) replayParked(ctx context.Context, bucket int) (int, error) {
-	r := u.r
-	pb, err := u.parkedKeys(ctx, bucket)
+func (q *parking) replayParked(ctx context.Context, bucket int) (int, error) {
+	r := q.r
+	pb, err := q.parkedKeys(ctx, bucket)
 	if err != nil {
 		return 0, err
 	}
-	if err := u.refuseUnreplayable(ctx, bucket, pb); err != nil {
+	if err := q.refuseUnreplayable(ctx, bucket, pb); err != nil {
 		return 0, err
 	}
 	published := 0
 	for {
-		todo := r.parked.replayable(pb)
+		todo := q.book.replayable(pb)
 		if len(todo) == 0 {
 			break
 		}
 		batch := todo[:min(len(todo), r.opts.BatchSize)]
-		out, err := u.publishUnderLease(ctx, bucket, batch)
+		out, err := r.publishUnderLease(ctx, bucket, batch)
 		if err != nil {
 			return published, err
 		}
@@ -44,11 +44,11 @@ func (u *run) replayParked(ctx context.Context, bucket int) (int, error) {
 		if out.acked > 0 {
 			// Like deletePublished, no lease condition: every replay it
 			// removes was acknowledged, in order, under a grant.
-			r.lease.during(func() { err = r.quarantine.DeleteReplayed(ctx, bucket, batch[:out.acked]) })
+			r.lease.during(func() { err = q.store.DeleteReplayed(ctx, bucket, batch[:out.acked]) })
 			if err != nil {
 				return published, errCycle(fmt.Sprintf("delete %d replayed messages of bucket %d", out.acked, bucket), err)
 			}
-			r.parked.dropReplays(pb, batch[:out.acked], true)
+			q.book.dropReplays(pb, batch[:out.acked], true)
 			r.emit(Event{Kind: EventReplayed, Bucket: bucket, Count: out.acked})
 			published += out.acked
 		}
@@ -59,30 +59,29 @@ func (u *run) replayParked(ctx context.Context, bucket int) (int, error) {
 		if _, poison := PoisonReason(out.err); !poison {
 			return published, errCycle(fmt.Sprintf("replay bucket %d row %d", bucket, failed.Sequence), out.err)
 		}
-		if err := u.refuseReplay(ctx, bucket, pb, failed, out.err.Error()); err != nil {
+		if err := q.refuseReplay(ctx, bucket, pb, failed, out.err.Error()); err != nil {
 			return published, err
 		}
 	}
-	if err := u.unmarkBlocked(ctx, bucket, pb); err != nil {
+	if err := q.unmarkBlocked(ctx, bucket, pb); err != nil {
 		return published, err
 	}
-	return published, u.replayDone(ctx, bucket, pb)
+	return published, q.replayDone(ctx, bucket, pb)
 }
 
 // unmarkBlocked clears the marks left behind an unmarked message of their
 // key (a selection that skipped one): they cannot go first, and a park
 // behind a marked message is refused, so they would hold the key's next
 // messages in the message partition.
-func (u *run) unmarkBlocked(ctx context.Context, bucket int, pb *parkedBucket) error {
-	r := u.r
-	blocked := r.parked.marked(pb)
+func (q *parking) unmarkBlocked(ctx context.Context, bucket int, pb *parkedBucket) error {
+	blocked := q.book.marked(pb)
 	for _, m := range blocked {
-		if err := r.quarantine.RefuseReplay(ctx, bucket, m.Sequence, "not replayed: an earlier message of its key is parked and not marked for replay"); err != nil && !errors.Is(err, ErrParkConflict) {
-			r.parked.forget(bucket)
+		if err := q.store.RefuseReplay(ctx, bucket, m.Sequence, "not replayed: an earlier message of its key is parked and not marked for replay"); err != nil && !errors.Is(err, ErrParkConflict) {
+			q.book.forget(bucket)
 			return errCycle(fmt.Sprintf("clear the replay mark of bucket %d row %d", bucket, m.Sequence), err)
 		}
 	}
-	r.parked.dropReplays(pb, blocked, false)
+	q.book.dropReplays(pb, blocked, false)
 	return nil
 }
 
@@ -91,17 +90,16 @@ func (u *run) unmarkBlocked(ctx context.Context, bucket int, pb *parkedBucket) e
 // for the operator to replay the earlier one, which raises a new request.
 // A request raised meanwhile stays (the store's condition), and the relay
 // reads the parked partition again when it sees it.
-func (u *run) replayDone(ctx context.Context, bucket int, pb *parkedBucket) error {
-	r := u.r
-	request := r.parked.request(pb)
+func (q *parking) replayDone(ctx context.Context, bucket int, pb *parkedBucket) error {
+	request := q.book.request(pb)
 	if request == 0 {
 		return nil
 	}
-	err := r.quarantine.ReplayDone(ctx, bucket, request)
+	err := q.store.ReplayDone(ctx, bucket, request)
 	if err != nil && !errors.Is(err, ErrParkConflict) {
 		return errCycle(fmt.Sprintf("withdraw the replay request of bucket %d", bucket), err)
 	}
-	r.parked.requestDone(bucket, pb, request)
+	q.book.requestDone(bucket, pb, request)
 	return nil
 }
 
@@ -109,20 +107,20 @@ func (u *run) replayDone(ctx context.Context, bucket int, pb *parkedBucket) erro
 // requests when forced or when the last read is LeaseRenewInterval old, and
 // forgets the parked state of every bucket read before its request, so the
 // relay reads the marks. Nil when the store has no quarantine side.
-func (u *run) replayReady(bs []int, force bool) ([]int, error) {
-	r := u.r
-	if r.quarantine == nil {
+func (q *parking) replayReady(ctx context.Context, bs []int, force bool) ([]int, error) {
+	r := q.r
+	if q.store == nil {
 		return nil, nil
 	}
 	now := r.clock.Now()
-	if r.parked.requestsDue(now, r.opts.LeaseRenewInterval, force) {
-		reqs, err := r.quarantine.ReplayRequests(u.ctx)
+	if q.book.requestsDue(now, r.opts.LeaseRenewInterval, force) {
+		reqs, err := q.store.ReplayRequests(ctx)
 		if err != nil {
 			return nil, errCycle("read the replay requests", err)
 		}
-		r.parked.setRequests(reqs, now)
+		q.book.setRequests(reqs, now)
 	}
-	return r.parked.requested(bs), nil
+	return q.book.requested(bs), nil
 }
 
 // union returns the distinct elements of a and b, ascending.
@@ -133,11 +131,10 @@ func union(a, b []int) []int {
 }
 
 // refuseUnreplayable clears the marks of marked messages that do not decode.
-func (u *run) refuseUnreplayable(ctx context.Context, bucket int, pb *parkedBucket) error {
-	r := u.r
-	bad := r.parked.takeUnreplayable(pb)
+func (q *parking) refuseUnreplayable(ctx context.Context, bucket int, pb *parkedBucket) error {
+	bad := q.book.takeUnreplayable(pb)
 	for _, seq := range slices.Sorted(maps.Keys(bad)) {
-		if err := u.refuseReplay(ctx, bucket, pb, Message{Sequence: seq}, bad[seq]); err != nil {
+		if err := q.refuseReplay(ctx, bucket, pb, Message{Sequence: seq}, bad[seq]); err != nil {
 			return err
 		}
 	}
@@ -149,20 +146,20 @@ func (u *run) refuseUnreplayable(ctx context.Context, bucket int, pb *parkedBuck
 // it, and a marked message behind an unmarked one would refuse every park
 // of its key's next messages. The operator replays the key again once the
 // cause is fixed.
-func (u *run) refuseReplay(ctx context.Context, bucket int, pb *parkedBucket, m Message, reason string) error {
-	r := u.r
-	refused := r.parked.withLaterOfKey(pb, m)
+func (q *parking) refuseReplay(ctx context.Context, bucket int, pb *parkedBucket, m Message, reason string) error {
+	r := q.r
+	refused := q.book.withLaterOfKey(pb, m)
 	for i, c := range refused {
 		why := reason
 		if i > 0 {
 			why = fmt.Sprintf("not replayed: message %d of its key was refused: %s", m.Sequence, reason)
 		}
-		if err := r.quarantine.RefuseReplay(ctx, bucket, c.Sequence, why); err != nil && !errors.Is(err, ErrParkConflict) {
-			r.parked.forget(bucket)
+		if err := q.store.RefuseReplay(ctx, bucket, c.Sequence, why); err != nil && !errors.Is(err, ErrParkConflict) {
+			q.book.forget(bucket)
 			return errCycle(fmt.Sprintf("clear the replay mark of bucket %d row %d", bucket, c.Sequence), err)
 		}
 	}
-	r.parked.dropReplays(pb, refused, false)
+	q.book.dropReplays(pb, refused, false)
 	r.log.LogAttrs(ctx, slog.LevelWarn, "replay refused; the message stays parked with its key's later ones",
 		slog.Int("bucket", bucket), slog.Int64("sequence", m.Sequence), slog.Int("unmarked", len(refused)), slog.String("error", reason))
 	return nil

@@ -30,7 +30,7 @@ type run struct {
 	lastWork      time.Time
 	fruitless     int
 	// fullRounds counts the acquisition rounds of this run that did not
-	// rest; the lease round prunes on the first and every PruneEvery-th.
+	// rest; the lease round prunes on the first and every lease.PruneEvery-th.
 	fullRounds int
 }
 
@@ -221,7 +221,7 @@ func (u *run) discover(owned []int) error {
 	if err != nil {
 		return errCycle("probe pending buckets", err)
 	}
-	replays, err := u.replayReady(owned, u.forceDiscover)
+	replays, err := r.park.replayReady(u.ctx, owned, u.forceDiscover)
 	if err != nil {
 		return err
 	}
@@ -243,8 +243,7 @@ func (u *run) errorBackoff(published int) time.Duration {
 		return base
 	}
 	u.fruitless++
-	var d time.Duration
-	r.locked(func() { d = r.jitter.backoff(u.fruitless, base, renew) })
+	d := r.heads.backoff(u.fruitless, base, renew)
 	if book := r.lease.snapshot(); u.fruitless > 1 && len(book.owned) > 0 {
 		if untilRenew := book.untilRound(r.clock.Now()); untilRenew < d {
 			d = max(untilRenew, base)
@@ -265,7 +264,7 @@ func (u *run) idleDelay(now time.Time) time.Duration {
 	if u.waiting() {
 		d = min(d, max(r.opts.PollInterval-now.Sub(book.acquiredAt), 0))
 	}
-	if retry, ok := r.earliestRetry(); ok {
+	if retry, ok := r.heads.earliestRetry(); ok {
 		d = min(d, max(retry.Sub(now), 0))
 	}
 	if r.opts.Mode == ModeDrain {
@@ -298,7 +297,7 @@ func (u *run) idleExit(now time.Time) (bool, error) {
 		}
 	}
 	owned := r.lease.owned()
-	if len(u.ready) > 0 || r.backingOff() {
+	if len(u.ready) > 0 || r.heads.backingOff() {
 		return false, nil
 	}
 	others := make([]int, 0, r.opts.BucketCount)
@@ -311,7 +310,7 @@ func (u *run) idleExit(now time.Time) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	replays, err := u.replayReady(append(owned, others...), false)
+	replays, err := r.park.replayReady(u.ctx, append(owned, others...), false)
 	if err != nil {
 		return false, err
 	}
@@ -375,7 +374,7 @@ func (u *run) sampleBacklog(owned []int) {
 		age = max(r.clock.Now().Sub(bl.Oldest), 0)
 	}
 	r.emit(Event{Kind: EventBacklog, Bucket: -1, Count: int(min(bl.Pending, int64(^uint(0)>>1))), Duration: age})
-	if r.parkPoison {
+	if r.park.poison {
 		r.emit(Event{Kind: EventParkedBacklog, Bucket: -1, Count: int(min(bl.Parked, int64(^uint(0)>>1)))})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // t0 is where the clock of a synctest bubble starts.
@@ -293,9 +294,9 @@ func TestRelayLeavesABucketAPeerIsClaimingToThatPeer(t *testing.T) {
 		join      time.Duration // when the relay publishes; -1: never
 	}{
 		{"peer's round claims it", 300 * time.Millisecond, 0, true, 0, -1},
-		{"peer's round just started, but claims nothing", 300 * time.Millisecond, 0, false, 0, outbox.ClaimWindow},
-		{"freed before the peer read it, by the peer's clock, which is behind", 300 * time.Millisecond, 500 * time.Millisecond, false, 0, outbox.ClaimWindow},
-		{"peer's round is over", outbox.ClaimWindow, 0, false, 0, 0},
+		{"peer's round just started, but claims nothing", 300 * time.Millisecond, 0, false, 0, lease.ClaimWindow},
+		{"freed before the peer read it, by the peer's clock, which is behind", 300 * time.Millisecond, 500 * time.Millisecond, false, 0, lease.ClaimWindow},
+		{"peer's round is over", lease.ClaimWindow, 0, false, 0, 0},
 		{"freed after the peer read it", 300 * time.Millisecond, 100 * time.Millisecond, false, 0, 0},
 		{"continuation wake-up", 300 * time.Millisecond, 0, true, 1, 0},
 	} {
@@ -303,7 +304,7 @@ func TestRelayLeavesABucketAPeerIsClaimingToThatPeer(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				e := newRelayEnv(t, 4, nil)
 				e.store.mu.Lock()
-				e.store.relays["peer"] = outbox.RelayState{RelayID: "peer", LastSeen: t0.Add(-c.heartbeat)}
+				e.store.relays["peer"] = lease.RelayState{RelayID: "peer", LastSeen: t0.Add(-c.heartbeat)}
 				e.store.mu.Unlock()
 				if c.freed > 0 {
 					e.store.hold(2, "", t0.Add(-c.freed))
@@ -548,16 +549,16 @@ func TestRelayWatchesReleasedBucketsForSkippedWakeUps(t *testing.T) {
 		if w := e.wakes.all(); len(w) != 1 || !slices.Equal(w[0].Buckets, []int{1}) || w[0].Hop != 1 {
 			t.Fatalf("wake-ups %+v, want one for bucket 1 at hop 1", w)
 		}
-		if waited := e.clock.Now().Sub(releasedAt); waited < outbox.OwnerViewTTL {
-			t.Fatalf("the relay probed %v after its release, want at least %v", waited, outbox.OwnerViewTTL)
+		if waited := e.clock.Now().Sub(releasedAt); waited < lease.OwnerViewTTL {
+			t.Fatalf("the relay probed %v after its release, want at least %v", waited, lease.OwnerViewTTL)
 		}
 	})
 }
 
 func TestCoordinationHeldUntilCountsOnlyLiveHolders(t *testing.T) {
 	now := t0
-	c := outbox.Coordination{
-		Leases: []outbox.LeaseState{
+	c := lease.Coordination{
+		Leases: []lease.State{
 			{Bucket: 0, Owner: "a", ExpiresAt: now.Add(30 * time.Second)},
 			{Bucket: 1, Owner: "b", ExpiresAt: now.Add(30 * time.Second)}, // stopped
 			{Bucket: 2, Owner: "c", ExpiresAt: now.Add(30 * time.Second)}, // silent
@@ -565,7 +566,7 @@ func TestCoordinationHeldUntilCountsOnlyLiveHolders(t *testing.T) {
 			{Bucket: 4, Owner: "", ExpiresAt: now.Add(time.Minute)},       // free
 			{Bucket: 5, Owner: "d", ExpiresAt: now.Add(time.Minute)},      // heartbeat ends first
 		},
-		Relays: []outbox.RelayState{
+		Relays: []lease.RelayState{
 			{RelayID: "a", LastSeen: now},
 			{RelayID: "b", LastSeen: now, Stopped: true},
 			{RelayID: "c", LastSeen: now.Add(-30 * time.Second)},

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
@@ -76,7 +77,7 @@ func TestDrain_WaitsOutADeadRelaysLeases_AndReportsTheHolder(t *testing.T) {
 	// reports them.
 	t.Setenv(outboxconf.EnvIdleTimeout, "300ms")
 	dead := e.store(t, "dead")
-	acq, err := dead.AcquireLeases(t.Context(), outbox.LeaseRequest{RelayID: "dead-relay", BucketCount: 8, LeaseDuration: 4 * time.Second}, outbox.RoundState{})
+	acq, err := dead.AcquireLeases(t.Context(), lease.Request{RelayID: "dead-relay", BucketCount: 8, LeaseDuration: 4 * time.Second}, lease.RoundState{})
 	if err != nil || len(acq.Owned) != 8 {
 		t.Fatalf("the dead relay holds %v, %v; want every bucket", acq.Owned, err)
 	}
@@ -155,7 +156,7 @@ func TestStatus_WithAnotherBucketCount_Warns(t *testing.T) {
 	e := newDrainEnv(t)
 	e.enqueue(t)
 	s := e.store(t, "peer")
-	acq, err := s.AcquireLeases(t.Context(), outbox.LeaseRequest{RelayID: "peer-relay", BucketCount: 8, LeaseDuration: time.Minute}, outbox.RoundState{})
+	acq, err := s.AcquireLeases(t.Context(), lease.Request{RelayID: "peer-relay", BucketCount: 8, LeaseDuration: time.Minute}, lease.RoundState{})
 	if err != nil || len(acq.Owned) != 8 {
 		t.Fatalf("peer holds %v, %v", acq.Owned, err)
 	}

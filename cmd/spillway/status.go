@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
 
@@ -98,7 +98,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return printStatus(stdout, view)
 }
 
-func readStatus(ctx context.Context, store *outboxddb.Store, table string, lease time.Duration) (statusView, error) {
+func readStatus(ctx context.Context, store *outboxddb.Store, table string, leaseDuration time.Duration) (statusView, error) {
 	coord, err := store.ReadCoordination(ctx)
 	if err != nil {
 		return statusView{}, err
@@ -113,7 +113,7 @@ func readStatus(ctx context.Context, store *outboxddb.Store, table string, lease
 	}
 	now := coord.ReadAt
 	v := statusView{Table: table, ReadAt: now, CountCap: store.Options().PendingCountLimit}
-	leases := map[int]outbox.LeaseState{}
+	leases := map[int]lease.State{}
 	for _, l := range coord.Leases {
 		leases[l.Bucket] = l
 	}
@@ -137,7 +137,7 @@ func readStatus(ctx context.Context, store *outboxddb.Store, table string, lease
 		v.Buckets = append(v.Buckets, b)
 	}
 	for _, r := range coord.Relays {
-		v.Relays = append(v.Relays, relayStatus{RelayID: r.RelayID, LastSeen: r.LastSeen, Stopped: r.Stopped, Active: r.Active(now, lease)})
+		v.Relays = append(v.Relays, relayStatus{RelayID: r.RelayID, LastSeen: r.LastSeen, Stopped: r.Stopped, Active: r.Active(now, leaseDuration)})
 	}
 	return v, nil
 }

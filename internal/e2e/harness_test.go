@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxkafka"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
@@ -155,20 +156,20 @@ func call[T any](s *trackedStore, at *func(), fn func() (T, error)) (T, error) {
 	return fn()
 }
 
-func (s *trackedStore) AcquireLeases(ctx context.Context, req outbox.LeaseRequest, st outbox.RoundState) (outbox.Acquisition, error) {
-	return call(s, nil, func() (outbox.Acquisition, error) { return s.Store.AcquireLeases(ctx, req, st) })
+func (s *trackedStore) AcquireLeases(ctx context.Context, req lease.Request, st lease.RoundState) (lease.Acquisition, error) {
+	return call(s, nil, func() (lease.Acquisition, error) { return s.Store.AcquireLeases(ctx, req, st) })
 }
 
-func (s *trackedStore) RenewLeases(ctx context.Context, req outbox.LeaseRequest, buckets []int) (bool, error) {
+func (s *trackedStore) RenewLeases(ctx context.Context, req lease.Request, buckets []int) (bool, error) {
 	return call(s, &s.beforeRenew, func() (bool, error) { return s.Store.RenewLeases(ctx, req, buckets) })
 }
 
-func (s *trackedStore) ReleaseLeases(ctx context.Context, req outbox.LeaseRequest) (outbox.Release, error) {
-	return call(s, &s.beforeRelease, func() (outbox.Release, error) { return s.Store.ReleaseLeases(ctx, req) })
+func (s *trackedStore) ReleaseLeases(ctx context.Context, req lease.Request) (lease.Release, error) {
+	return call(s, &s.beforeRelease, func() (lease.Release, error) { return s.Store.ReleaseLeases(ctx, req) })
 }
 
-func (s *trackedStore) ReadCoordination(ctx context.Context) (outbox.Coordination, error) {
-	return call(s, nil, func() (outbox.Coordination, error) { return s.Store.ReadCoordination(ctx) })
+func (s *trackedStore) ReadCoordination(ctx context.Context) (lease.Coordination, error) {
+	return call(s, nil, func() (lease.Coordination, error) { return s.Store.ReadCoordination(ctx) })
 }
 
 func (s *trackedStore) PendingBuckets(ctx context.Context, buckets []int) ([]int, error) {

@@ -22,7 +22,7 @@ import (
 //   - a sweep is 8 eventually consistent Limit-1 probes, 0.5 RRU each;
 //   - a round is 1 heartbeat PutItem and 1 strongly consistent coordination
 //     Query (1 RRU); the first claims the 8 buckets, every later one keeps
-//     half of them (each lease is kept every other round, outbox.KeepAhead):
+//     half of them (each lease is kept every other round, lease.KeepAhead):
 //     1 UpdateItem each, 1 WRU each;
 //   - a poll is 8 probes;
 //   - a stop is 1 stopped-stamp PutItem, 2 lease Queries, 8 releasing

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // Config parameterises one simulation. NewConfig derives everything not
@@ -183,13 +183,13 @@ func (c Config) settle() time.Duration {
 // tolerableSkew is the largest difference between two hosts' clocks the
 // fleet tolerates without disagreement: the least a lease has left, on its
 // holder's clock, at a round on schedule, less a second of margin: the
-// lease a round leaves unrenewed (outbox.KeepAhead) is down to
-// outbox.KeepMargin at the next round, or, kept every round, to that
+// lease a round leaves unrenewed (lease.KeepAhead) is down to
+// lease.KeepMargin at the next round, or, kept every round, to that
 // function's every-round value (the heartbeat, written every round, always
 // has the latter left).
 func (c Config) tolerableSkew() time.Duration {
 	left := c.LeaseDuration - c.RenewInterval
-	if ahead := outbox.KeepAhead(c.LeaseDuration, c.RenewInterval); ahead > 0 {
+	if ahead := lease.KeepAhead(c.LeaseDuration, c.RenewInterval); ahead > 0 {
 		for left >= ahead {
 			left -= c.RenewInterval
 		}

@@ -40,9 +40,9 @@
 // budgets too short to release. The order menu (Config.OrderFaults,
 // orderfaults.go) adds: fetches, probes and backlog samples that return
 // later than the renew interval, long-running relays that keep every lease
-// every round (LeaseRequest.RenewInterval zero, as relays of other
+// every round (lease.Request.RenewInterval zero, as relays of other
 // languages do) with clocks ahead by between the two skew limits of
-// outbox.KeepMargin (rounds that keep ahead, rounds that keep every
+// lease.KeepMargin (rounds that keep ahead, rounds that keep every
 // lease), relays that quarantine poison messages while an operator
 // replays them and the writers go on, and parks applied with their response lost and their
 // retries throttled.

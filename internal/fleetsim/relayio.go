@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // errCrashed is what a crashed environment's calls return: the process is
@@ -89,9 +90,9 @@ func lateCall[T any](e *env, op string, do func() (T, error)) (T, error) {
 	})
 }
 
-func (s *relayStore) AcquireLeases(ctx context.Context, req outbox.LeaseRequest, st outbox.RoundState) (outbox.Acquisition, error) {
+func (s *relayStore) AcquireLeases(ctx context.Context, req lease.Request, st lease.RoundState) (lease.Acquisition, error) {
 	e := s.env
-	return call(e, "acquire", func() (outbox.Acquisition, error) {
+	return call(e, "acquire", func() (lease.Acquisition, error) {
 		ref, start := e.clock.Now(), e.sim.clock.Now()
 		e.sim.joined(e)
 		acq, err := s.inner.AcquireLeases(ctx, e.leaseRequest(req), st)
@@ -114,7 +115,7 @@ func (s *relayStore) AcquireLeases(ctx context.Context, req outbox.LeaseRequest,
 	})
 }
 
-func (s *relayStore) RenewLeases(ctx context.Context, req outbox.LeaseRequest, buckets []int) (bool, error) {
+func (s *relayStore) RenewLeases(ctx context.Context, req lease.Request, buckets []int) (bool, error) {
 	e := s.env
 	return call(e, "renew", func() (bool, error) {
 		if e.renewThrottled.Load() {
@@ -138,9 +139,9 @@ func (s *relayStore) RenewLeases(ctx context.Context, req outbox.LeaseRequest, b
 	})
 }
 
-func (s *relayStore) ReleaseLeases(ctx context.Context, req outbox.LeaseRequest) (outbox.Release, error) {
+func (s *relayStore) ReleaseLeases(ctx context.Context, req lease.Request) (lease.Release, error) {
 	e := s.env
-	return call(e, "release", func() (outbox.Release, error) {
+	return call(e, "release", func() (lease.Release, error) {
 		e.sim.leases.dropped(e.id, e.sim.clock.Now())
 		rel, err := s.inner.ReleaseLeases(ctx, req)
 		e.sim.trace.add("release", e.id, -1, "released=%v refused=%d unfinished=%v err=%v", rel.Released, rel.Refused, rel.Unfinished, err)
@@ -148,8 +149,8 @@ func (s *relayStore) ReleaseLeases(ctx context.Context, req outbox.LeaseRequest)
 	})
 }
 
-func (s *relayStore) ReadCoordination(ctx context.Context) (outbox.Coordination, error) {
-	return call(s.env, "read-coordination", func() (outbox.Coordination, error) { return s.inner.ReadCoordination(ctx) })
+func (s *relayStore) ReadCoordination(ctx context.Context) (lease.Coordination, error) {
+	return call(s.env, "read-coordination", func() (lease.Coordination, error) { return s.inner.ReadCoordination(ctx) })
 }
 
 func (s *relayStore) PendingBuckets(ctx context.Context, buckets []int) ([]int, error) {
@@ -194,7 +195,7 @@ func (e *env) leaseLeft(op string, bucket int, msgs []outbox.Message) (time.Dura
 // leaseRequest is req as e's relay sends it: a relay that keeps every
 // round (FaultMixedSkew) keeps every owned lease each round and
 // heartbeats without the keep-ahead mark, as a relay of another language.
-func (e *env) leaseRequest(req outbox.LeaseRequest) outbox.LeaseRequest {
+func (e *env) leaseRequest(req lease.Request) lease.Request {
 	if e.plain {
 		req.KeepEveryRound = true
 	}

@@ -11,35 +11,52 @@ import (
 // TestDependenciesAreStandardLibraryOnly keeps the core free of the AWS SDK,
 // franz-go and everything else: adapters import outbox, never the reverse,
 // so a writer that only builds messages pulls in nothing but the standard
-// library.
+// library. The lease protocol (outbox/lease) is held to the same, and may
+// not import the core: the core and the stores call it, never the reverse.
 func TestDependenciesAreStandardLibraryOnly(t *testing.T) {
 	t.Parallel()
-	const self = "github.com/spillway-dev/spillway/outbox"
-	deps := listDeps(t, "../../outbox")
-	var foreign []string
-	sawSelf, sawStd := false, false
-	for _, p := range deps {
-		if p == self {
-			sawSelf = true
-			continue
-		}
-		// A standard-library path has no dot in its first element
-		// ("fmt", "crypto/rand", "vendor/golang.org/x/..."); every module
-		// path starts with a domain.
-		first, _, _ := strings.Cut(p, "/")
-		if strings.Contains(first, ".") {
-			foreign = append(foreign, p)
-			continue
-		}
-		sawStd = sawStd || p == "encoding/binary"
-	}
-	// Positive controls: the listing is of this package and includes a
-	// standard package it is known to import.
-	if !sawSelf || !sawStd {
-		t.Fatalf("go list -deps output does not look like this package's: %q", deps)
-	}
-	if len(foreign) > 0 {
-		t.Fatalf("package outbox must import only the standard library; it depends on:\n  %s", strings.Join(foreign, "\n  "))
+	const module = "github.com/spillway-dev/spillway"
+	murmur2 := module + "/outbox/internal/murmur2"
+	for _, c := range []struct {
+		dir, self string
+		// own are the module's packages it may import.
+		own []string
+	}{
+		{"../../outbox", module + "/outbox", []string{module + "/outbox/lease", murmur2}},
+		{"../../outbox/lease", module + "/outbox/lease", []string{murmur2}},
+	} {
+		t.Run(c.self, func(t *testing.T) {
+			t.Parallel()
+			deps := listDeps(t, c.dir)
+			var foreign []string
+			sawSelf, sawStd := false, false
+			for _, p := range deps {
+				if p == c.self {
+					sawSelf = true
+					continue
+				}
+				if slices.Contains(c.own, p) {
+					continue
+				}
+				// A standard-library path has no dot in its first element
+				// ("fmt", "crypto/rand", "vendor/golang.org/x/..."); every
+				// module path starts with a domain.
+				first, _, _ := strings.Cut(p, "/")
+				if strings.Contains(first, ".") {
+					foreign = append(foreign, p)
+					continue
+				}
+				sawStd = sawStd || p == "time"
+			}
+			// Positive controls: the listing is of this package and
+			// includes a standard package it is known to import.
+			if !sawSelf || !sawStd {
+				t.Fatalf("go list -deps output does not look like this package's: %q", deps)
+			}
+			if len(foreign) > 0 {
+				t.Fatalf("package %s must import only the standard library and %q; it depends on:\n  %s", c.self, c.own, strings.Join(foreign, "\n  "))
+			}
+		})
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/spillway-dev/spillway/internal/lab"
 	"github.com/spillway-dev/spillway/internal/lambdasim"
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
@@ -39,7 +40,7 @@ type BurstReport struct {
 	lambdasim.Stats
 	// ClaimChecks counts the trust checks that left every uncovered bucket
 	// to a peer whose round seemed to be claiming it and so read those
-	// buckets' leases again after outbox.ClaimWindow (outbox.ConfirmClaims:
+	// buckets' leases again after lease.ClaimWindow (outbox.ConfirmClaims:
 	// the store's ReadLeases, one strongly consistent Query per bucket, or
 	// of every lease on a small table).
 	ClaimChecks int `json:"claimChecks"`
@@ -304,7 +305,7 @@ func (b *burst) charge(_ context.Context, req lab.Request) {
 }
 
 // noteRound records a round's outcome and who holds what after it.
-func (b *burst) noteRound(id string, acq outbox.Acquisition) {
+func (b *burst) noteRound(id string, acq lease.Acquisition) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.rep.Rounds++
@@ -326,7 +327,7 @@ func (b *burst) noteRound(id string, acq outbox.Acquisition) {
 }
 
 // noteRelease records a stop's release.
-func (b *burst) noteRelease(id string, rel outbox.Release) {
+func (b *burst) noteRelease(id string, rel lease.Release) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.rep.Releases += len(rel.Released)
@@ -374,7 +375,7 @@ var (
 	_ outbox.LeaseReader    = (*relayStore)(nil)
 )
 
-func (s *relayStore) AcquireLeases(ctx context.Context, req outbox.LeaseRequest, rs outbox.RoundState) (outbox.Acquisition, error) {
+func (s *relayStore) AcquireLeases(ctx context.Context, req lease.Request, rs lease.RoundState) (lease.Acquisition, error) {
 	acq, err := s.ddb.AcquireLeases(ctx, req, rs)
 	if err == nil {
 		s.b.noteRound(s.id, acq)
@@ -382,7 +383,7 @@ func (s *relayStore) AcquireLeases(ctx context.Context, req outbox.LeaseRequest,
 	return acq, err
 }
 
-func (s *relayStore) ReleaseLeases(ctx context.Context, req outbox.LeaseRequest) (outbox.Release, error) {
+func (s *relayStore) ReleaseLeases(ctx context.Context, req lease.Request) (lease.Release, error) {
 	rel, err := s.ddb.ReleaseLeases(ctx, req)
 	s.b.noteRelease(s.id, rel)
 	return rel, err
@@ -390,13 +391,13 @@ func (s *relayStore) ReleaseLeases(ctx context.Context, req outbox.LeaseRequest)
 
 // ReadCoverage passes the trust check's read of the hinted leases and the
 // heartbeats through, as the relay function's store serves it.
-func (s *relayStore) ReadCoverage(ctx context.Context, buckets []int) (outbox.Coordination, bool, error) {
+func (s *relayStore) ReadCoverage(ctx context.Context, buckets []int) (lease.Coordination, bool, error) {
 	return s.ddb.ReadCoverage(ctx, buckets)
 }
 
 // ReadLeases is the second read of a trust check that left its buckets to
 // a claiming peer (outbox.ConfirmClaims): it counts a claim check.
-func (s *relayStore) ReadLeases(ctx context.Context, buckets []int) ([]outbox.LeaseState, error) {
+func (s *relayStore) ReadLeases(ctx context.Context, buckets []int) ([]lease.State, error) {
 	s.b.mu.Lock()
 	s.b.rep.ClaimChecks++
 	s.b.mu.Unlock()

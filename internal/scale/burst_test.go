@@ -40,7 +40,7 @@ func TestBurstOnTheModelCountsLikeTheEmbeddedServer(t *testing.T) {
 // conditional write is refused, no lease is lost and the fleet scales back
 // to nothing with no lease left. Six relays join and claim a fair share
 // each; the invocations woken while their claims are in flight find them
-// being claimed (outbox.Coordination.Uncovered) and exit after their trust
+// being claimed (lease.Coordination.Uncovered) and exit after their trust
 // check, 76 of them after reading the claimed lease again a ClaimWindow
 // later (outbox.ConfirmClaims), so 6 of 1,000 join and each bucket is
 // claimed and released once. Four of the six were woken for a bucket

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
 
@@ -44,7 +44,7 @@ type relay struct {
 	// rounds is what the relay carries from one round to the next: one
 	// run for the whole simulation. A seed relay carries no settled-fleet
 	// state.
-	rounds outbox.RoundState
+	rounds lease.RoundState
 	seed   bool
 }
 
@@ -97,8 +97,8 @@ func (f *fleet) nextRelay() *relay {
 }
 
 // round runs r's acquisition round and schedules its next one.
-func (f *fleet) round(ctx context.Context, r *relay) (outbox.Acquisition, error) {
-	req := outbox.LeaseRequest{RelayID: r.id, BucketCount: f.cfg.Buckets, LeaseDuration: f.cfg.LeaseDuration}
+func (f *fleet) round(ctx context.Context, r *relay) (lease.Acquisition, error) {
+	req := lease.Request{RelayID: r.id, BucketCount: f.cfg.Buckets, LeaseDuration: f.cfg.LeaseDuration}
 	if !r.seed {
 		// A seed relay runs the table contract's plain round: it keeps
 		// every owned lease every round.
@@ -107,7 +107,7 @@ func (f *fleet) round(ctx context.Context, r *relay) (outbox.Acquisition, error)
 	acq, err := r.store.AcquireLeases(ctx, req, r.rounds)
 	r.rounds.Standby, r.rounds.Settled = acq.Standby, acq.Settled
 	if r.seed {
-		r.rounds.Settled = outbox.Settled{}
+		r.rounds.Settled = lease.Settled{}
 	}
 	if err == nil && !acq.Rested {
 		r.rounds.Round++

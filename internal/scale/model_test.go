@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
 
@@ -78,7 +79,7 @@ func testModelChargesRefusalsPrunesAndReleases(t *testing.T) {
 			stores[i][id] = s
 		}
 	}
-	lease := outbox.DefaultLeaseDuration
+	leaseDur := outbox.DefaultLeaseDuration
 	steps := []struct {
 		name  string
 		at    time.Duration
@@ -91,14 +92,14 @@ func testModelChargesRefusalsPrunesAndReleases(t *testing.T) {
 		{"a releases b's share", 20 * time.Second, "relay-a", false},
 		{"a's clock went back: heartbeat refused", 15 * time.Second, "relay-a", false},
 		{"b claims its share", 22 * time.Second, "relay-b", false},
-		{"a and b are long dead: c starts, takes every bucket and prunes a", 22*time.Second + 11*lease, "relay-c", false},
-		{"b stops", 23*time.Second + 11*lease, "relay-b", true},
-		{"a comes back", 24*time.Second + 11*lease, "relay-a", false},
-		{"c hands a its share", 25*time.Second + 11*lease, "relay-c", false},
-		{"c stops", 26*time.Second + 11*lease, "relay-c", true},
+		{"a and b are long dead: c starts, takes every bucket and prunes a", 22*time.Second + 11*leaseDur, "relay-c", false},
+		{"b stops", 23*time.Second + 11*leaseDur, "relay-b", true},
+		{"a comes back", 24*time.Second + 11*leaseDur, "relay-a", false},
+		{"c hands a its share", 25*time.Second + 11*leaseDur, "relay-c", false},
+		{"c stops", 26*time.Second + 11*leaseDur, "relay-c", true},
 	}
 	// Each store is one relay's run: its rounds carry their state.
-	rounds := map[*outboxddb.Store]outbox.RoundState{}
+	rounds := map[*outboxddb.Store]lease.RoundState{}
 	for _, step := range steps {
 		var tallies []tally
 		// The step's instant, on a clock set back if it is past.
@@ -107,14 +108,14 @@ func testModelChargesRefusalsPrunesAndReleases(t *testing.T) {
 		clock.skew = time.Until(at)
 		for i, be := range backends {
 			s := stores[i][step.relay]
-			req := outbox.LeaseRequest{RelayID: step.relay, BucketCount: 8, LeaseDuration: lease}
+			req := lease.Request{RelayID: step.relay, BucketCount: 8, LeaseDuration: leaseDur}
 			var err error
 			if step.stop {
 				_, err = s.ReleaseLeases(ctx, req)
 			} else {
-				var acq outbox.Acquisition
+				var acq lease.Acquisition
 				acq, err = s.AcquireLeases(ctx, req, rounds[s])
-				st := outbox.RoundState{Round: rounds[s].Round, Standby: acq.Standby}
+				st := lease.RoundState{Round: rounds[s].Round, Standby: acq.Standby}
 				if !acq.Rested {
 					st.Round++
 				}

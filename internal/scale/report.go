@@ -1,6 +1,8 @@
 package scale
 
-import "fmt"
+import (
+	"fmt"
+)
 
 // Per-partition throughput limits of DynamoDB: what one partition key can
 // serve per second, whatever the table's capacity mode.
@@ -131,7 +133,7 @@ func (s Study) Notes() []string {
 	}
 	return []string{
 		"Each relay runs the real store (outboxddb) and planner; every request is counted with outboxlocal.Counter's capacity rules.",
-		"reads: 'settled' relays read only the heartbeat records while their fleet is settled and unchanged, and everything once a lease duration (outbox.Settled); 'seed' relays read everything every round, as the seed's relays and relays in other languages do; 'mixed' is half of each.",
+		"reads: 'settled' relays read only the heartbeat records while their fleet is settled and unchanged, and everything once a lease duration (lease.Settled); 'seed' relays read everything every round, as the seed's relays and relays in other languages do; 'mixed' is half of each.",
 		fmt.Sprintf("Figures come from the in-memory model of the partition; at %d buckets and %d relays the model and the embedded DynamoDB server %s (%d requests).",
 			v.Embedded.Config.Buckets, v.Embedded.Config.Relays, agree, totalRequests(v.Embedded)),
 		"Peak is the busiest simulated second; % columns are the peak's share of one partition's limits (3,000 RCU/s, 1,000 WCU/s).",

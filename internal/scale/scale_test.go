@@ -32,7 +32,7 @@ const (
 // round) and with Spillway's relays. A seed round is one heartbeat, one read
 // and one keep per owned bucket, so a renew interval costs Buckets + Relays
 // write units. Spillway's relays keep a lease every other round, half of
-// their leases in each round (outbox.KeepAhead), so an interval costs
+// their leases in each round (lease.KeepAhead), so an interval costs
 // Buckets/2 + Relays; they read everything once a lease duration (every
 // third round) and only the heartbeat records in between.
 func TestCoordinationAtOneThousandBucketsAndOneHundredTwentyEightRelays(t *testing.T) {

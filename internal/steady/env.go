@@ -6,6 +6,7 @@ import (
 
 	"github.com/spillway-dev/spillway/internal/lab"
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
 
@@ -57,26 +58,26 @@ var (
 	_ outbox.LeaseReader    = (*envStore)(nil)
 )
 
-func (st *envStore) AcquireLeases(ctx context.Context, req outbox.LeaseRequest, rs outbox.RoundState) (outbox.Acquisition, error) {
+func (st *envStore) AcquireLeases(ctx context.Context, req lease.Request, rs lease.RoundState) (lease.Acquisition, error) {
 	start := st.s.clock.Now()
 	acq, err := st.Store.AcquireLeases(withMethod(ctx, methodAcquire), req, rs)
 	st.s.ledger.acquired(st.env, start, st.s.clock.Now(), acq, err)
 	return acq, err
 }
 
-func (st *envStore) RenewLeases(ctx context.Context, req outbox.LeaseRequest, buckets []int) (bool, error) {
+func (st *envStore) RenewLeases(ctx context.Context, req lease.Request, buckets []int) (bool, error) {
 	start := st.s.clock.Now()
 	ok, err := st.Store.RenewLeases(withMethod(ctx, methodRenew), req, buckets)
 	st.s.ledger.renewed(st.env, start, st.s.clock.Now(), ok, err)
 	return ok, err
 }
 
-func (st *envStore) ReleaseLeases(ctx context.Context, req outbox.LeaseRequest) (outbox.Release, error) {
+func (st *envStore) ReleaseLeases(ctx context.Context, req lease.Request) (lease.Release, error) {
 	st.s.ledger.releasing(st.env, st.s.clock.Now())
 	return st.Store.ReleaseLeases(withMethod(ctx, methodRelease), req)
 }
 
-func (st *envStore) ReadCoordination(ctx context.Context) (outbox.Coordination, error) {
+func (st *envStore) ReadCoordination(ctx context.Context) (lease.Coordination, error) {
 	return st.Store.ReadCoordination(withMethod(ctx, methodRead))
 }
 
@@ -84,13 +85,13 @@ func (st *envStore) ReadCoordination(ctx context.Context) (outbox.Coordination, 
 // leases and the heartbeats through to the store (outbox.CoverageReader).
 // With the study's 8 buckets it is the whole coordination partition: a
 // narrower read would cost as much.
-func (st *envStore) ReadCoverage(ctx context.Context, buckets []int) (outbox.Coordination, bool, error) {
+func (st *envStore) ReadCoverage(ctx context.Context, buckets []int) (lease.Coordination, bool, error) {
 	return st.ddb.ReadCoverage(withMethod(ctx, methodRead), buckets)
 }
 
 // ReadLeases passes the trust check's second look at a bucket left to a
 // claiming peer through to the store (outbox.LeaseReader), as the relay
 // function's store serves it.
-func (st *envStore) ReadLeases(ctx context.Context, buckets []int) ([]outbox.LeaseState, error) {
+func (st *envStore) ReadLeases(ctx context.Context, buckets []int) ([]lease.State, error) {
 	return st.ddb.ReadLeases(withMethod(ctx, methodRead), buckets)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // ledger is what the run measures, fed by the simulated processes as they
@@ -148,7 +149,7 @@ func (l *ledger) acked(msgs []outbox.Message, at time.Time) {
 
 // acquired installs, at now, a round's outcome as the engine does: the
 // owned set from the round's start, or nothing after a failed round.
-func (l *ledger) acquired(e *env, start, now time.Time, acq outbox.Acquisition, err error) {
+func (l *ledger) acquired(e *env, start, now time.Time, acq lease.Acquisition, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.lapseLocked(now)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 	"github.com/spillway-dev/spillway/outbox/outboxtest"
@@ -39,8 +40,8 @@ func testRequestsAreClassifiedByKind(t *testing.T) {
 		}
 		return &envStore{Store: store, ddb: store, env: &env{relayID: id}, s: s}
 	}
-	req := func(id string) outbox.LeaseRequest {
-		return outbox.LeaseRequest{RelayID: id, BucketCount: 8, LeaseDuration: 30 * time.Second}
+	req := func(id string) lease.Request {
+		return lease.Request{RelayID: id, BucketCount: 8, LeaseDuration: 30 * time.Second}
 	}
 	a, b := relay("relay-a"), relay("relay-b")
 	ctx := t.Context()
@@ -52,12 +53,12 @@ func testRequestsAreClassifiedByKind(t *testing.T) {
 		}
 	}
 
-	_, err = a.AcquireLeases(ctx, req("relay-a"), outbox.RoundState{}) // heartbeat, read, 8 claims
+	_, err = a.AcquireLeases(ctx, req("relay-a"), lease.RoundState{}) // heartbeat, read, 8 claims
 	must(err)
 	_, err = a.RenewLeases(ctx, req("relay-a"), all) // 8 renewals, heartbeat
 	must(err)
 	time.Sleep(10 * time.Second)
-	_, err = a.AcquireLeases(ctx, req("relay-a"), outbox.RoundState{Round: 1}) // heartbeat, read, 8 keeps
+	_, err = a.AcquireLeases(ctx, req("relay-a"), lease.RoundState{Round: 1}) // heartbeat, read, 8 keeps
 	must(err)
 	time.Sleep(60 * time.Second) // past the warm-up; relay-a's leases lapsed
 	if ok, err := b.RenewLeases(ctx, req("relay-b"), []int{0}); err != nil || ok {
@@ -66,7 +67,7 @@ func testRequestsAreClassifiedByKind(t *testing.T) {
 	_, err = a.ReleaseLeases(ctx, req("relay-a")) // stamp, read, 8 releases, read
 	must(err)
 	time.Sleep(31 * time.Second)
-	acq, err := b.AcquireLeases(ctx, req("relay-b"), outbox.RoundState{}) // heartbeat, read, 8 claims, prune relay-a
+	acq, err := b.AcquireLeases(ctx, req("relay-b"), lease.RoundState{}) // heartbeat, read, 8 claims, prune relay-a
 	must(err)
 	_, err = b.ReadCoordination(ctx)
 	must(err)
@@ -105,7 +106,7 @@ func TestLedgerMeasuresOrphanSpells(t *testing.T) {
 	m1 := msg(0)
 	l.commit(m1, at(time.Second))           // no relay: a spell opens
 	l.started(e, at(1200*time.Millisecond)) // running, owns nothing yet
-	l.acquired(e, at(1400*time.Millisecond), at(1500*time.Millisecond), outbox.Acquisition{Owned: []int{0, 1}, Claimed: []int{0, 1}}, nil)
+	l.acquired(e, at(1400*time.Millisecond), at(1500*time.Millisecond), lease.Acquisition{Owned: []int{0, 1}, Claimed: []int{0, 1}}, nil)
 	l.acked([]outbox.Message{m1}, at(2*time.Second))
 	// The lease, from the round's start, lapses at 31.4 s without a
 	// renewal: bucket 1's message committed at 40 s has no live owner

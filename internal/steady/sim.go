@@ -16,6 +16,7 @@ import (
 	"github.com/spillway-dev/spillway/internal/lab"
 	"github.com/spillway-dev/spillway/internal/lambdasim"
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
@@ -174,7 +175,7 @@ func (s *sim) newWriterNotifier() (*outboxlambda.Notifier, error) {
 // the classifier.
 type ownerReader struct{ inner *outboxddb.Store }
 
-func (o ownerReader) ReadCoordination(ctx context.Context) (outbox.Coordination, error) {
+func (o ownerReader) ReadCoordination(ctx context.Context) (lease.Coordination, error) {
 	return o.inner.ReadCoordination(withMethod(ctx, methodOwnerView))
 }
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 func TestForEach_CancelledAfterEveryCallSucceeded_IsNoFailure(t *testing.T) {
@@ -54,7 +54,7 @@ func TestClaims_AcceptedBeforeALateCancellation_AreOwned(t *testing.T) {
 		}
 		return &dynamodb.UpdateItemOutput{}, nil
 	}
-	acq, err := s.AcquireLeases(ctx, testLease, outbox.RoundState{})
+	acq, err := s.AcquireLeases(ctx, testLease, lease.RoundState{})
 	if err != nil {
 		t.Fatalf("accepted claims reported failed: %v", err)
 	}

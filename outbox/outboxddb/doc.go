@@ -38,7 +38,7 @@
 //
 // # Leases
 //
-// The lease protocol is the core's (outbox.AcquireRound, explained in
+// The lease protocol is package lease's (lease.AcquireRound, explained in
 // docs/protocol.md); Store.AcquireLeases only sends what it
 // plans. Each acquisition round writes a heartbeat, reads every lease and
 // heartbeat with one strongly consistent query, and writes only the
@@ -48,7 +48,7 @@
 // DynamoDB decides ownership. A relay whose rounds leave leases unrenewed
 // adds a KeepsAhead attribute (BOOL) to its heartbeat, which relays of
 // other languages ignore; their records, without it, make Spillway's
-// rounds keep every lease (outbox.RelayState.KeepsAhead).
+// rounds keep every lease (lease.RelayState.KeepsAhead).
 //
 // A woken relay's trust check (outbox.ReadUncovered) writes nothing. On a
 // large table it first reads only the hinted buckets' lease items and the

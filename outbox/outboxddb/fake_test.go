@@ -10,7 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // fakeDB is a Client that records every request and answers with the
@@ -201,10 +201,10 @@ func canonValue(b *strings.Builder, v reflect.Value) {
 type relayRun struct {
 	mu sync.Mutex
 	s  *Store
-	st outbox.RoundState
+	st lease.RoundState
 }
 
-func (r *relayRun) acquire(ctx context.Context, req outbox.LeaseRequest) (outbox.Acquisition, error) {
+func (r *relayRun) acquire(ctx context.Context, req lease.Request) (lease.Acquisition, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	acq, err := r.s.AcquireLeases(ctx, req, r.st)

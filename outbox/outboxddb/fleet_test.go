@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // Fleet timings of the seed's table: L = 30 s, I = 10 s.
@@ -88,17 +89,17 @@ func (f *fleet) restart(id string) *Store {
 // execution environment's next invocation does: the store stays, the round
 // count starts again.
 func (f *fleet) newRun(id string) {
-	f.runs[id] = &relayRun{s: f.relay(id), st: outbox.RoundState{Standby: f.runs[id].st.Standby}}
+	f.runs[id] = &relayRun{s: f.relay(id), st: lease.RoundState{Standby: f.runs[id].st.Standby}}
 }
 
-func (f *fleet) request(id string) outbox.LeaseRequest {
-	return outbox.LeaseRequest{RelayID: id, BucketCount: f.n, LeaseDuration: fleetLease}
+func (f *fleet) request(id string) lease.Request {
+	return lease.Request{RelayID: id, BucketCount: f.n, LeaseDuration: fleetLease}
 }
 
 // round advances the clock by I and runs one acquisition of each relay, one
 // after the other in the order given. It returns the acquisitions and the
 // refused writes of the round.
-func (f *fleet) round(ids ...string) (map[string]outbox.Acquisition, int) {
+func (f *fleet) round(ids ...string) (map[string]lease.Acquisition, int) {
 	f.t.Helper()
 	time.Sleep(fleetRenew)
 	return f.acquire(ids...)
@@ -106,9 +107,9 @@ func (f *fleet) round(ids ...string) (map[string]outbox.Acquisition, int) {
 
 // acquire runs one acquisition per relay, in order, without moving the
 // clock.
-func (f *fleet) acquire(ids ...string) (map[string]outbox.Acquisition, int) {
+func (f *fleet) acquire(ids ...string) (map[string]lease.Acquisition, int) {
 	f.t.Helper()
-	acqs := map[string]outbox.Acquisition{}
+	acqs := map[string]lease.Acquisition{}
 	c := f.e.counts(func() {
 		for _, id := range ids {
 			f.relay(id)
@@ -123,14 +124,14 @@ func (f *fleet) acquire(ids ...string) (map[string]outbox.Acquisition, int) {
 }
 
 // concurrentRound runs one acquisition of every relay at once.
-func (f *fleet) concurrentRound(ids ...string) (map[string]outbox.Acquisition, int) {
+func (f *fleet) concurrentRound(ids ...string) (map[string]lease.Acquisition, int) {
 	f.t.Helper()
 	time.Sleep(fleetRenew)
 	for _, id := range ids {
 		f.relay(id)
 	}
 	var mu sync.Mutex
-	acqs := map[string]outbox.Acquisition{}
+	acqs := map[string]lease.Acquisition{}
 	c := f.e.counts(func() {
 		var wg sync.WaitGroup
 		for _, id := range ids {
@@ -170,7 +171,7 @@ func (f *fleet) owners() map[string][]int {
 
 // check asserts the round: the refused writes, the table's live owners, and
 // that each relay that ran reports exactly the buckets the table gives it.
-func (f *fleet) check(step string, acqs map[string]outbox.Acquisition, refused, wantRefused int, want map[string][]int) {
+func (f *fleet) check(step string, acqs map[string]lease.Acquisition, refused, wantRefused int, want map[string][]int) {
 	f.t.Helper()
 	if refused != wantRefused {
 		f.t.Errorf("%s: %d refused writes, want %d", step, refused, wantRefused)
@@ -242,7 +243,7 @@ func TestHowRelaysShareBuckets(t *testing.T) {
 			f := newFleet(t, 8)
 			f.settle()
 			for i := range 5 {
-				var acqs map[string]outbox.Acquisition
+				var acqs map[string]lease.Acquisition
 				var refused int
 				c := f.e.counts(func() { acqs, refused = f.round("relay-a", "relay-b") })
 				f.check(fmt.Sprintf("steady round %d", i), acqs, refused, 0, ab)
@@ -281,7 +282,7 @@ func TestHowRelaysShareBuckets(t *testing.T) {
 			f := newFleet(t, 8)
 			f.settle()
 			time.Sleep(time.Second)
-			var rel outbox.Release
+			var rel lease.Release
 			c := f.e.counts(func() {
 				var err error
 				if rel, err = f.relay("relay-b").ReleaseLeases(t.Context(), f.request("relay-b")); err != nil {
@@ -475,10 +476,10 @@ func TestHowRelaysShareBuckets(t *testing.T) {
 			var cRequests []int
 			for i := range 6 {
 				time.Sleep(fleetRenew)
-				acqs := map[string]outbox.Acquisition{}
+				acqs := map[string]lease.Acquisition{}
 				refused := 0
 				for _, id := range pods {
-					var one map[string]outbox.Acquisition
+					var one map[string]lease.Acquisition
 					var r int
 					c := f.e.counts(func() { one, r = f.acquire(id) })
 					acqs[id], refused = one[id], refused+r
@@ -522,7 +523,7 @@ func TestSteadyState_RequestsPerRound(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			f := newFleet(t, n)
 			f.round("relay-a")
-			var acqs map[string]outbox.Acquisition
+			var acqs map[string]lease.Acquisition
 			var refused int
 			c := f.e.counts(func() { acqs, refused = f.round("relay-a") })
 			f.check("steady", acqs, refused, 0, map[string][]int{"relay-a": span(0, n-1)})

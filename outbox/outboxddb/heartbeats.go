@@ -5,23 +5,23 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // Heartbeats reads only the heartbeat records of the coordination
 // partition: the same strongly consistent Query as the full read, limited
 // to sort keys starting with RELAY#. A settled relay's round reads this
-// instead of every lease item (outbox.Settled).
-func (io leaseIO) Heartbeats(ctx context.Context) ([]outbox.RelayState, error) {
+// instead of every lease item (lease.Settled).
+func (io leaseIO) Heartbeats(ctx context.Context) ([]lease.RelayState, error) {
 	items, err := io.s.readCoordinationItems(ctx, relayPrefix)
 	if err != nil {
 		return nil, err
 	}
 	_, relays := io.s.keys.coordinationItems(items)
-	out := make([]outbox.RelayState, 0, len(relays))
+	out := make([]lease.RelayState, 0, len(relays))
 	for _, r := range relays {
 		out = append(out, r.state())
 	}
-	slices.SortFunc(out, func(a, b outbox.RelayState) int { return strings.Compare(a.RelayID, b.RelayID) })
+	slices.SortFunc(out, func(a, b lease.RelayState) int { return strings.Compare(a.RelayID, b.RelayID) })
 	return out, nil
 }

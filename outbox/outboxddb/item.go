@@ -7,6 +7,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // InvalidItemError reports a stored item that does not follow the table
@@ -34,7 +35,7 @@ func (k keys) encodeMessage(m outbox.Message, bucketCount int) map[string]types.
 	item := k.messageKey(m.Bucket, m.Sequence)
 	item[attrMessageID] = str(m.ID.String())
 	item[attrTopic] = str(m.Topic)
-	item[attrCreatedAt] = num(outbox.Ticks(m.CreatedAt))
+	item[attrCreatedAt] = num(lease.Ticks(m.CreatedAt))
 	item[attrBucketCount] = num(int64(bucketCount))
 	for _, b := range []struct {
 		name  string
@@ -87,7 +88,7 @@ func (k keys) decodeMessage(item map[string]types.AttributeValue, bucket int) (o
 		ID:        id,
 		Topic:     topic,
 		Bucket:    bucket,
-		CreatedAt: outbox.TimeFromTicks(created),
+		CreatedAt: lease.TimeFromTicks(created),
 		Sequence:  seq,
 	}
 	for _, b := range []struct {
@@ -155,8 +156,8 @@ type relayRecord struct {
 }
 
 // state is the record as the core reads it.
-func (r relayRecord) state() outbox.RelayState {
-	return outbox.RelayState{RelayID: r.id, LastSeen: timeOf(r.lastSeen), Stopped: r.stopped, KeepsAhead: r.keepsAhead}
+func (r relayRecord) state() lease.RelayState {
+	return lease.RelayState{RelayID: r.id, LastSeen: timeOf(r.lastSeen), Stopped: r.stopped, KeepsAhead: r.keepsAhead}
 }
 
 // coordinationItems splits the items of the coordination partition into

@@ -11,13 +11,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // maxReleasePasses bounds the read-and-release passes of a graceful stop.
 const maxReleasePasses = 3
 
 // AcquireLeases runs one acquisition round for req.RelayID: the core's
-// protocol (outbox.AcquireRound) over this store's primitives, with one
+// protocol (lease.AcquireRound) over this store's primitives, with one
 // reading of the store's clock as the round's now. The store decides
 // nothing itself: resting, the keep guard, claims after a refused heartbeat
 // and the prune cadence are the protocol's, and st carries what it needs
@@ -26,35 +27,35 @@ const maxReleasePasses = 3
 // A bucket count that differs from the store's is a misconfiguration. A
 // write error other than a refusal fails the round: the relay should then
 // treat its ownership as unknown.
-func (s *Store) AcquireLeases(ctx context.Context, req outbox.LeaseRequest, st outbox.RoundState) (outbox.Acquisition, error) {
+func (s *Store) AcquireLeases(ctx context.Context, req lease.Request, st lease.RoundState) (lease.Acquisition, error) {
 	const op = "acquire leases"
 	if req.BucketCount != s.opts.BucketCount {
-		return outbox.Acquisition{}, outbox.Misconfigured(op,
+		return lease.Acquisition{}, outbox.Misconfigured(op,
 			"the relay's bucket count %d differs from the store's %d; writers, store and relays must use one count", req.BucketCount, s.opts.BucketCount)
 	}
 	if err := checkLeaseRequest(op, req); err != nil {
-		return outbox.Acquisition{}, err
+		return lease.Acquisition{}, err
 	}
-	return outbox.AcquireRound(ctx, leaseIO{s}, s.log, s.opts.Clock.Now(), req, st)
+	return lease.AcquireRound(ctx, leaseIO{s}, s.log, s.opts.Clock.Now(), req, st)
 }
 
 // leaseIO gives the lease round the store's primitives.
 type leaseIO struct{ s *Store }
 
-var _ outbox.LeaseIO = leaseIO{}
+var _ lease.IO = leaseIO{}
 
 // Heartbeat is the conditional heartbeat PutItem.
 func (io leaseIO) Heartbeat(ctx context.Context, relayID string, now time.Time, keepsAhead bool) (bool, error) {
-	return io.s.heartbeat(ctx, relayID, outbox.Ticks(now), keepsAhead)
+	return io.s.heartbeat(ctx, relayID, lease.Ticks(now), keepsAhead)
 }
 
 // Snapshot is the strongly consistent coordination read.
-func (io leaseIO) Snapshot(ctx context.Context) (outbox.Coordination, error) {
+func (io leaseIO) Snapshot(ctx context.Context) (lease.Coordination, error) {
 	return io.s.coordination(ctx)
 }
 
 // WriteLeases sends one conditional UpdateItem per write.
-func (io leaseIO) WriteLeases(ctx context.Context, relayID string, op outbox.LeaseOp, writes []outbox.LeaseWrite) (accepted, refused []int, err error) {
+func (io leaseIO) WriteLeases(ctx context.Context, relayID string, op lease.Op, writes []lease.Write) (accepted, refused []int, err error) {
 	return io.s.updateLeases(ctx, relayID, op, writes)
 }
 
@@ -63,7 +64,7 @@ func (io leaseIO) WriteLeases(ctx context.Context, relayID string, op outbox.Lea
 // several relays prune the same record without a refusal. Other errors are
 // logged, not returned: pruning is housekeeping and must not cost a relay
 // its round.
-func (io leaseIO) Prune(ctx context.Context, relayID string, p outbox.PruneWrite) int {
+func (io leaseIO) Prune(ctx context.Context, relayID string, p lease.PruneWrite) int {
 	s := io.s
 	refused := make([]bool, len(p.Relays))
 	_ = forEach(ctx, s.opts.MaxConcurrency, len(p.Relays), func(ctx context.Context, i int) error {
@@ -73,8 +74,8 @@ func (io leaseIO) Prune(ctx context.Context, relayID string, p outbox.PruneWrite
 			ConditionExpression:      aws.String(exprPruneCondition),
 			ExpressionAttributeNames: names("#pk", s.opts.PartitionKey, "#lastSeen", attrLastSeen, "#stopped", attrStoppedAt),
 			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":dead":    num(outbox.Ticks(p.DeadBefore)),
-				":stopped": num(outbox.Ticks(p.StoppedBefore)),
+				":dead":    num(lease.Ticks(p.DeadBefore)),
+				":stopped": num(lease.Ticks(p.StoppedBefore)),
 			},
 		})
 		switch {
@@ -105,7 +106,7 @@ func (io leaseIO) Prune(ctx context.Context, relayID string, p outbox.PruneWrite
 // [0, BucketCount) (then without a request). When every renewal succeeded it
 // also refreshes the heartbeat; a refused heartbeat is ignored. An empty list
 // reports true without a request.
-func (s *Store) RenewLeases(ctx context.Context, req outbox.LeaseRequest, buckets []int) (bool, error) {
+func (s *Store) RenewLeases(ctx context.Context, req lease.Request, buckets []int) (bool, error) {
 	if len(buckets) == 0 {
 		return true, nil
 	}
@@ -118,10 +119,10 @@ func (s *Store) RenewLeases(ctx context.Context, req outbox.LeaseRequest, bucket
 		}
 	}
 	now := s.now()
-	at, expiry := outbox.TimeFromTicks(now), outbox.TimeFromTicks(now+durationTicks(req.LeaseDuration))
-	writes := make([]outbox.LeaseWrite, len(buckets))
+	at, expiry := lease.TimeFromTicks(now), lease.TimeFromTicks(now+durationTicks(req.LeaseDuration))
+	writes := make([]lease.Write, len(buckets))
 	for i, b := range buckets {
-		writes[i] = outbox.LeaseWrite{Bucket: b, Now: at, Expiry: expiry}
+		writes[i] = lease.Write{Bucket: b, Now: at, Expiry: expiry}
 	}
 	_, refused, err := s.updateLeases(ctx, req.RelayID, leaseRenew, writes)
 	if err != nil {
@@ -145,12 +146,12 @@ func (s *Store) RenewLeases(ctx context.Context, req outbox.LeaseRequest, bucket
 // bucket count. Because a claim of the round the stop cancelled may still
 // land, it reads the leases again, up to three passes; leases still named
 // after the last pass lapse after the lease duration.
-func (s *Store) ReleaseLeases(ctx context.Context, req outbox.LeaseRequest) (outbox.Release, error) {
+func (s *Store) ReleaseLeases(ctx context.Context, req lease.Request) (lease.Release, error) {
 	if err := outbox.ValidateRelayID(req.RelayID); err != nil {
-		return outbox.Release{}, err
+		return lease.Release{}, err
 	}
 	relayID := req.RelayID
-	var rel outbox.Release
+	var rel lease.Release
 	for pass := range maxReleasePasses {
 		now := s.now()
 		if pass == 0 {
@@ -163,16 +164,16 @@ func (s *Store) ReleaseLeases(ctx context.Context, req outbox.LeaseRequest) (out
 			return rel, err
 		}
 		leases, _ := s.keys.coordinationItems(items)
-		var mine []outbox.LeaseWrite
+		var mine []lease.Write
 		for _, l := range leases {
 			if l.owner == relayID {
-				mine = append(mine, outbox.LeaseWrite{Bucket: l.bucket, Seen: timeOf(l.expires), Now: outbox.TimeFromTicks(now)})
+				mine = append(mine, lease.Write{Bucket: l.bucket, Seen: timeOf(l.expires), Now: lease.TimeFromTicks(now)})
 			}
 		}
 		if pass > 0 && len(mine) == 0 {
 			return rel, nil
 		}
-		released, refused, err := s.updateLeases(ctx, relayID, outbox.LeaseRelease, mine)
+		released, refused, err := s.updateLeases(ctx, relayID, lease.OpRelease, mine)
 		if err != nil {
 			return rel, err
 		}

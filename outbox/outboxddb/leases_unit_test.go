@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 type recordingObserver struct {
@@ -66,7 +67,7 @@ func TestAcquisition_CoordinationRead_FollowsEveryPage_BeforePlanning(t *testing
 		}
 		return &dynamodb.QueryOutput{Items: []item{relayItem("relay-b", ticksAt(-time.Second), false)}}, nil
 	}
-	acq, err := s.AcquireLeases(context.Background(), testLease, outbox.RoundState{})
+	acq, err := s.AcquireLeases(context.Background(), testLease, lease.RoundState{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +94,7 @@ func TestAcquisition_RefusedKeepsAndClaims_AreNotOwned_AndAreCounted(t *testing.
 		}
 		return &dynamodb.UpdateItemOutput{}, nil
 	}
-	acq, err := s.AcquireLeases(context.Background(), testLease, outbox.RoundState{})
+	acq, err := s.AcquireLeases(context.Background(), testLease, lease.RoundState{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +122,7 @@ func TestAcquisition_RefusedHeartbeat_ClaimsNothing_AndStillKeepsWhatItHolds(t *
 	f.query = func(*dynamodb.QueryInput) (*dynamodb.QueryOutput, error) {
 		return &dynamodb.QueryOutput{Items: []item{leaseItem(0, "relay-a", t0Plus5s)}}, nil
 	}
-	acq, err := s.AcquireLeases(context.Background(), testLease, outbox.RoundState{})
+	acq, err := s.AcquireLeases(context.Background(), testLease, lease.RoundState{})
 	if err != nil {
 		t.Fatalf("a refused heartbeat failed the round: %v", err)
 	}
@@ -171,7 +172,7 @@ func TestAcquisition_WriteErrorsOtherThanRefusals_FailTheRound(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = s.AcquireLeases(context.Background(), testLease, outbox.RoundState{})
+			_, err = s.AcquireLeases(context.Background(), testLease, lease.RoundState{})
 			var pte *types.ProvisionedThroughputExceededException
 			if !errors.As(err, &pte) {
 				t.Fatalf("round = %v, want the throttle", err)
@@ -193,7 +194,7 @@ func TestAcquisition_PrunesOnARunsFirstRoundAndEveryTenth_AndAFailedPruneDoesNot
 		t.Fatal(err)
 	}
 	f.query = func(*dynamodb.QueryInput) (*dynamodb.QueryOutput, error) {
-		dead := outbox.Ticks(clock.Now().Add(-11 * fleetLease))
+		dead := lease.Ticks(clock.Now().Add(-11 * fleetLease))
 		return &dynamodb.QueryOutput{Items: []item{relayItem("relay-dead", itoa(dead), false)}}, nil
 	}
 	f.delete = func(*dynamodb.DeleteItemInput) (*dynamodb.DeleteItemOutput, error) { return nil, throttleErr }
@@ -202,7 +203,7 @@ func TestAcquisition_PrunesOnARunsFirstRoundAndEveryTenth_AndAFailedPruneDoesNot
 	for round := 1; round <= 21; round++ {
 		clock.Set(t0.Add(time.Duration(round) * fleetRenew))
 		before := f.count("DeleteItem")
-		if _, err := run.acquire(context.Background(), outbox.LeaseRequest{RelayID: "relay-a", BucketCount: 1, LeaseDuration: fleetLease}); err != nil {
+		if _, err := run.acquire(context.Background(), lease.Request{RelayID: "relay-a", BucketCount: 1, LeaseDuration: fleetLease}); err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
 		if f.count("DeleteItem") > before {
@@ -235,9 +236,9 @@ func TestAcquisition_DistantStandby_RestsEveryOtherRound_OnlyWithTheDefaultRatio
 			f.query = func(*dynamodb.QueryInput) (*dynamodb.QueryOutput, error) {
 				now := clock.Now()
 				return &dynamodb.QueryOutput{Items: []item{
-					leaseItem(0, "pod-a", itoa(outbox.Ticks(now.Add(c.lease)))),
-					relayItem("pod-a", itoa(outbox.Ticks(now)), false),
-					relayItem("pod-b", itoa(outbox.Ticks(now)), false),
+					leaseItem(0, "pod-a", itoa(lease.Ticks(now.Add(c.lease)))),
+					relayItem("pod-a", itoa(lease.Ticks(now)), false),
+					relayItem("pod-b", itoa(lease.Ticks(now)), false),
 				}}, nil
 			}
 			var got []int
@@ -245,7 +246,7 @@ func TestAcquisition_DistantStandby_RestsEveryOtherRound_OnlyWithTheDefaultRatio
 			for round := range 6 {
 				clock.Set(t0.Add(time.Duration(round) * fleetRenew))
 				before := len(f.ops())
-				acq, err := run.acquire(context.Background(), outbox.LeaseRequest{RelayID: "pod-c", BucketCount: 1, LeaseDuration: c.lease})
+				acq, err := run.acquire(context.Background(), lease.Request{RelayID: "pod-c", BucketCount: 1, LeaseDuration: c.lease})
 				if err != nil {
 					t.Fatal(err)
 				}

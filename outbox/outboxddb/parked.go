@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // Attributes a parked item carries besides every attribute of the original
@@ -146,7 +147,7 @@ func (s *Store) Park(ctx context.Context, p outbox.Parking) error {
 	}
 	parked[attrAttempts] = num(int64(p.Attempts))
 	if !p.FirstFailedAt.IsZero() {
-		parked[attrFirstFailedAt] = num(outbox.Ticks(p.FirstFailedAt))
+		parked[attrFirstFailedAt] = num(lease.Ticks(p.FirstFailedAt))
 	}
 	parked[attrParkedAt] = num(s.now())
 	del := &types.Delete{
@@ -249,7 +250,7 @@ func (s *Store) leaseCheck(bucket int, l outbox.LeaseCheck) *types.ConditionChec
 		ConditionExpression:      aws.String(exprLeaseHeld),
 		ExpressionAttributeNames: names("#owner", attrOwner, "#expires", attrExpiresAt),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":me": str(l.Owner), ":beyond": num(outbox.Ticks(l.Beyond)),
+			":me": str(l.Owner), ":beyond": num(lease.Ticks(l.Beyond)),
 		},
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
@@ -215,7 +216,7 @@ func TestPark_CarriesTheLease_AndARefusedLeaseIsLeaseLost(t *testing.T) {
 		e := newEnv(t)
 		w, s := e.writer(t), e.store(t)
 		enqueue(t, w, 5, 3)
-		if _, err := s.AcquireLeases(t.Context(), outbox.LeaseRequest{RelayID: "relay-a", BucketCount: 8, LeaseDuration: fleetLease}, outbox.RoundState{}); err != nil {
+		if _, err := s.AcquireLeases(t.Context(), lease.Request{RelayID: "relay-a", BucketCount: 8, LeaseDuration: fleetLease}, lease.RoundState{}); err != nil {
 			t.Fatal(err)
 		}
 		now := time.Now()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // countingPublisher acknowledges every message.
@@ -49,7 +50,7 @@ type commitDuringStop struct {
 	err    error
 }
 
-func (s *commitDuringStop) ReleaseLeases(ctx context.Context, req outbox.LeaseRequest) (outbox.Release, error) {
+func (s *commitDuringStop) ReleaseLeases(ctx context.Context, req lease.Request) (lease.Release, error) {
 	if s.commit != nil {
 		s.err, s.commit = s.commit(), nil
 	}

@@ -24,7 +24,7 @@ const (
 	attrExpiresAt   = "ExpiresAtUtc"
 	attrLastSeen    = "LastSeenUtc"
 	attrStoppedAt   = "StoppedAtUtc"
-	// attrKeepsAhead is the keep-ahead mark (outbox.RelayState.KeepsAhead)
+	// attrKeepsAhead is the keep-ahead mark (lease.RelayState.KeepsAhead)
 	// on a heartbeat: BOOL true, written only by relays whose rounds leave
 	// leases unrenewed. Relays of other languages neither read nor write
 	// it; their heartbeats replace their own record whole, without it.

@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // TestRequestShapes_SettledRound_ReadsHeartbeatsByPrefix_AndKeepsWithTheWrittenExpiry
@@ -32,7 +32,7 @@ func TestRequestShapes_SettledRound_ReadsHeartbeatsByPrefix_AndKeepsWithTheWritt
 			leaseItem(2, "relay-b", expiry[2]), leaseItem(3, "relay-b", expiry[3]),
 		}, relays...)}, nil
 	}
-	var st outbox.RoundState
+	var st lease.RoundState
 	for round := range 4 {
 		at := time.Duration(round) * 10 * time.Second
 		clock.Set(t0.Add(at))
@@ -109,8 +109,8 @@ func TestRequestShapes_RoundWithTheRenewInterval_LeavesALeaseThatStillLastsUnren
 					relayItem("relay-a", ticksAt(-10*time.Second), false),
 				}, c.peers...)}, nil
 			}
-			req := outbox.LeaseRequest{RelayID: "relay-a", BucketCount: 3, LeaseDuration: 30 * time.Second, RenewInterval: 10 * time.Second}
-			acq, err := s.AcquireLeases(context.Background(), req, outbox.RoundState{Round: 3})
+			req := lease.Request{RelayID: "relay-a", BucketCount: 3, LeaseDuration: 30 * time.Second, RenewInterval: 10 * time.Second}
+			acq, err := s.AcquireLeases(context.Background(), req, lease.RoundState{Round: 3})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // The expected requests below are written out literally, not built from the
@@ -30,7 +31,7 @@ const (
 	t0Minus10L = "639238461000000000"
 )
 
-var testLease = outbox.LeaseRequest{RelayID: "relay-a", BucketCount: 4, LeaseDuration: 30 * time.Second}
+var testLease = lease.Request{RelayID: "relay-a", BucketCount: 4, LeaseDuration: 30 * time.Second}
 
 func S(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 func N(v string) types.AttributeValue { return &types.AttributeValueMemberN{Value: v} }
@@ -38,7 +39,7 @@ func B(v []byte) types.AttributeValue { return &types.AttributeValueMemberB{Valu
 
 type item = map[string]types.AttributeValue
 
-func ticksAt(d time.Duration) string { return strconv.FormatInt(outbox.Ticks(t0.Add(d)), 10) }
+func ticksAt(d time.Duration) string { return strconv.FormatInt(lease.Ticks(t0.Add(d)), 10) }
 
 // shapeStore returns a store on a fake client with one request in flight at
 // a time, so the request order is deterministic.
@@ -155,7 +156,7 @@ func TestRequestShapes_AcquisitionRound_HeartbeatReadKeepReleasePrune(t *testing
 			relayItem("relay-stopped", ticksAt(-2*30*time.Second), true),
 		}}, nil
 	}
-	acq, err := s.AcquireLeases(context.Background(), testLease, outbox.RoundState{})
+	acq, err := s.AcquireLeases(context.Background(), testLease, lease.RoundState{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +199,7 @@ func TestRequestShapes_Claim_AndALeaseWithoutExpiryIsFree(t *testing.T) {
 		// Bucket 1 names a relay but has no expiry: free, whatever it names.
 		return &dynamodb.QueryOutput{Items: []item{leaseItem(1, "relay-x", "")}}, nil
 	}
-	acq, err := s.AcquireLeases(context.Background(), outbox.LeaseRequest{RelayID: "relay-a", BucketCount: 2, LeaseDuration: 30 * time.Second}, outbox.RoundState{})
+	acq, err := s.AcquireLeases(context.Background(), lease.Request{RelayID: "relay-a", BucketCount: 2, LeaseDuration: 30 * time.Second}, lease.RoundState{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +255,7 @@ func TestRequestShapes_Release_StampsStoppedThenReadsLeasesByPrefix(t *testing.T
 	}
 	// The stopped stamp is later than every heartbeat this store sent, even
 	// with the clock set back after it.
-	if _, err := s.AcquireLeases(context.Background(), testLease, outbox.RoundState{}); err != nil {
+	if _, err := s.AcquireLeases(context.Background(), testLease, lease.RoundState{}); err != nil {
 		t.Fatal(err)
 	}
 	f.reset()

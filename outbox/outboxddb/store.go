@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // Store is the DynamoDB implementation of outbox.Store: leases and
@@ -24,7 +25,7 @@ import (
 // counts.
 //
 // A Store reads its Clock once per call and uses that instant for every
-// request of the call. The lease protocol is the core's (outbox.AcquireRound):
+// request of the call. The lease protocol is the core's (lease.AcquireRound):
 // the store only sends its requests. It keeps a little state in memory per
 // instance: the latest heartbeat timestamp it sent (so a stopped stamp is
 // later than every heartbeat) and per bucket the last sequence number it
@@ -71,7 +72,7 @@ func NewStore(client Client, opts Options) (*Store, error) {
 func (s *Store) Options() Options { return s.opts }
 
 // now reads the clock once, in ticks.
-func (s *Store) now() int64 { return outbox.Ticks(s.opts.Clock.Now()) }
+func (s *Store) now() int64 { return lease.Ticks(s.opts.Clock.Now()) }
 
 // durationTicks converts a duration to .NET ticks (100 ns).
 func durationTicks(d time.Duration) int64 { return int64(d / 100) }
@@ -120,7 +121,7 @@ func (s *Store) readCoordinationItems(ctx context.Context, prefix string) ([]map
 // ReadCoordination returns one consistent view of the leases (buckets below
 // the bucket count) and the heartbeats, without writing anything. A relay
 // woken for some buckets uses it to decide whether a live peer holds them.
-func (s *Store) ReadCoordination(ctx context.Context) (outbox.Coordination, error) {
+func (s *Store) ReadCoordination(ctx context.Context) (lease.Coordination, error) {
 	now := s.opts.Clock.Now()
 	view, err := s.coordination(ctx)
 	view.ReadAt = now
@@ -129,23 +130,23 @@ func (s *Store) ReadCoordination(ctx context.Context) (outbox.Coordination, erro
 
 // coordination reads the coordination partition into a view without
 // reading the clock (ReadAt stays zero).
-func (s *Store) coordination(ctx context.Context) (outbox.Coordination, error) {
+func (s *Store) coordination(ctx context.Context) (lease.Coordination, error) {
 	items, err := s.readCoordinationItems(ctx, "")
 	if err != nil {
-		return outbox.Coordination{}, err
+		return lease.Coordination{}, err
 	}
 	return s.coordinationView(items), nil
 }
 
 // coordinationView decodes coordination items into a view without ReadAt.
-func (s *Store) coordinationView(items []map[string]types.AttributeValue) outbox.Coordination {
+func (s *Store) coordinationView(items []map[string]types.AttributeValue) lease.Coordination {
 	leases, relays := s.keys.coordinationItems(items)
-	var view outbox.Coordination
+	var view lease.Coordination
 	for _, l := range leases {
 		if l.bucket >= s.opts.BucketCount {
 			continue
 		}
-		view.Leases = append(view.Leases, outbox.LeaseState{Bucket: l.bucket, Owner: l.owner, ExpiresAt: timeOf(l.expires)})
+		view.Leases = append(view.Leases, lease.State{Bucket: l.bucket, Owner: l.owner, ExpiresAt: timeOf(l.expires)})
 	}
 	for _, r := range relays {
 		view.Relays = append(view.Relays, r.state())
@@ -153,8 +154,8 @@ func (s *Store) coordinationView(items []map[string]types.AttributeValue) outbox
 	// The query returns sort-key order: LEASE# before RELAY#, buckets
 	// zero-padded, relay ids as DynamoDB orders bytes. Sort anyway: the
 	// view's order is part of its contract, not the server's.
-	slices.SortFunc(view.Leases, func(a, b outbox.LeaseState) int { return cmp.Compare(a.Bucket, b.Bucket) })
-	slices.SortFunc(view.Relays, func(a, b outbox.RelayState) int { return strings.Compare(a.RelayID, b.RelayID) })
+	slices.SortFunc(view.Leases, func(a, b lease.State) int { return cmp.Compare(a.Bucket, b.Bucket) })
+	slices.SortFunc(view.Relays, func(a, b lease.RelayState) int { return strings.Compare(a.RelayID, b.RelayID) })
 	return view
 }
 
@@ -163,7 +164,7 @@ func timeOf(ticks int64) time.Time {
 	if ticks == 0 {
 		return time.Time{}
 	}
-	return outbox.TimeFromTicks(ticks)
+	return lease.TimeFromTicks(ticks)
 }
 
 // leaseOutcome is the result of one conditional lease write.
@@ -175,12 +176,12 @@ const (
 )
 
 // leaseRenew is the in-flight renewal, a lease write outside the round.
-const leaseRenew outbox.LeaseOp = OpRenew
+const leaseRenew lease.Op = OpRenew
 
 // updateLeases sends one conditional UpdateItem per write, up to
 // MaxConcurrency at once, and splits the buckets into accepted and refused.
 // A refusal is reported to the observer; any other error fails the call.
-func (s *Store) updateLeases(ctx context.Context, relayID string, op outbox.LeaseOp, writes []outbox.LeaseWrite) (accepted, refused []int, err error) {
+func (s *Store) updateLeases(ctx context.Context, relayID string, op lease.Op, writes []lease.Write) (accepted, refused []int, err error) {
 	outcomes := make([]leaseOutcome, len(writes))
 	err = forEach(ctx, s.opts.MaxConcurrency, len(writes), func(ctx context.Context, i int) error {
 		w := writes[i]
@@ -217,23 +218,23 @@ func (s *Store) updateLeases(ctx context.Context, relayID string, op outbox.Leas
 
 // leaseUpdate builds the request of one lease write, as the table contract
 // spells it for op.
-func (s *Store) leaseUpdate(relayID string, op outbox.LeaseOp, w outbox.LeaseWrite) (*dynamodb.UpdateItemInput, error) {
+func (s *Store) leaseUpdate(relayID string, op lease.Op, w lease.Write) (*dynamodb.UpdateItemInput, error) {
 	me := str(relayID)
 	var update, condition string
 	var values map[string]types.AttributeValue
 	switch op {
-	case outbox.LeaseKeep:
+	case lease.OpKeep:
 		update, condition = exprSetExpiry, exprKeepCondition
-		values = map[string]types.AttributeValue{":me": me, ":seen": num(outbox.Ticks(w.Seen)), ":expiry": num(outbox.Ticks(w.Expiry))}
-	case outbox.LeaseRelease:
+		values = map[string]types.AttributeValue{":me": me, ":seen": num(lease.Ticks(w.Seen)), ":expiry": num(lease.Ticks(w.Expiry))}
+	case lease.OpRelease:
 		update, condition = exprRelease, exprReleaseCondition
-		values = map[string]types.AttributeValue{":me": me, ":seen": num(outbox.Ticks(w.Seen)), ":now": num(outbox.Ticks(w.Now))}
-	case outbox.LeaseClaim:
+		values = map[string]types.AttributeValue{":me": me, ":seen": num(lease.Ticks(w.Seen)), ":now": num(lease.Ticks(w.Now))}
+	case lease.OpClaim:
 		update, condition = exprClaim, exprClaimCondition
-		values = map[string]types.AttributeValue{":me": me, ":now": num(outbox.Ticks(w.Now)), ":expiry": num(outbox.Ticks(w.Expiry))}
+		values = map[string]types.AttributeValue{":me": me, ":now": num(lease.Ticks(w.Now)), ":expiry": num(lease.Ticks(w.Expiry))}
 	case leaseRenew:
 		update, condition = exprSetExpiry, exprRenewCondition
-		values = map[string]types.AttributeValue{":me": me, ":now": num(outbox.Ticks(w.Now)), ":expiry": num(outbox.Ticks(w.Expiry))}
+		values = map[string]types.AttributeValue{":me": me, ":now": num(lease.Ticks(w.Now)), ":expiry": num(lease.Ticks(w.Expiry))}
 	default:
 		return nil, outbox.Misconfigured("lease write", "unknown lease operation %q", op)
 	}
@@ -279,7 +280,7 @@ func (s *Store) heartbeat(ctx context.Context, relayID string, now int64, keepsA
 	}
 }
 
-func checkLeaseRequest(op string, req outbox.LeaseRequest) error {
+func checkLeaseRequest(op string, req lease.Request) error {
 	if err := outbox.ValidateRelayID(req.RelayID); err != nil {
 		return err
 	}
@@ -307,7 +308,7 @@ const maxCoverageBuckets = 4
 // much as the whole partition (one lease item per bucket: a table of fewer
 // than about 100 buckets), it reads the whole partition instead
 // (ReadCoordination) and reports the view whole.
-func (s *Store) ReadCoverage(ctx context.Context, buckets []int) (outbox.Coordination, bool, error) {
+func (s *Store) ReadCoverage(ctx context.Context, buckets []int) (lease.Coordination, bool, error) {
 	if len(buckets) > maxCoverageBuckets || len(buckets)+1 >= s.opts.BucketCount/leaseItemsPerReadUnit {
 		view, err := s.ReadCoordination(ctx)
 		return view, false, err
@@ -317,7 +318,7 @@ func (s *Store) ReadCoverage(ctx context.Context, buckets []int) (outbox.Coordin
 	for _, prefix := range append(coverageLeaseKeys(buckets, s.opts.BucketCount), relayPrefix) {
 		found, err := s.readCoordinationItems(ctx, prefix)
 		if err != nil {
-			return outbox.Coordination{}, true, err
+			return lease.Coordination{}, true, err
 		}
 		items = append(items, found...)
 	}
@@ -331,7 +332,7 @@ func (s *Store) ReadCoverage(ctx context.Context, buckets []int) (outbox.Coordin
 // ReadCoverage reads it), at least one read unit each; for more than
 // maxCoverageBuckets buckets, or when that would cost about as much, one
 // Query of every lease item (sort keys starting with LEASE#).
-func (s *Store) ReadLeases(ctx context.Context, buckets []int) ([]outbox.LeaseState, error) {
+func (s *Store) ReadLeases(ctx context.Context, buckets []int) ([]lease.State, error) {
 	prefixes := coverageLeaseKeys(buckets, s.opts.BucketCount)
 	if len(prefixes) > maxCoverageBuckets || len(prefixes) >= s.opts.BucketCount/leaseItemsPerReadUnit {
 		prefixes = []string{leasePrefix}
@@ -344,7 +345,7 @@ func (s *Store) ReadLeases(ctx context.Context, buckets []int) ([]outbox.LeaseSt
 		}
 		items = append(items, found...)
 	}
-	var out []outbox.LeaseState
+	var out []lease.State
 	for _, l := range s.coordinationView(items).Leases {
 		if slices.Contains(buckets, l.Bucket) {
 			out = append(out, l)

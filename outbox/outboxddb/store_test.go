@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // enqueue stores n messages in bucket with one writer call per message.
@@ -477,9 +478,9 @@ func TestTwoOutboxes_ShareATableWithCustomKeyNames_WithoutSeeingEachOther(t *tes
 				t.Fatalf("%s pending %v, %v", name, pending, err)
 			}
 		}
-		req := outbox.LeaseRequest{RelayID: "relay-a", BucketCount: 8, LeaseDuration: fleetLease}
+		req := lease.Request{RelayID: "relay-a", BucketCount: 8, LeaseDuration: fleetLease}
 		for name, s := range map[string]*Store{"orders": orders, "billing": billing} {
-			acq, err := s.AcquireLeases(t.Context(), req, outbox.RoundState{})
+			acq, err := s.AcquireLeases(t.Context(), req, lease.RoundState{})
 			if err != nil || len(acq.Owned) != 8 || acq.Refused != 0 {
 				t.Fatalf("%s acquisition %+v, %v: each outbox has its own leases", name, acq, err)
 			}
@@ -496,7 +497,7 @@ func TestAcquisition_BucketCountsThatDiffer_AreAMisconfiguration_WithoutARequest
 		e := newEnv(t)
 		s := e.store(t)
 		c := e.counts(func() {
-			_, err := s.AcquireLeases(t.Context(), outbox.LeaseRequest{RelayID: "relay-a", BucketCount: 16, LeaseDuration: fleetLease}, outbox.RoundState{})
+			_, err := s.AcquireLeases(t.Context(), lease.Request{RelayID: "relay-a", BucketCount: 16, LeaseDuration: fleetLease}, lease.RoundState{})
 			if !errors.Is(err, outbox.ErrMisconfigured) || !strings.Contains(err.Error(), "16") {
 				t.Fatalf("acquire = %v", err)
 			}
@@ -518,9 +519,9 @@ func TestAcquisition_ShrunkBucketCount_IgnoresLeaseItemsBeyondTheRange(t *testin
 			t.Fatal(err)
 		}
 		time.Sleep(fleetRenew)
-		var acq outbox.Acquisition
+		var acq lease.Acquisition
 		c := f.e.counts(func() {
-			acq, err = small.AcquireLeases(t.Context(), outbox.LeaseRequest{RelayID: "relay-a", BucketCount: 4, LeaseDuration: fleetLease}, outbox.RoundState{})
+			acq, err = small.AcquireLeases(t.Context(), lease.Request{RelayID: "relay-a", BucketCount: 4, LeaseDuration: fleetLease}, lease.RoundState{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -589,7 +590,7 @@ func TestRelease_IsNotUndoneByTheHeartbeatOfTheRoundTheStopCancelled(t *testing.
 		if _, err := stale.ReleaseLeases(t.Context(), f.request("relay-b")); err != nil {
 			t.Fatal(err)
 		}
-		ok, err := stale.heartbeat(t.Context(), "relay-b", outbox.Ticks(cancelledRound), true)
+		ok, err := stale.heartbeat(t.Context(), "relay-b", lease.Ticks(cancelledRound), true)
 		if err != nil || ok {
 			t.Fatalf("late heartbeat accepted = %v, %v; the stopped stamp must refuse it", ok, err)
 		}
@@ -656,7 +657,7 @@ func TestAcquisition_HeartbeatRecordWithAnEmptyRelayID_IsSkipped_AndPrunedOnceSt
 			TableName: aws.String(f.e.opts.TableName),
 			Item: map[string]types.AttributeValue{
 				"PK": S("OUTBOX#COORDINATION"), "SK": S("RELAY#"),
-				"LastSeenUtc": N(itoa(outbox.Ticks(f.e.clock.Now()))),
+				"LastSeenUtc": N(itoa(lease.Ticks(f.e.clock.Now()))),
 			},
 		})
 		if err != nil {

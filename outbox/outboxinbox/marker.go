@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // Marker layout: one item per (consumer, message id), alone in its
@@ -77,7 +78,7 @@ func (in *Inbox) markerPut(rec Record, id outbox.MessageID, out Outcome, now tim
 			o.SortKey:       &types.AttributeValueMemberS{Value: MarkerSortKey},
 			attrMessageID:   &types.AttributeValueMemberS{Value: id.String()},
 			attrConsumer:    &types.AttributeValueMemberS{Value: o.Consumer},
-			attrProcessedAt: &types.AttributeValueMemberN{Value: strconv.FormatInt(outbox.Ticks(now), 10)},
+			attrProcessedAt: &types.AttributeValueMemberN{Value: strconv.FormatInt(lease.Ticks(now), 10)},
 			attrFingerprint: &types.AttributeValueMemberS{Value: fingerprint(rec)},
 			attrOutcome:     &types.AttributeValueMemberS{Value: out.String()},
 			AttrExpiresAt:   &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(o.TTL).Unix(), 10)},

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxkafka"
@@ -200,7 +201,7 @@ func (b *bundle) leases(t *testing.T) map[int]leaseItem {
 			if err != nil {
 				t.Fatalf("lease %d expiry %q: %v", bucket, e.Value, err)
 			}
-			l.expires = outbox.TimeFromTicks(ticks)
+			l.expires = lease.TimeFromTicks(ticks)
 		}
 		leases[bucket] = l
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxtest"
 	"github.com/spillway-dev/spillway/outbox/outboxwake"
@@ -205,8 +206,8 @@ func TestWakeUpTrustsALivePeer(t *testing.T) {
 	t.Parallel()
 	b := setup(t, bundleOptions{})
 	peer := b.newStore(t)
-	req := outbox.LeaseRequest{RelayID: "peer-relay-0001", BucketCount: b.cfg.BucketCount, LeaseDuration: b.cfg.LeaseDuration}
-	acq, err := peer.AcquireLeases(t.Context(), req, outbox.RoundState{})
+	req := lease.Request{RelayID: "peer-relay-0001", BucketCount: b.cfg.BucketCount, LeaseDuration: b.cfg.LeaseDuration}
+	acq, err := peer.AcquireLeases(t.Context(), req, lease.RoundState{})
 	if err != nil {
 		t.Fatal(err)
 	}

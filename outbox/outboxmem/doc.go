@@ -1,7 +1,7 @@
 // Package outboxmem is an in-memory outbox.Store: one outbox table in a
 // process, for tests of code built on the relay, as franz-go's kfake is a
 // Kafka cluster for tests of Kafka clients. It keeps the table contract's
-// rules — the lease round is the core's protocol (outbox.AcquireRound) over
+// rules — the lease round is the core's protocol (lease.AcquireRound) over
 // conditional writes with the DynamoDB store's conditions, at tick
 // resolution, messages are relayed in sequence order per bucket, and parked
 // messages wait in their bucket's parked partition for an operator's

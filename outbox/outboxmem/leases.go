@@ -7,35 +7,36 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // leaseRenew is RenewLeases' write: like a keep, but guarded by the lease
 // still lasting instead of by the expiry read, so a renewal never revives a
 // lapsed lease.
-const leaseRenew outbox.LeaseOp = "renew"
+const leaseRenew lease.Op = "renew"
 
 // AcquireLeases implements outbox.Store: one round of the core's protocol
-// (outbox.AcquireRound) over this store's conditional writes, at one
+// (lease.AcquireRound) over this store's conditional writes, at one
 // reading of the store's clock. A bucket count other than the store's is a
 // misconfiguration.
-func (s *Store) AcquireLeases(ctx context.Context, req outbox.LeaseRequest, st outbox.RoundState) (outbox.Acquisition, error) {
+func (s *Store) AcquireLeases(ctx context.Context, req lease.Request, st lease.RoundState) (lease.Acquisition, error) {
 	const op = "acquire leases"
 	if req.BucketCount != s.buckets {
-		return outbox.Acquisition{}, outbox.Misconfigured(op,
+		return lease.Acquisition{}, outbox.Misconfigured(op,
 			"the relay's bucket count %d differs from the store's %d; writers, store and relays must use one count", req.BucketCount, s.buckets)
 	}
 	if err := checkLeaseRequest(op, req); err != nil {
-		return outbox.Acquisition{}, err
+		return lease.Acquisition{}, err
 	}
 	s.count("acquire")
-	return outbox.AcquireRound(ctx, leaseIO{s}, s.log, s.clock.Now(), req, st)
+	return lease.AcquireRound(ctx, leaseIO{s}, s.log, s.clock.Now(), req, st)
 }
 
 // RenewLeases implements outbox.Store: each lease only while it still
 // names the relay and lasts, never backwards; false when any was refused or
 // a bucket is outside the store. When all were renewed it refreshes the
 // heartbeat.
-func (s *Store) RenewLeases(_ context.Context, req outbox.LeaseRequest, buckets []int) (bool, error) {
+func (s *Store) RenewLeases(_ context.Context, req lease.Request, buckets []int) (bool, error) {
 	if len(buckets) == 0 {
 		return true, nil
 	}
@@ -54,7 +55,7 @@ func (s *Store) RenewLeases(_ context.Context, req outbox.LeaseRequest, buckets 
 	}
 	renewed := true
 	for _, b := range buckets {
-		if !s.writeLease(req.RelayID, leaseRenew, outbox.LeaseWrite{Bucket: b, Now: timeOf(now), Expiry: timeOf(expiry)}) {
+		if !s.writeLease(req.RelayID, leaseRenew, lease.Write{Bucket: b, Now: timeOf(now), Expiry: timeOf(expiry)}) {
 			renewed = false
 		}
 	}
@@ -67,9 +68,9 @@ func (s *Store) RenewLeases(_ context.Context, req outbox.LeaseRequest, buckets 
 // ReleaseLeases implements outbox.Store: it stamps the relay stopped,
 // later than every heartbeat it sent, then frees every lease naming it.
 // The store is atomic, so one pass frees them all.
-func (s *Store) ReleaseLeases(_ context.Context, req outbox.LeaseRequest) (outbox.Release, error) {
+func (s *Store) ReleaseLeases(_ context.Context, req lease.Request) (lease.Release, error) {
 	if err := outbox.ValidateRelayID(req.RelayID); err != nil {
-		return outbox.Release{}, err
+		return lease.Release{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -77,10 +78,10 @@ func (s *Store) ReleaseLeases(_ context.Context, req outbox.LeaseRequest) (outbo
 	now := s.now()
 	stamp := max(now, s.lastSent[req.RelayID]+1)
 	s.relays[req.RelayID] = relay{lastSeen: stamp, stopped: true}
-	var rel outbox.Release
+	var rel lease.Release
 	for b := range s.buckets {
 		if l, ok := s.leases[b]; ok && l.owner == req.RelayID {
-			s.leases[b] = lease{expires: now}
+			s.leases[b] = leaseItem{expires: now}
 			rel.Released = append(rel.Released, b)
 		}
 	}
@@ -88,7 +89,7 @@ func (s *Store) ReleaseLeases(_ context.Context, req outbox.LeaseRequest) (outbo
 }
 
 // ReadCoordination implements outbox.Store.
-func (s *Store) ReadCoordination(context.Context) (outbox.Coordination, error) {
+func (s *Store) ReadCoordination(context.Context) (lease.Coordination, error) {
 	s.count("coordination")
 	return leaseIO{s}.Snapshot(context.Background())
 }
@@ -113,11 +114,11 @@ func (s *Store) heartbeat(relayID string, now int64, keepsAhead bool) bool {
 // writeLease applies one conditional lease write with the DynamoDB store's
 // condition for op and reports whether it was accepted. The caller holds
 // s.mu.
-func (s *Store) writeLease(relayID string, op outbox.LeaseOp, w outbox.LeaseWrite) bool {
+func (s *Store) writeLease(relayID string, op lease.Op, w lease.Write) bool {
 	l, ok := s.leases[w.Bucket]
-	now, seen, expiry := outbox.Ticks(w.Now), outbox.Ticks(w.Seen), outbox.Ticks(w.Expiry)
+	now, seen, expiry := lease.Ticks(w.Now), lease.Ticks(w.Seen), lease.Ticks(w.Expiry)
 	switch op {
-	case outbox.LeaseKeep:
+	case lease.OpKeep:
 		if !ok || l.owner != relayID || l.expires != seen || l.expires > expiry {
 			return false
 		}
@@ -127,16 +128,16 @@ func (s *Store) writeLease(relayID string, op outbox.LeaseOp, w outbox.LeaseWrit
 			return false
 		}
 		l.expires = expiry
-	case outbox.LeaseRelease:
+	case lease.OpRelease:
 		if !ok || l.owner != relayID || l.expires != seen {
 			return false
 		}
-		l = lease{expires: now}
-	case outbox.LeaseClaim:
+		l = leaseItem{expires: now}
+	case lease.OpClaim:
 		if ok && l.owner != "" && l.expires != 0 && l.expires > now {
 			return false
 		}
-		l = lease{owner: relayID, expires: expiry}
+		l = leaseItem{owner: relayID, expires: expiry}
 	default:
 		return false
 	}
@@ -144,7 +145,7 @@ func (s *Store) writeLease(relayID string, op outbox.LeaseOp, w outbox.LeaseWrit
 	return true
 }
 
-func checkLeaseRequest(op string, req outbox.LeaseRequest) error {
+func checkLeaseRequest(op string, req lease.Request) error {
 	if err := outbox.ValidateRelayID(req.RelayID); err != nil {
 		return err
 	}
@@ -157,46 +158,46 @@ func checkLeaseRequest(op string, req outbox.LeaseRequest) error {
 // leaseIO gives the core's lease round the store's primitives.
 type leaseIO struct{ s *Store }
 
-var _ outbox.LeaseIO = leaseIO{}
+var _ lease.IO = leaseIO{}
 
-// Heartbeat implements outbox.LeaseIO.
+// Heartbeat implements lease.IO.
 func (io leaseIO) Heartbeat(_ context.Context, relayID string, now time.Time, keepsAhead bool) (bool, error) {
 	io.s.mu.Lock()
 	defer io.s.mu.Unlock()
-	return io.s.heartbeat(relayID, outbox.Ticks(now), keepsAhead), nil
+	return io.s.heartbeat(relayID, lease.Ticks(now), keepsAhead), nil
 }
 
-// Snapshot implements outbox.LeaseIO: the leases below the bucket count,
+// Snapshot implements lease.IO: the leases below the bucket count,
 // ascending, and every heartbeat record, ascending by id.
-func (io leaseIO) Snapshot(ctx context.Context) (outbox.Coordination, error) {
+func (io leaseIO) Snapshot(ctx context.Context) (lease.Coordination, error) {
 	s := io.s
 	relays, _ := io.Heartbeats(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := outbox.Coordination{ReadAt: s.clock.Now(), Relays: relays}
+	c := lease.Coordination{ReadAt: s.clock.Now(), Relays: relays}
 	for b := range s.buckets {
 		if l, ok := s.leases[b]; ok {
-			c.Leases = append(c.Leases, outbox.LeaseState{Bucket: b, Owner: l.owner, ExpiresAt: timeOf(l.expires)})
+			c.Leases = append(c.Leases, lease.State{Bucket: b, Owner: l.owner, ExpiresAt: timeOf(l.expires)})
 		}
 	}
 	return c, nil
 }
 
-// Heartbeats implements outbox.LeaseIO.
-func (io leaseIO) Heartbeats(context.Context) ([]outbox.RelayState, error) {
+// Heartbeats implements lease.IO.
+func (io leaseIO) Heartbeats(context.Context) ([]lease.RelayState, error) {
 	s := io.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]outbox.RelayState, 0, len(s.relays))
+	out := make([]lease.RelayState, 0, len(s.relays))
 	for id, r := range s.relays {
-		out = append(out, outbox.RelayState{RelayID: id, LastSeen: timeOf(r.lastSeen), Stopped: r.stopped, KeepsAhead: r.keepsAhead})
+		out = append(out, lease.RelayState{RelayID: id, LastSeen: timeOf(r.lastSeen), Stopped: r.stopped, KeepsAhead: r.keepsAhead})
 	}
-	slices.SortFunc(out, func(a, b outbox.RelayState) int { return strings.Compare(a.RelayID, b.RelayID) })
+	slices.SortFunc(out, func(a, b lease.RelayState) int { return strings.Compare(a.RelayID, b.RelayID) })
 	return out, nil
 }
 
-// WriteLeases implements outbox.LeaseIO.
-func (io leaseIO) WriteLeases(_ context.Context, relayID string, op outbox.LeaseOp, writes []outbox.LeaseWrite) (accepted, refused []int, err error) {
+// WriteLeases implements lease.IO.
+func (io leaseIO) WriteLeases(_ context.Context, relayID string, op lease.Op, writes []lease.Write) (accepted, refused []int, err error) {
 	s := io.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -210,13 +211,13 @@ func (io leaseIO) WriteLeases(_ context.Context, relayID string, op outbox.Lease
 	return accepted, refused, nil
 }
 
-// Prune implements outbox.LeaseIO: a record goes when it is missing
+// Prune implements lease.IO: a record goes when it is missing
 // already, older than DeadBefore, or stopped and older than StoppedBefore.
-func (io leaseIO) Prune(_ context.Context, _ string, p outbox.PruneWrite) (refused int) {
+func (io leaseIO) Prune(_ context.Context, _ string, p lease.PruneWrite) (refused int) {
 	s := io.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	dead, stopped := outbox.Ticks(p.DeadBefore), outbox.Ticks(p.StoppedBefore)
+	dead, stopped := lease.Ticks(p.DeadBefore), lease.Ticks(p.StoppedBefore)
 	for _, id := range p.Relays {
 		r, ok := s.relays[id]
 		if ok && r.lastSeen >= dead && (!r.stopped || r.lastSeen >= stopped) {

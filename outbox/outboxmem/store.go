@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // Store is one in-memory outbox table. Several relays may share it, as
@@ -21,7 +22,7 @@ type Store struct {
 	mu       sync.Mutex
 	msgs     map[int][]outbox.Message // per bucket, ascending by sequence
 	next     map[int]int64            // per bucket, the last sequence given
-	leases   map[int]lease
+	leases   map[int]leaseItem
 	relays   map[string]relay
 	lastSent map[string]int64 // per relay, the latest heartbeat tick sent
 	calls    map[string]int
@@ -32,7 +33,7 @@ type Store struct {
 	lastRequest int64
 }
 
-type lease struct {
+type leaseItem struct {
 	owner   string // empty when released
 	expires int64  // ticks; zero when never set
 }
@@ -74,7 +75,7 @@ func New(opts Options) (*Store, error) {
 	return &Store{
 		clock: opts.Clock, buckets: opts.BucketCount, log: opts.Logger,
 		msgs: map[int][]outbox.Message{}, next: map[int]int64{},
-		leases: map[int]lease{}, relays: map[string]relay{},
+		leases: map[int]leaseItem{}, relays: map[string]relay{},
 		lastSent: map[string]int64{}, calls: map[string]int{},
 		parked: map[int]map[int64]*parkedRow{}, requests: map[int]int64{},
 	}, nil
@@ -94,7 +95,7 @@ func (s *Store) Enqueue(_ context.Context, msgs ...outbox.Message) ([]outbox.Mes
 				m.ID, m.Topic, m.Bucket, m.BucketCount, s.buckets, outbox.ErrInvalidMessage)
 		}
 	}
-	now := outbox.TimeFromTicks(outbox.Ticks(s.clock.Now()))
+	now := lease.TimeFromTicks(lease.Ticks(s.clock.Now()))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls["enqueue"]++
@@ -193,11 +194,11 @@ func (s *Store) Backlog(context.Context) (outbox.Backlog, error) {
 }
 
 // now is the store clock's reading in ticks, the table's resolution.
-func (s *Store) now() int64 { return outbox.Ticks(s.clock.Now()) }
+func (s *Store) now() int64 { return lease.Ticks(s.clock.Now()) }
 
 func timeOf(ticks int64) time.Time {
 	if ticks == 0 {
 		return time.Time{}
 	}
-	return outbox.TimeFromTicks(ticks)
+	return lease.TimeFromTicks(ticks)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // StepClock is an outbox.Clock that stays put until it is moved: the store
@@ -67,7 +68,7 @@ var contractStart = time.Date(2026, 9, 1, 8, 0, 0, 0, time.UTC)
 
 // contractLease is the suite's lease: the defaults, and the table
 // contract's plain round (every owned lease kept every round).
-var contractLease = outbox.LeaseRequest{BucketCount: 4, LeaseDuration: outbox.DefaultLeaseDuration}
+var contractLease = lease.Request{BucketCount: 4, LeaseDuration: outbox.DefaultLeaseDuration}
 
 // RunStoreTests runs the contract every outbox.Store keeps — the store
 // outboxddb gives on DynamoDB (the embedded server or DynamoDB Local) and
@@ -114,7 +115,7 @@ type contract struct {
 	clock *StepClock
 }
 
-func (c *contract) acquire(relayID string, st outbox.RoundState) outbox.Acquisition {
+func (c *contract) acquire(relayID string, st lease.RoundState) lease.Acquisition {
 	c.t.Helper()
 	req := contractLease
 	req.RelayID = relayID
@@ -125,7 +126,7 @@ func (c *contract) acquire(relayID string, st outbox.RoundState) outbox.Acquisit
 	return acq
 }
 
-func (c *contract) coordination() outbox.Coordination {
+func (c *contract) coordination() lease.Coordination {
 	c.t.Helper()
 	coord, err := c.Store.ReadCoordination(c.t.Context())
 	if err != nil {
@@ -145,14 +146,14 @@ func (c *contract) owners() []string {
 	return out
 }
 
-func (c *contract) relay(id string) (outbox.RelayState, bool) {
+func (c *contract) relay(id string) (lease.RelayState, bool) {
 	c.t.Helper()
 	for _, r := range c.coordination().Relays {
 		if r.RelayID == id {
 			return r, true
 		}
 	}
-	return outbox.RelayState{}, false
+	return lease.RelayState{}, false
 }
 
 func (c *contract) enqueue(bucket int, keys ...string) []outbox.Message {
@@ -193,7 +194,7 @@ func allBuckets() []int {
 }
 
 func contractLoneRelay(t *testing.T, c *contract) {
-	acq := c.acquire("relay-a", outbox.RoundState{})
+	acq := c.acquire("relay-a", lease.RoundState{})
 	if !slices.Equal(acq.Owned, allBuckets()) || !slices.Equal(acq.Claimed, allBuckets()) || acq.Refused != 0 || acq.StandbyRank != -1 {
 		t.Fatalf("lone relay's first round: %+v; want every bucket claimed and owned, nothing refused", acq)
 	}
@@ -213,17 +214,17 @@ func contractLoneRelay(t *testing.T, c *contract) {
 }
 
 func contractShare(t *testing.T, c *contract) {
-	a := c.acquire("relay-a", outbox.RoundState{})
+	a := c.acquire("relay-a", lease.RoundState{})
 	c.clock.Add(time.Second)
-	b := c.acquire("relay-b", outbox.RoundState{})
+	b := c.acquire("relay-b", lease.RoundState{})
 	if len(b.Claimed) != 0 || b.Refused != 0 {
 		t.Fatalf("a newcomer's first round while a live peer holds everything: %+v; want no claim, no refusal", b)
 	}
 	for round := 1; round <= 3; round++ {
 		c.clock.Add(time.Second)
-		a = c.acquire("relay-a", outbox.RoundState{Round: round})
+		a = c.acquire("relay-a", lease.RoundState{Round: round})
 		c.clock.Add(time.Second)
-		b = c.acquire("relay-b", outbox.RoundState{Round: round})
+		b = c.acquire("relay-b", lease.RoundState{Round: round})
 	}
 	half := contractLease.BucketCount / 2
 	if len(a.Owned) != half || len(b.Owned) != half {
@@ -243,9 +244,9 @@ func contractShare(t *testing.T, c *contract) {
 }
 
 func contractKeep(t *testing.T, c *contract) {
-	c.acquire("relay-a", outbox.RoundState{})
+	c.acquire("relay-a", lease.RoundState{})
 	c.clock.Add(10 * time.Second)
-	acq := c.acquire("relay-a", outbox.RoundState{Round: 1})
+	acq := c.acquire("relay-a", lease.RoundState{Round: 1})
 	if !slices.Equal(acq.Owned, allBuckets()) || len(acq.Claimed) != 0 || len(acq.Unrenewed) != 0 || acq.Refused != 0 {
 		t.Fatalf("second round of a lone relay: %+v; want every bucket kept", acq)
 	}
@@ -259,10 +260,10 @@ func contractKeep(t *testing.T, c *contract) {
 
 func contractClockBack(t *testing.T, c *contract) {
 	c.clock.Add(time.Minute)
-	c.acquire("relay-a", outbox.RoundState{})
-	c.acquire("relay-b", outbox.RoundState{})
+	c.acquire("relay-a", lease.RoundState{})
+	c.acquire("relay-b", lease.RoundState{})
 	c.clock.Set(contractStart)
-	acq := c.acquire("relay-a", outbox.RoundState{Round: 1})
+	acq := c.acquire("relay-a", lease.RoundState{Round: 1})
 	if !acq.HeartbeatRefused || len(acq.Claimed) != 0 || acq.Refused < 1 {
 		t.Fatalf("round with the clock set back a minute: %+v; want the heartbeat refused, counted, and no claim", acq)
 	}
@@ -272,9 +273,9 @@ func contractClockBack(t *testing.T, c *contract) {
 }
 
 func contractTakeover(t *testing.T, c *contract) {
-	c.acquire("relay-a", outbox.RoundState{})
+	c.acquire("relay-a", lease.RoundState{})
 	c.clock.Add(contractLease.LeaseDuration + time.Second)
-	acq := c.acquire("relay-b", outbox.RoundState{})
+	acq := c.acquire("relay-b", lease.RoundState{})
 	if !slices.Equal(acq.Claimed, allBuckets()) {
 		t.Fatalf("relay-b after relay-a's leases lapsed: %+v; want every bucket claimed", acq)
 	}
@@ -295,7 +296,7 @@ func contractRenew(t *testing.T, c *contract) {
 	if ok, err := c.Store.RenewLeases(t.Context(), req, nil); !ok || err != nil {
 		t.Fatalf("renewing nothing: %v, %v; want true", ok, err)
 	}
-	c.acquire("relay-a", outbox.RoundState{})
+	c.acquire("relay-a", lease.RoundState{})
 	c.clock.Add(5 * time.Second)
 	if ok, err := c.Store.RenewLeases(t.Context(), req, []int{1, 2}); !ok || err != nil {
 		t.Fatalf("renewing owned leases: %v, %v; want true", ok, err)
@@ -323,7 +324,7 @@ func contractRenew(t *testing.T, c *contract) {
 }
 
 func contractRelease(t *testing.T, c *contract) {
-	c.acquire("relay-a", outbox.RoundState{})
+	c.acquire("relay-a", lease.RoundState{})
 	c.clock.Add(time.Second)
 	req := contractLease
 	req.RelayID = "relay-a"
@@ -339,26 +340,26 @@ func contractRelease(t *testing.T, c *contract) {
 	if r, ok := c.relay("relay-a"); !ok || !r.Stopped {
 		t.Fatalf("heartbeat %+v after the release, want stamped stopped", r)
 	}
-	acq := c.acquire("relay-b", outbox.RoundState{})
+	acq := c.acquire("relay-b", lease.RoundState{})
 	if !slices.Equal(acq.Claimed, allBuckets()) {
 		t.Fatalf("relay-b after relay-a's release: %+v; want every bucket at once", acq)
 	}
 }
 
 func contractPrune(t *testing.T, c *contract) {
-	c.acquire("relay-a", outbox.RoundState{})
+	c.acquire("relay-a", lease.RoundState{})
 	req := contractLease
 	req.RelayID = "relay-a"
 	if _, err := c.Store.ReleaseLeases(t.Context(), req); err != nil {
 		t.Fatal(err)
 	}
 	c.clock.Add(time.Second)
-	c.acquire("relay-b", outbox.RoundState{})
+	c.acquire("relay-b", lease.RoundState{})
 	if _, ok := c.relay("relay-a"); !ok {
 		t.Fatal("a stopped record was pruned before a lease duration passed")
 	}
 	c.clock.Add(contractLease.LeaseDuration + time.Second)
-	c.acquire("relay-b", outbox.RoundState{Round: outbox.PruneEvery - 1}) // the PruneEvery-th full round
+	c.acquire("relay-b", lease.RoundState{Round: lease.PruneEvery - 1}) // the PruneEvery-th full round
 	if r, ok := c.relay("relay-a"); ok {
 		t.Fatalf("stopped record %+v still there on a pruning round a lease duration later", r)
 	}
@@ -367,7 +368,7 @@ func contractPrune(t *testing.T, c *contract) {
 func contractMisconfigured(t *testing.T, c *contract) {
 	req := contractLease
 	req.RelayID, req.BucketCount = "relay-a", contractLease.BucketCount+1
-	_, err := c.Store.AcquireLeases(t.Context(), req, outbox.RoundState{})
+	_, err := c.Store.AcquireLeases(t.Context(), req, lease.RoundState{})
 	var mis *outbox.MisconfigurationError
 	if !errors.As(err, &mis) {
 		t.Fatalf("acquire with another bucket count: %v; want a MisconfigurationError", err)
@@ -476,7 +477,7 @@ func contractRequests(t *testing.T, c *contract) {
 		return out
 	}
 	before := c.Requests()
-	c.acquire("relay-a", outbox.RoundState{})
+	c.acquire("relay-a", lease.RoundState{})
 	want := map[string]int{"PutItem": 1, "Query": 1, "UpdateItem": contractLease.BucketCount}
 	if got := since(before); !maps.Equal(got, want) {
 		t.Fatalf("a lone relay's first round sent %v, want %v", got, want)

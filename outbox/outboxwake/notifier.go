@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // DefaultNotifyTimeout bounds one asynchronous invoke. An Event invoke is
@@ -61,7 +62,7 @@ type NotifierConfig struct {
 // OwnerReader reads the coordination partition: which relay holds which
 // bucket, and the relays' heartbeats.
 type OwnerReader interface {
-	ReadCoordination(ctx context.Context) (outbox.Coordination, error)
+	ReadCoordination(ctx context.Context) (lease.Coordination, error)
 }
 
 // Notifier is an outbox.Notifier that wakes the relay function with an
@@ -77,17 +78,17 @@ type OwnerReader interface {
 //
 // With Owners set, a writer's wake-up (hop 0, not a join) is skipped when
 // every hinted bucket is covered: a view of the coordination partition read
-// less than outbox.OwnerViewTTL ago showed a live relay holding it, or a
-// wake-up for it was sent less than outbox.OwnerViewTTL ago (the woken relay
+// less than lease.OwnerViewTTL ago showed a live relay holding it, or a
+// wake-up for it was sent less than lease.OwnerViewTTL ago (the woken relay
 // joins, or trusts a live holder). The live holder polls the bucket, and if
 // it stops meanwhile it watches the released buckets for
-// outbox.OwnerViewTTL and sends the wake-up itself, so a skipped wake-up
+// lease.OwnerViewTTL and sends the wake-up itself, so a skipped wake-up
 // delays no message beyond the holder's poll. When the coverage has lapsed,
 // the sender reads the view once before invoking (one eventually
 // consistent Query) and skips the invoke if the view covers the buckets;
 // before the first view, it invokes at once and reads the view afterwards.
 // Under steady traffic this turns one invocation per commit into about one
-// read per outbox.OwnerViewTTL per process.
+// read per lease.OwnerViewTTL per process.
 //
 // A failed invoke is logged, counted (Stats, and the Observer) and returned
 // to its caller, which must not fail its write for it: the relay's schedule
@@ -248,7 +249,7 @@ func (n *Notifier) invoke(ctx context.Context, w outbox.WakeUp) error {
 	}
 	err := n.send(ctx, w)
 	if err == nil {
-		n.cover(w.Buckets, n.clock.Now().Add(outbox.OwnerViewTTL))
+		n.cover(w.Buckets, n.clock.Now().Add(lease.OwnerViewTTL))
 	}
 	if !viewed {
 		n.refresh(ctx)
@@ -287,7 +288,7 @@ func (n *Notifier) cover(buckets []int, until time.Time) {
 }
 
 // refresh reads the owners and covers every bucket a live relay holds, for
-// at most outbox.OwnerViewTTL from the read's start. A failed read covers
+// at most lease.OwnerViewTTL from the read's start. A failed read covers
 // nothing: the wake-up is sent.
 func (n *Notifier) refresh(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, n.timeout)
@@ -298,7 +299,7 @@ func (n *Notifier) refresh(ctx context.Context) {
 		n.log.WarnContext(ctx, "reading the relays' leases failed; sending the wake-up", "error", err)
 		return
 	}
-	trustUntil := view.ReadAt.Add(outbox.OwnerViewTTL)
+	trustUntil := view.ReadAt.Add(lease.OwnerViewTTL)
 	n.mu.Lock()
 	n.viewed = true
 	n.mu.Unlock()

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // invocation is one call a fakeInvoker received.
@@ -326,12 +327,12 @@ func TestNotifierCallerHandsLongFollowUpChainsToAGoroutine(t *testing.T) {
 type fakeOwners struct {
 	clock outbox.Clock
 	mu    sync.Mutex
-	view  outbox.Coordination
+	view  lease.Coordination
 	err   error
 	reads int
 }
 
-func (f *fakeOwners) ReadCoordination(context.Context) (outbox.Coordination, error) {
+func (f *fakeOwners) ReadCoordination(context.Context) (lease.Coordination, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reads++
@@ -340,7 +341,7 @@ func (f *fakeOwners) ReadCoordination(context.Context) (outbox.Coordination, err
 	return v, f.err
 }
 
-func (f *fakeOwners) set(view outbox.Coordination, err error) {
+func (f *fakeOwners) set(view lease.Coordination, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.view, f.err = view, err
@@ -348,10 +349,10 @@ func (f *fakeOwners) set(view outbox.Coordination, err error) {
 
 // heldBy is a view in which relay holds buckets with leases expiring in
 // 30 s and a heartbeat seen at now.
-func heldBy(now time.Time, relay string, buckets ...int) outbox.Coordination {
-	v := outbox.Coordination{Relays: []outbox.RelayState{{RelayID: relay, LastSeen: now}}}
+func heldBy(now time.Time, relay string, buckets ...int) lease.Coordination {
+	v := lease.Coordination{Relays: []lease.RelayState{{RelayID: relay, LastSeen: now}}}
 	for _, b := range buckets {
-		v.Leases = append(v.Leases, outbox.LeaseState{Bucket: b, Owner: relay, ExpiresAt: now.Add(30 * time.Second)})
+		v.Leases = append(v.Leases, lease.State{Bucket: b, Owner: relay, ExpiresAt: now.Add(30 * time.Second)})
 	}
 	return v
 }
@@ -373,7 +374,7 @@ func TestNotifierSkipsWakeUpsALiveOwnerCovers(t *testing.T) {
 			}
 		}
 		// Before any view: the invoke goes first, then the view is read.
-		owners.set(outbox.Coordination{}, nil)
+		owners.set(lease.Coordination{}, nil)
 		notify(outbox.WakeUp{Buckets: []int{1}})
 		if got := len(inv.invocations()); got != 1 || owners.reads != 1 {
 			t.Fatalf("first wake-up: %d invokes, %d reads; want 1, 1", got, owners.reads)
@@ -385,7 +386,7 @@ func TestNotifierSkipsWakeUpsALiveOwnerCovers(t *testing.T) {
 			t.Fatalf("%d invokes, want 2 (bucket 1 covered, bucket 2 sent)", got)
 		}
 		// Coverage lapsed: one read; a live holder covers the bucket, no invoke.
-		time.Sleep(outbox.OwnerViewTTL)
+		time.Sleep(lease.OwnerViewTTL)
 		owners.set(heldBy(clock.Now(), "relay-a", 1, 2), nil)
 		notify(outbox.WakeUp{Buckets: []int{1, 2}})
 		notify(outbox.WakeUp{Buckets: []int{2}})
@@ -400,13 +401,13 @@ func TestNotifierSkipsWakeUpsALiveOwnerCovers(t *testing.T) {
 		}
 		// The holder stopped: the next read after the coverage shows it, and
 		// the wake-up is sent.
-		time.Sleep(outbox.OwnerViewTTL)
+		time.Sleep(lease.OwnerViewTTL)
 		stopped := heldBy(clock.Now(), "relay-a", 1, 2)
 		stopped.Relays[0].Stopped = true
 		owners.set(stopped, nil)
 		notify(outbox.WakeUp{Buckets: []int{2}})
 		// A failed read covers nothing either.
-		time.Sleep(outbox.OwnerViewTTL)
+		time.Sleep(lease.OwnerViewTTL)
 		owners.set(heldBy(clock.Now(), "relay-a", 1, 2), errors.New("throttled"))
 		notify(outbox.WakeUp{Buckets: []int{1}})
 		st := n.Stats()
@@ -428,7 +429,7 @@ func TestNotifierCoverageEndsWithTheHoldersLease(t *testing.T) {
 		if err := n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{0}}); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(outbox.OwnerViewTTL)
+		time.Sleep(lease.OwnerViewTTL)
 		// The lease runs out 100 ms after the read: the view covers bucket 0
 		// only until then, not for the whole OwnerViewTTL.
 		v := heldBy(clock.Now(), "relay-a", 0)
@@ -438,7 +439,7 @@ func TestNotifierCoverageEndsWithTheHoldersLease(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(150 * time.Millisecond)
-		owners.set(outbox.Coordination{}, nil)
+		owners.set(lease.Coordination{}, nil)
 		if err := n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{0}}); err != nil {
 			t.Fatal(err)
 		}

@@ -1,10 +1,13 @@
-package outbox
+package lease
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"math/rand"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -27,14 +30,14 @@ func parseLeases(spec string) []BucketLease {
 	return ls
 }
 
-// expectPlan is the part of a LeasePlan a worked example pins; nil slices
+// expectPlan is the part of a Plan a worked example pins; nil slices
 // and empty slices are the same "nothing".
 type expectPlan struct {
 	keep, release, claim []int
 	standbyRank          int
 }
 
-func checkPlan(t *testing.T, what string, got LeasePlan, want expectPlan) {
+func checkPlan(t *testing.T, what string, got Plan, want expectPlan) {
 	t.Helper()
 	if !slices.Equal(got.Keep, want.keep) || !slices.Equal(got.Release, want.release) ||
 		!slices.Equal(got.Claim, want.claim) || got.StandbyRank != want.standbyRank {
@@ -43,7 +46,7 @@ func checkPlan(t *testing.T, what string, got LeasePlan, want expectPlan) {
 	}
 }
 
-func mustPlan(t *testing.T, n int, active []string, requester string, leases []BucketLease) LeasePlan {
+func mustPlan(t *testing.T, n int, active []string, requester string, leases []BucketLease) Plan {
 	t.Helper()
 	p, err := PlanLeases(n, active, requester, leases)
 	if err != nil {
@@ -54,7 +57,7 @@ func mustPlan(t *testing.T, n int, active []string, requester string, leases []B
 
 // applyPlan performs a plan's writes on leases as if every conditional
 // write were accepted (the worked examples have no races).
-func applyPlan(t *testing.T, leases []BucketLease, requester string, p LeasePlan) {
+func applyPlan(t *testing.T, leases []BucketLease, requester string, p Plan) {
 	t.Helper()
 	for _, b := range p.Keep {
 		leases[b] = BucketLease{Owner: requester}
@@ -184,7 +187,7 @@ func TestPlanLeases_P10MinimalMovementOnJoin(t *testing.T) {
 			t.Fatalf("no fair split after 5 rounds: %v", leases)
 		}
 		// Every relay reads the same state, then all write.
-		plans := map[string]LeasePlan{}
+		plans := map[string]Plan{}
 		for _, id := range active {
 			plans[id] = mustPlan(t, 8, active, id, leases)
 		}
@@ -464,7 +467,7 @@ func TestPlanLeases_FleetConverges(t *testing.T) {
 			for b, l := range seen {
 				read[b] = BucketLease{Owner: l.owner, Expired: l.owner != "" && l.expires <= now}
 			}
-			plans := make(map[string]LeasePlan, len(fleet))
+			plans := make(map[string]Plan, len(fleet))
 			for _, id := range fleet {
 				p, err := PlanLeases(n, fleet, id, read)
 				if err != nil {
@@ -542,4 +545,16 @@ func claimOnce(t *testing.T, believed map[int]string, b int, id string) string {
 		t.Fatalf("bucket %d believed owned by %s and %s in one round", b, other, id)
 	}
 	return id
+}
+
+// loadJSON reads the shared test vectors of the repository's testdata.
+func loadJSON(t testing.TB, name string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
 }

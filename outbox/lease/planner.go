@@ -1,4 +1,4 @@
-package outbox
+package lease
 
 import "slices"
 
@@ -11,9 +11,9 @@ type BucketLease struct {
 	Expired bool
 }
 
-// LeasePlan is what one relay should write in an acquisition round. It
+// Plan is what one relay should write in an acquisition round. It
 // orders writes; it never grants ownership: the conditional writes do.
-type LeasePlan struct {
+type Plan struct {
 	// Keep lists owned buckets to renew, ascending.
 	Keep []int
 	// Release lists owned buckets to hand back, ascending.
@@ -54,13 +54,13 @@ type LeasePlan struct {
 //
 // Errors are misconfigurations: len(leases) != bucketCount, an empty
 // requester, and whatever FairShares rejects.
-func PlanLeases(bucketCount int, active []string, requester string, leases []BucketLease) (LeasePlan, error) {
+func PlanLeases(bucketCount int, active []string, requester string, leases []BucketLease) (Plan, error) {
 	const op = "plan leases"
 	if requester == "" {
-		return LeasePlan{}, Misconfigured(op, "requester id is empty")
+		return Plan{}, Misconfigured(op, "requester id is empty")
 	}
 	if len(leases) != bucketCount {
-		return LeasePlan{}, Misconfigured(op, "read %d lease states for %d buckets", len(leases), bucketCount)
+		return Plan{}, Misconfigured(op, "read %d lease states for %d buckets", len(leases), bucketCount)
 	}
 	free := make([]bool, bucketCount)
 	held := make(map[string]int)
@@ -77,13 +77,13 @@ func PlanLeases(bucketCount int, active []string, requester string, leases []Buc
 	}
 	fs, err := FairShares(bucketCount, active, requester, held)
 	if err != nil {
-		return LeasePlan{}, err
+		return Plan{}, err
 	}
 	me := fs.Rank(requester)
 	share := fs.Shares[me]
 	start, end := fs.Range(requester)
 
-	plan := LeasePlan{StandbyRank: -1, Shares: fs.ShareMap()}
+	plan := Plan{StandbyRank: -1, Shares: fs.ShareMap()}
 	inRange := func(b int) bool { return b >= start && b < end }
 	// owned is ascending already; a stable partition keeps that order
 	// within each half.

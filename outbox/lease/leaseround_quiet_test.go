@@ -1,4 +1,4 @@
-package outbox
+package lease
 
 import (
 	"context"
@@ -10,17 +10,17 @@ import (
 	"time"
 )
 
-// tableIO is a LeaseIO over an in-memory coordination partition that
+// tableIO is a IO over an in-memory coordination partition that
 // applies the table contract's conditions, so a keep with a stale version
 // is refused as DynamoDB would refuse it.
 type tableIO struct {
-	leases map[int]LeaseState
+	leases map[int]State
 	relays map[string]RelayState
 	calls  []string
 }
 
 func newTableIO() *tableIO {
-	return &tableIO{leases: map[int]LeaseState{}, relays: map[string]RelayState{}}
+	return &tableIO{leases: map[int]State{}, relays: map[string]RelayState{}}
 }
 
 func (t *tableIO) Heartbeat(_ context.Context, id string, now time.Time, keepsAhead bool) (bool, error) {
@@ -52,21 +52,21 @@ func (t *tableIO) heartbeats() ([]RelayState, error) {
 	return out, nil
 }
 
-func (t *tableIO) WriteLeases(_ context.Context, id string, op LeaseOp, ws []LeaseWrite) (accepted, refused []int, err error) {
+func (t *tableIO) WriteLeases(_ context.Context, id string, op Op, ws []Write) (accepted, refused []int, err error) {
 	for _, w := range ws {
 		t.calls = append(t.calls, fmt.Sprintf("%s %d", op, w.Bucket))
 		l, ok := t.leases[w.Bucket]
 		var pass bool
 		switch op {
-		case LeaseKeep:
+		case OpKeep:
 			pass = ok && l.Owner == id && l.ExpiresAt.Equal(w.Seen) && !w.Seen.After(w.Expiry)
 			l.ExpiresAt = w.Expiry
-		case LeaseRelease:
+		case OpRelease:
 			pass = ok && l.Owner == id && l.ExpiresAt.Equal(w.Seen)
 			l.Owner, l.ExpiresAt = "", w.Now
-		case LeaseClaim:
+		case OpClaim:
 			pass = !ok || l.Owner == "" || !l.ExpiresAt.After(w.Now)
-			l = LeaseState{Bucket: w.Bucket, Owner: id, ExpiresAt: w.Expiry}
+			l = State{Bucket: w.Bucket, Owner: id, ExpiresAt: w.Expiry}
 		}
 		if !pass {
 			refused = append(refused, w.Bucket)
@@ -98,7 +98,7 @@ type quietFleet struct {
 func (f *quietFleet) round(t *testing.T, id string, now time.Time) (Acquisition, string) {
 	t.Helper()
 	st := f.states[id]
-	acq, err := AcquireRound(context.Background(), f.io, nil, now, LeaseRequest{RelayID: id, BucketCount: f.n, LeaseDuration: rl}, st)
+	acq, err := AcquireRound(context.Background(), f.io, nil, now, Request{RelayID: id, BucketCount: f.n, LeaseDuration: rl}, st)
 	if err != nil {
 		t.Fatalf("round of %s at %v: %v", id, now.Sub(rt), err)
 	}
@@ -193,10 +193,10 @@ func TestSettledFleet_ReadsEverythingAfterAJoin_AndAfterARefusedKeep(t *testing.
 }
 
 func TestSettledAfter_OnlyForASettledFleet(t *testing.T) {
-	req := LeaseRequest{RelayID: "a", BucketCount: 2, LeaseDuration: rl}
+	req := Request{RelayID: "a", BucketCount: 2, LeaseDuration: rl}
 	live := at(20 * time.Second)
-	keep := []LeaseWrite{{Bucket: 0, Expiry: at(rl)}}
-	settledSnap := Coordination{Leases: []LeaseState{lease(0, "a", live), lease(1, "b", live)}, Relays: []RelayState{beat("a", rt), beat("b", rt)}}
+	keep := []Write{{Bucket: 0, Expiry: at(rl)}}
+	settledSnap := Coordination{Leases: []State{lease(0, "a", live), lease(1, "b", live)}, Relays: []RelayState{beat("a", rt), beat("b", rt)}}
 	if s := settledAfter(req, rt, settledSnap, RoundPlan{Keep: keep, StandbyRank: -1}, Acquisition{}, false); !s.IsSettled() || s.at != Ticks(rt) {
 		t.Fatalf("settled fleet: %+v", s)
 	}
@@ -209,10 +209,10 @@ func TestSettledAfter_OnlyForASettledFleet(t *testing.T) {
 		plan RoundPlan
 		acq  Acquisition
 	}{
-		"a bucket free":       {Coordination{Leases: []LeaseState{lease(0, "a", live)}, Relays: settledSnap.Relays}, RoundPlan{Keep: keep}, Acquisition{}},
-		"a lease expired":     {Coordination{Leases: []LeaseState{lease(0, "a", live), lease(1, "b", rt)}, Relays: settledSnap.Relays}, RoundPlan{Keep: keep}, Acquisition{}},
+		"a bucket free":       {Coordination{Leases: []State{lease(0, "a", live)}, Relays: settledSnap.Relays}, RoundPlan{Keep: keep}, Acquisition{}},
+		"a lease expired":     {Coordination{Leases: []State{lease(0, "a", live), lease(1, "b", rt)}, Relays: settledSnap.Relays}, RoundPlan{Keep: keep}, Acquisition{}},
 		"an inactive holder":  {Coordination{Leases: settledSnap.Leases, Relays: []RelayState{beat("a", rt), stopped("b", rt)}}, RoundPlan{Keep: keep}, Acquisition{}},
-		"a share not met":     {Coordination{Leases: []LeaseState{lease(0, "b", live), lease(1, "b", live)}, Relays: settledSnap.Relays}, RoundPlan{}, Acquisition{}},
+		"a share not met":     {Coordination{Leases: []State{lease(0, "b", live), lease(1, "b", live)}, Relays: settledSnap.Relays}, RoundPlan{}, Acquisition{}},
 		"a claim this round":  {settledSnap, RoundPlan{Keep: keep, Claim: keep}, Acquisition{}},
 		"a lost keep":         {settledSnap, RoundPlan{Keep: keep}, Acquisition{Lost: []int{0}}},
 		"a refused heartbeat": {settledSnap, RoundPlan{Keep: keep}, Acquisition{HeartbeatRefused: true}},

@@ -1,10 +1,12 @@
-package outbox
+package lease
 
 import (
 	"context"
 	"log/slog"
 	"slices"
 	"time"
+
+	"github.com/spillway-dev/spillway/outbox/internal/murmur2"
 )
 
 // Settled is what a relay remembers from a full round after which its
@@ -28,7 +30,7 @@ type Settled struct {
 	relayID     string
 	at          int64    // ticks of the full round that settled (see settledAfter)
 	active      []string // the active relays then, ascending
-	kept        []LeaseWrite
+	kept        []Write
 	standbyRank int
 }
 
@@ -45,7 +47,7 @@ func (s Settled) IsSettled() bool { return s.relayID != "" }
 // settled before (fresh), the state is dated back by an offset below a
 // lease duration drawn from the relay id: the relays' first full reads,
 // and so all later ones, spread over the lease duration.
-func settledAfter(req LeaseRequest, now time.Time, snap Coordination, plan RoundPlan, acq Acquisition, fresh bool) Settled {
+func settledAfter(req Request, now time.Time, snap Coordination, plan RoundPlan, acq Acquisition, fresh bool) Settled {
 	if acq.HeartbeatRefused || len(plan.Release)+len(plan.Claim)+len(plan.Guarded)+len(plan.Withheld)+len(acq.Lost) > 0 {
 		return Settled{}
 	}
@@ -81,7 +83,7 @@ func settledAfter(req LeaseRequest, now time.Time, snap Coordination, plan Round
 	}
 	at := t
 	if fresh {
-		at -= int64(Murmur2([]byte(req.RelayID))&0x7fffffff) % lease
+		at -= int64(murmur2.Sum32([]byte(req.RelayID))&0x7fffffff) % lease
 	}
 	s := Settled{relayID: req.RelayID, at: at, active: slices.Sorted(slices.Values(active)), standbyRank: plan.StandbyRank}
 	s.kept = written(plan.Keep, plan.Unrenewed)
@@ -91,15 +93,15 @@ func settledAfter(req LeaseRequest, now time.Time, snap Coordination, plan Round
 // written is what a relay remembers of its owned leases after a round:
 // each bucket with the expiry now stored, the new one for a keep, the one
 // read for a lease left unrenewed; ascending by bucket.
-func written(keep, unrenewed []LeaseWrite) []LeaseWrite {
-	out := make([]LeaseWrite, 0, len(keep)+len(unrenewed))
+func written(keep, unrenewed []Write) []Write {
+	out := make([]Write, 0, len(keep)+len(unrenewed))
 	for _, w := range keep {
-		out = append(out, LeaseWrite{Bucket: w.Bucket, Seen: w.Expiry})
+		out = append(out, Write{Bucket: w.Bucket, Seen: w.Expiry})
 	}
 	for _, w := range unrenewed {
-		out = append(out, LeaseWrite{Bucket: w.Bucket, Seen: w.Seen})
+		out = append(out, Write{Bucket: w.Bucket, Seen: w.Seen})
 	}
-	slices.SortFunc(out, func(a, b LeaseWrite) int { return a.Bucket - b.Bucket })
+	slices.SortFunc(out, func(a, b Write) int { return a.Bucket - b.Bucket })
 	return out
 }
 
@@ -107,14 +109,14 @@ func written(keep, unrenewed []LeaseWrite) []LeaseWrite {
 // items: s is this relay's, and its full round is less than a lease
 // duration old (and not in the future: after the clock went back the
 // round reads everything).
-func (s Settled) current(req LeaseRequest, now time.Time) bool {
+func (s Settled) current(req Request, now time.Time) bool {
 	t := Ticks(now)
 	return s.IsSettled() && s.relayID == req.RelayID && t >= s.at && t-s.at < durationTicks(req.LeaseDuration)
 }
 
 // sameFleet reports whether relays, read at now, hold the active fleet s
 // settled with.
-func (s Settled) sameFleet(req LeaseRequest, now time.Time, relays []RelayState) bool {
+func (s Settled) sameFleet(req Request, now time.Time, relays []RelayState) bool {
 	active, _, _ := classifyRelays(relays, Ticks(now), durationTicks(req.LeaseDuration))
 	slices.Sort(active)
 	return slices.Equal(active, s.active)
@@ -124,14 +126,14 @@ func (s Settled) sameFleet(req LeaseRequest, now time.Time, relays []RelayState)
 // after the heartbeat and the heartbeat-only read, the keeps with the
 // remembered expiries as versions (held back, as in a full round, where
 // the stored expiry is later than this round's), and the prune when due.
-func quietRound(ctx context.Context, io LeaseIO, log *slog.Logger, now time.Time, req LeaseRequest, st RoundState, relays []RelayState) (Acquisition, error) {
+func quietRound(ctx context.Context, io IO, log *slog.Logger, now time.Time, req Request, st RoundState, relays []RelayState) (Acquisition, error) {
 	s, t := st.Settled, Ticks(now)
 	lease := durationTicks(req.LeaseDuration)
 	unmarked := unmarkedRelays(relays, req.RelayID, t, lease)
 	keep, unrenewed, guarded := planKeeps(req, t, s.kept, len(unmarked) > 0)
 	_, stale, ignored := classifyRelays(relays, t, lease)
 	logPlan(ctx, log, req.RelayID, true, RoundPlan{Guarded: guarded, IgnoredRelays: ignored, Unmarked: unmarked})
-	kept, lost, err := io.WriteLeases(ctx, req.RelayID, LeaseKeep, keep)
+	kept, lost, err := io.WriteLeases(ctx, req.RelayID, OpKeep, keep)
 	if err != nil {
 		return Acquisition{}, err
 	}

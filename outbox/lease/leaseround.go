@@ -1,4 +1,4 @@
-package outbox
+package lease
 
 import (
 	"slices"
@@ -63,7 +63,7 @@ type RoundStart struct {
 // never older than 20 s, so peers keep counting it. The relay's round
 // interval is not an input: the check measures it between calls. A state
 // of another relay, or a clock that went back, ends the rest.
-func StartRound(now time.Time, req LeaseRequest, st RoundState) RoundStart {
+func StartRound(now time.Time, req Request, st RoundState) RoundStart {
 	sb := st.Standby
 	if !sb.Distant() || sb.relayID != req.RelayID {
 		return RoundStart{}
@@ -77,25 +77,25 @@ func StartRound(now time.Time, req LeaseRequest, st RoundState) RoundStart {
 	return RoundStart{}
 }
 
-// LeaseOp names a conditional lease write of an acquisition round.
-type LeaseOp string
+// Op names a conditional lease write of an acquisition round.
+type Op string
 
 // Lease writes; the values are the request kinds of the table contract.
 const (
-	// LeaseKeep renews an owned lease: the owner and the expiry read must be
+	// OpKeep renews an owned lease: the owner and the expiry read must be
 	// unchanged, and the new expiry must not move it backwards.
-	LeaseKeep LeaseOp = "keep"
-	// LeaseRelease hands a lease back: the owner and the expiry read must be
+	OpKeep Op = "keep"
+	// OpRelease hands a lease back: the owner and the expiry read must be
 	// unchanged; the expiry becomes Now and the owner is removed.
-	LeaseRelease LeaseOp = "release"
-	// LeaseClaim takes a free lease: no owner, no expiry, or an expiry at
+	OpRelease Op = "release"
+	// OpClaim takes a free lease: no owner, no expiry, or an expiry at
 	// or before Now.
-	LeaseClaim LeaseOp = "claim"
+	OpClaim Op = "claim"
 )
 
-// LeaseWrite is one conditional lease write, complete: a store sends it as
+// Write is one conditional lease write, complete: a store sends it as
 // it is, with no decision of its own.
-type LeaseWrite struct {
+type Write struct {
 	Bucket int
 	// Seen is the stored expiry the round read (keep, release): the
 	// expiry acts as the lease's version.
@@ -117,7 +117,7 @@ type PruneWrite struct {
 
 // RoundInput is what PlanRound decides from.
 type RoundInput struct {
-	Request LeaseRequest
+	Request Request
 	// Now is the round's one clock reading, taken before the heartbeat.
 	Now time.Time
 	// Snapshot is the strongly consistent read of the coordination
@@ -134,13 +134,13 @@ type RoundInput struct {
 // in the order they are sent: keeps, releases, claims, prune. It never grants
 // ownership: the conditional writes do.
 type RoundPlan struct {
-	Keep    []LeaseWrite
-	Release []LeaseWrite
-	Claim   []LeaseWrite
+	Keep    []Write
+	Release []Write
+	Claim   []Write
 	// Unrenewed lists owned buckets whose keep is not sent because the
 	// stored expiry (Seen) still lasts KeepAhead: the relay owns them
-	// without a write (see LeaseRequest.RenewInterval).
-	Unrenewed []LeaseWrite
+	// without a write (see Request.RenewInterval).
+	Unrenewed []Write
 	// Guarded lists owned buckets whose keep is not sent because the stored
 	// expiry is later than this round's (the host clock went back): the
 	// lease still names the relay, so no peer takes it, but the relay does
@@ -211,18 +211,18 @@ func PlanRound(in RoundInput) (RoundPlan, error) {
 	}
 	at, until := TimeFromTicks(now), TimeFromTicks(expiry)
 	plan := RoundPlan{StandbyRank: leases.StandbyRank, IgnoredRelays: ignored}
-	kept := make([]LeaseWrite, len(leases.Keep))
+	kept := make([]Write, len(leases.Keep))
 	for i, b := range leases.Keep {
-		kept[i] = LeaseWrite{Bucket: b, Seen: TimeFromTicks(seen[b])}
+		kept[i] = Write{Bucket: b, Seen: TimeFromTicks(seen[b])}
 	}
 	plan.Unmarked = unmarkedRelays(in.Snapshot.Relays, req.RelayID, now, lease)
 	plan.Keep, plan.Unrenewed, plan.Guarded = planKeeps(req, now, kept, len(plan.Unmarked) > 0)
 	for _, b := range leases.Release {
-		plan.Release = append(plan.Release, LeaseWrite{Bucket: b, Seen: TimeFromTicks(seen[b]), Now: at})
+		plan.Release = append(plan.Release, Write{Bucket: b, Seen: TimeFromTicks(seen[b]), Now: at})
 	}
 	if in.HeartbeatRecorded {
 		for _, b := range leases.Claim {
-			plan.Claim = append(plan.Claim, LeaseWrite{Bucket: b, Now: at, Expiry: until})
+			plan.Claim = append(plan.Claim, Write{Bucket: b, Now: at, Expiry: until})
 		}
 	} else {
 		plan.Withheld = slices.Clone(leases.Claim)
@@ -287,7 +287,7 @@ func KeepAhead(lease, interval time.Duration) time.Duration {
 // round. So a lease the next round would have to keep is kept one round
 // early on alternate round slots of the bucket's parity: after a round or
 // two, half of a relay's leases are kept in each round.
-func planKeeps(req LeaseRequest, now int64, owned []LeaseWrite, everyRound bool) (keep, unrenewed []LeaseWrite, guarded []int) {
+func planKeeps(req Request, now int64, owned []Write, everyRound bool) (keep, unrenewed []Write, guarded []int) {
 	expiry := now + durationTicks(req.LeaseDuration)
 	var ahead int64
 	if req.KeepsAhead() && !everyRound {
@@ -301,9 +301,9 @@ func planKeeps(req LeaseRequest, now int64, owned []LeaseWrite, everyRound bool)
 		case seen > expiry:
 			guarded = append(guarded, w.Bucket)
 		case ahead > 0 && seen-now >= ahead && !early:
-			unrenewed = append(unrenewed, LeaseWrite{Bucket: w.Bucket, Seen: w.Seen})
+			unrenewed = append(unrenewed, Write{Bucket: w.Bucket, Seen: w.Seen})
 		default:
-			keep = append(keep, LeaseWrite{Bucket: w.Bucket, Seen: w.Seen, Expiry: TimeFromTicks(expiry)})
+			keep = append(keep, Write{Bucket: w.Bucket, Seen: w.Seen, Expiry: TimeFromTicks(expiry)})
 		}
 	}
 	return keep, unrenewed, guarded

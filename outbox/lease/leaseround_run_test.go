@@ -1,4 +1,4 @@
-package outbox
+package lease
 
 import (
 	"bytes"
@@ -12,13 +12,13 @@ import (
 	"time"
 )
 
-// scriptedIO is a LeaseIO that records the calls of a round and answers
+// scriptedIO is a IO that records the calls of a round and answers
 // from a script.
 type scriptedIO struct {
 	snap      Coordination
 	refuseHB  bool
 	refuse    map[int]bool // lease writes refused, by bucket
-	failOp    LeaseOp
+	failOp    Op
 	pruneRefs int
 	calls     []string
 }
@@ -38,7 +38,7 @@ func (s *scriptedIO) Heartbeats(context.Context) ([]RelayState, error) {
 	return s.snap.Relays, nil
 }
 
-func (s *scriptedIO) WriteLeases(_ context.Context, _ string, op LeaseOp, ws []LeaseWrite) (accepted, refused []int, err error) {
+func (s *scriptedIO) WriteLeases(_ context.Context, _ string, op Op, ws []Write) (accepted, refused []int, err error) {
 	for _, w := range ws {
 		s.calls = append(s.calls, fmt.Sprintf("%s %d", op, w.Bucket))
 		if op == s.failOp {
@@ -61,13 +61,13 @@ func (s *scriptedIO) Prune(_ context.Context, _ string, p PruneWrite) int {
 func TestAcquireRound_SendsThePlanInContractOrder(t *testing.T) {
 	io := &scriptedIO{
 		snap: Coordination{
-			Leases: []LeaseState{lease(0, "m", at(5*time.Second)), lease(1, "m", at(5*time.Second)), lease(2, "m", at(5*time.Second))},
+			Leases: []State{lease(0, "m", at(5*time.Second)), lease(1, "m", at(5*time.Second)), lease(2, "m", at(5*time.Second))},
 			Relays: []RelayState{beat("m", rt), beat("b", rt), stopped("old", at(-time.Hour))},
 		},
 		refuse:    map[int]bool{2: true},
 		pruneRefs: 1,
 	}
-	req := LeaseRequest{RelayID: "m", BucketCount: 4, LeaseDuration: rl}
+	req := Request{RelayID: "m", BucketCount: 4, LeaseDuration: rl}
 	acq, err := AcquireRound(context.Background(), io, nil, rt, req, RoundState{})
 	if err != nil {
 		t.Fatal(err)
@@ -86,14 +86,14 @@ func TestAcquireRound_SendsThePlanInContractOrder(t *testing.T) {
 
 func TestAcquireRound_RestsWithoutARequest_AndAFailedWriteForgetsTheStandby(t *testing.T) {
 	io := &scriptedIO{}
-	req := LeaseRequest{RelayID: "c", BucketCount: 1, LeaseDuration: rl}
+	req := Request{RelayID: "c", BucketCount: 1, LeaseDuration: rl}
 	sb := Standby{relayID: "c", since: Ticks(rt), lastCall: Ticks(rt), rank: 2}
 	acq, err := AcquireRound(context.Background(), io, nil, at(10*time.Second), req, RoundState{Round: 1, Standby: sb})
 	if err != nil || !acq.Rested || acq.StandbyRank != 2 || !acq.Standby.Distant() || len(io.calls) != 0 {
 		t.Fatalf("rest: %+v %v, calls %q", acq, err, io.calls)
 	}
 
-	io = &scriptedIO{failOp: LeaseClaim}
+	io = &scriptedIO{failOp: OpClaim}
 	acq, err = AcquireRound(context.Background(), io, nil, at(30*time.Second), req, RoundState{Round: 2, Standby: acq.Standby})
 	if err == nil || acq.Standby.Distant() {
 		t.Fatalf("failed claim: %+v %v", acq, err)
@@ -105,8 +105,8 @@ func TestAcquireRound_RestsWithoutARequest_AndAFailedWriteForgetsTheStandby(t *t
 
 func TestAcquireRound_RefusedHeartbeat_ClaimsNothing(t *testing.T) {
 	var logs bytes.Buffer
-	io := &scriptedIO{refuseHB: true, snap: Coordination{Leases: []LeaseState{lease(0, "a", at(time.Second))}}}
-	req := LeaseRequest{RelayID: "a", BucketCount: 2, LeaseDuration: rl}
+	io := &scriptedIO{refuseHB: true, snap: Coordination{Leases: []State{lease(0, "a", at(time.Second))}}}
+	req := Request{RelayID: "a", BucketCount: 2, LeaseDuration: rl}
 	acq, err := AcquireRound(context.Background(), io, slog.New(slog.NewTextHandler(&logs, nil)), rt, req, RoundState{Round: 4})
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +125,7 @@ func TestAcquireRound_RefusedHeartbeat_ClaimsNothing(t *testing.T) {
 func TestAcquireRound_EmptyRelayID_IsSkippedWithAWarning_AndPruned(t *testing.T) {
 	var logs bytes.Buffer
 	io := &scriptedIO{snap: Coordination{Relays: []RelayState{beat("", at(-11*rl)), beat("b", rt)}}}
-	req := LeaseRequest{RelayID: "a", BucketCount: 2, LeaseDuration: rl}
+	req := Request{RelayID: "a", BucketCount: 2, LeaseDuration: rl}
 	acq, err := AcquireRound(context.Background(), io, slog.New(slog.NewTextHandler(&logs, nil)), rt, req, RoundState{})
 	if err != nil {
 		t.Fatalf("a heartbeat record with an empty id failed the round: %v", err)

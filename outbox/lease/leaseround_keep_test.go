@@ -1,4 +1,4 @@
-package outbox
+package lease
 
 import (
 	"context"
@@ -35,42 +35,42 @@ func TestKeepAheadAndKeepMargin(t *testing.T) {
 // owned without a write; the guard for a clock set back still wins.
 func TestPlanRound_LeavesALeaseThatStillLastsUnrenewed(t *testing.T) {
 	s := time.Second
-	leases := []LeaseState{lease(0, "a", at(20*s)), lease(1, "a", at(15*s)), lease(2, "a", at(15*s-100)),
+	leases := []State{lease(0, "a", at(20*s)), lease(1, "a", at(15*s)), lease(2, "a", at(15*s-100)),
 		lease(3, "a", at(-s)), lease(4, "a", at(31*s)), lease(5, "a", at(26*s)), lease(6, "a", at(26*s))}
 	relays := []RelayState{beat("a", at(-10*s))}
 	for _, c := range []struct {
 		name      string
 		interval  time.Duration
-		keep      []LeaseWrite
-		unrenewed []LeaseWrite
+		keep      []Write
+		unrenewed []Write
 	}{{
 		// rt's round slot (rt / 10 s) is even: of the leases the next
 		// round would have to keep (less than 25 s left), even buckets are
 		// kept one round early.
 		name:      "10 s rounds: 15 s or more left is left alone, unless it is the bucket's turn",
 		interval:  10 * s,
-		keep:      []LeaseWrite{keepW(0, at(20*s)), keepW(2, at(15*s-100)), keepW(3, at(-s))},
-		unrenewed: []LeaseWrite{{Bucket: 1, Seen: at(15 * s)}, {Bucket: 5, Seen: at(26 * s)}, {Bucket: 6, Seen: at(26 * s)}},
+		keep:      []Write{keepW(0, at(20*s)), keepW(2, at(15*s-100)), keepW(3, at(-s))},
+		unrenewed: []Write{{Bucket: 1, Seen: at(15 * s)}, {Bucket: 5, Seen: at(26 * s)}, {Bucket: 6, Seen: at(26 * s)}},
 	}, {
 		name:     "no interval: every owned lease is kept",
 		interval: 0,
-		keep: []LeaseWrite{keepW(0, at(20*s)), keepW(1, at(15*s)), keepW(2, at(15*s-100)), keepW(3, at(-s)),
+		keep: []Write{keepW(0, at(20*s)), keepW(1, at(15*s)), keepW(2, at(15*s-100)), keepW(3, at(-s)),
 			keepW(5, at(26*s)), keepW(6, at(26*s))},
 	}, {
 		name:     "20 s rounds: 30 s needed, so everything is kept",
 		interval: 20 * s,
-		keep: []LeaseWrite{keepW(0, at(20*s)), keepW(1, at(15*s)), keepW(2, at(15*s-100)), keepW(3, at(-s)),
+		keep: []Write{keepW(0, at(20*s)), keepW(1, at(15*s)), keepW(2, at(15*s-100)), keepW(3, at(-s)),
 			keepW(5, at(26*s)), keepW(6, at(26*s))},
 	}} {
 		t.Run(c.name, func(t *testing.T) {
 			plan, err := PlanRound(RoundInput{
-				Request: LeaseRequest{RelayID: "a", BucketCount: 7, LeaseDuration: rl, RenewInterval: c.interval},
+				Request: Request{RelayID: "a", BucketCount: 7, LeaseDuration: rl, RenewInterval: c.interval},
 				Now:     rt, Snapshot: Coordination{Leases: leases, Relays: relays}, HeartbeatRecorded: true, State: RoundState{Round: 3},
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			eq := func(a, b []LeaseWrite) bool { return len(a) == 0 && len(b) == 0 || reflect.DeepEqual(a, b) }
+			eq := func(a, b []Write) bool { return len(a) == 0 && len(b) == 0 || reflect.DeepEqual(a, b) }
 			if !eq(plan.Keep, c.keep) || !eq(plan.Unrenewed, c.unrenewed) || !slices.Equal(plan.Guarded, []int{4}) {
 				t.Errorf("keep %v unrenewed %v guarded %v; want %v, %v, [4]", plan.Keep, plan.Unrenewed, plan.Guarded, c.keep, c.unrenewed)
 			}
@@ -86,7 +86,7 @@ func TestPlanRound_LeavesALeaseThatStillLastsUnrenewed(t *testing.T) {
 // starts.
 func TestAcquireRound_DefaultTimings_KeepHalfTheLeasesEachRound(t *testing.T) {
 	io := newTableIO()
-	req := LeaseRequest{RelayID: "a", BucketCount: 2, LeaseDuration: rl, RenewInterval: 10 * time.Second}
+	req := Request{RelayID: "a", BucketCount: 2, LeaseDuration: rl, RenewInterval: 10 * time.Second}
 	var st RoundState
 	var got []string
 	for i := range 8 {
@@ -139,7 +139,7 @@ func TestAcquireRound_DefaultTimings_KeepHalfTheLeasesEachRound(t *testing.T) {
 func TestAcquireRound_UnmarkedPeer_MakesEveryRoundKeepEveryLease(t *testing.T) {
 	const skew = 12 * time.Second
 	io := newTableIO()
-	req := LeaseRequest{RelayID: "a", BucketCount: 4, LeaseDuration: rl, RenewInterval: 10 * time.Second}
+	req := Request{RelayID: "a", BucketCount: 4, LeaseDuration: rl, RenewInterval: 10 * time.Second}
 	var st RoundState
 	for i := range 8 {
 		now := at(time.Duration(i) * 10 * time.Second)
@@ -192,7 +192,7 @@ func TestUnmarkedRelays(t *testing.T) {
 // the keep-ahead mark, so its peers keep every round too.
 func TestAcquireRound_KeepEveryRound(t *testing.T) {
 	io := newTableIO()
-	req := LeaseRequest{RelayID: "a", BucketCount: 2, LeaseDuration: rl, RenewInterval: 10 * time.Second, KeepEveryRound: true}
+	req := Request{RelayID: "a", BucketCount: 2, LeaseDuration: rl, RenewInterval: 10 * time.Second, KeepEveryRound: true}
 	var st RoundState
 	for i := range 4 {
 		acq, err := AcquireRound(context.Background(), io, nil, at(time.Duration(i)*10*time.Second), req, st)

@@ -1,4 +1,4 @@
-package outbox
+package lease
 
 import (
 	"context"
@@ -8,10 +8,10 @@ import (
 	"time"
 )
 
-// LeaseIO is what a store does for an acquisition round: it sends the
+// IO is what a store does for an acquisition round: it sends the
 // requests it is given and decides nothing. The protocol — when to rest,
 // what to keep, release, claim and prune — is AcquireRound's.
-type LeaseIO interface {
+type IO interface {
 	// Heartbeat writes relayID's heartbeat at now, conditional on moving it
 	// forward, with the keep-ahead mark when keepsAhead
 	// (RelayState.KeepsAhead). It reports false when the store refused it;
@@ -23,7 +23,7 @@ type LeaseIO interface {
 	// WriteLeases sends one conditional write per entry, several at once,
 	// and splits the buckets into accepted and refused, each in the order
 	// given. An error other than a refusal fails the round.
-	WriteLeases(ctx context.Context, relayID string, op LeaseOp, writes []LeaseWrite) (accepted, refused []int, err error)
+	WriteLeases(ctx context.Context, relayID string, op Op, writes []Write) (accepted, refused []int, err error)
 	// Heartbeats reads only the heartbeat records, with one strongly
 	// consistent read, all pages (a settled relay's round).
 	Heartbeats(ctx context.Context) ([]RelayState, error)
@@ -56,7 +56,7 @@ type LeaseIO interface {
 // next round. A
 // write error other than a refusal fails the round: the relay should then
 // treat its ownership as unknown.
-func AcquireRound(ctx context.Context, io LeaseIO, log *slog.Logger, now time.Time, req LeaseRequest, st RoundState) (Acquisition, error) {
+func AcquireRound(ctx context.Context, io IO, log *slog.Logger, now time.Time, req Request, st RoundState) (Acquisition, error) {
 	relayID := req.RelayID
 	if log == nil {
 		log = slog.Default()
@@ -109,11 +109,11 @@ func AcquireRound(ctx context.Context, io LeaseIO, log *slog.Logger, now time.Ti
 
 // writeRound sends the plan's keeps, releases and claims, in that order,
 // and records their outcome in acq.
-func writeRound(ctx context.Context, io LeaseIO, log *slog.Logger, relayID string, plan RoundPlan, acq *Acquisition) error {
+func writeRound(ctx context.Context, io IO, log *slog.Logger, relayID string, plan RoundPlan, acq *Acquisition) error {
 	steps := []struct {
-		op     LeaseOp
-		writes []LeaseWrite
-	}{{LeaseKeep, plan.Keep}, {LeaseRelease, plan.Release}, {LeaseClaim, plan.Claim}}
+		op     Op
+		writes []Write
+	}{{OpKeep, plan.Keep}, {OpRelease, plan.Release}, {OpClaim, plan.Claim}}
 	for _, step := range steps {
 		accepted, refused, err := io.WriteLeases(ctx, relayID, step.op, step.writes)
 		if err != nil {
@@ -121,14 +121,14 @@ func writeRound(ctx context.Context, io LeaseIO, log *slog.Logger, relayID strin
 		}
 		acq.Refused += len(refused)
 		switch step.op {
-		case LeaseKeep:
+		case OpKeep:
 			acq.Owned, acq.Lost = slices.Clone(accepted), refused
 			for _, b := range refused {
 				log.InfoContext(ctx, "outbox: no longer owns bucket", "relayId", relayID, "bucket", b)
 			}
-		case LeaseRelease:
+		case OpRelease:
 			acq.Released = accepted
-		case LeaseClaim:
+		case OpClaim:
 			acq.Claimed = accepted
 			acq.Owned = append(acq.Owned, accepted...)
 			for _, b := range refused {
@@ -143,7 +143,7 @@ func writeRound(ctx context.Context, io LeaseIO, log *slog.Logger, relayID strin
 // addUnrenewed adds the owned leases the round left unrenewed to acq, with
 // the earliest of their expiries, which bounds how long the relay may
 // trust its owned set.
-func addUnrenewed(acq *Acquisition, unrenewed []LeaseWrite) {
+func addUnrenewed(acq *Acquisition, unrenewed []Write) {
 	for _, w := range unrenewed {
 		acq.Unrenewed = append(acq.Unrenewed, w.Bucket)
 		if acq.UnrenewedExpiry.IsZero() || w.Seen.Before(acq.UnrenewedExpiry) {

@@ -1,6 +1,7 @@
-package outbox
+package lease
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -16,8 +17,8 @@ const rl = 30 * time.Second
 
 func at(d time.Duration) time.Time { return rt.Add(d) }
 
-func lease(b int, owner string, expires time.Time) LeaseState {
-	return LeaseState{Bucket: b, Owner: owner, ExpiresAt: expires}
+func lease(b int, owner string, expires time.Time) State {
+	return State{Bucket: b, Owner: owner, ExpiresAt: expires}
 }
 
 func beat(id string, seen time.Time) RelayState { return RelayState{RelayID: id, LastSeen: seen} }
@@ -26,18 +27,18 @@ func stopped(id string, seen time.Time) RelayState {
 	return RelayState{RelayID: id, LastSeen: seen, Stopped: true}
 }
 
-func keepW(b int, seen time.Time) LeaseWrite {
-	return LeaseWrite{Bucket: b, Seen: seen, Expiry: at(rl)}
+func keepW(b int, seen time.Time) Write {
+	return Write{Bucket: b, Seen: seen, Expiry: at(rl)}
 }
-func releaseW(b int, seen time.Time) LeaseWrite {
-	return LeaseWrite{Bucket: b, Seen: seen, Now: rt}
+func releaseW(b int, seen time.Time) Write {
+	return Write{Bucket: b, Seen: seen, Now: rt}
 }
-func claimW(b int) LeaseWrite { return LeaseWrite{Bucket: b, Now: rt, Expiry: at(rl)} }
+func claimW(b int) Write { return Write{Bucket: b, Now: rt, Expiry: at(rl)} }
 
 // wantRound is the part of a RoundPlan a table row pins; nil and empty
 // slices are the same "nothing".
 type wantRound struct {
-	keep, release, claim []LeaseWrite
+	keep, release, claim []Write
 	guarded, withheld    []int
 	prune                []string // nil: the round does not prune
 	pruneDue             bool
@@ -48,7 +49,7 @@ type wantRound struct {
 
 func checkRound(t *testing.T, got RoundPlan, want wantRound) {
 	t.Helper()
-	eq := func(a, b []LeaseWrite) bool { return len(a) == 0 && len(b) == 0 || reflect.DeepEqual(a, b) }
+	eq := func(a, b []Write) bool { return len(a) == 0 && len(b) == 0 || reflect.DeepEqual(a, b) }
 	if !eq(got.Keep, want.keep) || !eq(got.Release, want.release) || !eq(got.Claim, want.claim) {
 		t.Errorf("writes keep %v release %v claim %v; want keep %v release %v claim %v",
 			got.Keep, got.Release, got.Claim, want.keep, want.release, want.claim)
@@ -78,7 +79,7 @@ func TestPlanRound_TheLeaseRules(t *testing.T) {
 		name     string
 		n        int
 		me       string
-		leases   []LeaseState
+		leases   []State
 		relays   []RelayState
 		refused  bool
 		round    int
@@ -87,121 +88,121 @@ func TestPlanRound_TheLeaseRules(t *testing.T) {
 	}{{
 		name: "steady state: one keep per owned bucket, expiry = now + L, the stored expiry as version",
 		n:    4, me: "a",
-		leases: []LeaseState{lease(0, "a", at(20*time.Second)), lease(1, "a", at(20*time.Second)),
+		leases: []State{lease(0, "a", at(20*time.Second)), lease(1, "a", at(20*time.Second)),
 			lease(2, "b", at(25*time.Second)), lease(3, "b", at(25*time.Second))},
 		relays: []RelayState{beat("a", at(-10*time.Second)), beat("b", at(-5*time.Second))},
 		round:  3,
-		want:   wantRound{keep: []LeaseWrite{keepW(0, at(20*time.Second)), keepW(1, at(20*time.Second))}, rank: -1},
+		want:   wantRound{keep: []Write{keepW(0, at(20*time.Second)), keepW(1, at(20*time.Second))}, rank: -1},
 	}, {
 		name: "fresh table: claims create the leases",
 		n:    2, me: "a", round: 1,
-		want: wantRound{claim: []LeaseWrite{claimW(0), claimW(1)}, rank: -1},
+		want: wantRound{claim: []Write{claimW(0), claimW(1)}, rank: -1},
 	}, {
 		name: "a lease is free at its expiry tick and without an expiry",
 		n:    3, me: "a", round: 1,
-		leases: []LeaseState{lease(0, "b", rt), lease(1, "b", time.Time{}), lease(2, "b", at(100*time.Nanosecond))},
+		leases: []State{lease(0, "b", rt), lease(1, "b", time.Time{}), lease(2, "b", at(100*time.Nanosecond))},
 		relays: []RelayState{beat("b", at(-time.Second))},
 		// b is active and holds only bucket 2 (100 ns left): a's share
 		// is 2 and both free buckets are its.
-		want: wantRound{claim: []LeaseWrite{claimW(0), claimW(1)}, rank: -1},
+		want: wantRound{claim: []Write{claimW(0), claimW(1)}, rank: -1},
 	}, {
 		name: "the relay's own expired lease is kept, a foreign expired one claimed (P11)",
 		n:    4, me: "a", round: 1,
-		leases: []LeaseState{lease(0, "a", at(5*time.Second)), lease(1, "a", at(-time.Second)),
+		leases: []State{lease(0, "a", at(5*time.Second)), lease(1, "a", at(-time.Second)),
 			lease(2, "b", at(5*time.Second)), lease(3, "dead", at(-time.Second))},
 		relays: []RelayState{beat("a", at(-10*time.Second)), beat("b", at(-10*time.Second))},
-		want:   wantRound{keep: []LeaseWrite{keepW(0, at(5*time.Second)), keepW(1, at(-time.Second))}, rank: -1},
+		want:   wantRound{keep: []Write{keepW(0, at(5*time.Second)), keepW(1, at(-time.Second))}, rank: -1},
 	}, {
 		name: "a live lease of a relay without a heartbeat is not free",
 		n:    2, me: "a", round: 1,
-		leases: []LeaseState{lease(1, "ghost", at(time.Second))},
-		want:   wantRound{claim: []LeaseWrite{claimW(0)}, rank: -1},
+		leases: []State{lease(1, "ghost", at(time.Second))},
+		want:   wantRound{claim: []Write{claimW(0)}, rank: -1},
 	}, {
 		name: "over share: releases outside the range first, the stored expiry as version (P3)",
 		n:    4, me: "m", round: 1,
-		leases: []LeaseState{lease(0, "m", at(9*time.Second)), lease(1, "m", at(9*time.Second)),
+		leases: []State{lease(0, "m", at(9*time.Second)), lease(1, "m", at(9*time.Second)),
 			lease(2, "m", at(9*time.Second)), lease(3, "m", at(9*time.Second))},
 		relays: []RelayState{beat("m", at(-10*time.Second)), beat("b", at(-time.Second))},
-		want: wantRound{keep: []LeaseWrite{keepW(2, at(9*time.Second)), keepW(3, at(9*time.Second))},
-			release: []LeaseWrite{releaseW(0, at(9*time.Second)), releaseW(1, at(9*time.Second))}, rank: -1},
+		want: wantRound{keep: []Write{keepW(2, at(9*time.Second)), keepW(3, at(9*time.Second))},
+			release: []Write{releaseW(0, at(9*time.Second)), releaseW(1, at(9*time.Second))}, rank: -1},
 	}, {
 		name: "keep guard: a stored expiry later than this round's is not renewed, nor reported owned",
 		n:    2, me: "a", round: 1,
-		leases: []LeaseState{lease(0, "a", at(rl+100*time.Nanosecond)), lease(1, "a", at(rl))},
-		want:   wantRound{keep: []LeaseWrite{keepW(1, at(rl))}, guarded: []int{0}, rank: -1},
+		leases: []State{lease(0, "a", at(rl+100*time.Nanosecond)), lease(1, "a", at(rl))},
+		want:   wantRound{keep: []Write{keepW(1, at(rl))}, guarded: []int{0}, rank: -1},
 	}, {
 		name: "refused heartbeat: keeps and releases still go, claims are withheld",
 		n:    4, me: "a", refused: true, round: 1,
-		leases: []LeaseState{lease(0, "a", at(5*time.Second))},
-		want:   wantRound{keep: []LeaseWrite{keepW(0, at(5*time.Second))}, withheld: []int{1, 2, 3}, rank: -1},
+		leases: []State{lease(0, "a", at(5*time.Second))},
+		want:   wantRound{keep: []Write{keepW(0, at(5*time.Second))}, withheld: []int{1, 2, 3}, rank: -1},
 	}, {
 		name: "activity is strict: a heartbeat exactly one lease old no longer counts",
 		n:    2, me: "a", round: 1,
 		relays: []RelayState{beat("b", at(-rl)), beat("c", at(-rl+100*time.Nanosecond))},
 		// Fleet {a, c}: a's range is [0], c's [1].
-		want: wantRound{claim: []LeaseWrite{claimW(0)}, rank: -1},
+		want: wantRound{claim: []Write{claimW(0)}, rank: -1},
 	}, {
 		name: "stopped relays stop counting at once and are stale one lease after the stamp",
 		n:    2, me: "a", round: 0,
 		relays: []RelayState{stopped("b", at(-time.Second)), stopped("c", at(-rl)), stopped("d", at(-rl-100*time.Nanosecond))},
-		want:   wantRound{claim: []LeaseWrite{claimW(0), claimW(1)}, pruneDue: true, prune: []string{"d"}, rank: -1},
+		want:   wantRound{claim: []Write{claimW(0), claimW(1)}, pruneDue: true, prune: []string{"d"}, rank: -1},
 	}, {
 		name: "silent relays are stale after ten lease durations, not at ten",
 		n:    1, me: "a", round: 0,
 		relays: []RelayState{beat("b", at(-10*rl)), beat("c", at(-10*rl-100*time.Nanosecond))},
-		want:   wantRound{claim: []LeaseWrite{claimW(0)}, pruneDue: true, prune: []string{"c"}, rank: -1},
+		want:   wantRound{claim: []Write{claimW(0)}, pruneDue: true, prune: []string{"c"}, rank: -1},
 	}, {
 		name: "prune on a run's first round, even with nothing stale",
 		n:    1, me: "a", round: 0,
-		want: wantRound{claim: []LeaseWrite{claimW(0)}, pruneDue: true, rank: -1},
+		want: wantRound{claim: []Write{claimW(0)}, pruneDue: true, rank: -1},
 	}, {
 		name: "no prune on the second to ninth round",
 		n:    1, me: "a", round: 8,
 		relays: []RelayState{stopped("b", at(-time.Hour))},
-		want:   wantRound{claim: []LeaseWrite{claimW(0)}, rank: -1},
+		want:   wantRound{claim: []Write{claimW(0)}, rank: -1},
 	}, {
 		name: "prune on the tenth round",
 		n:    1, me: "a", round: 9,
 		relays: []RelayState{stopped("b", at(-time.Hour))},
-		want:   wantRound{claim: []LeaseWrite{claimW(0)}, pruneDue: true, prune: []string{"b"}, rank: -1},
+		want:   wantRound{claim: []Write{claimW(0)}, pruneDue: true, prune: []string{"b"}, rank: -1},
 	}, {
 		name: "prune on the twentieth round",
 		n:    1, me: "a", round: 19,
 		relays: []RelayState{stopped("b", at(-time.Hour))},
-		want:   wantRound{claim: []LeaseWrite{claimW(0)}, pruneDue: true, prune: []string{"b"}, rank: -1},
+		want:   wantRound{claim: []Write{claimW(0)}, pruneDue: true, prune: []string{"b"}, rank: -1},
 	}, {
 		name: "a heartbeat record with an empty id is skipped and counted, and pruned once stale",
 		n:    2, me: "a", round: 0,
 		relays: []RelayState{beat("", at(-time.Second)), beat("b", at(-time.Second)), stopped("", at(-time.Hour))},
-		want:   wantRound{claim: []LeaseWrite{claimW(0)}, pruneDue: true, prune: []string{""}, rank: -1, ignored: 2},
+		want:   wantRound{claim: []Write{claimW(0)}, pruneDue: true, prune: []string{""}, rank: -1, ignored: 2},
 	}, {
 		name: "leases beyond the bucket count are ignored (left over from a larger count)",
 		n:    1, me: "a", round: 1,
-		leases: []LeaseState{lease(0, "a", at(time.Second)), lease(5, "a", at(time.Second))},
-		want:   wantRound{keep: []LeaseWrite{keepW(0, at(time.Second))}, rank: -1},
+		leases: []State{lease(0, "a", at(time.Second)), lease(5, "a", at(time.Second))},
+		want:   wantRound{keep: []Write{keepW(0, at(time.Second))}, rank: -1},
 	}, {
 		name: "first-in-line standby: rank below the bucket count, not distant (P7)",
 		n:    1, me: "b", round: 1,
-		leases: []LeaseState{lease(0, "m", at(time.Second))},
+		leases: []State{lease(0, "m", at(time.Second))},
 		relays: []RelayState{beat("m", at(-time.Second))},
 		want:   wantRound{rank: 0},
 	}, {
 		name: "behind one standby per bucket: a distant standby",
 		n:    1, me: "c", round: 1,
-		leases: []LeaseState{lease(0, "m", at(time.Second))},
+		leases: []State{lease(0, "m", at(time.Second))},
 		relays: []RelayState{beat("m", at(-time.Second)), beat("b", at(-time.Second))},
 		want:   wantRound{rank: 1, distant: true},
 	}, {
 		name: "a relay whose heartbeat was refused never becomes a distant standby",
 		n:    1, me: "c", round: 1, refused: true,
-		leases: []LeaseState{lease(0, "m", at(time.Second))},
+		leases: []State{lease(0, "m", at(time.Second))},
 		relays: []RelayState{beat("m", at(-time.Second)), beat("b", at(-time.Second))},
 		want:   wantRound{rank: 1},
 	}, {
 		name: "now is truncated to ticks, as every stored timestamp is",
 		n:    1, me: "a", round: 1, subTicks: true,
-		leases: []LeaseState{lease(0, "a", at(rl))},
-		want:   wantRound{keep: []LeaseWrite{keepW(0, at(rl))}, rank: -1},
+		leases: []State{lease(0, "a", at(rl))},
+		want:   wantRound{keep: []Write{keepW(0, at(rl))}, rank: -1},
 	}} {
 		t.Run(c.name, func(t *testing.T) {
 			now := rt
@@ -209,7 +210,7 @@ func TestPlanRound_TheLeaseRules(t *testing.T) {
 				now = rt.Add(99 * time.Nanosecond)
 			}
 			plan, err := PlanRound(RoundInput{
-				Request:           LeaseRequest{RelayID: c.me, BucketCount: c.n, LeaseDuration: rl},
+				Request:           Request{RelayID: c.me, BucketCount: c.n, LeaseDuration: rl},
 				Now:               now,
 				Snapshot:          Coordination{Leases: c.leases, Relays: c.relays},
 				HeartbeatRecorded: !c.refused,
@@ -227,7 +228,7 @@ func TestPlanRound_TheLeaseRules(t *testing.T) {
 // round: three relays planning from the same snapshot claim disjoint
 // buckets.
 func TestPlanRound_DeadRelaysBucketsSplitWithoutCollision(t *testing.T) {
-	var leases []LeaseState
+	var leases []State
 	for b := range 16 {
 		owner := map[int]string{0: "a", 2: "c", 3: "d"}[b/4]
 		if owner != "" {
@@ -237,7 +238,7 @@ func TestPlanRound_DeadRelaysBucketsSplitWithoutCollision(t *testing.T) {
 	snap := Coordination{Leases: leases, Relays: []RelayState{beat("a", rt), beat("c", rt), beat("d", rt), beat("b", at(-rl))}}
 	want := map[string][]int{"a": {4, 5}, "c": {6}, "d": {7}}
 	for id, claims := range want {
-		plan, err := PlanRound(RoundInput{Request: LeaseRequest{RelayID: id, BucketCount: 16, LeaseDuration: rl},
+		plan, err := PlanRound(RoundInput{Request: Request{RelayID: id, BucketCount: 16, LeaseDuration: rl},
 			Now: rt, Snapshot: snap, HeartbeatRecorded: true, State: RoundState{Round: 1}})
 		if err != nil {
 			t.Fatal(err)
@@ -253,12 +254,12 @@ func TestPlanRound_DeadRelaysBucketsSplitWithoutCollision(t *testing.T) {
 }
 
 func TestPlanRound_Misconfigurations(t *testing.T) {
-	for name, req := range map[string]LeaseRequest{
+	for name, req := range map[string]Request{
 		"no bucket":       {RelayID: "a", BucketCount: 0, LeaseDuration: rl},
 		"negative count":  {RelayID: "a", BucketCount: -1, LeaseDuration: rl},
 		"empty requester": {RelayID: "", BucketCount: 1, LeaseDuration: rl},
 	} {
-		if _, err := PlanRound(RoundInput{Request: req, Now: rt, HeartbeatRecorded: true}); !IsMisconfigured(err) {
+		if _, err := PlanRound(RoundInput{Request: req, Now: rt, HeartbeatRecorded: true}); !errors.Is(err, ErrMisconfigured) {
 			t.Errorf("%s: %v, want a misconfiguration", name, err)
 		}
 	}
@@ -267,7 +268,7 @@ func TestPlanRound_Misconfigurations(t *testing.T) {
 // TestStartRound_DistantStandbyRests follows a distant standby through its
 // rounds: it rests while rested + sinceLastCall < 3/4 L (in ticks).
 func TestStartRound_DistantStandbyRests(t *testing.T) {
-	req := LeaseRequest{RelayID: "c", BucketCount: 1, LeaseDuration: rl}
+	req := Request{RelayID: "c", BucketCount: 1, LeaseDuration: rl}
 	distant := Standby{relayID: "c", since: Ticks(rt), lastCall: Ticks(rt), rank: 3}
 	for _, c := range []struct {
 		name     string
@@ -319,7 +320,7 @@ func TestStartRound_EveryOtherRoundOnlyWithTheDefaultRatio(t *testing.T) {
 		{30 * time.Second, "full rest full rest full rest"},
 		{20 * time.Second, "full full full full full full"}, // 2I >= 0.75 L
 	} {
-		req := LeaseRequest{RelayID: "c", BucketCount: 1, LeaseDuration: c.lease}
+		req := Request{RelayID: "c", BucketCount: 1, LeaseDuration: c.lease}
 		var st RoundState
 		var got []string
 		for i := range 6 {
@@ -329,7 +330,7 @@ func TestStartRound_EveryOtherRoundOnlyWithTheDefaultRatio(t *testing.T) {
 				got = append(got, "rest")
 				continue
 			}
-			snap := Coordination{Leases: []LeaseState{lease(0, "m", now.Add(c.lease))},
+			snap := Coordination{Leases: []State{lease(0, "m", now.Add(c.lease))},
 				Relays: []RelayState{beat("m", now), beat("b", now)}}
 			plan, err := PlanRound(RoundInput{Request: req, Now: now, Snapshot: snap, HeartbeatRecorded: true, State: st})
 			if err != nil {
