@@ -118,7 +118,7 @@ func (s *sim) newEnv(function string, re *lab.RelayEnv) error {
 	tol := s.cfg.tolerableSkew()
 	skew := uniform(r, -tol/2, tol/2)
 	large := false
-	if function == fnRelay && !s.steadyAt(s.clock.Now()) && r.IntN(100) < 8 {
+	if function == fnRelay && !s.steadyAt(s.clock.Now()) && r.IntN(100) < 8 && s.faultsAt(s.clock.Now()) {
 		large = true
 		skew = uniform(r, tol+2*time.Second, 2*s.cfg.LeaseDuration)
 		if r.IntN(2) == 0 {
@@ -284,7 +284,7 @@ func (s *sim) drawPlan() runPlan {
 	crash, pause := r.IntN(100), r.IntN(100)
 	crashAt, crashAfter := 1+r.Int64N(40), r.IntN(2) == 0
 	pauseAt, pauseFor := 1+r.Int64N(40), uniform(r, s.cfg.LeaseDuration/2, 2*s.cfg.LeaseDuration)
-	if s.steadyAt(s.clock.Now()) {
+	if !s.faultsAt(s.clock.Now()) {
 		return p
 	}
 	if crash < 8 {

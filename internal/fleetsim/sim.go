@@ -435,6 +435,23 @@ func (s *sim) churnAt(t time.Time) bool {
 	return s.offset(t) < s.cfg.WriteDuration && !s.steadyAt(t)
 }
 
+// faultsAt reports whether a relay may draw a fault of its own at t (a
+// crash, a pause, a clock skew beyond the tolerance): outside the steady
+// phases and outside the last faultQuietBefore of a churn phase that a
+// steady phase follows, as for the scheduled faults (genFaults), so a
+// steady phase starts with no fault lingering into it and its quiet
+// window, which the zero-refusal check needs, is not eaten by a relay
+// that joined seconds before it.
+func (s *sim) faultsAt(t time.Time) bool {
+	o := s.offset(t)
+	for _, p := range s.phases {
+		if o >= p.start && o < p.end {
+			return !p.steady && (p.end >= s.cfg.WriteDuration || o < p.end-faultQuietBefore)
+		}
+	}
+	return true
+}
+
 // at queues fn to run on the driver at true time t.
 func (s *sim) at(t time.Time, fn func()) {
 	s.lab.At(t, func(time.Time) error { fn(); return nil })
