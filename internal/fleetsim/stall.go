@@ -2,8 +2,7 @@ package fleetsim
 
 import (
 	"fmt"
-	"os"
-	"runtime"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 )
@@ -16,8 +15,8 @@ import (
 const stallLimit = 2 * time.Minute
 
 // stallWatch is a watchdog outside the bubble: the driver stamps every new
-// simulated instant; when none came for limit of wall time, it prints
-// every goroutine's stack and panics, so the run fails at once with the
+// simulated instant; when none came for limit of wall time, it panics
+// with every goroutine's stack in the traceback, so the run fails at once with the
 // blocked goroutines named instead of hanging.
 type stallWatch struct {
 	instants atomic.Int64
@@ -52,9 +51,9 @@ func (w *stallWatch) watch(limit time.Duration) {
 		if time.Since(since) < limit {
 			continue
 		}
-		buf := make([]byte, 64<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		fmt.Fprintf(os.Stderr, "fleetsim: the simulated clock has not moved for %v of wall time; every goroutine:\n%s\n", time.Since(since).Round(time.Second), buf)
-		panic(fmt.Sprintf("fleetsim: the simulation stalled: no new simulated instant for %v of wall time (goroutines above)", limit))
+		// The panic's traceback names every goroutine and what it waits
+		// on: the stack is only printed, never read.
+		debug.SetTraceback("all")
+		panic(fmt.Sprintf("fleetsim: the simulation stalled: no new simulated instant for %v of wall time (every goroutine below)", time.Since(since).Round(time.Second)))
 	}
 }
