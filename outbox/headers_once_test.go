@@ -60,10 +60,9 @@ func TestRelayDecodesEachHeaderBlobOnce(t *testing.T) {
 	blob := outbox.EncodeHeaders(append(tc.Headers(), outbox.Header{Key: "type", Value: []byte("order.created")}))
 	for b := range buckets {
 		for range perBucket {
-			store.add(b, "k")
-		}
-		for i := range store.msgs[b] {
-			store.msgs[b][i].Headers = blob
+			m := newMsg(b, buckets, "k")
+			m.Headers = blob
+			store.put(m)
 		}
 	}
 	// A message without headers needs no decode.

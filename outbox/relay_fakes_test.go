@@ -4,46 +4,37 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/lease"
+	"github.com/spillway-dev/spillway/outbox/outboxmem"
 )
 
-// memStore is an in-memory Store for engine tests. Its lease handling is
-// deliberately simple (a relay claims every free bucket): the fair-share
-// protocol is tested in outboxddb; here the engine's reactions matter.
+// memStore is outboxmem's Store, whose lease round is the core's protocol,
+// with the hooks engine tests script: faults, delays, and callbacks at the
+// moments where a peer's or a commit's timing matters.
 type memStore struct {
-	mu      sync.Mutex
+	*outboxmem.Store
 	clock   outbox.Clock
 	buckets int
-	msgs    map[int][]outbox.Message
-	seq     map[int]int64
-	leases  map[int]lease.State
-	relays  map[string]lease.RelayState
-	calls   map[string]int
 
-	// Scripted faults and hooks.
+	mu sync.Mutex // guards the records and the hooks set while a relay runs
+	// failPending fails that many pending probes (throttled).
 	failPending int
-	failMark    int
 	refuseRenew bool
-	// unrenewed makes rounds leave leases that still last KeepAhead
-	// unrenewed, as the table store does when the request carries the
-	// round interval.
-	unrenewed  bool
-	acquireErr error
-	// beforePending runs before a pending probe takes the lock: a commit
-	// landing at the time of the probe.
+	// beforePending runs before a pending probe reaches the store: a
+	// commit landing at the time of the probe.
 	beforePending func()
 	onRelease     func()
-	// afterFetch runs after a fetch computed its answer (without the
-	// lock): a commit landing just after the look.
-	afterFetch    func(bucket int)
-	deletedOrder  map[int][]int64
-	renewedBefore []time.Time
-	rounds        []int // RoundState.Round of every acquisition
+	// afterFetch runs after a fetch computed its answer: a commit landing
+	// just after the look.
+	afterFetch   func(bucket int)
+	deletedOrder map[int][]int64
+	rounds       []int // RoundState.Round of every acquisition
 	// markDelay is how long a delete takes (a throttled BatchWriteItem
 	// retried with backoff); onMark runs after that wait, before the rows
 	// go: what peers do while the relay still deletes.
@@ -51,22 +42,12 @@ type memStore struct {
 	onMark    func()
 	// unreadable marks rows (bucket, sequence) FetchBatch cannot decode.
 	unreadable map[int]map[int64]bool
-	// parked holds each bucket's parked rows in sequence order; parkings
-	// every move in order.
-	parked   map[int][]outbox.Message
+	// parkings records every applied park in order.
 	parkings []outbox.Parking
-	// marked holds the parked rows (bucket, sequence) marked for replay;
-	// requests each bucket's replay request.
-	marked   map[int]map[int64]bool
-	requests map[int]int64
-	// lostParks makes the next parks apply and still fail, as a
-	// transaction whose response was lost and whose retries were
-	// throttled.
-	lostParks int
 	// parkDelay is how long a park takes before it reaches the table;
-	// beforePark runs then, without the lock (a park that SDK retries
-	// delay until after a peer's claim), and afterParkedKeys runs after a
-	// read of a parked partition computed its answer.
+	// beforePark runs then (a park that SDK retries delay until after a
+	// peer's claim), and afterParkedKeys runs after a read of a parked
+	// partition computed its answer.
 	parkDelay       time.Duration
 	beforePark      func(outbox.Parking)
 	afterParkedKeys func(bucket int)
@@ -77,213 +58,118 @@ type memStore struct {
 }
 
 func newMemStore(clock outbox.Clock, buckets int) *memStore {
-	return &memStore{
-		clock: clock, buckets: buckets,
-		msgs: map[int][]outbox.Message{}, seq: map[int]int64{},
-		leases: map[int]lease.State{}, relays: map[string]lease.RelayState{},
-		calls: map[string]int{}, deletedOrder: map[int][]int64{},
-		unreadable: map[int]map[int64]bool{}, parked: map[int][]outbox.Message{},
-		marked: map[int]map[int64]bool{}, requests: map[int]int64{},
+	s, err := outboxmem.New(outboxmem.Options{BucketCount: buckets, Clock: clock, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		panic(err)
 	}
+	return &memStore{Store: s, clock: clock, buckets: buckets,
+		deletedOrder: map[int][]int64{}, unreadable: map[int]map[int64]bool{}}
 }
 
-func (s *memStore) count(op string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.calls[op]
+// count is how many times op reached the store (outboxmem's names).
+func (s *memStore) count(op string) int { return s.Calls()[op] }
+
+// newMsg is the message add enqueues into bucket b of buckets: the one
+// place the engine tests build a message.
+func newMsg(b, buckets int, key string) outbox.Message {
+	return outbox.Message{ID: outbox.NewMessageID(), Topic: "t", Key: []byte(key), Value: []byte(key), Bucket: b, BucketCount: buckets}
 }
 
 // add enqueues a message with key k into bucket b.
-func (s *memStore) add(b int, key string) outbox.Message {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.seq[b]++
-	m := outbox.Message{ID: outbox.NewMessageID(), Topic: "t", Key: []byte(key), Value: []byte(key),
-		Bucket: b, CreatedAt: s.clock.Now(), Sequence: s.seq[b]}
-	s.msgs[b] = append(s.msgs[b], m)
-	return m
+func (s *memStore) add(b int, key string) outbox.Message { return s.put(newMsg(b, s.buckets, key)) }
+
+// put enqueues m and returns it as stored.
+func (s *memStore) put(m outbox.Message) outbox.Message {
+	stored, err := s.Enqueue(context.Background(), m)
+	if err != nil {
+		panic(err)
+	}
+	return stored[0]
 }
 
 func (s *memStore) pending() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	n := 0
-	for _, ms := range s.msgs {
-		n += len(ms)
+	for b := range s.buckets {
+		n += len(s.Pending(b))
 	}
 	return n
 }
 
-func (s *memStore) hold(b int, owner string, until time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.leases[b] = lease.State{Bucket: b, Owner: owner, ExpiresAt: until}
-}
+func (s *memStore) hold(b int, owner string, until time.Time) { s.SetLease(b, owner, until) }
 
-func (s *memStore) heartbeat(id string, stopped bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.relays[id] = lease.RelayState{RelayID: id, LastSeen: s.clock.Now(), Stopped: stopped}
-}
-
-// lease returns bucket b's lease item as stored.
-func (s *memStore) lease(b int) lease.State {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.leases[b]
-}
+func (s *memStore) heartbeat(id string, stopped bool) { s.SetHeartbeat(id, s.clock.Now(), stopped) }
 
 func (s *memStore) leaseOwner(b int) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	l := s.leases[b]
-	if l.Expired(s.clock.Now()) {
-		return ""
+	if l := s.Lease(b); !l.Expired(s.clock.Now()) {
+		return l.Owner
 	}
-	return l.Owner
+	return ""
 }
 
-func (s *memStore) AcquireLeases(_ context.Context, req lease.Request, st lease.RoundState) (lease.Acquisition, error) {
+func (s *memStore) AcquireLeases(ctx context.Context, req lease.Request, st lease.RoundState) (lease.Acquisition, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls["acquire"]++
 	s.rounds = append(s.rounds, st.Round)
-	if s.acquireErr != nil {
-		return lease.Acquisition{}, s.acquireErr
-	}
-	if req.BucketCount != s.buckets {
-		return lease.Acquisition{}, outbox.Misconfigured("acquire", "bucket count %d != %d", req.BucketCount, s.buckets)
-	}
-	now := s.clock.Now()
-	s.relays[req.RelayID] = lease.RelayState{RelayID: req.RelayID, LastSeen: now}
-	acq := lease.Acquisition{StandbyRank: -1}
-	for b := range s.buckets {
-		l := s.leases[b]
-		ahead := lease.KeepAhead(req.LeaseDuration, req.RenewInterval)
-		switch {
-		case l.Owner == req.RelayID && s.unrenewed && req.KeepsAhead() && l.ExpiresAt.Sub(now) >= ahead:
-			acq.Owned = append(acq.Owned, b)
-			acq.Unrenewed = append(acq.Unrenewed, b)
-			if acq.UnrenewedExpiry.IsZero() || l.ExpiresAt.Before(acq.UnrenewedExpiry) {
-				acq.UnrenewedExpiry = l.ExpiresAt
-			}
-			continue
-		case l.Owner == req.RelayID:
-			acq.Owned = append(acq.Owned, b)
-		case l.Owner == "" || l.Expired(now):
-			acq.Owned = append(acq.Owned, b)
-			acq.Claimed = append(acq.Claimed, b)
-		default:
-			continue
-		}
-		s.leases[b] = lease.State{Bucket: b, Owner: req.RelayID, ExpiresAt: now.Add(req.LeaseDuration)}
-	}
-	return acq, nil
+	s.mu.Unlock()
+	return s.Store.AcquireLeases(ctx, req, st)
 }
 
 func (s *memStore) RenewLeases(ctx context.Context, req lease.Request, buckets []int) (bool, error) {
 	if s.renewDelay > 0 && !outbox.Sleep(s.renewDelay, ctx.Done()) {
 		return false, ctx.Err()
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls["renew"]++
-	now := s.clock.Now()
-	s.renewedBefore = append(s.renewedBefore, now)
 	if s.renewErr != nil {
 		return false, s.renewErr
 	}
 	if s.refuseRenew {
 		return false, nil
 	}
-	for _, b := range buckets {
-		if l := s.leases[b]; l.Owner != req.RelayID || l.Expired(now) {
-			return false, nil
-		}
-	}
-	for _, b := range buckets {
-		s.leases[b] = lease.State{Bucket: b, Owner: req.RelayID, ExpiresAt: now.Add(req.LeaseDuration)}
-	}
-	// As the table contract's renewal: all accepted, then the heartbeat.
-	s.relays[req.RelayID] = lease.RelayState{RelayID: req.RelayID, LastSeen: now}
-	return true, nil
+	return s.Store.RenewLeases(ctx, req, buckets)
 }
 
-func (s *memStore) ReleaseLeases(_ context.Context, req lease.Request) (lease.Release, error) {
+func (s *memStore) ReleaseLeases(ctx context.Context, req lease.Request) (lease.Release, error) {
 	if s.onRelease != nil {
 		s.onRelease()
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls["release"]++
-	now := s.clock.Now()
-	s.relays[req.RelayID] = lease.RelayState{RelayID: req.RelayID, LastSeen: now, Stopped: true}
-	var rel lease.Release
-	for b := range s.buckets {
-		if l := s.leases[b]; l.Owner == req.RelayID {
-			s.leases[b] = lease.State{Bucket: b, ExpiresAt: now}
-			rel.Released = append(rel.Released, b)
-		}
-	}
-	return rel, nil
+	return s.Store.ReleaseLeases(ctx, req)
 }
 
-func (s *memStore) ReadCoordination(context.Context) (lease.Coordination, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls["coordination"]++
-	c := lease.Coordination{ReadAt: s.clock.Now()}
-	for b := range s.buckets {
-		if l, ok := s.leases[b]; ok {
-			c.Leases = append(c.Leases, l)
-		}
-	}
-	for _, r := range s.relays {
-		c.Relays = append(c.Relays, r)
-	}
-	return c, nil
-}
-
-func (s *memStore) PendingBuckets(_ context.Context, buckets []int) ([]int, error) {
+func (s *memStore) PendingBuckets(ctx context.Context, buckets []int) ([]int, error) {
 	if s.beforePending != nil {
 		s.beforePending()
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls["pending"]++
-	if s.failPending > 0 {
+	fail := s.failPending > 0
+	if fail {
 		s.failPending--
+	}
+	s.mu.Unlock()
+	if fail {
 		return nil, errors.New("throttled")
 	}
-	var out []int
-	for _, b := range buckets {
-		if len(s.msgs[b]) > 0 {
-			out = append(out, b)
-		}
-	}
-	slices.Sort(out)
-	return out, nil
+	return s.Store.PendingBuckets(ctx, buckets)
 }
 
-func (s *memStore) FetchBatch(_ context.Context, bucket, max int) ([]outbox.Message, error) {
+// FetchBatch stops at the first unreadable row as a table store does: the
+// rows before it and an UnreadableRowError.
+func (s *memStore) FetchBatch(ctx context.Context, bucket, max int) ([]outbox.Message, error) {
+	ms, err := s.Store.FetchBatch(ctx, bucket, max)
 	s.mu.Lock()
-	s.calls["fetch"]++
-	ms := s.msgs[bucket]
 	hook := s.afterFetch
-	for i, m := range ms[:min(max, len(ms))] {
+	for i, m := range ms {
 		if s.unreadable[bucket][m.Sequence] {
 			s.mu.Unlock()
-			return slices.Clone(ms[:i]), &outbox.UnreadableRowError{Bucket: bucket, Sequence: m.Sequence, Key: m.Key, Err: errors.New("Topic is missing")}
+			return ms[:i], &outbox.UnreadableRowError{Bucket: bucket, Sequence: m.Sequence, Key: m.Key, Err: errors.New("Topic is missing")}
 		}
 	}
-	out := slices.Clone(ms[:min(max, len(ms))])
 	s.mu.Unlock()
 	if hook != nil {
 		hook(bucket)
 	}
-	return out, nil
+	return ms, err
 }
 
+// MarkPublished also refuses a delete that is not the bucket's head in
+// order: the Store contract's prefix rule, which outboxmem does not check.
 func (s *memStore) MarkPublished(ctx context.Context, bucket int, msgs []outbox.Message) error {
 	s.mu.Lock()
 	delay, hook := s.markDelay, s.onMark
@@ -295,35 +181,71 @@ func (s *memStore) MarkPublished(ctx context.Context, bucket int, msgs []outbox.
 	if hook != nil {
 		hook()
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls["mark"]++
-	if s.failMark > 0 {
-		s.failMark--
-		return errors.New("deletes left unprocessed")
-	}
-	ms := s.msgs[bucket]
+	ms := s.Pending(bucket)
 	for i, m := range msgs {
 		if i >= len(ms) || ms[i].Sequence != m.Sequence {
 			return fmt.Errorf("mark out of order: bucket %d index %d sequence %d", bucket, i, m.Sequence)
 		}
+	}
+	if err := s.Store.MarkPublished(ctx, bucket, msgs); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range msgs {
 		s.deletedOrder[bucket] = append(s.deletedOrder[bucket], m.Sequence)
 	}
-	s.msgs[bucket] = ms[len(msgs):]
 	return nil
 }
 
-func (s *memStore) Backlog(context.Context) (outbox.Backlog, error) {
+func (s *memStore) ParkedKeys(ctx context.Context, bucket int) (outbox.ParkedSet, error) {
+	set, err := s.Store.ParkedKeys(ctx, bucket)
+	if s.afterParkedKeys != nil {
+		s.afterParkedKeys(bucket)
+	}
+	return set, err
+}
+
+func (s *memStore) Park(ctx context.Context, p outbox.Parking) error {
+	if s.parkDelay > 0 && !outbox.Sleep(s.parkDelay, ctx.Done()) {
+		return ctx.Err()
+	}
+	if s.beforePark != nil {
+		s.beforePark(p)
+	}
+	if err := s.Store.Park(ctx, p); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var bl outbox.Backlog
-	for _, ms := range s.msgs {
-		bl.Pending += int64(len(ms))
-		if len(ms) > 0 && (bl.Oldest.IsZero() || ms[0].CreatedAt.Before(bl.Oldest)) {
-			bl.Oldest = ms[0].CreatedAt
+	s.parkings = append(s.parkings, p)
+	return nil
+}
+
+// replay marks every parked row of key for replay, in order, and raises the
+// bucket's request: what `spillway parked replay` does.
+func (s *memStore) replay(bucket int, key string) {
+	var seqs []int64
+	for _, m := range s.Parked(bucket) {
+		if string(m.Key) == key {
+			seqs = append(seqs, m.Sequence)
 		}
 	}
-	return bl, nil
+	if _, err := s.MarkReplay(context.Background(), bucket, seqs, ""); err != nil {
+		panic(err)
+	}
+}
+
+// marked counts bucket's parked rows marked for replay.
+func (s *memStore) marked(bucket int) int {
+	set, _ := s.Store.ParkedKeys(context.Background(), bucket)
+	return len(set.Replays)
+}
+
+// requests is every bucket's replay request not yet carried out.
+func (s *memStore) requests() map[int]int64 {
+	r, _ := s.ReplayRequests(context.Background())
+	return r
 }
 
 // memPublisher records what it published and fails rows on request.

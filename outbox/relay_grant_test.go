@@ -108,7 +108,7 @@ func TestRelayLongParkLoopStartsNoPublishWithoutTheMargin(t *testing.T) {
 		var thin []string
 		e.pub.onPublish = func(msgs []outbox.Message) {
 			now := time.Now()
-			if l := e.store.lease(0); l.Owner != "relay-a" || l.ExpiresAt.Sub(now) < margin {
+			if l := e.store.Lease(0); l.Owner != "relay-a" || l.ExpiresAt.Sub(now) < margin {
 				thin = append(thin, fmt.Sprintf("%s at +%v: lease %s until +%v", msgs[0].Key, now.Sub(t0), l.Owner, l.ExpiresAt.Sub(t0)))
 			}
 		}
@@ -120,8 +120,8 @@ func TestRelayLongParkLoopStartsNoPublishWithoutTheMargin(t *testing.T) {
 		if n, _ := e.obs.count(outbox.EventLeaseLost); n != 0 {
 			t.Fatalf("%d lease losses, want none", n)
 		}
-		if got := keysSent(e.pub, 0); len(got) != 1 || got[0] != "x" || len(e.store.parked[0]) != 500 {
-			t.Fatalf("sent %v, parked %d; want x alone and k's 500 messages parked", got, len(e.store.parked[0]))
+		if got := keysSent(e.pub, 0); len(got) != 1 || got[0] != "x" || len(e.store.Parked(0)) != 500 {
+			t.Fatalf("sent %v, parked %d; want x alone and k's 500 messages parked", got, len(e.store.Parked(0)))
 		}
 	})
 }

@@ -24,7 +24,6 @@ func TestRelayKeepsTheMarginAfterARoundThatRunsLate(t *testing.T) {
 			c.Options.Mode = outbox.ModeHold
 			c.Options.BacklogInterval = -1
 		})
-		e.store.unrenewed = true
 		const margin = 10 * time.Second // lease.KeepMargin at the default timings
 		throttled := false
 		e.store.beforePending = func() {
@@ -39,9 +38,7 @@ func TestRelayKeepsTheMarginAfterARoundThatRunsLate(t *testing.T) {
 		}
 		var left []time.Duration
 		e.pub.onPublish = func([]outbox.Message) {
-			e.store.mu.Lock()
-			l := e.store.leases[0]
-			e.store.mu.Unlock()
+			l := e.store.Lease(0)
 			left = append(left, l.ExpiresAt.Sub(e.clock.Now()))
 		}
 		res := e.run(t, outbox.RunInput{Deadline: t0.Add(40 * time.Second)})

@@ -1,11 +1,7 @@
 package outbox_test
 
 import (
-	"cmp"
-	"context"
 	"errors"
-	"fmt"
-	"maps"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -13,121 +9,6 @@ import (
 
 	"github.com/spillway-dev/spillway/outbox"
 )
-
-// ParkedKeys implements outbox.Quarantine for the engine tests.
-func (s *memStore) ParkedKeys(_ context.Context, bucket int) (outbox.ParkedSet, error) {
-	set := s.parkedSet(bucket)
-	if s.afterParkedKeys != nil {
-		s.afterParkedKeys(bucket)
-	}
-	return set, nil
-}
-
-func (s *memStore) parkedSet(bucket int) outbox.ParkedSet {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls["parkedKeys"]++
-	set := outbox.ParkedSet{Keys: map[string][]int64{}}
-	for _, m := range s.parked[bucket] {
-		if m.Key != nil {
-			set.Keys[string(m.Key)] = append(set.Keys[string(m.Key)], m.Sequence)
-		}
-		if s.marked[bucket][m.Sequence] {
-			set.Replays = append(set.Replays, m)
-		}
-	}
-	return set
-}
-
-// Park implements outbox.Quarantine: the row moves, or nothing changes and
-// the move is a conflict (also behind a row marked for replay), or, when
-// the lease it carries no longer holds, ErrLeaseLost.
-func (s *memStore) Park(ctx context.Context, p outbox.Parking) error {
-	if s.parkDelay > 0 && !outbox.Sleep(s.parkDelay, ctx.Done()) {
-		return ctx.Err()
-	}
-	if s.beforePark != nil {
-		s.beforePark(p)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls["park"]++
-	if l := s.leases[p.Bucket]; p.Lease.Owner != "" && (l.Owner != p.Lease.Owner || !l.ExpiresAt.After(p.Lease.Beyond)) {
-		return fmt.Errorf("park bucket %d row %d: %w", p.Bucket, p.Sequence, outbox.ErrLeaseLost)
-	}
-	ms := s.msgs[p.Bucket]
-	i := slices.IndexFunc(ms, func(m outbox.Message) bool { return m.Sequence == p.Sequence })
-	if i < 0 {
-		return outbox.ErrParkConflict
-	}
-	if p.Behind > 0 && (s.marked[p.Bucket][p.Behind] ||
-		!slices.ContainsFunc(s.parked[p.Bucket], func(m outbox.Message) bool { return m.Sequence == p.Behind })) {
-		return outbox.ErrParkConflict
-	}
-	s.parked[p.Bucket] = append(s.parked[p.Bucket], ms[i])
-	slices.SortFunc(s.parked[p.Bucket], func(a, b outbox.Message) int { return cmp.Compare(a.Sequence, b.Sequence) })
-	s.msgs[p.Bucket] = slices.Delete(slices.Clone(ms), i, i+1)
-	s.parkings = append(s.parkings, p)
-	if s.lostParks > 0 {
-		s.lostParks--
-		return errors.New("TransactWriteItems: throttled after a lost response")
-	}
-	return nil
-}
-
-// ReplayRequests implements outbox.Quarantine.
-func (s *memStore) ReplayRequests(context.Context) (map[int]int64, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls["replayRequests"]++
-	return maps.Clone(s.requests), nil
-}
-
-// DeleteReplayed implements outbox.Quarantine.
-func (s *memStore) DeleteReplayed(_ context.Context, bucket int, msgs []outbox.Message) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, m := range msgs {
-		s.parked[bucket] = slices.DeleteFunc(s.parked[bucket], func(p outbox.Message) bool { return p.Sequence == m.Sequence })
-		delete(s.marked[bucket], m.Sequence)
-	}
-	return nil
-}
-
-// RefuseReplay implements outbox.Quarantine.
-func (s *memStore) RefuseReplay(_ context.Context, bucket int, seq int64, _ string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.marked[bucket], seq)
-	return nil
-}
-
-// ReplayDone implements outbox.Quarantine.
-func (s *memStore) ReplayDone(_ context.Context, bucket int, request int64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.requests[bucket] != request {
-		return outbox.ErrParkConflict
-	}
-	delete(s.requests, bucket)
-	return nil
-}
-
-// replay marks every parked row of key for replay, in order, and raises the
-// bucket's request: what `spillway parked replay` does.
-func (s *memStore) replay(bucket int, key string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.marked[bucket] == nil {
-		s.marked[bucket] = map[int64]bool{}
-	}
-	for _, m := range s.parked[bucket] {
-		if string(m.Key) == key {
-			s.marked[bucket][m.Sequence] = true
-		}
-	}
-	s.requests[bucket]++
-}
 
 func quarantine(cfg *outbox.RelayConfig) { cfg.Options.PoisonPolicy = outbox.PoisonQuarantine }
 
@@ -212,8 +93,8 @@ func TestRelayQuarantineKeepsPerKeyOrderWhileOtherKeysFlow(t *testing.T) {
 		if count["a"] != 10 || count["c"] != 10 || count["b"] != 1 {
 			t.Fatalf("delivered per key %v, want a:10 c:10 b:1", count)
 		}
-		if e.store.pending() != 0 || len(e.store.parked[0]) != 9 {
-			t.Fatalf("pending %d, parked %d; want 0 and 9 (b's poison and its 8 successors)", e.store.pending(), len(e.store.parked[0]))
+		if e.store.pending() != 0 || len(e.store.Parked(0)) != 9 {
+			t.Fatalf("pending %d, parked %d; want 0 and 9 (b's poison and its 8 successors)", e.store.pending(), len(e.store.Parked(0)))
 		}
 		if got := e.store.parkings[0]; got.Reason != outbox.ParkUnknownTopic || got.Sequence != poison.Sequence || got.Attempts != 1 {
 			t.Fatalf("first parking %+v, want the poison row, unknown-topic, 1 attempt", got)
@@ -224,7 +105,7 @@ func TestRelayQuarantineKeepsPerKeyOrderWhileOtherKeysFlow(t *testing.T) {
 			}
 		}
 		// The parked partition was read once, when the bucket was claimed.
-		if n := e.store.count("parkedKeys"); n != 1 {
+		if n := e.store.count("parked"); n != 1 {
 			t.Fatalf("parked keys read %d times, want 1", n)
 		}
 
@@ -241,8 +122,8 @@ func TestRelayQuarantineKeepsPerKeyOrderWhileOtherKeysFlow(t *testing.T) {
 				ids = append(ids, m.ID)
 			}
 		}
-		if len(ids) != 11 || e.store.pending() != 0 || len(e.store.parked[0]) != 0 {
-			t.Fatalf("b delivered %d times, pending %d, parked %d; want 11, 0, 0", len(ids), e.store.pending(), len(e.store.parked[0]))
+		if len(ids) != 11 || e.store.pending() != 0 || len(e.store.Parked(0)) != 0 {
+			t.Fatalf("b delivered %d times, pending %d, parked %d; want 11, 0, 0", len(ids), e.store.pending(), len(e.store.Parked(0)))
 		}
 		// b's messages in their original order: the poison message is b's
 		// second delivery, with its original id.
@@ -258,10 +139,9 @@ func TestRelayQuarantineParksAfterMaxAttemptsAndKeylessAlone(t *testing.T) {
 			quarantine(cfg)
 			cfg.Options.PoisonMaxAttempts = 3
 		})
-		keyless := e.store.add(0, "")
-		e.store.mu.Lock()
-		e.store.msgs[0][0].Key = nil
-		e.store.mu.Unlock()
+		m := newMsg(0, 1, "")
+		m.Key = nil
+		keyless := e.store.put(m)
 		for range 4 {
 			e.store.add(0, "")
 		}

@@ -50,7 +50,7 @@ func TestRelayReplayGoesOutBeforeTheKeysLaterMessages(t *testing.T) {
 				}
 				e.pub.poison[poison] = outbox.ParkUnknownTopic
 				e.run(t, outbox.RunInput{})
-				if n := len(e.store.parked[0]); n != 3 {
+				if n := len(e.store.Parked(0)); n != 3 {
 					t.Fatalf("parked %d, want b's last 3", n)
 				}
 
@@ -101,8 +101,8 @@ func TestRelayReplayGoesOutBeforeTheKeysLaterMessages(t *testing.T) {
 					}
 					t.Fatalf("b's messages (numbered in commit order) first delivered as %v", order)
 				}
-				if e.store.pending() != 0 || len(e.store.parked[0]) != 0 {
-					t.Fatalf("pending %d, parked %d; want everything delivered", e.store.pending(), len(e.store.parked[0]))
+				if e.store.pending() != 0 || len(e.store.Parked(0)) != 0 {
+					t.Fatalf("pending %d, parked %d; want everything delivered", e.store.pending(), len(e.store.Parked(0)))
 				}
 			})
 		})
@@ -127,9 +127,9 @@ func TestRelayReplayRefusedAgainStaysParked(t *testing.T) {
 		}
 		e.store.mu.Lock()
 		defer e.store.mu.Unlock()
-		if len(e.store.parked[0]) != 3 || len(e.store.marked[0]) != 0 || len(e.store.requests) != 0 {
+		if len(e.store.Parked(0)) != 3 || e.store.marked(0) != 0 || len(e.store.requests()) != 0 {
 			t.Fatalf("parked %d, marked %d, requests %v; want b's 3 parked, none marked, no request",
-				len(e.store.parked[0]), len(e.store.marked[0]), e.store.requests)
+				len(e.store.Parked(0)), e.store.marked(0), e.store.requests())
 		}
 	})
 }

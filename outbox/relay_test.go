@@ -270,7 +270,7 @@ func TestRelayTrustsALivePeer(t *testing.T) {
 			t.Fatalf("reason %s joined %v", res.Reason, res.Joined)
 		}
 		if e.store.count("coordination") != 1 || e.store.count("acquire") != 0 || e.store.count("pending") != 0 {
-			t.Fatalf("calls %v: want one coordination read and nothing else", e.store.calls)
+			t.Fatalf("calls %v: want one coordination read and nothing else", e.store.Calls())
 		}
 	})
 }
@@ -303,9 +303,7 @@ func TestRelayLeavesABucketAPeerIsClaimingToThatPeer(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				e := newRelayEnv(t, 4, nil)
-				e.store.mu.Lock()
-				e.store.relays["peer"] = lease.RelayState{RelayID: "peer", LastSeen: t0.Add(-c.heartbeat)}
-				e.store.mu.Unlock()
+				e.store.SetHeartbeat("peer", t0.Add(-c.heartbeat), false)
 				if c.freed > 0 {
 					e.store.hold(2, "", t0.Add(-c.freed))
 				}
@@ -380,7 +378,7 @@ func TestRelaySweepWithNothingPendingReadsOnly(t *testing.T) {
 			t.Fatalf("reason %s joined %v", res.Reason, res.Joined)
 		}
 		if e.store.count("pending") != 1 || e.store.count("acquire") != 0 || e.store.count("coordination") != 0 {
-			t.Fatalf("calls %v", e.store.calls)
+			t.Fatalf("calls %v", e.store.Calls())
 		}
 	})
 }
@@ -398,8 +396,8 @@ func TestRelaySweepJoinsForUnownedWork(t *testing.T) {
 
 func TestRelayMisconfigurationIsFatal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newRelayEnv(t, 4, nil)
-		e.store.buckets = 8
+		// The relay's bucket count is not the store's.
+		e := newRelayEnv(t, 4, func(c *outbox.RelayConfig) { c.Options.BucketCount = 8 })
 		_, err := e.runErr(outbox.RunInput{})
 		if !outbox.IsMisconfigured(err) {
 			t.Fatalf("err = %v, want misconfiguration", err)
@@ -588,7 +586,7 @@ func TestRelayWakeUpForAnAlreadyDrainedBucketDoesNotJoin(t *testing.T) {
 			t.Fatalf("joined %v reason %s", res.Joined, res.Reason)
 		}
 		if e.store.count("acquire") != 0 || e.store.count("fetch") != 1 {
-			t.Fatalf("calls %v: want one coordination read and one consistent fetch", e.store.calls)
+			t.Fatalf("calls %v: want one coordination read and one consistent fetch", e.store.Calls())
 		}
 		// Positive control: the same wake-up with a message joins.
 		e.store.add(1, "k")
@@ -701,13 +699,10 @@ func TestRelayRenewsDuringASlowDelete(t *testing.T) {
 func TestRelayTrustsAnUnrenewedLeaseUntilItsStoredExpiry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newRelayEnv(t, 1, func(c *outbox.RelayConfig) { c.Options.Mode = outbox.ModeHold })
-		e.store.unrenewed = true
 		var lapsed []time.Duration
 		e.store.beforePending = func() {
 			now := e.clock.Now()
-			e.store.mu.Lock()
-			l := e.store.leases[0]
-			e.store.mu.Unlock()
+			l := e.store.Lease(0)
 			if !l.ExpiresAt.After(now) {
 				lapsed = append(lapsed, now.Sub(t0))
 			}

@@ -21,6 +21,7 @@ const leaseRenew lease.Op = "renew"
 // misconfiguration.
 func (s *Store) AcquireLeases(ctx context.Context, req lease.Request, st lease.RoundState) (lease.Acquisition, error) {
 	const op = "acquire leases"
+	s.count("acquire")
 	if req.BucketCount != s.buckets {
 		return lease.Acquisition{}, outbox.Misconfigured(op,
 			"the relay's bucket count %d differs from the store's %d; writers, store and relays must use one count", req.BucketCount, s.buckets)
@@ -28,7 +29,6 @@ func (s *Store) AcquireLeases(ctx context.Context, req lease.Request, st lease.R
 	if err := checkLeaseRequest(op, req); err != nil {
 		return lease.Acquisition{}, err
 	}
-	s.count("acquire")
 	return lease.AcquireRound(ctx, leaseIO{s}, s.log, s.clock.Now(), req, st)
 }
 

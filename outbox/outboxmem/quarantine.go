@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 var _ outbox.Quarantine = (*Store)(nil)
@@ -20,7 +21,9 @@ type parkedRow struct {
 
 // Park implements outbox.Quarantine: it moves the row to the bucket's
 // parked partition. A row gone, already parked, or waiting behind a parked
-// message that is gone or marked for replay is outbox.ErrParkConflict.
+// message that is gone or marked for replay is outbox.ErrParkConflict; when
+// p.Lease names an owner and the bucket's lease no longer names it or
+// expires at or before p.Lease.Beyond, the move is outbox.ErrLeaseLost.
 func (s *Store) Park(_ context.Context, p outbox.Parking) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -28,6 +31,10 @@ func (s *Store) Park(_ context.Context, p outbox.Parking) error {
 	i := slices.IndexFunc(s.msgs[p.Bucket], func(m outbox.Message) bool { return m.Sequence == p.Sequence })
 	if i < 0 || s.parked[p.Bucket][p.Sequence] != nil {
 		return fmt.Errorf("outboxmem: park bucket %d row %d: the row is gone or parked: %w", p.Bucket, p.Sequence, outbox.ErrParkConflict)
+	}
+	if l := s.leases[p.Bucket]; p.Lease.Owner != "" && (l.owner != p.Lease.Owner || l.expires <= lease.Ticks(p.Lease.Beyond)) {
+		return fmt.Errorf("outboxmem: park bucket %d row %d: the lease of %s ran out or passed to another relay: %w",
+			p.Bucket, p.Sequence, p.Lease.Owner, outbox.ErrLeaseLost)
 	}
 	if p.Behind > 0 {
 		if behind := s.parked[p.Bucket][p.Behind]; behind == nil || behind.marked {

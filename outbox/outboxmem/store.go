@@ -119,9 +119,10 @@ func (s *Store) Pending(bucket int) []outbox.Message {
 	return slices.Clone(s.msgs[bucket])
 }
 
-// Calls returns how many times each operation ran, by the names of the
-// methods that count ("enqueue", "acquire", "renew", "release",
-// "coordination", "pending", "fetch", "mark", "backlog").
+// Calls returns how many times each operation ran, refused calls
+// included, by the names of the methods that count ("enqueue", "acquire",
+// "renew", "release", "coordination", "pending", "fetch", "mark",
+// "backlog", "park", "parked", "replay requests").
 func (s *Store) Calls() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
