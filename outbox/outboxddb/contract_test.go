@@ -2,9 +2,14 @@ package outboxddb_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
@@ -26,6 +31,12 @@ func TestStoreContract(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		once := opts
+		once.MaxCommitAttempts = 1
+		abandoner, err := outboxddb.NewWriter(d.Client, once)
+		if err != nil {
+			t.Fatal(err)
+		}
 		return outboxtest.StoreUnderTest{Store: store, Enqueue: func(ctx context.Context, msgs ...outbox.Message) ([]outbox.Message, error) {
 			return w.EnqueueBatch(ctx, msgs)
 		}, Requests: func() map[string]int { return d.Counter.Snapshot().Requests },
@@ -37,6 +48,21 @@ func TestStoreContract(t *testing.T) {
 				parked = slices.DeleteFunc(parked, func(p outboxddb.ParkedMessage) bool { return !slices.Contains(seqs, p.Sequence) })
 				_, err = store.RequestReplay(ctx, parked, "")
 				return err
-			}}
+			},
+			Abandon: func(ctx context.Context, m outbox.Message) error {
+				// A business item whose condition fails: the transaction
+				// is cancelled after the writer reserved m's number.
+				_, err := abandoner.Commit(ctx, func(_ context.Context, tx *outboxddb.Tx) error {
+					tx.Put(types.Put{TableName: aws.String(opts.TableName), ConditionExpression: aws.String("attribute_exists(PK)"),
+						Item: map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "ABANDONED"}, "SK": &types.AttributeValueMemberS{Value: m.ID.String()}}})
+					tx.Enqueue(m)
+					return nil
+				})
+				if !errors.Is(err, outboxddb.ErrConflict) {
+					return fmt.Errorf("a commit whose business condition fails: %v; want a conflict", err)
+				}
+				return nil
+			},
+			LeaseIO: store.LeaseIO()}
 	})
 }

@@ -34,3 +34,14 @@ func (s *Store) SetHeartbeat(relayID string, lastSeen time.Time, stopped bool) {
 	defer s.mu.Unlock()
 	s.relays[relayID] = relay{lastSeen: lease.Ticks(lastSeen), stopped: stopped}
 }
+
+// Reserve takes bucket's next sequence number and stores nothing under
+// it, as a writer whose transaction failed after its reservation: the
+// bucket's sequence then has a gap, which fetches read across. It returns
+// the number taken.
+func (s *Store) Reserve(bucket int) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.next[bucket]++
+	return s.next[bucket]
+}

@@ -9,8 +9,8 @@
 // it passes the contract suite that outboxddb passes
 // (outboxtest.RunStoreTests). It imports neither testing nor an AWS SDK.
 //
-// Every call is atomic: the store has no gaps between a reserved and a
-// committed sequence number, no eventually consistent reads and no
-// throttling; tests of those go to outboxddb on the embedded server or on
-// DynamoDB Local.
+// Every call is atomic: a commit is never half-visible to a fetch, reads
+// are never stale and nothing is throttled; tests of those go to outboxddb
+// on the embedded server or on DynamoDB Local. A gap in a bucket's
+// sequence (an abandoned reservation) is made with Reserve.
 package outboxmem

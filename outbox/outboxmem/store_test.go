@@ -19,6 +19,9 @@ func TestStoreContract(t *testing.T) {
 		return outboxtest.StoreUnderTest{Store: s, Enqueue: s.Enqueue, MarkReplay: func(ctx context.Context, bucket int, seqs []int64) error {
 			_, err := s.MarkReplay(ctx, bucket, seqs, "")
 			return err
-		}}
+		}, Abandon: func(_ context.Context, m outbox.Message) error {
+			s.Reserve(m.Bucket)
+			return nil
+		}, LeaseIO: s.LeaseIO()}
 	})
 }

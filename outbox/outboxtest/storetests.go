@@ -57,6 +57,14 @@ type StoreUnderTest struct {
 	// bucket's parked messages seqs for replay and raises the bucket's
 	// replay request. The suite then checks the store's outbox.Quarantine.
 	MarkReplay func(ctx context.Context, bucket int, seqs []int64) error
+	// Abandon, when set, takes the next sequence number of m's bucket and
+	// stores nothing under it (a writer whose transaction failed after its
+	// reservation). The suite then checks fetches across gaps.
+	Abandon func(ctx context.Context, m outbox.Message) error
+	// LeaseIO, when set, is the store's lease primitives (lease.IO). The
+	// suite then checks each conditional lease write and the cause of its
+	// refusal, which a round alone cannot race into.
+	LeaseIO lease.IO
 }
 
 // NewStore builds an empty store of bucketCount buckets on clock for one
@@ -76,9 +84,13 @@ var contractLease = lease.Request{BucketCount: 4, LeaseDuration: outbox.DefaultL
 // (claims, keeps, shares, refusals and their causes, renewals, releases,
 // the prune), the messages (fetch in order, pending probes, deletes,
 // backlog), the typed errors, and, where the store offers them, the
-// requests the cost model counts (StoreUnderTest.Requests) and the
-// quarantine's parks, replay marks and requests (StoreUnderTest.MarkReplay). Each case builds its own store with
-// newStore, on a StepClock it moves itself.
+// requests the cost model counts (StoreUnderTest.Requests), the
+// quarantine's parks (with the lease they carry), replay marks and
+// requests (StoreUnderTest.MarkReplay), fetches across gaps
+// (StoreUnderTest.Abandon), single conditional lease writes
+// (StoreUnderTest.LeaseIO) and the generation marker (a store that is an
+// outbox.GenerationStore). Each case builds its own store with newStore,
+// on a StepClock it moves itself.
 func RunStoreTests(t *testing.T, newStore NewStore) {
 	cases := []struct {
 		name string
@@ -98,6 +110,10 @@ func RunStoreTests(t *testing.T, newStore NewStore) {
 		{"RequestsOfARoundAndABatch", contractRequests},
 		{"ParkMovesTheRow_AndQuarantinesItsKey", contractPark},
 		{"ReplayMarks_Requests_Deletes_Refusals", contractReplay},
+		{"ParkCarriesTheLease_RefusedAsLeaseLost", contractParkLease},
+		{"FetchReadsAcrossGaps_AndBoundsItsProbes", contractGaps},
+		{"LeaseWrites_RefusedClaimsKeepsAndReleases", contractLeaseWrites},
+		{"GenerationMarker_OpenSealDrain", contractGenerations},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -160,20 +176,27 @@ func (c *contract) enqueue(bucket int, keys ...string) []outbox.Message {
 	c.t.Helper()
 	msgs := make([]outbox.Message, len(keys))
 	for i, k := range keys {
-		// An explicit partition chooses the bucket (partition mod count).
-		partition := int32(bucket)
-		m, err := outbox.NewMessage("orders", []byte(k), []byte("value-"+k), outbox.MessageOptions{
-			BucketCount: contractLease.BucketCount, Partition: &partition, CreatedAt: c.clock.Now()})
-		if err != nil || m.Bucket != bucket {
-			c.t.Fatalf("message for bucket %d: %+v, %v", bucket, m, err)
-		}
-		msgs[i] = m
+		msgs[i] = c.message(bucket, k)
 	}
 	stored, err := c.Enqueue(c.t.Context(), msgs...)
 	if err != nil {
 		c.t.Fatalf("enqueue into bucket %d: %v", bucket, err)
 	}
 	return stored
+}
+
+// message builds a message of key k for bucket: the one place the suite
+// builds one.
+func (c *contract) message(bucket int, k string) outbox.Message {
+	c.t.Helper()
+	// An explicit partition chooses the bucket (partition mod count).
+	partition := int32(bucket)
+	m, err := outbox.NewMessage("orders", []byte(k), []byte("value-"+k), outbox.MessageOptions{
+		BucketCount: contractLease.BucketCount, Partition: &partition, CreatedAt: c.clock.Now()})
+	if err != nil || m.Bucket != bucket {
+		c.t.Fatalf("message for bucket %d: %+v, %v", bucket, m, err)
+	}
+	return m
 }
 
 func (c *contract) fetch(bucket, limit int) []outbox.Message {
