@@ -61,6 +61,7 @@ type tableInfo struct {
 	attributeDefinitions json.RawMessage
 	billingMode          string
 	createdAt            time.Time
+	ttlAttribute         string // empty while TimeToLive is disabled
 }
 
 // wireResponse is a server answer before the empty-value markers are
@@ -92,6 +93,7 @@ type wireRequest struct {
 	BillingMode                         string
 	ExclusiveStartTableName             string
 	Limit                               *int
+	TimeToLiveSpecification             *wireTimeToLive
 }
 
 type wireWriteRequest struct {
@@ -172,6 +174,8 @@ func (s *embeddedServer) handle(ctx context.Context, op string, body []byte, req
 		return s.transactWriteItems(ctx, body, req)
 	case "Query", "Scan":
 		return s.read(ctx, op, body, req)
+	case "UpdateTimeToLive", "DescribeTimeToLive":
+		return s.timeToLive(op, req)
 	case "GetItem", "BatchGetItem", "TransactGetItems":
 		s.mu.RLock()
 		defer s.mu.RUnlock()

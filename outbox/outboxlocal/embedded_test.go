@@ -298,10 +298,7 @@ func TestTableDescriptionIsComplete(t *testing.T) {
 	if d.External {
 		return // an external endpoint may serve the operation the embedded server lacks
 	}
-	_, err = d.Client.UpdateTimeToLive(t.Context(), &dynamodb.UpdateTimeToLiveInput{
-		TableName:               aws.String(table),
-		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String("Ttl"), Enabled: aws.Bool(true)},
-	})
+	_, err = d.Client.DescribeContinuousBackups(t.Context(), &dynamodb.DescribeContinuousBackupsInput{TableName: aws.String(table)})
 	var apiErr smithy.APIError
 	if !errors.As(err, &apiErr) || apiErr.ErrorCode() != "UnknownOperationException" {
 		t.Fatalf("unsupported operation: %v, want a decodable UnknownOperationException", err)
