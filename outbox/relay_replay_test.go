@@ -125,8 +125,6 @@ func TestRelayReplayRefusedAgainStaysParked(t *testing.T) {
 		if n := len(e.pub.sent()); n != 0 {
 			t.Fatalf("published %d messages of b, want none: its first is still refused", n)
 		}
-		e.store.mu.Lock()
-		defer e.store.mu.Unlock()
 		if len(e.store.Parked(0)) != 3 || e.store.marked(0) != 0 || len(e.store.requests()) != 0 {
 			t.Fatalf("parked %d, marked %d, requests %v; want b's 3 parked, none marked, no request",
 				len(e.store.Parked(0)), e.store.marked(0), e.store.requests())
