@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -68,7 +67,7 @@ func parseRunFlags(args []string, stdout io.Writer) (runFlags, error) {
 	fs.IntVar(&f.concurrency, "concurrency", 4, "reserved concurrency of the relay function (execution environments)")
 	fs.DurationVar(&f.timeout, "timeout", 15*time.Second, "relay function timeout (each invocation's deadline)")
 	fs.DurationVar(&f.schedule, "schedule", 5*time.Second, "interval of the schedule's sweep invocations (1 minute on AWS)")
-	fs.StringVar(&f.emfPath, "emf", filepath.Join(os.TempDir(), "spillway-run-emf.jsonl"), "file receiving the functions' EMF metric lines")
+	fs.StringVar(&f.emfPath, "emf", "", "file receiving the functions' EMF metric lines (default a new spillway-run-emf-*.jsonl in the temporary directory, so concurrent runs never share one)")
 	fs.StringVar(&f.dynamoEndpoint, "dynamodb-endpoint", "", "run on the DynamoDB at `URL` (DynamoDB Local, LocalStack) instead of the embedded one, in a table of its own deleted afterwards")
 	fs.BoolVar(&f.serve, "serve", false, "keep the embedded endpoints up after the demo and print their addresses")
 	fs.BoolVar(&f.asJSON, "json", false, "print the summary as JSON")
@@ -121,7 +120,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	emfFile, err := os.Create(flags.emfPath)
+	emfFile, err := createEMFFile(&d.flags.emfPath)
 	if err != nil {
 		return err
 	}
@@ -603,4 +602,20 @@ func checkEMF(path string) (int, error) {
 		}
 	}
 	return n, sc.Err()
+}
+
+// createEMFFile creates the file the functions' EMF lines go to: the one
+// named, or a new one in the temporary directory whose name it stores in
+// path, because a fixed default would mix the lines of concurrent runs and
+// the summary counts them.
+func createEMFFile(path *string) (*os.File, error) {
+	if *path != "" {
+		return os.Create(*path)
+	}
+	f, err := os.CreateTemp("", "spillway-run-emf-*.jsonl")
+	if err != nil {
+		return nil, fmt.Errorf("run: EMF file: %w", err)
+	}
+	*path = f.Name()
+	return f, nil
 }

@@ -237,7 +237,8 @@ func TestDashboardShowsEveryOutboxMetric(t *testing.T) {
 		emfMetric(outboxconf.MetricWriteUnits, r), emfMetric(outboxconf.MetricWriteUnits, enqueue),
 		emfMetric(outboxconf.MetricReadUnits, r), emfMetric(outboxconf.MetricReadUnits, enqueue))
 	has("Relay function", `"AWS/Lambda","Invocations"`, `"AWS/Lambda","Errors"`, `"AWS/Lambda","Throttles"`, `"AWS/Lambda","Duration"`)
-	has("Poison messages", emfMetric(outboxconf.MetricMessagesParked, r), emfMetric(outboxconf.MetricParkedMessages, r), emfMetric(outboxconf.MetricHeadRowRetries, r))
+	has("Poison messages", emfMetric(outboxconf.MetricMessagesParked, r), emfMetric(outboxconf.MetricMessagesReplayed, r),
+		emfMetric(outboxconf.MetricParkedMessages, r), emfMetric(outboxconf.MetricHeadRowRetries, r))
 	has("Relay wake-ups and runs", emfMetric(outboxconf.MetricWakeUpsSent, r), `"AWS/Lambda","AsyncEventsDropped"`, emfMetric(outboxconf.MetricBudgetUsed, r), `"stat":"SampleCount"`)
 	has("Enqueue function", `"AWS/Lambda","Invocations","FunctionName","`+enqueue, `"AWS/Lambda","Errors","FunctionName","`+enqueue,
 		`"AWS/Lambda","Throttles","FunctionName","`+enqueue, `"AWS/Lambda","Duration","FunctionName","`+enqueue, emfMetric(outboxconf.MetricEnqueueRejected, enqueue))
