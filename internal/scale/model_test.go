@@ -13,6 +13,7 @@ import (
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // TestModelAgreesWithTheEmbeddedServer runs the same fleets on both
@@ -103,7 +104,7 @@ func testModelChargesRefusalsPrunesAndReleases(t *testing.T) {
 	// Each store is one relay's run: its rounds carry their state.
 	rounds := map[*outboxddb.Store]lease.RoundState{}
 	for _, step := range steps {
-		var tallies []tally
+		var tallies []outboxlocal.Counts
 		// The step's instant, on a clock set back if it is past.
 		at := start.Add(step.at)
 		time.Sleep(time.Until(at))
