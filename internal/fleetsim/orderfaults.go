@@ -71,13 +71,9 @@ func (s *sim) poison(f scheduledFault, now time.Time) {
 		Partitions: []int32{int32(f.pick % simPartitions)}, Err: kerr.InvalidRecord, Count: f.n})
 	switch f.kind {
 	case causeParkLost:
-		s.mu.Lock()
-		s.parkLosses++
-		s.mu.Unlock()
+		s.arm(&s.parkLosses)
 	case causeParkLate:
-		s.mu.Lock()
-		s.parkLates++
-		s.mu.Unlock()
+		s.arm(&s.parkLates)
 	case causeParkSlow:
 		s.slowParks.Add(1)
 		s.at(now.Add(f.dur), func() { s.slowParks.Add(-1) })
@@ -85,7 +81,7 @@ func (s *sim) poison(f scheduledFault, now time.Time) {
 	c := s.causes.open(f.kind, 0, now)
 	s.at(now.Add(f.dur), func() {
 		h.Remove()
-		if f.kind == causeParkLost && s.takeParkLoss() || f.kind == causeParkLate && s.takeParkLate() {
+		if f.kind == causeParkLost && s.take(&s.parkLosses) || f.kind == causeParkLate && s.take(&s.parkLates) {
 			s.trace.add("fault-skipped", "", -1, "%s: no park within %v", f.kind, f.dur)
 		}
 		s.causes.closeAt(c, s.clock.Now())
@@ -165,25 +161,21 @@ func (s *sim) slowPark(e *env, bucket int) {
 	outbox.Sleep(parkSlowFor, nil)
 }
 
-// takeParkLate disarms an armed park-late fault.
-func (s *sim) takeParkLate() bool {
+// arm arms one fault of the count n (s.parkLosses, s.parkLates).
+func (s *sim) arm(n *int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.parkLates == 0 {
-		return false
-	}
-	s.parkLates--
-	return true
+	*n++
 }
 
-// takeParkLoss consumes an armed park-lost fault.
-func (s *sim) takeParkLoss() bool {
+// take consumes one armed fault of the count n, if any.
+func (s *sim) take(n *int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.parkLosses == 0 {
+	if *n == 0 {
 		return false
 	}
-	s.parkLosses--
+	*n--
 	return true
 }
 

@@ -3,36 +3,14 @@ package scale
 import (
 	"context"
 	"fmt"
-	"maps"
 
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
-// tally is what a backend counted so far: attempts per operation, refused
-// conditional writes and capacity units.
-type tally struct {
-	Requests              map[string]int
-	Refused               int
-	ReadUnits, WriteUnits float64
-}
-
-func (t tally) since(prev tally) tally {
-	out := tally{Requests: maps.Clone(t.Requests), Refused: t.Refused - prev.Refused,
-		ReadUnits: t.ReadUnits - prev.ReadUnits, WriteUnits: t.WriteUnits - prev.WriteUnits}
-	if out.Requests == nil {
-		out.Requests = map[string]int{}
-	}
-	for op, n := range prev.Requests {
-		out.Requests[op] -= n
-		if out.Requests[op] == 0 {
-			delete(out.Requests, op)
-		}
-	}
-	return out
-}
-
-func (t *tally) add(d tally) {
+// addCounts adds d to t: the Requests, Refused and units a backend
+// counts.
+func addCounts(t *outboxlocal.Counts, d outboxlocal.Counts) {
 	if t.Requests == nil {
 		t.Requests = map[string]int{}
 	}
@@ -48,7 +26,9 @@ func (t *tally) add(d tally) {
 type backend interface {
 	client() outboxddb.Client
 	table() string
-	tally() tally
+	// tally is what the backend counted so far: attempts per operation,
+	// refused conditional writes and capacity units.
+	tally() outboxlocal.Counts
 	close()
 }
 
@@ -91,9 +71,9 @@ func (e *embedded) client() outboxddb.Client { return e.ddb.Client }
 func (e *embedded) table() string            { return e.name }
 func (e *embedded) close()                   { _ = e.ddb.Close() }
 
-func (e *embedded) tally() tally {
+func (e *embedded) tally() outboxlocal.Counts {
 	// Served in memory, no attempt fails on the way (no socket to reset),
 	// so every attempt counted is one the relays sent, as with the model.
 	c := e.ddb.Counter.Snapshot()
-	return tally{Requests: c.Requests, Refused: c.Refused, ReadUnits: c.ReadUnits, WriteUnits: c.WriteUnits}
+	return outboxlocal.Counts{Requests: c.Requests, Refused: c.Refused, ReadUnits: c.ReadUnits, WriteUnits: c.WriteUnits}.Since(outboxlocal.Counts{})
 }

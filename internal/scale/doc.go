@@ -54,8 +54,9 @@
 // study), with the same table. So the large fleets run on an in-memory
 // model of the table (model.go) that answers exactly the requests of the
 // lease protocol — Query of a partition in 1 MB pages, conditional
-// PutItem, UpdateItem and DeleteItem with the protocol's expressions — and
-// charges them with outboxlocal.Counter's capacity rules. Anything else is refused with an
+// PutItem, UpdateItem and DeleteItem with the protocol's expressions, their
+// conditions evaluated by minidyn's interpreter, the embedded server's own —
+// and charges them with outboxlocal.Counter's capacity rules. Anything else is refused with an
 // error rather than answered approximately. The tests run the same fleets,
 // and a script of refused heartbeats, prunes and releases, on both the
 // embedded server and the model and require identical counts; the study

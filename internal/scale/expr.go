@@ -1,190 +1,70 @@
 package scale
 
 import (
-	"cmp"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/truora/minidyn/interpreter"
+	mtypes "github.com/truora/minidyn/types"
 )
 
-// The expressions the model evaluates are the lease protocol's: OR of AND
-// terms, each a parenthesised expression, attribute_exists(#a),
-// attribute_not_exists(#a) or a comparison of two operands (#name or
-// :value). A missing attribute fails every comparison, as in DynamoDB.
+// conditions evaluates the conditions of the model's writes: minidyn's
+// interpreter, the embedded server's own, so that the model and the server
+// cannot differ on a condition.
+var conditions interpreter.Language
 
 // conditionHolds evaluates expr against item (nil when absent); an empty
 // expression holds.
-func conditionHolds(expr string, names map[string]string, values map[string]types.AttributeValue, item map[string]types.AttributeValue) (bool, error) {
+func conditionHolds(expr string, names map[string]string, values, item map[string]types.AttributeValue) (bool, error) {
 	if expr == "" {
 		return true, nil
 	}
-	p := &condParser{tokens: tokenize(expr), names: names, values: values, item: item}
-	ok, err := p.or()
-	if err == nil && p.pos != len(p.tokens) {
-		err = fmt.Errorf("unexpected %q", p.tokens[p.pos])
+	attrs, err := minidynItem(values)
+	if err != nil {
+		return false, err
 	}
+	stored, err := minidynItem(item)
+	if err != nil {
+		return false, err
+	}
+	ok, err := conditions.Match(interpreter.MatchInput{
+		Expression: expr, ExpressionType: interpreter.ExpressionTypeConditional,
+		Item: stored, Attributes: attrs, Aliases: names,
+	})
 	if err != nil {
 		return false, fmt.Errorf("scale: condition %q: %w", expr, err)
 	}
 	return ok, nil
 }
 
+// minidynItem converts the attribute types of the lease protocol's items
+// and values to minidyn's; any other type is not modelled.
+func minidynItem(m map[string]types.AttributeValue) (map[string]*mtypes.Item, error) {
+	out := make(map[string]*mtypes.Item, len(m))
+	for name, v := range m {
+		switch v := v.(type) {
+		case *types.AttributeValueMemberS:
+			out[name] = &mtypes.Item{S: &v.Value}
+		case *types.AttributeValueMemberN:
+			out[name] = &mtypes.Item{N: &v.Value}
+		case *types.AttributeValueMemberB:
+			out[name] = &mtypes.Item{B: v.Value}
+		case *types.AttributeValueMemberBOOL:
+			out[name] = &mtypes.Item{BOOL: &v.Value}
+		case *types.AttributeValueMemberNULL:
+			out[name] = &mtypes.Item{NULL: &v.Value}
+		default:
+			return nil, fmt.Errorf("%w: attribute %s of type %T", errNotModelled, name, v)
+		}
+	}
+	return out, nil
+}
+
 // tokenize splits on spaces and around parentheses and commas.
 func tokenize(expr string) []string {
 	r := strings.NewReplacer("(", " ( ", ")", " ) ", ",", " , ")
 	return strings.Fields(r.Replace(expr))
-}
-
-type condParser struct {
-	tokens []string
-	pos    int
-	names  map[string]string
-	values map[string]types.AttributeValue
-	item   map[string]types.AttributeValue
-}
-
-func (p *condParser) peek() string {
-	if p.pos < len(p.tokens) {
-		return p.tokens[p.pos]
-	}
-	return ""
-}
-
-func (p *condParser) expect(tok string) error {
-	if p.peek() != tok {
-		return fmt.Errorf("want %q at token %d, got %q", tok, p.pos, p.peek())
-	}
-	p.pos++
-	return nil
-}
-
-func (p *condParser) or() (bool, error) {
-	result := false
-	for {
-		ok, err := p.and()
-		if err != nil {
-			return false, err
-		}
-		result = result || ok
-		if p.peek() != "OR" {
-			return result, nil
-		}
-		p.pos++
-	}
-}
-
-func (p *condParser) and() (bool, error) {
-	result := true
-	for {
-		ok, err := p.term()
-		if err != nil {
-			return false, err
-		}
-		result = result && ok
-		if p.peek() != "AND" {
-			return result, nil
-		}
-		p.pos++
-	}
-}
-
-func (p *condParser) term() (bool, error) {
-	switch tok := p.peek(); tok {
-	case "(":
-		p.pos++
-		ok, err := p.or()
-		if err != nil {
-			return false, err
-		}
-		return ok, p.expect(")")
-	case "attribute_exists", "attribute_not_exists":
-		p.pos++
-		if err := p.expect("("); err != nil {
-			return false, err
-		}
-		v, err := p.operand()
-		if err != nil {
-			return false, err
-		}
-		return (v != nil) == (tok == "attribute_exists"), p.expect(")")
-	}
-	left, err := p.operand()
-	if err != nil {
-		return false, err
-	}
-	op := p.peek()
-	p.pos++
-	right, err := p.operand()
-	if err != nil {
-		return false, err
-	}
-	return compare(left, op, right)
-}
-
-// operand resolves #name to the item's attribute (nil when absent) and
-// :value to the expression value.
-func (p *condParser) operand() (types.AttributeValue, error) {
-	tok := p.peek()
-	p.pos++
-	switch {
-	case strings.HasPrefix(tok, "#"):
-		name, ok := p.names[tok]
-		if !ok {
-			return nil, fmt.Errorf("undefined name %s", tok)
-		}
-		return p.item[name], nil
-	case strings.HasPrefix(tok, ":"):
-		v, ok := p.values[tok]
-		if !ok {
-			return nil, fmt.Errorf("undefined value %s", tok)
-		}
-		return v, nil
-	}
-	return nil, fmt.Errorf("not an operand: %q", tok)
-}
-
-// compare applies op to two numbers (compared as integers: the protocol's
-// numbers are ticks) or two strings; anything else is false.
-func compare(a types.AttributeValue, op string, b types.AttributeValue) (bool, error) {
-	var c int
-	switch x := a.(type) {
-	case *types.AttributeValueMemberN:
-		y, ok := b.(*types.AttributeValueMemberN)
-		if !ok {
-			return false, nil
-		}
-		xi, err1 := strconv.ParseInt(x.Value, 10, 64)
-		yi, err2 := strconv.ParseInt(y.Value, 10, 64)
-		if err1 != nil || err2 != nil {
-			return false, fmt.Errorf("non-integer number %q or %q", x.Value, y.Value)
-		}
-		c = cmp.Compare(xi, yi)
-	case *types.AttributeValueMemberS:
-		y, ok := b.(*types.AttributeValueMemberS)
-		if !ok {
-			return false, nil
-		}
-		c = strings.Compare(x.Value, y.Value)
-	default:
-		return false, nil
-	}
-	switch op {
-	case "=":
-		return c == 0, nil
-	case "<>":
-		return c != 0, nil
-	case "<":
-		return c < 0, nil
-	case "<=":
-		return c <= 0, nil
-	case ">":
-		return c > 0, nil
-	case ">=":
-		return c >= 0, nil
-	}
-	return false, fmt.Errorf("unknown comparison %q", op)
 }
 
 // applyUpdate applies "SET #a = :v, ... REMOVE #b, ..." to item.

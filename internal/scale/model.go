@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // Key attribute names of the table the model holds (the store's defaults).
@@ -39,7 +40,7 @@ var errNotModelled = errors.New("scale: the model answers only the acquisition r
 type model struct {
 	mu         sync.Mutex
 	partitions map[string]map[string]stored // pk → sk → item
-	counts     tally
+	counts     outboxlocal.Counts
 }
 
 // stored is an item with its size, computed once when it is written.
@@ -52,17 +53,17 @@ type stored struct {
 }
 
 func newModel() *model {
-	return &model{partitions: map[string]map[string]stored{}, counts: tally{Requests: map[string]int{}}}
+	return &model{partitions: map[string]map[string]stored{}, counts: outboxlocal.Counts{Requests: map[string]int{}}}
 }
 
 func (m *model) client() outboxddb.Client { return modelClient{m} }
 func (m *model) table() string            { return "scale-model" }
 func (m *model) close()                   {}
 
-func (m *model) tally() tally {
+func (m *model) tally() outboxlocal.Counts {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.counts.since(tally{})
+	return m.counts.Since(outboxlocal.Counts{})
 }
 
 // modelClient is the model seen through outboxddb.Client.

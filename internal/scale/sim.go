@@ -11,6 +11,7 @@ import (
 
 	"github.com/spillway-dev/spillway/internal/lab"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // window sums the rounds of consecutive renew intervals.
@@ -18,7 +19,7 @@ type window struct {
 	first, intervals       int // renew intervals [first, first+intervals)
 	rounds                 int
 	claims, releases, lost int
-	tally                  tally
+	tally                  outboxlocal.Counts
 	pages, bytes           int
 }
 
@@ -31,7 +32,7 @@ func (w *window) merge(o window) {
 	w.claims += o.claims
 	w.releases += o.releases
 	w.lost += o.lost
-	w.tally.add(o.tally)
+	addCounts(&w.tally, o.tally)
 	w.pages += o.pages
 	w.bytes += o.bytes
 }
@@ -154,7 +155,7 @@ func (r *run) play(ctx context.Context) error {
 		r.cur.lost += len(acq.Lost)
 		// Only the rounds send requests, one round at a time: what the
 		// backend counted since the last round is this round's.
-		r.cur.tally.add(r.units.charge(at, r.be.tally()))
+		addCounts(&r.cur.tally, r.units.charge(at, r.be.tally()))
 		r.mu.Unlock()
 	}
 }
@@ -208,15 +209,15 @@ func (r *run) phase(w window) Phase {
 type units struct {
 	start time.Time
 	// counted is the backend's tally at the latest charge.
-	counted tally
+	counted outboxlocal.Counts
 	// read and write units per simulated second since start
 	read, write []float64
 }
 
 // charge takes the backend's tally now, charges what it counted since the
 // latest charge to at's second and returns it.
-func (u *units) charge(at time.Time, now tally) tally {
-	d := now.since(u.counted)
+func (u *units) charge(at time.Time, now outboxlocal.Counts) outboxlocal.Counts {
+	d := now.Since(u.counted)
 	u.counted = now
 	s := int(at.Sub(u.start) / time.Second)
 	for len(u.read) <= s {

@@ -255,42 +255,16 @@ func TestPlanLeases_Errors(t *testing.T) {
 // its peers makes refused writes in a shared table.
 func TestPlanLeases_GoldenVectors(t *testing.T) {
 	t.Parallel()
-	var cases []struct {
-		BucketCount int      `json:"bucketCount"`
-		Active      []string `json:"active"`
-		Requester   string   `json:"requester"`
-		Leases      []struct {
-			Owner   *string `json:"owner"`
-			Expired bool    `json:"expired"`
-		} `json:"leases"`
-		Expect struct {
-			Keep        []int          `json:"keep"`
-			Release     []int          `json:"release"`
-			Claim       []int          `json:"claim"`
-			StandbyRank int            `json:"standbyRank"`
-			Shares      map[string]int `json:"shares"`
-		} `json:"expect"`
-	}
-	loadJSON(t, "planner-vectors.json", &cases)
-	if len(cases) != 600 {
-		t.Fatalf("planner-vectors.json has %d cases, want 600", len(cases))
-	}
-	for i, c := range cases {
-		leases := make([]BucketLease, len(c.Leases))
-		for b, l := range c.Leases {
-			if l.Owner != nil {
-				leases[b] = BucketLease{Owner: *l.Owner, Expired: l.Expired}
-			}
-		}
-		p, err := PlanLeases(c.BucketCount, c.Active, c.Requester, leases)
+	for i, c := range loadPlannerVectors(t) {
+		p, err := PlanLeases(c.n, c.active, c.requester, c.leases)
 		if err != nil {
 			t.Errorf("case %d: %v", i, err)
 			continue
 		}
-		what := fmt.Sprintf("case %d (n=%d, requester %s)", i, c.BucketCount, c.Requester)
-		checkPlan(t, what, p, expectPlan{c.Expect.Keep, c.Expect.Release, c.Expect.Claim, c.Expect.StandbyRank})
-		if !maps.Equal(p.Shares, c.Expect.Shares) {
-			t.Errorf("%s: shares %v, want %v", what, p.Shares, c.Expect.Shares)
+		what := fmt.Sprintf("case %d (n=%d, requester %s)", i, c.n, c.requester)
+		checkPlan(t, what, p, expectPlan{c.want.Keep, c.want.Release, c.want.Claim, c.want.StandbyRank})
+		if !maps.Equal(p.Shares, c.want.Shares) {
+			t.Errorf("%s: shares %v, want %v", what, p.Shares, c.want.Shares)
 		}
 	}
 }

@@ -75,14 +75,14 @@ func message(t testing.TB, seq int64, topic string, key, value []byte, headers [
 func ptr[T any](v T) *T { return &v }
 
 // consume reads n records of topic from the start, failing the test if fewer
-// arrive within ten seconds.
-func consume(t testing.TB, brokers []string, topic string, n int) []*kgo.Record {
+// arrive within ten seconds; opts are further client options (a dialer).
+func consume(t testing.TB, brokers []string, topic string, n int, opts ...kgo.Opt) []*kgo.Record {
 	t.Helper()
-	cl, err := kgo.NewClient(
+	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(brokers...),
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-	)
+	}, opts...)...)
 	if err != nil {
 		t.Fatalf("consumer: %v", err)
 	}

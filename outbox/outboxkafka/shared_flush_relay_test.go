@@ -1,0 +1,162 @@
+package outboxkafka
+
+import (
+	"fmt"
+	"log/slog"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxmem"
+)
+
+// awaitPartner is a kgo hook that keeps the hand-over of a head row to a
+// shared Flush open until a second hand-over has joined its round, so the
+// two buckets' publishes share one Flush whatever the scheduler does: the
+// hand-overs of key good's first row and of key big's rows. A partner
+// has joined when the round counts a second hand-over or holds the other
+// key's records (a partner that finished handing over). It spins
+// rather than sleeps: in a testing/synctest bubble the partner, once
+// joined, waits on the flusher's produceMu, which is no durable wait, so
+// the bubble's clock could not move a sleeping hook on. A hand-over that
+// no partner joins goes on after a bounded spin, and the test then finds
+// that the head rows never shared a Flush.
+type awaitPartner struct{ f *flusher }
+
+func (w *awaitPartner) OnProduceRecordBuffered(r *kgo.Record) {
+	if string(r.Key) != "big" && (string(r.Key) != "good" || string(r.Value) != "v") {
+		return
+	}
+	for range 1_000_000 {
+		w.f.mu.Lock()
+		round := w.f.next
+		joined := round == nil || round.alone || round.handing > 1 ||
+			slices.ContainsFunc(round.records, func(o *kgo.Record) bool { return string(o.Key) != string(r.Key) })
+		w.f.mu.Unlock()
+		if joined {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+// Defect 4 of issue 39, end to end: a relay under PoisonQuarantine drains
+// two buckets whose messages share one partition of a broker that takes no
+// batch over 2048 bytes. Bucket A's head row is small and good; bucket B's
+// is 4000 bytes. Their batches share a Flush and are refused; the two head
+// rows, retried together in the next sweep, share a Flush again and are
+// refused again (MESSAGE_TOO_LARGE, B's fault). The good row must be
+// published, in order with its key's next message, and never parked; only
+// B's key is parked. It fails when a refusal is judged by the caller's
+// batch alone (a single-message publish in a shared Flush condemned), as
+// before the shared-flush fix.
+func TestRelaySharedFlushHeadRowsParkOnlyTheOversizedNeighbour(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		c, dial := newVirtualCluster(t, kfake.SeedTopics(1, "small"),
+			kfake.BrokerConfigs(map[string]string{"message.max.bytes": "2048"}))
+		var mu sync.Mutex
+		var carried []int // records per produce request
+		c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+			c.KeepControl()
+			n := 0
+			for _, tp := range r.(*kmsg.ProduceRequest).Topics {
+				for _, p := range tp.Partitions {
+					var b kmsg.RecordBatch
+					if err := b.ReadFrom(p.Records); err == nil {
+						n += int(b.NumRecords)
+					}
+				}
+			}
+			mu.Lock()
+			carried = append(carried, n)
+			mu.Unlock()
+			return nil, nil, false
+		})
+		partner := &awaitPartner{}
+		p := newPublisher(t, c, func(cfg *Config) {
+			cfg.ExtraOpts = append(cfg.ExtraOpts, dial, kgo.WithHooks(partner))
+		})
+		partner.f = p.flusher
+		// The publisher learns the topic first, so neither bucket's
+		// publish asks the brokers anything before it hands over.
+		if res := p.PublishDetailed(t.Context(), []outbox.Message{message(t, 1, "small", []byte("warm"), []byte("v"), nil, nil)}); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+
+		const buckets = 4
+		store, err := outboxmem.New(outboxmem.Options{BucketCount: buckets})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var good, big []outbox.Message
+		for i, v := range [][]byte{[]byte("v"), []byte("v2")} {
+			g, err := outbox.NewMessage("small", []byte("good"), v, outbox.MessageOptions{BucketCount: buckets})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := outbox.NewMessage("small", []byte("big"), fmt.Appendf(randomBytes(4000), "#%d", i), outbox.MessageOptions{BucketCount: buckets})
+			if err != nil {
+				t.Fatal(err)
+			}
+			good, big = append(good, g), append(big, b)
+		}
+		if good[0].Bucket == big[0].Bucket {
+			t.Fatalf("keys good and big share bucket %d: the test needs two buckets", good[0].Bucket)
+		}
+		if _, err := store.Enqueue(t.Context(), append(good, big...)...); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		carried = nil
+		mu.Unlock()
+
+		relay, err := outbox.NewRelay(outbox.RelayConfig{
+			Options: outbox.RelayOptions{
+				RelayID: "relay-1", BucketCount: buckets, Mode: outbox.ModeDrain,
+				PoisonPolicy: outbox.PoisonQuarantine,
+			},
+			Store:     store,
+			Publisher: p,
+			Logger:    slog.New(slog.DiscardHandler),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := relay.Run(t.Context(), outbox.RunInput{Deadline: time.Now().Add(5 * time.Minute)})
+		if err != nil || res.Reason != outbox.StopDrained {
+			t.Fatalf("Run = %+v, %v; want drained", res, err)
+		}
+
+		mu.Lock()
+		defer mu.Unlock()
+		// Both batches (4 records), then both head rows (2), shared a
+		// produce request; without the second the test proves nothing.
+		if !slices.Contains(carried, 4) || !slices.Contains(carried, 2) {
+			t.Fatalf("produce requests carried %v records; want one with both batches (4) and one with both head rows (2)", carried)
+		}
+		if parked := store.Parked(good[0].Bucket); len(parked) != 0 {
+			t.Fatalf("bucket %d parked %d messages of key good, first %q: a good head row was condemned for its neighbour", good[0].Bucket, len(parked), parked[0].Value)
+		}
+		if parked := store.Parked(big[0].Bucket); len(parked) != 2 {
+			t.Fatalf("bucket %d parked %d messages, want key big's two", big[0].Bucket, len(parked))
+		}
+		var order []string
+		for _, r := range consume(t, c.ListenAddrs(), "small", 3, dial) {
+			if string(r.Key) == "good" {
+				order = append(order, string(r.Value))
+			}
+		}
+		if !slices.Equal(order, []string{"v", "v2"}) {
+			t.Fatalf("key good reads %v, want [v v2]", order)
+		}
+	})
+}
