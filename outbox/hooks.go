@@ -11,7 +11,8 @@ import "time"
 // change delivery. A panic in a hook is not recovered. Adapters define
 // hooks of their own beside these (outboxddb.HookRequest for DynamoDB
 // throttles and refused writes, outboxlambda.HookEnqueue for the enqueue
-// function), and outboxobs/emf.Recorder implements all of them.
+// function, outboxinbox.HookConsume for an inbox); outboxobs/emf.Recorder
+// implements all but the inbox's, which emf.InboxRecorder implements.
 type Hook any
 
 // HookLease receives a relay's lease bookkeeping.
