@@ -91,7 +91,7 @@ type OwnerReader interface {
 // Under steady traffic this turns one invocation per commit into about one
 // read per lease.OwnerViewTTL per process.
 //
-// A failed invoke is logged, counted (Stats, and the Observer) and returned
+// A failed invoke is logged, counted (Stats, and the Hooks) and returned
 // to its caller, which must not fail its write for it: the relay's schedule
 // finds the messages anyway.
 type Notifier struct {
