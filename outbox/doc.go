@@ -40,7 +40,8 @@
 //
 // Relays of one table share its buckets through leases, without talking to
 // each other, and every relay's clock must agree with every other's within
-// KeepMargin (10 s with the default timings). Observer, Tracer and Clock
+// KeepMargin (10 s with the default timings). Hooks (RelayConfig.Hooks: a
+// value implementing the Hook interfaces it cares about), Tracer and Clock
 // are the seams for telemetry and time; outboxobs holds the recorders.
 //
 // # The protocol

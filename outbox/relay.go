@@ -24,8 +24,9 @@ type RelayConfig struct {
 	// Notifier sends the wake-up a stopping relay owes when work is left.
 	// Optional: without one the next schedule finds the work.
 	Notifier Notifier
-	// Observer receives events. Optional.
-	Observer Observer
+	// Hooks receive the relay's reports, each through the Hook interfaces
+	// it implements. Optional.
+	Hooks []Hook
 	// Tracer opens spans around acquire, drain, publish, delete and release.
 	// Default NoopTracer.
 	Tracer Tracer
@@ -52,7 +53,7 @@ type Relay struct {
 	pub      Publisher
 	clock    Clock
 	notifier Notifier
-	obs      Observer
+	hooks    hooks
 	tracer   Tracer
 	log      *slog.Logger
 	maxHops  int
@@ -89,6 +90,10 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	if cfg.Store == nil || cfg.Publisher == nil {
 		return nil, Misconfigured("new relay", "a store and a publisher are required")
 	}
+	hs, err := newHooks(opts.RelayID, cfg.Hooks)
+	if err != nil {
+		return nil, err
+	}
 	q, _ := cfg.Store.(Quarantine)
 	if opts.PoisonPolicy == PoisonQuarantine && q == nil {
 		return nil, Misconfigured("new relay", "PoisonPolicy %q needs a store that implements outbox.Quarantine; %T does not", PoisonQuarantine, cfg.Store)
@@ -99,7 +104,7 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 		pub:      cfg.Publisher,
 		clock:    cfg.Clock,
 		notifier: cfg.Notifier,
-		obs:      cfg.Observer,
+		hooks:    hs,
 		tracer:   cfg.Tracer,
 		log:      cfg.Logger,
 		maxHops:  cfg.MaxHops,
@@ -244,8 +249,7 @@ func (r *Relay) Run(ctx context.Context, in RunInput) (RunResult, error) {
 			run.res.BudgetUsed = 100 * float64(run.res.Ended.Sub(run.res.Started)) / float64(total)
 		}
 	}
-	Emit(r.obs, Event{Kind: EventStop, Time: run.res.Ended, RelayID: r.opts.RelayID, Bucket: -1,
-		Stop: run.res.Reason, Duration: run.res.Ended.Sub(run.res.Started), BudgetUsed: run.res.BudgetUsed})
+	r.hooks.runEnd(run.res)
 	// Debug: hosts (the Lambda handler, the CLI) log their own summary.
 	r.log.LogAttrs(ctx, slog.LevelDebug, "relay run finished",
 		slog.String("reason", string(run.res.Reason)), slog.Bool("joined", run.res.Joined),
@@ -264,17 +268,6 @@ func (r *Relay) stopMargin(now, deadline time.Time) time.Duration {
 		m = third
 	}
 	return max(m, 0)
-}
-
-func (r *Relay) emit(e Event) {
-	if r.obs == nil {
-		return
-	}
-	if e.Time.IsZero() {
-		e.Time = r.clock.Now()
-	}
-	e.RelayID = r.opts.RelayID
-	Emit(r.obs, e)
 }
 
 // errCycle wraps a cycle failure that is retried after a backoff.

@@ -21,7 +21,7 @@ func blockRelay(t *testing.T, e *relayEnv) *outbox.Relay {
 		Store:     e.store,
 		Publisher: e.pub,
 		Clock:     e.clock,
-		Observer:  e.obs,
+		Hooks:     []outbox.Hook{e.obs},
 		Logger:    slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -73,7 +73,7 @@ func TestRelayUnderBlockCarriesOutMarkedReplays(t *testing.T) {
 		if res.Published != 3 {
 			t.Fatalf("block drain published %d, want b's 3 replayed messages", res.Published)
 		}
-		if _, n := e.obs.count(outbox.EventReplayed); n != 3 {
+		if _, n := e.obs.count("replay"); n != 3 {
 			t.Fatalf("%d replayed messages observed, want 3", n)
 		}
 		if got := firstDeliveries(e.pub, "b"); !slices.Equal(got, want) {

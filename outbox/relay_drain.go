@@ -91,7 +91,7 @@ func (d bucketDrain) drain() (res bucketResult) {
 				return res
 			}
 			size = 1
-			r.emit(Event{Kind: EventHeadRowRetry, Bucket: bucket})
+			r.hooks.headRowRetry(bucket)
 		}
 		if r.park.store != nil {
 			// An operator's replay goes out before anything of the
@@ -150,7 +150,7 @@ func (d bucketDrain) relayBatch(ctx context.Context, g *grant, head *headRow) (p
 	// Decoded once here: the publish span's origins and links and the
 	// Publisher's records all read this decode (Message.DecodedHeaders).
 	decodeFetched(msgs)
-	r.emit(Event{Kind: EventBatchFetched, Bucket: bucket, Count: fetched})
+	r.hooks.fetch(bucket, fetched)
 	if head != nil && msgs[0].Sequence != head.seq {
 		// A peer published the failing row meanwhile: its backoff no
 		// longer applies.
@@ -177,7 +177,7 @@ func (d bucketDrain) relayBatch(ctx context.Context, g *grant, head *headRow) (p
 	for i := range acked {
 		lat[i] = ackAt.Sub(msgs[i].CreatedAt)
 	}
-	r.emit(Event{Kind: EventPublish, Bucket: bucket, Count: acked, Latencies: lat, Err: perr, Time: ackAt})
+	r.hooks.publish(bucket, acked, lat, perr)
 
 	if acked > 0 {
 		if err := d.deletePublished(ctx, msgs[:acked]); err != nil {
@@ -204,7 +204,7 @@ func (d bucketDrain) unreadableHead(ctx context.Context, row *UnreadableRowError
 	if _, err := r.lease.grant(ctx, bucket); err != nil {
 		return err
 	}
-	r.emit(Event{Kind: EventPublish, Bucket: bucket, Err: row})
+	r.hooks.publish(bucket, 0, nil, row)
 	r.park.headFailed(ctx, bucket, row.Sequence, nil, row)
 	return nil
 }
@@ -229,7 +229,7 @@ func (d bucketDrain) deletePublished(ctx context.Context, msgs []Message) error 
 	if err != nil {
 		return errCycle(fmt.Sprintf("delete %d published messages of bucket %d", len(msgs), bucket), err)
 	}
-	r.emit(Event{Kind: EventDelete, Bucket: bucket, Count: len(msgs)})
+	r.hooks.delete(bucket, len(msgs))
 	d.u.deleted.Add(int64(len(msgs)))
 	return nil
 }
@@ -240,7 +240,7 @@ func (d bucketDrain) deletePublished(ctx context.Context, msgs []Message) error 
 // publish's outcome is acted on.
 func (r *Relay) stillHeld(ctx context.Context, bucket int) error {
 	if _, err := r.lease.grant(ctx, bucket); err != nil {
-		r.emit(Event{Kind: EventPublish, Bucket: bucket, Err: err})
+		r.hooks.publish(bucket, 0, nil, err)
 		return errCycle(fmt.Sprintf("publish bucket %d", bucket), fmt.Errorf("no grant to act on the outcome: %w", err))
 	}
 	return nil

@@ -309,30 +309,6 @@ func (p *memPublisher) sent() []outbox.Message {
 	return slices.Clone(p.published)
 }
 
-// recorder is an Observer keeping every event.
-type recorder struct {
-	mu     sync.Mutex
-	events []outbox.Event
-}
-
-func (r *recorder) Observe(e outbox.Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, e)
-}
-
-func (r *recorder) count(k outbox.EventKind) (n, sum int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, e := range r.events {
-		if e.Kind == k {
-			n++
-			sum += e.Count
-		}
-	}
-	return n, sum
-}
-
 // notifications records wake-ups.
 type notifications struct {
 	mu    sync.Mutex

@@ -80,7 +80,7 @@ func TestRelayParkLandingAfterAPeerClaimedIsRefusedAndKeepsKeyOrder(t *testing.T
 		if len(e.store.parkings) != 2 || e.store.parkings[0].Sequence != first.Sequence || e.store.parkings[0].Lease.Owner != "relay-b" {
 			t.Fatalf("parkings %+v, want relay-b's park of k's first message, then its second behind it", e.store.parkings)
 		}
-		if n, _ := e.obs.count(outbox.EventLeaseLost); n == 0 {
+		if n, _ := e.obs.count("lost"); n == 0 {
 			t.Fatalf("relay-a reported no lost lease")
 		}
 	})
@@ -117,7 +117,7 @@ func TestRelayLongParkLoopStartsNoPublishWithoutTheMargin(t *testing.T) {
 			t.Fatalf("publishes started with less than %v of lease: %v", margin, thin)
 		}
 		// The parks renewed as they went: the lease never ran out.
-		if n, _ := e.obs.count(outbox.EventLeaseLost); n != 0 {
+		if n, _ := e.obs.count("lost"); n != 0 {
 			t.Fatalf("%d lease losses, want none", n)
 		}
 		if got := keysSent(e.pub, 0); len(got) != 1 || got[0] != "x" || len(e.store.Parked(0)) != 500 {

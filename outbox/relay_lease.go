@@ -16,8 +16,8 @@ func (r *Relay) leaseLost(reason LossReason, n int) {
 	owned := r.lease.owned()
 	r.park.book.retain(owned, nil)
 	r.log.Warn("dropping bucket ownership", "reason", string(reason), "buckets", n)
-	r.emit(Event{Kind: EventLeaseLost, Bucket: -1, Count: n, Loss: reason})
-	r.emit(Event{Kind: EventOwned, Bucket: -1, Count: len(owned)})
+	r.hooks.leaseLost(n, reason)
+	r.hooks.leases(len(owned), 0, 0)
 }
 
 // acquire runs one acquisition round and installs its result.
@@ -34,7 +34,7 @@ func (u *run) acquire() error {
 		return b
 	})
 	if expired {
-		r.emit(Event{Kind: EventLeaseLost, Bucket: -1, Count: len(prev), Loss: LossExpiredBetweenRounds})
+		r.hooks.leaseLost(len(prev), LossExpiredBetweenRounds)
 	}
 
 	ctx, span := r.tracer.Start(u.ctx, SpanAcquire)
@@ -45,7 +45,7 @@ func (u *run) acquire() error {
 	if err != nil {
 		span.Annotate(AnnotationOutcome, "error")
 		span.End(err)
-		r.emit(Event{Kind: EventRound, Bucket: -1, Duration: elapsed, Err: err})
+		r.hooks.round(elapsed, err)
 		if IsMisconfigured(err) {
 			r.lease.apply(func(b leaseBook) leaseBook {
 				b.standby, b.settled = acq.Standby, acq.Settled
@@ -77,17 +77,11 @@ func (u *run) acquire() error {
 	span.Annotate("owned", len(acq.Owned))
 	span.Annotate(AnnotationOutcome, "ok")
 	span.End(nil)
-	r.emit(Event{Kind: EventRound, Bucket: -1, Count: len(acq.Owned), Duration: elapsed})
-	if n := len(acq.Claimed); n > 0 {
-		r.emit(Event{Kind: EventClaim, Bucket: -1, Count: n})
-	}
-	if n := len(acq.Released); n > 0 {
-		r.emit(Event{Kind: EventRelease, Bucket: -1, Count: n})
-	}
+	r.hooks.round(elapsed, nil)
 	if n := len(acq.Lost); n > 0 {
-		r.emit(Event{Kind: EventLeaseLost, Bucket: -1, Count: n, Loss: LossKeepRefused})
+		r.hooks.leaseLost(n, LossKeepRefused)
 	}
-	r.emit(Event{Kind: EventOwned, Bucket: -1, Count: len(acq.Owned)})
+	r.hooks.leases(len(acq.Owned), len(acq.Claimed), len(acq.Released))
 	if !slices.Equal(prev, acq.Owned) {
 		r.log.LogAttrs(u.ctx, slog.LevelInfo, "owned buckets changed", slog.Any("owned", acq.Owned),
 			slog.Any("claimed", acq.Claimed), slog.Any("released", acq.Released))
@@ -133,7 +127,7 @@ func (u stopper) stop() {
 		u.res.ReleaseSkipped = true
 		r.log.LogAttrs(u.ctx, slog.LevelWarn, "no time left to release leases; they lapse after LeaseDuration",
 			slog.Any("owned", owned), slog.Duration("left", u.in.Deadline.Sub(now)))
-		r.emit(Event{Kind: EventReleaseSkipped, Bucket: -1, Count: len(owned)})
+		r.hooks.releaseSkipped(len(owned))
 		r.resetLease()
 		return
 	}
@@ -146,22 +140,21 @@ func (u stopper) stop() {
 	rel, err := r.store.ReleaseLeases(ctx, r.req)
 	span.End(err)
 	r.resetLease()
+	released := 0
 	if err != nil {
 		r.log.LogAttrs(u.ctx, slog.LevelError, "releasing leases failed; they lapse after LeaseDuration", slog.Any("error", err))
 	} else {
 		u.res.Released = rel.Released
 		u.res.ReleaseUnfinished = rel.Unfinished
 		u.res.Refused += rel.Refused
-		if n := len(rel.Released); n > 0 {
-			r.emit(Event{Kind: EventRelease, Bucket: -1, Count: n})
-		}
+		released = len(rel.Released)
 		for _, b := range rel.Released {
 			if !slices.Contains(check, b) {
 				check = append(check, b)
 			}
 		}
 	}
-	r.emit(Event{Kind: EventOwned, Bucket: -1, Count: 0})
+	r.hooks.leases(0, 0, released)
 	if len(check) == 0 || u.ctx.Err() != nil {
 		return
 	}
@@ -225,7 +218,7 @@ func (u stopper) wake(buckets []int) {
 		return
 	}
 	err := r.notifier.Notify(u.ctx, WakeUp{Buckets: buckets, Hop: hop})
-	r.emit(Event{Kind: EventWakeUpSent, Bucket: -1, Count: len(buckets), Err: err})
+	r.hooks.wakeUp(WakeUp{Buckets: buckets, Hop: hop}, err)
 	if err != nil {
 		r.log.LogAttrs(u.ctx, slog.LevelWarn, "wake-up failed; the schedule will find the work", slog.Any("error", err))
 		return

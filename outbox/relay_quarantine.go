@@ -99,7 +99,7 @@ func (q *parking) park(ctx context.Context, p Parking, m *Message, key []byte) e
 		attrs = append(attrs, slog.String("error", p.Error))
 	}
 	r.log.LogAttrs(ctx, slog.LevelWarn, "message parked", attrs...)
-	r.emit(Event{Kind: EventParked, Bucket: p.Bucket, Count: 1, Park: p.Reason})
+	r.hooks.parked(p)
 	return nil
 }
 
@@ -165,5 +165,5 @@ func (q *parking) headFailed(ctx context.Context, bucket int, seq int64, m *Mess
 		attrs = append(attrs, slog.Any("parkError", err))
 	}
 	r.log.LogAttrs(ctx, slog.LevelWarn, "publish failed; bucket backs off", attrs...)
-	r.emit(Event{Kind: EventBackoff, Bucket: bucket, Duration: delay, Err: cause})
+	r.hooks.backoff(bucket, delay, cause)
 }

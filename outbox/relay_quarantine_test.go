@@ -48,7 +48,7 @@ func TestRelayBlockRelaysTheValidPrefixAndBacksOffAnUnreadableRow(t *testing.T) 
 		if got := len(e.pub.sent()); got != 10 || res.Deleted != 10 {
 			t.Fatalf("published %d, deleted %d, want 10 and 10", got, res.Deleted)
 		}
-		if n, _ := e.obs.count(outbox.EventHeadRowRetry); n < 2 {
+		if n, _ := e.obs.count("headRowRetry"); n < 2 {
 			t.Fatalf("head-row retries = %d, want the bad row retried", n)
 		}
 		if e.store.pending() != 4 || e.store.count("park") != 0 {
@@ -176,34 +176,34 @@ func TestRelayQuarantineNeedsAQuarantineStore(t *testing.T) {
 	}
 }
 
-// TestRelayEventsCarryTypedReasons reads the reasons of a run's events from
-// their own fields: the park reason of EventParked, and the stop reason and
-// the unrounded budget share of EventStop, equal to the run's result.
-func TestRelayEventsCarryTypedReasons(t *testing.T) {
+// TestRelayHooksCarryTypedReasons reads the reasons a run reports from
+// their own arguments: the park reason of OnPark, and the run's result,
+// with its stop reason and unrounded budget share, in OnRunEnd.
+func TestRelayHooksCarryTypedReasons(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newRelayEnv(t, 1, quarantine)
 		addUnreadableRow(e, "b")
 		res := e.run(t, outbox.RunInput{Deadline: t0.Add(7 * time.Minute)})
 		var parks []outbox.ParkReason
-		var stop *outbox.Event
+		var stop *event
 		e.obs.mu.Lock()
 		for i, ev := range e.obs.events {
-			switch ev.Kind {
-			case outbox.EventParked:
-				parks = append(parks, ev.Park)
-			case outbox.EventStop:
+			switch ev.kind {
+			case "park":
+				parks = append(parks, ev.park)
+			case "runEnd":
 				stop = &e.obs.events[i]
 			}
 		}
 		e.obs.mu.Unlock()
 		if !slices.Equal(parks, []outbox.ParkReason{outbox.ParkUndecodableItem}) {
-			t.Fatalf("EventParked reasons %q, want [%s]", parks, outbox.ParkUndecodableItem)
+			t.Fatalf("OnPark reasons %q, want [%s]", parks, outbox.ParkUndecodableItem)
 		}
-		if stop == nil || stop.Stop != res.Reason || stop.Stop != outbox.StopDrained {
-			t.Fatalf("EventStop %+v, want reason %s = the result's %s", stop, outbox.StopDrained, res.Reason)
+		if stop == nil || stop.relayID != "relay-a" || stop.res.Reason != res.Reason || stop.res.Reason != outbox.StopDrained {
+			t.Fatalf("OnRunEnd %+v, want relay-a's result with reason %s (the result's %s)", stop, outbox.StopDrained, res.Reason)
 		}
-		if stop.BudgetUsed != res.BudgetUsed || res.BudgetUsed <= 0 || res.BudgetUsed == float64(int(res.BudgetUsed)) {
-			t.Fatalf("EventStop budget %v, result %v; want the result's unrounded share", stop.BudgetUsed, res.BudgetUsed)
+		if stop.res.BudgetUsed != res.BudgetUsed || res.BudgetUsed <= 0 || res.BudgetUsed == float64(int(res.BudgetUsed)) {
+			t.Fatalf("OnRunEnd budget %v, result %v; want the result's unrounded share", stop.res.BudgetUsed, res.BudgetUsed)
 		}
 	})
 }

@@ -40,7 +40,7 @@ func (q *parking) replayParked(ctx context.Context, bucket int) (int, error) {
 		if _, err := r.lease.grant(ctx, bucket); err != nil {
 			return published, errCycle(fmt.Sprintf("replay parked messages of bucket %d", bucket), err)
 		}
-		r.emit(Event{Kind: EventPublish, Bucket: bucket, Count: out.acked, Err: out.err, Time: out.at})
+		r.hooks.publish(bucket, out.acked, nil, out.err)
 		if out.acked > 0 {
 			// Like deletePublished, no lease condition: every replay it
 			// removes was acknowledged, in order, under a grant.
@@ -49,7 +49,7 @@ func (q *parking) replayParked(ctx context.Context, bucket int) (int, error) {
 				return published, errCycle(fmt.Sprintf("delete %d replayed messages of bucket %d", out.acked, bucket), err)
 			}
 			q.book.dropReplays(pb, batch[:out.acked], true)
-			r.emit(Event{Kind: EventReplayed, Bucket: bucket, Count: out.acked})
+			r.hooks.replayed(bucket, out.acked)
 			published += out.acked
 		}
 		if out.err == nil {

@@ -132,7 +132,7 @@ func (u *run) loop() error {
 			u.res.Errors++
 			delay := u.errorBackoff(published)
 			r.log.LogAttrs(u.ctx, slog.LevelError, "relay cycle failed", slog.Any("error", err), slog.Duration("backoff", delay))
-			r.emit(Event{Kind: EventBackoff, Bucket: -1, Duration: delay, Err: err})
+			r.hooks.retry(delay, err)
 			u.forceDiscover = true
 			u.wait(delay)
 			continue
@@ -373,8 +373,8 @@ func (u *run) sampleBacklog(owned []int) {
 	if !bl.Oldest.IsZero() {
 		age = max(r.clock.Now().Sub(bl.Oldest), 0)
 	}
-	r.emit(Event{Kind: EventBacklog, Bucket: -1, Count: int(min(bl.Pending, int64(^uint(0)>>1))), Duration: age})
+	r.hooks.backlog(bl.Pending, age)
 	if r.park.poison {
-		r.emit(Event{Kind: EventParkedBacklog, Bucket: -1, Count: int(min(bl.Parked, int64(^uint(0)>>1)))})
+		r.hooks.parkedBacklog(bl.Parked)
 	}
 }

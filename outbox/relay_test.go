@@ -43,7 +43,7 @@ func newRelayEnv(t *testing.T, buckets int, tweak func(*outbox.RelayConfig)) *re
 		Publisher: e.pub,
 		Clock:     clk,
 		Notifier:  e.wakes,
-		Observer:  e.obs,
+		Hooks:     []outbox.Hook{e.obs},
 		Logger:    slog.New(slog.DiscardHandler),
 		MaxHops:   3,
 	}
@@ -142,7 +142,7 @@ func TestRelayPartialAckDeletesPrefixAndRetriesOnlyTheFailingBucket(t *testing.T
 		}
 		// Rows behind the failing head are published once more at most: the
 		// retries fetch only the head row.
-		n, _ := e.obs.count(outbox.EventHeadRowRetry)
+		n, _ := e.obs.count("headRowRetry")
 		if n != 3 {
 			t.Fatalf("head-row retries = %d, want 3", n)
 		}
@@ -158,9 +158,9 @@ func TestRelayPartialAckDeletesPrefixAndRetriesOnlyTheFailingBucket(t *testing.T
 		// Bucket 1 drained while bucket 0 backed off: its backoffs are per bucket.
 		var bucketBackoffs int
 		for _, ev := range e.obs.events {
-			if ev.Kind == outbox.EventBackoff {
-				if ev.Bucket != 0 {
-					t.Fatalf("backoff event for bucket %d", ev.Bucket)
+			if ev.kind == "backoff" {
+				if ev.bucket != 0 {
+					t.Fatalf("backoff event for bucket %d", ev.bucket)
 				}
 				bucketBackoffs++
 			}
@@ -186,7 +186,9 @@ func TestRelayPublisherErrorWithEveryMessageAcknowledged_CountsTheBatchAsPublish
 		if got := len(e.pub.sent()); got != 16 {
 			t.Fatalf("published %d records, want 16 (no retry of acknowledged messages)", got)
 		}
-		if n, _ := e.obs.count(outbox.EventBackoff); n != 0 {
+		backoffs, _ := e.obs.count("backoff")
+		retries, _ := e.obs.count("retry")
+		if n := backoffs + retries; n != 0 {
 			t.Fatalf("%d backoffs for a batch that was acknowledged in full", n)
 		}
 	})
@@ -253,7 +255,7 @@ func TestRelaySkipsReleaseWhenTheDeadlineLeavesNoTime(t *testing.T) {
 		if o := e.store.leaseOwner(0); o != "relay-a" {
 			t.Fatalf("lease owner %q, want the relay's lease left to lapse", o)
 		}
-		if n, sum := e.obs.count(outbox.EventReleaseSkipped); n != 1 || sum != 1 {
+		if n, sum := e.obs.count("releaseSkipped"); n != 1 || sum != 1 {
 			t.Fatalf("release-skipped events %d (%d leases)", n, sum)
 		}
 	})
@@ -445,7 +447,7 @@ func TestRelayRefusedRenewalKeepsThePublishedRows(t *testing.T) {
 		if e.store.count("mark") != 0 || res.Deleted != 0 || e.store.pending() != 1 {
 			t.Fatalf("rows published after a refused renewal were deleted (%d)", res.Deleted)
 		}
-		if n, _ := e.obs.count(outbox.EventLeaseLost); n == 0 {
+		if n, _ := e.obs.count("lost"); n == 0 {
 			t.Fatal("no lease-lost event")
 		}
 	})
@@ -462,8 +464,8 @@ func TestRelayBacksOffWithJitterBoundedByTheRenewInterval(t *testing.T) {
 		}
 		var delays []time.Duration
 		for _, ev := range e.obs.events {
-			if ev.Kind == outbox.EventBackoff {
-				delays = append(delays, ev.Duration)
+			if ev.kind == "retry" {
+				delays = append(delays, ev.dur)
 			}
 		}
 		if delays[0] != time.Second {
@@ -607,19 +609,19 @@ func TestRelayHoldingBucketZeroSamplesTheBacklogOncePerInterval(t *testing.T) {
 		if res.Published != 2 {
 			t.Fatalf("published %d", res.Published)
 		}
-		var samples []outbox.Event
+		var samples []event
 		for _, ev := range e.obs.events {
-			if ev.Kind == outbox.EventBacklog {
+			if ev.kind == "backlog" {
 				samples = append(samples, ev)
 			}
 		}
 		if len(samples) != 3 {
 			t.Fatalf("%d backlog samples in 70 s, want 3 (at 0, 30 and 60 s)", len(samples))
 		}
-		if samples[0].Count != 2 || samples[0].Duration != 45*time.Second {
-			t.Fatalf("first sample %d pending, oldest %v; want 2 and 45s", samples[0].Count, samples[0].Duration)
+		if samples[0].count != 2 || samples[0].dur != 45*time.Second {
+			t.Fatalf("first sample %d pending, oldest %v; want 2 and 45s", samples[0].count, samples[0].dur)
 		}
-		if samples[1].Count != 0 || samples[1].Duration != 0 {
+		if samples[1].count != 0 || samples[1].dur != 0 {
 			t.Fatalf("second sample %+v, want an empty backlog", samples[1])
 		}
 	})

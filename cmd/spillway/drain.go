@@ -143,8 +143,8 @@ func newDrainFleet(ctx context.Context, o drainOptions) (*drainFleet, error) {
 	for i := range o.relays {
 		p, err := relayproc.New(ctx, relayproc.Config{
 			DynamoDB: client, Store: sopts, Kafka: kcfg,
-			Relay:    o.cfg.RelayOptions(outboxlambda.NewRelayID(fmt.Sprintf("spillway-drain-%d", i))),
-			Observer: &f.count, Logger: o.log,
+			Relay: o.cfg.RelayOptions(outboxlambda.NewRelayID(fmt.Sprintf("spillway-drain-%d", i))),
+			Hooks: []outbox.Hook{&f.count}, Logger: o.log,
 		})
 		if err != nil {
 			f.close()
@@ -330,31 +330,54 @@ type drainCounter struct {
 	failing map[int]string
 }
 
-// Observe implements outbox.Observer.
-func (c *drainCounter) Observe(e outbox.Event) {
-	switch {
-	case e.Kind == outbox.EventPublish:
-		c.published.Add(int64(e.Count))
-		if e.Bucket >= 0 {
-			c.fail(e.Bucket, e.Count, e.Err)
-		}
-	case e.Kind == outbox.EventBackoff && e.Bucket >= 0 && e.Err != nil:
-		c.fail(e.Bucket, 0, e.Err)
-	case e.Kind == outbox.EventBatchFetched:
-		held := c.held.Add(int64(e.Count))
-		for peak := c.peakHeld.Load(); held > peak && !c.peakHeld.CompareAndSwap(peak, held); peak = c.peakHeld.Load() {
-		}
-	case e.Kind == outbox.EventDelete:
-		c.deleted.Add(int64(e.Count))
-		c.held.Add(-int64(e.Count))
-	case e.Kind == outbox.EventParked:
-		c.parked.Add(int64(e.Count))
-		c.held.Add(-int64(e.Count))
-		// The bucket's head moved to the parked partition: it no
-		// longer holds the bucket up.
-		c.fail(e.Bucket, e.Count, nil)
+// OnPublish implements outbox.HookBatch.
+func (c *drainCounter) OnPublish(_ string, bucket, acked int, _ []time.Duration, err error) {
+	c.published.Add(int64(acked))
+	c.fail(bucket, acked, err)
+}
+
+// OnBackoff implements outbox.HookBatch.
+func (c *drainCounter) OnBackoff(_ string, bucket int, _ time.Duration, err error) {
+	if err != nil {
+		c.fail(bucket, 0, err)
 	}
 }
+
+// OnFetch implements outbox.HookBatch.
+func (c *drainCounter) OnFetch(_ string, _, fetched int) {
+	held := c.held.Add(int64(fetched))
+	for peak := c.peakHeld.Load(); held > peak && !c.peakHeld.CompareAndSwap(peak, held); peak = c.peakHeld.Load() {
+	}
+}
+
+// OnDelete implements outbox.HookBatch.
+func (c *drainCounter) OnDelete(_ string, _, deleted int) {
+	c.deleted.Add(int64(deleted))
+	c.held.Add(-int64(deleted))
+}
+
+// OnHeadRowRetry implements outbox.HookBatch.
+func (c *drainCounter) OnHeadRowRetry(string, int) {}
+
+// OnPark implements outbox.HookPark.
+func (c *drainCounter) OnPark(_ string, p outbox.Parking) {
+	c.parked.Add(1)
+	c.held.Add(-1)
+	// The bucket's head moved to the parked partition: it no longer holds
+	// the bucket up.
+	c.fail(p.Bucket, 1, nil)
+}
+
+// OnReplay implements outbox.HookPark.
+func (c *drainCounter) OnReplay(string, int, int) {}
+
+// OnParkedBacklog implements outbox.HookPark.
+func (c *drainCounter) OnParkedBacklog(string, int64) {}
+
+var (
+	_ outbox.HookBatch = (*drainCounter)(nil)
+	_ outbox.HookPark  = (*drainCounter)(nil)
+)
 
 // fail records err as bucket's cause, or clears it once the bucket moves.
 func (c *drainCounter) fail(bucket, acked int, err error) {

@@ -220,7 +220,7 @@ func (d *demo) newRelayEnv(int) (*outboxlambda.RelayHandler, error) {
 		return nil, err
 	}
 	opts := d.cfg.StoreOptions()
-	opts.Observer, opts.Logger = rec, d.log
+	opts.Hooks, opts.Logger = []outbox.Hook{rec}, d.log
 	store, err := outboxddb.NewStore(d.ddb.Client, opts)
 	if err != nil {
 		return nil, err
@@ -235,7 +235,7 @@ func (d *demo) newRelayEnv(int) (*outboxlambda.RelayHandler, error) {
 	}
 	return outboxlambda.NewRelayHandler(outboxlambda.RelayHandlerConfig{
 		Config: d.cfg, FunctionName: demoRelayFunction, Store: store, Publisher: pub, Notifier: notifier,
-		Observer: rec, Logger: d.log, Metrics: rec, MetricsOutput: d.emfOut, Tracer: d.tr.tracer(), Tracing: d.tr.tracing(),
+		Hooks: []outbox.Hook{rec}, Logger: d.log, Metrics: rec, MetricsOutput: d.emfOut, Tracer: d.tr.tracer(), Tracing: d.tr.tracing(),
 	})
 }
 
@@ -246,18 +246,18 @@ func (d *demo) newEnqueueHandler() (*outboxlambda.EnqueueHandler, error) {
 	if err != nil {
 		return nil, err
 	}
-	wakeups, err := outboxlambda.NewNotifier(outboxlambda.NotifierConfig{Client: d.sim, FunctionName: demoRelayFunction, Observer: rec, Logger: d.log})
+	wakeups, err := outboxlambda.NewNotifier(outboxlambda.NotifierConfig{Client: d.sim, FunctionName: demoRelayFunction, Hooks: []outbox.Hook{rec}, Logger: d.log})
 	if err != nil {
 		return nil, err
 	}
 	opts := d.cfg.StoreOptions()
-	opts.Observer, opts.Logger, opts.Notifier = rec, d.log, wakeups
+	opts.Hooks, opts.Logger, opts.Notifier = []outbox.Hook{rec}, d.log, wakeups
 	writer, err := outboxddb.NewWriter(d.ddb.Client, opts)
 	if err != nil {
 		return nil, err
 	}
 	return outboxlambda.NewEnqueueHandler(outboxlambda.EnqueueHandlerConfig{
-		Config: d.cfg, Writer: writer, Observer: rec, Logger: d.log, Metrics: rec, MetricsOutput: d.emfOut,
+		Config: d.cfg, Writer: writer, Hooks: []outbox.Hook{rec}, Logger: d.log, Metrics: rec, MetricsOutput: d.emfOut,
 		Tracing: d.tr.tracing(), FunctionName: demoEnqueueFn,
 	})
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxinbox"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
+	"github.com/spillway-dev/spillway/outbox/outboxobs/emf"
 )
 
 func main() {
@@ -41,18 +42,14 @@ func newHandler(ctx context.Context, log *slog.Logger) (func(context.Context, ev
 		return nil, err
 	}
 	cfg := setup.Config
-	in, err := outboxinbox.New(setup.DynamoDB(), outboxinbox.Options{
+	h, err := newInboxHandler(setup.DynamoDB(), outboxinbox.Options{
 		TableName:    cfg.Table,
 		Consumer:     cmp.Or(os.Getenv(outboxconf.EnvInboxConsumer), os.Getenv(outboxlambda.EnvFunctionName)),
 		PartitionKey: cfg.PartitionKey,
 		SortKey:      cfg.SortKey,
 		Tracer:       setup.Tracing.Tracer(),
 		Logger:       log,
-	})
-	if err != nil {
-		return nil, err
-	}
-	h, err := outboxinbox.NewLambdaHandler(in, applyOrder(cfg.Table, cfg.PartitionKey, cfg.SortKey))
+	}, applyOrder(cfg.Table, cfg.PartitionKey, cfg.SortKey))
 	if err != nil {
 		return nil, err
 	}
@@ -60,6 +57,23 @@ func newHandler(ctx context.Context, log *slog.Logger) (func(context.Context, ev
 		ctx, end := setup.Tracing.StartInvocation(ctx, "consumer")
 		return end(h.Handle(ctx, ev))
 	}, nil
+}
+
+// newInboxHandler builds the inbox and its Lambda handler, with the EMF
+// recorder as the inbox's hook, flushed to stdout after each invocation.
+func newInboxHandler(client outboxinbox.Client, opts outboxinbox.Options, apply outboxinbox.Handler) (*outboxinbox.LambdaHandler, error) {
+	metrics := &emf.InboxRecorder{}
+	opts.Hooks = append(opts.Hooks, metrics)
+	in, err := outboxinbox.New(client, opts)
+	if err != nil {
+		return nil, err
+	}
+	h, err := outboxinbox.NewLambdaHandler(in, apply)
+	if err != nil {
+		return nil, err
+	}
+	h.Metrics = metrics
+	return h, nil
 }
 
 // applyOrder records each message on its order's item: the last value and

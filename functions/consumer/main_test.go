@@ -72,16 +72,13 @@ func TestApplyOrder_UndecodableSample_FailsAndIsCounted(t *testing.T) {
 	}
 	d := outboxtest.NewDynamoDB(t)
 	table := outboxtest.CreateTable(t, d)
-	in, err := outboxinbox.New(d.Client, outboxinbox.Options{TableName: table, Consumer: "spillway-consumer"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := outboxinbox.NewLambdaHandler(in, applyOrder(table, outboxlocal.DefaultPartitionKey, outboxlocal.DefaultSortKey))
+	h, err := newInboxHandler(d.Client, outboxinbox.Options{TableName: table, Consumer: "spillway-consumer"},
+		applyOrder(table, outboxlocal.DefaultPartitionKey, outboxlocal.DefaultSortKey))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var emf bytes.Buffer
-	h.Metrics = &emf
+	h.MetricsOutput = &emf
 	var be *outboxinbox.BatchError
 	if err := h.Handle(t.Context(), ev); !errors.As(err, &be) || len(be.Failures) != 1 {
 		t.Fatalf("Handle = %v, want one failed partition", err)

@@ -138,7 +138,7 @@ func newLatencyRig(ctx context.Context, b *Backends, ropts outbox.RelayOptions) 
 	}
 	rig := &latencyRig{opts: opts, pub: newAckPublisher(kp), work: NewWorkload(b.Topic, 1<<10, opts.BucketCount), owned: make(chan int, 64), close: kp.Close}
 	ropts.BucketCount = opts.BucketCount
-	proc, err := b.NewRelay(ctx, relayproc.Config{Store: opts, Publisher: rig.pub, Relay: ropts, Clock: outbox.SystemClock{}, Observer: ownedObserver(rig.owned)})
+	proc, err := b.NewRelay(ctx, relayproc.Config{Store: opts, Publisher: rig.pub, Relay: ropts, Clock: outbox.SystemClock{}, Hooks: []outbox.Hook{ownedObserver(rig.owned)}})
 	if err != nil {
 		kp.Close()
 		return nil, err
@@ -150,14 +150,19 @@ func newLatencyRig(ctx context.Context, b *Backends, ropts outbox.RelayOptions) 
 // ownedObserver reports the relay's owned-bucket count without blocking.
 type ownedObserver chan int
 
-func (o ownedObserver) Observe(e outbox.Event) {
-	if e.Kind == outbox.EventOwned {
-		select {
-		case o <- e.Count:
-		default:
-		}
+var _ outbox.HookLease = ownedObserver(nil)
+
+// OnLeases implements outbox.HookLease.
+func (o ownedObserver) OnLeases(_ string, owned, _, _ int) {
+	select {
+	case o <- owned:
+	default:
 	}
 }
+
+func (ownedObserver) OnRound(string, time.Duration, error)       {}
+func (ownedObserver) OnLeaseLost(string, int, outbox.LossReason) {}
+func (ownedObserver) OnReleaseSkipped(string, int)               {}
 
 // wakeInvoker stands in for Lambda's asynchronous invoke of the relay
 // function: a wake-up starts a run of the warm relay with the hinted

@@ -155,7 +155,7 @@ func relayAll(ctx context.Context, env lab.Config, cfg ThroughputConfig, c Throu
 		p, err := b.NewRelay(ctx, relayproc.Config{Store: opts, Relay: outbox.RelayOptions{
 			RelayID: fmt.Sprintf("relay-%d", i), BucketCount: c.Buckets, Mode: outbox.ModeHold,
 			LeaseRenewInterval: cfg.RenewInterval, LeaseDuration: cfg.LeaseDuration,
-		}, Clock: outbox.SystemClock{}, Observer: obs})
+		}, Clock: outbox.SystemClock{}, Hooks: []outbox.Hook{obs}})
 		if err != nil {
 			return ct, err
 		}
@@ -237,6 +237,11 @@ type throughputObserver struct {
 	settledOnce bool
 }
 
+var (
+	_ outbox.HookLease = (*throughputObserver)(nil)
+	_ outbox.HookBatch = (*throughputObserver)(nil)
+)
+
 func newThroughputObserver(total int, c ThroughputCase) *throughputObserver {
 	shares := map[string]int{}
 	for i := range c.Relays {
@@ -254,33 +259,42 @@ func (o *throughputObserver) start() {
 	o.mu.Unlock()
 }
 
-func (o *throughputObserver) Observe(e outbox.Event) {
-	switch e.Kind {
-	case outbox.EventOwned:
-		o.mu.Lock()
-
-		defer o.mu.Unlock()
-		o.owned[e.RelayID] = e.Count
-		if o.settledOnce {
+// OnLeases implements outbox.HookLease: the leases settled once every
+// relay owns its fair share.
+func (o *throughputObserver) OnLeases(relayID string, owned, _, _ int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.owned[relayID] = owned
+	if o.settledOnce {
+		return
+	}
+	for id, share := range o.shares {
+		if o.owned[id] != share {
 			return
 		}
-		for id, share := range o.shares {
-			if o.owned[id] != share {
-				return
-			}
-		}
-		o.settledOnce, o.settledAt, o.atSettle = true, time.Now(), o.deleted.Load()
-	case outbox.EventDelete:
-		if o.deleted.Add(int64(e.Count)) >= o.total {
-			o.mu.Lock()
-			defer o.mu.Unlock()
-			if o.finished.IsZero() {
-				o.finished = time.Now()
-				close(o.done)
-			}
+	}
+	o.settledOnce, o.settledAt, o.atSettle = true, time.Now(), o.deleted.Load()
+}
+
+// OnDelete implements outbox.HookBatch.
+func (o *throughputObserver) OnDelete(_ string, _, deleted int) {
+	if o.deleted.Add(int64(deleted)) >= o.total {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if o.finished.IsZero() {
+			o.finished = time.Now()
+			close(o.done)
 		}
 	}
 }
+
+func (o *throughputObserver) OnRound(string, time.Duration, error)               {}
+func (o *throughputObserver) OnLeaseLost(string, int, outbox.LossReason)         {}
+func (o *throughputObserver) OnReleaseSkipped(string, int)                       {}
+func (o *throughputObserver) OnFetch(string, int, int)                           {}
+func (o *throughputObserver) OnPublish(string, int, int, []time.Duration, error) {}
+func (o *throughputObserver) OnBackoff(string, int, time.Duration, error)        {}
+func (o *throughputObserver) OnHeadRowRetry(string, int)                         {}
 
 // timing returns the elapsed time, when the leases settled (relative to
 // the start) and the delete rate after that.

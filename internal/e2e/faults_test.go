@@ -73,27 +73,27 @@ func TestKafkaNonRetriableRow_OnlyItsBucketBacksOff_OthersKeepDraining(t *testin
 		if fault.Hits() != 1 {
 			t.Fatalf("the fault answered %d produce requests, want 1", fault.Hits())
 		}
-		backoffs, _ := r.obs.of(outbox.EventBackoff)
+		backoffs, _ := r.obs.of(evBackoff)
 		if len(backoffs) == 0 {
 			t.Fatal("no backoff reported for the refused row")
 		}
 		for _, e := range backoffs {
-			if e.Bucket != poisoned {
-				t.Fatalf("backoff of bucket %d (%v); want only bucket %d to back off", e.Bucket, e.Err, poisoned)
+			if e.bucket != poisoned {
+				t.Fatalf("backoff of bucket %d (%v); want only bucket %d to back off", e.bucket, e.err, poisoned)
 			}
 		}
-		deletes, deleteAt := r.obs.of(outbox.EventDelete)
-		retries, retryAt := r.obs.of(outbox.EventHeadRowRetry)
+		deletes, deleteAt := r.obs.of(evDelete)
+		retries, retryAt := r.obs.of(evHeadRowRetry)
 		if len(retries) == 0 {
 			t.Fatal("the refused row was never retried alone")
 		}
 		others, prefix := 0, -1
 		for i, e := range deletes {
 			switch {
-			case e.Bucket != poisoned && deleteAt[i] < retryAt[0]:
-				others += e.Count
-			case e.Bucket == poisoned && prefix < 0:
-				prefix = e.Count
+			case e.bucket != poisoned && deleteAt[i] < retryAt[0]:
+				others += e.count
+			case e.bucket == poisoned && prefix < 0:
+				prefix = e.count
 			}
 		}
 		if prefix != 5 {

@@ -85,7 +85,7 @@ func (b *backend) newRig(t testing.TB, opts outbox.RelayOptions, tweak func(*out
 	}
 	t.Cleanup(p.Close)
 	r := &rig{store: &trackedStore{Store: s}, pub: &trackedPublisher{inner: p, link: b.link}, obs: &recorder{}}
-	cfg := outbox.RelayConfig{Options: opts, Store: r.store, Publisher: r.pub, Clock: b.clock, Observer: r.obs, Logger: quiet()}
+	cfg := outbox.RelayConfig{Options: opts, Store: r.store, Publisher: r.pub, Clock: b.clock, Hooks: []outbox.Hook{r.obs}, Logger: quiet()}
 	if tweak != nil {
 		tweak(&cfg)
 	}
@@ -267,19 +267,75 @@ func (p *trackedPublisher) setWrap(fn func(ctx context.Context, msgs []outbox.Me
 	p.mu.Unlock()
 }
 
-// recorder keeps every event in the order observed.
+// event is one hook call: its method, when it came (the bubble's clock,
+// every relay's) and its arguments.
+type event struct {
+	kind          string
+	at            time.Time
+	bucket, count int
+	loss          outbox.LossReason
+	err           error
+}
+
+// Kinds of event: the hook methods the tests read.
+const (
+	evClaim        = "claim"
+	evLeaseLost    = "lease_lost"
+	evPublish      = "publish"
+	evDelete       = "delete"
+	evBackoff      = "backoff"
+	evHeadRowRetry = "head_row_retry"
+)
+
+// recorder keeps the relay's lease and batch reports in the order made.
 type recorder struct {
 	mu      sync.Mutex
-	events  []outbox.Event
+	events  []event
 	waiters []eventWaiter
 }
 
+var (
+	_ outbox.HookLease = (*recorder)(nil)
+	_ outbox.HookBatch = (*recorder)(nil)
+)
+
 type eventWaiter struct {
-	match func(outbox.Event) bool
+	match func(event) bool
 	ch    chan struct{}
 }
 
-func (r *recorder) Observe(e outbox.Event) {
+func (r *recorder) OnRound(string, time.Duration, error) {}
+func (r *recorder) OnReleaseSkipped(string, int)         {}
+func (r *recorder) OnFetch(string, int, int)             {}
+
+func (r *recorder) OnLeases(_ string, _, claimed, _ int) {
+	if claimed > 0 {
+		r.add(event{kind: evClaim, count: claimed})
+	}
+}
+
+func (r *recorder) OnLeaseLost(_ string, lost int, why outbox.LossReason) {
+	r.add(event{kind: evLeaseLost, count: lost, loss: why})
+}
+
+func (r *recorder) OnPublish(_ string, bucket, acked int, _ []time.Duration, err error) {
+	r.add(event{kind: evPublish, bucket: bucket, count: acked, err: err})
+}
+
+func (r *recorder) OnDelete(_ string, bucket, deleted int) {
+	r.add(event{kind: evDelete, bucket: bucket, count: deleted})
+}
+
+func (r *recorder) OnBackoff(_ string, bucket int, _ time.Duration, err error) {
+	r.add(event{kind: evBackoff, bucket: bucket, err: err})
+}
+
+func (r *recorder) OnHeadRowRetry(_ string, bucket int) {
+	r.add(event{kind: evHeadRowRetry, bucket: bucket})
+}
+
+func (r *recorder) add(e event) {
+	e.at = time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, e)
@@ -296,7 +352,7 @@ func (r *recorder) Observe(e outbox.Event) {
 
 // when returns a channel closed once an event matching match is observed
 // (at once if one was).
-func (r *recorder) when(match func(outbox.Event) bool) <-chan struct{} {
+func (r *recorder) when(match func(event) bool) <-chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ch := make(chan struct{})
@@ -312,11 +368,11 @@ func (r *recorder) when(match func(outbox.Event) bool) <-chan struct{} {
 
 // of returns the events of kind, in order, with their positions in the
 // whole sequence.
-func (r *recorder) of(kind outbox.EventKind) (events []outbox.Event, at []int) {
+func (r *recorder) of(kind string) (events []event, at []int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i, e := range r.events {
-		if e.Kind == kind {
+		if e.kind == kind {
 			events = append(events, e)
 			at = append(at, i)
 		}

@@ -150,12 +150,12 @@ func takeOverOnSchedule(t *testing.T, b *backend, peer *rig, step time.Duration)
 			time.Sleep(step)
 			continue
 		}
-		claims, _ := peer.obs.of(outbox.EventClaim)
-		if len(claims) == 0 || claims[0].Time.Before(expiry) {
+		claims, _ := peer.obs.of(evClaim)
+		if len(claims) == 0 || claims[0].at.Before(expiry) {
 			t.Fatalf("peer claimed at %v, before the lapsed lease expired at %v", claims, expiry)
 		}
-		t.Logf("peer took over at +%v after %d sweeps (lease expired at +%v)", claims[0].Time.Sub(t0), sweep, expiry.Sub(t0))
-		return takeover{res: res, claimAt: claims[0].Time, sweeps: sweep}
+		t.Logf("peer took over at +%v after %d sweeps (lease expired at +%v)", claims[0].at.Sub(t0), sweep, expiry.Sub(t0))
+		return takeover{res: res, claimAt: claims[0].at, sweeps: sweep}
 	}
 }
 
@@ -238,8 +238,8 @@ func TestStallPastTheLease_RenewalRefused_PublishedBatchNotDeleted(t *testing.T)
 		if took.Deleted != 20 {
 			t.Fatalf("peer deleted %d, want all 20", took.Deleted)
 		}
-		refused := a.obs.when(func(e outbox.Event) bool {
-			return e.Kind == outbox.EventLeaseLost && e.Loss == outbox.LossRenewalRefused
+		refused := a.obs.when(func(e event) bool {
+			return e.kind == evLeaseLost && e.loss == outbox.LossRenewalRefused
 		})
 		close(renew)
 		<-refused
@@ -251,8 +251,8 @@ func TestStallPastTheLease_RenewalRefused_PublishedBatchNotDeleted(t *testing.T)
 		if out.res.Deleted != 0 {
 			t.Fatalf("the stalled relay deleted %d messages after losing its lease", out.res.Deleted)
 		}
-		publishes, _ := a.obs.of(outbox.EventPublish)
-		if len(publishes) == 0 || !errors.Is(publishes[0].Err, outbox.ErrLeaseLost) {
+		publishes, _ := a.obs.of(evPublish)
+		if len(publishes) == 0 || !errors.Is(publishes[0].err, outbox.ErrLeaseLost) {
 			t.Fatalf("publish events %v, want the stalled batch reported as published after the lease was lost", publishes)
 		}
 		if d := b.verify(t, l); d.duplicates != 10 {

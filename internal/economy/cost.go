@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -383,7 +384,7 @@ func (c *costRun) relay(ctx context.Context) (join, backlog, drain, stop PathCos
 		return
 	}
 	proc, err := c.b.NewRelay(sim.Context(), relayproc.Config{
-		Store: c.opts, Publisher: kp, Observer: obs,
+		Store: c.opts, Publisher: kp, Hooks: []outbox.Hook{obs},
 		Relay: outbox.RelayOptions{RelayID: "cost", BucketCount: c.cfg.BucketCount, Mode: outbox.ModeDrain},
 	})
 	if err != nil {
@@ -456,18 +457,34 @@ type costObserver struct {
 	allDeleted chan struct{}
 }
 
-func (o *costObserver) Observe(e outbox.Event) {
-	switch e.Kind {
-	case outbox.EventRound:
-		o.first(&o.atJoin)
-	case outbox.EventBacklog:
-		o.first(&o.atSample)
-	case outbox.EventDelete:
-		if o.deleted.Add(int64(e.Count)) == int64(o.total) {
-			close(o.allDeleted)
-		}
+// OnRound implements outbox.HookLease.
+func (o *costObserver) OnRound(string, time.Duration, error) { o.first(&o.atJoin) }
+
+// OnBacklog implements outbox.HookRun.
+func (o *costObserver) OnBacklog(string, int64, time.Duration) { o.first(&o.atSample) }
+
+// OnDelete implements outbox.HookBatch.
+func (o *costObserver) OnDelete(_ string, _, deleted int) {
+	if o.deleted.Add(int64(deleted)) == int64(o.total) {
+		close(o.allDeleted)
 	}
 }
+
+func (o *costObserver) OnLeases(string, int, int, int)                     {}
+func (o *costObserver) OnLeaseLost(string, int, outbox.LossReason)         {}
+func (o *costObserver) OnReleaseSkipped(string, int)                       {}
+func (o *costObserver) OnRetry(string, time.Duration, error)               {}
+func (o *costObserver) OnRunEnd(string, outbox.RunResult)                  {}
+func (o *costObserver) OnFetch(string, int, int)                           {}
+func (o *costObserver) OnPublish(string, int, int, []time.Duration, error) {}
+func (o *costObserver) OnBackoff(string, int, time.Duration, error)        {}
+func (o *costObserver) OnHeadRowRetry(string, int)                         {}
+
+var (
+	_ outbox.HookLease = (*costObserver)(nil)
+	_ outbox.HookBatch = (*costObserver)(nil)
+	_ outbox.HookRun   = (*costObserver)(nil)
+)
 
 func (o *costObserver) first(at **outboxlocal.Counts) {
 	o.mu.Lock()

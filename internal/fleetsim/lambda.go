@@ -189,8 +189,8 @@ func (s *sim) newFunctions(cfg outboxlambda.Config) error {
 			Started: s.started, Ended: s.ended, Killed: s.killed, KeepWarm: s.keepWarm,
 			Retired: func(re *lab.RelayEnv) { s.reclaimed(envOf(re)) },
 		},
-		Config:   cfg,
-		Observer: s.obs,
+		Config: cfg,
+		Hooks:  []outbox.Hook{s.obs},
 		// The quarantine side is the environment's outboxddb.Store itself.
 		Store: func(re *lab.RelayEnv, store *outboxddb.Store) outbox.Store {
 			e := envOf(re)

@@ -111,7 +111,7 @@ type sim struct {
 	trace  *tracer
 	leases *leaseBook
 	causes *causeBook
-	obs    outbox.Observer
+	obs    observer
 
 	ddb *outboxlocal.DynamoDB
 	raw *dynamodb.Client
@@ -273,7 +273,7 @@ func (s *sim) setup() error {
 	s.table, s.orders = "fleet-outbox", "fleet-orders"
 	fn := s.functionConfig()
 	storeOpts := fn.StoreOptions()
-	storeOpts.Observer, storeOpts.Logger = s.obs, slog.New(slog.DiscardHandler)
+	storeOpts.Hooks, storeOpts.Logger = []outbox.Hook{s.obs}, slog.New(slog.DiscardHandler)
 	create := storeOpts
 	create.Clock = outbox.SystemClock{}
 	if err := outboxddb.CreateIfNotExists(ctx, s.ddb.Client, create); err != nil {
@@ -793,20 +793,35 @@ func (s *sim) noteRound(t time.Time) {
 	s.mu.Unlock()
 }
 
-// observer receives the events of every store, writer and relay.
+// observer is the hook of every store, writer and relay: refused writes,
+// throttles and parks.
 type observer struct{ s *sim }
 
-func (o observer) Observe(e outbox.Event) {
-	switch e.Kind {
-	case outbox.EventRefusedWrite:
-		o.s.mu.Lock()
-		o.s.rep.RefusedByOp[e.Op] += e.Count
-		o.s.mu.Unlock()
-		o.s.trace.add("refused", e.RelayID, e.Bucket, "%s", e.Op)
-	case outbox.EventParked:
-		o.s.add(&o.s.rep.Parked, e.Count)
-		o.s.trace.add("parked", e.RelayID, e.Bucket, "%s", e.Park)
-	case outbox.EventThrottle:
-		o.s.add(&o.s.rep.Throttles, e.Count)
+var (
+	_ outboxddb.HookRequest = observer{}
+	_ outbox.HookPark       = observer{}
+)
+
+// OnRefused implements outboxddb.HookRequest.
+func (o observer) OnRefused(req outboxddb.Request) {
+	o.s.mu.Lock()
+	o.s.rep.RefusedByOp[req.Op]++
+	o.s.mu.Unlock()
+	bucket := -1
+	if req.OneBucket {
+		bucket = req.Bucket
 	}
+	o.s.trace.add("refused", req.RelayID, bucket, "%s", req.Op)
 }
+
+// OnThrottle implements outboxddb.HookRequest.
+func (o observer) OnThrottle(outboxddb.Request, error) { o.s.add(&o.s.rep.Throttles, 1) }
+
+// OnPark implements outbox.HookPark.
+func (o observer) OnPark(relayID string, p outbox.Parking) {
+	o.s.add(&o.s.rep.Parked, 1)
+	o.s.trace.add("parked", relayID, p.Bucket, "%s", p.Reason)
+}
+
+func (observer) OnReplay(string, int, int)     {}
+func (observer) OnParkedBacklog(string, int64) {}

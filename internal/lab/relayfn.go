@@ -57,9 +57,10 @@ type RelayFunction struct {
 	// before the handler is built: its Config (batch size, mode), its
 	// Notifier. Default: none.
 	HandlerConfig func(env *RelayEnv, cfg *outboxlambda.RelayHandlerConfig)
-	// Observer receives the events of every store and handler. Default:
-	// none.
-	Observer outbox.Observer
+	// Hooks are given to every store (each must implement
+	// outboxddb.HookRequest) and every handler's relay (each must implement
+	// one of the relay's hook interfaces too). Default: none.
+	Hooks []outbox.Hook
 	// Publisher returns environment env's Kafka publisher (required).
 	Publisher func(env *RelayEnv) outbox.Publisher
 	// Store returns the store env's handler uses instead of its
@@ -147,7 +148,7 @@ func (rf RelayFunction) newEnv(fn *lambdasim.Function[*RelayEnv], n int) (*Relay
 		return nil, fmt.Errorf("lab: relay %s has no DynamoDB client", env.RelayID)
 	}
 	opts := rf.Config.StoreOptions()
-	opts.Clock, opts.Observer, opts.Logger = env.Clock, rf.Observer, rf.Logger
+	opts.Clock, opts.Hooks, opts.Logger = env.Clock, rf.Hooks, rf.Logger
 	if rf.MaxConcurrency > 0 {
 		opts.MaxConcurrency = rf.MaxConcurrency
 	}
@@ -174,7 +175,7 @@ func (rf RelayFunction) newEnv(fn *lambdasim.Function[*RelayEnv], n int) (*Relay
 		Publisher: rf.Publisher(env),
 		Notifier:  notifier,
 		Clock:     env.Clock,
-		Observer:  rf.Observer,
+		Hooks:     rf.Hooks,
 		Logger:    rf.Logger,
 	}
 	if rf.HandlerConfig != nil {

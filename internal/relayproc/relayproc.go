@@ -34,11 +34,11 @@ type Config struct {
 	InitPublisher bool
 	// Relay are the relay's options (RelayID and BucketCount required).
 	Relay outbox.RelayOptions
-	// Clock, Observer and Logger are the relay's. Defaults: the system
+	// Clock, Hooks and Logger are the relay's. Defaults: the system
 	// clock, none, slog.Default().
-	Clock    outbox.Clock
-	Observer outbox.Observer
-	Logger   *slog.Logger
+	Clock  outbox.Clock
+	Hooks  []outbox.Hook
+	Logger *slog.Logger
 }
 
 // Proc is one relay process: its store, its relay, and the publisher it
@@ -85,7 +85,7 @@ func New(ctx context.Context, cfg Config) (*Proc, error) {
 	// predecessor marker is its gate.
 	p.Relay, err = outbox.NewRelay(outbox.RelayConfig{
 		Options: cfg.Relay, Store: store, Publisher: pub, Gate: store,
-		Clock: cfg.Clock, Observer: cfg.Observer, Logger: cfg.Logger,
+		Clock: cfg.Clock, Hooks: cfg.Hooks, Logger: cfg.Logger,
 	})
 	if err != nil {
 		p.Close()

@@ -168,18 +168,18 @@ func (w *Writer) commitOnce(ctx context.Context, tx *Tx) ([]outbox.Message, erro
 	}
 	what := fmt.Sprintf("commit %d business items and %d messages", len(tx.items), len(msgs))
 	if sealed := w.sealed(err, items, what); sealed != nil {
-		w.tel.refused("", OpCommit, -1)
+		w.tel.refused("", OpCommit, noBucket)
 		return nil, sealed
 	}
 	if taken := w.sequenceTaken(err, items); taken != nil {
-		w.tel.refused("", OpCommit, -1)
+		w.tel.refused("", OpCommit, noBucket)
 		return nil, taken
 	}
 	if lost := lostRace(err, len(tx.items)); lost != nil {
-		w.tel.refused("", OpCommit, -1)
+		w.tel.refused("", OpCommit, noBucket)
 		return nil, lost
 	}
-	w.tel.failed("", OpCommit, -1, err)
+	w.tel.failed("", OpCommit, noBucket, err)
 	return nil, fmt.Errorf("outboxddb: %s: %w", what, err)
 }
 

@@ -91,7 +91,7 @@ func readGenerationItem(ctx context.Context, client Client, opts Options, tel te
 		ConsistentRead:            aws.Bool(true),
 	})
 	if err != nil {
-		tel.failed("", OpGenerationRead, -1, err)
+		tel.failed("", OpGenerationRead, noBucket, err)
 		return nil, fmt.Errorf("outboxddb: read %s of %q: %w", sk, k.generationPartition(), err)
 	}
 	if len(out.Items) == 0 {
@@ -168,10 +168,10 @@ func (s *Store) OpenGeneration(ctx context.Context, successor outbox.Generation)
 	}
 	var tce *types.TransactionCanceledException
 	if !errors.As(err, &tce) {
-		s.tel.failed("", OpGenerationOpen, -1, err)
+		s.tel.failed("", OpGenerationOpen, noBucket, err)
 		return outbox.GenerationMarker{}, fmt.Errorf("outboxddb: open generation %s for successor %s: %w", s.Generation(), successor, err)
 	}
-	s.tel.refused("", OpGenerationOpen, -1)
+	s.tel.refused("", OpGenerationOpen, noBucket)
 	if r := tce.CancellationReasons; len(r) == 2 && aws.ToString(r[1].Code) == "ConditionalCheckFailed" {
 		prefix, _ := stringAttr(r[1].Item, attrPredecessorPrefix)
 		count, _ := intAttr(r[1].Item, attrPredecessorBuckets)
@@ -218,11 +218,11 @@ func (s *Store) moveGeneration(ctx context.Context, op string, from, to outbox.G
 		},
 	})
 	if err != nil && !isConditionFailed(err) {
-		s.tel.failed("", op, -1, err)
+		s.tel.failed("", op, noBucket, err)
 		return outbox.GenerationMarker{}, fmt.Errorf("outboxddb: %s %s: %w", op, s.Generation(), err)
 	}
 	if err != nil {
-		s.tel.refused("", op, -1)
+		s.tel.refused("", op, noBucket)
 	}
 	m, readErr := s.ReadGeneration(ctx)
 	if readErr != nil {

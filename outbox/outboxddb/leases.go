@@ -82,9 +82,9 @@ func (io leaseIO) Prune(ctx context.Context, relayID string, p lease.PruneWrite)
 		case err == nil:
 		case isConditionFailed(err):
 			refused[i] = true
-			s.tel.refused(relayID, OpPrune, -1)
+			s.tel.refused(relayID, OpPrune, noBucket)
 		default:
-			s.tel.failed(relayID, OpPrune, -1, err)
+			s.tel.failed(relayID, OpPrune, noBucket, err)
 			s.log.WarnContext(ctx, "outboxddb: pruning a stale heartbeat record failed; retried on a later round",
 				"relayId", relayID, "staleRelayId", p.Relays[i], "error", err)
 		}
@@ -200,7 +200,7 @@ func (s *Store) stampStopped(ctx context.Context, relayID string, now int64) err
 	item[attrStoppedAt] = num(stamp)
 	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.opts.TableName), Item: item})
 	if err != nil {
-		s.tel.failed(relayID, OpStoppedRecord, -1, err)
+		s.tel.failed(relayID, OpStoppedRecord, noBucket, err)
 		return fmt.Errorf("outboxddb: stamp relay %q stopped: %w", relayID, err)
 	}
 	return nil

@@ -20,25 +20,27 @@ import (
 	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
+// recordingObserver is a HookRequest keeping "kind:op" of every report.
 type recordingObserver struct {
 	mu     sync.Mutex
-	events []outbox.Event
+	events []string
 }
 
-func (o *recordingObserver) Observe(e outbox.Event) {
+func (o *recordingObserver) OnRefused(req Request) { o.add("refused_write:" + req.Op) }
+
+func (o *recordingObserver) OnThrottle(req Request, _ error) { o.add("throttle:" + req.Op) }
+
+func (o *recordingObserver) add(e string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.events = append(o.events, e)
 }
 
-// ops lists "kind:op" of the events, sorted.
+// ops lists "kind:op" of the reports, sorted.
 func (o *recordingObserver) ops() []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	var out []string
-	for _, e := range o.events {
-		out = append(out, e.Kind.String()+":"+e.Op)
-	}
+	out := slices.Clone(o.events)
 	slices.Sort(out)
 	return out
 }
@@ -81,7 +83,7 @@ func TestAcquisition_CoordinationRead_FollowsEveryPage_BeforePlanning(t *testing
 func TestAcquisition_RefusedKeepsAndClaims_AreNotOwned_AndAreCounted(t *testing.T) {
 	obs := &recordingObserver{}
 	f := &fakeDB{}
-	s, err := NewStore(f, Options{TableName: "outbox", BucketCount: 4, Clock: newStepClock(t0), Observer: obs})
+	s, err := NewStore(f, Options{TableName: "outbox", BucketCount: 4, Clock: newStepClock(t0), Hooks: []outbox.Hook{obs}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +115,7 @@ func TestAcquisition_RefusedHeartbeat_ClaimsNothing_AndStillKeepsWhatItHolds(t *
 	var logs bytes.Buffer
 	obs := &recordingObserver{}
 	f := &fakeDB{}
-	s, err := NewStore(f, Options{TableName: "outbox", BucketCount: 4, Clock: newStepClock(t0), Observer: obs,
+	s, err := NewStore(f, Options{TableName: "outbox", BucketCount: 4, Clock: newStepClock(t0), Hooks: []outbox.Hook{obs},
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -168,7 +170,7 @@ func TestAcquisition_WriteErrorsOtherThanRefusals_FailTheRound(t *testing.T) {
 			obs := &recordingObserver{}
 			f := &fakeDB{}
 			c.setup(f)
-			s, err := NewStore(f, Options{TableName: "outbox", BucketCount: 4, MaxConcurrency: 1, Clock: newStepClock(t0), Observer: obs})
+			s, err := NewStore(f, Options{TableName: "outbox", BucketCount: 4, MaxConcurrency: 1, Clock: newStepClock(t0), Hooks: []outbox.Hook{obs}})
 			if err != nil {
 				t.Fatal(err)
 			}

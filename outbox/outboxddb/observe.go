@@ -4,8 +4,8 @@ import (
 	"github.com/spillway-dev/spillway/outbox"
 )
 
-// Op names reported in Event.Op for refused writes and throttles; they name
-// the request kind, as in the table contract's request summary.
+// Op names reported in Request.Op for refused writes and throttles; they
+// name the request kind, as in the table contract's request summary.
 const (
 	OpHeartbeat     = "heartbeat"
 	OpStoppedRecord = "stopped_record"
@@ -26,38 +26,71 @@ const (
 	OpCommit        = "commit"
 )
 
-// telemetry reports refusals and throttles to the observer.
-type telemetry struct {
-	observer outbox.Observer
-	clock    outbox.Clock
+// Request is a DynamoDB request a HookRequest hears of.
+type Request struct {
+	// Op names the request: one of the Op constants.
+	Op string
+	// RelayID is the relay whose lease or heartbeat the request wrote;
+	// empty for every other request.
+	RelayID string
+	// Bucket is the bucket the request concerned, when OneBucket says it
+	// concerned one.
+	Bucket    int
+	OneBucket bool
+}
+
+// HookRequest receives the requests DynamoDB refused or throttled, for a
+// Store or a Writer built with it in Options.Hooks. It is called
+// synchronously and must be safe for concurrent use and fast; a panic in it
+// is not recovered.
+type HookRequest interface {
+	// OnRefused: the request's condition failed: the table changed, or a
+	// peer holds what the request meant to write.
+	OnRefused(req Request)
+	// OnThrottle: DynamoDB throttled the request (err) or left part of it
+	// unprocessed (err nil).
+	OnThrottle(req Request, err error)
+}
+
+// noBucket marks a request that concerns no single bucket.
+const noBucket = -1
+
+// telemetry reports refusals and throttles to the hooks.
+type telemetry []HookRequest
+
+// newTelemetry sorts hooks Options.Validate accepted.
+func newTelemetry(hooks []outbox.Hook) telemetry {
+	t := make(telemetry, 0, len(hooks))
+	for _, h := range hooks {
+		t = append(t, h.(HookRequest))
+	}
+	return t
+}
+
+func request(relayID, op string, bucket int) Request {
+	return Request{Op: op, RelayID: relayID, Bucket: max(bucket, 0), OneBucket: bucket != noBucket}
 }
 
 func (t telemetry) refused(relayID, op string, bucket int) {
-	if t.observer == nil {
-		return
+	for _, h := range t {
+		h.OnRefused(request(relayID, op, bucket))
 	}
-	outbox.Emit(t.observer, outbox.Event{
-		Kind: outbox.EventRefusedWrite, Time: t.clock.Now(), RelayID: relayID, Bucket: bucket, Count: 1, Op: op,
-	})
 }
 
 // failed reports err if it is a throttle; every other error is the caller's
 // to return.
 func (t telemetry) failed(relayID, op string, bucket int, err error) {
-	if t.observer == nil || !isThrottle(err) {
+	if len(t) == 0 || !isThrottle(err) {
 		return
 	}
-	outbox.Emit(t.observer, outbox.Event{
-		Kind: outbox.EventThrottle, Time: t.clock.Now(), RelayID: relayID, Bucket: bucket, Count: 1, Op: op, Err: err,
-	})
+	for _, h := range t {
+		h.OnThrottle(request(relayID, op, bucket), err)
+	}
 }
 
 // throttled reports a request DynamoDB partly left unprocessed.
 func (t telemetry) throttled(op string, bucket int) {
-	if t.observer == nil {
-		return
+	for _, h := range t {
+		h.OnThrottle(request("", op, bucket), nil)
 	}
-	outbox.Emit(t.observer, outbox.Event{
-		Kind: outbox.EventThrottle, Time: t.clock.Now(), Bucket: bucket, Count: 1, Op: op,
-	})
 }

@@ -34,7 +34,7 @@ var reservedAttributes = []string{
 // each reads:
 //
 //   - both: TableName, PartitionKey, SortKey, KeyPrefix, BucketCount,
-//     MaxConcurrency, Clock, Observer, Logger;
+//     MaxConcurrency, Clock, Hooks, Logger;
 //   - Store only: PendingCountLimit, CountParked;
 //   - Writer only: Getenv, Notifier, Topics, MaxCommitAttempts,
 //     GenerationCheck, PreviousKeyPrefix, PreviousBucketCount;
@@ -70,9 +70,9 @@ type Options struct {
 	// Clock supplies every timestamp; waits are the time package's. Default
 	// outbox.SystemClock.
 	Clock outbox.Clock
-	// Observer receives refused conditional writes and throttles; nil observes
-	// nothing.
-	Observer outbox.Observer
+	// Hooks receive refused conditional writes and throttles; each must
+	// implement HookRequest. Default none.
+	Hooks []outbox.Hook
 	// Logger receives warnings: the Store's refused heartbeats, skipped
 	// keeps and failed prunes, the Writer's failed wake-ups. Default
 	// slog.Default().
@@ -186,6 +186,11 @@ func (o Options) Validate() error {
 	}{{"BucketCount", o.BucketCount}, {"MaxConcurrency", o.MaxConcurrency}, {"PendingCountLimit", o.PendingCountLimit}, {"MaxCommitAttempts", o.MaxCommitAttempts}} {
 		if f.n < 1 {
 			return outbox.Misconfigured(op, "%s must be >= 1, got %d", f.name, f.n)
+		}
+	}
+	for i, h := range o.Hooks {
+		if _, ok := h.(HookRequest); !ok {
+			return outbox.Misconfigured(op, "Hooks[%d] (%T) does not implement outboxddb.HookRequest", i, h)
 		}
 	}
 	for i, t := range o.Topics {

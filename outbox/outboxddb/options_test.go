@@ -18,8 +18,8 @@ func TestOptions_Defaults(t *testing.T) {
 	if _, ok := o.Clock.(outbox.SystemClock); !ok {
 		t.Fatalf("default clock %T, want outbox.SystemClock", o.Clock)
 	}
-	if o.Observer != nil || o.Notifier != nil {
-		t.Fatal("observer and notifier must default to none")
+	if o.Hooks != nil || o.Notifier != nil {
+		t.Fatal("hooks and notifier must default to none")
 	}
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
@@ -43,6 +43,7 @@ func TestOptions_InvalidAreMisconfigurations(t *testing.T) {
 		"sort key named Topic":        {func(o *Options) { o.SortKey = "Topic" }, `"Topic"`},
 		"partition key named Owner":   {func(o *Options) { o.PartitionKey = "Owner" }, `"Owner"`},
 		"sort key named StoppedAtUtc": {func(o *Options) { o.SortKey = "StoppedAtUtc" }, `"StoppedAtUtc"`},
+		"hook of the relay only":      {func(o *Options) { o.Hooks = []outbox.Hook{relayOnlyHook{}} }, "HookRequest"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			o := Options{TableName: "t"}.WithDefaults()
@@ -72,3 +73,8 @@ func TestOptions_NilClientIsAMisconfiguration(t *testing.T) {
 		t.Fatalf("NewWriter(nil) = %v", err)
 	}
 }
+
+// relayOnlyHook implements a relay's hook, none of the store's.
+type relayOnlyHook struct{}
+
+func (relayOnlyHook) OnWakeUp(outbox.WakeUp, error) {}

@@ -232,7 +232,7 @@ func (s *Store) readRow(ctx context.Context, pk string, seq int64) (map[string]t
 		Limit:          aws.Int32(1),
 	})
 	if err != nil {
-		s.tel.failed("", OpPark, -1, err)
+		s.tel.failed("", OpPark, noBucket, err)
 		return nil, fmt.Errorf("outboxddb: read %s row %d: %w", pk, seq, err)
 	}
 	if len(out.Items) == 0 {

@@ -148,7 +148,7 @@ func (s *Store) ReplayRequests(ctx context.Context) (map[int]int64, error) {
 		Limit:          aws.Int32(1),
 	})
 	if err != nil {
-		s.tel.failed("", OpReplay, -1, err)
+		s.tel.failed("", OpReplay, noBucket, err)
 		return nil, fmt.Errorf("outboxddb: read the replay requests: %w", err)
 	}
 	reqs := map[int]int64{}

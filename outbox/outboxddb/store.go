@@ -62,7 +62,7 @@ func NewStore(client Client, opts Options) (*Store, error) {
 		client:      client,
 		opts:        opts,
 		keys:        newKeys(opts),
-		tel:         telemetry{opts.Observer, opts.Clock},
+		tel:         newTelemetry(opts.Hooks),
 		log:         opts.Logger,
 		lastDeleted: map[int]int64{},
 	}, nil
@@ -84,7 +84,7 @@ func (s *Store) queryAll(ctx context.Context, op string, in *dynamodb.QueryInput
 	for {
 		out, err := s.client.Query(ctx, in)
 		if err != nil {
-			s.tel.failed("", op, -1, err)
+			s.tel.failed("", op, noBucket, err)
 			return nil, err
 		}
 		items = append(items, out.Items...)
@@ -272,10 +272,10 @@ func (s *Store) heartbeat(ctx context.Context, relayID string, now int64, keepsA
 	case err == nil:
 		return true, nil
 	case isConditionFailed(err):
-		s.tel.refused(relayID, OpHeartbeat, -1)
+		s.tel.refused(relayID, OpHeartbeat, noBucket)
 		return false, nil
 	default:
-		s.tel.failed(relayID, OpHeartbeat, -1, err)
+		s.tel.failed(relayID, OpHeartbeat, noBucket, err)
 		return false, fmt.Errorf("outboxddb: heartbeat of relay %q: %w", relayID, err)
 	}
 }

@@ -71,7 +71,7 @@ func NewWriter(client Client, opts Options) (*Writer, error) {
 }
 
 func newWriter(client Client, opts Options) *Writer {
-	return &Writer{client: client, opts: opts, keys: newKeys(opts), tel: telemetry{opts.Observer, opts.Clock}}
+	return &Writer{client: client, opts: opts, keys: newKeys(opts), tel: newTelemetry(opts.Hooks)}
 }
 
 // TransactItem reserves msg's sequence number and returns the Put to include
@@ -223,13 +223,13 @@ func (w *Writer) enqueueBatch(ctx context.Context, msgs []outbox.Message) ([]out
 	if err != nil {
 		what := fmt.Sprintf("enqueue %d messages (first %s, bucket %d)", len(msgs), msgs[0].ID, msgs[0].Bucket)
 		if sealed := w.sealed(err, items, what); sealed != nil {
-			w.tel.refused("", OpEnqueueBatch, -1)
+			w.tel.refused("", OpEnqueueBatch, noBucket)
 			return nil, sealed
 		}
 		if w.ownRetry(err, msgs) {
-			w.tel.refused("", OpEnqueueBatch, -1)
+			w.tel.refused("", OpEnqueueBatch, noBucket)
 		} else {
-			w.tel.failed("", OpEnqueueBatch, -1, err)
+			w.tel.failed("", OpEnqueueBatch, noBucket, err)
 			return nil, w.explain(err, items, "outboxddb: "+what)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -77,11 +78,13 @@ type ConsumerConfig struct {
 	// an error from it keeps the record failed (its partition waits and
 	// runs it again). Required with Callback.
 	FailureCallback func(ctx context.Context, rec Record, cause error) error
-	// MetricsOutput receives the inbox's EMF line at most every
-	// MetricsInterval and when Run returns. Default none (call
-	// Inbox.Metrics().Flush yourself).
+	// Metrics, when set, is flushed to MetricsOutput at most every
+	// MetricsInterval and when Run returns: an outboxobs/emf.InboxRecorder
+	// that is one of the inbox's Options.Hooks. Default none.
+	Metrics Flusher
+	// MetricsOutput receives Metrics' lines. Default os.Stdout.
 	MetricsOutput io.Writer
-	// MetricsInterval is the period of the EMF line. Default
+	// MetricsInterval is the period of the metrics' flush. Default
 	// DefaultMetricsInterval.
 	MetricsInterval time.Duration
 	// Logger receives failures. Default slog.Default().
@@ -172,6 +175,9 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 		return nil, outbox.Misconfigured(op, "failure policy Callback without a FailureCallback")
 	case cfg.OnFailure < DeadLetter || cfg.OnFailure > MarkOnly:
 		return nil, outbox.Misconfigured(op, "unknown failure policy %d", cfg.OnFailure)
+	}
+	if cfg.MetricsOutput == nil {
+		cfg.MetricsOutput = os.Stdout
 	}
 	if cfg.MetricsInterval <= 0 {
 		cfg.MetricsInterval = DefaultMetricsInterval
@@ -302,12 +308,12 @@ func isFatal(err error) bool {
 	return false
 }
 
-// flushMetrics writes the inbox's EMF line to MetricsOutput, if any.
+// flushMetrics flushes Metrics to MetricsOutput, if set.
 func (c *Consumer) flushMetrics(ctx context.Context, now time.Time) {
-	if c.cfg.MetricsOutput == nil {
+	if c.cfg.Metrics == nil {
 		return
 	}
-	if err := c.cfg.Inbox.metrics.Flush(c.cfg.MetricsOutput, now); err != nil {
+	if err := c.cfg.Metrics.Flush(c.cfg.MetricsOutput, now); err != nil {
 		c.cfg.Logger.WarnContext(ctx, "outboxinbox: metrics not written", "error", err)
 	}
 }
@@ -459,7 +465,7 @@ func (c *Consumer) giveUp(ctx context.Context, rec Record, attempts int, cause e
 	if err := c.cfg.Inbox.markDeadLettered(ctx, rec); err != nil {
 		return err
 	}
-	c.cfg.Inbox.metrics.add(DeadLettered)
+	c.cfg.Inbox.hooks.outcome(DeadLettered)
 	return nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxinbox"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
+	"github.com/spillway-dev/spillway/outbox/outboxobs/emf"
 	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
@@ -156,9 +157,10 @@ func TestConsumer_DuplicatesInTheTopic_EachEffectOnceInPartitionOrder(t *testing
 		}
 	}
 	produce(t, k, s.recs)
-	in := e.inbox(t, "billing", nil)
+	rec := &emf.InboxRecorder{}
+	in := e.inbox(t, "billing", nil, func(o *outboxinbox.Options) { o.Hooks = []outbox.Hook{rec} })
 	var metrics syncBuffer
-	stop := running(e.consumer(t, k, in, e.handler(), func(c *outboxinbox.ConsumerConfig) { c.MetricsOutput = &metrics }))
+	stop := running(e.consumer(t, k, in, e.handler(), func(c *outboxinbox.ConsumerConfig) { c.Metrics, c.MetricsOutput = rec, &metrics }))
 	waitFor(t, "every record", func() bool { n, _ := consumed(in); return n == int64(len(s.recs)) })
 	if err := stop(); err != nil {
 		t.Fatal(err)

@@ -76,6 +76,7 @@ type Inbox struct {
 	client  Client
 	opts    Options
 	metrics *Metrics
+	hooks   hooks
 }
 
 // New returns an inbox for the consumer opts names.
@@ -87,10 +88,15 @@ func New(client Client, opts Options) (*Inbox, error) {
 	if client == nil {
 		return nil, outbox.Misconfigured("new inbox", "DynamoDB client is nil")
 	}
-	return &Inbox{client: client, opts: opts, metrics: newMetrics(opts.Consumer)}, nil
+	counts := &Metrics{}
+	hs, err := newHooks(opts.Consumer, counts, opts.Hooks)
+	if err != nil {
+		return nil, err
+	}
+	return &Inbox{client: client, opts: opts, metrics: counts, hooks: hs}, nil
 }
 
-// Metrics returns the inbox's counters, for EMF or tests.
+// Metrics returns the inbox's counters since it was made.
 func (in *Inbox) Metrics() *Metrics { return in.metrics }
 
 // Process applies rec exactly once for this consumer. It first reads the
@@ -123,12 +129,13 @@ func (in *Inbox) Metrics() *Metrics { return in.metrics }
 func (in *Inbox) Process(ctx context.Context, rec Record, h Handler) (out Outcome, err error) {
 	id, raw, present, idErr := rec.messageID(in.opts.MessageIDHeader)
 	if !present && in.opts.MissingID == SkipMissingID {
-		in.metrics.add(Skipped)
+		in.hooks.outcome(Skipped)
 		return Skipped, nil
 	}
 	if !present || idErr != nil {
-		in.metrics.failed()
-		return 0, &MissingIDError{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Header: in.opts.MessageIDHeader, Value: raw}
+		err := &MissingIDError{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Header: in.opts.MessageIDHeader, Value: raw}
+		in.hooks.failure(err)
+		return 0, err
 	}
 	ctx, span := outbox.StartSpan(ctx, in.opts.Tracer, SpanConsume)
 	outbox.LinkOrigins(span, rec.originLinks())
@@ -138,9 +145,9 @@ func (in *Inbox) Process(ctx context.Context, rec Record, h Handler) (out Outcom
 		switch {
 		case err == nil:
 			span.Annotate("outcome", out.String())
-			in.metrics.add(out)
+			in.hooks.outcome(out)
 		case ctx.Err() == nil:
-			in.metrics.failed()
+			in.hooks.failure(err)
 		}
 		span.End(err)
 	}()
@@ -156,7 +163,7 @@ func (in *Inbox) Process(ctx context.Context, rec Record, h Handler) (out Outcom
 		if err == nil || !isConflict(err) {
 			return out, err
 		}
-		in.metrics.conflict()
+		in.hooks.conflict()
 		if attempt >= in.opts.MaxAttempts {
 			return 0, &ConflictError{MessageID: id.String(), Attempts: attempt, Err: err}
 		}

@@ -39,9 +39,13 @@ import (
 type LambdaHandler struct {
 	inbox   *Inbox
 	handler Handler
-	// Metrics receives the inbox's EMF line after each invocation.
-	// Default os.Stdout, where Lambda's log capture turns it into metrics.
-	Metrics io.Writer
+	// Metrics, when set, is flushed to MetricsOutput after each
+	// invocation: an outboxobs/emf.InboxRecorder that is one of the
+	// inbox's Options.Hooks. Default none.
+	Metrics Flusher
+	// MetricsOutput receives Metrics' lines. Default os.Stdout, where
+	// Lambda's log capture turns EMF into metrics.
+	MetricsOutput io.Writer
 }
 
 // NewLambdaHandler returns a handler that applies records with h through in.
@@ -52,7 +56,7 @@ func NewLambdaHandler(in *Inbox, h Handler) (*LambdaHandler, error) {
 	case h == nil:
 		return nil, outbox.Misconfigured("new inbox Lambda handler", "handler is nil")
 	}
-	return &LambdaHandler{inbox: in, handler: h, Metrics: os.Stdout}, nil
+	return &LambdaHandler{inbox: in, handler: h, MetricsOutput: os.Stdout}, nil
 }
 
 // BatchError reports the partitions of a batch that stopped at a failed
@@ -112,7 +116,7 @@ func (l *LambdaHandler) Handle(ctx context.Context, ev events.KafkaEvent) error 
 	}
 	wg.Wait()
 	if l.Metrics != nil {
-		if err := l.inbox.metrics.Flush(l.Metrics, l.inbox.opts.Clock.Now()); err != nil {
+		if err := l.Metrics.Flush(l.MetricsOutput, l.inbox.opts.Clock.Now()); err != nil {
 			l.inbox.opts.Logger.WarnContext(ctx, "outboxinbox: metrics not written", "error", err)
 		}
 	}
@@ -132,7 +136,7 @@ func (l *LambdaHandler) applyPartition(ctx context.Context, recs []events.KafkaR
 		rec, err := fromLambda(kr)
 		if err != nil {
 			// Process never saw the record, yet it fails the invocation.
-			l.inbox.metrics.failed()
+			l.inbox.hooks.failure(err)
 		} else {
 			_, err = l.inbox.Process(ctx, rec, l.handler)
 		}

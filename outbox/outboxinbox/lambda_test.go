@@ -16,7 +16,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxinbox"
+	"github.com/spillway-dev/spillway/outbox/outboxobs/emf"
 )
 
 // kafkaEvent packs s's records as a Lambda event source mapping does,
@@ -47,13 +49,14 @@ func TestLambdaHandler_BatchWithDuplicates_EachEffectOnceInOrder(t *testing.T) {
 			s.again(len(s.recs) - 2)
 		}
 	}
-	in := e.inbox(t, "billing", nil)
+	rec := &emf.InboxRecorder{}
+	in := e.inbox(t, "billing", nil, func(o *outboxinbox.Options) { o.Hooks = []outbox.Hook{rec} })
 	h, err := outboxinbox.NewLambdaHandler(in, e.handler())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var metrics bytes.Buffer
-	h.Metrics = &metrics
+	h.Metrics, h.MetricsOutput = rec, &metrics
 	if err := h.Handle(t.Context(), kafkaEvent(&s, 3)); err != nil {
 		t.Fatal(err)
 	}

@@ -129,7 +129,6 @@ func markerOf(item map[string]types.AttributeValue) *marker {
 // record.
 func (in *Inbox) judge(rec Record, id outbox.MessageID, m *marker) (Outcome, error) {
 	if fp := fingerprint(rec); m.fingerprint != fp {
-		in.metrics.mismatch()
 		return 0, &FingerprintError{MessageID: id.String(), Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Stored: m.fingerprint, Received: fp}
 	}
 	return Duplicate, nil

@@ -1,13 +1,8 @@
 package outboxinbox
 
 import (
-	"fmt"
-	"io"
+	"errors"
 	"sync"
-	"time"
-
-	"github.com/spillway-dev/spillway/outbox/outboxconf"
-	"github.com/spillway-dev/spillway/outbox/outboxobs/emf"
 )
 
 // Counts are an inbox's counters.
@@ -34,20 +29,18 @@ type Counts struct {
 	DeadLettered int64
 }
 
-// Metrics counts what an inbox did and writes it as CloudWatch Embedded
-// Metric Format: namespace "Spillway", dimension Consumer, the counts since
-// the previous flush. It is safe for concurrent use.
+// Metrics counts what an inbox did since it was made: the hook every inbox
+// has first (the metrics themselves are written by a hook of the caller's,
+// such as outboxobs/emf.InboxRecorder). It is safe for concurrent use.
 type Metrics struct {
-	consumer string
-
-	mu      sync.Mutex
-	total   Counts
-	flushed Counts
+	mu    sync.Mutex
+	total Counts
 }
 
-func newMetrics(consumer string) *Metrics { return &Metrics{consumer: consumer} }
+var _ HookConsume = (*Metrics)(nil)
 
-func (m *Metrics) add(o Outcome) {
+// OnOutcome implements HookConsume.
+func (m *Metrics) OnOutcome(_ string, o Outcome) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	switch o {
@@ -64,19 +57,21 @@ func (m *Metrics) add(o Outcome) {
 	}
 }
 
-func (m *Metrics) failed() {
+// OnFailure implements HookConsume: a *FingerprintError also counts as a
+// mismatch.
+func (m *Metrics) OnFailure(_ string, err error) {
+	var fe *FingerprintError
+	mismatch := errors.As(err, &fe)
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.total.Failures++
-	m.mu.Unlock()
+	if mismatch {
+		m.total.Mismatches++
+	}
 }
 
-func (m *Metrics) mismatch() {
-	m.mu.Lock()
-	m.total.Mismatches++
-	m.mu.Unlock()
-}
-
-func (m *Metrics) conflict() {
+// OnConflict implements HookConsume.
+func (m *Metrics) OnConflict(string) {
 	m.mu.Lock()
 	m.total.Conflicts++
 	m.mu.Unlock()
@@ -87,43 +82,4 @@ func (m *Metrics) Snapshot() Counts {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.total
-}
-
-// Flush writes the counts since the previous flush as one EMF line stamped
-// now; it writes nothing when nothing happened. A failed write still
-// starts a new period, so nothing is counted twice.
-func (m *Metrics) Flush(w io.Writer, now time.Time) error {
-	m.mu.Lock()
-	d := m.total
-	prev := m.flushed
-	m.flushed = m.total
-	m.mu.Unlock()
-	values := []struct {
-		name string
-		v    int64
-	}{
-		{outboxconf.MetricRecordsConsumed, d.Consumed - prev.Consumed},
-		{outboxconf.MetricDuplicatesSkipped, d.Duplicates - prev.Duplicates},
-		{outboxconf.MetricConsumeFailures, d.Failures - prev.Failures},
-		{outboxconf.MetricTransactionConflicts, d.Conflicts - prev.Conflicts},
-		{outboxconf.MetricPayloadMismatches, d.Mismatches - prev.Mismatches},
-		{outboxconf.MetricRecordsDeadLettered, d.DeadLettered - prev.DeadLettered},
-	}
-	doc := emf.Document{
-		Timestamp:  now,
-		Namespace:  outboxconf.DefaultMetricsNamespace,
-		Dimensions: []emf.Dimension{{Name: outboxconf.DimensionConsumer, Value: m.consumer}},
-	}
-	touched := false
-	for _, v := range values {
-		touched = touched || v.v != 0
-		doc.Metrics = append(doc.Metrics, emf.Metric{Name: v.name, Unit: outboxconf.UnitCount, Values: []float64{float64(v.v)}})
-	}
-	if !touched {
-		return nil
-	}
-	if err := emf.Encode(w, doc); err != nil {
-		return fmt.Errorf("outboxinbox: flush metrics: %w", err)
-	}
-	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxinbox"
+	"github.com/spillway-dev/spillway/outbox/outboxobs/emf"
 )
 
 // The EMF line, written by hand from the specification: namespace
@@ -38,9 +39,12 @@ const wantEMF = `{
   "RecordsDeadLettered": 0
 }`
 
-func TestMetrics_FlushWritesTheCountsSinceTheLastFlush(t *testing.T) {
+// TestMetrics_TheEMFRecorderWritesTheCountsSinceTheLastFlush hooks the
+// EMF recorder to an inbox and reads the line it writes.
+func TestMetrics_TheEMFRecorderWritesTheCountsSinceTheLastFlush(t *testing.T) {
 	e := newEnv(t)
-	in := e.inbox(t, "billing", nil)
+	metrics := &emf.InboxRecorder{}
+	in := e.inbox(t, "billing", nil, func(o *outboxinbox.Options) { o.Hooks = []outbox.Hook{metrics} })
 	rec := record("orders", 0, 1, "k", "v", outbox.NewMessageID())
 	for range 2 {
 		if _, err := in.Process(t.Context(), rec, e.handler()); err != nil {
@@ -52,7 +56,7 @@ func TestMetrics_FlushWritesTheCountsSinceTheLastFlush(t *testing.T) {
 	}
 	now := time.UnixMilli(1790000000000)
 	var buf bytes.Buffer
-	if err := in.Metrics().Flush(&buf, now); err != nil {
+	if err := metrics.Flush(&buf, now); err != nil {
 		t.Fatal(err)
 	}
 	var got, want any
@@ -66,7 +70,14 @@ func TestMetrics_FlushWritesTheCountsSinceTheLastFlush(t *testing.T) {
 		t.Fatalf("EMF line\n%s\nwant\n%s", buf.String(), wantEMF)
 	}
 	buf.Reset()
-	if err := in.Metrics().Flush(&buf, now); err != nil || buf.Len() != 0 {
+	if err := metrics.Flush(&buf, now); err != nil || buf.Len() != 0 {
 		t.Fatalf("second flush wrote %q (%v), want nothing", buf.String(), err)
+	}
+}
+
+func TestNew_AHookThatIsNoHookConsumeIsAMisconfiguration(t *testing.T) {
+	_, err := outboxinbox.New(newEnv(t).ddb.Client, outboxinbox.Options{TableName: "t", Consumer: "billing", Hooks: []outbox.Hook{&bytes.Buffer{}}})
+	if !outbox.IsMisconfigured(err) {
+		t.Fatalf("New with a hook implementing nothing: %v, want a misconfiguration", err)
 	}
 }

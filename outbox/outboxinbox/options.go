@@ -84,6 +84,10 @@ type Options struct {
 	Tracer outbox.Tracer
 	// Logger receives conflicts and refusals. Default slog.Default().
 	Logger *slog.Logger
+	// Hooks each implement HookConsume and hear of every verdict, failure
+	// and conflict (outboxobs/emf.InboxRecorder writes them as metrics).
+	// Default none.
+	Hooks []outbox.Hook
 }
 
 func (o Options) withDefaults() Options {

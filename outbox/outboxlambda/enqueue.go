@@ -37,9 +37,9 @@ type EnqueueHandlerConfig struct {
 	Writer MessageWriter
 	// Clock stamps CreatedAt. Default outbox.SystemClock.
 	Clock outbox.Clock
-	// Observer receives outbox.EventEnqueue and outbox.EventEnqueueRejected.
-	// Optional.
-	Observer outbox.Observer
+	// Hooks each implement HookEnqueue and hear of every request's
+	// outcome. Default none.
+	Hooks []outbox.Hook
 	// Logger receives one line per request. Default slog.Default().
 	Logger *slog.Logger
 	// Getenv reads _X_AMZN_TRACE_ID when ctx carries no trace header.
@@ -57,13 +57,24 @@ type EnqueueHandlerConfig struct {
 	FunctionName string
 }
 
+// HookEnqueue receives the enqueue function's outcomes. It is called
+// synchronously and must be safe for concurrent use and fast; a panic in it
+// is not recovered. outboxobs/emf.Recorder implements it.
+type HookEnqueue interface {
+	// OnEnqueue: enqueued messages of one request were committed.
+	OnEnqueue(enqueued int)
+	// OnEnqueueRejected: a request's rejected messages (at least 1) were
+	// refused before any write, for err (a *FieldError).
+	OnEnqueueRejected(rejected int, err error)
+}
+
 // EnqueueHandler is the enqueue function: it validates a request, stores
 // its messages all or nothing, and wakes the relay.
 type EnqueueHandler struct {
 	cfg     Config
 	writer  MessageWriter
 	clock   outbox.Clock
-	obs     outbox.Observer
+	hooks   []HookEnqueue
 	log     *slog.Logger
 	getenv  func(string) string
 	metrics metricsSink
@@ -80,7 +91,14 @@ func NewEnqueueHandler(cfg EnqueueHandlerConfig) (*EnqueueHandler, error) {
 	if cfg.Config.BucketCount < 1 {
 		return nil, outbox.Misconfigured("new enqueue handler", "bucket count %d; load the configuration with LoadConfig", cfg.Config.BucketCount)
 	}
-	h := &EnqueueHandler{cfg: cfg.Config, writer: cfg.Writer, clock: cfg.Clock, obs: cfg.Observer, log: cfg.Logger, getenv: cfg.Getenv}
+	h := &EnqueueHandler{cfg: cfg.Config, writer: cfg.Writer, clock: cfg.Clock, log: cfg.Logger, getenv: cfg.Getenv}
+	for i, x := range cfg.Hooks {
+		k, ok := x.(HookEnqueue)
+		if !ok {
+			return nil, outbox.Misconfigured("new enqueue handler", "Hooks[%d] (%T) does not implement outboxlambda.HookEnqueue", i, x)
+		}
+		h.hooks = append(h.hooks, k)
+	}
 	if h.clock == nil {
 		h.clock = outbox.SystemClock{}
 	}
@@ -178,7 +196,9 @@ func (h *EnqueueHandler) handle(ctx context.Context, payload json.RawMessage) (E
 	}
 	slices.Sort(buckets)
 	buckets = slices.Compact(buckets)
-	outbox.Emit(h.obs, outbox.Event{Kind: outbox.EventEnqueue, Time: h.clock.Now(), Bucket: -1, Count: len(stored)})
+	for _, k := range h.hooks {
+		k.OnEnqueue(len(stored))
+	}
 	h.log.InfoContext(ctx, "enqueued", "messages", len(stored), "buckets", buckets)
 	return resp, nil
 }
@@ -188,7 +208,9 @@ func (h *EnqueueHandler) refuse(ctx context.Context, err error, n int) (EnqueueR
 	if !ok {
 		fe = &FieldError{Problem: err.Error()}
 	}
-	outbox.Emit(h.obs, outbox.Event{Kind: outbox.EventEnqueueRejected, Time: h.clock.Now(), Bucket: -1, Count: max(n, 1), Err: fe})
+	for _, k := range h.hooks {
+		k.OnEnqueueRejected(max(n, 1), fe)
+	}
 	h.log.WarnContext(ctx, "enqueue request refused", "field", fe.Field, "problem", fe.Problem)
 	return EnqueueResponse{Error: fe.Problem, Field: fe.Field}, nil
 }

@@ -64,9 +64,10 @@ type RelayHandlerConfig struct {
 	// Clock is the relay's clock; the invocation's deadline is converted to
 	// it. Default outbox.SystemClock.
 	Clock outbox.Clock
-	// Observer and Tracer receive the relay's events and spans. Optional.
-	Observer outbox.Observer
-	Tracer   outbox.Tracer
+	// Hooks and Tracer receive the relay's reports (outbox.RelayConfig's
+	// Hooks) and spans. Optional.
+	Hooks  []outbox.Hook
+	Tracer outbox.Tracer
 	// Tracing opens each invocation's root span and exports the spans
 	// before Handle returns. Optional.
 	Tracing Tracing
@@ -123,7 +124,7 @@ func NewRelayHandler(cfg RelayHandlerConfig) (*RelayHandler, error) {
 		Publisher: cfg.Publisher,
 		Clock:     cfg.Clock,
 		Notifier:  cfg.Notifier,
-		Observer:  cfg.Observer,
+		Hooks:     cfg.Hooks,
 		Tracer:    cfg.Tracer,
 		Logger:    cfg.Logger,
 		MaxHops:   cfg.Config.MaxHops,
@@ -178,7 +179,7 @@ func newGenerationRelay(cfg RelayHandlerConfig, current *outbox.Relay, prev outb
 	opts.BucketCount, opts.Mode = prev.BucketCount, outbox.ModeDrain
 	previous, err := outbox.NewRelay(outbox.RelayConfig{
 		Options: opts, Store: cfg.PreviousStore, Publisher: cfg.Publisher, Clock: cfg.Clock, Notifier: cfg.Notifier,
-		Observer: cfg.Observer, Tracer: cfg.Tracer, Logger: cfg.Logger.With("generation", prev.String()), MaxHops: cfg.Config.MaxHops,
+		Hooks: cfg.Hooks, Tracer: cfg.Tracer, Logger: cfg.Logger.With("generation", prev.String()), MaxHops: cfg.Config.MaxHops,
 	})
 	if err != nil {
 		return nil, err

@@ -78,11 +78,11 @@ func (in *Init) DynamoDB() *dynamodb.Client {
 // notifier returns the wake-up notifier for function, nil when there is
 // no function to wake. A writer's notifier reads the leases through owners
 // to skip the wake-ups a live relay covers; a relay's has none.
-func (in *Init) notifier(function string, obs outbox.Observer, owners OwnerReader) (*Notifier, error) {
+func (in *Init) notifier(function string, hooks []outbox.Hook, owners OwnerReader) (*Notifier, error) {
 	if function == "" {
 		return nil, nil
 	}
-	return NewNotifier(NotifierConfig{Client: lambda.NewFromConfig(in.AWS), FunctionName: function, Observer: obs, Logger: in.Logger,
+	return NewNotifier(NotifierConfig{Client: lambda.NewFromConfig(in.AWS), FunctionName: function, Hooks: hooks, Logger: in.Logger,
 		Owners: owners, LeaseDuration: in.Config.LeaseDuration})
 }
 
@@ -111,14 +111,14 @@ func NewRelayFromEnv(ctx context.Context, getenv func(string) string, log *slog.
 		return nil, err
 	}
 	opts := cfg.StoreOptions()
-	opts.Observer, opts.Logger = in.Metrics, log
+	opts.Hooks, opts.Logger = []outbox.Hook{in.Metrics}, log
 	store, err := outboxddb.NewStore(in.DynamoDB(), opts)
 	if err != nil {
 		return nil, err
 	}
 	fn := getenv(EnvFunctionName)
 	// The engine reports its continuation wake-ups itself: the notifier
-	// gets no observer, or they would count twice.
+	// gets no hooks, or they would count twice.
 	notifier, err := in.notifier(cmp.Or(cfg.RelayFunction, fn), nil, nil)
 	if err != nil {
 		return nil, err
@@ -128,7 +128,7 @@ func NewRelayFromEnv(ctx context.Context, getenv func(string) string, log *slog.
 		FunctionName: fn,
 		Store:        store,
 		Publisher:    pub,
-		Observer:     in.Metrics,
+		Hooks:        []outbox.Hook{in.Metrics},
 		Tracer:       in.Tracing.Tracer(),
 		Tracing:      in.Tracing,
 		Logger:       log,
@@ -139,7 +139,7 @@ func NewRelayFromEnv(ctx context.Context, getenv func(string) string, log *slog.
 	}
 	if _, ok := cfg.Previous(); ok {
 		popts := cfg.PreviousStoreOptions()
-		popts.Observer, popts.Logger = in.Metrics, log
+		popts.Hooks, popts.Logger = []outbox.Hook{in.Metrics}, log
 		if hc.PreviousStore, err = outboxddb.NewStore(in.DynamoDB(), popts); err != nil {
 			return nil, err
 		}
@@ -158,12 +158,12 @@ func NewEnqueueFromEnv(ctx context.Context, getenv func(string) string, log *slo
 	}
 	cfg := in.Config
 	opts := cfg.StoreOptions()
-	opts.Observer, opts.Logger = in.Metrics, log
+	opts.Hooks, opts.Logger = []outbox.Hook{in.Metrics}, log
 	owners, err := outboxddb.NewStore(in.DynamoDB(), opts)
 	if err != nil {
 		return nil, err
 	}
-	notifier, err := in.notifier(cfg.RelayFunction, in.Metrics, owners)
+	notifier, err := in.notifier(cfg.RelayFunction, []outbox.Hook{in.Metrics}, owners)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +179,7 @@ func NewEnqueueFromEnv(ctx context.Context, getenv func(string) string, log *slo
 	return NewEnqueueHandler(EnqueueHandlerConfig{
 		Config:       cfg,
 		Writer:       writer,
-		Observer:     in.Metrics,
+		Hooks:        []outbox.Hook{in.Metrics},
 		Logger:       log,
 		Getenv:       getenv,
 		Metrics:      in.Metrics,

@@ -40,12 +40,13 @@ type NotifierConfig struct {
 	FunctionName string
 	// Timeout bounds each invoke. Default DefaultNotifyTimeout.
 	Timeout time.Duration
-	// Observer receives one outbox.EventWakeUpSent per invoke, with Err on
-	// failure. Optional. Leave it nil where the caller reports wake-ups
-	// itself (the relay engine emits its continuation wake-ups), or they
-	// count twice.
-	Observer outbox.Observer
-	// Clock stamps the events. Default outbox.SystemClock.
+	// Hooks each implement outbox.HookWakeUp and hear of every invoke,
+	// with its error on failure. Default none. Leave them out where the
+	// caller reports wake-ups itself (a relay reports its continuation
+	// wake-ups), or they count twice.
+	Hooks []outbox.Hook
+	// Clock dates the relays' views of the leases. Default
+	// outbox.SystemClock.
 	Clock outbox.Clock
 	// Logger receives failed invokes. Default slog.Default().
 	Logger *slog.Logger
@@ -90,14 +91,14 @@ type OwnerReader interface {
 // Under steady traffic this turns one invocation per commit into about one
 // read per lease.OwnerViewTTL per process.
 //
-// A failed invoke is logged, counted (Stats, and the Observer) and returned
+// A failed invoke is logged, counted (Stats, and the Hooks) and returned
 // to its caller, which must not fail its write for it: the relay's schedule
 // finds the messages anyway.
 type Notifier struct {
 	client   Invoker
 	function string
 	timeout  time.Duration
-	obs      outbox.Observer
+	hooks    []outbox.HookWakeUp
 	clock    outbox.Clock
 	log      *slog.Logger
 	owners   OwnerReader
@@ -124,11 +125,19 @@ func NewNotifier(cfg NotifierConfig) (*Notifier, error) {
 	if cfg.Timeout < 0 || cfg.LeaseDuration < 0 {
 		return nil, outbox.Misconfigured("new wake-up notifier", "negative timeout %v or lease duration %v", cfg.Timeout, cfg.LeaseDuration)
 	}
+	var hooks []outbox.HookWakeUp
+	for i, h := range cfg.Hooks {
+		w, ok := h.(outbox.HookWakeUp)
+		if !ok {
+			return nil, outbox.Misconfigured("new wake-up notifier", "Hooks[%d] (%T) does not implement outbox.HookWakeUp", i, h)
+		}
+		hooks = append(hooks, w)
+	}
 	n := &Notifier{
+		hooks:    hooks,
 		client:   cfg.Client,
 		function: cfg.FunctionName,
 		timeout:  cfg.Timeout,
-		obs:      cfg.Observer,
 		clock:    cfg.Clock,
 		log:      cfg.Logger,
 		owners:   cfg.Owners,
@@ -335,7 +344,9 @@ func (n *Notifier) send(ctx context.Context, w outbox.WakeUp) error {
 	} else {
 		n.sent.Add(1)
 	}
-	outbox.Emit(n.obs, outbox.Event{Kind: outbox.EventWakeUpSent, Time: n.clock.Now(), Bucket: -1, Count: len(w.Buckets), Err: err})
+	for _, h := range n.hooks {
+		h.OnWakeUp(w, err)
+	}
 	return err
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -73,33 +74,37 @@ func cmpOr(v, def int32) int32 {
 	return v
 }
 
-// events records observed events.
-type eventLog struct {
+// wakeUp is one reported wake-up.
+type wakeUp struct {
+	w   outbox.WakeUp
+	err error
+}
+
+// wakeUpLog is an outbox.HookWakeUp keeping every report.
+type wakeUpLog struct {
 	mu  sync.Mutex
-	got []outbox.Event
+	got []wakeUp
 }
 
-func (e *eventLog) Observe(ev outbox.Event) {
+func (e *wakeUpLog) OnWakeUp(w outbox.WakeUp, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.got = append(e.got, ev)
+	e.got = append(e.got, wakeUp{w, err})
 }
 
-func (e *eventLog) of(kind outbox.EventKind) []outbox.Event {
+func (e *wakeUpLog) sent() []wakeUp {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var out []outbox.Event
-	for _, ev := range e.got {
-		if ev.Kind == kind {
-			out = append(out, ev)
-		}
-	}
-	return out
+	return slices.Clone(e.got)
 }
 
-func newTestNotifier(t *testing.T, inv Invoker, obs outbox.Observer, timeout time.Duration) *Notifier {
+func newTestNotifier(t *testing.T, inv Invoker, obs *wakeUpLog, timeout time.Duration) *Notifier {
 	t.Helper()
-	n, err := NewNotifier(NotifierConfig{Client: inv, FunctionName: "outbox-relay", Observer: obs, Timeout: timeout, Logger: discardLogger()})
+	var hooks []outbox.Hook
+	if obs != nil {
+		hooks = append(hooks, obs)
+	}
+	n, err := NewNotifier(NotifierConfig{Client: inv, FunctionName: "outbox-relay", Hooks: hooks, Timeout: timeout, Logger: discardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +114,7 @@ func newTestNotifier(t *testing.T, inv Invoker, obs outbox.Observer, timeout tim
 func TestNotifierSendsAnAsynchronousWakeUp(t *testing.T) {
 	t.Parallel()
 	inv := &fakeInvoker{}
-	obs := &eventLog{}
+	obs := &wakeUpLog{}
 	n := newTestNotifier(t, inv, obs, 0)
 	if err := n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{2, 5}, Hop: 3, Join: true}); err != nil {
 		t.Fatal(err)
@@ -122,8 +127,8 @@ func TestNotifierSendsAnAsynchronousWakeUp(t *testing.T) {
 	if s := n.Stats(); s != (NotifierStats{Sent: 1}) {
 		t.Fatalf("stats %+v", s)
 	}
-	sent := obs.of(outbox.EventWakeUpSent)
-	if len(sent) != 1 || sent[0].Err != nil || sent[0].Count != 2 {
+	sent := obs.sent()
+	if len(sent) != 1 || sent[0].err != nil || !slices.Equal(sent[0].w.Buckets, []int{2, 5}) {
 		t.Fatalf("wake-up events %+v", sent)
 	}
 }
@@ -194,7 +199,7 @@ func TestNotifierCountsAndReportsFailures(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			obs := &eventLog{}
+			obs := &wakeUpLog{}
 			n := newTestNotifier(t, inv, obs, 0)
 			for range 2 {
 				if err := n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{1}}); err == nil {
@@ -204,8 +209,8 @@ func TestNotifierCountsAndReportsFailures(t *testing.T) {
 			if s := n.Stats(); s != (NotifierStats{Failed: 2}) {
 				t.Fatalf("stats %+v, want 2 failed", s)
 			}
-			sent := obs.of(outbox.EventWakeUpSent)
-			if len(sent) != 2 || sent[0].Err == nil || sent[1].Err == nil {
+			sent := obs.sent()
+			if len(sent) != 2 || sent[0].err == nil || sent[1].err == nil {
 				t.Fatalf("wake-up events %+v, want 2 with Err", sent)
 			}
 		})

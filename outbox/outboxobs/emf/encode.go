@@ -5,8 +5,9 @@
 //
 // Encode is a small, dependency-free encoder that enforces the format's
 // limits by splitting a document over several lines where the limits force
-// it. Recorder is an outbox.Observer that aggregates one invocation's events
-// into the Spillway metrics and flushes them as EMF.
+// it. Recorder is a hook (outbox.Hook) that aggregates one invocation's
+// reports into the Spillway metrics and flushes them as EMF; InboxRecorder
+// does the same for an inbox.
 package emf
 
 import (

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
+	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
 
 // Property names the Recorder writes besides the metrics. They are plain
@@ -115,9 +116,12 @@ var (
 	writerCounters = []int{mEnqueued, mRejected, mRefused, mThrottles, mWakeUps}
 )
 
-// Recorder is an outbox.Observer that aggregates the events of one
-// invocation and writes them as EMF on Flush. It is safe for concurrent use;
-// Observe takes one short lock.
+// Recorder is a hook (outbox.Hook) that aggregates the reports of one
+// invocation and writes them as EMF on Flush. It implements every hook
+// interface of the relay (outbox.HookLease, HookBatch, HookPark, HookRun,
+// HookWakeUp), of the DynamoDB store (outboxddb.HookRequest) and of the
+// enqueue function (outboxlambda.HookEnqueue). It is safe for concurrent
+// use; each report takes one short lock.
 type Recorder struct {
 	namespace string
 	dims      []Dimension
@@ -137,7 +141,14 @@ type state struct {
 	props         []Property // values are json.RawMessage
 }
 
-var _ outbox.Observer = (*Recorder)(nil)
+var (
+	_ outbox.HookLease      = (*Recorder)(nil)
+	_ outbox.HookBatch      = (*Recorder)(nil)
+	_ outbox.HookPark       = (*Recorder)(nil)
+	_ outbox.HookRun        = (*Recorder)(nil)
+	_ outbox.HookWakeUp     = (*Recorder)(nil)
+	_ outboxddb.HookRequest = (*Recorder)(nil)
+)
 
 // NewRecorder returns a Recorder for cfg, with defaults applied. It fails
 // with ErrInvalidDocument when a name could not appear in valid EMF.
@@ -184,82 +195,189 @@ func NewRecorder(cfg Config) (*Recorder, error) {
 	return r, nil
 }
 
-// relayCounts are the relay's events that add their count to one metric.
-var relayCounts = map[outbox.EventKind]int{
-	outbox.EventClaim:          mClaims,
-	outbox.EventRelease:        mReleases,
-	outbox.EventLeaseLost:      mLosses,
-	outbox.EventReleaseSkipped: mReleasesSkipped,
-	outbox.EventParked:         mParked,
-	outbox.EventReplayed:       mReplayed,
+// relayEvent locks the aggregate for one report of a relay, marking the
+// relay side active and keeping the relay's id; the caller unlocks.
+func (r *Recorder) relayEvent(relayID string) *state {
+	r.mu.Lock()
+	st := &r.st
+	st.relay = true
+	if relayID != "" {
+		st.relayID = relayID
+	}
+	return st
 }
 
-// Observe implements outbox.Observer.
-func (r *Recorder) Observe(e outbox.Event) {
-	count := float64(max(e.Count, 0))
+// count clamps a reported count at zero.
+func count(n int) float64 { return float64(max(n, 0)) }
+
+// OnRound implements outbox.HookLease.
+func (r *Recorder) OnRound(relayID string, _ time.Duration, _ error) {
+	r.relayEvent(relayID)
+	r.mu.Unlock()
+}
+
+// OnLeases implements outbox.HookLease: OwnedBuckets keeps the largest
+// owned count of the invocation, LeaseClaims and LeaseReleases add up.
+func (r *Recorder) OnLeases(relayID string, owned, claimed, released int) {
+	st := r.relayEvent(relayID)
+	defer r.mu.Unlock()
+	st.raise(mOwned, count(owned))
+	if claimed > 0 {
+		st.add(mClaims, count(claimed))
+	}
+	if released > 0 {
+		st.add(mReleases, count(released))
+	}
+}
+
+// OnLeaseLost implements outbox.HookLease.
+func (r *Recorder) OnLeaseLost(relayID string, lost int, _ outbox.LossReason) {
+	st := r.relayEvent(relayID)
+	defer r.mu.Unlock()
+	st.add(mLosses, count(lost))
+}
+
+// OnReleaseSkipped implements outbox.HookLease.
+func (r *Recorder) OnReleaseSkipped(relayID string, lapsing int) {
+	st := r.relayEvent(relayID)
+	defer r.mu.Unlock()
+	st.add(mReleasesSkipped, count(lapsing))
+}
+
+// OnFetch implements outbox.HookBatch.
+func (r *Recorder) OnFetch(relayID string, _, _ int) {
+	r.relayEvent(relayID)
+	r.mu.Unlock()
+}
+
+// OnPublish implements outbox.HookBatch: a failure counts once per
+// publish, unless the relay stopped or lost the lease.
+func (r *Recorder) OnPublish(relayID string, _, acked int, latencies []time.Duration, err error) {
+	st := r.relayEvent(relayID)
+	defer r.mu.Unlock()
+	st.add(mPublished, count(acked))
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, outbox.ErrLeaseLost) {
+		st.add(mPublishFailures, 1)
+	}
+	for _, d := range latencies {
+		st.latency.add(max(float64(d)/float64(time.Millisecond), 0))
+	}
+}
+
+// OnDelete implements outbox.HookBatch.
+func (r *Recorder) OnDelete(relayID string, _, _ int) {
+	r.relayEvent(relayID)
+	r.mu.Unlock()
+}
+
+// OnBackoff implements outbox.HookBatch. A backoff alone, like a store's
+// request, does not make the invocation a relay's.
+func (r *Recorder) OnBackoff(relayID string, _ int, _ time.Duration, _ error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	st := &r.st
-	if e.RelayID != "" {
-		st.relayID = e.RelayID
+	r.request(outboxddb.Request{RelayID: relayID})
+}
+
+// OnHeadRowRetry implements outbox.HookBatch.
+func (r *Recorder) OnHeadRowRetry(relayID string, _ int) {
+	st := r.relayEvent(relayID)
+	defer r.mu.Unlock()
+	st.add(mHeadRowRetries, 1)
+}
+
+// OnPark implements outbox.HookPark.
+func (r *Recorder) OnPark(relayID string, _ outbox.Parking) {
+	st := r.relayEvent(relayID)
+	defer r.mu.Unlock()
+	st.add(mParked, 1)
+}
+
+// OnReplay implements outbox.HookPark.
+func (r *Recorder) OnReplay(relayID string, _, replayed int) {
+	st := r.relayEvent(relayID)
+	defer r.mu.Unlock()
+	st.add(mReplayed, count(replayed))
+}
+
+// OnParkedBacklog implements outbox.HookPark.
+func (r *Recorder) OnParkedBacklog(relayID string, parked int64) {
+	st := r.relayEvent(relayID)
+	defer r.mu.Unlock()
+	st.set(mParkedGauge, float64(max(parked, 0)))
+}
+
+// OnBacklog implements outbox.HookRun.
+func (r *Recorder) OnBacklog(relayID string, pending int64, oldest time.Duration) {
+	st := r.relayEvent(relayID)
+	defer r.mu.Unlock()
+	st.set(mPending, float64(max(pending, 0)))
+	st.set(mOldestAge, max(oldest.Seconds(), 0))
+}
+
+// OnRetry implements outbox.HookRun.
+func (r *Recorder) OnRetry(relayID string, _ time.Duration, _ error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.request(outboxddb.Request{RelayID: relayID})
+}
+
+// OnRunEnd implements outbox.HookRun: BudgetUsed is the run's share of its
+// deadline.
+func (r *Recorder) OnRunEnd(relayID string, res outbox.RunResult) {
+	st := r.relayEvent(relayID)
+	defer r.mu.Unlock()
+	st.set(mBudget, finite(res.BudgetUsed))
+}
+
+// OnWakeUp implements outbox.HookWakeUp: WakeUpsSent counts the wake-ups
+// sent, and is written (as 0 when all failed) once one was tried.
+func (r *Recorder) OnWakeUp(_ outbox.WakeUp, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err == nil {
+		r.st.add(mWakeUps, 1)
+	} else {
+		r.st.touched[mWakeUps] = true
 	}
-	if m, ok := relayCounts[e.Kind]; ok {
-		st.relay = true
-		st.add(m, count)
-		return
+}
+
+// OnRefused implements outboxddb.HookRequest.
+func (r *Recorder) OnRefused(req outboxddb.Request) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.request(req).add(mRefused, 1)
+}
+
+// OnThrottle implements outboxddb.HookRequest.
+func (r *Recorder) OnThrottle(req outboxddb.Request, _ error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.request(req).add(mThrottles, 1)
+}
+
+// request keeps the relay id of a report that does not mark the relay
+// side active; the caller holds the lock.
+func (r *Recorder) request(req outboxddb.Request) *state {
+	if req.RelayID != "" {
+		r.st.relayID = req.RelayID
 	}
-	switch e.Kind {
-	case outbox.EventPublish:
-		st.relay = true
-		st.add(mPublished, count)
-		if e.Err != nil && !errors.Is(e.Err, context.Canceled) && !errors.Is(e.Err, outbox.ErrLeaseLost) {
-			st.add(mPublishFailures, 1)
-		}
-		for _, d := range e.Latencies {
-			st.latency.add(max(float64(d)/float64(time.Millisecond), 0))
-		}
-	case outbox.EventBacklog:
-		st.relay = true
-		if e.Err == nil {
-			st.set(mPending, count)
-			st.set(mOldestAge, max(e.Duration.Seconds(), 0))
-		}
-	case outbox.EventOwned:
-		st.relay = true
-		st.raise(mOwned, count)
-	case outbox.EventRound:
-		st.relay = true
-		if e.Err == nil {
-			st.raise(mOwned, count)
-		}
-	case outbox.EventHeadRowRetry:
-		st.relay = true
-		st.add(mHeadRowRetries, 1)
-	case outbox.EventStop:
-		st.relay = true
-		st.set(mBudget, finite(e.BudgetUsed))
-	case outbox.EventParkedBacklog:
-		st.relay = true
-		st.set(mParkedGauge, count)
-	case outbox.EventBatchFetched, outbox.EventDelete:
-		st.relay = true
-	case outbox.EventRefusedWrite:
-		st.add(mRefused, count)
-	case outbox.EventThrottle:
-		st.add(mThrottles, max(count, 1))
-	case outbox.EventWakeUpSent:
-		if e.Err == nil {
-			st.add(mWakeUps, 1)
-		} else {
-			st.touched[mWakeUps] = true
-		}
-	case outbox.EventEnqueue:
-		st.writer = true
-		st.add(mEnqueued, count)
-	case outbox.EventEnqueueRejected:
-		st.writer = true
-		st.add(mRejected, count)
-	}
+	return &r.st
+}
+
+// OnEnqueue implements outboxlambda.HookEnqueue.
+func (r *Recorder) OnEnqueue(enqueued int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.st.writer = true
+	r.st.add(mEnqueued, count(enqueued))
+}
+
+// OnEnqueueRejected implements outboxlambda.HookEnqueue.
+func (r *Recorder) OnEnqueueRejected(rejected int, _ error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.st.writer = true
+	r.st.add(mRejected, count(rejected))
 }
 
 // AddDynamoDB adds DynamoDB requests and consumed capacity units, as counted

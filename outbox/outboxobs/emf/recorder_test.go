@@ -13,6 +13,7 @@ import (
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
+	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
 
 func newRecorder(t *testing.T, cfg Config) *Recorder {
@@ -27,40 +28,32 @@ func newRecorder(t *testing.T, cfg Config) *Recorder {
 func TestRecorderRelayInvocationGolden(t *testing.T) {
 	r := newRecorder(t, Config{Outbox: "orders", FunctionName: "spillway-relay"})
 	kafkaErr := errors.New("NOT_ENOUGH_REPLICAS")
-	ev := func(e outbox.Event) {
-		e.RelayID = "spillway-relay-3f9a"
-		r.Observe(e)
-	}
-	ev(outbox.Event{Kind: outbox.EventRound, Bucket: -1, Count: 2})
-	ev(outbox.Event{Kind: outbox.EventClaim, Bucket: -1, Count: 2})
-	ev(outbox.Event{Kind: outbox.EventOwned, Bucket: -1, Count: 2})
-	ev(outbox.Event{Kind: outbox.EventBacklog, Bucket: -1, Count: 50, Duration: 100 * time.Second})
-	ev(outbox.Event{Kind: outbox.EventBatchFetched, Bucket: 3, Count: 3})
-	ev(outbox.Event{Kind: outbox.EventPublish, Bucket: 3, Count: 3,
-		Latencies: []time.Duration{12 * time.Millisecond, 7500 * time.Microsecond, 40 * time.Millisecond}})
-	ev(outbox.Event{Kind: outbox.EventDelete, Bucket: 3, Count: 3})
-	ev(outbox.Event{Kind: outbox.EventPublish, Bucket: 5, Count: 1, Latencies: []time.Duration{3 * time.Millisecond}, Err: kafkaErr})
-	ev(outbox.Event{Kind: outbox.EventBackoff, Bucket: 5, Duration: time.Second, Err: kafkaErr})
-	ev(outbox.Event{Kind: outbox.EventHeadRowRetry, Bucket: 5})
+	const id = "spillway-relay-3f9a"
+	r.OnRound(id, time.Second, nil)
+	r.OnLeases(id, 2, 2, 0)
+	r.OnBacklog(id, 50, 100*time.Second)
+	r.OnFetch(id, 3, 3)
+	r.OnPublish(id, 3, 3, []time.Duration{12 * time.Millisecond, 7500 * time.Microsecond, 40 * time.Millisecond}, nil)
+	r.OnDelete(id, 3, 3)
+	r.OnPublish(id, 5, 1, []time.Duration{3 * time.Millisecond}, kafkaErr)
+	r.OnBackoff(id, 5, time.Second, kafkaErr)
+	r.OnHeadRowRetry(id, 5)
 	// An operator's replay: published (above, like any message) and
 	// counted on its own.
-	ev(outbox.Event{Kind: outbox.EventReplayed, Bucket: 3, Count: 2})
+	r.OnReplay(id, 3, 2)
 	// Neither a lapsed lease nor shutdown cancellation is a Kafka failure.
-	ev(outbox.Event{Kind: outbox.EventPublish, Bucket: 6, Err: outbox.ErrLeaseLost})
-	ev(outbox.Event{Kind: outbox.EventPublish, Bucket: 6, Err: context.Canceled})
-	ev(outbox.Event{Kind: outbox.EventRound, Bucket: -1, Err: errors.New("throttled")})
-	ev(outbox.Event{Kind: outbox.EventRound, Bucket: -1, Count: 3})
-	ev(outbox.Event{Kind: outbox.EventClaim, Bucket: -1, Count: 1})
-	ev(outbox.Event{Kind: outbox.EventOwned, Bucket: -1, Count: 3})
-	ev(outbox.Event{Kind: outbox.EventRefusedWrite, Bucket: 4, Count: 1, Op: "claim"})
-	ev(outbox.Event{Kind: outbox.EventThrottle, Bucket: 4, Count: 1, Op: "delete"})
-	ev(outbox.Event{Kind: outbox.EventBacklog, Bucket: -1, Err: errors.New("timeout")})
-	ev(outbox.Event{Kind: outbox.EventBacklog, Bucket: -1, Count: 42, Duration: 90500 * time.Millisecond})
-	ev(outbox.Event{Kind: outbox.EventRelease, Bucket: -1, Count: 3})
-	ev(outbox.Event{Kind: outbox.EventOwned, Bucket: -1, Count: 0})
-	ev(outbox.Event{Kind: outbox.EventWakeUpSent, Bucket: -1, Count: 2, Err: errors.New("invoke failed")})
-	ev(outbox.Event{Kind: outbox.EventWakeUpSent, Bucket: -1, Count: 2})
-	ev(outbox.Event{Kind: outbox.EventStop, Bucket: -1, BudgetUsed: 37, Stop: outbox.StopDrained})
+	r.OnPublish(id, 6, 0, nil, outbox.ErrLeaseLost)
+	r.OnPublish(id, 6, 0, nil, context.Canceled)
+	r.OnRound(id, time.Second, errors.New("throttled"))
+	r.OnRound(id, time.Second, nil)
+	r.OnLeases(id, 3, 1, 0)
+	r.OnRefused(outboxddb.Request{Op: outboxddb.OpClaim, RelayID: id, Bucket: 4, OneBucket: true})
+	r.OnThrottle(outboxddb.Request{Op: outboxddb.OpDelete, Bucket: 4, OneBucket: true}, errors.New("slow down"))
+	r.OnBacklog(id, 42, 90500*time.Millisecond)
+	r.OnLeases(id, 0, 0, 3)
+	r.OnWakeUp(outbox.WakeUp{Buckets: []int{1, 2}}, errors.New("invoke failed"))
+	r.OnWakeUp(outbox.WakeUp{Buckets: []int{1, 2}}, nil)
+	r.OnRunEnd(id, outbox.RunResult{Reason: outbox.StopDrained, BudgetUsed: 37})
 	r.AddDynamoDB(10, 5, 12)
 	r.AddDynamoDB(2, 0.5, 4)
 	if err := r.SetProperty(PropertyRequestID, "c6af9ac6-7b61-11e6-9a41-93e8deadbeef"); err != nil {
@@ -82,9 +75,9 @@ func TestRecorderRelayInvocationGolden(t *testing.T) {
 
 func TestRecorderEnqueueInvocationGolden(t *testing.T) {
 	r := newRecorder(t, Config{Outbox: "orders", FunctionName: "spillway-enqueue"})
-	r.Observe(outbox.Event{Kind: outbox.EventEnqueue, Bucket: 2, Count: 3})
-	r.Observe(outbox.Event{Kind: outbox.EventEnqueue, Bucket: 7, Count: 1})
-	r.Observe(outbox.Event{Kind: outbox.EventEnqueueRejected, Bucket: -1, Count: 2, Err: outbox.ErrInvalidMessage})
+	r.OnEnqueue(3)
+	r.OnEnqueue(1)
+	r.OnEnqueueRejected(2, outbox.ErrInvalidMessage)
 	r.AddDynamoDB(2, 0, 8)
 	if err := r.SetProperty(PropertyRequestID, "3e1f2d1c-0000-4000-8000-000000000001"); err != nil {
 		t.Fatal(err)
@@ -102,8 +95,8 @@ func TestRecorderLatencyOverflowGolden(t *testing.T) {
 	for i := range lat {
 		lat[i] = time.Duration(i+1) * time.Millisecond
 	}
-	r.Observe(outbox.Event{Kind: outbox.EventPublish, RelayID: "r-1", Bucket: 0, Count: 250, Latencies: lat})
-	r.Observe(outbox.Event{Kind: outbox.EventStop, RelayID: "r-1", Bucket: -1, BudgetUsed: 10})
+	r.OnPublish("r-1", 0, 250, lat, nil)
+	r.OnRunEnd("r-1", outbox.RunResult{Reason: outbox.StopDrained, BudgetUsed: 10})
 	var out bytes.Buffer
 	if err := r.Flush(&out, goldenTime); err != nil {
 		t.Fatal(err)
@@ -125,7 +118,7 @@ func TestRecorderWritesNothingWhenIdle(t *testing.T) {
 func TestRecorderDefaults(t *testing.T) {
 	t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "fn-from-env")
 	r := newRecorder(t, Config{})
-	r.Observe(outbox.Event{Kind: outbox.EventEnqueue, Count: 1})
+	r.OnEnqueue(1)
 	var out bytes.Buffer
 	if err := r.Flush(&out, goldenTime); err != nil {
 		t.Fatal(err)
@@ -141,7 +134,7 @@ func TestRecorderDefaults(t *testing.T) {
 
 	t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "")
 	r = newRecorder(t, Config{})
-	r.Observe(outbox.Event{Kind: outbox.EventEnqueue, Count: 1})
+	r.OnEnqueue(1)
 	out.Reset()
 	if err := r.Flush(&out, goldenTime); err != nil {
 		t.Fatal(err)
@@ -179,7 +172,7 @@ func TestSetProperty(t *testing.T) {
 	must(r.SetProperty("Mode", "drain"))
 	must(r.SetProperty("Mode", "hold"))
 	must(r.SetProperty(PropertyRelayID, "cli"))
-	r.Observe(outbox.Event{Kind: outbox.EventClaim, RelayID: "from-event", Count: 1})
+	r.OnLeases("from-event", 1, 1, 0)
 	var out bytes.Buffer
 	must(r.Flush(&out, goldenTime))
 	if err := validateEMF(bytes.TrimSuffix(out.Bytes(), []byte("\n"))); err != nil {
@@ -194,12 +187,12 @@ func TestSetProperty(t *testing.T) {
 
 func TestRecorderFlushResetsEvenOnWriteError(t *testing.T) {
 	r := newRecorder(t, Config{})
-	r.Observe(outbox.Event{Kind: outbox.EventPublish, Count: 5})
+	r.OnPublish("", 0, 5, nil, nil)
 	boom := errors.New("closed")
 	if err := r.Flush(failingWriter{boom}, goldenTime); !errors.Is(err, boom) {
 		t.Fatalf("err = %v, want %v", err, boom)
 	}
-	r.Observe(outbox.Event{Kind: outbox.EventPublish, Count: 2})
+	r.OnPublish("", 0, 2, nil, nil)
 	var out bytes.Buffer
 	if err := r.Flush(&out, goldenTime); err != nil {
 		t.Fatal(err)
@@ -215,8 +208,8 @@ func TestRecorderFlushResetsEvenOnWriteError(t *testing.T) {
 
 func TestRecorderClampsBadInput(t *testing.T) {
 	r := newRecorder(t, Config{})
-	r.Observe(outbox.Event{Kind: outbox.EventPublish, Count: -3, Latencies: []time.Duration{-time.Second}})
-	r.Observe(outbox.Event{Kind: outbox.EventBacklog, Count: 0, Duration: -time.Minute})
+	r.OnPublish("", 0, -3, []time.Duration{-time.Second}, nil)
+	r.OnBacklog("", 0, -time.Minute)
 	r.AddDynamoDB(-1, -2, 0)
 	var out bytes.Buffer
 	if err := r.Flush(&out, goldenTime); err != nil {
@@ -264,17 +257,17 @@ func TestSampleIsSystematicAndBounded(t *testing.T) {
 	}
 }
 
-// TestRecorderConcurrentObserve counts exactly under contention (and gives
+// TestRecorderConcurrentHooks counts exactly under contention (and gives
 // the race detector a workout).
-func TestRecorderConcurrentObserve(t *testing.T) {
+func TestRecorderConcurrentHooks(t *testing.T) {
 	r := newRecorder(t, Config{})
 	const goroutines, perG = 8, 1000
 	var wg sync.WaitGroup
 	for g := range goroutines {
 		wg.Go(func() {
 			for i := range perG {
-				r.Observe(outbox.Event{Kind: outbox.EventPublish, Bucket: g, Count: 1, Latencies: []time.Duration{time.Duration(i) * time.Millisecond}})
-				r.Observe(outbox.Event{Kind: outbox.EventRefusedWrite, Bucket: g, Count: 1})
+				r.OnPublish("relay", g, 1, []time.Duration{time.Duration(i) * time.Millisecond}, nil)
+				r.OnRefused(outboxddb.Request{Op: outboxddb.OpKeep, Bucket: g, OneBucket: true})
 				r.AddDynamoDB(1, 0.5, 1)
 			}
 		})
@@ -335,35 +328,64 @@ func sumLines(t *testing.T, out []byte) map[string]float64 {
 // flushed line with the validator and the counters against a tally.
 func TestRecorderRandomStreamsStayValid(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
-	kinds := []outbox.EventKind{
-		outbox.EventRound, outbox.EventClaim, outbox.EventRelease, outbox.EventLeaseLost, outbox.EventRefusedWrite,
-		outbox.EventThrottle, outbox.EventBatchFetched, outbox.EventPublish, outbox.EventDelete, outbox.EventBackoff,
-		outbox.EventHeadRowRetry, outbox.EventBacklog, outbox.EventWakeUpSent, outbox.EventReleaseSkipped,
-		outbox.EventStop, outbox.EventEnqueue, outbox.EventEnqueueRejected, outbox.EventOwned, outbox.EventKind(99),
+	// report makes one random hook call with n, d and err, adding what it
+	// published and enqueued.
+	var published, enqueued, latencies float64
+	const id = "relay-x"
+	reports := []func(r *Recorder, n int, d time.Duration, err error){
+		func(r *Recorder, _ int, d time.Duration, err error) { r.OnRound(id, d, err) },
+		func(r *Recorder, n int, _ time.Duration, _ error) { r.OnLeases(id, n, n/2, n/3) },
+		func(r *Recorder, n int, _ time.Duration, _ error) { r.OnLeaseLost(id, n, outbox.LossKeepRefused) },
+		func(r *Recorder, n int, _ time.Duration, _ error) { r.OnReleaseSkipped(id, n) },
+		func(r *Recorder, n int, _ time.Duration, _ error) { r.OnFetch(id, n%64, n) },
+		func(r *Recorder, n int, _ time.Duration, err error) {
+			lat := make([]time.Duration, rng.IntN(400))
+			for i := range lat {
+				lat[i] = time.Duration(rng.Int64N(int64(10 * time.Second)))
+			}
+			published += float64(n)
+			latencies += float64(len(lat))
+			r.OnPublish(id, n%64, n, lat, err)
+		},
+		func(r *Recorder, n int, _ time.Duration, _ error) { r.OnDelete(id, n%64, n) },
+		func(r *Recorder, n int, d time.Duration, err error) { r.OnBackoff(id, n%64, d, err) },
+		func(r *Recorder, n int, _ time.Duration, _ error) { r.OnHeadRowRetry(id, n%64) },
+		func(r *Recorder, n int, _ time.Duration, _ error) {
+			r.OnPark(id, outbox.Parking{Bucket: n % 64, Reason: outbox.ParkUnknownTopic})
+		},
+		func(r *Recorder, n int, _ time.Duration, _ error) { r.OnReplay(id, n%64, n) },
+		func(r *Recorder, n int, _ time.Duration, _ error) { r.OnParkedBacklog(id, int64(n)) },
+		func(r *Recorder, n int, d time.Duration, _ error) { r.OnBacklog(id, int64(n), d) },
+		func(r *Recorder, _ int, d time.Duration, err error) { r.OnRetry(id, d, err) },
+		func(r *Recorder, _ int, d time.Duration, _ error) {
+			r.OnRunEnd(id, outbox.RunResult{Reason: outbox.StopDrained, BudgetUsed: d.Minutes()})
+		},
+		func(r *Recorder, n int, _ time.Duration, err error) {
+			r.OnWakeUp(outbox.WakeUp{Buckets: []int{n % 64}}, err)
+		},
+		func(r *Recorder, n int, _ time.Duration, _ error) {
+			r.OnRefused(outboxddb.Request{Op: outboxddb.OpKeep, RelayID: id, Bucket: n % 64, OneBucket: true})
+		},
+		func(r *Recorder, _ int, _ time.Duration, err error) {
+			r.OnThrottle(outboxddb.Request{Op: outboxddb.OpCommit}, err)
+		},
+		func(r *Recorder, n int, _ time.Duration, _ error) {
+			enqueued += float64(n)
+			r.OnEnqueue(n)
+		},
+		func(r *Recorder, n int, _ time.Duration, err error) { r.OnEnqueueRejected(n, err) },
 	}
 	lines := 0
 	for inv := range 200 {
 		maxLatency := 1 + rng.IntN(1500)
 		r := newRecorder(t, Config{Outbox: "o", FunctionName: "f", MaxLatencyValues: maxLatency})
-		var published, enqueued, latencies float64
+		published, enqueued, latencies = 0, 0, 0
 		for range rng.IntN(300) {
-			e := outbox.Event{Kind: kinds[rng.IntN(len(kinds))], Bucket: rng.IntN(64) - 1, Count: rng.IntN(1 << 20), RelayID: "relay-x"}
+			var err error
 			if rng.IntN(4) == 0 {
-				e.Err = errors.New("random failure")
+				err = errors.New("random failure")
 			}
-			e.Duration = time.Duration(rng.Int64N(int64(time.Hour)))
-			if e.Kind == outbox.EventPublish {
-				published += float64(e.Count)
-				e.Latencies = make([]time.Duration, rng.IntN(400))
-				for i := range e.Latencies {
-					e.Latencies[i] = time.Duration(rng.Int64N(int64(10 * time.Second)))
-				}
-				latencies += float64(len(e.Latencies))
-			}
-			if e.Kind == outbox.EventEnqueue {
-				enqueued += float64(e.Count)
-			}
-			r.Observe(e)
+			reports[rng.IntN(len(reports))](r, rng.IntN(1<<20), time.Duration(rng.Int64N(int64(time.Hour))), err)
 			if rng.IntN(10) == 0 {
 				r.AddDynamoDB(rng.IntN(100), rng.Float64()*50, rng.Float64()*50)
 			}

@@ -69,7 +69,7 @@ func TestRelayWritesMetricsEveryMinuteOfARun(t *testing.T) {
 			t.Fatal(err)
 		}
 		h, err := outboxlambda.NewRelayHandler(outboxlambda.RelayHandlerConfig{
-			Config: cfg, Store: store, Publisher: &refusingBroker{}, Observer: rec,
+			Config: cfg, Store: store, Publisher: &refusingBroker{}, Hooks: []outbox.Hook{rec},
 			Metrics: rec, MetricsOutput: &out, Logger: discard(),
 		})
 		if err != nil {
