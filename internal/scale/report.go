@@ -47,7 +47,35 @@ type Phase struct {
 	// items they returned.
 	ReadPages int `json:"readPages"`
 	ReadBytes int `json:"readBytes"`
+
+	first int // the phase's first second since the run's start
 }
+
+// add adds o, a round or the phase's next renew interval, to p.
+func (p *Phase) add(o Phase) {
+	if p.Seconds == 0 {
+		p.first = o.first
+	}
+	p.Seconds += o.Seconds
+	p.Rounds += o.Rounds
+	p.Claims += o.Claims
+	p.Releases += o.Releases
+	p.Lost += o.Lost
+	p.Refused += o.Refused
+	if p.Requests == nil {
+		p.Requests = map[string]int{}
+	}
+	for op, n := range o.Requests {
+		p.Requests[op] += n
+	}
+	p.ReadUnits += o.ReadUnits
+	p.WriteUnits += o.WriteUnits
+	p.ReadPages += o.ReadPages
+	p.ReadBytes += o.ReadBytes
+}
+
+// moved reports whether any lease changed hands or any write was refused.
+func (p Phase) moved() bool { return p.Claims+p.Releases+p.Lost+p.Refused > 0 }
 
 // MeanReadUnits is the mean read units per second.
 func (p Phase) MeanReadUnits() float64 { return ratio(p.ReadUnits, p.Seconds) }
