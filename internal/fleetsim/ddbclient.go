@@ -12,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go/middleware"
 
 	"github.com/spillway-dev/spillway/internal/lab"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
@@ -32,7 +31,7 @@ const (
 // seed and name, so that a seed's retries wait the same whatever the
 // interleaving of the processes, and, as every client of the lab
 // (lab.Client), a round trip of its own on the bubble's clock before each
-// request reaches the endpoint.
+// request reaches the endpoint; its answer pokes the driver.
 func (s *sim) newClient(name string) outboxddb.Client {
 	latency := roundTrip(s.cfg.Seed, name)
 	sdk := s.ddb.NewClient(func(o *dynamodb.Options) {
@@ -43,7 +42,8 @@ func (s *sim) newClient(name string) outboxddb.Client {
 			so.RateLimiter = ratelimit.None
 		})
 	})
-	return &lab.Client{Inner: sdk, Latency: func(in any) time.Duration { return latency + requestStagger(in) }}
+	return &lab.Client{Inner: sdk, Latency: func(in any) time.Duration { return latency + requestStagger(in) },
+		Observe: func(context.Context, lab.Request) { s.lab.Poke() }}
 }
 
 // roundTrip is the simulated round trip of process name's requests,
@@ -138,17 +138,8 @@ func (b seededBackoff) BackoffDelay(attempt int, _ error) (time.Duration, error)
 
 // clientOptions are the options of every client of the embedded server:
 // no request signing (the server ignores signatures, and signing would
-// only cost time) and a poke of the driver when a call returns.
-func (s *sim) clientOptions(o *dynamodb.Options) {
-	o.Credentials = aws.AnonymousCredentials{}
-	o.APIOptions = append(slices.Clip(o.APIOptions), func(stack *middleware.Stack) error {
-		return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("FleetsimPoke",
-			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-				defer s.lab.Poke()
-				return next.HandleInitialize(ctx, in)
-			}), middleware.Before)
-	})
-}
+// only cost time).
+func clientOptions(o *dynamodb.Options) { o.Credentials = aws.AnonymousCredentials{} }
 
 // rawClient is a client of the endpoint without the Counter and Faults:
 // the harness's own checks must not appear in the figures or be faulted.

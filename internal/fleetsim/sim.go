@@ -263,7 +263,7 @@ func newSim(parent context.Context, cfg Config, abort <-chan struct{}) (*sim, er
 func (s *sim) setup() error {
 	ctx, cfg := s.ctx, s.cfg
 	var err error
-	s.ddb, err = outboxlocal.StartDynamoDB(ctx, outboxlocal.InMemory(), outboxlocal.WithoutEnvironment(), outboxlocal.WithClientOptions(s.clientOptions))
+	s.ddb, err = outboxlocal.StartDynamoDB(ctx, outboxlocal.InMemory(), outboxlocal.WithoutEnvironment(), outboxlocal.WithClientOptions(clientOptions))
 	if err != nil {
 		return err
 	}

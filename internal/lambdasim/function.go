@@ -400,17 +400,6 @@ func (f *Function[E]) retireLocked(sl *slot[E]) {
 	f.idle = slices.DeleteFunc(f.idle, func(x *slot[E]) bool { return x == sl })
 }
 
-// Envs returns the live environments, busy or idle, in creation order.
-func (f *Function[E]) Envs() []E {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := make([]E, len(f.envs))
-	for i, sl := range f.envs {
-		out[i] = sl.env
-	}
-	return out
-}
-
 // Pending returns the events and invocations not finished: accepted and
 // not yet started, waiting for an environment, or running.
 func (f *Function[E]) Pending() int {

@@ -8,20 +8,6 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
-// addCounts adds d to t: the Requests, Refused and units a backend
-// counts.
-func addCounts(t *outboxlocal.Counts, d outboxlocal.Counts) {
-	if t.Requests == nil {
-		t.Requests = map[string]int{}
-	}
-	for op, n := range d.Requests {
-		t.Requests[op] += n
-	}
-	t.Refused += d.Refused
-	t.ReadUnits += d.ReadUnits
-	t.WriteUnits += d.WriteUnits
-}
-
 // backend answers the relays' requests and counts them.
 type backend interface {
 	client() outboxddb.Client

@@ -1,19 +1,17 @@
 package scale
 
 import (
-	"cmp"
 	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/spillway-dev/spillway/internal/lab"
 	"github.com/spillway-dev/spillway/internal/lambdasim"
-	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 	"github.com/spillway-dev/spillway/outbox/outboxmem"
 )
 
-// Defaults of BurstConfig: the issue's burst.
+// Defaults of a burst's Config (RunBurst): the issue's burst.
 const (
 	DefaultBurstBuckets = 1024
 	DefaultBurstRelays  = 128
@@ -44,54 +42,11 @@ const (
 	burstTimeout = 15 * time.Minute
 )
 
-// BurstConfig describes a burst: Commits commits at seeded instants within
-// a second over Buckets buckets, each sending a wake-up to the relay function
-// on the Lambda emulator (internal/lambdasim), which starts an invocation
-// while fewer than Relays run (the function's reserved concurrency); each
-// invocation runs the real relay handler in drain mode, until the fleet
-// has scaled back to nothing.
-type BurstConfig struct {
-	Buckets int `json:"buckets"`
-	Relays  int `json:"relays"`
-	Commits int `json:"commits"`
-	// Lease timings; zero takes the relay's defaults.
-	LeaseDuration      time.Duration `json:"leaseDurationNanos"`
-	LeaseRenewInterval time.Duration `json:"leaseRenewIntervalNanos"`
-	Backend            Backend       `json:"backend"`
-	Seed               uint64        `json:"seed"`
-}
-
-// WithDefaults returns c with every zero field set to its default.
-func (c BurstConfig) WithDefaults() BurstConfig {
-	c.Buckets = cmp.Or(c.Buckets, DefaultBurstBuckets)
-	c.Relays = cmp.Or(c.Relays, DefaultBurstRelays)
-	c.Commits = cmp.Or(c.Commits, DefaultBurstCommits)
-	c.LeaseDuration = cmp.Or(c.LeaseDuration, outbox.DefaultLeaseDuration)
-	c.LeaseRenewInterval = cmp.Or(c.LeaseRenewInterval, outbox.DefaultLeaseRenewInterval)
-	c.Backend = cmp.Or(c.Backend, Model)
-	c.Seed = cmp.Or(c.Seed, DefaultSeed)
-	return c
-}
-
-// Validate reports the first unusable field; call WithDefaults first.
-func (c BurstConfig) Validate() error {
-	const op = "validate burst config"
-	switch {
-	case c.Buckets < 1 || c.Relays < 1 || c.Commits < 1:
-		return outbox.Misconfigured(op, "Buckets, Relays and Commits must be >= 1, got %d, %d, %d", c.Buckets, c.Relays, c.Commits)
-	case c.LeaseRenewInterval >= c.LeaseDuration:
-		return outbox.Misconfigured(op, "LeaseRenewInterval must be below LeaseDuration")
-	case c.Backend != Embedded && c.Backend != Model:
-		return outbox.Misconfigured(op, "Backend must be %q or %q, got %q", Embedded, Model, c.Backend)
-	}
-	return nil
-}
-
 // burst is the state of one burst run. Its participants are goroutines of
 // the bubble (invocations) and functions the simulation's driver runs
 // (commits, the schedule), so mu guards the state they share.
 type burst struct {
-	cfg   BurstConfig
+	cfg   Config
 	start time.Time
 	be    backend
 	fnCfg outboxlambda.Config

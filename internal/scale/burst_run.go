@@ -1,6 +1,7 @@
 package scale
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -26,7 +27,7 @@ import (
 // BurstReport is what a burst measured; durations are simulated time from
 // the first commit.
 type BurstReport struct {
-	Config BurstConfig `json:"config"`
+	Config Config `json:"config"`
 	// WakeUps were sent: a commit's, a stopping relay's continuation for
 	// buckets it released with commits left (Stats.Continuations), the
 	// schedule's sweeps while commits were pending.
@@ -71,10 +72,18 @@ type BurstReport struct {
 	PeakWriteUnits float64 `json:"peakWriteUnits"`
 }
 
-// RunBurst simulates cfg's burst until the fleet has scaled back to
-// nothing. It runs only inside a testing/synctest bubble, whose clock is the
-// simulation's.
-func RunBurst(ctx context.Context, cfg BurstConfig) (BurstReport, error) {
+// RunBurst simulates a burst until the fleet has scaled back to nothing:
+// cfg.Commits commits at seeded instants within a second over cfg.Buckets
+// buckets, each sending a wake-up to the relay function on the Lambda
+// emulator (internal/lambdasim), whose reserved concurrency is cfg.Relays;
+// each invocation runs the real relay handler in drain mode. Zero Buckets,
+// Relays and Commits take the DefaultBurst values, the other fields
+// Config's defaults; SteadyRounds and SeedRelays play no part. It runs only
+// inside a testing/synctest bubble, whose clock is the simulation's.
+func RunBurst(ctx context.Context, cfg Config) (BurstReport, error) {
+	cfg.Buckets = cmp.Or(cfg.Buckets, DefaultBurstBuckets)
+	cfg.Relays = cmp.Or(cfg.Relays, DefaultBurstRelays)
+	cfg.Commits = cmp.Or(cfg.Commits, DefaultBurstCommits)
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return BurstReport{}, err
@@ -83,7 +92,7 @@ func RunBurst(ctx context.Context, cfg BurstConfig) (BurstReport, error) {
 	if err != nil {
 		return BurstReport{}, err
 	}
-	be, err := newBackend(ctx, Config{Backend: cfg.Backend})
+	be, err := newBackend(ctx, cfg)
 	if err != nil {
 		return BurstReport{}, err
 	}

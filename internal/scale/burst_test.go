@@ -14,7 +14,7 @@ import (
 // no write: a woken relay leaves a bucket a peer is claiming to that peer
 // (refused writes are compared in the model's own tests).
 func TestBurstOnTheModelCountsLikeTheEmbeddedServer(t *testing.T) {
-	cfg := BurstConfig{Buckets: 16, Relays: 6, Commits: 40}
+	cfg := Config{Buckets: 16, Relays: 6, Commits: 40}
 	cfg.Backend = Embedded
 	emb, err := inBubble(t, func(ctx context.Context) (BurstReport, error) { return RunBurst(ctx, cfg) })
 	if err != nil {
@@ -55,7 +55,7 @@ func TestBurstOnTheModelCountsLikeTheEmbeddedServer(t *testing.T) {
 // is 3.69 s after the first commit; the stop then watches the released
 // buckets for a second, so the last relay stops at 4.69 s.
 func TestBurstOfOneThousandCommitsWakingOneHundredTwentyEightRelays(t *testing.T) {
-	rep, err := inBubble(t, func(ctx context.Context) (BurstReport, error) { return RunBurst(ctx, BurstConfig{Seed: 1}) })
+	rep, err := inBubble(t, func(ctx context.Context) (BurstReport, error) { return RunBurst(ctx, Config{Seed: 1}) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,6 +56,9 @@ type Config struct {
 	// do not carry the settled-fleet state from round to round. Relays
 	// gives every relay the seed's reads; the default 0 none.
 	SeedRelays int `json:"seedRelays"`
+	// Commits is a burst's commit count (RunBurst only). Default
+	// DefaultBurstCommits.
+	Commits int `json:"commits,omitempty"`
 	// Backend answers the requests. Default Model.
 	Backend Backend `json:"backend"`
 	// Seed fixes the relay ids and the relays' start times. Default 1.
@@ -85,6 +88,8 @@ func (c Config) Validate() error {
 		return outbox.Misconfigured(op, "Relays must be >= 1, got %d", c.Relays)
 	case c.LeaseRenewInterval < time.Second || c.LeaseRenewInterval >= c.LeaseDuration || c.LeaseRenewInterval%time.Second != 0:
 		return outbox.Misconfigured(op, "LeaseRenewInterval must be whole seconds, at least 1s and below LeaseDuration %v, got %v", c.LeaseDuration, c.LeaseRenewInterval)
+	case c.Commits < 0:
+		return outbox.Misconfigured(op, "Commits must be >= 0, got %d", c.Commits)
 	case c.SeedRelays < 0 || c.SeedRelays > c.Relays:
 		return outbox.Misconfigured(op, "SeedRelays must be within [0, Relays], got %d", c.SeedRelays)
 	case c.SteadyRounds < 1:

@@ -1,9 +1,5 @@
 package scale
 
-import (
-	"fmt"
-)
-
 // Per-partition throughput limits of DynamoDB: what one partition key can
 // serve per second, whatever the table's capacity mode.
 const (
@@ -51,7 +47,35 @@ type Phase struct {
 	// items they returned.
 	ReadPages int `json:"readPages"`
 	ReadBytes int `json:"readBytes"`
+
+	first int // the phase's first second since the run's start
 }
+
+// add adds o, a round or the phase's next renew interval, to p.
+func (p *Phase) add(o Phase) {
+	if p.Seconds == 0 {
+		p.first = o.first
+	}
+	p.Seconds += o.Seconds
+	p.Rounds += o.Rounds
+	p.Claims += o.Claims
+	p.Releases += o.Releases
+	p.Lost += o.Lost
+	p.Refused += o.Refused
+	if p.Requests == nil {
+		p.Requests = map[string]int{}
+	}
+	for op, n := range o.Requests {
+		p.Requests[op] += n
+	}
+	p.ReadUnits += o.ReadUnits
+	p.WriteUnits += o.WriteUnits
+	p.ReadPages += o.ReadPages
+	p.ReadBytes += o.ReadBytes
+}
+
+// moved reports whether any lease changed hands or any write was refused.
+func (p Phase) moved() bool { return p.Claims+p.Releases+p.Lost+p.Refused > 0 }
 
 // MeanReadUnits is the mean read units per second.
 func (p Phase) MeanReadUnits() float64 { return ratio(p.ReadUnits, p.Seconds) }
@@ -77,76 +101,4 @@ func ratio(x float64, n int) float64 {
 		return 0
 	}
 	return x / float64(n)
-}
-
-// readsLabel names how the run's relays read the partition.
-func (c Config) readsLabel() string {
-	switch c.SeedRelays {
-	case 0:
-		return "settled"
-	case c.Relays:
-		return "seed"
-	}
-	return "mixed"
-}
-
-// Title is one line describing the study.
-func (s Study) Title() string {
-	c := s.Validation.Model.Config
-	return fmt.Sprintf("Coordination partition in hold mode (a fleet starting together on an empty table, then %d settled renew intervals)", c.SteadyRounds)
-}
-
-// Header names the columns of Rows.
-func (s Study) Header() []string {
-	return []string{"buckets", "relays", "reads", "lease/renew", "rounds to settle", "refused at start", "start peak WCU/s",
-		"RCU/s mean", "RCU/s peak", "% of 3000", "WCU/s mean", "WCU/s peak", "% of 1000",
-		"pages/round", "KB/round"}
-}
-
-// Rows returns one row per fleet.
-func (s Study) Rows() [][]string {
-	rows := make([][]string, 0, len(s.Runs))
-	for _, r := range s.Runs {
-		st := r.Steady
-		settle := fmt.Sprint(r.RoundsToConverge)
-		if !r.Converged {
-			settle = fmt.Sprintf("> %d", r.RoundsToConverge)
-		}
-		rows = append(rows, []string{
-			fmt.Sprint(r.Config.Buckets), fmt.Sprint(r.Config.Relays), r.Config.readsLabel(),
-			fmt.Sprintf("%v/%v", r.Config.LeaseDuration, r.Config.LeaseRenewInterval), settle,
-			fmt.Sprint(r.Start.Refused), fmt.Sprintf("%.0f", r.Start.PeakWriteUnits),
-			fmt.Sprintf("%.1f", st.MeanReadUnits()), fmt.Sprintf("%.0f", st.PeakReadUnits), fmt.Sprintf("%.1f", 100*st.ReadShare()),
-			fmt.Sprintf("%.1f", st.MeanWriteUnits()), fmt.Sprintf("%.0f", st.PeakWriteUnits), fmt.Sprintf("%.1f", 100*st.WriteShare()),
-			fmt.Sprintf("%.2f", st.PagesPerRound()), fmt.Sprintf("%.1f", st.BytesPerRound()/1024),
-		})
-	}
-	return rows
-}
-
-// Notes explain the table under it.
-func (s Study) Notes() []string {
-	v := s.Validation
-	agree := "agree"
-	if err := v.Agree(); err != nil {
-		agree = "DISAGREE: " + err.Error()
-	}
-	return []string{
-		"Each relay runs the real store (outboxddb) and planner; every request is counted with outboxlocal.Counter's capacity rules.",
-		"reads: 'settled' relays read only the heartbeat records while their fleet is settled and unchanged, and everything once a lease duration (lease.Settled); 'seed' relays read everything every round, as the seed's relays and relays in other languages do; 'mixed' is half of each.",
-		fmt.Sprintf("Figures come from the in-memory model of the partition; at %d buckets and %d relays the model and the embedded DynamoDB server %s (%d requests).",
-			v.Embedded.Config.Buckets, v.Embedded.Config.Relays, agree, totalRequests(v.Embedded)),
-		"Peak is the busiest simulated second; % columns are the peak's share of one partition's limits (3,000 RCU/s, 1,000 WCU/s).",
-		"The relays start at seeded times within one renew interval; 'start peak WCU/s' is the busiest second before the fleet settled.",
-	}
-}
-
-func totalRequests(r Report) int {
-	n := 0
-	for _, p := range []Phase{r.Start, r.Steady} {
-		for _, c := range p.Requests {
-			n += c
-		}
-	}
-	return n
 }

@@ -14,34 +14,6 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
-// window sums the rounds of consecutive renew intervals.
-type window struct {
-	first, intervals       int // renew intervals [first, first+intervals)
-	rounds                 int
-	claims, releases, lost int
-	tally                  outboxlocal.Counts
-	pages, bytes           int
-}
-
-func (w *window) merge(o window) {
-	if w.intervals == 0 {
-		w.first = o.first
-	}
-	w.intervals += o.intervals
-	w.rounds += o.rounds
-	w.claims += o.claims
-	w.releases += o.releases
-	w.lost += o.lost
-	addCounts(&w.tally, o.tally)
-	w.pages += o.pages
-	w.bytes += o.bytes
-}
-
-// moved reports whether any lease changed hands or any write was refused.
-func (w window) moved() bool {
-	return w.claims+w.releases+w.lost+w.tally.Refused > 0
-}
-
 // run is the state of one simulation.
 type run struct {
 	cfg   Config
@@ -50,7 +22,7 @@ type run struct {
 	start time.Time
 
 	mu    sync.Mutex
-	cur   window // the rounds since the last interval's end
+	cur   Phase // the rounds since the last interval's end
 	units units
 }
 
@@ -88,7 +60,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 // measure lets the fleet run interval by interval until it settled, then
 // for the settled intervals.
 func (r *run) measure(sim *lab.Sim) (Report, error) {
-	var startup, steady window
+	var startup, steady Phase
 	k := 0
 	for ; k < maxStartRounds; k++ {
 		iv, err := r.interval(sim, k)
@@ -98,34 +70,34 @@ func (r *run) measure(sim *lab.Sim) (Report, error) {
 		if !iv.moved() && r.fleet.settled() {
 			break
 		}
-		startup.merge(iv)
+		startup.add(iv)
 	}
 	rep := Report{Config: r.cfg, RoundsToConverge: k, Converged: k < maxStartRounds}
-	rep.Start = r.phase(startup)
+	rep.Start = r.peaks(startup)
 	if !rep.Converged {
 		return rep, nil
 	}
-	for k++; steady.intervals < r.cfg.SteadyRounds; k++ {
-		iv, err := r.interval(sim, k)
+	for i := 1; i <= r.cfg.SteadyRounds; i++ {
+		iv, err := r.interval(sim, k+i)
 		if err != nil {
 			return Report{}, err
 		}
-		steady.merge(iv)
+		steady.add(iv)
 	}
-	rep.Steady = r.phase(steady)
+	rep.Steady = r.peaks(steady)
 	return rep, nil
 }
 
 // interval lets the rounds due in renew interval k run and returns them.
-func (r *run) interval(sim *lab.Sim, k int) (window, error) {
+func (r *run) interval(sim *lab.Sim, k int) (Phase, error) {
 	if err := sim.RunUntil(r.start.Add(time.Duration(k+1) * r.cfg.LeaseRenewInterval)); err != nil {
-		return window{}, err
+		return Phase{}, err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	iv := r.cur
-	iv.first, iv.intervals = k, 1
-	r.cur = window{}
+	iv.first, iv.Seconds = k*int(r.cfg.LeaseRenewInterval/time.Second), int(r.cfg.LeaseRenewInterval/time.Second)
+	r.cur = Phase{}
 	return iv, nil
 }
 
@@ -149,13 +121,11 @@ func (r *run) play(ctx context.Context) error {
 			return err
 		}
 		r.mu.Lock()
-		r.cur.rounds++
-		r.cur.claims += len(acq.Claimed)
-		r.cur.releases += len(acq.Released)
-		r.cur.lost += len(acq.Lost)
 		// Only the rounds send requests, one round at a time: what the
 		// backend counted since the last round is this round's.
-		addCounts(&r.cur.tally, r.units.charge(at, r.be.tally()))
+		d := r.units.charge(at, r.be.tally())
+		r.cur.add(Phase{Rounds: 1, Claims: len(acq.Claimed), Releases: len(acq.Released), Lost: len(acq.Lost),
+			Refused: d.Refused, Requests: d.Requests, ReadUnits: d.ReadUnits, WriteUnits: d.WriteUnits})
 		r.mu.Unlock()
 	}
 }
@@ -174,33 +144,15 @@ func (r *run) readPage(_ context.Context, req lab.Request) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.cur.pages++
-	r.cur.bytes += size
+	r.cur.ReadPages++
+	r.cur.ReadBytes += size
 }
 
-// phase summarizes a window: totals, per-second mean and peak over the
-// window's seconds, per-round averages.
-func (r *run) phase(w window) Phase {
+// peaks sets p's busiest second's units.
+func (r *run) peaks(p Phase) Phase {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	p := Phase{
-		Rounds:     w.rounds,
-		Claims:     w.claims,
-		Releases:   w.releases,
-		Lost:       w.lost,
-		Refused:    w.tally.Refused,
-		Requests:   w.tally.Requests,
-		ReadUnits:  w.tally.ReadUnits,
-		WriteUnits: w.tally.WriteUnits,
-		ReadPages:  w.pages,
-		ReadBytes:  w.bytes,
-		Seconds:    w.intervals * int(r.cfg.LeaseRenewInterval/time.Second),
-	}
-	if w.intervals == 0 {
-		return p
-	}
-	from := w.first * int(r.cfg.LeaseRenewInterval/time.Second)
-	p.PeakReadUnits, p.PeakWriteUnits = r.units.peak(from, from+p.Seconds)
+	p.PeakReadUnits, p.PeakWriteUnits = r.units.peak(p.first, p.first+p.Seconds)
 	return p
 }
 

@@ -110,7 +110,7 @@ func RunStudy(ctx context.Context, base Config, progress io.Writer) (Study, erro
 		}
 		st.Runs = append(st.Runs, rep)
 	}
-	burst, err := RunBurst(ctx, BurstConfig{LeaseDuration: base.LeaseDuration, LeaseRenewInterval: base.LeaseRenewInterval, Seed: base.Seed})
+	burst, err := RunBurst(ctx, Config{LeaseDuration: base.LeaseDuration, LeaseRenewInterval: base.LeaseRenewInterval, Seed: base.Seed})
 	if err != nil {
 		return st, err
 	}
