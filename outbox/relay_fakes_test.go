@@ -98,8 +98,8 @@ func (s *memStore) add(b int, key string) outbox.Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.seq[b]++
-	m := outbox.Message{ID: outbox.NewMessageID(), Topic: "t", Key: []byte(key), Value: []byte(key),
-		Bucket: b, CreatedAt: s.clock.Now(), Sequence: s.seq[b]}
+	m := outbox.Stored(outbox.Message{ID: outbox.NewMessageID(), Topic: "t", Key: []byte(key), Value: []byte(key),
+		CreatedAt: s.clock.Now()}, b, s.seq[b])
 	s.msgs[b] = append(s.msgs[b], m)
 	return m
 }
@@ -271,9 +271,9 @@ func (s *memStore) FetchBatch(_ context.Context, bucket, max int) ([]outbox.Mess
 	ms := s.msgs[bucket]
 	hook := s.afterFetch
 	for i, m := range ms[:min(max, len(ms))] {
-		if s.unreadable[bucket][m.Sequence] {
+		if s.unreadable[bucket][m.Sequence()] {
 			s.mu.Unlock()
-			return slices.Clone(ms[:i]), &outbox.UnreadableRowError{Bucket: bucket, Sequence: m.Sequence, Key: m.Key, Err: errors.New("Topic is missing")}
+			return slices.Clone(ms[:i]), &outbox.UnreadableRowError{Bucket: bucket, Sequence: m.Sequence(), Key: m.Key, Err: errors.New("Topic is missing")}
 		}
 	}
 	out := slices.Clone(ms[:min(max, len(ms))])
@@ -304,10 +304,10 @@ func (s *memStore) MarkPublished(ctx context.Context, bucket int, msgs []outbox.
 	}
 	ms := s.msgs[bucket]
 	for i, m := range msgs {
-		if i >= len(ms) || ms[i].Sequence != m.Sequence {
-			return fmt.Errorf("mark out of order: bucket %d index %d sequence %d", bucket, i, m.Sequence)
+		if i >= len(ms) || ms[i].Sequence() != m.Sequence() {
+			return fmt.Errorf("mark out of order: bucket %d index %d sequence %d", bucket, i, m.Sequence())
 		}
-		s.deletedOrder[bucket] = append(s.deletedOrder[bucket], m.Sequence)
+		s.deletedOrder[bucket] = append(s.deletedOrder[bucket], m.Sequence())
 	}
 	s.msgs[bucket] = ms[len(msgs):]
 	return nil

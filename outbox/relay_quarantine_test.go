@@ -30,9 +30,9 @@ func (s *memStore) parkedSet(bucket int) outbox.ParkedSet {
 	set := outbox.ParkedSet{Keys: map[string][]int64{}}
 	for _, m := range s.parked[bucket] {
 		if m.Key != nil {
-			set.Keys[string(m.Key)] = append(set.Keys[string(m.Key)], m.Sequence)
+			set.Keys[string(m.Key)] = append(set.Keys[string(m.Key)], m.Sequence())
 		}
-		if s.marked[bucket][m.Sequence] {
+		if s.marked[bucket][m.Sequence()] {
 			set.Replays = append(set.Replays, m)
 		}
 	}
@@ -56,16 +56,16 @@ func (s *memStore) Park(ctx context.Context, p outbox.Parking) error {
 		return fmt.Errorf("park bucket %d row %d: %w", p.Bucket, p.Sequence, outbox.ErrLeaseLost)
 	}
 	ms := s.msgs[p.Bucket]
-	i := slices.IndexFunc(ms, func(m outbox.Message) bool { return m.Sequence == p.Sequence })
+	i := slices.IndexFunc(ms, func(m outbox.Message) bool { return m.Sequence() == p.Sequence })
 	if i < 0 {
 		return outbox.ErrParkConflict
 	}
 	if p.Behind > 0 && (s.marked[p.Bucket][p.Behind] ||
-		!slices.ContainsFunc(s.parked[p.Bucket], func(m outbox.Message) bool { return m.Sequence == p.Behind })) {
+		!slices.ContainsFunc(s.parked[p.Bucket], func(m outbox.Message) bool { return m.Sequence() == p.Behind })) {
 		return outbox.ErrParkConflict
 	}
 	s.parked[p.Bucket] = append(s.parked[p.Bucket], ms[i])
-	slices.SortFunc(s.parked[p.Bucket], func(a, b outbox.Message) int { return cmp.Compare(a.Sequence, b.Sequence) })
+	slices.SortFunc(s.parked[p.Bucket], func(a, b outbox.Message) int { return cmp.Compare(a.Sequence(), b.Sequence()) })
 	s.msgs[p.Bucket] = slices.Delete(slices.Clone(ms), i, i+1)
 	s.parkings = append(s.parkings, p)
 	if s.lostParks > 0 {
@@ -88,8 +88,8 @@ func (s *memStore) DeleteReplayed(_ context.Context, bucket int, msgs []outbox.M
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, m := range msgs {
-		s.parked[bucket] = slices.DeleteFunc(s.parked[bucket], func(p outbox.Message) bool { return p.Sequence == m.Sequence })
-		delete(s.marked[bucket], m.Sequence)
+		s.parked[bucket] = slices.DeleteFunc(s.parked[bucket], func(p outbox.Message) bool { return p.Sequence() == m.Sequence() })
+		delete(s.marked[bucket], m.Sequence())
 	}
 	return nil
 }
@@ -123,7 +123,7 @@ func (s *memStore) replay(bucket int, key string) {
 	}
 	for _, m := range s.parked[bucket] {
 		if string(m.Key) == key {
-			s.marked[bucket][m.Sequence] = true
+			s.marked[bucket][m.Sequence()] = true
 		}
 	}
 	s.requests[bucket]++
@@ -135,7 +135,7 @@ func quarantine(cfg *outbox.RelayConfig) { cfg.Options.PoisonPolicy = outbox.Poi
 func keysSent(p *memPublisher, bucket int) []string {
 	var out []string
 	for _, m := range p.sent() {
-		if m.Bucket == bucket {
+		if m.Bucket() == bucket {
 			out = append(out, string(m.Key))
 		}
 	}
@@ -153,7 +153,7 @@ func addUnreadableRow(e *relayEnv, tail string) outbox.Message {
 	for range 3 {
 		e.store.add(0, tail)
 	}
-	e.store.unreadable[0] = map[int64]bool{bad.Sequence: true}
+	e.store.unreadable[0] = map[int64]bool{bad.Sequence(): true}
 	return bad
 }
 
@@ -184,7 +184,7 @@ func TestRelayQuarantineParksAnUnreadableRowAndRelaysTheRest(t *testing.T) {
 		if res.Deleted != 13 || e.store.pending() != 0 {
 			t.Fatalf("deleted %d, pending %d; want 13 and 0", res.Deleted, e.store.pending())
 		}
-		if len(e.store.parkings) != 1 || e.store.parkings[0].Reason != outbox.ParkUndecodableItem || e.store.parkings[0].Sequence != bad.Sequence {
+		if len(e.store.parkings) != 1 || e.store.parkings[0].Reason != outbox.ParkUndecodableItem || e.store.parkings[0].Sequence != bad.Sequence() {
 			t.Fatalf("parkings %+v, want the bad row as undecodable-item", e.store.parkings)
 		}
 	})
@@ -215,7 +215,7 @@ func TestRelayQuarantineKeepsPerKeyOrderWhileOtherKeysFlow(t *testing.T) {
 		if e.store.pending() != 0 || len(e.store.parked[0]) != 9 {
 			t.Fatalf("pending %d, parked %d; want 0 and 9 (b's poison and its 8 successors)", e.store.pending(), len(e.store.parked[0]))
 		}
-		if got := e.store.parkings[0]; got.Reason != outbox.ParkUnknownTopic || got.Sequence != poison.Sequence || got.Attempts != 1 {
+		if got := e.store.parkings[0]; got.Reason != outbox.ParkUnknownTopic || got.Sequence != poison.Sequence() || got.Attempts != 1 {
 			t.Fatalf("first parking %+v, want the poison row, unknown-topic, 1 attempt", got)
 		}
 		for _, p := range e.store.parkings[1:] {

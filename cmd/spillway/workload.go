@@ -164,7 +164,7 @@ func (w *workload) produce(ctx context.Context, h *outboxlambda.EnqueueHandler, 
 func (w *workload) commitOrders(ctx context.Context, producer int, batch []wireMessage) error {
 	msgs := make([]outbox.Message, len(batch))
 	for i, b := range batch {
-		m, err := w.service.NewMessage(b.Topic, []byte(b.Key), b.Value, outbox.MessageOptions{Headers: []outbox.Header{
+		m, err := outbox.NewMessage(b.Topic, []byte(b.Key), b.Value, outbox.MessageOptions{Headers: []outbox.Header{
 			{Key: "producer", Value: []byte(fmt.Sprint(producer))}, {Key: "content-type", Value: []byte("application/json")}}})
 		if err != nil {
 			return err

@@ -52,7 +52,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 		return err
 	}
 	order := "order-" + outbox.NewMessageID().String()[:8]
-	msg, err := writer.NewMessage("orders", []byte(order), []byte("paid"), outbox.MessageOptions{})
+	msg, err := outbox.NewMessage("orders", []byte(order), []byte("paid"), outbox.MessageOptions{})
 	if err != nil {
 		return err
 	}

@@ -85,7 +85,7 @@ func (b *backend) messageTo(t testing.TB, tp, key string, valueSize int) outbox.
 	if pad := valueSize - len(value); pad > 0 {
 		value = append(value, bytes.Repeat([]byte{'.'}, pad)...)
 	}
-	m, err := outbox.NewMessage(tp, []byte(key), value, outbox.MessageOptions{BucketCount: outbox.DefaultBucketCount, CreatedAt: b.clock.Now()})
+	m, err := outbox.NewMessage(tp, []byte(key), value, outbox.MessageOptions{CreatedAt: b.clock.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}

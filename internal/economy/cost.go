@@ -276,7 +276,11 @@ func (c *costRun) enqueueList(ctx context.Context) (PathCost, error) {
 	for _, list := range lists {
 		buckets := map[int]bool{}
 		for _, m := range list {
-			buckets[m.Bucket] = true
+			b, err := outbox.ComputeBucket(m.Key, m.ID, c.cfg.BucketCount, m.Partition)
+			if err != nil {
+				return p, err
+			}
+			buckets[b] = true
 		}
 		reservations += len(buckets)
 	}

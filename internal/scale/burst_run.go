@@ -227,7 +227,9 @@ func (b *burst) commit(bucket int, now time.Time) error {
 	b.committed++
 	var id outbox.MessageID
 	binary.BigEndian.PutUint64(id[8:], uint64(b.committed))
-	_, err := b.messages.Enqueue(context.Background(), outbox.Message{ID: id, Topic: "burst", Bucket: bucket, BucketCount: b.cfg.Buckets, CreatedAt: now})
+	// The explicit partition picks the bucket (partition mod the count).
+	p := int32(bucket)
+	_, err := b.messages.Enqueue(context.Background(), outbox.Message{ID: id, Topic: "burst", Partition: &p, CreatedAt: now})
 	b.mu.Unlock()
 	if err != nil {
 		return err

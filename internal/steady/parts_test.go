@@ -101,7 +101,7 @@ func TestLedgerMeasuresOrphanSpells(t *testing.T) {
 	l := newLedger(2, 30*time.Second, start, start.Add(time.Minute))
 	e := &env{relayID: "relay-a"}
 	at := func(d time.Duration) time.Time { return start.Add(d) }
-	msg := func(b int) outbox.Message { return outbox.Message{ID: outbox.NewMessageID(), Bucket: b} }
+	msg := func(b int) outbox.Message { return outbox.Stored(outbox.Message{ID: outbox.NewMessageID()}, b, 0) }
 
 	m1 := msg(0)
 	l.commit(m1, at(time.Second))           // no relay: a spell opens

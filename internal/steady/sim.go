@@ -279,7 +279,7 @@ func (s *sim) commitOne() (time.Duration, error) {
 	if pad := s.cfg.ValueSize - len(value); pad > 0 {
 		value = append(value, bytes.Repeat([]byte{' '}, pad)...)
 	}
-	msg, err := outbox.NewMessage(topic, key, value, outbox.MessageOptions{ID: id, BucketCount: s.cfg.Buckets, CreatedAt: s.clock.Now()})
+	msg, err := outbox.NewMessage(topic, key, value, outbox.MessageOptions{ID: id, CreatedAt: s.clock.Now()})
 	if err != nil {
 		return 0, err
 	}

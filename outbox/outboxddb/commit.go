@@ -69,25 +69,11 @@ func (tx *Tx) Add(items ...types.TransactWriteItem) { tx.items = append(tx.items
 // Put adds a business Put to the transaction.
 func (tx *Tx) Put(put types.Put) { tx.Add(types.TransactWriteItem{Put: &put}) }
 
-// Enqueue adds messages to the transaction; Commit reserves their sequence
-// numbers on each attempt. Build them with Writer.NewMessage, outside the
-// build function when a rebuilt transaction should keep their ids.
+// Enqueue adds messages to the transaction; Commit assigns their buckets
+// and reserves their sequence numbers on each attempt. Build them with
+// outbox.NewMessage, outside the build function when a rebuilt transaction
+// should keep their ids.
 func (tx *Tx) Enqueue(msgs ...outbox.Message) { tx.msgs = append(tx.msgs, msgs...) }
-
-// NewMessage builds a message for topic with the writer's bucket count
-// (Options.BucketCount), so the count is given once. A non-zero
-// opts.BucketCount other than the writer's is refused with a
-// *BucketCountError.
-func (w *Writer) NewMessage(topic string, key, value []byte, opts outbox.MessageOptions) (outbox.Message, error) {
-	if opts.BucketCount != 0 && opts.BucketCount != w.opts.BucketCount {
-		return outbox.Message{}, &BucketCountError{Topic: topic, Built: opts.BucketCount, Writer: w.opts.BucketCount}
-	}
-	opts.BucketCount = w.opts.BucketCount
-	if opts.CreatedAt.IsZero() {
-		opts.CreatedAt = w.opts.Clock.Now()
-	}
-	return outbox.NewMessage(topic, key, value, opts)
-}
 
 // Commit writes a business transaction and its messages all or nothing,
 // then wakes the relays (Options.Notifier) and returns the messages as
@@ -105,7 +91,7 @@ func (w *Writer) NewMessage(topic string, key, value []byte, opts outbox.Message
 // Other errors end Commit at once: build's own error (wrapped, so errors.Is
 // still finds it), a *SequenceTakenError when a message's number holds
 // another message, an error matching outbox.ErrGenerationSealed, a
-// *BucketCountError or another outbox.ErrInvalidMessage before any request,
+// an error matching outbox.ErrInvalidMessage before any request,
 // ctx's error, or the DynamoDB error. An empty Tx sends nothing.
 func (w *Writer) Commit(ctx context.Context, build func(ctx context.Context, tx *Tx) error) ([]outbox.Message, error) {
 	for attempt := 1; ; attempt++ {

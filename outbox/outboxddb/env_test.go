@@ -118,12 +118,16 @@ func (e *env) counts(fn func()) outboxlocal.Counts {
 	return e.d.Counter.Snapshot().Since(before)
 }
 
-// newMessage builds a message for bucket with key, the default bucket count.
+// newMessage builds a message with key that a writer of the default bucket
+// count stores in bucket.
 func newMessage(t *testing.T, topic, key string, bucket int) outbox.Message {
 	t.Helper()
+	// The explicit partition places it: a writer buckets it partition mod
+	// its count.
+	p := int32(bucket)
 	return outbox.Message{
 		ID: outbox.NewMessageID(), Topic: topic, Key: []byte(key), Value: []byte("value of " + key),
-		Bucket: bucket, CreatedAt: t0,
+		Partition: &p, CreatedAt: t0,
 	}
 }
 
@@ -131,7 +135,7 @@ func newMessage(t *testing.T, topic, key string, bucket int) outbox.Message {
 func sequences(msgs []outbox.Message) []int64 {
 	out := make([]int64, len(msgs))
 	for i, m := range msgs {
-		out[i] = m.Sequence
+		out[i] = m.Sequence()
 	}
 	return out
 }

@@ -40,7 +40,7 @@ func ExampleWriter_TransactItem() {
 		log.Fatal(err)
 	}
 
-	msg, err := writer.NewMessage("orders", []byte("order-1"), []byte(`{"total":42}`), outbox.MessageOptions{})
+	msg, err := outbox.NewMessage("orders", []byte("order-1"), []byte(`{"total":42}`), outbox.MessageOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -65,10 +65,10 @@ func ExampleWriter_TransactItem() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	batch, err := store.FetchBatch(ctx, msg.Bucket, 10)
+	batch, err := store.FetchBatch(ctx, msg.Bucket(), 10)
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Printf("bucket %d: message %d, key %s\n", msg.Bucket, batch[0].Sequence, batch[0].Key)
+	fmt.Printf("bucket %d: message %d, key %s\n", msg.Bucket(), batch[0].Sequence(), batch[0].Key)
 	// Output: bucket 6: message 1, key order-1
 }

@@ -136,7 +136,7 @@ func TestGenerationContents_FindsMessagesAndParkedMessages(t *testing.T) {
 		wantUnits(t, "contents", c, 24, 0)
 		enqueue(t, w, 2, 1)
 		parked := enqueue(t, w, 5, 1)
-		if err := s.Park(t.Context(), outbox.Parking{Bucket: 5, Sequence: parked[0].Sequence, Reason: outbox.ParkTooLarge}); err != nil {
+		if err := s.Park(t.Context(), outbox.Parking{Bucket: 5, Sequence: parked[0].Sequence(), Reason: outbox.ParkTooLarge}); err != nil {
 			t.Fatal(err)
 		}
 		c = e.counts(func() { got, err = s.GenerationContents(t.Context()) })
@@ -227,7 +227,7 @@ func TestGenerationContents_AMessageParkedDuringTheLook_IsFound(t *testing.T) {
 		mover, w := e.store(t), e.writer(t)
 		msgs := enqueue(t, w, 2, 1)
 		move := func() {
-			if err := mover.Park(t.Context(), outbox.Parking{Bucket: 2, Sequence: msgs[0].Sequence, Reason: outbox.ParkTooLarge}); err != nil {
+			if err := mover.Park(t.Context(), outbox.Parking{Bucket: 2, Sequence: msgs[0].Sequence(), Reason: outbox.ParkTooLarge}); err != nil {
 				t.Error(err)
 			}
 		}

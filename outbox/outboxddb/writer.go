@@ -18,9 +18,9 @@ import (
 // Writer enqueues messages: with the caller's business items in one call
 // (Commit), into a TransactWriteItems the caller sends itself (TransactItem,
 // TransactItems, ExplainTransactionError, NotifyCommitted), or on their own
-// (Enqueue, EnqueueBatch). Build messages with NewMessage, which uses the
-// writer's bucket count; a message built for another count is refused with
-// a *BucketCountError.
+// (Enqueue, EnqueueBatch). Build messages with outbox.NewMessage: the
+// writer assigns each its bucket (outbox.ComputeBucket at Options.BucketCount)
+// and its sequence number, and returns the messages as stored.
 //
 // DynamoDB has no auto-increment, so every message first takes the next
 // number of its bucket's counter, outside the transaction. The order of two
@@ -171,13 +171,13 @@ func (w *Writer) enqueue(ctx context.Context, msg outbox.Message) (outbox.Messag
 	if err != nil {
 		var ccf *types.ConditionalCheckFailedException
 		if !errors.As(err, &ccf) {
-			w.tel.failed("", OpEnqueue, m.Bucket, err)
-			return outbox.Message{}, fmt.Errorf("outboxddb: enqueue message %s (bucket %d, sequence %d): %w", m.ID, m.Bucket, m.Sequence, err)
+			w.tel.failed("", OpEnqueue, m.Bucket(), err)
+			return outbox.Message{}, fmt.Errorf("outboxddb: enqueue message %s (bucket %d, sequence %d): %w", m.ID, m.Bucket(), m.Sequence(), err)
 		}
-		w.tel.refused("", OpEnqueue, m.Bucket)
+		w.tel.refused("", OpEnqueue, m.Bucket())
 		held := storedMessageID(ccf.Item)
 		if held != m.ID {
-			return outbox.Message{}, &SequenceTakenError{Bucket: m.Bucket, Sequence: m.Sequence, MessageID: m.ID, HeldBy: held, Err: err}
+			return outbox.Message{}, &SequenceTakenError{Bucket: m.Bucket(), Sequence: m.Sequence(), MessageID: m.ID, HeldBy: held, Err: err}
 		}
 		// The SDK retried a request whose first attempt was applied.
 	}
@@ -221,7 +221,7 @@ func (w *Writer) enqueueBatch(ctx context.Context, msgs []outbox.Message) ([]out
 		ClientRequestToken: aws.String(newRequestToken()),
 	})
 	if err != nil {
-		what := fmt.Sprintf("enqueue %d messages (first %s, bucket %d)", len(msgs), msgs[0].ID, msgs[0].Bucket)
+		what := fmt.Sprintf("enqueue %d messages (first %s, bucket %d)", len(msgs), msgs[0].ID, msgs[0].Bucket())
 		if sealed := w.sealed(err, items, what); sealed != nil {
 			w.tel.refused("", OpEnqueueBatch, -1)
 			return nil, sealed
@@ -247,7 +247,7 @@ func (w *Writer) NotifyCommitted(ctx context.Context, msgs ...outbox.Message) {
 	}
 	buckets := make([]int, 0, len(msgs))
 	for _, m := range msgs {
-		buckets = append(buckets, m.Bucket)
+		buckets = append(buckets, m.Bucket())
 	}
 	slices.Sort(buckets)
 	buckets = slices.Compact(buckets)
@@ -299,7 +299,11 @@ func (w *Writer) prepare(ctx context.Context, msgs []outbox.Message) ([]outbox.M
 		if err := w.validate(m); err != nil {
 			return nil, nil, err
 		}
-		m.BucketCount = w.opts.BucketCount
+		bucket, err := outbox.ComputeBucket(m.Key, m.ID, w.opts.BucketCount, m.Partition)
+		if err != nil {
+			return nil, nil, fmt.Errorf("outboxddb: enqueue message %s: %w", m.ID, err)
+		}
+		m = outbox.Stored(m, bucket, 0)
 		headers, err := withTrace(m.Headers, tc)
 		if err != nil {
 			return nil, nil, fmt.Errorf("outboxddb: enqueue message %s: %w", m.ID, err)
@@ -351,13 +355,8 @@ func withTrace(blob []byte, tc outbox.TraceContext) ([]byte, error) {
 }
 
 func (w *Writer) validate(m outbox.Message) error {
-	if m.BucketCount != 0 && m.BucketCount != w.opts.BucketCount {
-		return &BucketCountError{MessageID: m.ID, Topic: m.Topic, Built: m.BucketCount, Writer: w.opts.BucketCount}
-	}
 	var problem string
 	switch {
-	case m.Bucket < 0 || m.Bucket >= w.opts.BucketCount:
-		problem = fmt.Sprintf("bucket %d outside [0, %d); was the message built with another bucket count?", m.Bucket, w.opts.BucketCount)
 	case m.ID.IsZero():
 		problem = "message id is zero"
 	case m.Topic == "":
@@ -373,15 +372,15 @@ func (w *Writer) validate(m outbox.Message) error {
 }
 
 // reserve takes one block of numbers per distinct bucket and hands them out
-// in list order, setting each message's Sequence.
+// in list order, setting each message's sequence.
 func (w *Writer) reserve(ctx context.Context, msgs []outbox.Message) error {
 	var buckets []int
 	counts := map[int]int64{}
 	for _, m := range msgs {
-		if counts[m.Bucket] == 0 {
-			buckets = append(buckets, m.Bucket)
+		if counts[m.Bucket()] == 0 {
+			buckets = append(buckets, m.Bucket())
 		}
-		counts[m.Bucket]++
+		counts[m.Bucket()]++
 	}
 	last := make([]int64, len(buckets))
 	err := forEach(ctx, w.opts.MaxConcurrency, len(buckets), func(ctx context.Context, i int) error {
@@ -397,8 +396,9 @@ func (w *Writer) reserve(ctx context.Context, msgs []outbox.Message) error {
 		next[b] = last[i] - counts[b] + 1
 	}
 	for i := range msgs {
-		msgs[i].Sequence = next[msgs[i].Bucket]
-		next[msgs[i].Bucket]++
+		b := msgs[i].Bucket()
+		msgs[i] = outbox.Stored(msgs[i], b, next[b])
+		next[b]++
 	}
 	return nil
 }

@@ -26,16 +26,16 @@ func TestWriter_EnqueuedMessage_RoundTripsEveryField(t *testing.T) {
 		in := outbox.Message{
 			ID: outbox.NewMessageID(), Topic: "orders", Key: []byte("order-1"), Value: []byte(`{"total":42}`),
 			Headers: outbox.EncodeHeaders([]outbox.Header{{Key: "trace", Value: []byte("abc")}}), Partition: &p,
-			Bucket: 5, CreatedAt: t0.Add(123456700 * time.Nanosecond),
+			CreatedAt: t0.Add(123456700 * time.Nanosecond),
 		}
 		stored, err := w.Enqueue(t.Context(), in)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if stored.Sequence != 1 {
-			t.Fatalf("first sequence %d, want 1", stored.Sequence)
+		if stored.Sequence() != 1 {
+			t.Fatalf("first sequence %d, want 1", stored.Sequence())
 		}
-		got, err := s.FetchBatch(t.Context(), 5, 10)
+		got, err := s.FetchBatch(t.Context(), 3, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -44,7 +44,7 @@ func TestWriter_EnqueuedMessage_RoundTripsEveryField(t *testing.T) {
 		}
 		m := got[0]
 		if m.ID != in.ID || m.Topic != in.Topic || !bytes.Equal(m.Key, in.Key) || !bytes.Equal(m.Value, in.Value) ||
-			!bytes.Equal(m.Headers, in.Headers) || *m.Partition != 3 || m.Bucket != 5 || m.Sequence != 1 || !m.CreatedAt.Equal(in.CreatedAt) {
+			!bytes.Equal(m.Headers, in.Headers) || *m.Partition != 3 || m.Bucket() != 3 || m.Sequence() != 1 || !m.CreatedAt.Equal(in.CreatedAt) {
 			t.Fatalf("fetched %+v, want %+v", m, in)
 		}
 	})
@@ -54,8 +54,9 @@ func TestWriter_NullAndEmptyPayloads_StayDistinct(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t)
 		w, s := e.writer(t), e.store(t)
-		keyless := outbox.Message{ID: outbox.NewMessageID(), Topic: "t", Key: nil, Value: []byte{}, Bucket: 1, CreatedAt: t0}
-		tombstone := outbox.Message{ID: outbox.NewMessageID(), Topic: "t", Key: []byte{}, Value: nil, Bucket: 1, CreatedAt: t0}
+		one := int32(1)
+		keyless := outbox.Message{ID: outbox.NewMessageID(), Topic: "t", Key: nil, Value: []byte{}, Partition: &one, CreatedAt: t0}
+		tombstone := outbox.Message{ID: outbox.NewMessageID(), Topic: "t", Key: []byte{}, Value: nil, Partition: &one, CreatedAt: t0}
 		if _, err := w.EnqueueBatch(t.Context(), []outbox.Message{keyless, tombstone}); err != nil {
 			t.Fatal(err)
 		}
@@ -131,8 +132,8 @@ func TestWriter_AbandonedReservation_LeavesAGap_ThatHoldsNothingBack(t *testing.
 			t.Fatal(err)
 		}
 		// A transaction that reserved and then never committed.
-		if _, abandoned, err := w.TransactItem(t.Context(), newMessage(t, "t", "lost", 4)); err != nil || abandoned.Sequence != 2 {
-			t.Fatalf("reservation = %d, %v", abandoned.Sequence, err)
+		if _, abandoned, err := w.TransactItem(t.Context(), newMessage(t, "t", "lost", 4)); err != nil || abandoned.Sequence() != 2 {
+			t.Fatalf("reservation = %d, %v", abandoned.Sequence(), err)
 		}
 		if _, err := w.Enqueue(t.Context(), newMessage(t, "t", "3", 4)); err != nil {
 			t.Fatal(err)
@@ -293,7 +294,8 @@ func TestWriter_Limits_AreCheckedBeforeAnyRequest(t *testing.T) {
 			bulky[i] = newMessage(t, "t", "k", 0)
 			bulky[i].Value = make([]byte, 45*1024)
 		}
-		outside := newMessage(t, "t", "k", 8)
+		negative := newMessage(t, "t", "k", 0)
+		*negative.Partition = -1
 		noTopic := newMessage(t, "t", "k", 0)
 		noTopic.Topic = ""
 
@@ -313,10 +315,10 @@ func TestWriter_Limits_AreCheckedBeforeAnyRequest(t *testing.T) {
 					_, err := w.EnqueueBatch(t.Context(), []outbox.Message{newMessage(t, "t", "k", 0), huge})
 					return err
 				},
-				"4.5 MB transaction":   func() error { _, err := w.EnqueueBatch(t.Context(), bulky); return err },
-				"bucket outside range": func() error { _, err := w.Enqueue(t.Context(), outside); return err },
-				"bucket outside, batch": func() error {
-					_, _, err := w.TransactItems(t.Context(), []outbox.Message{newMessage(t, "t", "k", 0), outside})
+				"4.5 MB transaction": func() error { _, err := w.EnqueueBatch(t.Context(), bulky); return err },
+				"negative partition": func() error { _, err := w.Enqueue(t.Context(), negative); return err },
+				"negative partition, batch": func() error {
+					_, _, err := w.TransactItems(t.Context(), []outbox.Message{newMessage(t, "t", "k", 0), negative})
 					return err
 				},
 				"empty topic": func() error { _, err := w.Enqueue(t.Context(), noTopic); return err },

@@ -111,7 +111,7 @@ func TestEnqueue_RefusalByItsOwnMessage_IsASuccess_ByAnotherIsATakenSequence(t *
 			w := writerOn(t, f, Options{Notifier: notifier})
 			stored, err := w.Enqueue(context.Background(), m)
 			if c.own {
-				if err != nil || stored.Sequence != 7 || len(notifier.got()) != 1 {
+				if err != nil || stored.Sequence() != 7 || len(notifier.got()) != 1 {
 					t.Fatalf("own retry: %+v, %v, %d wake-ups", stored, err, len(notifier.got()))
 				}
 				return
@@ -131,7 +131,8 @@ func TestEnqueue_RefusalByItsOwnMessage_IsASuccess_ByAnotherIsATakenSequence(t *
 func TestNotifyCommitted_SendsTheDistinctBuckets_AndNeverFails(t *testing.T) {
 	notifier := &recordingNotifier{}
 	w := writerOn(t, &fakeDB{}, Options{Notifier: notifier})
-	w.NotifyCommitted(context.Background(), testMessage(t, 5, "a"), testMessage(t, 1, "b"), testMessage(t, 5, "c"))
+	stored := func(b int, key string) outbox.Message { return outbox.Stored(testMessage(t, b, key), b, 1) }
+	w.NotifyCommitted(context.Background(), stored(5, "a"), stored(1, "b"), stored(5, "c"))
 	w.NotifyCommitted(context.Background())
 	if got := notifier.got(); len(got) != 1 || !slices.Equal(got[0].Buckets, []int{1, 5}) || got[0].Hop != 0 || got[0].Join {
 		t.Fatalf("wake-ups %+v, want one for buckets [1 5]", got)

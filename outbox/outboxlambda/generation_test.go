@@ -55,13 +55,9 @@ func (g *genBundle) writer(t *testing.T, old bool) *outboxddb.Writer {
 }
 
 // write enqueues value n of key with w (bucket from w's generation).
-func (g *genBundle) write(t *testing.T, w *outboxddb.Writer, old bool, key string, n int) error {
+func (g *genBundle) write(t *testing.T, w *outboxddb.Writer, key string, n int) error {
 	t.Helper()
-	count := g.cfg.BucketCount
-	if old {
-		count = g.cfg.PreviousBucketCount
-	}
-	m, err := outbox.NewMessage(g.topic("orders"), []byte(key), []byte(strconv.Itoa(n)), outbox.MessageOptions{BucketCount: count})
+	m, err := outbox.NewMessage(g.topic("orders"), []byte(key), []byte(strconv.Itoa(n)), outbox.MessageOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,12 +127,8 @@ func (g *genBundle) published(t *testing.T) map[string][]int {
 // caller's retry loop does.
 func (g *genBundle) commit(t *testing.T, w *outboxddb.Writer, old bool, key string, n int) error {
 	t.Helper()
-	count := g.cfg.BucketCount
-	if old {
-		count = g.cfg.PreviousBucketCount
-	}
 	for attempt := 0; ; attempt++ {
-		m, err := outbox.NewMessage(g.topic("orders"), []byte(key), []byte(strconv.Itoa(n)), outbox.MessageOptions{BucketCount: count})
+		m, err := outbox.NewMessage(g.topic("orders"), []byte(key), []byte(strconv.Itoa(n)), outbox.MessageOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -269,13 +261,13 @@ func (g *genBundle) alone(t *testing.T, id string) *RelayHandler {
 func TestGenerations_RelayOfTheNewGenerationAlone_WaitsForTheOldToDrain(t *testing.T) {
 	g := setupGenerations(t)
 	g.sweep(t) // opens the marker
-	if err := g.write(t, g.writer(t, true), true, "k", 0); err != nil {
+	if err := g.write(t, g.writer(t, true), "k", 0); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := g.prev.SealGeneration(t.Context(), g.cfg.Current()); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.write(t, g.writer(t, false), false, "k", 1); err != nil {
+	if err := g.write(t, g.writer(t, false), "k", 1); err != nil {
 		t.Fatal(err)
 	}
 	early := g.alone(t, "early")
@@ -295,7 +287,7 @@ func TestGenerations_RelayOfTheNewGenerationAlone_WaitsForTheOldToDrain(t *testi
 	if resp := g.sweep(t); resp.Published != 2 || g.phase(t) != outbox.PhaseDrained {
 		t.Fatalf("the two-generation relay: %+v, phase %q", resp, g.phase(t))
 	}
-	if err := g.write(t, g.writer(t, false), false, "k", 2); err != nil {
+	if err := g.write(t, g.writer(t, false), "k", 2); err != nil {
 		t.Fatal(err)
 	}
 	before := g.ddb.Counter.Snapshot()
