@@ -12,9 +12,8 @@
 //	writer, err := outboxddb.WriterFromEnv(awsCfg, os.Getenv, nil)
 //	msg, err := outbox.NewMessage("orders", key, value, outbox.MessageOptions{})
 //	_, err = writer.Commit(ctx, func(ctx context.Context, tx *outboxddb.Tx) error {
-//		tx.Put(orderPut) // the business item
-//		tx.Enqueue(msg)  // the same transaction: both commit, or neither
-//		return nil
+//		tx.Put(orderPut)       // the business item
+//		return tx.Enqueue(msg) // the same transaction: both commit, or neither
 //	})
 //
 // Commit places each message in its bucket (ComputeBucket at the writer's

@@ -179,8 +179,7 @@ func (w *workload) commitOrders(ctx context.Context, producer int, batch []wireM
 				"Topic":                       &types.AttributeValueMemberS{Value: m.Topic},
 			}})
 		}
-		tx.Enqueue(msgs...)
-		return nil
+		return tx.Enqueue(msgs...)
 	})
 	if err != nil {
 		return fmt.Errorf("commit %d orders: %w", len(msgs), err)

@@ -59,8 +59,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if _, err := writer.Commit(ctx, func(ctx context.Context, tx *outboxddb.Tx) error {
 		tx.Put(types.Put{TableName: aws.String("orders"), Item: orderKey(order),
 			ConditionExpression: aws.String("attribute_not_exists(PK)")})
-		tx.Enqueue(msg)
-		return nil
+		return tx.Enqueue(msg)
 	}); err != nil {
 		return err
 	}

@@ -96,7 +96,7 @@ func (p *writerProc) try(ctx context.Context, op *writerOp, attempt int) ([]outb
 	case opList:
 		return p.w.EnqueueBatch(ctx, msgs)
 	default:
-		items, stored, err := p.w.TransactItems(ctx, msgs)
+		prepared, err := p.w.Prepare(ctx, msgs...)
 		if err != nil {
 			return nil, err
 		}
@@ -109,7 +109,7 @@ func (p *writerProc) try(ctx context.Context, op *writerOp, attempt int) ([]outb
 		// The attempt's idempotency token, drawn from the seed.
 		id := randomID(newRand(s.cfg.Seed, "request-token", uint64(op.seq), uint64(attempt)))
 		_, err = p.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
-			TransactItems:      append([]types.TransactWriteItem{business}, items...),
+			TransactItems:      append([]types.TransactWriteItem{business}, prepared.Items()...),
 			ClientRequestToken: aws.String(hex.EncodeToString(id[:])),
 		})
 		if businessRefused(err) {
@@ -118,10 +118,10 @@ func (p *writerProc) try(ctx context.Context, op *writerOp, attempt int) ([]outb
 			s.bizRefused.Add(1)
 		}
 		if err != nil {
-			return nil, p.w.ExplainTransactionError(err, items)
+			return nil, prepared.Explain(err)
 		}
-		p.w.NotifyCommitted(ctx, stored...)
-		return stored, nil
+		prepared.Committed(ctx)
+		return prepared.Messages(), nil
 	}
 }
 

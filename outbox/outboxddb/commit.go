@@ -58,6 +58,7 @@ func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 // Tx collects one business transaction for Writer.Commit: the caller's own
 // items and the messages to enqueue with them. A Tx lives for one attempt.
 type Tx struct {
+	w     *Writer
 	items []types.TransactWriteItem
 	msgs  []outbox.Message
 }
@@ -69,11 +70,19 @@ func (tx *Tx) Add(items ...types.TransactWriteItem) { tx.items = append(tx.items
 // Put adds a business Put to the transaction.
 func (tx *Tx) Put(put types.Put) { tx.Add(types.TransactWriteItem{Put: &put}) }
 
-// Enqueue adds messages to the transaction; Commit assigns their buckets
-// and reserves their sequence numbers on each attempt. Build them with
-// outbox.NewMessage, outside the build function when a rebuilt transaction
-// should keep their ids.
-func (tx *Tx) Enqueue(msgs ...outbox.Message) { tx.msgs = append(tx.msgs, msgs...) }
+// Enqueue adds messages to the transaction; Commit places them in their
+// buckets and reserves their sequence numbers when it sends the attempt.
+// A message the writer would refuse (Writer.Validate) is reported here, so
+// build can return the error where it added the message, and is not added.
+// Build messages with outbox.NewMessage, outside the build function when a
+// rebuilt transaction should keep their ids.
+func (tx *Tx) Enqueue(msgs ...outbox.Message) error {
+	if err := tx.w.Validate(msgs...); err != nil {
+		return err
+	}
+	tx.msgs = append(tx.msgs, msgs...)
+	return nil
+}
 
 // Commit writes a business transaction and its messages all or nothing,
 // then wakes the relays (Options.Notifier) and returns the messages as
@@ -95,7 +104,7 @@ func (tx *Tx) Enqueue(msgs ...outbox.Message) { tx.msgs = append(tx.msgs, msgs..
 // ctx's error, or the DynamoDB error. An empty Tx sends nothing.
 func (w *Writer) Commit(ctx context.Context, build func(ctx context.Context, tx *Tx) error) ([]outbox.Message, error) {
 	for attempt := 1; ; attempt++ {
-		tx := &Tx{}
+		tx := &Tx{w: w}
 		if err := build(ctx, tx); err != nil {
 			return nil, fmt.Errorf("outboxddb: build transaction (attempt %d): %w", attempt, err)
 		}
@@ -103,7 +112,7 @@ func (w *Writer) Commit(ctx context.Context, build func(ctx context.Context, tx 
 		var lost *ConflictError
 		if !errors.As(err, &lost) {
 			if err == nil {
-				w.NotifyCommitted(ctx, msgs...)
+				w.notify(ctx, msgs...)
 			}
 			return msgs, err
 		}
@@ -143,7 +152,7 @@ func (w *Writer) commitOnce(ctx context.Context, tx *Tx) ([]outbox.Message, erro
 		items = append(items, types.TransactWriteItem{Put: &puts[i]})
 	}
 	if extra == 1 {
-		items = append(items, w.GenerationCheck())
+		items = append(items, w.generationCheck())
 	}
 	_, err = w.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
 		TransactItems:      items,

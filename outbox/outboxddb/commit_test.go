@@ -78,8 +78,7 @@ func TestCommitWritesTheBusinessItemAndItsMessageInOneTransactionThenNotifies(t 
 		c := e.counts(func() {
 			stored, err = w.Commit(t.Context(), func(_ context.Context, tx *Tx) error {
 				tx.Put(putVersion(e, "1", 1))
-				tx.Enqueue(msg)
-				return nil
+				return tx.Enqueue(msg)
 			})
 		})
 		if err != nil {
@@ -136,8 +135,7 @@ func TestCommitRebuildsAndReservesAgainAfterLosingARace(t *testing.T) {
 			}
 			msgs, err := rival.Commit(ctx, func(_ context.Context, rtx *Tx) error {
 				rtx.Put(putVersion(e, "1", readVersion(t, e, "1")+1))
-				rtx.Enqueue(m)
-				return nil
+				return rtx.Enqueue(m)
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -157,8 +155,7 @@ func TestCommitRebuildsAndReservesAgainAfterLosingARace(t *testing.T) {
 		stored, err := w.Commit(t.Context(), func(ctx context.Context, tx *Tx) error {
 			attempts++
 			tx.Put(putVersion(e, "1", readVersion(t, e, "1")+1))
-			tx.Enqueue(msg)
-			return nil
+			return tx.Enqueue(msg)
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -193,8 +190,7 @@ func TestCommitGivesUpAfterMaxAttemptsWithAConflictError(t *testing.T) {
 			builds++
 			tx.Put(types.Put{TableName: aws.String(e.opts.TableName), Item: order(e, "1", 1),
 				ConditionExpression: aws.String("attribute_exists(Version)")})
-			tx.Enqueue(msg)
-			return nil
+			return tx.Enqueue(msg)
 		})
 		var conflict *ConflictError
 		if !errors.As(err, &conflict) || !errors.Is(err, ErrConflict) || conflict.Attempts != 3 || !reflect.DeepEqual(conflict.Items, []int{0}) {
@@ -248,7 +244,7 @@ func TestWriterAssignsTheBucketForItsOwnCount(t *testing.T) {
 			},
 			"EnqueueBatch": func() ([]outbox.Message, error) { return w.EnqueueBatch(t.Context(), []outbox.Message{msg}) },
 			"Commit": func() ([]outbox.Message, error) {
-				return w.Commit(t.Context(), func(_ context.Context, tx *Tx) error { tx.Enqueue(msg); return nil })
+				return w.Commit(t.Context(), func(_ context.Context, tx *Tx) error { return tx.Enqueue(msg) })
 			},
 		}
 		store := e.store(t, func(o *Options) { o.BucketCount = 16 })

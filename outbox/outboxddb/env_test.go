@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
@@ -152,4 +153,23 @@ func wantInts[T int | int64](t *testing.T, what string, got, want []T) {
 	if !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
 		t.Fatalf("%s = %v, want %v", what, got, want)
 	}
+}
+
+// prepareItems is Writer.Prepare for tests that read its items and
+// messages.
+func prepareItems(ctx context.Context, w *Writer, msgs []outbox.Message) ([]types.TransactWriteItem, []outbox.Message, error) {
+	p, err := w.Prepare(ctx, msgs...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p.Items(), p.Messages(), nil
+}
+
+// prepareItem is prepareItems for one message.
+func prepareItem(ctx context.Context, w *Writer, msg outbox.Message) (types.TransactWriteItem, outbox.Message, error) {
+	items, msgs, err := prepareItems(ctx, w, []outbox.Message{msg})
+	if err != nil {
+		return types.TransactWriteItem{}, outbox.Message{}, err
+	}
+	return items[0], msgs[0], nil
 }

@@ -46,8 +46,7 @@ func ExampleWriter_Commit() {
 			"PK": &types.AttributeValueMemberS{Value: "ORDER#1"},
 			"SK": &types.AttributeValueMemberS{Value: "ORDER"},
 		}, ConditionExpression: aws.String("attribute_not_exists(PK)")})
-		tx.Enqueue(msg)
-		return nil
+		return tx.Enqueue(msg)
 	})
 	if err != nil {
 		log.Fatal(err)

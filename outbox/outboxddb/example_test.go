@@ -14,11 +14,10 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
-// A caller that sends its own TransactWriteItems includes the message's Put
-// from TransactItem, explains a refusal with ExplainTransactionError and
-// wakes the relay with NotifyCommitted; Writer.Commit does all of it in one
-// call.
-func ExampleWriter_TransactItem() {
+// A caller that sends its own TransactWriteItems prepares the messages,
+// includes the prepared items, explains a refusal with Explain and wakes
+// the relay with Committed; Writer.Commit does all of it in one call.
+func ExampleWriter_Prepare() {
 	ctx := context.Background()
 	db, err := outboxlocal.StartDynamoDB(ctx, outboxlocal.WithoutEnvironment())
 	if err != nil {
@@ -45,21 +44,21 @@ func ExampleWriter_TransactItem() {
 		log.Fatal(err)
 	}
 	// Inside the retry loop: a rebuilt transaction reserves again.
-	outboxPut, msg, err := writer.TransactItem(ctx, msg)
+	prepared, err := writer.Prepare(ctx, msg)
 	if err != nil {
 		log.Fatal(err)
 	}
-	items := []types.TransactWriteItem{
+	items := append([]types.TransactWriteItem{
 		{Put: &types.Put{TableName: aws.String("orders-outbox"), Item: map[string]types.AttributeValue{
 			"PK": &types.AttributeValueMemberS{Value: "ORDER#1"},
 			"SK": &types.AttributeValueMemberS{Value: "ORDER"},
 		}}},
-		outboxPut,
-	}
+	}, prepared.Items()...)
 	if _, err := db.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}); err != nil {
-		log.Fatal(writer.ExplainTransactionError(err, items))
+		log.Fatal(prepared.Explain(err))
 	}
-	writer.NotifyCommitted(ctx, msg)
+	prepared.Committed(ctx)
+	msg = prepared.Messages()[0]
 
 	store, err := outboxddb.NewStore(db.Client, opts)
 	if err != nil {

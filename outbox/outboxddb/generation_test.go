@@ -188,14 +188,17 @@ func TestWriter_GenerationCheck_RefusesAStaleWriterAfterTheSeal(t *testing.T) {
 		}
 		after, _ := s.GenerationContents(t.Context())
 		wantInts(t, "buckets with messages after refused writes", after.Messages, before.Messages)
-		// A caller's own transaction: the explained error says sealed too.
-		items, _, err := checked.TransactItems(t.Context(), []outbox.Message{newMessage(t, "t", "z", 6)})
+		// A caller's own transaction: the prepared items end with the
+		// check, and the explained error says sealed too.
+		p, err := checked.Prepare(t.Context(), newMessage(t, "t", "z", 6))
 		if err != nil {
 			t.Fatal(err)
 		}
-		items = append(items, checked.GenerationCheck())
-		_, err = e.client.TransactWriteItems(t.Context(), &dynamodb.TransactWriteItemsInput{TransactItems: items})
-		if err = checked.ExplainTransactionError(err, items); !errors.Is(err, outbox.ErrGenerationSealed) {
+		if n := len(p.Items()); n != 2 || p.Items()[1].ConditionCheck == nil {
+			t.Fatalf("prepared %d items; want the put and the generation check", n)
+		}
+		_, err = e.client.TransactWriteItems(t.Context(), &dynamodb.TransactWriteItemsInput{TransactItems: p.Items()})
+		if err = p.Explain(err); !errors.Is(err, outbox.ErrGenerationSealed) {
 			t.Fatalf("a caller's transaction after the seal: %v; want ErrGenerationSealed", err)
 		}
 	})

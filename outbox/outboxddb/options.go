@@ -80,7 +80,7 @@ type Options struct {
 	// writer's trace context of last resort (see Writer). Default os.Getenv.
 	Getenv func(string) string
 	// Notifier (Writer only), when set, is told about committed messages by
-	// Writer.NotifyCommitted and the Enqueue methods so a relay wakes up before
+	// Commit, Prepared.Committed and the Enqueue methods so a relay wakes up before
 	// its next poll. Optional: without it relays find messages by polling.
 	Notifier outbox.Notifier
 	// Topics (Writer only), when set, are the only topics a Writer accepts: a

@@ -533,7 +533,7 @@ func TestRequestShapes_Writer_ReserveOncePerBucket_AndNumberInListOrder(t *testi
 	f := &fakeDB{update: counterAt(map[string]int64{"OUTBOX#SEQUENCE#5": 10})}
 	w := writerOn(t, f, Options{MaxConcurrency: 1})
 	in := []outbox.Message{testMessage(t, 5, "a"), testMessage(t, 2, "b"), testMessage(t, 5, "c"), testMessage(t, 5, "d"), testMessage(t, 2, "e")}
-	items, msgs, err := w.TransactItems(context.Background(), in)
+	items, msgs, err := prepareItems(context.Background(), w, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -560,7 +560,7 @@ func TestRequestShapes_Writer_ReserveOncePerBucket_AndNumberInListOrder(t *testi
 	}
 
 	f.reset()
-	if items, msgs, err := w.TransactItems(context.Background(), nil); err != nil || items != nil || msgs != nil {
+	if items, msgs, err := prepareItems(context.Background(), w, nil); err != nil || items != nil || msgs != nil {
 		t.Fatalf("empty list = %v %v %v", items, msgs, err)
 	}
 	wantOps(t, f)

@@ -16,9 +16,8 @@ import (
 )
 
 // Writer enqueues messages: with the caller's business items in one call
-// (Commit), into a TransactWriteItems the caller sends itself (TransactItem,
-// TransactItems, ExplainTransactionError, NotifyCommitted), or on their own
-// (Enqueue, EnqueueBatch). Build messages with outbox.NewMessage: the
+// (Commit), on their own (Enqueue, EnqueueBatch), or into a
+// TransactWriteItems the caller sends itself (Prepare). Build messages with outbox.NewMessage: the
 // writer assigns each its bucket (outbox.ComputeBucket at Options.BucketCount)
 // and its sequence number, and returns the messages as stored.
 //
@@ -72,59 +71,6 @@ func NewWriter(client Client, opts Options) (*Writer, error) {
 
 func newWriter(client Client, opts Options) *Writer {
 	return &Writer{client: client, opts: opts, keys: newKeys(opts), tel: telemetry{opts.Observer, opts.Clock}}
-}
-
-// TransactItem reserves msg's sequence number and returns the Put to include
-// in the caller's TransactWriteItems, and msg with its Sequence set. The Put
-// carries attribute_not_exists, so a counter that someone reset fails the
-// transaction instead of overwriting a pending message; pass the error to
-// ExplainTransactionError to learn which message holds the number. Call
-// NotifyCommitted after the transaction committed.
-//
-// A writer with a previous generation (Options.PreviousKeyPrefix) refuses
-// it as misconfigured: its items carry their generation check, so use
-// TransactItems.
-func (w *Writer) TransactItem(ctx context.Context, msg outbox.Message) (types.TransactWriteItem, outbox.Message, error) {
-	if w.prev != nil {
-		return types.TransactWriteItem{}, outbox.Message{}, outbox.Misconfigured("transact item",
-			"a writer replacing generation %s adds a generation check to its items; use TransactItems", w.prev.generation())
-	}
-	items, msgs, err := w.TransactItems(ctx, []outbox.Message{msg})
-	if err != nil {
-		return types.TransactWriteItem{}, outbox.Message{}, err
-	}
-	return items[0], msgs[0], nil
-}
-
-// TransactItems is TransactItem for several messages: one reservation per
-// distinct bucket (in parallel, up to MaxConcurrency), numbers assigned in
-// list order within each bucket. The items and messages come back in input
-// order. Every message is validated before any request; an empty list makes
-// no request.
-//
-// A writer with a previous generation builds the items for the generation
-// it writes now (see Options.PreviousKeyPrefix), the messages' buckets
-// computed for it; while that is the previous generation the items end with
-// its generation check, one item more than msgs. Pass a refusal to
-// ExplainTransactionError and build the items again: after a refusal for
-// the seal they are for the new generation.
-func (w *Writer) TransactItems(ctx context.Context, msgs []outbox.Message) ([]types.TransactWriteItem, []outbox.Message, error) {
-	if w.prev != nil {
-		return w.transactSwitching(ctx, msgs)
-	}
-	return w.transactItems(ctx, msgs)
-}
-
-func (w *Writer) transactItems(ctx context.Context, msgs []outbox.Message) ([]types.TransactWriteItem, []outbox.Message, error) {
-	msgs, puts, err := w.prepare(ctx, msgs)
-	if err != nil || len(puts) == 0 {
-		return nil, nil, err
-	}
-	items := make([]types.TransactWriteItem, len(puts))
-	for i := range puts {
-		items[i] = types.TransactWriteItem{Put: &puts[i]}
-	}
-	return items, msgs, nil
 }
 
 // Enqueue stores one message that has no business write, with one PutItem,
@@ -181,7 +127,7 @@ func (w *Writer) enqueue(ctx context.Context, msg outbox.Message) (outbox.Messag
 		}
 		// The SDK retried a request whose first attempt was applied.
 	}
-	w.NotifyCommitted(ctx, m)
+	w.notify(ctx, m)
 	return m, nil
 }
 
@@ -214,7 +160,7 @@ func (w *Writer) enqueueBatch(ctx context.Context, msgs []outbox.Message) ([]out
 		items[i] = types.TransactWriteItem{Put: &puts[i]}
 	}
 	if w.opts.GenerationCheck {
-		items = append(items, w.GenerationCheck())
+		items = append(items, w.generationCheck())
 	}
 	_, err = w.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
 		TransactItems:      items,
@@ -233,15 +179,15 @@ func (w *Writer) enqueueBatch(ctx context.Context, msgs []outbox.Message) ([]out
 			return nil, w.explain(err, items, "outboxddb: "+what)
 		}
 	}
-	w.NotifyCommitted(ctx, msgs...)
+	w.notify(ctx, msgs...)
 	return msgs, nil
 }
 
-// NotifyCommitted wakes the relays for the buckets of msgs. Call it only
-// after the transaction carrying msgs committed. Without a Notifier it does
-// nothing; a notifier's error is logged, never returned: relays still find
-// the messages by polling.
-func (w *Writer) NotifyCommitted(ctx context.Context, msgs ...outbox.Message) {
+// notify wakes the relays for the buckets of msgs, after the transaction
+// carrying msgs committed. Without a Notifier it does nothing; a
+// notifier's error is logged, never returned: relays still find the
+// messages by polling.
+func (w *Writer) notify(ctx context.Context, msgs ...outbox.Message) {
 	if w.opts.Notifier == nil || len(msgs) == 0 {
 		return
 	}
@@ -257,16 +203,12 @@ func (w *Writer) NotifyCommitted(ctx context.Context, msgs ...outbox.Message) {
 	}
 }
 
-// ExplainTransactionError turns the error of a caller's TransactWriteItems
-// that included items from TransactItems into a *SequenceTakenError when one
-// of those items was refused because its sequence number holds another
-// message, and into an error matching outbox.ErrGenerationSealed when the
-// transaction's generation check was refused (GenerationCheck, or the
-// check TransactItems adds for a previous generation; a writer with a
-// previous generation then writes the new one). items must be the
-// transaction's items in request order. Any other error comes back
-// unchanged.
-func (w *Writer) ExplainTransactionError(err error, items []types.TransactWriteItem) error {
+// explainTransaction turns the error of a transaction that carried the
+// writer's items (in request order: items[i] is the action of
+// cancellation reason i) into a *SequenceTakenError or a
+// *GenerationSealedError, learning from a seal of the previous generation;
+// any other error comes back unchanged.
+func (w *Writer) explainTransaction(err error, items []types.TransactWriteItem) error {
 	if err == nil {
 		return nil
 	}
@@ -352,6 +294,21 @@ func withTrace(blob []byte, tc outbox.TraceContext) ([]byte, error) {
 		return blob, nil
 	}
 	return outbox.EncodeHeaders(merged), nil
+}
+
+// Validate reports, without any request, the first of msgs the writer would
+// refuse: a zero id, an empty topic, a topic outside Options.Topics, a
+// negative partition. The error matches outbox.ErrInvalidMessage. Every
+// enqueue validates its messages; Tx.Enqueue and the inbox's call this to
+// report a bad message where the caller adds it. Sizes are checked when
+// the items are built.
+func (w *Writer) Validate(msgs ...outbox.Message) error {
+	for _, m := range msgs {
+		if err := w.validate(m); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (w *Writer) validate(m outbox.Message) error {

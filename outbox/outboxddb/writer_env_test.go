@@ -69,7 +69,7 @@ func TestWriterFromEnvCommitsAndWakesTheRelayFunction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stored, err := w.Commit(t.Context(), func(_ context.Context, tx *Tx) error { tx.Enqueue(msg); return nil })
+	stored, err := w.Commit(t.Context(), func(_ context.Context, tx *Tx) error { return tx.Enqueue(msg) })
 	if err != nil {
 		t.Fatal(err)
 	}

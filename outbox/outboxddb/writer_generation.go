@@ -43,16 +43,11 @@ func (e *GenerationSealedError) Error() string {
 // Is reports whether target is outbox.ErrGenerationSealed.
 func (e *GenerationSealedError) Is(target error) bool { return target == outbox.ErrGenerationSealed }
 
-// GenerationCheck returns a ConditionCheck on the writer's generation
+// generationCheck returns a ConditionCheck on the writer's generation
 // marker: it passes while there is no marker or the marker is open, and
-// fails the transaction once the operator sealed the generation. Include it
-// once in a TransactWriteItems built from TransactItems while the bucket
-// count changes (Options.GenerationCheck makes Enqueue and EnqueueBatch
-// include it themselves; a writer with a previous generation adds its own
-// check in TransactItems and needs none); ExplainTransactionError turns its
-// refusal into a *GenerationSealedError. It costs two write units per
-// transaction.
-func (w *Writer) GenerationCheck() types.TransactWriteItem {
+// fails the transaction once the operator sealed the generation
+// (Options.GenerationCheck). It costs two write units per transaction.
+func (w *Writer) generationCheck() types.TransactWriteItem {
 	return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
 		TableName:                           aws.String(w.opts.TableName),
 		Key:                                 w.keys.generationKey(),
@@ -157,15 +152,4 @@ func (w *Writer) enqueueSwitching(ctx context.Context, msgs []outbox.Message) ([
 			return nil, err
 		}
 	}
-}
-
-// transactSwitching is TransactItems of a writer with a previous
-// generation.
-func (w *Writer) transactSwitching(ctx context.Context, msgs []outbox.Message) ([]types.TransactWriteItem, []outbox.Message, error) {
-	t := w.target()
-	items, out, err := t.transactItems(ctx, msgs)
-	if err != nil || len(items) == 0 || t == w {
-		return items, out, err
-	}
-	return append(items, t.GenerationCheck()), out, nil
 }

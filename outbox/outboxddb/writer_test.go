@@ -92,7 +92,7 @@ func TestWriter_Lists_KeepTheirOrderPerBucket_InsideABusinessTransaction(t *test
 		var reserved []outbox.Message
 		c := e.counts(func() {
 			var err error
-			items, reserved, err = w.TransactItems(t.Context(), list)
+			items, reserved, err = prepareItems(t.Context(), w, list)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -132,7 +132,7 @@ func TestWriter_AbandonedReservation_LeavesAGap_ThatHoldsNothingBack(t *testing.
 			t.Fatal(err)
 		}
 		// A transaction that reserved and then never committed.
-		if _, abandoned, err := w.TransactItem(t.Context(), newMessage(t, "t", "lost", 4)); err != nil || abandoned.Sequence() != 2 {
+		if _, abandoned, err := prepareItem(t.Context(), w, newMessage(t, "t", "lost", 4)); err != nil || abandoned.Sequence() != 2 {
 			t.Fatalf("reservation = %d, %v", abandoned.Sequence(), err)
 		}
 		if _, err := w.Enqueue(t.Context(), newMessage(t, "t", "3", 4)); err != nil {
@@ -249,14 +249,17 @@ func TestWriter_ResetCounter_FailsTheWrite_InsteadOfOverwritingAPendingMessage(t
 
 		resetCounter()
 		business := types.TransactWriteItem{Put: &types.Put{TableName: aws.String(e.opts.TableName), Item: item{"PK": S("ORDER#9"), "SK": S("ORDER")}}}
-		outboxItem, msg, err := w.TransactItem(t.Context(), newMessage(t, "t", "new", 1))
+		p, err := w.Prepare(t.Context(), newMessage(t, "t", "new", 1))
 		if err != nil {
 			t.Fatal(err)
 		}
-		tx := []types.TransactWriteItem{business, outboxItem}
+		msg := p.Messages()[0]
+		// The message's Put after the business item: Explain finds it
+		// wherever it stands.
+		tx := append([]types.TransactWriteItem{business}, p.Items()...)
 		_, err = e.d.Client.TransactWriteItems(t.Context(), &dynamodb.TransactWriteItemsInput{TransactItems: tx})
 		var taken *SequenceTakenError
-		if !errors.As(w.ExplainTransactionError(err, tx), &taken) {
+		if !errors.As(p.Explain(err), &taken) {
 			t.Fatalf("business transaction over a reset counter: %v, want a taken sequence", err)
 		}
 		if taken.Bucket != 1 || taken.Sequence != 1 || taken.MessageID != msg.ID || taken.HeldBy != pending.ID {
@@ -310,7 +313,7 @@ func TestWriter_Limits_AreCheckedBeforeAnyRequest(t *testing.T) {
 					}
 					return errors.Join(err, errors.New("not an ItemTooLargeError naming the message"))
 				},
-				"400 KB item, transaction": func() error { _, _, err := w.TransactItem(t.Context(), huge); return err },
+				"400 KB item, transaction": func() error { _, _, err := prepareItem(t.Context(), w, huge); return err },
 				"400 KB item, batch": func() error {
 					_, err := w.EnqueueBatch(t.Context(), []outbox.Message{newMessage(t, "t", "k", 0), huge})
 					return err
@@ -318,7 +321,7 @@ func TestWriter_Limits_AreCheckedBeforeAnyRequest(t *testing.T) {
 				"4.5 MB transaction": func() error { _, err := w.EnqueueBatch(t.Context(), bulky); return err },
 				"negative partition": func() error { _, err := w.Enqueue(t.Context(), negative); return err },
 				"negative partition, batch": func() error {
-					_, _, err := w.TransactItems(t.Context(), []outbox.Message{newMessage(t, "t", "k", 0), negative})
+					_, _, err := prepareItems(t.Context(), w, []outbox.Message{newMessage(t, "t", "k", 0), negative})
 					return err
 				},
 				"empty topic": func() error { _, err := w.Enqueue(t.Context(), noTopic); return err },

@@ -93,7 +93,7 @@ func TestProcess_UnitsPerConsumedMessage(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return tx.Enqueue(ctx, w, m)
+		return tx.Enqueue(w, m)
 	}
 	rec = record("orders", 0, 2, "order-2", "created", outbox.NewMessageID())
 	before = e.ddb.Counter.Snapshot()
@@ -117,7 +117,7 @@ func TestProcess_ConsumeTransformProduce_DuplicateEnqueuesNothing(t *testing.T) 
 		if err != nil {
 			return err
 		}
-		return tx.Enqueue(ctx, w, m)
+		return tx.Enqueue(w, m)
 	}
 	rec := record("orders", 0, 1, "order-1", "created", outbox.NewMessageID())
 	for range 3 {
