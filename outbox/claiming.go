@@ -46,13 +46,13 @@ func ReadUncovered(ctx context.Context, store Store, clock Clock, req lease.Requ
 	return view.Uncovered(bs, req, clock.Now()), nil
 }
 
-// ReadUnheld is the trust check without the claiming inference: the
+// readUnheld is the trust check without the claiming inference: the
 // buckets of bs that no live peer of req.RelayID holds (lease.Coordination.Unheld)
 // once the read returns, on clock. A continuation wake-up and the idle-exit
 // decision use it: a bucket a stopping relay released with work left, or
 // pending work the relay would leave for the schedule, must not wait on a
 // claim that was only inferred. A CoverageReader's partial view suffices.
-func ReadUnheld(ctx context.Context, store Store, clock Clock, req lease.Request, bs []int) ([]int, error) {
+func readUnheld(ctx context.Context, store Store, clock Clock, req lease.Request, bs []int) ([]int, error) {
 	var view lease.Coordination
 	var err error
 	if cr, ok := store.(CoverageReader); ok {

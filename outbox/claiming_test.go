@@ -189,7 +189,7 @@ func TestReadUnheld(t *testing.T) {
 		view := lease.Coordination{Leases: []lease.State{leaseOf(5, "p", at(20*time.Second))}, Relays: []lease.RelayState{beat("p", at(-500*ms))}}
 		store := &coverageStore{partial: view, whole: view}
 		req := lease.Request{RelayID: "me", BucketCount: 8, LeaseDuration: rl, RenewInterval: 10 * time.Second}
-		got, err := ReadUnheld(context.Background(), store, fixedClock(rt), req, []int{5, 7})
+		got, err := readUnheld(context.Background(), store, fixedClock(rt), req, []int{5, 7})
 		if err != nil || !slices.Equal(got, []int{7}) || store.coverageReads != 1 || store.wholeReads != 0 {
 			t.Errorf("unheld %v, %v after %d partial and %d whole reads; want [7] after one partial", got, err, store.coverageReads, store.wholeReads)
 		}

@@ -135,12 +135,12 @@ func (u joinCheck) validHints() []int {
 // (ConfirmClaims, one strongly consistent read) and counts as uncovered if
 // it is still free: the inference rests on the peer's clock, and when it
 // is wrong the commit would wait for the peer's next round or the
-// schedule. A continuation wake-up draws no such inference (ReadUnheld):
+// schedule. A continuation wake-up draws no such inference (readUnheld):
 // its buckets were just released with work left.
 func (u joinCheck) uncovered(bs []int) ([]int, error) {
 	r := u.r
 	if u.continuation() {
-		return ReadUnheld(u.ctx, r.store, r.clock, r.req, bs)
+		return readUnheld(u.ctx, r.store, r.clock, r.req, bs)
 	}
 	cov, err := ReadUncovered(u.ctx, r.store, r.clock, r.req, bs)
 	if err != nil || len(cov.Uncovered) > 0 || len(cov.Claimed) == 0 {

@@ -401,7 +401,7 @@ func TestRelayMisconfigurationIsFatal(t *testing.T) {
 		e := newRelayEnv(t, 4, nil)
 		e.store.buckets = 8
 		_, err := e.runErr(outbox.RunInput{})
-		if !outbox.IsMisconfigured(err) {
+		if !errors.Is(err, outbox.ErrMisconfigured) {
 			t.Fatalf("err = %v, want misconfiguration", err)
 		}
 		if e.store.count("acquire") != 1 {

@@ -1,6 +1,7 @@
 package steady
 
 import (
+	"errors"
 	"maps"
 	"testing"
 	"testing/synctest"
@@ -178,7 +179,7 @@ func TestConfigMapsOntoTheFunctionSettings(t *testing.T) {
 		{RelayTimeout: time.Minute, StopMargin: time.Minute},
 		{ValueSize: -1},
 	} {
-		if err := bad.WithDefaults().Validate(); !outbox.IsMisconfigured(err) {
+		if err := bad.WithDefaults().Validate(); !errors.Is(err, outbox.ErrMisconfigured) {
 			t.Errorf("%+v: err %v, want a misconfiguration", bad, err)
 		}
 	}

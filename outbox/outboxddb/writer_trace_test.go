@@ -21,7 +21,7 @@ const (
 func noEnv(string) string { return "" }
 
 func lambdaEnv(name string) string {
-	if name == outbox.EnvAmznTraceID {
+	if name == "_X_AMZN_TRACE_ID" {
 		return amznEnv
 	}
 	return ""

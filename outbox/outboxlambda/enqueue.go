@@ -27,7 +27,7 @@ var _ MessageWriter = (*outboxddb.Writer)(nil)
 
 // EnvTraceID is the environment variable the Lambda runtime sets to the
 // invocation's X-Ray trace header.
-const EnvTraceID = outbox.EnvAmznTraceID
+const EnvTraceID = "_X_AMZN_TRACE_ID"
 
 // EnqueueHandlerConfig wires an EnqueueHandler.
 type EnqueueHandlerConfig struct {
