@@ -55,7 +55,7 @@ func (tx *Tx) Enqueue(w *outboxddb.Writer, msgs ...outbox.Message) error {
 			return nil
 		}
 	}
-	tx.sent = append(tx.sent, &sentMessages{writer: w, msgs: msgs})
+	tx.sent = append(tx.sent, &sentMessages{writer: w, msgs: slices.Clone(msgs)})
 	return nil
 }
 
