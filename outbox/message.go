@@ -11,6 +11,10 @@ import (
 // unchanged. A nil Key is a keyless record; an empty, non-nil Key is a real
 // key (all empty-key records share one bucket and one Kafka partition). A nil
 // Value is a tombstone; an empty, non-nil Value is an empty value.
+//
+// Build messages with NewMessage. The writer that stores a message places
+// it (Bucket, Sequence); only what a writer or a store returns carries its
+// place.
 type Message struct {
 	// ID identifies the message end to end; it is stamped on the Kafka
 	// record as the dedup header.
