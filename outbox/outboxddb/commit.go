@@ -91,7 +91,9 @@ func (tx *Tx) Enqueue(msgs ...outbox.Message) error {
 //
 // Each attempt reserves the messages' sequence numbers anew and sends one
 // TransactWriteItems: the business items in order, then the messages'
-// Puts, then the generation check with Options.GenerationCheck. When
+// Puts, then the generation check with Options.GenerationCheck. A writer
+// with a previous generation writes that one, with its check, as Enqueue
+// does; the attempt its seal refuses is built again for the new one. When
 // DynamoDB cancels it because a business item's condition failed or
 // another transaction held an item, Commit waits briefly and builds again,
 // up to MaxCommitAttempts, then returns a *ConflictError. A numbered gap
@@ -109,6 +111,12 @@ func (w *Writer) Commit(ctx context.Context, build func(ctx context.Context, tx 
 			return nil, fmt.Errorf("outboxddb: build transaction (attempt %d): %w", attempt, err)
 		}
 		msgs, err := w.commitOnce(ctx, tx)
+		var sealed *GenerationSealedError
+		if errors.As(err, &sealed) && sealed.Switched {
+			// The writer switched to its new generation for good: build
+			// the transaction again for it, at once.
+			continue
+		}
 		var lost *ConflictError
 		if !errors.As(err, &lost) {
 			if err == nil {
@@ -131,8 +139,11 @@ func (w *Writer) Commit(ctx context.Context, build func(ctx context.Context, tx 
 // commitOnce reserves, builds and sends one attempt. A cancellation that a
 // rebuild may cure comes back as a *ConflictError.
 func (w *Writer) commitOnce(ctx context.Context, tx *Tx) ([]outbox.Message, error) {
+	// The generation the writer writes now: the previous one, with its
+	// check, until the writer saw it sealed.
+	t := w.target()
 	extra := 0
-	if w.opts.GenerationCheck && len(tx.msgs) > 0 {
+	if t.opts.GenerationCheck && len(tx.msgs) > 0 {
 		extra = 1
 	}
 	if n := len(tx.items) + len(tx.msgs) + extra; n > MaxTransactionItems {
@@ -142,7 +153,7 @@ func (w *Writer) commitOnce(ctx context.Context, tx *Tx) ([]outbox.Message, erro
 	if len(tx.items) == 0 && len(tx.msgs) == 0 {
 		return nil, nil
 	}
-	msgs, puts, err := w.prepare(ctx, tx.msgs)
+	msgs, puts, err := t.prepare(ctx, tx.msgs)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +163,7 @@ func (w *Writer) commitOnce(ctx context.Context, tx *Tx) ([]outbox.Message, erro
 		items = append(items, types.TransactWriteItem{Put: &puts[i]})
 	}
 	if extra == 1 {
-		items = append(items, w.generationCheck())
+		items = append(items, t.generationCheck())
 	}
 	_, err = w.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
 		TransactItems:      items,
@@ -162,11 +173,14 @@ func (w *Writer) commitOnce(ctx context.Context, tx *Tx) ([]outbox.Message, erro
 		return msgs, nil
 	}
 	what := fmt.Sprintf("commit %d business items and %d messages", len(tx.items), len(msgs))
-	if sealed := w.sealed(err, items, what); sealed != nil {
+	if sealed := t.sealed(err, items, what); sealed != nil {
 		w.tel.refused("", OpCommit, -1)
+		if t != w {
+			return nil, w.learn(sealed)
+		}
 		return nil, sealed
 	}
-	if taken := w.sequenceTaken(err, items); taken != nil {
+	if taken := t.sequenceTaken(err, items); taken != nil {
 		w.tel.refused("", OpCommit, -1)
 		return nil, taken
 	}

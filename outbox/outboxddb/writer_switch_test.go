@@ -1,6 +1,7 @@
 package outboxddb
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -263,6 +264,46 @@ func TestWriter_WithAPreviousGeneration_BucketsForTheGenerationItWrites(t *testi
 		}
 		if want := bucketOf(t, m, outbox.DefaultBucketCount); got.Bucket() != want {
 			t.Fatalf("stored in bucket %d; want %d, the old generation's", got.Bucket(), want)
+		}
+	})
+}
+
+// Commit on a writer replacing a generation writes where Enqueue does: the
+// old generation, with its check, while that is open, so a key's message
+// committed now is published before any message of the key written to the
+// new generation; at the seal it is refused once and built again for the
+// new generation.
+func TestWriter_WithAPreviousGeneration_CommitWritesTheOldGenerationUntilTheSeal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		old, cur := e.store(t), e.store(t, replacing)
+		w := e.writer(t, replacing)
+		commit := func(key string) outbox.Message {
+			t.Helper()
+			m, err := outbox.NewMessage("t", []byte(key), []byte("v"), outbox.MessageOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stored, err := w.Commit(t.Context(), func(_ context.Context, tx *Tx) error { return tx.Enqueue(m) })
+			if err != nil {
+				t.Fatalf("commit %s: %v", key, err)
+			}
+			return stored[0]
+		}
+		if _, err := old.OpenGeneration(t.Context(), successor); err != nil {
+			t.Fatal(err)
+		}
+		first := commit("k")
+		if first.Bucket() != bucketOf(t, first, 8) || !holds(t, old, first.Bucket()) || holds(t, cur, bucketOf(t, first, 32)) {
+			t.Fatalf("committed while the old generation is open: bucket %d; want it in the old generation's bucket %d only",
+				first.Bucket(), bucketOf(t, first, 8))
+		}
+		if _, err := old.SealGeneration(t.Context(), successor); err != nil {
+			t.Fatal(err)
+		}
+		second := commit("k")
+		if second.Bucket() != bucketOf(t, second, 32) || !holds(t, cur, second.Bucket()) {
+			t.Fatalf("committed after the seal: bucket %d; want it in the new generation's bucket %d", second.Bucket(), bucketOf(t, second, 32))
 		}
 	})
 }
