@@ -1,6 +1,10 @@
 package outbox
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/spillway-dev/spillway/outbox/internal/murmur2"
+)
 
 // ComputeBucket returns the ordering bucket of a message, in [0, bucketCount).
 // Every writer of a table must compute it identically, so the rules follow
@@ -9,7 +13,7 @@ import "fmt"
 //  1. An explicit partition wins: partition mod bucketCount. Key and id are
 //     ignored. A negative partition is an error.
 //  2. A non-nil key, including an empty one, hashes the key with
-//     Murmur2Partition. All messages of one key share a bucket, which is what
+//     Kafka's murmur2 partitioner. All messages of one key share a bucket, which is what
 //     keeps them in order.
 //  3. A nil key (keyless message) hashes id.GUIDBytes(), the id in .NET's
 //     byte order, so keyless messages spread over the buckets.
@@ -27,8 +31,8 @@ func ComputeBucket(key []byte, id MessageID, bucketCount int, partition *int32) 
 		return int(p) % bucketCount, nil
 	}
 	if key != nil {
-		return Murmur2Partition(key, bucketCount), nil
+		return murmur2.Partition(key, bucketCount), nil
 	}
 	g := id.GUIDBytes()
-	return Murmur2Partition(g[:], bucketCount), nil
+	return murmur2.Partition(g[:], bucketCount), nil
 }

@@ -3,6 +3,8 @@ package outbox
 import (
 	"fmt"
 	"testing"
+
+	"github.com/spillway-dev/spillway/outbox/internal/murmur2"
 )
 
 // BenchmarkBucket measures ComputeBucket, which every writer runs per
@@ -38,7 +40,7 @@ func BenchmarkMurmur2(b *testing.B) {
 		b.Run(fmt.Sprintf("%dB", n), func(b *testing.B) {
 			b.SetBytes(int64(n))
 			for b.Loop() {
-				Murmur2(data)
+				murmur2.Sum32(data)
 			}
 		})
 	}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/spillway-dev/spillway/outbox/internal/murmur2"
 )
 
 func ptr32(p int32) *int32 { return &p }
@@ -91,7 +93,7 @@ func TestComputeBucket_GoldenVectors(t *testing.T) {
 		case row.KeyHex != nil:
 			key = mustHex(t, *row.KeyHex) // "" decodes to an empty, non-nil key
 			name = fmt.Sprintf("key %s n=%d", *row.KeyHex, row.BucketCount)
-			if got := Murmur2(key); got != *row.Murmur2 {
+			if got := murmur2.Sum32(key); got != *row.Murmur2 {
 				t.Errorf("%s: Murmur2 = %d, want %d", name, got, *row.Murmur2)
 			}
 		case row.MessageID != nil:
@@ -128,7 +130,7 @@ func TestComputeBucket_RFCByteOrderGivesTheWrongBucket(t *testing.T) {
 		{"d9b2d63d-a233-4123-847a-76838bf2413a", 1, 4},
 	} {
 		id := mustParseID(t, c.id)
-		if got := Murmur2Partition(id[:], 8); got != c.rfcBucket {
+		if got := murmur2.Partition(id[:], 8); got != c.rfcBucket {
 			t.Errorf("%s: RFC-order bucket = %d, want the (wrong) %d", c.id, got, c.rfcBucket)
 		}
 		got, err := ComputeBucket(nil, id, 8, nil)
@@ -139,7 +141,7 @@ func TestComputeBucket_RFCByteOrderGivesTheWrongBucket(t *testing.T) {
 			t.Errorf("%s: ComputeBucket hashed the RFC byte order", c.id)
 		}
 	}
-	if got := Murmur2(mustHex(t, "3f2504e04f8911d39a0c0305e82c3301")); got != 0xb9e2bc48 {
+	if got := murmur2.Sum32(mustHex(t, "3f2504e04f8911d39a0c0305e82c3301")); got != 0xb9e2bc48 {
 		t.Errorf("Murmur2 of C11 in RFC order = %#08x, want 0xb9e2bc48", got)
 	}
 }
@@ -265,7 +267,7 @@ func FuzzBucket(f *testing.F) {
 			}
 		default:
 			g := id.GUIDBytes()
-			if want := Murmur2Partition(g[:], n); got != want {
+			if want := murmur2.Partition(g[:], n); got != want {
 				t.Fatalf("keyless bucket %d, want the hash of the GUID bytes %d", got, want)
 			}
 		}

@@ -18,14 +18,14 @@ type CoverageReader interface {
 	ReadCoverage(ctx context.Context, buckets []int) (view lease.Coordination, partial bool, err error)
 }
 
-// ReadUncovered is the trust check of req.RelayID against store: which
+// readUncovered is the trust check of req.RelayID against store: which
 // buckets of bs (ascending, within [0, req.BucketCount)) no live peer
 // covers (lease.Coordination.Uncovered) once the read returns, on clock. A
 // CoverageReader's partial view settles it when a live peer holds every
 // bucket of bs, which is what a wake-up usually finds under traffic; else,
 // since the claiming rule needs every lease, the whole partition is read.
 // The answer is the one a whole read at the same instant gives.
-func ReadUncovered(ctx context.Context, store Store, clock Clock, req lease.Request, bs []int) (lease.Coverage, error) {
+func readUncovered(ctx context.Context, store Store, clock Clock, req lease.Request, bs []int) (lease.Coverage, error) {
 	if cr, ok := store.(CoverageReader); ok {
 		view, partial, err := cr.ReadCoverage(ctx, bs)
 		if err != nil {
@@ -46,13 +46,13 @@ func ReadUncovered(ctx context.Context, store Store, clock Clock, req lease.Requ
 	return view.Uncovered(bs, req, clock.Now()), nil
 }
 
-// ReadUnheld is the trust check without the claiming inference: the
+// readUnheld is the trust check without the claiming inference: the
 // buckets of bs that no live peer of req.RelayID holds (lease.Coordination.Unheld)
 // once the read returns, on clock. A continuation wake-up and the idle-exit
 // decision use it: a bucket a stopping relay released with work left, or
 // pending work the relay would leave for the schedule, must not wait on a
 // claim that was only inferred. A CoverageReader's partial view suffices.
-func ReadUnheld(ctx context.Context, store Store, clock Clock, req lease.Request, bs []int) ([]int, error) {
+func readUnheld(ctx context.Context, store Store, clock Clock, req lease.Request, bs []int) ([]int, error) {
 	var view lease.Coordination
 	var err error
 	if cr, ok := store.(CoverageReader); ok {
@@ -76,7 +76,7 @@ type LeaseReader interface {
 	ReadLeases(ctx context.Context, buckets []int) ([]lease.State, error)
 }
 
-// ConfirmClaims reads the leases of the buckets a trust check left to a
+// confirmClaims reads the leases of the buckets a trust check left to a
 // claiming peer (Coverage.Claimed) again, strongly consistent, and returns
 // those still free once the read returns, on clock: no owner, expired, or
 // named after relayID. The caller reads them once lease.ClaimWindow has passed
@@ -85,7 +85,7 @@ type LeaseReader interface {
 // suggested it was stamped by a clock behind the release), and the relay
 // takes part for it instead of leaving the commit to the peer's next round
 // or the schedule.
-func ConfirmClaims(ctx context.Context, store Store, clock Clock, relayID string, bs []int) ([]int, error) {
+func confirmClaims(ctx context.Context, store Store, clock Clock, relayID string, bs []int) ([]int, error) {
 	if len(bs) == 0 {
 		return nil, nil
 	}

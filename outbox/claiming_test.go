@@ -120,7 +120,7 @@ func TestReadUncovered(t *testing.T) {
 				store = wholeStore{s: c.store}
 			}
 			req := lease.Request{RelayID: "me", BucketCount: 8, LeaseDuration: 30 * time.Second, RenewInterval: 10 * time.Second}
-			got, err := ReadUncovered(context.Background(), store, clock, req, c.check)
+			got, err := readUncovered(context.Background(), store, clock, req, c.check)
 			if err != nil || !slices.Equal(got.Uncovered, c.want) || !slices.Equal(got.Claimed, c.claimed) {
 				t.Errorf("%s: uncovered %v claimed %v, %v; want %v and %v", c.name, got.Uncovered, got.Claimed, err, c.want, c.claimed)
 			}
@@ -131,7 +131,7 @@ func TestReadUncovered(t *testing.T) {
 	})
 }
 
-// leaseStore is a Store that answers ConfirmClaims' read as a LeaseReader,
+// leaseStore is a Store that answers confirmClaims' read as a LeaseReader,
 // counting its reads.
 type leaseStore struct {
 	Store
@@ -166,16 +166,16 @@ func TestConfirmClaims(t *testing.T) {
 		}
 		want := []int{1, 2, 3, 4}
 		ls := &leaseStore{leases: leases}
-		got, err := ConfirmClaims(context.Background(), ls, fixedClock(rt), "me", []int{0, 1, 2, 3, 4})
+		got, err := confirmClaims(context.Background(), ls, fixedClock(rt), "me", []int{0, 1, 2, 3, 4})
 		if err != nil || !slices.Equal(got, want) || ls.reads != 1 {
 			t.Errorf("lease reader: still free %v, %v after %d reads; want %v after 1", got, err, ls.reads, want)
 		}
 		whole := &coverageStore{whole: lease.Coordination{Leases: leases}}
-		got, err = ConfirmClaims(context.Background(), wholeStore{s: whole}, fixedClock(rt), "me", []int{0, 1, 2, 3, 4})
+		got, err = confirmClaims(context.Background(), wholeStore{s: whole}, fixedClock(rt), "me", []int{0, 1, 2, 3, 4})
 		if err != nil || !slices.Equal(got, want) || whole.wholeReads != 1 {
 			t.Errorf("whole read: still free %v, %v after %d reads; want %v after 1", got, err, whole.wholeReads, want)
 		}
-		if got, err := ConfirmClaims(context.Background(), ls, fixedClock(rt), "me", nil); got != nil || err != nil || ls.reads != 1 {
+		if got, err := confirmClaims(context.Background(), ls, fixedClock(rt), "me", nil); got != nil || err != nil || ls.reads != 1 {
 			t.Errorf("nothing to confirm: %v, %v after %d reads; want no read", got, err, ls.reads)
 		}
 	})
@@ -189,7 +189,7 @@ func TestReadUnheld(t *testing.T) {
 		view := lease.Coordination{Leases: []lease.State{leaseOf(5, "p", at(20*time.Second))}, Relays: []lease.RelayState{beat("p", at(-500*ms))}}
 		store := &coverageStore{partial: view, whole: view}
 		req := lease.Request{RelayID: "me", BucketCount: 8, LeaseDuration: rl, RenewInterval: 10 * time.Second}
-		got, err := ReadUnheld(context.Background(), store, fixedClock(rt), req, []int{5, 7})
+		got, err := readUnheld(context.Background(), store, fixedClock(rt), req, []int{5, 7})
 		if err != nil || !slices.Equal(got, []int{7}) || store.coverageReads != 1 || store.wholeReads != 0 {
 			t.Errorf("unheld %v, %v after %d partial and %d whole reads; want [7] after one partial", got, err, store.coverageReads, store.wholeReads)
 		}

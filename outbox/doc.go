@@ -10,16 +10,16 @@
 // types:
 //
 //	writer, err := outboxddb.WriterFromEnv(awsCfg, os.Getenv, nil)
-//	msg, err := writer.NewMessage("orders", key, value, outbox.MessageOptions{})
+//	msg, err := outbox.NewMessage("orders", key, value, outbox.MessageOptions{})
 //	_, err = writer.Commit(ctx, func(ctx context.Context, tx *outboxddb.Tx) error {
-//		tx.Put(orderPut) // the business item
-//		tx.Enqueue(msg)  // the same transaction: both commit, or neither
-//		return nil
+//		tx.Put(orderPut)       // the business item
+//		return tx.Enqueue(msg) // the same transaction: both commit, or neither
 //	})
 //
-// Commit reserves each message's sequence in its bucket, builds and sends
-// one TransactWriteItems (again when it loses a race), and wakes a relay
-// once it committed. Messages of one key share a bucket (ComputeBucket), so
+// Commit places each message in its bucket (ComputeBucket at the writer's
+// bucket count), reserves its sequence there, builds and sends one
+// TransactWriteItems (again when it loses a race), and wakes a relay once
+// it committed. Messages of one key share a bucket, so
 // a key's messages keep their commit order for writers that serialize
 // their commits of a key. MessageOptions sets headers, an explicit
 // partition or the message's id (default NewMessageID), which every copy

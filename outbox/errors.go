@@ -42,6 +42,3 @@ type MisconfigurationError = lease.MisconfigurationError
 func Misconfigured(op, format string, args ...any) error {
 	return lease.Misconfigured(op, format, args...)
 }
-
-// IsMisconfigured reports whether err is, or wraps, a misconfiguration.
-func IsMisconfigured(err error) bool { return errors.Is(err, ErrMisconfigured) }

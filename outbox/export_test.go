@@ -17,3 +17,6 @@ func CountHeaderDecodes(t testing.TB) *atomic.Int64 {
 
 // FetchPageBytes is what a fetch holds while it decodes a Query page.
 const FetchPageBytes = fetchPageBytes
+
+// HeldSize is what a message counts against RelayOptions.MaxHeldBytes.
+func HeldSize(m Message) int64 { return heldSize(m) }

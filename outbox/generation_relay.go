@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync/atomic"
 )
@@ -168,7 +169,7 @@ func (g *GenerationRelay) failed(total RunResult, err error) (RunResult, error) 
 	}
 	total.Ended = g.cfg.Clock.Now()
 	total.Reason = StopFatal
-	if !IsMisconfigured(err) {
+	if !errors.Is(err, ErrMisconfigured) {
 		total.Errors++
 		g.cfg.Logger.Warn("reading or moving the previous generation's marker failed; the next run retries",
 			"previous", g.cfg.PreviousGeneration.String(), "error", err)

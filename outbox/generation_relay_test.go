@@ -200,13 +200,13 @@ func TestGenerationRelay_MarkerProblems_StopTheRun(t *testing.T) {
 		e := newGenEnv(t, outbox.ModeDrain)
 		e.prev.add(0, "old-a")
 		e.gens.err = errors.New("throttled")
-		if _, err := e.relay.Run(context.Background(), outbox.RunInput{}); err == nil || outbox.IsMisconfigured(err) {
+		if _, err := e.relay.Run(context.Background(), outbox.RunInput{}); err == nil || errors.Is(err, outbox.ErrMisconfigured) {
 			t.Fatalf("a failed marker read: %v; want the read error, not a misconfiguration", err)
 		}
 		e.gens.err = nil
 		e.gens.marker = outbox.GenerationMarker{Exists: true, Phase: outbox.PhaseOpen, Generation: oldGen, Successor: outbox.Generation{KeyPrefix: "OTHER", BucketCount: 4}}
 		res, err := e.relay.Run(context.Background(), outbox.RunInput{})
-		if !outbox.IsMisconfigured(err) || res.Reason != outbox.StopFatal {
+		if !errors.Is(err, outbox.ErrMisconfigured) || res.Reason != outbox.StopFatal {
 			t.Fatalf("a marker naming another successor: %+v, %v; want a fatal misconfiguration", res, err)
 		}
 		if len(e.pub.sent()) != 0 {
@@ -233,7 +233,7 @@ func TestNewGenerationRelay_RefusesBadConfigurations(t *testing.T) {
 		"relay with another count":   {Previous: relay(3, outbox.ModeDrain), Current: relay(4, outbox.ModeDrain), Generations: gens, PreviousGeneration: oldGen, CurrentGeneration: newGen},
 		"generation without buckets": {Previous: relay(2, outbox.ModeDrain), Current: relay(4, outbox.ModeDrain), Generations: gens, PreviousGeneration: oldGen, CurrentGeneration: outbox.Generation{KeyPrefix: "X"}},
 	} {
-		if _, err := outbox.NewGenerationRelay(cfg); !outbox.IsMisconfigured(err) {
+		if _, err := outbox.NewGenerationRelay(cfg); !errors.Is(err, outbox.ErrMisconfigured) {
 			t.Errorf("%s: %v; want a misconfiguration", name, err)
 		}
 	}

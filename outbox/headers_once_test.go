@@ -60,9 +60,9 @@ func TestRelayDecodesEachHeaderBlobOnce(t *testing.T) {
 	blob := outbox.EncodeHeaders(append(tc.Headers(), outbox.Header{Key: "type", Value: []byte("order.created")}))
 	for b := range buckets {
 		for range perBucket {
-			m := newMsg(b, buckets, "k")
+			m := newMsg("k")
 			m.Headers = blob
-			store.put(m)
+			store.put(b, m)
 		}
 	}
 	// A message without headers needs no decode.

@@ -146,7 +146,7 @@ func TestRelayHooks(t *testing.T) {
 		clk := outbox.SystemClock{}
 		_, err := outbox.NewRelay(outbox.RelayConfig{Options: outbox.RelayOptions{RelayID: "relay-a", BucketCount: 1},
 			Store: newMemStore(clk, 1), Publisher: newMemPublisher(), Clock: clk, Hooks: []outbox.Hook{&recorder{}, struct{}{}}})
-		if !outbox.IsMisconfigured(err) {
+		if !errors.Is(err, outbox.ErrMisconfigured) {
 			t.Fatalf("NewRelay with a hook implementing nothing: %v, want a misconfiguration", err)
 		}
 	})

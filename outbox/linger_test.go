@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
@@ -52,7 +53,7 @@ func TestLingerAdaptsToRecentWork(t *testing.T) {
 
 func TestMaxIdleTimeoutBelowIdleTimeoutIsRefused(t *testing.T) {
 	o := RelayOptions{RelayID: "r", IdleTimeout: 5 * time.Second, MaxIdleTimeout: 3 * time.Second}.WithDefaults()
-	if err := o.Validate(); !IsMisconfigured(err) {
+	if err := o.Validate(); !errors.Is(err, ErrMisconfigured) {
 		t.Fatalf("Validate: %v, want a misconfiguration", err)
 	}
 	if d := (RelayOptions{}).WithDefaults().MaxIdleTimeout; d != 10*time.Second {

@@ -1,7 +1,6 @@
 package outbox
 
 import (
-	"cmp"
 	"fmt"
 	"time"
 )
@@ -12,6 +11,10 @@ import (
 // unchanged. A nil Key is a keyless record; an empty, non-nil Key is a real
 // key (all empty-key records share one bucket and one Kafka partition). A nil
 // Value is a tombstone; an empty, non-nil Value is an empty value.
+//
+// Build messages with NewMessage. The writer that stores a message places
+// it (Bucket, Sequence); only what a writer or a store returns carries its
+// place.
 type Message struct {
 	// ID identifies the message end to end; it is stamped on the Kafka
 	// record as the dedup header.
@@ -27,25 +30,41 @@ type Message struct {
 	Headers []byte
 	// Partition, when non-nil, is the explicit Kafka partition.
 	Partition *int32
-	// Bucket is the ordering bucket, 0 <= Bucket < BucketCount.
-	Bucket int
-	// BucketCount is the bucket count Bucket was computed for: NewMessage
-	// sets it, a writer refuses a message built for another count than its
-	// own (the message would land in a bucket its key does not hash to
-	// there), and outboxddb sets it on what it fetches from the item's stamp.
-	// Zero means not known, and is not checked.
-	BucketCount int
 	// CreatedAt is the enqueue time. It drives the oldest-pending-age metric
 	// and the commit-to-ack latency; it is never the record timestamp.
 	CreatedAt time.Time
-	// Sequence is the per-bucket sequence number assigned by the store at
-	// enqueue; zero until the message was stored or fetched.
-	Sequence int64
+
+	// bucket and seq are where the message is stored: the writer assigns
+	// them when it enqueues, a store when it fetches (Stored). Users read
+	// them (Bucket, Sequence) and cannot set them, so a message never
+	// carries a bucket its key does not hash to at the writer's count.
+	bucket int
+	seq    int64
 
 	// decoded is Headers decoded by the relay right after the fetch, shared
 	// by every copy of the message (DecodedHeaders); nil for a message the
 	// relay did not fetch.
 	decoded *decodedHeaders
+}
+
+// Bucket returns the ordering bucket the message is stored in, in [0, the
+// table's bucket count): ComputeBucket of its key, id and partition at the
+// count of the writer that enqueued it. Zero until a writer stored it.
+func (m *Message) Bucket() int { return m.bucket }
+
+// Sequence returns the message's number in its bucket, which orders the
+// bucket: assigned by the writer at enqueue, from 1. Zero until a writer
+// stored it.
+func (m *Message) Sequence() int64 { return m.seq }
+
+// Stored returns m as stored in bucket at sequence seq. It is for writers
+// and Store implementations, which assign a message's place when they
+// enqueue it and restore it when they fetch it; application code builds
+// messages with NewMessage and reads their place from what the writer
+// returns.
+func Stored(m Message, bucket int, seq int64) Message {
+	m.bucket, m.seq = bucket, seq
+	return m
 }
 
 // decodedHeaders is one decode of a header blob.
@@ -94,41 +113,36 @@ func sameSlice(a, b []byte) bool {
 }
 
 // MessageOptions are the optional parts of a message. The zero value is
-// ready to use: no headers, no explicit partition, a random id, 8 buckets and
-// the current time.
+// ready to use: no headers, no explicit partition, a random id, created
+// when the writer enqueues it.
 type MessageOptions struct {
 	// Headers are encoded with EncodeHeaders; none means no blob.
 	Headers []Header
 	// Partition, when non-nil, is the explicit Kafka partition (>= 0); it
-	// also decides the bucket (partition mod BucketCount).
+	// also decides the bucket (partition mod the writer's bucket count).
 	Partition *int32
 	// ID is the message id; the zero id means a new random v4 id. Pass an
 	// id to make a retried enqueue store the same message id.
 	ID MessageID
-	// BucketCount is the table's bucket count, which every writer and relay
-	// must share. Default DefaultBucketCount (8); negative is an error.
-	BucketCount int
-	// CreatedAt is the enqueue time; zero means time.Now().UTC().
+	// CreatedAt is the enqueue time; zero means the writer's clock when it
+	// enqueues the message.
 	CreatedAt time.Time
 }
 
-// NewMessage builds a message for topic, computing its bucket at
-// construction (ComputeBucket) so the message carries it to the store.
+// NewMessage builds a message for topic. The writer that enqueues it
+// assigns its bucket (ComputeBucket at the writer's bucket count) and its
+// sequence, so one message suits a writer of any bucket count.
 //
 // A nil key is keyless and an empty non-nil key is a real key; a nil value
 // is a tombstone and an empty non-nil value is an empty value: NewMessage
 // keeps that distinction. It does not copy key or value: the message aliases
-// them, and the caller must not modify them afterwards (the bucket was
-// computed from the key as it was). Partition is copied.
+// them, and the caller must not modify them until the message is enqueued.
+// Partition is copied.
 //
-// Errors wrap ErrInvalidMessage: empty topic, negative partition, negative
-// bucket count.
+// Errors wrap ErrInvalidMessage: empty topic, negative partition.
 func NewMessage(topic string, key, value []byte, opts MessageOptions) (Message, error) {
 	if topic == "" {
 		return Message{}, fmt.Errorf("%w: new message: topic is empty", ErrInvalidMessage)
-	}
-	if opts.BucketCount < 0 {
-		return Message{}, fmt.Errorf("%w: new message for topic %q: bucket count %d is negative", ErrInvalidMessage, topic, opts.BucketCount)
 	}
 	m := Message{
 		ID:        opts.ID,
@@ -138,21 +152,15 @@ func NewMessage(topic string, key, value []byte, opts MessageOptions) (Message, 
 		Headers:   EncodeHeaders(opts.Headers),
 		CreatedAt: opts.CreatedAt,
 	}
+	if opts.Partition != nil {
+		p := *opts.Partition
+		if p < 0 {
+			return Message{}, fmt.Errorf("%w: new message for topic %q: partition %d is negative", ErrInvalidMessage, topic, p)
+		}
+		m.Partition = &p
+	}
 	if m.ID.IsZero() {
 		m.ID = NewMessageID()
 	}
-	if m.CreatedAt.IsZero() {
-		m.CreatedAt = time.Now().UTC()
-	}
-	if opts.Partition != nil {
-		p := *opts.Partition
-		m.Partition = &p
-	}
-	bucketCount := cmp.Or(opts.BucketCount, DefaultBucketCount)
-	bucket, err := ComputeBucket(key, m.ID, bucketCount, m.Partition)
-	if err != nil {
-		return Message{}, fmt.Errorf("new message for topic %q: %w", topic, err)
-	}
-	m.Bucket, m.BucketCount = bucket, bucketCount
 	return m, nil
 }

@@ -52,27 +52,19 @@ func TestNewMessage_AliasesKeyAndValue(t *testing.T) {
 
 func TestNewMessage_Defaults(t *testing.T) {
 	t.Parallel()
-	before := time.Now().UTC()
 	m, err := NewMessage("orders", nil, []byte("v"), MessageOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	after := time.Now().UTC()
 	if m.ID.IsZero() || m.ID[6]>>4 != 4 {
 		t.Errorf("default id %s is not a random v4 id", m.ID)
 	}
-	if m.CreatedAt.Before(before) || m.CreatedAt.After(after) || m.CreatedAt.Location() != time.UTC {
-		t.Errorf("CreatedAt %v not the UTC now between %v and %v", m.CreatedAt, before, after)
+	// The writer places the message and stamps the time it enqueues it.
+	if !m.CreatedAt.IsZero() || m.Bucket() != 0 || m.Sequence() != 0 {
+		t.Errorf("CreatedAt %v, bucket %d, sequence %d before any writer; want all zero", m.CreatedAt, m.Bucket(), m.Sequence())
 	}
-	if m.Bucket < 0 || m.Bucket >= DefaultBucketCount {
-		t.Errorf("bucket %d outside the default %d buckets", m.Bucket, DefaultBucketCount)
-	}
-	g := m.ID.GUIDBytes()
-	if want := Murmur2Partition(g[:], DefaultBucketCount); m.Bucket != want {
-		t.Errorf("keyless bucket %d, want %d (hash of the id over 8 buckets)", m.Bucket, want)
-	}
-	if m.Headers != nil || m.Partition != nil || m.Sequence != 0 {
-		t.Errorf("unexpected headers %x, partition %v, sequence %d", m.Headers, m.Partition, m.Sequence)
+	if m.Headers != nil || m.Partition != nil {
+		t.Errorf("unexpected headers %x, partition %v", m.Headers, m.Partition)
 	}
 	if m.Topic != "orders" {
 		t.Errorf("topic %q", m.Topic)
@@ -88,38 +80,27 @@ func TestNewMessage_UsesGivenIDAndTime(t *testing.T) {
 	t.Parallel()
 	id := mustParseID(t, "3f2504e0-4f89-11d3-9a0c-0305e82c3301")
 	at := time.Date(2026, 9, 1, 8, 0, 0, 0, time.UTC)
-	m, err := NewMessage("orders", nil, nil, MessageOptions{ID: id, CreatedAt: at, BucketCount: 16})
+	m, err := NewMessage("orders", nil, nil, MessageOptions{ID: id, CreatedAt: at})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m.ID != id || !m.CreatedAt.Equal(at) {
 		t.Fatalf("id %s at %v, want %s at %v", m.ID, m.CreatedAt, id, at)
 	}
-	if m.Bucket != 13 { // facts §2.3 C11, n=16
-		t.Fatalf("bucket %d, want 13", m.Bucket)
-	}
 }
 
-func TestNewMessage_ComputesTheBucketWithBucketCount(t *testing.T) {
+func TestStored_PlacesACopy(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct {
-		name      string
-		key       []byte
-		n         int
-		partition *int32
-		want      int
-	}{
-		{"R1 key, 10 buckets", []byte("user-123"), 10, nil, 8},
-		{"C5 key, default 8 buckets", []byte("user-123"), 0, nil, 4},
-		{"C9 empty key, 16 buckets", []byte{}, 16, nil, 9},
-		{"R8 partition 2, keyless, 4 buckets", nil, 4, ptr32(2), 2},
-		{"R7 partition 13, default 8 buckets", nil, 0, ptr32(13), 5},
-		{"one bucket", []byte("user-123"), 1, nil, 0},
-	} {
-		m, err := NewMessage("orders", c.key, []byte("v"), MessageOptions{BucketCount: c.n, Partition: c.partition})
-		if err != nil || m.Bucket != c.want {
-			t.Errorf("%s: bucket %d, %v; want %d", c.name, m.Bucket, err, c.want)
-		}
+	m, err := NewMessage("orders", []byte("k"), []byte("v"), MessageOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Stored(m, 5, 42)
+	if s.Bucket() != 5 || s.Sequence() != 42 || s.ID != m.ID || string(s.Key) != "k" {
+		t.Fatalf("stored %+v, want message %s at bucket 5, sequence 42", s, m.ID)
+	}
+	if m.Bucket() != 0 || m.Sequence() != 0 {
+		t.Fatalf("the original moved to bucket %d, sequence %d", m.Bucket(), m.Sequence())
 	}
 }
 
@@ -131,8 +112,8 @@ func TestNewMessage_CopiesThePartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	p = 6
-	if m.Partition == nil || *m.Partition != 5 || m.Bucket != 5 {
-		t.Fatalf("partition %v bucket %d after the caller changed its variable", m.Partition, m.Bucket)
+	if m.Partition == nil || *m.Partition != 5 {
+		t.Fatalf("partition %v after the caller changed its variable", m.Partition)
 	}
 }
 
@@ -159,7 +140,6 @@ func TestNewMessage_Errors(t *testing.T) {
 		opts MessageOptions
 	}{
 		{"negative partition", MessageOptions{Partition: ptr32(-1)}},
-		{"negative bucket count", MessageOptions{BucketCount: -1}},
 	} {
 		m, err := NewMessage("orders", []byte("k"), nil, c.opts)
 		if !errors.Is(err, ErrInvalidMessage) {

@@ -3,6 +3,8 @@ package outbox
 import (
 	"encoding/hex"
 	"testing"
+
+	"github.com/spillway-dev/spillway/outbox/internal/murmur2"
 )
 
 // murmur2Reference is a second, deliberately plain transcription of the
@@ -74,8 +76,8 @@ func TestMurmur2_Vectors(t *testing.T) {
 		{"C13 guid", mustHex(t, "33221100554477668899aabbccddeeff"), 0x299e0f40},
 		{"C11 in RFC order", mustHex(t, "3f2504e04f8911d39a0c0305e82c3301"), 0xb9e2bc48},
 	} {
-		if got := Murmur2(c.key); got != c.want {
-			t.Errorf("%s: Murmur2(%q) = %#08x, want %#08x", c.name, c.key, got, c.want)
+		if got := murmur2.Sum32(c.key); got != c.want {
+			t.Errorf("%s: murmur2.Sum32(%q) = %#08x, want %#08x", c.name, c.key, got, c.want)
 		}
 		if got := murmur2Reference(c.key); got != c.want {
 			t.Errorf("%s: reference implementation disagrees with the vector: %#08x", c.name, got)
@@ -87,8 +89,8 @@ func TestMurmur2Partition_ClearsTheSignBitInsteadOfAbs(t *testing.T) {
 	t.Parallel()
 	// 0xa87c3114 has the sign bit set: as int32 it is -1468256492, whose
 	// absolute value mod 10 is 2, while the masked value mod 10 is 8 (R1).
-	if got := Murmur2Partition([]byte("user-123"), 10); got != 8 {
-		t.Fatalf("Murmur2Partition(user-123, 10) = %d, want 8", got)
+	if got := murmur2.Partition([]byte("user-123"), 10); got != 8 {
+		t.Fatalf("murmur2.Partition(user-123, 10) = %d, want 8", got)
 	}
 }
 
@@ -98,10 +100,10 @@ func TestMurmur2Partition_PanicsBelowOneSlot(t *testing.T) {
 		func() {
 			defer func() {
 				if recover() == nil {
-					t.Errorf("Murmur2Partition(_, %d) did not panic", n)
+					t.Errorf("murmur2.Partition(_, %d) did not panic", n)
 				}
 			}()
-			Murmur2Partition([]byte("k"), n)
+			murmur2.Partition([]byte("k"), n)
 		}()
 	}
 }
@@ -113,26 +115,26 @@ func FuzzMurmur2(f *testing.F) {
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0x80}, 1)
 	f.Add([]byte("x"), 1<<40)
 	f.Fuzz(func(t *testing.T, data []byte, n int) {
-		h := Murmur2(data)
-		if h != Murmur2(data) {
+		h := murmur2.Sum32(data)
+		if h != murmur2.Sum32(data) {
 			t.Fatal("Murmur2 is not deterministic")
 		}
 		ref := murmur2Reference(data)
 		if h != ref {
-			t.Fatalf("Murmur2(%x) = %#08x, reference %#08x", data, h, ref)
+			t.Fatalf("murmur2.Sum32(%x) = %#08x, reference %#08x", data, h, ref)
 		}
 		if n < 1 {
 			return
 		}
-		p := Murmur2Partition(data, n)
+		p := murmur2.Partition(data, n)
 		if p < 0 || p >= n {
-			t.Fatalf("Murmur2Partition(%x, %d) = %d, out of range", data, n, p)
+			t.Fatalf("murmur2.Partition(%x, %d) = %d, out of range", data, n, p)
 		}
 		if n == 1 && p != 0 {
-			t.Fatalf("Murmur2Partition(_, 1) = %d", p)
+			t.Fatalf("murmur2.Partition(_, 1) = %d", p)
 		}
 		if want := int(uint64(ref&0x7fffffff) % uint64(n)); p != want {
-			t.Fatalf("Murmur2Partition(%x, %d) = %d, want %d", data, n, p, want)
+			t.Fatalf("murmur2.Partition(%x, %d) = %d, want %d", data, n, p, want)
 		}
 	})
 }

@@ -115,7 +115,7 @@ type RelayOptions struct {
 	// MaxConcurrency bounds buckets drained in parallel. Default 8.
 	MaxConcurrency int
 	// MaxHeldBytes bounds the messages the relay holds at once (fetched,
-	// being published or deleted), summed over its buckets, as HeldSize
+	// being published or deleted), summed over its buckets, as heldSize
 	// counts them, with the Query page each fetch is decoding: before each
 	// fetch a bucket reserves room for a batch of MaxMessageBytes messages
 	// and a page (fewer messages when room is short, waiting when none is
@@ -123,7 +123,7 @@ type RelayOptions struct {
 	// (the default); MemoryBudgetFor derives it from the memory available.
 	MaxHeldBytes int64
 	// MaxMessageBytes is the largest message the store can return, the room
-	// reserved per message before a fetch. Default DefaultMaxMessageBytes.
+	// reserved per message before a fetch. Default 400 KiB, the largest DynamoDB item.
 	MaxMessageBytes int64
 	// BacklogInterval is how often the holder of bucket 0 samples the
 	// backlog for the PendingMessages and OldestPendingAge metrics; only
@@ -171,7 +171,7 @@ func (o RelayOptions) WithDefaults() RelayOptions {
 		o.MessageIDHeaderName = DefaultMessageIDHeaderName
 	}
 	if o.MaxMessageBytes == 0 {
-		o.MaxMessageBytes = DefaultMaxMessageBytes
+		o.MaxMessageBytes = defaultMaxMessageBytes
 	}
 	if o.Mode == "" {
 		o.Mode = ModeDrain

@@ -123,7 +123,7 @@ func (b *parkedBook) replayable(pb *parkedBucket) (out []Message) {
 	b.locked(func() {
 		marked := make(map[int64]bool, len(pb.replays))
 		for _, m := range pb.replays {
-			marked[m.Sequence] = true
+			marked[m.Sequence()] = true
 		}
 		ready := map[int64]bool{}
 		for _, seqs := range pb.keys {
@@ -135,7 +135,7 @@ func (b *parkedBook) replayable(pb *parkedBucket) (out []Message) {
 			}
 		}
 		for _, m := range pb.replays {
-			if m.Key == nil || ready[m.Sequence] {
+			if m.Key == nil || ready[m.Sequence()] {
 				out = append(out, m)
 			}
 		}
@@ -161,11 +161,11 @@ func (b *parkedBook) withLaterOfKey(pb *parkedBucket, m Message) []Message {
 	out := []Message{m}
 	b.locked(func() {
 		for k, seqs := range pb.keys {
-			if !slices.Contains(seqs, m.Sequence) {
+			if !slices.Contains(seqs, m.Sequence()) {
 				continue
 			}
 			for _, later := range pb.replays {
-				if later.Sequence > m.Sequence && later.Key != nil && string(later.Key) == k {
+				if later.Sequence() > m.Sequence() && later.Key != nil && string(later.Key) == k {
 					out = append(out, later)
 				}
 			}
@@ -180,10 +180,10 @@ func (b *parkedBook) withLaterOfKey(pb *parkedBucket, m Message) []Message {
 func (b *parkedBook) dropReplays(pb *parkedBucket, done []Message, published bool) {
 	gone := make(map[int64]bool, len(done))
 	for _, m := range done {
-		gone[m.Sequence] = true
+		gone[m.Sequence()] = true
 	}
 	b.locked(func() {
-		pb.replays = slices.DeleteFunc(slices.Clone(pb.replays), func(m Message) bool { return gone[m.Sequence] })
+		pb.replays = slices.DeleteFunc(slices.Clone(pb.replays), func(m Message) bool { return gone[m.Sequence()] })
 		if !published {
 			return
 		}

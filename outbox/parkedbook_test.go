@@ -9,7 +9,7 @@ import (
 func seqs(ms []Message) []int64 {
 	out := make([]int64, 0, len(ms))
 	for _, m := range ms {
-		out = append(out, m.Sequence)
+		out = append(out, m.Sequence())
 	}
 	return out
 }
@@ -19,7 +19,7 @@ func seqs(ms []Message) []int64 {
 func TestParkedBook_ReplayableIsEachKeysMarkedPrefix(t *testing.T) {
 	b := newParkedBook()
 	msg := func(seq int64, key string) Message {
-		m := Message{Sequence: seq}
+		m := Stored(Message{}, 0, seq)
 		if key != "" {
 			m.Key = []byte(key)
 		}

@@ -151,7 +151,7 @@ func (d bucketDrain) relayBatch(ctx context.Context, g *grant, head *headRow) (p
 	// Publisher's records all read this decode (Message.DecodedHeaders).
 	decodeFetched(msgs)
 	r.hooks.fetch(bucket, fetched)
-	if head != nil && msgs[0].Sequence != head.seq {
+	if head != nil && msgs[0].Sequence() != head.seq {
 		// A peer published the failing row meanwhile: its backoff no
 		// longer applies.
 		r.heads.clear(bucket)
@@ -188,7 +188,7 @@ func (d bucketDrain) relayBatch(ctx context.Context, g *grant, head *headRow) (p
 		if isContextErr(perr) && ctx.Err() != nil {
 			return acked, true, nil
 		}
-		r.park.headFailed(ctx, bucket, msgs[acked].Sequence, &msgs[acked], perr)
+		r.park.headFailed(ctx, bucket, msgs[acked].Sequence(), &msgs[acked], perr)
 		return acked, true, nil
 	}
 	r.heads.clear(bucket)

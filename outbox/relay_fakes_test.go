@@ -71,21 +71,16 @@ func (s *memStore) count(op string) int { return s.Calls()[op] }
 
 // newMsg is the message add enqueues into bucket b of buckets: the one
 // place the engine tests build a message.
-func newMsg(b, buckets int, key string) outbox.Message {
-	return outbox.Message{ID: outbox.NewMessageID(), Topic: "t", Key: []byte(key), Value: []byte(key), Bucket: b, BucketCount: buckets}
+func newMsg(key string) outbox.Message {
+	return outbox.Message{ID: outbox.NewMessageID(), Topic: "t", Key: []byte(key), Value: []byte(key)}
 }
 
-// add enqueues a message with key k into bucket b.
-func (s *memStore) add(b int, key string) outbox.Message { return s.put(newMsg(b, s.buckets, key)) }
+// add stores a message with key k in bucket b.
+func (s *memStore) add(b int, key string) outbox.Message { return s.put(b, newMsg(key)) }
 
-// put enqueues m and returns it as stored.
-func (s *memStore) put(m outbox.Message) outbox.Message {
-	stored, err := s.Enqueue(context.Background(), m)
-	if err != nil {
-		panic(err)
-	}
-	return stored[0]
-}
+// put stores m in bucket b, whatever its key hashes to, and returns it as
+// stored.
+func (s *memStore) put(b int, m outbox.Message) outbox.Message { return s.Place(b, m) }
 
 func (s *memStore) pending() int {
 	n := 0
@@ -156,9 +151,9 @@ func (s *memStore) FetchBatch(ctx context.Context, bucket, max int) ([]outbox.Me
 	s.mu.Lock()
 	hook := s.afterFetch
 	for i, m := range ms {
-		if s.unreadable[bucket][m.Sequence] {
+		if s.unreadable[bucket][m.Sequence()] {
 			s.mu.Unlock()
-			return ms[:i], &outbox.UnreadableRowError{Bucket: bucket, Sequence: m.Sequence, Key: m.Key, Err: errors.New("Topic is missing")}
+			return ms[:i], &outbox.UnreadableRowError{Bucket: bucket, Sequence: m.Sequence(), Key: m.Key, Err: errors.New("Topic is missing")}
 		}
 	}
 	s.mu.Unlock()
@@ -183,8 +178,8 @@ func (s *memStore) MarkPublished(ctx context.Context, bucket int, msgs []outbox.
 	}
 	ms := s.Pending(bucket)
 	for i, m := range msgs {
-		if i >= len(ms) || ms[i].Sequence != m.Sequence {
-			return fmt.Errorf("mark out of order: bucket %d index %d sequence %d", bucket, i, m.Sequence)
+		if i >= len(ms) || ms[i].Sequence() != m.Sequence() {
+			return fmt.Errorf("mark out of order: bucket %d index %d sequence %d", bucket, i, m.Sequence())
 		}
 	}
 	if err := s.Store.MarkPublished(ctx, bucket, msgs); err != nil {
@@ -193,7 +188,7 @@ func (s *memStore) MarkPublished(ctx context.Context, bucket int, msgs []outbox.
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, m := range msgs {
-		s.deletedOrder[bucket] = append(s.deletedOrder[bucket], m.Sequence)
+		s.deletedOrder[bucket] = append(s.deletedOrder[bucket], m.Sequence())
 	}
 	return nil
 }
@@ -228,7 +223,7 @@ func (s *memStore) replay(bucket int, key string) {
 	var seqs []int64
 	for _, m := range s.Parked(bucket) {
 		if string(m.Key) == key {
-			seqs = append(seqs, m.Sequence)
+			seqs = append(seqs, m.Sequence())
 		}
 	}
 	if _, err := s.MarkReplay(context.Background(), bucket, seqs, ""); err != nil {

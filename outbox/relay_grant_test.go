@@ -77,7 +77,7 @@ func TestRelayParkLandingAfterAPeerClaimedIsRefusedAndKeepsKeyOrder(t *testing.T
 				t.Fatalf("k's second message was published while its first is parked: sent %v", keysSent(e.pub, 0))
 			}
 		}
-		if len(e.store.parkings) != 2 || e.store.parkings[0].Sequence != first.Sequence || e.store.parkings[0].Lease.Owner != "relay-b" {
+		if len(e.store.parkings) != 2 || e.store.parkings[0].Sequence != first.Sequence() || e.store.parkings[0].Lease.Owner != "relay-b" {
 			t.Fatalf("parkings %+v, want relay-b's park of k's first message, then its second behind it", e.store.parkings)
 		}
 		if n, _ := e.obs.count("lost"); n == 0 {

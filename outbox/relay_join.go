@@ -130,26 +130,26 @@ func (u joinCheck) validHints() []int {
 }
 
 // uncovered is the trust check of the buckets bs: those no live peer
-// covers (ReadUncovered). A bucket left to a live peer only because its
+// covers (readUncovered). A bucket left to a live peer only because its
 // round seemed to be claiming it is read again once lease.ClaimWindow has passed
-// (ConfirmClaims, one strongly consistent read) and counts as uncovered if
+// (confirmClaims, one strongly consistent read) and counts as uncovered if
 // it is still free: the inference rests on the peer's clock, and when it
 // is wrong the commit would wait for the peer's next round or the
-// schedule. A continuation wake-up draws no such inference (ReadUnheld):
+// schedule. A continuation wake-up draws no such inference (readUnheld):
 // its buckets were just released with work left.
 func (u joinCheck) uncovered(bs []int) ([]int, error) {
 	r := u.r
 	if u.continuation() {
-		return ReadUnheld(u.ctx, r.store, r.clock, r.req, bs)
+		return readUnheld(u.ctx, r.store, r.clock, r.req, bs)
 	}
-	cov, err := ReadUncovered(u.ctx, r.store, r.clock, r.req, bs)
+	cov, err := readUncovered(u.ctx, r.store, r.clock, r.req, bs)
 	if err != nil || len(cov.Uncovered) > 0 || len(cov.Claimed) == 0 {
 		return cov.Uncovered, err
 	}
 	if u.overBudget(r.clock.Now().Add(lease.ClaimWindow)) || !Sleep(lease.ClaimWindow, u.ctx.Done()) {
 		return nil, u.ctx.Err()
 	}
-	return ConfirmClaims(u.ctx, r.store, r.clock, r.opts.RelayID, cov.Claimed)
+	return confirmClaims(u.ctx, r.store, r.clock, r.opts.RelayID, cov.Claimed)
 }
 
 // continuation reports a run started by a relay's continuation wake-up.

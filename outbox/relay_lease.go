@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"time"
@@ -46,7 +47,7 @@ func (u *run) acquire() error {
 		span.Annotate(AnnotationOutcome, "error")
 		span.End(err)
 		r.hooks.round(elapsed, err)
-		if IsMisconfigured(err) {
+		if errors.Is(err, ErrMisconfigured) {
 			r.lease.apply(func(b leaseBook) leaseBook {
 				b.standby, b.settled = acq.Standby, acq.Settled
 				return b

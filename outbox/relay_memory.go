@@ -10,9 +10,9 @@ import (
 // bookkeeping around it, rounded up.
 const messageOverhead = 512
 
-// DefaultMaxMessageBytes is the largest message a DynamoDB item can hold
+// defaultMaxMessageBytes is the largest message a DynamoDB item can hold
 // (400 KB), the default of RelayOptions.MaxMessageBytes.
-const DefaultMaxMessageBytes = 400 * 1024
+const defaultMaxMessageBytes = 400 * 1024
 
 // How a relay of a given memory spends it (MemoryBudgetFor), as measured
 // by `spillway bench --scenario memory` on a relay draining 395 KB values:
@@ -74,8 +74,8 @@ func MemoryBudgetFor(memoryBytes int64) MemoryBudget {
 	return MemoryBudget{SoftLimit: soft, MaxHeldBytes: held, ProducerBufferBytes: held / producerShare}
 }
 
-// HeldSize is what a message counts against RelayOptions.MaxHeldBytes.
-func HeldSize(m Message) int64 {
+// heldSize is what a message counts against RelayOptions.MaxHeldBytes.
+func heldSize(m Message) int64 {
 	return int64(len(m.Key)+len(m.Value)+len(m.Headers)+len(m.Topic)) + messageOverhead
 }
 
@@ -154,7 +154,7 @@ func (b *byteBudget) release(n int64) {
 func (g *grant) fit(msgs []Message) {
 	var used int64
 	for _, m := range msgs {
-		used += HeldSize(m)
+		used += heldSize(m)
 	}
 	if used < g.bytes {
 		g.b.release(g.bytes - used)

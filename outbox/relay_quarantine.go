@@ -57,7 +57,7 @@ func (q *parking) parkQuarantinedKeys(ctx context.Context, bucket int, msgs []Me
 			rest = append(rest, *m)
 			continue
 		}
-		p := Parking{Bucket: bucket, Sequence: m.Sequence, Reason: ParkKeyQuarantined, Behind: behind}
+		p := Parking{Bucket: bucket, Sequence: m.Sequence(), Reason: ParkKeyQuarantined, Behind: behind}
 		if err := q.park(ctx, p, m, m.Key); err != nil {
 			return nil, err
 		}

@@ -16,7 +16,7 @@ func quarantine(cfg *outbox.RelayConfig) { cfg.Options.PoisonPolicy = outbox.Poi
 func keysSent(p *memPublisher, bucket int) []string {
 	var out []string
 	for _, m := range p.sent() {
-		if m.Bucket == bucket {
+		if m.Bucket() == bucket {
 			out = append(out, string(m.Key))
 		}
 	}
@@ -34,7 +34,7 @@ func addUnreadableRow(e *relayEnv, tail string) outbox.Message {
 	for range 3 {
 		e.store.add(0, tail)
 	}
-	e.store.unreadable[0] = map[int64]bool{bad.Sequence: true}
+	e.store.unreadable[0] = map[int64]bool{bad.Sequence(): true}
 	return bad
 }
 
@@ -65,7 +65,7 @@ func TestRelayQuarantineParksAnUnreadableRowAndRelaysTheRest(t *testing.T) {
 		if res.Deleted != 13 || e.store.pending() != 0 {
 			t.Fatalf("deleted %d, pending %d; want 13 and 0", res.Deleted, e.store.pending())
 		}
-		if len(e.store.parkings) != 1 || e.store.parkings[0].Reason != outbox.ParkUndecodableItem || e.store.parkings[0].Sequence != bad.Sequence {
+		if len(e.store.parkings) != 1 || e.store.parkings[0].Reason != outbox.ParkUndecodableItem || e.store.parkings[0].Sequence != bad.Sequence() {
 			t.Fatalf("parkings %+v, want the bad row as undecodable-item", e.store.parkings)
 		}
 	})
@@ -96,7 +96,7 @@ func TestRelayQuarantineKeepsPerKeyOrderWhileOtherKeysFlow(t *testing.T) {
 		if e.store.pending() != 0 || len(e.store.Parked(0)) != 9 {
 			t.Fatalf("pending %d, parked %d; want 0 and 9 (b's poison and its 8 successors)", e.store.pending(), len(e.store.Parked(0)))
 		}
-		if got := e.store.parkings[0]; got.Reason != outbox.ParkUnknownTopic || got.Sequence != poison.Sequence || got.Attempts != 1 {
+		if got := e.store.parkings[0]; got.Reason != outbox.ParkUnknownTopic || got.Sequence != poison.Sequence() || got.Attempts != 1 {
 			t.Fatalf("first parking %+v, want the poison row, unknown-topic, 1 attempt", got)
 		}
 		for _, p := range e.store.parkings[1:] {
@@ -139,9 +139,9 @@ func TestRelayQuarantineParksAfterMaxAttemptsAndKeylessAlone(t *testing.T) {
 			quarantine(cfg)
 			cfg.Options.PoisonMaxAttempts = 3
 		})
-		m := newMsg(0, 1, "")
+		m := newMsg("")
 		m.Key = nil
-		keyless := e.store.put(m)
+		keyless := e.store.put(0, m)
 		for range 4 {
 			e.store.add(0, "")
 		}

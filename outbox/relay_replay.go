@@ -57,7 +57,7 @@ func (q *parking) replayParked(ctx context.Context, bucket int) (int, error) {
 		}
 		failed := batch[out.acked]
 		if _, poison := PoisonReason(out.err); !poison {
-			return published, errCycle(fmt.Sprintf("replay bucket %d row %d", bucket, failed.Sequence), out.err)
+			return published, errCycle(fmt.Sprintf("replay bucket %d row %d", bucket, failed.Sequence()), out.err)
 		}
 		if err := q.refuseReplay(ctx, bucket, pb, failed, out.err.Error()); err != nil {
 			return published, err
@@ -76,9 +76,9 @@ func (q *parking) replayParked(ctx context.Context, bucket int) (int, error) {
 func (q *parking) unmarkBlocked(ctx context.Context, bucket int, pb *parkedBucket) error {
 	blocked := q.book.marked(pb)
 	for _, m := range blocked {
-		if err := q.store.RefuseReplay(ctx, bucket, m.Sequence, "not replayed: an earlier message of its key is parked and not marked for replay"); err != nil && !errors.Is(err, ErrParkConflict) {
+		if err := q.store.RefuseReplay(ctx, bucket, m.Sequence(), "not replayed: an earlier message of its key is parked and not marked for replay"); err != nil && !errors.Is(err, ErrParkConflict) {
 			q.book.forget(bucket)
-			return errCycle(fmt.Sprintf("clear the replay mark of bucket %d row %d", bucket, m.Sequence), err)
+			return errCycle(fmt.Sprintf("clear the replay mark of bucket %d row %d", bucket, m.Sequence()), err)
 		}
 	}
 	q.book.dropReplays(pb, blocked, false)
@@ -134,7 +134,7 @@ func union(a, b []int) []int {
 func (q *parking) refuseUnreplayable(ctx context.Context, bucket int, pb *parkedBucket) error {
 	bad := q.book.takeUnreplayable(pb)
 	for _, seq := range slices.Sorted(maps.Keys(bad)) {
-		if err := q.refuseReplay(ctx, bucket, pb, Message{Sequence: seq}, bad[seq]); err != nil {
+		if err := q.refuseReplay(ctx, bucket, pb, Stored(Message{}, 0, seq), bad[seq]); err != nil {
 			return err
 		}
 	}
@@ -152,15 +152,15 @@ func (q *parking) refuseReplay(ctx context.Context, bucket int, pb *parkedBucket
 	for i, c := range refused {
 		why := reason
 		if i > 0 {
-			why = fmt.Sprintf("not replayed: message %d of its key was refused: %s", m.Sequence, reason)
+			why = fmt.Sprintf("not replayed: message %d of its key was refused: %s", m.Sequence(), reason)
 		}
-		if err := q.store.RefuseReplay(ctx, bucket, c.Sequence, why); err != nil && !errors.Is(err, ErrParkConflict) {
+		if err := q.store.RefuseReplay(ctx, bucket, c.Sequence(), why); err != nil && !errors.Is(err, ErrParkConflict) {
 			q.book.forget(bucket)
-			return errCycle(fmt.Sprintf("clear the replay mark of bucket %d row %d", bucket, c.Sequence), err)
+			return errCycle(fmt.Sprintf("clear the replay mark of bucket %d row %d", bucket, c.Sequence()), err)
 		}
 	}
 	q.book.dropReplays(pb, refused, false)
 	r.log.LogAttrs(ctx, slog.LevelWarn, "replay refused; the message stays parked with its key's later ones",
-		slog.Int("bucket", bucket), slog.Int64("sequence", m.Sequence), slog.Int("unmarked", len(refused)), slog.String("error", reason))
+		slog.Int("bucket", bucket), slog.Int64("sequence", m.Sequence()), slog.Int("unmarked", len(refused)), slog.String("error", reason))
 	return nil
 }

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -120,7 +121,7 @@ func (u *run) loop() error {
 		}
 		published, err := u.cycle(now)
 		if err != nil {
-			if IsMisconfigured(err) {
+			if errors.Is(err, ErrMisconfigured) {
 				u.res.Reason = StopFatal
 				r.log.LogAttrs(u.ctx, slog.LevelError, "relay misconfigured; stopping", slog.Any("error", err))
 				return err

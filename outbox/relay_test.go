@@ -90,13 +90,13 @@ func TestRelayPublishesEverythingInOrderAndStopsWhenDrained(t *testing.T) {
 		for b := range 4 {
 			var got, exp []int64
 			for _, m := range sent {
-				if m.Bucket == b {
-					got = append(got, m.Sequence)
+				if m.Bucket() == b {
+					got = append(got, m.Sequence())
 				}
 			}
 			for _, m := range want {
-				if m.Bucket == b {
-					exp = append(exp, m.Sequence)
+				if m.Bucket() == b {
+					exp = append(exp, m.Sequence())
 				}
 			}
 			if !slices.Equal(got, exp) {
@@ -148,8 +148,8 @@ func TestRelayPartialAckDeletesPrefixAndRetriesOnlyTheFailingBucket(t *testing.T
 		}
 		count := map[int64]int{}
 		for _, m := range e.pub.sent() {
-			if m.Bucket == 0 {
-				count[m.Sequence]++
+			if m.Bucket() == 0 {
+				count[m.Sequence()]++
 			}
 		}
 		if count[1] != 1 || count[2] != 1 || count[3] != 1 || count[4] != 1 || count[5] != 1 {
@@ -401,7 +401,7 @@ func TestRelayMisconfigurationIsFatal(t *testing.T) {
 		// The relay's bucket count is not the store's.
 		e := newRelayEnv(t, 4, func(c *outbox.RelayConfig) { c.Options.BucketCount = 8 })
 		_, err := e.runErr(outbox.RunInput{})
-		if !outbox.IsMisconfigured(err) {
+		if !errors.Is(err, outbox.ErrMisconfigured) {
 			t.Fatalf("err = %v, want misconfiguration", err)
 		}
 		if e.store.count("acquire") != 1 {

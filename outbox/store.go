@@ -39,11 +39,12 @@ type Store interface {
 	// PendingBuckets returns, ascending, which of the given buckets hold at
 	// least one message (a cheap, eventually consistent probe).
 	PendingBuckets(ctx context.Context, buckets []int) ([]int, error)
-	// FetchBatch returns up to max messages of a bucket in enqueue order.
-	// When it reaches a row it cannot read, it returns the messages before
-	// that row and an *UnreadableRowError (or, for a row stamped with
-	// another bucket count, a misconfiguration), so the valid prefix is
-	// relayed and the bad row becomes the bucket's head.
+	// FetchBatch returns up to max messages of a bucket in enqueue order,
+	// each placed at its bucket and sequence (Stored). When it reaches a
+	// row it cannot read, it returns the messages before that row and an
+	// *UnreadableRowError (or, for a row stamped with another bucket count,
+	// a misconfiguration), so the valid prefix is relayed and the bad row
+	// becomes the bucket's head.
 	FetchBatch(ctx context.Context, bucket, max int) ([]Message, error)
 	// MarkPublished deletes a contiguous prefix of a fetched batch, in order.
 	MarkPublished(ctx context.Context, bucket int, msgs []Message) error

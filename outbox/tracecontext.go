@@ -54,9 +54,9 @@ func TraceContextFrom(ctx context.Context) TraceContext {
 	return tc
 }
 
-// EnvAmznTraceID is the environment variable the Lambda runtime sets to the
+// envAmznTraceID is the environment variable the Lambda runtime sets to the
 // current invocation's X-Ray trace header.
-const EnvAmznTraceID = "_X_AMZN_TRACE_ID"
+const envAmznTraceID = "_X_AMZN_TRACE_ID"
 
 // lambdaTraceKey is the context key under which aws-lambda-go stores the
 // invocation's X-Ray trace header; the plain string is its choice, not ours.
@@ -75,7 +75,7 @@ func InvocationTraceContext(ctx context.Context, getenv func(string) string) Tra
 	if v, _ := ctx.Value(lambdaTraceKey).(string); v != "" {
 		tc.AmznTraceID = v
 	} else if getenv != nil {
-		tc.AmznTraceID = getenv(EnvAmznTraceID)
+		tc.AmznTraceID = getenv(envAmznTraceID)
 	}
 	return tc
 }

@@ -203,10 +203,10 @@ func TestDrain_StuckOnAPoisonHead_NamesTheBucketAndTheError(t *testing.T) {
 	if code != 1 || json.Unmarshal([]byte(out), &res) != nil {
 		t.Fatalf("drain: exit %d, stdout %q, stderr %s; want 1 and JSON", code, out, errs)
 	}
-	if res.Pending != 1 || len(res.Stuck) != 1 || res.Stuck[0].Bucket != m.Bucket || res.Stuck[0].Error == "" {
-		t.Fatalf("result %+v; want 1 pending, stuck on bucket %d with its error", res, m.Bucket)
+	if res.Pending != 1 || len(res.Stuck) != 1 || res.Stuck[0].Bucket != m.Bucket() || res.Stuck[0].Error == "" {
+		t.Fatalf("result %+v; want 1 pending, stuck on bucket %d with its error", res, m.Bucket())
 	}
-	want := fmt.Sprintf("bucket %d is stuck on its head message: ", m.Bucket)
+	want := fmt.Sprintf("bucket %d is stuck on its head message: ", m.Bucket())
 	if !strings.Contains(errs, want) || strings.Contains(errs, "no live lease") {
 		t.Errorf("stderr does not name the stuck head (%q) or blames the leases:\n%s", want, errs)
 	}

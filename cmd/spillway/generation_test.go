@@ -31,7 +31,7 @@ func TestGenerationStatusSealFinish(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, key := range []string{"a", "b"} {
-		m, err := outbox.NewMessage("orders", []byte(key), []byte("v"), outbox.MessageOptions{BucketCount: 4})
+		m, err := outbox.NewMessage("orders", []byte(key), []byte("v"), outbox.MessageOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -133,7 +133,7 @@ func TestDrain_OfTheNewGenerationAlone_WaitsForTheOldToDrain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := outbox.NewMessage(e.kafka.Topic("orders"), []byte("k"), []byte("v"), outbox.MessageOptions{BucketCount: 16})
+	m, err := outbox.NewMessage(e.kafka.Topic("orders"), []byte("k"), []byte("v"), outbox.MessageOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -150,11 +150,11 @@ func TestParkedReplayOfMoreThanATransactionHolds(t *testing.T) {
 			t.Fatal(err)
 		}
 		commit["k"] = append(commit["k"], m.ID.String())
-		p.Bucket, p.Sequence = m.Bucket, m.Sequence
+		p.Bucket, p.Sequence = m.Bucket(), m.Sequence()
 		if err := s.Park(t.Context(), p); err != nil {
 			t.Fatal(err)
 		}
-		behind = m.Sequence
+		behind = m.Sequence()
 	}
 	if err := kafka.CreateTopic(t.Context(), late, 3); err != nil {
 		t.Fatal(err)

@@ -62,7 +62,7 @@ func TestParkedReplay_WakesTheRelayFunction(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	if len(wakes) != 1 || invokes[0] != "/2015-03-31/functions/spillway-relay/invocations Event" ||
-		wakes[0].Trigger != "wake" || !slices.Equal(wakes[0].Buckets, []int{m.Bucket}) {
-		t.Fatalf("invokes %v with %+v; want one Event invoke of spillway-relay for bucket %d", invokes, wakes, m.Bucket)
+		wakes[0].Trigger != "wake" || !slices.Equal(wakes[0].Buckets, []int{m.Bucket()}) {
+		t.Fatalf("invokes %v with %+v; want one Event invoke of spillway-relay for bucket %d", invokes, wakes, m.Bucket())
 	}
 }

@@ -164,7 +164,7 @@ func (w *workload) produce(ctx context.Context, h *outboxlambda.EnqueueHandler, 
 func (w *workload) commitOrders(ctx context.Context, producer int, batch []wireMessage) error {
 	msgs := make([]outbox.Message, len(batch))
 	for i, b := range batch {
-		m, err := w.service.NewMessage(b.Topic, []byte(b.Key), b.Value, outbox.MessageOptions{Headers: []outbox.Header{
+		m, err := outbox.NewMessage(b.Topic, []byte(b.Key), b.Value, outbox.MessageOptions{Headers: []outbox.Header{
 			{Key: "producer", Value: []byte(fmt.Sprint(producer))}, {Key: "content-type", Value: []byte("application/json")}}})
 		if err != nil {
 			return err
@@ -179,8 +179,7 @@ func (w *workload) commitOrders(ctx context.Context, producer int, batch []wireM
 				"Topic":                       &types.AttributeValueMemberS{Value: m.Topic},
 			}})
 		}
-		tx.Enqueue(msgs...)
-		return nil
+		return tx.Enqueue(msgs...)
 	})
 	if err != nil {
 		return fmt.Errorf("commit %d orders: %w", len(msgs), err)

@@ -52,15 +52,14 @@ func run(ctx context.Context, getenv func(string) string) error {
 		return err
 	}
 	order := "order-" + outbox.NewMessageID().String()[:8]
-	msg, err := writer.NewMessage("orders", []byte(order), []byte("paid"), outbox.MessageOptions{})
+	msg, err := outbox.NewMessage("orders", []byte(order), []byte("paid"), outbox.MessageOptions{})
 	if err != nil {
 		return err
 	}
 	if _, err := writer.Commit(ctx, func(ctx context.Context, tx *outboxddb.Tx) error {
 		tx.Put(types.Put{TableName: aws.String("orders"), Item: orderKey(order),
 			ConditionExpression: aws.String("attribute_not_exists(PK)")})
-		tx.Enqueue(msg)
-		return nil
+		return tx.Enqueue(msg)
 	}); err != nil {
 		return err
 	}

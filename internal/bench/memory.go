@@ -211,7 +211,7 @@ func prefillLarge(ctx context.Context, b *Backends, opts outboxddb.Options, valu
 	for first := 0; first < n; first += per {
 		msgs := make([]outbox.Message, min(per, n-first))
 		for i := range msgs {
-			m, err := outbox.NewMessage(b.Topic, Key(first+i), w.value, outbox.MessageOptions{BucketCount: opts.BucketCount, Headers: benchHeaders})
+			m, err := outbox.NewMessage(b.Topic, Key(first+i), w.value, outbox.MessageOptions{Headers: benchHeaders})
 			if err != nil {
 				return fmt.Errorf("bench: build message %d: %w", first+i, err)
 			}

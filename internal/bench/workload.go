@@ -35,7 +35,7 @@ func Key(i int) []byte { return fmt.Appendf(nil, "customer-%06d", i) }
 // Message returns message i. The value is shared between messages: neither
 // the writer nor the relay changes it.
 func (w *Workload) Message(i int) (outbox.Message, error) {
-	m, err := outbox.NewMessage(w.topic, Key(i), w.value, outbox.MessageOptions{BucketCount: w.bucketCount})
+	m, err := outbox.NewMessage(w.topic, Key(i), w.value, outbox.MessageOptions{})
 	if err != nil {
 		return outbox.Message{}, fmt.Errorf("bench: build message %d: %w", i, err)
 	}

@@ -114,8 +114,8 @@ func TestQuarantine_AnUndecodableRowWithAKey_QuarantinesTheKey(t *testing.T) {
 		if _, err := b.ddb.Client.UpdateItem(t.Context(), &dynamodb.UpdateItemInput{
 			TableName: aws.String(b.opts.TableName),
 			Key: map[string]types.AttributeValue{
-				"PK": &types.AttributeValueMemberS{Value: fmt.Sprintf("%s#MESSAGES#%d", outboxddb.DefaultKeyPrefix, bad.Bucket)},
-				"SK": &types.AttributeValueMemberS{Value: fmt.Sprintf("%019d", bad.Sequence)},
+				"PK": &types.AttributeValueMemberS{Value: fmt.Sprintf("%s#MESSAGES#%d", outboxddb.DefaultKeyPrefix, bad.Bucket())},
+				"SK": &types.AttributeValueMemberS{Value: fmt.Sprintf("%019d", bad.Sequence())},
 			},
 			UpdateExpression: aws.String("REMOVE Topic"),
 		}); err != nil {
@@ -130,7 +130,7 @@ func TestQuarantine_AnUndecodableRowWithAKey_QuarantinesTheKey(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		parked, err := s.ListParked(t.Context(), bad.Bucket)
+		parked, err := s.ListParked(t.Context(), bad.Bucket())
 		if err != nil || len(parked) != 3 || parked[0].Reason != outbox.ParkUndecodableItem || parked[1].Reason != outbox.ParkKeyQuarantined {
 			t.Fatalf("parked %+v (%v), want the undecodable row and k's 2 later messages behind it", parked, err)
 		}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -105,7 +106,7 @@ func TestEndToEnd_QuarantineAndReplayUnderAFleetWithCrashes(t *testing.T) {
 					if crashed {
 						crashes.Add(1)
 					}
-					if err != nil && !crashed && outbox.IsMisconfigured(err) {
+					if err != nil && !crashed && errors.Is(err, outbox.ErrMisconfigured) {
 						errs <- err
 						return
 					}

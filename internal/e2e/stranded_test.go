@@ -56,7 +56,7 @@ func TestStrandedMessageRace_OwnersProbeAfterReleaseWakesARelay(t *testing.T) {
 				return
 			}
 			l.add(late)
-			res, err := woken.relay.Run(t.Context(), outbox.RunInput{Trigger: outbox.TriggerWake, Buckets: []int{late.Bucket}, Deadline: b.clock.Now().Add(time.Minute)})
+			res, err := woken.relay.Run(t.Context(), outbox.RunInput{Trigger: outbox.TriggerWake, Buckets: []int{late.Bucket()}, Deadline: b.clock.Now().Add(time.Minute)})
 			if err != nil {
 				t.Errorf("notified run: %v", err)
 			}

@@ -85,7 +85,7 @@ func (b *backend) messageTo(t testing.TB, tp, key string, valueSize int) outbox.
 	if pad := valueSize - len(value); pad > 0 {
 		value = append(value, bytes.Repeat([]byte{'.'}, pad)...)
 	}
-	m, err := outbox.NewMessage(tp, []byte(key), value, outbox.MessageOptions{BucketCount: outbox.DefaultBucketCount, CreatedAt: b.clock.Now()})
+	m, err := outbox.NewMessage(tp, []byte(key), value, outbox.MessageOptions{CreatedAt: b.clock.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func (b *backend) writeShare(t testing.TB, l *ledger, w workload, g, share int, 
 // businessTransaction commits msgs with a business write in the caller's
 // own TransactWriteItems.
 func (b *backend) businessTransaction(ctx context.Context, order string, msgs []outbox.Message) ([]outbox.Message, error) {
-	items, stored, err := b.writer.TransactItems(ctx, msgs)
+	p, err := b.writer.Prepare(ctx, msgs...)
 	if err != nil {
 		return nil, err
 	}
@@ -185,12 +185,12 @@ func (b *backend) businessTransaction(ctx context.Context, order string, msgs []
 		},
 		ConditionExpression: aws.String("attribute_not_exists(PK)"),
 	}}
-	all := append(items, business)
+	all := append(p.Items(), business)
 	if _, err := b.ddb.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: all}); err != nil {
-		return nil, b.writer.ExplainTransactionError(err, all)
+		return nil, p.Explain(err)
 	}
-	b.writer.NotifyCommitted(ctx, stored...)
-	return stored, nil
+	p.Committed(ctx)
+	return p.Messages(), nil
 }
 
 // enqueueBuckets enqueues perBucket messages into each of the first

@@ -31,7 +31,7 @@ const (
 	// PathEnqueueList is Writer.EnqueueBatch of a list: one reservation per
 	// distinct bucket and one TransactWriteItems.
 	PathEnqueueList = "Enqueue, list"
-	// PathTransaction is Writer.TransactItem inside the caller's own
+	// PathTransaction is Writer.Prepare inside the caller's own
 	// TransactWriteItems: what the outbox adds to a business transaction
 	// (measured against the same transactions without it).
 	PathTransaction = "caller transaction"
@@ -277,7 +277,11 @@ func (c *costRun) enqueueList(ctx context.Context) (PathCost, error) {
 	for _, list := range lists {
 		buckets := map[int]bool{}
 		for _, m := range list {
-			buckets[m.Bucket] = true
+			b, err := outbox.ComputeBucket(m.Key, m.ID, c.cfg.BucketCount, m.Partition)
+			if err != nil {
+				return p, err
+			}
+			buckets[b] = true
 		}
 		reservations += len(buckets)
 	}
@@ -321,15 +325,15 @@ func (c *costRun) transaction(ctx context.Context) (PathCost, error) {
 	}
 	with, err := c.count(PathTransaction, func() error {
 		for i, m := range msgs {
-			item, m, err := c.writer.TransactItem(ctx, m)
+			p, err := c.writer.Prepare(ctx, m)
 			if err != nil {
 				return err
 			}
-			items := []types.TransactWriteItem{business("outbox", i), item}
+			items := append([]types.TransactWriteItem{business("outbox", i)}, p.Items()...)
 			if _, err := c.b.DynamoDB.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}); err != nil {
-				return c.writer.ExplainTransactionError(err, items)
+				return p.Explain(err)
 			}
-			c.writer.NotifyCommitted(ctx, m)
+			p.Committed(ctx)
 		}
 		return nil
 	})

@@ -9,7 +9,7 @@
 //
 // A seed fixes the workload and the fault schedule. Writers enqueue single
 // messages (Writer.Enqueue), lists (Writer.EnqueueBatch) and business
-// transactions (Writer.TransactItems plus a business Put in another table,
+// transactions (Writer.Prepare plus a business Put in another table,
 // some of which the business condition cancels) over a Zipf-skewed key set.
 // Relays run as the relay function's handler (outboxlambda.RelayHandler,
 // the code the function binary runs) on the Lambda emulator

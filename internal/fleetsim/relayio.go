@@ -282,7 +282,7 @@ func (p *relayPublisher) Publish(ctx context.Context, msgs []outbox.Message) (in
 	if len(msgs) == 0 {
 		return call(p.env, "publish", func() (int, error) { return p.publish(ctx, msgs, -1) })
 	}
-	bucket := msgs[0].Bucket
+	bucket := msgs[0].Bucket()
 	return bucketCall(ctx, p.env, bucket, "publish", func() (int, error) { return p.publish(ctx, msgs, bucket) })
 }
 
@@ -321,9 +321,9 @@ func seqRange(msgs []outbox.Message) string {
 	case 0:
 		return "[]"
 	case 1:
-		return fmt.Sprintf("[%d]", msgs[0].Sequence)
+		return fmt.Sprintf("[%d]", msgs[0].Sequence())
 	}
-	return fmt.Sprintf("[%d..%d](%d)", msgs[0].Sequence, msgs[len(msgs)-1].Sequence, len(msgs))
+	return fmt.Sprintf("[%d..%d](%d)", msgs[0].Sequence(), msgs[len(msgs)-1].Sequence(), len(msgs))
 }
 
 // notifier is the Lambda service's asynchronous invoke as the writers and

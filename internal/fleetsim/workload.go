@@ -54,7 +54,7 @@ type opKind int
 const (
 	opSingle      opKind = iota // Writer.Enqueue
 	opList                      // Writer.EnqueueBatch
-	opTxn                       // Writer.TransactItems + business Put
+	opTxn                       // Writer.Prepare + business Put
 	opTxnRejected               // as opTxn; the business condition cancels it
 )
 

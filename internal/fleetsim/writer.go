@@ -48,7 +48,7 @@ func (p *writerProc) exec(ctx context.Context, op *writerOp) {
 		if err == nil {
 			for i, m := range op.msgs {
 				m.state = msgCommitted
-				m.copies = append(m.copies, stored[i].Sequence)
+				m.copies = append(m.copies, stored[i].Sequence())
 			}
 			s.trace.add("enqueue", fmt.Sprintf("writer-%d", p.n), -1, "op=%d %s %s", op.seq, op.kind, describe(stored))
 			if op.hide && s.churnAt(s.clock.Now()) {
@@ -82,7 +82,7 @@ func (p *writerProc) try(ctx context.Context, op *writerOp, attempt int) ([]outb
 	msgs := make([]outbox.Message, len(op.msgs))
 	for i, m := range op.msgs {
 		msg, err := outbox.NewMessage(m.topic, m.key, m.value, outbox.MessageOptions{
-			Headers: m.headers, Partition: m.partition, ID: m.id, BucketCount: s.cfg.BucketCount, CreatedAt: s.clock.Now(),
+			Headers: m.headers, Partition: m.partition, ID: m.id, CreatedAt: s.clock.Now(),
 		})
 		if err != nil {
 			return nil, err
@@ -96,7 +96,7 @@ func (p *writerProc) try(ctx context.Context, op *writerOp, attempt int) ([]outb
 	case opList:
 		return p.w.EnqueueBatch(ctx, msgs)
 	default:
-		items, stored, err := p.w.TransactItems(ctx, msgs)
+		prepared, err := p.w.Prepare(ctx, msgs...)
 		if err != nil {
 			return nil, err
 		}
@@ -109,7 +109,7 @@ func (p *writerProc) try(ctx context.Context, op *writerOp, attempt int) ([]outb
 		// The attempt's idempotency token, drawn from the seed.
 		id := randomID(newRand(s.cfg.Seed, "request-token", uint64(op.seq), uint64(attempt)))
 		_, err = p.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
-			TransactItems:      append([]types.TransactWriteItem{business}, items...),
+			TransactItems:      append([]types.TransactWriteItem{business}, prepared.Items()...),
 			ClientRequestToken: aws.String(hex.EncodeToString(id[:])),
 		})
 		if businessRefused(err) {
@@ -118,10 +118,10 @@ func (p *writerProc) try(ctx context.Context, op *writerOp, attempt int) ([]outb
 			s.bizRefused.Add(1)
 		}
 		if err != nil {
-			return nil, p.w.ExplainTransactionError(err, items)
+			return nil, prepared.Explain(err)
 		}
-		p.w.NotifyCommitted(ctx, stored...)
-		return stored, nil
+		prepared.Committed(ctx)
+		return prepared.Messages(), nil
 	}
 }
 
@@ -141,15 +141,15 @@ func businessRefused(err error) bool {
 func (s *sim) hideOne(msgs []outbox.Message) {
 	count := map[int]int{}
 	for _, m := range msgs {
-		count[m.Bucket]++
+		count[m.Bucket()]++
 	}
 	for _, m := range msgs {
-		if count[m.Bucket] > 1 {
-			pk := fmt.Sprintf("%s#MESSAGES#%d", outboxddb.DefaultKeyPrefix, m.Bucket)
-			sk := fmt.Sprintf("%019d", m.Sequence)
+		if count[m.Bucket()] > 1 {
+			pk := fmt.Sprintf("%s#MESSAGES#%d", outboxddb.DefaultKeyPrefix, m.Bucket())
+			sk := fmt.Sprintf("%019d", m.Sequence())
 			s.ddb.Faults.HideFromNextQuery(pk, sk)
 			s.count(s.rep.Faults, "read-committed", 1)
-			s.trace.add("fault", "", m.Bucket, "read-committed: hide sequence %d from the next query", m.Sequence)
+			s.trace.add("fault", "", m.Bucket(), "read-committed: hide sequence %d from the next query", m.Sequence())
 			return
 		}
 	}
@@ -161,7 +161,7 @@ func describe(msgs []outbox.Message) string {
 		if i > 0 {
 			out += " "
 		}
-		out += fmt.Sprintf("b%d#%d", m.Bucket, m.Sequence)
+		out += fmt.Sprintf("b%d#%d", m.Bucket(), m.Sequence())
 	}
 	return out
 }

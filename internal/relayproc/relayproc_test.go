@@ -40,7 +40,7 @@ func TestProcRelaysThroughItsOwnParts(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 50 {
-			msg, err := writer.NewMessage("orders", []byte("k"), []byte("v"), outbox.MessageOptions{})
+			msg, err := outbox.NewMessage("orders", []byte("k"), []byte("v"), outbox.MessageOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -131,7 +131,7 @@ func TestProcWaitsForItsPredecessorGeneration(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		msg, err := writer.NewMessage("orders", []byte("k"), []byte("v"), outbox.MessageOptions{})
+		msg, err := outbox.NewMessage("orders", []byte("k"), []byte("v"), outbox.MessageOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

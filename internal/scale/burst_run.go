@@ -41,7 +41,7 @@ type BurstReport struct {
 	lambdasim.Stats
 	// ClaimChecks counts the trust checks that left every uncovered bucket
 	// to a peer whose round seemed to be claiming it and so read those
-	// buckets' leases again after lease.ClaimWindow (outbox.ConfirmClaims:
+	// buckets' leases again after lease.ClaimWindow (the relay's claim confirmation:
 	// the store's ReadLeases, one strongly consistent Query per bucket, or
 	// of every lease on a small table).
 	ClaimChecks int `json:"claimChecks"`
@@ -236,7 +236,9 @@ func (b *burst) commit(bucket int, now time.Time) error {
 	b.committed++
 	var id outbox.MessageID
 	binary.BigEndian.PutUint64(id[8:], uint64(b.committed))
-	_, err := b.messages.Enqueue(context.Background(), outbox.Message{ID: id, Topic: "burst", Bucket: bucket, BucketCount: b.cfg.Buckets, CreatedAt: now})
+	// The explicit partition picks the bucket (partition mod the count).
+	p := int32(bucket)
+	_, err := b.messages.Enqueue(context.Background(), outbox.Message{ID: id, Topic: "burst", Partition: &p, CreatedAt: now})
 	b.mu.Unlock()
 	if err != nil {
 		return err
@@ -405,7 +407,7 @@ func (s *relayStore) ReadCoverage(ctx context.Context, buckets []int) (lease.Coo
 }
 
 // ReadLeases is the second read of a trust check that left its buckets to
-// a claiming peer (outbox.ConfirmClaims): it counts a claim check.
+// a claiming peer (the relay's claim confirmation): it counts a claim check.
 func (s *relayStore) ReadLeases(ctx context.Context, buckets []int) ([]lease.State, error) {
 	s.b.mu.Lock()
 	s.b.rep.ClaimChecks++

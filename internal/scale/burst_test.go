@@ -42,7 +42,7 @@ func TestBurstOnTheModelCountsLikeTheEmbeddedServer(t *testing.T) {
 // each; the invocations woken while their claims are in flight find them
 // being claimed (lease.Coordination.Uncovered) and exit after their trust
 // check, 76 of them after reading the claimed lease again a ClaimWindow
-// later (outbox.ConfirmClaims), so 6 of 1,000 join and each bucket is
+// later (the relay's claim confirmation), so 6 of 1,000 join and each bucket is
 // claimed and released once. Four of the six were woken for a bucket
 // another's share took: they wait for it, running their round every poll
 // interval until their linger ends (18 rounds in all). Trust checks that

@@ -116,7 +116,7 @@ func (l *ledger) commit(m outbox.Message, at time.Time) {
 	st.committedAt = at
 	l.committed++
 	if st.acks == 0 {
-		l.unpublished[m.Bucket]++
+		l.unpublished[m.Bucket()]++
 	}
 }
 
@@ -142,7 +142,7 @@ func (l *ledger) acked(msgs []outbox.Message, at time.Time) {
 		st.ackedAt = at
 		l.published++
 		if !st.committedAt.IsZero() {
-			l.unpublished[m.Bucket]--
+			l.unpublished[m.Bucket()]--
 		}
 	}
 }

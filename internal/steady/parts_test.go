@@ -1,6 +1,7 @@
 package steady
 
 import (
+	"errors"
 	"maps"
 	"testing"
 	"testing/synctest"
@@ -101,7 +102,7 @@ func TestLedgerMeasuresOrphanSpells(t *testing.T) {
 	l := newLedger(2, 30*time.Second, start, start.Add(time.Minute))
 	e := &env{relayID: "relay-a"}
 	at := func(d time.Duration) time.Time { return start.Add(d) }
-	msg := func(b int) outbox.Message { return outbox.Message{ID: outbox.NewMessageID(), Bucket: b} }
+	msg := func(b int) outbox.Message { return outbox.Stored(outbox.Message{ID: outbox.NewMessageID()}, b, 0) }
 
 	m1 := msg(0)
 	l.commit(m1, at(time.Second))           // no relay: a spell opens
@@ -178,7 +179,7 @@ func TestConfigMapsOntoTheFunctionSettings(t *testing.T) {
 		{RelayTimeout: time.Minute, StopMargin: time.Minute},
 		{ValueSize: -1},
 	} {
-		if err := bad.WithDefaults().Validate(); !outbox.IsMisconfigured(err) {
+		if err := bad.WithDefaults().Validate(); !errors.Is(err, outbox.ErrMisconfigured) {
 			t.Errorf("%+v: err %v, want a misconfiguration", bad, err)
 		}
 	}

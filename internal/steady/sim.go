@@ -279,7 +279,7 @@ func (s *sim) commitOne() (time.Duration, error) {
 	if pad := s.cfg.ValueSize - len(value); pad > 0 {
 		value = append(value, bytes.Repeat([]byte{' '}, pad)...)
 	}
-	msg, err := outbox.NewMessage(topic, key, value, outbox.MessageOptions{ID: id, BucketCount: s.cfg.Buckets, CreatedAt: s.clock.Now()})
+	msg, err := outbox.NewMessage(topic, key, value, outbox.MessageOptions{ID: id, CreatedAt: s.clock.Now()})
 	if err != nil {
 		return 0, err
 	}
@@ -295,15 +295,15 @@ func (s *sim) commitOne() (time.Duration, error) {
 // commit is the transactional outbox write: reserve the sequence number,
 // commit the message in the writer's own transaction, then notify.
 func (s *sim) commit(msg outbox.Message) error {
-	items, msgs, err := s.writer.TransactItems(s.ctx, []outbox.Message{msg})
+	p, err := s.writer.Prepare(s.ctx, msg)
 	if err != nil {
 		return fmt.Errorf("steady: reserve message %s: %w", msg.ID, err)
 	}
-	if _, err := s.client.TransactWriteItems(s.ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}); err != nil {
+	if _, err := s.client.TransactWriteItems(s.ctx, &dynamodb.TransactWriteItemsInput{TransactItems: p.Items()}); err != nil {
 		return fmt.Errorf("steady: commit message %s: %w", msg.ID, err)
 	}
-	s.ledger.commit(msgs[0], s.clock.Now())
-	s.writer.NotifyCommitted(s.ctx, msgs...)
+	s.ledger.commit(p.Messages()[0], s.clock.Now())
+	p.Committed(s.ctx)
 	return nil
 }
 

@@ -7,7 +7,7 @@ import (
 
 // ErrMisconfigured marks a configuration that cannot work: a bucket count
 // below one, an empty relay id, a lease read that does not match its
-// request. outbox.ErrMisconfigured is this error, so outbox.IsMisconfigured
+// request. outbox.ErrMisconfigured is this error, so errors.Is with either
 // recognises the lease package's too.
 var ErrMisconfigured = errors.New("outbox: misconfigured")
 

@@ -58,6 +58,7 @@ func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 // Tx collects one business transaction for Writer.Commit: the caller's own
 // items and the messages to enqueue with them. A Tx lives for one attempt.
 type Tx struct {
+	w     *Writer
 	items []types.TransactWriteItem
 	msgs  []outbox.Message
 }
@@ -69,24 +70,18 @@ func (tx *Tx) Add(items ...types.TransactWriteItem) { tx.items = append(tx.items
 // Put adds a business Put to the transaction.
 func (tx *Tx) Put(put types.Put) { tx.Add(types.TransactWriteItem{Put: &put}) }
 
-// Enqueue adds messages to the transaction; Commit reserves their sequence
-// numbers on each attempt. Build them with Writer.NewMessage, outside the
-// build function when a rebuilt transaction should keep their ids.
-func (tx *Tx) Enqueue(msgs ...outbox.Message) { tx.msgs = append(tx.msgs, msgs...) }
-
-// NewMessage builds a message for topic with the writer's bucket count
-// (Options.BucketCount), so the count is given once. A non-zero
-// opts.BucketCount other than the writer's is refused with a
-// *BucketCountError.
-func (w *Writer) NewMessage(topic string, key, value []byte, opts outbox.MessageOptions) (outbox.Message, error) {
-	if opts.BucketCount != 0 && opts.BucketCount != w.opts.BucketCount {
-		return outbox.Message{}, &BucketCountError{Topic: topic, Built: opts.BucketCount, Writer: w.opts.BucketCount}
+// Enqueue adds messages to the transaction; Commit places them in their
+// buckets and reserves their sequence numbers when it sends the attempt.
+// A message the writer would refuse (Writer.Validate) is reported here, so
+// build can return the error where it added the message, and is not added.
+// Build messages with outbox.NewMessage, outside the build function when a
+// rebuilt transaction should keep their ids.
+func (tx *Tx) Enqueue(msgs ...outbox.Message) error {
+	if err := tx.w.Validate(msgs...); err != nil {
+		return err
 	}
-	opts.BucketCount = w.opts.BucketCount
-	if opts.CreatedAt.IsZero() {
-		opts.CreatedAt = w.opts.Clock.Now()
-	}
-	return outbox.NewMessage(topic, key, value, opts)
+	tx.msgs = append(tx.msgs, msgs...)
+	return nil
 }
 
 // Commit writes a business transaction and its messages all or nothing,
@@ -96,7 +91,9 @@ func (w *Writer) NewMessage(topic string, key, value []byte, opts outbox.Message
 //
 // Each attempt reserves the messages' sequence numbers anew and sends one
 // TransactWriteItems: the business items in order, then the messages'
-// Puts, then the generation check with Options.GenerationCheck. When
+// Puts, then the generation check with Options.GenerationCheck. A writer
+// with a previous generation writes that one, with its check, as Enqueue
+// does; the attempt its seal refuses is built again for the new one. When
 // DynamoDB cancels it because a business item's condition failed or
 // another transaction held an item, Commit waits briefly and builds again,
 // up to MaxCommitAttempts, then returns a *ConflictError. A numbered gap
@@ -105,19 +102,25 @@ func (w *Writer) NewMessage(topic string, key, value []byte, opts outbox.Message
 // Other errors end Commit at once: build's own error (wrapped, so errors.Is
 // still finds it), a *SequenceTakenError when a message's number holds
 // another message, an error matching outbox.ErrGenerationSealed, a
-// *BucketCountError or another outbox.ErrInvalidMessage before any request,
+// an error matching outbox.ErrInvalidMessage before any request,
 // ctx's error, or the DynamoDB error. An empty Tx sends nothing.
 func (w *Writer) Commit(ctx context.Context, build func(ctx context.Context, tx *Tx) error) ([]outbox.Message, error) {
 	for attempt := 1; ; attempt++ {
-		tx := &Tx{}
+		tx := &Tx{w: w}
 		if err := build(ctx, tx); err != nil {
 			return nil, fmt.Errorf("outboxddb: build transaction (attempt %d): %w", attempt, err)
 		}
 		msgs, err := w.commitOnce(ctx, tx)
+		var sealed *GenerationSealedError
+		if errors.As(err, &sealed) && sealed.Switched {
+			// The writer switched to its new generation for good: build
+			// the transaction again for it, at once.
+			continue
+		}
 		var lost *ConflictError
 		if !errors.As(err, &lost) {
 			if err == nil {
-				w.NotifyCommitted(ctx, msgs...)
+				w.notify(ctx, msgs...)
 			}
 			return msgs, err
 		}
@@ -136,8 +139,11 @@ func (w *Writer) Commit(ctx context.Context, build func(ctx context.Context, tx 
 // commitOnce reserves, builds and sends one attempt. A cancellation that a
 // rebuild may cure comes back as a *ConflictError.
 func (w *Writer) commitOnce(ctx context.Context, tx *Tx) ([]outbox.Message, error) {
+	// The generation the writer writes now: the previous one, with its
+	// check, until the writer saw it sealed.
+	t := w.target()
 	extra := 0
-	if w.opts.GenerationCheck && len(tx.msgs) > 0 {
+	if t.opts.GenerationCheck && len(tx.msgs) > 0 {
 		extra = 1
 	}
 	if n := len(tx.items) + len(tx.msgs) + extra; n > MaxTransactionItems {
@@ -147,7 +153,7 @@ func (w *Writer) commitOnce(ctx context.Context, tx *Tx) ([]outbox.Message, erro
 	if len(tx.items) == 0 && len(tx.msgs) == 0 {
 		return nil, nil
 	}
-	msgs, puts, err := w.prepare(ctx, tx.msgs)
+	msgs, puts, err := t.prepare(ctx, tx.msgs)
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +163,7 @@ func (w *Writer) commitOnce(ctx context.Context, tx *Tx) ([]outbox.Message, erro
 		items = append(items, types.TransactWriteItem{Put: &puts[i]})
 	}
 	if extra == 1 {
-		items = append(items, w.GenerationCheck())
+		items = append(items, t.generationCheck())
 	}
 	_, err = w.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
 		TransactItems:      items,
@@ -167,11 +173,14 @@ func (w *Writer) commitOnce(ctx context.Context, tx *Tx) ([]outbox.Message, erro
 		return msgs, nil
 	}
 	what := fmt.Sprintf("commit %d business items and %d messages", len(tx.items), len(msgs))
-	if sealed := w.sealed(err, items, what); sealed != nil {
+	if sealed := t.sealed(err, items, what); sealed != nil {
 		w.tel.refused("", OpCommit, noBucket)
+		if t != w {
+			return nil, w.learn(sealed)
+		}
 		return nil, sealed
 	}
-	if taken := w.sequenceTaken(err, items); taken != nil {
+	if taken := t.sequenceTaken(err, items); taken != nil {
 		w.tel.refused("", OpCommit, noBucket)
 		return nil, taken
 	}

@@ -3,6 +3,7 @@ package outboxddb
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strconv"
 	"testing"
@@ -69,7 +70,7 @@ func putVersion(e *env, id string, next int) types.Put {
 func TestCommitWritesTheBusinessItemAndItsMessageInOneTransactionThenNotifies(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, w, notifier := commitEnv(t)
-		msg, err := w.NewMessage("orders", []byte("order-1"), []byte(`{"total":42}`), outbox.MessageOptions{})
+		msg, err := outbox.NewMessage("orders", []byte("order-1"), []byte(`{"total":42}`), outbox.MessageOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,8 +78,7 @@ func TestCommitWritesTheBusinessItemAndItsMessageInOneTransactionThenNotifies(t 
 		c := e.counts(func() {
 			stored, err = w.Commit(t.Context(), func(_ context.Context, tx *Tx) error {
 				tx.Put(putVersion(e, "1", 1))
-				tx.Enqueue(msg)
-				return nil
+				return tx.Enqueue(msg)
 			})
 		})
 		if err != nil {
@@ -88,18 +88,18 @@ func TestCommitWritesTheBusinessItemAndItsMessageInOneTransactionThenNotifies(t 
 		if !reflect.DeepEqual(c.Requests, want) {
 			t.Fatalf("requests %v, want one reservation and one transaction %v", c.Requests, want)
 		}
-		if len(stored) != 1 || stored[0].ID != msg.ID || stored[0].Sequence != 1 || stored[0].BucketCount != outbox.DefaultBucketCount {
+		if len(stored) != 1 || stored[0].ID != msg.ID || stored[0].Sequence() != 1 {
 			t.Fatalf("stored %+v, want message %s at sequence 1", stored, msg.ID)
 		}
 		if v := readVersion(t, e, "1"); v != 1 {
 			t.Fatalf("order version %d, want 1", v)
 		}
-		batch, err := e.store(t).FetchBatch(t.Context(), msg.Bucket, 10)
+		batch, err := e.store(t).FetchBatch(t.Context(), stored[0].Bucket(), 10)
 		if err != nil || len(batch) != 1 || batch[0].ID != msg.ID {
 			t.Fatalf("fetched %+v, %v; want the committed message", batch, err)
 		}
-		if got := notifier.got(); len(got) != 1 || !reflect.DeepEqual(got[0].Buckets, []int{msg.Bucket}) {
-			t.Fatalf("wake-ups %+v, want one for bucket %d", got, msg.Bucket)
+		if got := notifier.got(); len(got) != 1 || !reflect.DeepEqual(got[0].Buckets, []int{stored[0].Bucket()}) {
+			t.Fatalf("wake-ups %+v, want one for bucket %d", got, stored[0].Bucket())
 		}
 	})
 }
@@ -129,14 +129,13 @@ func TestCommitRebuildsAndReservesAgainAfterLosingARace(t *testing.T) {
 		// Another writer commits the same order and its own message after
 		// the first attempt read the state and reserved its number.
 		racing.hook = func(ctx context.Context) {
-			m, err := rival.NewMessage("orders", []byte("order-1"), []byte("shipped"), outbox.MessageOptions{})
+			m, err := outbox.NewMessage("orders", []byte("order-1"), []byte("shipped"), outbox.MessageOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			msgs, err := rival.Commit(ctx, func(_ context.Context, rtx *Tx) error {
 				rtx.Put(putVersion(e, "1", readVersion(t, e, "1")+1))
-				rtx.Enqueue(m)
-				return nil
+				return rtx.Enqueue(m)
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -148,7 +147,7 @@ func TestCommitRebuildsAndReservesAgainAfterLosingARace(t *testing.T) {
 			t.Fatal(err)
 		}
 		w.opts.Clock, w.opts.Notifier = outbox.SystemClock{}, notifier
-		msg, err := w.NewMessage("orders", []byte("order-1"), []byte("paid"), outbox.MessageOptions{})
+		msg, err := outbox.NewMessage("orders", []byte("order-1"), []byte("paid"), outbox.MessageOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,8 +155,7 @@ func TestCommitRebuildsAndReservesAgainAfterLosingARace(t *testing.T) {
 		stored, err := w.Commit(t.Context(), func(ctx context.Context, tx *Tx) error {
 			attempts++
 			tx.Put(putVersion(e, "1", readVersion(t, e, "1")+1))
-			tx.Enqueue(msg)
-			return nil
+			return tx.Enqueue(msg)
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -171,8 +169,8 @@ func TestCommitRebuildsAndReservesAgainAfterLosingARace(t *testing.T) {
 		// Sequence 1 went to the lost attempt (a gap), 2 to the rival, 3 to
 		// the rebuild: the rebuilt message follows the write that won. Reusing
 		// the first reservation would publish it before the rival's.
-		if rivalMsg.Sequence != 2 || stored[0].Sequence != 3 {
-			t.Fatalf("rival at %d and rebuilt message at %d, want 2 and 3", rivalMsg.Sequence, stored[0].Sequence)
+		if rivalMsg.Sequence() != 2 || stored[0].Sequence() != 3 {
+			t.Fatalf("rival at %d and rebuilt message at %d, want 2 and 3", rivalMsg.Sequence(), stored[0].Sequence())
 		}
 		if len(notifier.got()) != 1 {
 			t.Fatalf("wake-ups %+v, want one, after the commit", notifier.got())
@@ -183,7 +181,7 @@ func TestCommitRebuildsAndReservesAgainAfterLosingARace(t *testing.T) {
 func TestCommitGivesUpAfterMaxAttemptsWithAConflictError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, w, notifier := commitEnv(t, func(o *Options) { o.MaxCommitAttempts = 3 })
-		msg, err := w.NewMessage("orders", []byte("order-1"), []byte("paid"), outbox.MessageOptions{})
+		msg, err := outbox.NewMessage("orders", []byte("order-1"), []byte("paid"), outbox.MessageOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,8 +190,7 @@ func TestCommitGivesUpAfterMaxAttemptsWithAConflictError(t *testing.T) {
 			builds++
 			tx.Put(types.Put{TableName: aws.String(e.opts.TableName), Item: order(e, "1", 1),
 				ConditionExpression: aws.String("attribute_exists(Version)")})
-			tx.Enqueue(msg)
-			return nil
+			return tx.Enqueue(msg)
 		})
 		var conflict *ConflictError
 		if !errors.As(err, &conflict) || !errors.Is(err, ErrConflict) || conflict.Attempts != 3 || !reflect.DeepEqual(conflict.Items, []int{0}) {
@@ -202,7 +199,7 @@ func TestCommitGivesUpAfterMaxAttemptsWithAConflictError(t *testing.T) {
 		if builds != 3 {
 			t.Fatalf("build ran %d times, want 3", builds)
 		}
-		if batch, _ := e.store(t).FetchBatch(t.Context(), msg.Bucket, 10); len(batch) != 0 || len(notifier.got()) != 0 {
+		if batch, _ := e.store(t).FetchBatch(t.Context(), msg.Bucket(), 10); len(batch) != 0 || len(notifier.got()) != 0 {
 			t.Fatalf("fetched %d messages and sent %d wake-ups, want none", len(batch), len(notifier.got()))
 		}
 	})
@@ -222,44 +219,47 @@ func TestCommitReturnsTheBuildErrorWithoutARequest(t *testing.T) {
 	})
 }
 
-// The bucket count is given once, to the writer: a message built for
-// another count is refused before any request.
-func TestWriterRefusesAMessageBuiltForAnotherBucketCount(t *testing.T) {
+// The bucket count is given once, to the writer: one message value suits
+// writers of any count, each storing it in the bucket its key hashes to at
+// its own count, on every path that enqueues.
+func TestWriterAssignsTheBucketForItsOwnCount(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, w, _ := commitEnv(t, func(o *Options) { o.BucketCount = 16 })
-		foreign, err := outbox.NewMessage("orders", []byte("order-1"), []byte("v"), outbox.MessageOptions{})
+		// A key whose bucket differs between 8 and 16 buckets, so a writer
+		// that hashed for the default count would land it elsewhere.
+		var key []byte
+		want := -1
+		for i := 0; want < 8; i++ {
+			key = fmt.Appendf(nil, "order-%d", i)
+			want, _ = outbox.ComputeBucket(key, outbox.MessageID{}, 16, nil)
+		}
+		msg, err := outbox.NewMessage("orders", key, []byte("v"), outbox.MessageOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		calls := map[string]func() error{
-			"Enqueue":      func() error { _, err := w.Enqueue(t.Context(), foreign); return err },
-			"TransactItem": func() error { _, _, err := w.TransactItem(t.Context(), foreign); return err },
-			"Commit": func() error {
-				_, err := w.Commit(t.Context(), func(_ context.Context, tx *Tx) error { tx.Enqueue(foreign); return nil })
-				return err
+		calls := map[string]func() ([]outbox.Message, error){
+			"Enqueue": func() ([]outbox.Message, error) {
+				m, err := w.Enqueue(t.Context(), msg)
+				return []outbox.Message{m}, err
 			},
-			"NewMessage": func() error {
-				_, err := w.NewMessage("orders", nil, nil, outbox.MessageOptions{BucketCount: 8})
-				return err
+			"EnqueueBatch": func() ([]outbox.Message, error) { return w.EnqueueBatch(t.Context(), []outbox.Message{msg}) },
+			"Commit": func() ([]outbox.Message, error) {
+				return w.Commit(t.Context(), func(_ context.Context, tx *Tx) error { return tx.Enqueue(msg) })
 			},
 		}
+		store := e.store(t, func(o *Options) { o.BucketCount = 16 })
 		for name, call := range calls {
-			var err error
-			c := e.counts(func() { err = call() })
-			var mismatch *BucketCountError
-			if !errors.As(err, &mismatch) || !errors.Is(err, outbox.ErrInvalidMessage) || mismatch.Built != 8 || mismatch.Writer != 16 {
-				t.Errorf("%s: error %v, want a *BucketCountError for 8 against 16", name, err)
-			}
-			if c.TotalRequests() != 0 {
-				t.Errorf("%s: sent %v, want no request", name, c.Requests)
+			stored, err := call()
+			if err != nil || len(stored) != 1 || stored[0].Bucket() != want {
+				t.Errorf("%s: stored %+v, %v; want the message in bucket %d of 16", name, stored, err, want)
 			}
 		}
-		own, err := w.NewMessage("orders", []byte("order-1"), []byte("v"), outbox.MessageOptions{})
-		if err != nil || own.BucketCount != 16 {
-			t.Fatalf("NewMessage: %+v, %v; want a message for 16 buckets", own, err)
+		batch, err := store.FetchBatch(t.Context(), want, 10)
+		if err != nil || len(batch) != len(calls) || batch[0].ID != msg.ID {
+			t.Fatalf("fetched %d messages from bucket %d, %v; want the %d enqueued", len(batch), want, err, len(calls))
 		}
-		if _, err := w.Enqueue(t.Context(), own); err != nil {
-			t.Fatal(err)
+		if msg.Bucket() != 0 || msg.Sequence() != 0 {
+			t.Fatalf("the caller's message was placed at bucket %d, sequence %d; only what the writer returns is", msg.Bucket(), msg.Sequence())
 		}
 	})
 }

@@ -35,7 +35,7 @@ func (s *Store) MarkPublished(ctx context.Context, bucket int, msgs []outbox.Mes
 	}
 	seqs := make([]int64, len(msgs))
 	for i, m := range msgs {
-		seqs[i] = m.Sequence
+		seqs[i] = m.Sequence()
 	}
 	slices.Sort(seqs)
 	for chunk := range slices.Chunk(seqs, deleteChunk) {

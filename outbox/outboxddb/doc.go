@@ -50,7 +50,7 @@
 // other languages ignore; their records, without it, make Spillway's
 // rounds keep every lease (lease.RelayState.KeepsAhead).
 //
-// A woken relay's trust check (outbox.ReadUncovered) writes nothing. On a
+// A woken relay's trust check writes nothing. On a
 // large table it first reads only the hinted buckets' lease items and the
 // heartbeats (Store.ReadCoverage), and reads the whole partition only when
 // a hinted bucket is not held by a live peer. A bucket it left to a

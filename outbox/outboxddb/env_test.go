@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
@@ -118,12 +119,16 @@ func (e *env) counts(fn func()) outboxlocal.Counts {
 	return e.d.Counter.Snapshot().Since(before)
 }
 
-// newMessage builds a message for bucket with key, the default bucket count.
+// newMessage builds a message with key that a writer of the default bucket
+// count stores in bucket.
 func newMessage(t *testing.T, topic, key string, bucket int) outbox.Message {
 	t.Helper()
+	// The explicit partition places it: a writer buckets it partition mod
+	// its count.
+	p := int32(bucket)
 	return outbox.Message{
 		ID: outbox.NewMessageID(), Topic: topic, Key: []byte(key), Value: []byte("value of " + key),
-		Bucket: bucket, CreatedAt: t0,
+		Partition: &p, CreatedAt: t0,
 	}
 }
 
@@ -131,7 +136,7 @@ func newMessage(t *testing.T, topic, key string, bucket int) outbox.Message {
 func sequences(msgs []outbox.Message) []int64 {
 	out := make([]int64, len(msgs))
 	for i, m := range msgs {
-		out[i] = m.Sequence
+		out[i] = m.Sequence()
 	}
 	return out
 }
@@ -148,4 +153,23 @@ func wantInts[T int | int64](t *testing.T, what string, got, want []T) {
 	if !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
 		t.Fatalf("%s = %v, want %v", what, got, want)
 	}
+}
+
+// prepareItems is Writer.Prepare for tests that read its items and
+// messages.
+func prepareItems(ctx context.Context, w *Writer, msgs []outbox.Message) ([]types.TransactWriteItem, []outbox.Message, error) {
+	p, err := w.Prepare(ctx, msgs...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p.Items(), p.Messages(), nil
+}
+
+// prepareItem is prepareItems for one message.
+func prepareItem(ctx context.Context, w *Writer, msg outbox.Message) (types.TransactWriteItem, outbox.Message, error) {
+	items, msgs, err := prepareItems(ctx, w, []outbox.Message{msg})
+	if err != nil {
+		return types.TransactWriteItem{}, outbox.Message{}, err
+	}
+	return items[0], msgs[0], nil
 }

@@ -79,30 +79,6 @@ func (e *ItemTooLargeError) Error() string {
 // Is reports whether target is outbox.ErrInvalidMessage.
 func (e *ItemTooLargeError) Is(target error) bool { return target == outbox.ErrInvalidMessage }
 
-// BucketCountError reports a message built for another bucket count than
-// the writer's (outbox.NewMessage without MessageOptions.BucketCount builds
-// for 8): its bucket is not the one its key hashes to under the writer's
-// count, so storing it would break the key's order. Build messages with
-// Writer.NewMessage, which uses the writer's count. It matches
-// outbox.ErrInvalidMessage and is returned before any request.
-type BucketCountError struct {
-	// MessageID and Topic name the refused message.
-	MessageID outbox.MessageID
-	Topic     string
-	// Built is the count the message was built for; Writer is the writer's
-	// (Options.BucketCount).
-	Built, Writer int
-}
-
-// Error implements error.
-func (e *BucketCountError) Error() string {
-	return fmt.Sprintf("outboxddb: message %s for topic %q was built for %d buckets but the writer uses %d; build it with Writer.NewMessage, which uses the writer's bucket count",
-		e.MessageID, e.Topic, e.Built, e.Writer)
-}
-
-// Is reports whether target is outbox.ErrInvalidMessage.
-func (e *BucketCountError) Is(target error) bool { return target == outbox.ErrInvalidMessage }
-
 func isConditionFailed(err error) bool {
 	var ccf *types.ConditionalCheckFailedException
 	return errors.As(err, &ccf)

@@ -37,7 +37,7 @@ func ExampleWriter_Commit() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	msg, err := writer.NewMessage("orders", []byte("order-1"), []byte(`{"total":42}`), outbox.MessageOptions{})
+	msg, err := outbox.NewMessage("orders", []byte("order-1"), []byte(`{"total":42}`), outbox.MessageOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -46,12 +46,11 @@ func ExampleWriter_Commit() {
 			"PK": &types.AttributeValueMemberS{Value: "ORDER#1"},
 			"SK": &types.AttributeValueMemberS{Value: "ORDER"},
 		}, ConditionExpression: aws.String("attribute_not_exists(PK)")})
-		tx.Enqueue(msg)
-		return nil
+		return tx.Enqueue(msg)
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Printf("committed order 1 with message %d of bucket %d\n", stored[0].Sequence, stored[0].Bucket)
+	fmt.Printf("committed order 1 with message %d of bucket %d\n", stored[0].Sequence(), stored[0].Bucket())
 	// Output: committed order 1 with message 1 of bucket 6
 }

@@ -14,11 +14,10 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
-// A caller that sends its own TransactWriteItems includes the message's Put
-// from TransactItem, explains a refusal with ExplainTransactionError and
-// wakes the relay with NotifyCommitted; Writer.Commit does all of it in one
-// call.
-func ExampleWriter_TransactItem() {
+// A caller that sends its own TransactWriteItems prepares the messages,
+// includes the prepared items, explains a refusal with Explain and wakes
+// the relay with Committed; Writer.Commit does all of it in one call.
+func ExampleWriter_Prepare() {
 	ctx := context.Background()
 	db, err := outboxlocal.StartDynamoDB(ctx, outboxlocal.WithoutEnvironment())
 	if err != nil {
@@ -40,35 +39,35 @@ func ExampleWriter_TransactItem() {
 		log.Fatal(err)
 	}
 
-	msg, err := writer.NewMessage("orders", []byte("order-1"), []byte(`{"total":42}`), outbox.MessageOptions{})
+	msg, err := outbox.NewMessage("orders", []byte("order-1"), []byte(`{"total":42}`), outbox.MessageOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}
 	// Inside the retry loop: a rebuilt transaction reserves again.
-	outboxPut, msg, err := writer.TransactItem(ctx, msg)
+	prepared, err := writer.Prepare(ctx, msg)
 	if err != nil {
 		log.Fatal(err)
 	}
-	items := []types.TransactWriteItem{
+	items := append([]types.TransactWriteItem{
 		{Put: &types.Put{TableName: aws.String("orders-outbox"), Item: map[string]types.AttributeValue{
 			"PK": &types.AttributeValueMemberS{Value: "ORDER#1"},
 			"SK": &types.AttributeValueMemberS{Value: "ORDER"},
 		}}},
-		outboxPut,
-	}
+	}, prepared.Items()...)
 	if _, err := db.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}); err != nil {
-		log.Fatal(writer.ExplainTransactionError(err, items))
+		log.Fatal(prepared.Explain(err))
 	}
-	writer.NotifyCommitted(ctx, msg)
+	prepared.Committed(ctx)
+	msg = prepared.Messages()[0]
 
 	store, err := outboxddb.NewStore(db.Client, opts)
 	if err != nil {
 		log.Fatal(err)
 	}
-	batch, err := store.FetchBatch(ctx, msg.Bucket, 10)
+	batch, err := store.FetchBatch(ctx, msg.Bucket(), 10)
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Printf("bucket %d: message %d, key %s\n", msg.Bucket, batch[0].Sequence, batch[0].Key)
+	fmt.Printf("bucket %d: message %d, key %s\n", msg.Bucket(), batch[0].Sequence(), batch[0].Key)
 	// Output: bucket 6: message 1, key order-1
 }

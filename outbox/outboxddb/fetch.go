@@ -164,17 +164,17 @@ func (s *Store) unreadable(item map[string]types.AttributeValue, bucket int, err
 // by the reads of one fetch, would pass maxGapProbes.
 func (s *Store) probeGaps(ctx context.Context, bucket int, expected int64, batch []outbox.Message, probes *int) (bool, int64, error) {
 	for _, m := range batch {
-		if m.Sequence > expected {
+		if m.Sequence() > expected {
 			*probes++
 			if *probes > maxGapProbes {
 				return false, 0, nil
 			}
-			found, err := s.probe(ctx, bucket, expected, m.Sequence-1)
+			found, err := s.probe(ctx, bucket, expected, m.Sequence()-1)
 			if err != nil || found {
 				return found, expected, err
 			}
 		}
-		expected = max(expected, m.Sequence+1)
+		expected = max(expected, m.Sequence()+1)
 	}
 	return false, 0, nil
 }

@@ -136,7 +136,7 @@ func TestGenerationContents_FindsMessagesAndParkedMessages(t *testing.T) {
 		wantUnits(t, "contents", c, 24, 0)
 		enqueue(t, w, 2, 1)
 		parked := enqueue(t, w, 5, 1)
-		if err := s.Park(t.Context(), outbox.Parking{Bucket: 5, Sequence: parked[0].Sequence, Reason: outbox.ParkTooLarge}); err != nil {
+		if err := s.Park(t.Context(), outbox.Parking{Bucket: 5, Sequence: parked[0].Sequence(), Reason: outbox.ParkTooLarge}); err != nil {
 			t.Fatal(err)
 		}
 		c = e.counts(func() { got, err = s.GenerationContents(t.Context()) })
@@ -188,14 +188,17 @@ func TestWriter_GenerationCheck_RefusesAStaleWriterAfterTheSeal(t *testing.T) {
 		}
 		after, _ := s.GenerationContents(t.Context())
 		wantInts(t, "buckets with messages after refused writes", after.Messages, before.Messages)
-		// A caller's own transaction: the explained error says sealed too.
-		items, _, err := checked.TransactItems(t.Context(), []outbox.Message{newMessage(t, "t", "z", 6)})
+		// A caller's own transaction: the prepared items end with the
+		// check, and the explained error says sealed too.
+		p, err := checked.Prepare(t.Context(), newMessage(t, "t", "z", 6))
 		if err != nil {
 			t.Fatal(err)
 		}
-		items = append(items, checked.GenerationCheck())
-		_, err = e.client.TransactWriteItems(t.Context(), &dynamodb.TransactWriteItemsInput{TransactItems: items})
-		if err = checked.ExplainTransactionError(err, items); !errors.Is(err, outbox.ErrGenerationSealed) {
+		if n := len(p.Items()); n != 2 || p.Items()[1].ConditionCheck == nil {
+			t.Fatalf("prepared %d items; want the put and the generation check", n)
+		}
+		_, err = e.client.TransactWriteItems(t.Context(), &dynamodb.TransactWriteItemsInput{TransactItems: p.Items()})
+		if err = p.Explain(err); !errors.Is(err, outbox.ErrGenerationSealed) {
 			t.Fatalf("a caller's transaction after the seal: %v; want ErrGenerationSealed", err)
 		}
 	})
@@ -227,7 +230,7 @@ func TestGenerationContents_AMessageParkedDuringTheLook_IsFound(t *testing.T) {
 		mover, w := e.store(t), e.writer(t)
 		msgs := enqueue(t, w, 2, 1)
 		move := func() {
-			if err := mover.Park(t.Context(), outbox.Parking{Bucket: 2, Sequence: msgs[0].Sequence, Reason: outbox.ParkTooLarge}); err != nil {
+			if err := mover.Park(t.Context(), outbox.Parking{Bucket: 2, Sequence: msgs[0].Sequence(), Reason: outbox.ParkTooLarge}); err != nil {
 				t.Error(err)
 			}
 		}

@@ -28,11 +28,12 @@ func (e *InvalidItemError) Error() string {
 // Is reports whether target is outbox.ErrInvalidItem.
 func (e *InvalidItemError) Is(target error) bool { return target == outbox.ErrInvalidItem }
 
-// encodeMessage builds the message item stored under (bucket, m.Sequence).
+// encodeMessage builds the message item stored under (m.Bucket, m.Sequence),
+// stamped with the writer's bucket count (checkBucketCount).
 // Nil payloads are absent attributes; empty ones are present, empty binaries,
 // because a reader must tell a keyless record from an empty key.
 func (k keys) encodeMessage(m outbox.Message, bucketCount int) map[string]types.AttributeValue {
-	item := k.messageKey(m.Bucket, m.Sequence)
+	item := k.messageKey(m.Bucket(), m.Sequence())
 	item[attrMessageID] = str(m.ID.String())
 	item[attrTopic] = str(m.Topic)
 	item[attrCreatedAt] = num(lease.Ticks(m.CreatedAt))
@@ -84,13 +85,11 @@ func (k keys) decodeMessage(item map[string]types.AttributeValue, bucket int) (o
 	if !ok {
 		return invalid("%s is missing or not an integer", attrCreatedAt)
 	}
-	m := outbox.Message{
+	m := outbox.Stored(outbox.Message{
 		ID:        id,
 		Topic:     topic,
-		Bucket:    bucket,
 		CreatedAt: lease.TimeFromTicks(created),
-		Sequence:  seq,
-	}
+	}, bucket, seq)
 	for _, b := range []struct {
 		name string
 		dst  *[]byte
@@ -113,9 +112,6 @@ func (k keys) decodeMessage(item map[string]types.AttributeValue, bucket int) (o
 		}
 		p32 := int32(p)
 		m.Partition = &p32
-	}
-	if n, ok := intAttr(item, attrBucketCount); ok && n > 0 && n <= maxInt32 {
-		m.BucketCount = int(n)
 	}
 	return m, nil
 }

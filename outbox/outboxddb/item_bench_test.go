@@ -22,8 +22,7 @@ func benchMessage(b *testing.B) outbox.Message {
 	if err != nil {
 		b.Fatal(err)
 	}
-	m.Sequence = 42
-	return m
+	return outbox.Stored(m, 3, 42)
 }
 
 // BenchmarkEncodeMessage measures building a message item, done by the
@@ -47,7 +46,7 @@ func BenchmarkDecodeMessage(b *testing.B) {
 	item := k.encodeMessage(m, outbox.DefaultBucketCount)
 	b.ReportAllocs()
 	for b.Loop() {
-		got, err := k.decodeMessage(item, m.Bucket)
+		got, err := k.decodeMessage(item, m.Bucket())
 		if err != nil || got.ID != m.ID {
 			b.Fatal(got, err)
 		}

@@ -65,10 +65,10 @@ func TestMessage_RoundTripsThroughItsItem(t *testing.T) {
 	id := outbox.NewMessageID()
 	p := int32(7)
 	created := time.Date(2026, 9, 1, 10, 0, 0, 123456700, time.FixedZone("x", 3600))
-	in := outbox.Message{
+	in := outbox.Stored(outbox.Message{
 		ID: id, Topic: "orders", Key: []byte{}, Value: []byte("v"), Headers: []byte{1, 0, 0, 0, 0},
-		Partition: &p, Bucket: 3, CreatedAt: created, Sequence: 42,
-	}
+		Partition: &p, CreatedAt: created,
+	}, 3, 42)
 	it := k.encodeMessage(in, 8)
 	if sk := it["SK"].(*types.AttributeValueMemberS).Value; sk != "0000000000000000042" {
 		t.Fatalf("sort key %q", sk)
@@ -87,7 +87,7 @@ func TestMessage_RoundTripsThroughItsItem(t *testing.T) {
 		t.Fatal(err)
 	}
 	if out.ID != id || out.Topic != "orders" || out.Key == nil || len(out.Key) != 0 || !bytes.Equal(out.Value, []byte("v")) ||
-		!bytes.Equal(out.Headers, in.Headers) || *out.Partition != 7 || out.Bucket != 3 || out.Sequence != 42 {
+		!bytes.Equal(out.Headers, in.Headers) || *out.Partition != 7 || out.Bucket() != 3 || out.Sequence() != 42 {
 		t.Fatalf("decoded %+v", out)
 	}
 	// The offset is dropped: the instant survives, in UTC.
@@ -98,7 +98,7 @@ func TestMessage_RoundTripsThroughItsItem(t *testing.T) {
 
 func TestNullPayloads_AreAbsentAttributes(t *testing.T) {
 	k := newKeys(Options{}.WithDefaults())
-	it := k.encodeMessage(outbox.Message{ID: outbox.NewMessageID(), Topic: "t", Sequence: 1}, 8)
+	it := k.encodeMessage(outbox.Stored(outbox.Message{ID: outbox.NewMessageID(), Topic: "t"}, 0, 1), 8)
 	for _, name := range []string{"Key", "Value", "Headers", "Partition"} {
 		if _, ok := it[name]; ok {
 			t.Errorf("%s present for a nil payload", name)
@@ -116,7 +116,7 @@ func TestNullPayloads_AreAbsentAttributes(t *testing.T) {
 func TestDecodeMessage_MalformedItems_AreInvalidItemErrorsNamingTheKey(t *testing.T) {
 	k := newKeys(Options{}.WithDefaults())
 	good := func() map[string]types.AttributeValue {
-		return k.encodeMessage(outbox.Message{ID: outbox.NewMessageID(), Topic: "t", Sequence: 5, Bucket: 2}, 8)
+		return k.encodeMessage(outbox.Stored(outbox.Message{ID: outbox.NewMessageID(), Topic: "t"}, 2, 5), 8)
 	}
 	for name, c := range map[string]struct {
 		edit func(map[string]types.AttributeValue)
@@ -157,7 +157,7 @@ func TestDecodeMessage_MalformedItems_AreInvalidItemErrorsNamingTheKey(t *testin
 
 func TestCheckBucketCount_OnlyAStampThatDiffers(t *testing.T) {
 	k := newKeys(Options{}.WithDefaults())
-	it := k.encodeMessage(outbox.Message{ID: outbox.NewMessageID(), Topic: "t", Sequence: 5, Bucket: 2}, 16)
+	it := k.encodeMessage(outbox.Stored(outbox.Message{ID: outbox.NewMessageID(), Topic: "t"}, 2, 5), 16)
 	err := k.checkBucketCount(it, 2, 8)
 	if !errors.Is(err, outbox.ErrMisconfigured) || !strings.Contains(err.Error(), "16") || !strings.Contains(err.Error(), "bucket 2") {
 		t.Fatalf("check = %v, want a misconfiguration naming bucket 2 and count 16", err)
@@ -224,7 +224,7 @@ func FuzzDecodeMessage(f *testing.F) {
 			}
 			return
 		}
-		if m.Topic == "" || m.Sequence < 0 || m.Bucket != 1 {
+		if m.Topic == "" || m.Sequence() < 0 || m.Bucket() != 1 {
 			t.Fatalf("decoded an incomplete message %+v", m)
 		}
 	})

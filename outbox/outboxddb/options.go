@@ -55,10 +55,9 @@ type Options struct {
 	// prefixes keep several outboxes, or the outbox and other items, apart in
 	// one table. Default "OUTBOX".
 	KeyPrefix string
-	// BucketCount must equal the relays' count; it is stamped on every message
-	// item. Writer.NewMessage builds messages for it, and a Writer refuses a
-	// message built for another count (BucketCountError), so it is given once,
-	// here. Default 8.
+	// BucketCount must equal the relays' count. A Writer computes each
+	// message's bucket for it and stamps it on every message item, so it is
+	// given once, here. Default 8.
 	BucketCount int
 	// MaxConcurrency bounds the DynamoDB requests one store or writer call
 	// keeps in flight (lease writes, probes, counter reservations). Default 8.
@@ -81,7 +80,7 @@ type Options struct {
 	// writer's trace context of last resort (see Writer). Default os.Getenv.
 	Getenv func(string) string
 	// Notifier (Writer only), when set, is told about committed messages by
-	// Writer.NotifyCommitted and the Enqueue methods so a relay wakes up before
+	// Commit, Prepared.Committed and the Enqueue methods so a relay wakes up before
 	// its next poll. Optional: without it relays find messages by polling.
 	Notifier outbox.Notifier
 	// Topics (Writer only), when set, are the only topics a Writer accepts: a

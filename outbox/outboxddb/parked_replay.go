@@ -195,7 +195,7 @@ func (s *Store) ReplayDone(ctx context.Context, bucket int, request int64) error
 func (s *Store) DeleteReplayed(ctx context.Context, bucket int, msgs []outbox.Message) error {
 	seqs := make([]int64, len(msgs))
 	for i, m := range msgs {
-		seqs[i] = m.Sequence
+		seqs[i] = m.Sequence()
 	}
 	slices.Sort(seqs)
 	pk := s.keys.parkedPartition(bucket)

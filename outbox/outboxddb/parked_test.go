@@ -88,7 +88,7 @@ func TestPark_MovesTheRowKeepingEveryAttribute_ThenMarkReplayAndDrop(t *testing.
 		if set, err = s.ParkedKeys(t.Context(), 5); err != nil || len(set.Replays) != 1 {
 			t.Fatalf("parked set %+v, %v; want one replay", set, err)
 		}
-		if r := set.Replays[0]; r.ID != msgs[0].ID || r.Sequence != 1 || r.Topic != "fixed" || string(r.Value) != string(msgs[0].Value) || string(r.Headers) != string(msgs[0].Headers) {
+		if r := set.Replays[0]; r.ID != msgs[0].ID || r.Sequence() != 1 || r.Topic != "fixed" || string(r.Value) != string(msgs[0].Value) || string(r.Headers) != string(msgs[0].Headers) {
 			t.Fatalf("replay %+v, want message 1 under its sequence with topic fixed", r)
 		}
 		// The relay parks nothing more behind a marked message: it replays it

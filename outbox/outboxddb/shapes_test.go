@@ -359,7 +359,7 @@ func TestRequestShapes_FetchPages_ThenProbesTheGap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(batch) != 3 || batch[0].Sequence != 1 || batch[1].Sequence != 3 || batch[2].Sequence != 4 {
+	if len(batch) != 3 || batch[0].Sequence() != 1 || batch[1].Sequence() != 3 || batch[2].Sequence() != 4 {
 		t.Fatalf("batch %+v", batch)
 	}
 	fetch := func(limit int32, start item) *dynamodb.QueryInput {
@@ -397,7 +397,7 @@ func TestRequestShapes_Delete_IsBatchWriteItemOfKeys(t *testing.T) {
 	s, f, _ := shapeStore(t, 8)
 	var msgs []outbox.Message
 	for seq := int64(30); seq >= 1; seq-- { // out of order on purpose
-		msgs = append(msgs, outbox.Message{Bucket: 2, Sequence: seq})
+		msgs = append(msgs, outbox.Stored(outbox.Message{}, 2, seq))
 	}
 	if err := s.MarkPublished(context.Background(), 2, msgs); err != nil {
 		t.Fatal(err)
@@ -491,10 +491,10 @@ func testMessage(t *testing.T, bucket int, key string) outbox.Message {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := int32(5)
+	p := int32(bucket) // a writer of 8 buckets stores it in bucket
 	return outbox.Message{
 		ID: id, Topic: "orders", Key: []byte(key), Value: []byte{}, Headers: []byte{1, 0, 0, 0, 0},
-		Partition: &p, Bucket: bucket, CreatedAt: t0,
+		Partition: &p, CreatedAt: t0,
 	}
 }
 
@@ -519,7 +519,7 @@ func wantMessagePut(key []byte, bucket int, seq string) types.Put {
 			"Key":          B(key),
 			"Value":        B([]byte{}),
 			"Headers":      B([]byte{1, 0, 0, 0, 0}),
-			"Partition":    N("5"),
+			"Partition":    N(strconv.Itoa(bucket)),
 			"CreatedAtUtc": N(t0Ticks),
 			"BucketCount":  N("8"),
 		},
@@ -533,13 +533,13 @@ func TestRequestShapes_Writer_ReserveOncePerBucket_AndNumberInListOrder(t *testi
 	f := &fakeDB{update: counterAt(map[string]int64{"OUTBOX#SEQUENCE#5": 10})}
 	w := writerOn(t, f, Options{MaxConcurrency: 1})
 	in := []outbox.Message{testMessage(t, 5, "a"), testMessage(t, 2, "b"), testMessage(t, 5, "c"), testMessage(t, 5, "d"), testMessage(t, 2, "e")}
-	items, msgs, err := w.TransactItems(context.Background(), in)
+	items, msgs, err := prepareItems(context.Background(), w, in)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var seqs []int64
 	for _, m := range msgs {
-		seqs = append(seqs, m.Sequence)
+		seqs = append(seqs, m.Sequence())
 	}
 	if !slices.Equal(seqs, []int64{11, 1, 12, 13, 2}) {
 		t.Fatalf("sequences %v, want [11 1 12 13 2]", seqs)
@@ -560,7 +560,7 @@ func TestRequestShapes_Writer_ReserveOncePerBucket_AndNumberInListOrder(t *testi
 	}
 
 	f.reset()
-	if items, msgs, err := w.TransactItems(context.Background(), nil); err != nil || items != nil || msgs != nil {
+	if items, msgs, err := prepareItems(context.Background(), w, nil); err != nil || items != nil || msgs != nil {
 		t.Fatalf("empty list = %v %v %v", items, msgs, err)
 	}
 	wantOps(t, f)
@@ -572,7 +572,7 @@ func TestRequestShapes_Enqueue_PutItemForOne_TransactionWithAFreshTokenForSevera
 	f := &fakeDB{update: counterAt(map[string]int64{})}
 	w := writerOn(t, f, Options{})
 	m, err := w.Enqueue(context.Background(), testMessage(t, 1, "k"))
-	if err != nil || m.Sequence != 1 {
+	if err != nil || m.Sequence() != 1 {
 		t.Fatalf("enqueue = %+v, %v", m, err)
 	}
 	put := wantMessagePut([]byte("k"), 1, "0000000000000000001")

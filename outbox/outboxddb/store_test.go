@@ -143,7 +143,7 @@ func TestFetch_BoundsItsProbes_WhenManyWritersLeaveManyGaps(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
-		if len(got) != 40 || got[0].Sequence != 1 || got[39].Sequence != 79 {
+		if len(got) != 40 || got[0].Sequence() != 1 || got[39].Sequence() != 79 {
 			t.Fatalf("fetched %d messages %v", len(got), sequences(got))
 		}
 		// One fetch and exactly 8 probes; the batch is accepted.
@@ -295,7 +295,7 @@ func TestFetch_HandMadeRowsWithOtherGUIDSyntaxes_AreReadAndDeleted(t *testing.T)
 		}
 		for _, m := range msgs {
 			if m.ID.String() != "d9b2d63d-a233-4123-847a-76838bf2413a" {
-				t.Errorf("sequence %d read as id %s", m.Sequence, m.ID)
+				t.Errorf("sequence %d read as id %s", m.Sequence(), m.ID)
 			}
 		}
 		if err := s.MarkPublished(t.Context(), 4, msgs); err != nil {
@@ -337,7 +337,7 @@ func TestMarkPublished_DeletesThePrefix_AcrossChunks(t *testing.T) {
 		})
 		wantRequests(t, c, map[string]int{"BatchWriteItem": 3}) // 25 + 25 + 10
 		rest, err := s.FetchBatch(t.Context(), 5, 100)
-		if err != nil || len(rest) != 10 || rest[0].Sequence != 61 {
+		if err != nil || len(rest) != 10 || rest[0].Sequence() != 61 {
 			t.Fatalf("left %v, %v; want 61..70", sequences(rest), err)
 		}
 	})

@@ -16,11 +16,10 @@ import (
 )
 
 // Writer enqueues messages: with the caller's business items in one call
-// (Commit), into a TransactWriteItems the caller sends itself (TransactItem,
-// TransactItems, ExplainTransactionError, NotifyCommitted), or on their own
-// (Enqueue, EnqueueBatch). Build messages with NewMessage, which uses the
-// writer's bucket count; a message built for another count is refused with
-// a *BucketCountError.
+// (Commit), on their own (Enqueue, EnqueueBatch), or into a
+// TransactWriteItems the caller sends itself (Prepare). Build messages with outbox.NewMessage: the
+// writer assigns each its bucket (outbox.ComputeBucket at Options.BucketCount)
+// and its sequence number, and returns the messages as stored.
 //
 // DynamoDB has no auto-increment, so every message first takes the next
 // number of its bucket's counter, outside the transaction. The order of two
@@ -74,59 +73,6 @@ func newWriter(client Client, opts Options) *Writer {
 	return &Writer{client: client, opts: opts, keys: newKeys(opts), tel: newTelemetry(opts.Hooks)}
 }
 
-// TransactItem reserves msg's sequence number and returns the Put to include
-// in the caller's TransactWriteItems, and msg with its Sequence set. The Put
-// carries attribute_not_exists, so a counter that someone reset fails the
-// transaction instead of overwriting a pending message; pass the error to
-// ExplainTransactionError to learn which message holds the number. Call
-// NotifyCommitted after the transaction committed.
-//
-// A writer with a previous generation (Options.PreviousKeyPrefix) refuses
-// it as misconfigured: its items carry their generation check, so use
-// TransactItems.
-func (w *Writer) TransactItem(ctx context.Context, msg outbox.Message) (types.TransactWriteItem, outbox.Message, error) {
-	if w.prev != nil {
-		return types.TransactWriteItem{}, outbox.Message{}, outbox.Misconfigured("transact item",
-			"a writer replacing generation %s adds a generation check to its items; use TransactItems", w.prev.generation())
-	}
-	items, msgs, err := w.TransactItems(ctx, []outbox.Message{msg})
-	if err != nil {
-		return types.TransactWriteItem{}, outbox.Message{}, err
-	}
-	return items[0], msgs[0], nil
-}
-
-// TransactItems is TransactItem for several messages: one reservation per
-// distinct bucket (in parallel, up to MaxConcurrency), numbers assigned in
-// list order within each bucket. The items and messages come back in input
-// order. Every message is validated before any request; an empty list makes
-// no request.
-//
-// A writer with a previous generation builds the items for the generation
-// it writes now (see Options.PreviousKeyPrefix), the messages' buckets
-// computed for it; while that is the previous generation the items end with
-// its generation check, one item more than msgs. Pass a refusal to
-// ExplainTransactionError and build the items again: after a refusal for
-// the seal they are for the new generation.
-func (w *Writer) TransactItems(ctx context.Context, msgs []outbox.Message) ([]types.TransactWriteItem, []outbox.Message, error) {
-	if w.prev != nil {
-		return w.transactSwitching(ctx, msgs)
-	}
-	return w.transactItems(ctx, msgs)
-}
-
-func (w *Writer) transactItems(ctx context.Context, msgs []outbox.Message) ([]types.TransactWriteItem, []outbox.Message, error) {
-	msgs, puts, err := w.prepare(ctx, msgs)
-	if err != nil || len(puts) == 0 {
-		return nil, nil, err
-	}
-	items := make([]types.TransactWriteItem, len(puts))
-	for i := range puts {
-		items[i] = types.TransactWriteItem{Put: &puts[i]}
-	}
-	return items, msgs, nil
-}
-
 // Enqueue stores one message that has no business write, with one PutItem,
 // and then notifies. It is safe under the SDK's retries: a retried request
 // whose first attempt was applied is refused by its own item, which counts
@@ -171,17 +117,17 @@ func (w *Writer) enqueue(ctx context.Context, msg outbox.Message) (outbox.Messag
 	if err != nil {
 		var ccf *types.ConditionalCheckFailedException
 		if !errors.As(err, &ccf) {
-			w.tel.failed("", OpEnqueue, m.Bucket, err)
-			return outbox.Message{}, fmt.Errorf("outboxddb: enqueue message %s (bucket %d, sequence %d): %w", m.ID, m.Bucket, m.Sequence, err)
+			w.tel.failed("", OpEnqueue, m.Bucket(), err)
+			return outbox.Message{}, fmt.Errorf("outboxddb: enqueue message %s (bucket %d, sequence %d): %w", m.ID, m.Bucket(), m.Sequence(), err)
 		}
-		w.tel.refused("", OpEnqueue, m.Bucket)
+		w.tel.refused("", OpEnqueue, m.Bucket())
 		held := storedMessageID(ccf.Item)
 		if held != m.ID {
-			return outbox.Message{}, &SequenceTakenError{Bucket: m.Bucket, Sequence: m.Sequence, MessageID: m.ID, HeldBy: held, Err: err}
+			return outbox.Message{}, &SequenceTakenError{Bucket: m.Bucket(), Sequence: m.Sequence(), MessageID: m.ID, HeldBy: held, Err: err}
 		}
 		// The SDK retried a request whose first attempt was applied.
 	}
-	w.NotifyCommitted(ctx, m)
+	w.notify(ctx, m)
 	return m, nil
 }
 
@@ -214,14 +160,14 @@ func (w *Writer) enqueueBatch(ctx context.Context, msgs []outbox.Message) ([]out
 		items[i] = types.TransactWriteItem{Put: &puts[i]}
 	}
 	if w.opts.GenerationCheck {
-		items = append(items, w.GenerationCheck())
+		items = append(items, w.generationCheck())
 	}
 	_, err = w.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
 		TransactItems:      items,
 		ClientRequestToken: aws.String(newRequestToken()),
 	})
 	if err != nil {
-		what := fmt.Sprintf("enqueue %d messages (first %s, bucket %d)", len(msgs), msgs[0].ID, msgs[0].Bucket)
+		what := fmt.Sprintf("enqueue %d messages (first %s, bucket %d)", len(msgs), msgs[0].ID, msgs[0].Bucket())
 		if sealed := w.sealed(err, items, what); sealed != nil {
 			w.tel.refused("", OpEnqueueBatch, noBucket)
 			return nil, sealed
@@ -233,21 +179,21 @@ func (w *Writer) enqueueBatch(ctx context.Context, msgs []outbox.Message) ([]out
 			return nil, w.explain(err, items, "outboxddb: "+what)
 		}
 	}
-	w.NotifyCommitted(ctx, msgs...)
+	w.notify(ctx, msgs...)
 	return msgs, nil
 }
 
-// NotifyCommitted wakes the relays for the buckets of msgs. Call it only
-// after the transaction carrying msgs committed. Without a Notifier it does
-// nothing; a notifier's error is logged, never returned: relays still find
-// the messages by polling.
-func (w *Writer) NotifyCommitted(ctx context.Context, msgs ...outbox.Message) {
+// notify wakes the relays for the buckets of msgs, after the transaction
+// carrying msgs committed. Without a Notifier it does nothing; a
+// notifier's error is logged, never returned: relays still find the
+// messages by polling.
+func (w *Writer) notify(ctx context.Context, msgs ...outbox.Message) {
 	if w.opts.Notifier == nil || len(msgs) == 0 {
 		return
 	}
 	buckets := make([]int, 0, len(msgs))
 	for _, m := range msgs {
-		buckets = append(buckets, m.Bucket)
+		buckets = append(buckets, m.Bucket())
 	}
 	slices.Sort(buckets)
 	buckets = slices.Compact(buckets)
@@ -257,16 +203,12 @@ func (w *Writer) NotifyCommitted(ctx context.Context, msgs ...outbox.Message) {
 	}
 }
 
-// ExplainTransactionError turns the error of a caller's TransactWriteItems
-// that included items from TransactItems into a *SequenceTakenError when one
-// of those items was refused because its sequence number holds another
-// message, and into an error matching outbox.ErrGenerationSealed when the
-// transaction's generation check was refused (GenerationCheck, or the
-// check TransactItems adds for a previous generation; a writer with a
-// previous generation then writes the new one). items must be the
-// transaction's items in request order. Any other error comes back
-// unchanged.
-func (w *Writer) ExplainTransactionError(err error, items []types.TransactWriteItem) error {
+// explainTransaction turns the error of a transaction that carried the
+// writer's items (in request order: items[i] is the action of
+// cancellation reason i) into a *SequenceTakenError or a
+// *GenerationSealedError, learning from a seal of the previous generation;
+// any other error comes back unchanged.
+func (w *Writer) explainTransaction(err error, items []types.TransactWriteItem) error {
 	if err == nil {
 		return nil
 	}
@@ -299,7 +241,11 @@ func (w *Writer) prepare(ctx context.Context, msgs []outbox.Message) ([]outbox.M
 		if err := w.validate(m); err != nil {
 			return nil, nil, err
 		}
-		m.BucketCount = w.opts.BucketCount
+		bucket, err := outbox.ComputeBucket(m.Key, m.ID, w.opts.BucketCount, m.Partition)
+		if err != nil {
+			return nil, nil, fmt.Errorf("outboxddb: enqueue message %s: %w", m.ID, err)
+		}
+		m = outbox.Stored(m, bucket, 0)
 		headers, err := withTrace(m.Headers, tc)
 		if err != nil {
 			return nil, nil, fmt.Errorf("outboxddb: enqueue message %s: %w", m.ID, err)
@@ -350,14 +296,24 @@ func withTrace(blob []byte, tc outbox.TraceContext) ([]byte, error) {
 	return outbox.EncodeHeaders(merged), nil
 }
 
-func (w *Writer) validate(m outbox.Message) error {
-	if m.BucketCount != 0 && m.BucketCount != w.opts.BucketCount {
-		return &BucketCountError{MessageID: m.ID, Topic: m.Topic, Built: m.BucketCount, Writer: w.opts.BucketCount}
+// Validate reports, without any request, the first of msgs the writer would
+// refuse: a zero id, an empty topic, a topic outside Options.Topics, a
+// negative partition. The error matches outbox.ErrInvalidMessage. Every
+// enqueue validates its messages; Tx.Enqueue and the inbox's call this to
+// report a bad message where the caller adds it. Sizes are checked when
+// the items are built.
+func (w *Writer) Validate(msgs ...outbox.Message) error {
+	for _, m := range msgs {
+		if err := w.validate(m); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+func (w *Writer) validate(m outbox.Message) error {
 	var problem string
 	switch {
-	case m.Bucket < 0 || m.Bucket >= w.opts.BucketCount:
-		problem = fmt.Sprintf("bucket %d outside [0, %d); was the message built with another bucket count?", m.Bucket, w.opts.BucketCount)
 	case m.ID.IsZero():
 		problem = "message id is zero"
 	case m.Topic == "":
@@ -373,15 +329,15 @@ func (w *Writer) validate(m outbox.Message) error {
 }
 
 // reserve takes one block of numbers per distinct bucket and hands them out
-// in list order, setting each message's Sequence.
+// in list order, setting each message's sequence.
 func (w *Writer) reserve(ctx context.Context, msgs []outbox.Message) error {
 	var buckets []int
 	counts := map[int]int64{}
 	for _, m := range msgs {
-		if counts[m.Bucket] == 0 {
-			buckets = append(buckets, m.Bucket)
+		if counts[m.Bucket()] == 0 {
+			buckets = append(buckets, m.Bucket())
 		}
-		counts[m.Bucket]++
+		counts[m.Bucket()]++
 	}
 	last := make([]int64, len(buckets))
 	err := forEach(ctx, w.opts.MaxConcurrency, len(buckets), func(ctx context.Context, i int) error {
@@ -397,8 +353,9 @@ func (w *Writer) reserve(ctx context.Context, msgs []outbox.Message) error {
 		next[b] = last[i] - counts[b] + 1
 	}
 	for i := range msgs {
-		msgs[i].Sequence = next[msgs[i].Bucket]
-		next[msgs[i].Bucket]++
+		b := msgs[i].Bucket()
+		msgs[i] = outbox.Stored(msgs[i], b, next[b])
+		next[b]++
 	}
 	return nil
 }

@@ -65,20 +65,24 @@ func TestWriterFromEnvCommitsAndWakesTheRelayFunction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg, err := w.NewMessage("orders", []byte("order-1"), []byte("paid"), outbox.MessageOptions{})
-	if err != nil || msg.BucketCount != 16 {
-		t.Fatalf("message %+v, %v; want one for the environment's 16 buckets", msg, err)
-	}
-	if _, err := w.Commit(t.Context(), func(_ context.Context, tx *Tx) error { tx.Enqueue(msg); return nil }); err != nil {
+	msg, err := outbox.NewMessage("orders", []byte("order-1"), []byte("paid"), outbox.MessageOptions{})
+	if err != nil {
 		t.Fatal(err)
+	}
+	stored, err := w.Commit(t.Context(), func(_ context.Context, tx *Tx) error { return tx.Enqueue(msg) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := outbox.ComputeBucket(msg.Key, msg.ID, 16, nil); stored[0].Bucket() != b {
+		t.Fatalf("stored in bucket %d, want %d: the environment's 16 buckets", stored[0].Bucket(), b)
 	}
 	lam.mu.Lock()
 	defer lam.mu.Unlock()
-	want := []outboxwake.Payload{{Trigger: outbox.TriggerWake, Buckets: []int{msg.Bucket}}}
+	want := []outboxwake.Payload{{Trigger: outbox.TriggerWake, Buckets: []int{stored[0].Bucket()}}}
 	if !reflect.DeepEqual(lam.payloads, want) || lam.paths[0] != "/2015-03-31/functions/spillway-relay/invocations" {
 		t.Fatalf("invokes %v %+v, want one wake-up of spillway-relay %+v", lam.paths, lam.payloads, want)
 	}
-	other, err := w.NewMessage("payments", nil, nil, outbox.MessageOptions{})
+	other, err := outbox.NewMessage("payments", nil, nil, outbox.MessageOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

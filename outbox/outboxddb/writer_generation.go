@@ -43,16 +43,11 @@ func (e *GenerationSealedError) Error() string {
 // Is reports whether target is outbox.ErrGenerationSealed.
 func (e *GenerationSealedError) Is(target error) bool { return target == outbox.ErrGenerationSealed }
 
-// GenerationCheck returns a ConditionCheck on the writer's generation
+// generationCheck returns a ConditionCheck on the writer's generation
 // marker: it passes while there is no marker or the marker is open, and
-// fails the transaction once the operator sealed the generation. Include it
-// once in a TransactWriteItems built from TransactItems while the bucket
-// count changes (Options.GenerationCheck makes Enqueue and EnqueueBatch
-// include it themselves; a writer with a previous generation adds its own
-// check in TransactItems and needs none); ExplainTransactionError turns its
-// refusal into a *GenerationSealedError. It costs two write units per
-// transaction.
-func (w *Writer) GenerationCheck() types.TransactWriteItem {
+// fails the transaction once the operator sealed the generation
+// (Options.GenerationCheck). It costs two write units per transaction.
+func (w *Writer) generationCheck() types.TransactWriteItem {
 	return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
 		TableName:                           aws.String(w.opts.TableName),
 		Key:                                 w.keys.generationKey(),
@@ -131,18 +126,14 @@ func (w *Writer) learn(se *GenerationSealedError) error {
 func (w *Writer) enqueueSwitching(ctx context.Context, msgs []outbox.Message) ([]outbox.Message, error) {
 	for {
 		t := w.target()
-		in, err := w.inGeneration(t, msgs)
-		if err != nil {
-			return nil, err
-		}
 		if t == w {
-			if len(in) == 1 {
-				m, err := w.enqueue(ctx, in[0])
+			if len(msgs) == 1 {
+				m, err := w.enqueue(ctx, msgs[0])
 				return []outbox.Message{m}, err
 			}
-			return w.enqueueBatch(ctx, in)
+			return w.enqueueBatch(ctx, msgs)
 		}
-		out, err := t.enqueueBatch(ctx, in)
+		out, err := t.enqueueBatch(ctx, msgs)
 		var se *GenerationSealedError
 		if !errors.As(err, &se) {
 			return out, err
@@ -161,39 +152,4 @@ func (w *Writer) enqueueSwitching(ctx context.Context, msgs []outbox.Message) ([
 			return nil, err
 		}
 	}
-}
-
-// transactSwitching is TransactItems of a writer with a previous
-// generation.
-func (w *Writer) transactSwitching(ctx context.Context, msgs []outbox.Message) ([]types.TransactWriteItem, []outbox.Message, error) {
-	t := w.target()
-	in, err := w.inGeneration(t, msgs)
-	if err != nil {
-		return nil, nil, err
-	}
-	items, out, err := t.transactItems(ctx, in)
-	if err != nil || len(items) == 0 || t == w {
-		return items, out, err
-	}
-	return append(items, t.GenerationCheck()), out, nil
-}
-
-// inGeneration returns msgs with their buckets computed for t's bucket
-// count, t being w or its previous generation: a writer replacing a
-// generation takes messages built for either, and refuses any other count
-// (*BucketCountError).
-func (w *Writer) inGeneration(t *Writer, msgs []outbox.Message) ([]outbox.Message, error) {
-	out := make([]outbox.Message, len(msgs))
-	for i, m := range msgs {
-		if m.BucketCount != 0 && m.BucketCount != w.opts.BucketCount && m.BucketCount != w.prev.opts.BucketCount {
-			return nil, &BucketCountError{MessageID: m.ID, Topic: m.Topic, Built: m.BucketCount, Writer: w.opts.BucketCount}
-		}
-		b, err := outbox.ComputeBucket(m.Key, m.ID, t.opts.BucketCount, m.Partition)
-		if err != nil {
-			return nil, fmt.Errorf("outboxddb: enqueue message %s: %w", m.ID, err)
-		}
-		m.Bucket, m.BucketCount = b, t.opts.BucketCount
-		out[i] = m
-	}
-	return out, nil
 }

@@ -1,7 +1,9 @@
 package outboxddb
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -62,8 +64,8 @@ func TestWriter_WithAPreviousGeneration_SwitchesAtTheSeal(t *testing.T) {
 			m, c := enq("before-" + phase)
 			wantRequests(t, c, map[string]int{"UpdateItem": 1, "TransactWriteItems": 1})
 			wantUnits(t, phase, c, 0, 5)
-			if m.Bucket != bucketOf(t, m, 8) || !holds(t, old, m.Bucket) {
-				t.Fatalf("%s: message in bucket %d; want it in the old generation's bucket %d", phase, m.Bucket, bucketOf(t, m, 8))
+			if m.Bucket() != bucketOf(t, m, 8) || !holds(t, old, m.Bucket()) {
+				t.Fatalf("%s: message in bucket %d; want it in the old generation's bucket %d", phase, m.Bucket(), bucketOf(t, m, 8))
 			}
 			if phase == "no marker" {
 				if _, err := old.OpenGeneration(t.Context(), successor); err != nil {
@@ -81,13 +83,13 @@ func TestWriter_WithAPreviousGeneration_SwitchesAtTheSeal(t *testing.T) {
 		wantRequests(t, c, map[string]int{"UpdateItem": 2, "TransactWriteItems": 1, "PutItem": 1})
 		// 1 + 4 refused, then 1 + 1.
 		wantUnits(t, "the write that meets the seal", c, 0, 7)
-		if m.Bucket != bucketOf(t, m, 32) || !holds(t, cur, m.Bucket) {
-			t.Fatalf("after the seal: message in bucket %d; want it in the new generation's bucket %d", m.Bucket, bucketOf(t, m, 32))
+		if m.Bucket() != bucketOf(t, m, 32) || !holds(t, cur, m.Bucket()) {
+			t.Fatalf("after the seal: message in bucket %d; want it in the new generation's bucket %d", m.Bucket(), bucketOf(t, m, 32))
 		}
 		m, c = enq("after")
 		wantRequests(t, c, map[string]int{"UpdateItem": 1, "PutItem": 1})
 		wantUnits(t, "after the seal", c, 0, 2)
-		if !holds(t, cur, m.Bucket) {
+		if !holds(t, cur, m.Bucket()) {
 			t.Fatal("a write after the seal is not in the new generation")
 		}
 		var batch []outbox.Message
@@ -97,13 +99,13 @@ func TestWriter_WithAPreviousGeneration_SwitchesAtTheSeal(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
-		if c.Requests["TransactWriteItems"] != 1 || batch[0].Bucket != bucketOf(t, batch[0], 32) {
-			t.Fatalf("a batch after the seal: %v, bucket %d", c.Requests, batch[0].Bucket)
+		if c.Requests["TransactWriteItems"] != 1 || batch[0].Bucket() != bucketOf(t, batch[0], 32) {
+			t.Fatalf("a batch after the seal: %v, bucket %d", c.Requests, batch[0].Bucket())
 		}
 	})
 }
 
-// A caller's own transaction: TransactItems adds the check while the
+// A caller's own transaction: Prepare adds the check while the
 // writer writes the old generation; after the seal the transaction is
 // refused with a *GenerationSealedError that says the writer switched, and
 // the items built again are for the new generation, with no check.
@@ -115,14 +117,14 @@ func TestWriter_WithAPreviousGeneration_CallersTransactionSwitchesAfterOneRefusa
 		msgs := []outbox.Message{newMessage(t, "t", "a", 0), newMessage(t, "t", "b", 0)}
 		commit := func() ([]outbox.Message, int, error) {
 			t.Helper()
-			items, built, err := w.TransactItems(t.Context(), msgs)
+			p, err := w.Prepare(t.Context(), msgs...)
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = e.client.TransactWriteItems(t.Context(), &dynamodb.TransactWriteItemsInput{TransactItems: items})
-			return built, len(items), w.ExplainTransactionError(err, items)
+			_, err = e.client.TransactWriteItems(t.Context(), &dynamodb.TransactWriteItemsInput{TransactItems: p.Items()})
+			return p.Messages(), len(p.Items()), p.Explain(err)
 		}
-		if built, n, err := commit(); err != nil || n != 3 || built[0].Bucket != bucketOf(t, built[0], 8) {
+		if built, n, err := commit(); err != nil || n != 3 || built[0].Bucket() != bucketOf(t, built[0], 8) {
 			t.Fatalf("before the seal: %d items, %v; want 2 puts for the old generation and its check", n, err)
 		}
 		if _, err := old.OpenGeneration(t.Context(), successor); err != nil {
@@ -136,11 +138,8 @@ func TestWriter_WithAPreviousGeneration_CallersTransactionSwitchesAfterOneRefusa
 		if !errors.Is(err, outbox.ErrGenerationSealed) || !errors.As(err, &sealed) || !sealed.Switched || sealed.Marker.Successor != successor {
 			t.Fatalf("at the seal: %v; want a GenerationSealedError saying the writer switched to %s", err, successor)
 		}
-		if built, n, err := commit(); err != nil || n != 2 || built[1].Bucket != bucketOf(t, built[1], 32) {
+		if built, n, err := commit(); err != nil || n != 2 || built[1].Bucket() != bucketOf(t, built[1], 32) {
 			t.Fatalf("after the seal: %d items, %v; want 2 puts for the new generation", n, err)
-		}
-		if _, _, err := w.TransactItem(t.Context(), msgs[0]); !errors.Is(err, outbox.ErrMisconfigured) {
-			t.Fatalf("TransactItem on a writer replacing a generation: %v; want ErrMisconfigured", err)
 		}
 	})
 }
@@ -245,32 +244,66 @@ func TestWriter_WithAPreviousGeneration_AndItsOwnCheck(t *testing.T) {
 	})
 }
 
-// A writer replacing a generation takes messages built for either of its
-// counts, bucketed for the generation it writes, and refuses a third.
-func TestWriter_WithAPreviousGeneration_TakesMessagesBuiltForEitherCount(t *testing.T) {
+// A writer replacing a generation buckets a message for the generation it
+// writes: the previous one's count while that is open.
+func TestWriter_WithAPreviousGeneration_BucketsForTheGenerationItWrites(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t)
 		w := e.writer(t, replacing)
-		for _, count := range []int{successor.BucketCount, outbox.DefaultBucketCount} {
-			m, err := outbox.NewMessage("t", []byte("k"), []byte("v"), outbox.MessageOptions{BucketCount: count})
-			if err != nil {
+		// A key whose bucket differs between the two counts.
+		var m outbox.Message
+		for i := 0; m.Key == nil || bucketOf(t, m, outbox.DefaultBucketCount) == bucketOf(t, m, successor.BucketCount); i++ {
+			var err error
+			if m, err = outbox.NewMessage("t", fmt.Appendf(nil, "k%d", i), []byte("v"), outbox.MessageOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			got, err := w.Enqueue(t.Context(), m)
-			if err != nil {
-				t.Fatalf("built for %d: %v", count, err)
-			}
-			if got.BucketCount != outbox.DefaultBucketCount || got.Bucket != bucketOf(t, m, outbox.DefaultBucketCount) {
-				t.Fatalf("built for %d: stored for %d buckets in bucket %d; want the old generation's", count, got.BucketCount, got.Bucket)
-			}
 		}
-		m, err := outbox.NewMessage("t", []byte("k"), []byte("v"), outbox.MessageOptions{BucketCount: 16})
+		got, err := w.Enqueue(t.Context(), m)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var bce *BucketCountError
-		if _, err := w.Enqueue(t.Context(), m); !errors.As(err, &bce) {
-			t.Fatalf("built for 16: %v; want a *BucketCountError", err)
+		if want := bucketOf(t, m, outbox.DefaultBucketCount); got.Bucket() != want {
+			t.Fatalf("stored in bucket %d; want %d, the old generation's", got.Bucket(), want)
+		}
+	})
+}
+
+// Commit on a writer replacing a generation writes where Enqueue does: the
+// old generation, with its check, while that is open, so a key's message
+// committed now is published before any message of the key written to the
+// new generation; at the seal it is refused once and built again for the
+// new generation.
+func TestWriter_WithAPreviousGeneration_CommitWritesTheOldGenerationUntilTheSeal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		old, cur := e.store(t), e.store(t, replacing)
+		w := e.writer(t, replacing)
+		commit := func(key string) outbox.Message {
+			t.Helper()
+			m, err := outbox.NewMessage("t", []byte(key), []byte("v"), outbox.MessageOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stored, err := w.Commit(t.Context(), func(_ context.Context, tx *Tx) error { return tx.Enqueue(m) })
+			if err != nil {
+				t.Fatalf("commit %s: %v", key, err)
+			}
+			return stored[0]
+		}
+		if _, err := old.OpenGeneration(t.Context(), successor); err != nil {
+			t.Fatal(err)
+		}
+		first := commit("k")
+		if first.Bucket() != bucketOf(t, first, 8) || !holds(t, old, first.Bucket()) || holds(t, cur, bucketOf(t, first, 32)) {
+			t.Fatalf("committed while the old generation is open: bucket %d; want it in the old generation's bucket %d only",
+				first.Bucket(), bucketOf(t, first, 8))
+		}
+		if _, err := old.SealGeneration(t.Context(), successor); err != nil {
+			t.Fatal(err)
+		}
+		second := commit("k")
+		if second.Bucket() != bucketOf(t, second, 32) || !holds(t, cur, second.Bucket()) {
+			t.Fatalf("committed after the seal: bucket %d; want it in the new generation's bucket %d", second.Bucket(), bucketOf(t, second, 32))
 		}
 	})
 }

@@ -26,16 +26,16 @@ func TestWriter_EnqueuedMessage_RoundTripsEveryField(t *testing.T) {
 		in := outbox.Message{
 			ID: outbox.NewMessageID(), Topic: "orders", Key: []byte("order-1"), Value: []byte(`{"total":42}`),
 			Headers: outbox.EncodeHeaders([]outbox.Header{{Key: "trace", Value: []byte("abc")}}), Partition: &p,
-			Bucket: 5, CreatedAt: t0.Add(123456700 * time.Nanosecond),
+			CreatedAt: t0.Add(123456700 * time.Nanosecond),
 		}
 		stored, err := w.Enqueue(t.Context(), in)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if stored.Sequence != 1 {
-			t.Fatalf("first sequence %d, want 1", stored.Sequence)
+		if stored.Sequence() != 1 {
+			t.Fatalf("first sequence %d, want 1", stored.Sequence())
 		}
-		got, err := s.FetchBatch(t.Context(), 5, 10)
+		got, err := s.FetchBatch(t.Context(), 3, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -44,7 +44,7 @@ func TestWriter_EnqueuedMessage_RoundTripsEveryField(t *testing.T) {
 		}
 		m := got[0]
 		if m.ID != in.ID || m.Topic != in.Topic || !bytes.Equal(m.Key, in.Key) || !bytes.Equal(m.Value, in.Value) ||
-			!bytes.Equal(m.Headers, in.Headers) || *m.Partition != 3 || m.Bucket != 5 || m.Sequence != 1 || !m.CreatedAt.Equal(in.CreatedAt) {
+			!bytes.Equal(m.Headers, in.Headers) || *m.Partition != 3 || m.Bucket() != 3 || m.Sequence() != 1 || !m.CreatedAt.Equal(in.CreatedAt) {
 			t.Fatalf("fetched %+v, want %+v", m, in)
 		}
 	})
@@ -54,8 +54,9 @@ func TestWriter_NullAndEmptyPayloads_StayDistinct(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t)
 		w, s := e.writer(t), e.store(t)
-		keyless := outbox.Message{ID: outbox.NewMessageID(), Topic: "t", Key: nil, Value: []byte{}, Bucket: 1, CreatedAt: t0}
-		tombstone := outbox.Message{ID: outbox.NewMessageID(), Topic: "t", Key: []byte{}, Value: nil, Bucket: 1, CreatedAt: t0}
+		one := int32(1)
+		keyless := outbox.Message{ID: outbox.NewMessageID(), Topic: "t", Key: nil, Value: []byte{}, Partition: &one, CreatedAt: t0}
+		tombstone := outbox.Message{ID: outbox.NewMessageID(), Topic: "t", Key: []byte{}, Value: nil, Partition: &one, CreatedAt: t0}
 		if _, err := w.EnqueueBatch(t.Context(), []outbox.Message{keyless, tombstone}); err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +92,7 @@ func TestWriter_Lists_KeepTheirOrderPerBucket_InsideABusinessTransaction(t *test
 		var reserved []outbox.Message
 		c := e.counts(func() {
 			var err error
-			items, reserved, err = w.TransactItems(t.Context(), list)
+			items, reserved, err = prepareItems(t.Context(), w, list)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -131,8 +132,8 @@ func TestWriter_AbandonedReservation_LeavesAGap_ThatHoldsNothingBack(t *testing.
 			t.Fatal(err)
 		}
 		// A transaction that reserved and then never committed.
-		if _, abandoned, err := w.TransactItem(t.Context(), newMessage(t, "t", "lost", 4)); err != nil || abandoned.Sequence != 2 {
-			t.Fatalf("reservation = %d, %v", abandoned.Sequence, err)
+		if _, abandoned, err := prepareItem(t.Context(), w, newMessage(t, "t", "lost", 4)); err != nil || abandoned.Sequence() != 2 {
+			t.Fatalf("reservation = %d, %v", abandoned.Sequence(), err)
 		}
 		if _, err := w.Enqueue(t.Context(), newMessage(t, "t", "3", 4)); err != nil {
 			t.Fatal(err)
@@ -248,14 +249,17 @@ func TestWriter_ResetCounter_FailsTheWrite_InsteadOfOverwritingAPendingMessage(t
 
 		resetCounter()
 		business := types.TransactWriteItem{Put: &types.Put{TableName: aws.String(e.opts.TableName), Item: item{"PK": S("ORDER#9"), "SK": S("ORDER")}}}
-		outboxItem, msg, err := w.TransactItem(t.Context(), newMessage(t, "t", "new", 1))
+		p, err := w.Prepare(t.Context(), newMessage(t, "t", "new", 1))
 		if err != nil {
 			t.Fatal(err)
 		}
-		tx := []types.TransactWriteItem{business, outboxItem}
+		msg := p.Messages()[0]
+		// The message's Put after the business item: Explain finds it
+		// wherever it stands.
+		tx := append([]types.TransactWriteItem{business}, p.Items()...)
 		_, err = e.d.Client.TransactWriteItems(t.Context(), &dynamodb.TransactWriteItemsInput{TransactItems: tx})
 		var taken *SequenceTakenError
-		if !errors.As(w.ExplainTransactionError(err, tx), &taken) {
+		if !errors.As(p.Explain(err), &taken) {
 			t.Fatalf("business transaction over a reset counter: %v, want a taken sequence", err)
 		}
 		if taken.Bucket != 1 || taken.Sequence != 1 || taken.MessageID != msg.ID || taken.HeldBy != pending.ID {
@@ -293,7 +297,8 @@ func TestWriter_Limits_AreCheckedBeforeAnyRequest(t *testing.T) {
 			bulky[i] = newMessage(t, "t", "k", 0)
 			bulky[i].Value = make([]byte, 45*1024)
 		}
-		outside := newMessage(t, "t", "k", 8)
+		negative := newMessage(t, "t", "k", 0)
+		*negative.Partition = -1
 		noTopic := newMessage(t, "t", "k", 0)
 		noTopic.Topic = ""
 
@@ -308,15 +313,15 @@ func TestWriter_Limits_AreCheckedBeforeAnyRequest(t *testing.T) {
 					}
 					return errors.Join(err, errors.New("not an ItemTooLargeError naming the message"))
 				},
-				"400 KB item, transaction": func() error { _, _, err := w.TransactItem(t.Context(), huge); return err },
+				"400 KB item, transaction": func() error { _, _, err := prepareItem(t.Context(), w, huge); return err },
 				"400 KB item, batch": func() error {
 					_, err := w.EnqueueBatch(t.Context(), []outbox.Message{newMessage(t, "t", "k", 0), huge})
 					return err
 				},
-				"4.5 MB transaction":   func() error { _, err := w.EnqueueBatch(t.Context(), bulky); return err },
-				"bucket outside range": func() error { _, err := w.Enqueue(t.Context(), outside); return err },
-				"bucket outside, batch": func() error {
-					_, _, err := w.TransactItems(t.Context(), []outbox.Message{newMessage(t, "t", "k", 0), outside})
+				"4.5 MB transaction": func() error { _, err := w.EnqueueBatch(t.Context(), bulky); return err },
+				"negative partition": func() error { _, err := w.Enqueue(t.Context(), negative); return err },
+				"negative partition, batch": func() error {
+					_, _, err := prepareItems(t.Context(), w, []outbox.Message{newMessage(t, "t", "k", 0), negative})
 					return err
 				},
 				"empty topic": func() error { _, err := w.Enqueue(t.Context(), noTopic); return err },

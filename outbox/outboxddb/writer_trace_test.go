@@ -21,7 +21,7 @@ const (
 func noEnv(string) string { return "" }
 
 func lambdaEnv(name string) string {
-	if name == outbox.EnvAmznTraceID {
+	if name == "_X_AMZN_TRACE_ID" {
 		return amznEnv
 	}
 	return ""
@@ -113,11 +113,11 @@ func TestWriter_TransactItems_CarryTheTraceContext(t *testing.T) {
 		e := newEnv(t)
 		w := e.writer(t, func(o *Options) { o.Getenv = noEnv })
 		ctx := outbox.WithTraceContext(t.Context(), outbox.TraceContext{AmznTraceID: amznCtx})
-		item, one, err := w.TransactItem(ctx, newMessage(t, "t", "a", 1))
+		item, one, err := prepareItem(ctx, w, newMessage(t, "t", "a", 1))
 		if err != nil {
 			t.Fatal(err)
 		}
-		items, many, err := w.TransactItems(ctx, []outbox.Message{newMessage(t, "t", "b", 1), newMessage(t, "t", "c", 4)})
+		items, many, err := prepareItems(ctx, w, []outbox.Message{newMessage(t, "t", "b", 1), newMessage(t, "t", "c", 4)})
 		if err != nil {
 			t.Fatal(err)
 		}

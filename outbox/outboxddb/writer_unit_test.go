@@ -111,7 +111,7 @@ func TestEnqueue_RefusalByItsOwnMessage_IsASuccess_ByAnotherIsATakenSequence(t *
 			w := writerOn(t, f, Options{Notifier: notifier})
 			stored, err := w.Enqueue(context.Background(), m)
 			if c.own {
-				if err != nil || stored.Sequence != 7 || len(notifier.got()) != 1 {
+				if err != nil || stored.Sequence() != 7 || len(notifier.got()) != 1 {
 					t.Fatalf("own retry: %+v, %v, %d wake-ups", stored, err, len(notifier.got()))
 				}
 				return
@@ -128,11 +128,12 @@ func TestEnqueue_RefusalByItsOwnMessage_IsASuccess_ByAnotherIsATakenSequence(t *
 	}
 }
 
-func TestNotifyCommitted_SendsTheDistinctBuckets_AndNeverFails(t *testing.T) {
+func TestNotify_SendsTheDistinctBuckets_AndNeverFails(t *testing.T) {
 	notifier := &recordingNotifier{}
 	w := writerOn(t, &fakeDB{}, Options{Notifier: notifier})
-	w.NotifyCommitted(context.Background(), testMessage(t, 5, "a"), testMessage(t, 1, "b"), testMessage(t, 5, "c"))
-	w.NotifyCommitted(context.Background())
+	stored := func(b int, key string) outbox.Message { return outbox.Stored(testMessage(t, b, key), b, 1) }
+	w.notify(context.Background(), stored(5, "a"), stored(1, "b"), stored(5, "c"))
+	w.notify(context.Background())
 	if got := notifier.got(); len(got) != 1 || !slices.Equal(got[0].Buckets, []int{1, 5}) || got[0].Hop != 0 || got[0].Join {
 		t.Fatalf("wake-ups %+v, want one for buckets [1 5]", got)
 	}
@@ -140,13 +141,13 @@ func TestNotifyCommitted_SendsTheDistinctBuckets_AndNeverFails(t *testing.T) {
 	var logs bytes.Buffer
 	failing := &recordingNotifier{err: errors.New("invoke refused")}
 	w = writerOn(t, &fakeDB{}, Options{Notifier: failing, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	w.NotifyCommitted(context.Background(), testMessage(t, 3, "a"))
+	w.notify(context.Background(), testMessage(t, 3, "a"))
 	if len(failing.got()) != 1 || !strings.Contains(logs.String(), "invoke refused") {
 		t.Fatalf("failed wake-up not logged: %q", logs.String())
 	}
 
 	// Without a notifier: nothing, and no panic.
-	writerOn(t, &fakeDB{}, Options{}).NotifyCommitted(context.Background(), testMessage(t, 3, "a"))
+	writerOn(t, &fakeDB{}, Options{}).notify(context.Background(), testMessage(t, 3, "a"))
 }
 
 func TestEnqueue_NotifiesOnlyAfterTheWriteSucceeded(t *testing.T) {
@@ -178,7 +179,7 @@ func TestEnqueue_NotifiesOnlyAfterTheWriteSucceeded(t *testing.T) {
 func TestWriter_ReservationWithoutSequence_IsAnError(t *testing.T) {
 	f := &fakeDB{} // answers UpdateItem without attributes
 	w := writerOn(t, f, Options{})
-	_, _, err := w.TransactItem(context.Background(), testMessage(t, 1, "a"))
+	_, _, err := prepareItem(context.Background(), w, testMessage(t, 1, "a"))
 	if err == nil || !strings.Contains(err.Error(), "Sequence") || !strings.Contains(err.Error(), "bucket 1") {
 		t.Fatalf("reservation without Sequence: %v", err)
 	}
@@ -189,7 +190,7 @@ func TestWriter_ZeroCreatedAt_IsStampedFromTheClock(t *testing.T) {
 	w := writerOn(t, f, Options{})
 	m := testMessage(t, 1, "a")
 	m.CreatedAt = time.Time{}
-	_, got, err := w.TransactItem(context.Background(), m)
+	_, got, err := prepareItem(context.Background(), w, m)
 	if err != nil || !got.CreatedAt.Equal(t0) {
 		t.Fatalf("created %v, %v; want the clock's %v", got.CreatedAt, err, t0)
 	}
@@ -202,7 +203,13 @@ func TestWriter_AllowedTopics_RefuseOthersBeforeAnyRequest(t *testing.T) {
 	for name, call := range map[string]func() error{
 		"Enqueue":      func() error { _, err := w.Enqueue(context.Background(), bad); return err },
 		"EnqueueBatch": func() error { _, err := w.EnqueueBatch(context.Background(), []outbox.Message{bad}); return err },
-		"TransactItem": func() error { _, _, err := w.TransactItem(context.Background(), bad); return err },
+		"Prepare":      func() error { _, err := w.Prepare(context.Background(), bad); return err },
+		// Reported where the build function adds it, before any request.
+		"Tx.Enqueue": func() error { return (&Tx{w: w}).Enqueue(bad) },
+		"Commit": func() error {
+			_, err := w.Commit(context.Background(), func(_ context.Context, tx *Tx) error { return tx.Enqueue(bad) })
+			return err
+		},
 	} {
 		err := call()
 		if !errors.Is(err, outbox.ErrInvalidMessage) || !strings.Contains(err.Error(), `"orders"`) || !strings.Contains(err.Error(), "payments") {
@@ -212,7 +219,7 @@ func TestWriter_AllowedTopics_RefuseOthersBeforeAnyRequest(t *testing.T) {
 	wantOps(t, f)
 	ok := testMessage(t, 1, "a")
 	ok.Topic = "payments"
-	if _, _, err := w.TransactItem(context.Background(), ok); err != nil {
+	if _, _, err := prepareItem(context.Background(), w, ok); err != nil {
 		t.Fatalf("an allowed topic: %v", err)
 	}
 	if _, err := NewWriter(f, Options{TableName: "outbox", Topics: []string{" "}}); !errors.Is(err, outbox.ErrMisconfigured) {

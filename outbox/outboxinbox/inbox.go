@@ -181,7 +181,7 @@ func (in *Inbox) attempt(ctx context.Context, rec Record, id outbox.MessageID, h
 	if err := h(ctx, rec, tx); err != nil {
 		return 0, fmt.Errorf("outboxinbox: handle message %s (%s/%d@%d): %w", id, rec.Topic, rec.Partition, rec.Offset, err)
 	}
-	items, err := tx.seal(id, in.markerPut(rec, id, Applied, in.opts.Clock.Now()))
+	items, err := tx.seal(ctx, id, in.markerPut(rec, id, Applied, in.opts.Clock.Now()))
 	if err != nil {
 		return 0, err
 	}

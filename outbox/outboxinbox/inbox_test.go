@@ -93,7 +93,7 @@ func TestProcess_UnitsPerConsumedMessage(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return tx.Enqueue(ctx, w, m)
+		return tx.Enqueue(w, m)
 	}
 	rec = record("orders", 0, 2, "order-2", "created", outbox.NewMessageID())
 	before = e.ddb.Counter.Snapshot()
@@ -117,7 +117,7 @@ func TestProcess_ConsumeTransformProduce_DuplicateEnqueuesNothing(t *testing.T) 
 		if err != nil {
 			return err
 		}
-		return tx.Enqueue(ctx, w, m)
+		return tx.Enqueue(w, m)
 	}
 	rec := record("orders", 0, 1, "order-1", "created", outbox.NewMessageID())
 	for range 3 {
@@ -330,5 +330,60 @@ func TestProcess_TwoConsumers_EachAppliesOnce(t *testing.T) {
 	}
 	if n := e.applied(t, id.String()); n != 2 {
 		t.Fatalf("effect applied %d times, want 2 (once per consumer)", n)
+	}
+}
+
+// A message the writer would refuse is reported where the handler adds
+// it, before any request; messages added in several calls for one writer
+// share its reservation of a bucket.
+func TestTxEnqueue_RefusesABadMessageAtOnce_AndMergesCallsPerWriter(t *testing.T) {
+	e := newEnv(t)
+	in := e.inbox(t, "billing", nil)
+	w, err := outboxddb.NewWriter(e.ddb.Client, outboxddb.Options{TableName: e.table, Topics: []string{"invoices"}, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, err := outbox.NewMessage("invoicse", []byte("k"), nil, outbox.MessageOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var enqueueErr error
+	refused := func(_ context.Context, _ outboxinbox.Record, tx *outboxinbox.Tx) error {
+		enqueueErr = tx.Enqueue(w, bad)
+		if tx.Len() != 0 {
+			t.Errorf("the refused message was added: %d actions", tx.Len())
+		}
+		return enqueueErr
+	}
+	before := e.ddb.Counter.Snapshot()
+	if _, err := in.Process(t.Context(), record("orders", 0, 1, "order-1", "created", outbox.NewMessageID()), refused); !errors.Is(err, outbox.ErrInvalidMessage) || !errors.Is(enqueueErr, outbox.ErrInvalidMessage) {
+		t.Fatalf("Process = %v after Enqueue = %v; want the invalid message from Enqueue", err, enqueueErr)
+	}
+	if c := e.ddb.Counter.Snapshot().Since(before); c.Requests["UpdateItem"] != 0 || c.Requests["TransactWriteItems"] != 0 {
+		t.Fatalf("requests %v for a refused message, want no reservation and no transaction", c.Requests)
+	}
+
+	key := []byte("customer-1")
+	twice := func(_ context.Context, _ outboxinbox.Record, tx *outboxinbox.Tx) error {
+		for range 2 {
+			m, err := outbox.NewMessage("invoices", key, nil, outbox.MessageOptions{})
+			if err != nil {
+				return err
+			}
+			if err := tx.Enqueue(w, m); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	before = e.ddb.Counter.Snapshot()
+	if _, err := in.Process(t.Context(), record("orders", 0, 2, "order-2", "created", outbox.NewMessageID()), twice); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.ddb.Counter.Snapshot().Since(before).Requests["UpdateItem"]; n != 1 {
+		t.Fatalf("%d reservations for two messages of one key in two calls, want 1", n)
+	}
+	if n := e.count(t, outboxddb.DefaultKeyPrefix+"#MESSAGES#"); n != 2 {
+		t.Fatalf("%d outbox messages, want 2", n)
 	}
 }

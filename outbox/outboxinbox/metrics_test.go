@@ -3,6 +3,7 @@ package outboxinbox_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"testing"
 	"time"
@@ -77,7 +78,7 @@ func TestMetrics_TheEMFRecorderWritesTheCountsSinceTheLastFlush(t *testing.T) {
 
 func TestNew_AHookThatIsNoHookConsumeIsAMisconfiguration(t *testing.T) {
 	_, err := outboxinbox.New(newEnv(t).ddb.Client, outboxinbox.Options{TableName: "t", Consumer: "billing", Hooks: []outbox.Hook{&bytes.Buffer{}}})
-	if !outbox.IsMisconfigured(err) {
+	if !errors.Is(err, outbox.ErrMisconfigured) {
 		t.Fatalf("New with a hook implementing nothing: %v, want a misconfiguration", err)
 	}
 }

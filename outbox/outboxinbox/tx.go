@@ -3,6 +3,7 @@ package outboxinbox
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -19,16 +20,16 @@ import (
 // concurrent use.
 type Tx struct {
 	items []types.TransactWriteItem
-	sent  []sentMessages
+	sent  []*sentMessages
 }
 
-// sentMessages are the outbox messages one writer added, for the wake-up
-// after the commit and the explanation of a refusal.
+// sentMessages are the outbox messages for one writer, prepared when the
+// transaction is sealed, for the wake-up after the commit and the
+// explanation of a refusal.
 type sentMessages struct {
-	writer *outboxddb.Writer
-	msgs   []outbox.Message
-	first  int // index of the writer's first item in Tx.items
-	n      int
+	writer   *outboxddb.Writer
+	msgs     []outbox.Message
+	prepared *outboxddb.Prepared
 }
 
 // Add appends business writes, in order. Conditions on them are checked by
@@ -36,33 +37,55 @@ type sentMessages struct {
 // and Process returns the error.
 func (tx *Tx) Add(items ...types.TransactWriteItem) { tx.items = append(tx.items, items...) }
 
-// Enqueue reserves sequence numbers for msgs through w and adds their Puts:
-// the messages are published only if the record's transaction commits, and
-// the relays are woken after it did.
-func (tx *Tx) Enqueue(ctx context.Context, w *outboxddb.Writer, msgs ...outbox.Message) error {
+// Enqueue adds outbox messages for w, as outboxddb.Tx.Enqueue does for
+// Writer.Commit: a message w would refuse (outboxddb.Writer.Validate) is
+// reported here and not added; the inbox places the messages and reserves
+// their sequence numbers when it commits the record's transaction, which
+// publishes them only if it commits, and wakes the relays after it did.
+func (tx *Tx) Enqueue(w *outboxddb.Writer, msgs ...outbox.Message) error {
 	if w == nil {
 		return outbox.Misconfigured("enqueue in inbox transaction", "writer is nil")
 	}
-	items, stored, err := w.TransactItems(ctx, msgs)
-	if err != nil {
+	if err := w.Validate(msgs...); err != nil {
 		return fmt.Errorf("outboxinbox: enqueue %d messages: %w", len(msgs), err)
 	}
-	tx.sent = append(tx.sent, sentMessages{writer: w, msgs: stored, first: len(tx.items), n: len(items)})
-	tx.items = append(tx.items, items...)
+	for _, s := range tx.sent {
+		if s.writer == w {
+			s.msgs = append(s.msgs, msgs...)
+			return nil
+		}
+	}
+	tx.sent = append(tx.sent, &sentMessages{writer: w, msgs: slices.Clone(msgs)})
 	return nil
 }
 
-// Len is the number of actions added so far; the marker makes one more.
-func (tx *Tx) Len() int { return len(tx.items) }
+// Len is the number of business writes and messages added so far; the
+// marker makes one more.
+func (tx *Tx) Len() int {
+	n := len(tx.items)
+	for _, s := range tx.sent {
+		n += len(s.msgs)
+	}
+	return n
+}
 
-// seal checks the limits with the marker counted and returns the items to
-// send, the marker last.
-func (tx *Tx) seal(id outbox.MessageID, marker types.TransactWriteItem) ([]types.TransactWriteItem, error) {
-	n := len(tx.items) + 1
+// seal prepares the messages, checks the limits with the marker counted
+// and returns the items to send, the marker last.
+func (tx *Tx) seal(ctx context.Context, id outbox.MessageID, marker types.TransactWriteItem) ([]types.TransactWriteItem, error) {
+	items := slices.Clone(tx.items)
+	for _, s := range tx.sent {
+		p, err := s.writer.Prepare(ctx, s.msgs...)
+		if err != nil {
+			return nil, fmt.Errorf("outboxinbox: enqueue %d messages: %w", len(s.msgs), err)
+		}
+		s.prepared = p
+		items = append(items, p.Items()...)
+	}
+	items = append(items, marker)
+	n := len(items)
 	if n > outboxddb.MaxTransactionItems {
 		return nil, &LimitError{MessageID: id.String(), Items: n, MaxItems: outboxddb.MaxTransactionItems, MaxSize: outboxddb.MaxTransactionSize}
 	}
-	items := append(tx.items[:len(tx.items):len(tx.items)], marker)
 	size := 0
 	for _, it := range items {
 		size += actionSize(it)
@@ -93,7 +116,7 @@ func actionSize(it types.TransactWriteItem) int {
 // notify wakes the relays for the messages of a committed transaction.
 func (tx *Tx) notify(ctx context.Context) {
 	for _, s := range tx.sent {
-		s.writer.NotifyCommitted(ctx, s.msgs...)
+		s.prepared.Committed(ctx)
 	}
 }
 
@@ -102,11 +125,10 @@ func (tx *Tx) notify(ctx context.Context) {
 // are.
 func (tx *Tx) explain(err error) error {
 	for _, s := range tx.sent {
-		items := make([]types.TransactWriteItem, len(tx.items))
-		// Only the writer's own items are shown to it, at their indexes,
-		// so a refused business item is never mistaken for a message.
-		copy(items[s.first:s.first+s.n], tx.items[s.first:s.first+s.n])
-		if explained := s.writer.ExplainTransactionError(err, items); explained != err {
+		if s.prepared == nil {
+			continue
+		}
+		if explained := s.prepared.Explain(err); explained != err {
 			return explained
 		}
 	}

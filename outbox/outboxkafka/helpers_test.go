@@ -68,8 +68,11 @@ func message(t testing.TB, seq int64, topic string, key, value []byte, headers [
 	if err != nil {
 		t.Fatalf("NewMessage: %v", err)
 	}
-	m.Sequence = seq
-	return m
+	b, err := outbox.ComputeBucket(key, m.ID, outbox.DefaultBucketCount, partition)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return outbox.Stored(m, b, seq)
 }
 
 func ptr[T any](v T) *T { return &v }

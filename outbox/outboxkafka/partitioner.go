@@ -5,7 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/internal/murmur2"
 )
 
 // partitioner places records the way the outbox promises:
@@ -13,7 +13,7 @@ import (
 //   - a record built from a message with an explicit partition goes there
 //     (a partition the topic lacks fails the record);
 //   - any non-nil key, the empty key included, goes to
-//     outbox.Murmur2Partition(key, n), the Java client's placement;
+//     murmur2.Partition(key, n), the Java client's placement;
 //   - a nil key goes to a sticky random partition, changing when a batch
 //     fills.
 //
@@ -52,7 +52,7 @@ func (p *topicPartitioner) Partition(r *kgo.Record, n int) int {
 		return int(part)
 	}
 	if r.Key != nil {
-		return outbox.Murmur2Partition(r.Key, n)
+		return murmur2.Partition(r.Key, n)
 	}
 	return p.sticky.Partition(r, n)
 }

@@ -190,7 +190,7 @@ func (p *Publisher) records(ctx context.Context, msgs []outbox.Message) ([]*kgo.
 		if size := recordSize(r); p.maxBatch > 0 && size > p.maxBatch {
 			return records, &outbox.PoisonError{Reason: outbox.ParkTooLarge, Err: fmt.Errorf(
 				"outboxkafka: message %s (bucket %d, sequence %d) is a %d-byte record batch, over the client's %d-byte limit (ProducerBatchMaxBytes): %w",
-				m.ID, m.Bucket, m.Sequence, size, p.maxBatch, kerr.MessageTooLarge)}
+				m.ID, m.Bucket(), m.Sequence(), size, p.maxBatch, kerr.MessageTooLarge)}
 		}
 		if checked[m.Topic] {
 			records = append(records, r)
@@ -199,7 +199,7 @@ func (p *Publisher) records(ctx context.Context, msgs []outbox.Message) ([]*kgo.
 		checked[m.Topic] = true
 		if err := p.topics.check(ctx, p.cl, m.Topic); err != nil {
 			if _, poison := outbox.PoisonReason(err); poison {
-				err = fmt.Errorf("outboxkafka: message %s (bucket %d, sequence %d): %w", m.ID, m.Bucket, m.Sequence, err)
+				err = fmt.Errorf("outboxkafka: message %s (bucket %d, sequence %d): %w", m.ID, m.Bucket(), m.Sequence(), err)
 			}
 			return records, err
 		}
@@ -261,7 +261,7 @@ func settle(ctx context.Context, msgs []outbox.Message, outcomes []outcome, buil
 		case res.Err == nil:
 			m := &msgs[i]
 			res.Err = fmt.Errorf("outboxkafka: publish message %s (bucket %d, sequence %d) to %s: %w",
-				m.ID, m.Bucket, m.Sequence, m.Topic, classify(o.err, len(outcomes) == 1 && !o.shared))
+				m.ID, m.Bucket(), m.Sequence(), m.Topic, classify(o.err, len(outcomes) == 1 && !o.shared))
 		}
 		prefix = false
 	}

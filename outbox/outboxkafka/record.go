@@ -15,12 +15,12 @@ import (
 func newRecord(ctx context.Context, m *outbox.Message, idHeader string) (*kgo.Record, error) {
 	if m.Topic == "" {
 		return nil, fmt.Errorf("outboxkafka: message %s (bucket %d, sequence %d): empty topic: %w",
-			m.ID, m.Bucket, m.Sequence, outbox.ErrInvalidMessage)
+			m.ID, m.Bucket(), m.Sequence(), outbox.ErrInvalidMessage)
 	}
 	headers, err := m.DecodedHeaders()
 	if err != nil {
 		return nil, fmt.Errorf("outboxkafka: message %s (bucket %d, sequence %d): decode headers: %w",
-			m.ID, m.Bucket, m.Sequence, err)
+			m.ID, m.Bucket(), m.Sequence(), err)
 	}
 	r := &kgo.Record{
 		Topic:   m.Topic,
@@ -31,7 +31,7 @@ func newRecord(ctx context.Context, m *outbox.Message, idHeader string) (*kgo.Re
 	if m.Partition != nil {
 		if *m.Partition < 0 {
 			return nil, fmt.Errorf("outboxkafka: message %s (bucket %d, sequence %d): negative partition %d: %w",
-				m.ID, m.Bucket, m.Sequence, *m.Partition, outbox.ErrInvalidMessage)
+				m.ID, m.Bucket(), m.Sequence(), *m.Partition, outbox.ErrInvalidMessage)
 		}
 		r.Partition = *m.Partition
 		r.Context = withExplicitPartition(ctx, *m.Partition)

@@ -99,21 +99,23 @@ func TestRelaySharedFlushHeadRowsParkOnlyTheOversizedNeighbour(t *testing.T) {
 		}
 		var good, big []outbox.Message
 		for i, v := range [][]byte{[]byte("v"), []byte("v2")} {
-			g, err := outbox.NewMessage("small", []byte("good"), v, outbox.MessageOptions{BucketCount: buckets})
+			g, err := outbox.NewMessage("small", []byte("good"), v, outbox.MessageOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := outbox.NewMessage("small", []byte("big"), fmt.Appendf(randomBytes(4000), "#%d", i), outbox.MessageOptions{BucketCount: buckets})
+			b, err := outbox.NewMessage("small", []byte("big"), fmt.Appendf(randomBytes(4000), "#%d", i), outbox.MessageOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			good, big = append(good, g), append(big, b)
 		}
-		if good[0].Bucket == big[0].Bucket {
-			t.Fatalf("keys good and big share bucket %d: the test needs two buckets", good[0].Bucket)
-		}
-		if _, err := store.Enqueue(t.Context(), append(good, big...)...); err != nil {
+		stored, err := store.Enqueue(t.Context(), append(good, big...)...)
+		if err != nil {
 			t.Fatal(err)
+		}
+		goodBucket, bigBucket := stored[0].Bucket(), stored[len(good)].Bucket()
+		if goodBucket == bigBucket {
+			t.Fatalf("keys good and big share bucket %d: the test needs two buckets", goodBucket)
 		}
 		mu.Lock()
 		carried = nil
@@ -143,11 +145,11 @@ func TestRelaySharedFlushHeadRowsParkOnlyTheOversizedNeighbour(t *testing.T) {
 		if !slices.Contains(carried, 4) || !slices.Contains(carried, 2) {
 			t.Fatalf("produce requests carried %v records; want one with both batches (4) and one with both head rows (2)", carried)
 		}
-		if parked := store.Parked(good[0].Bucket); len(parked) != 0 {
-			t.Fatalf("bucket %d parked %d messages of key good, first %q: a good head row was condemned for its neighbour", good[0].Bucket, len(parked), parked[0].Value)
+		if parked := store.Parked(goodBucket); len(parked) != 0 {
+			t.Fatalf("bucket %d parked %d messages of key good, first %q: a good head row was condemned for its neighbour", goodBucket, len(parked), parked[0].Value)
 		}
-		if parked := store.Parked(big[0].Bucket); len(parked) != 2 {
-			t.Fatalf("bucket %d parked %d messages, want key big's two", big[0].Bucket, len(parked))
+		if parked := store.Parked(bigBucket); len(parked) != 2 {
+			t.Fatalf("bucket %d parked %d messages, want key big's two", bigBucket, len(parked))
 		}
 		var order []string
 		for _, r := range consume(t, c.ListenAddrs(), "small", 3, dial) {

@@ -27,7 +27,7 @@ var _ MessageWriter = (*outboxddb.Writer)(nil)
 
 // EnvTraceID is the environment variable the Lambda runtime sets to the
 // invocation's X-Ray trace header.
-const EnvTraceID = outbox.EnvAmznTraceID
+const EnvTraceID = "_X_AMZN_TRACE_ID"
 
 // EnqueueHandlerConfig wires an EnqueueHandler.
 type EnqueueHandlerConfig struct {
@@ -165,10 +165,9 @@ func (h *EnqueueHandler) Handle(ctx context.Context, payload json.RawMessage) (E
 func (h *EnqueueHandler) handle(ctx context.Context, payload json.RawMessage) (EnqueueResponse, error) {
 	defer h.metrics.flush(ctx, h.log)
 	msgs, err := ParseEnqueueRequest(payload, RequestOptions{
-		BucketCount: h.cfg.BucketCount,
-		Topics:      h.cfg.Topics,
-		Trace:       h.trace(ctx),
-		CreatedAt:   h.clock.Now(),
+		Topics:    h.cfg.Topics,
+		Trace:     h.trace(ctx),
+		CreatedAt: h.clock.Now(),
 	})
 	if err != nil {
 		return h.refuse(ctx, err, countMessages(payload))
@@ -191,8 +190,8 @@ func (h *EnqueueHandler) handle(ctx context.Context, payload json.RawMessage) (E
 	resp := EnqueueResponse{Messages: make([]EnqueuedMessage, len(stored))}
 	buckets := make([]int, 0, len(stored))
 	for i, m := range stored {
-		resp.Messages[i] = EnqueuedMessage{MessageID: m.ID.String(), Topic: m.Topic, Bucket: m.Bucket, Sequence: m.Sequence}
-		buckets = append(buckets, m.Bucket)
+		resp.Messages[i] = EnqueuedMessage{MessageID: m.ID.String(), Topic: m.Topic, Bucket: m.Bucket(), Sequence: m.Sequence()}
+		buckets = append(buckets, m.Bucket())
 	}
 	slices.Sort(buckets)
 	buckets = slices.Compact(buckets)

@@ -48,8 +48,6 @@ func (e *FieldError) Is(target error) bool { return target == outbox.ErrInvalidM
 
 // RequestOptions say how ParseEnqueueRequest builds messages.
 type RequestOptions struct {
-	// BucketCount is the table's bucket count (required, >= 1).
-	BucketCount int
 	// Topics, when non-empty, are the only topics accepted.
 	Topics []string
 	// Trace is the caller's trace context (X-Ray header of the
@@ -212,11 +210,10 @@ func parseMessage(raw json.RawMessage, p string, opts RequestOptions, trace outb
 		return outbox.Message{}, err
 	}
 	m, err := outbox.NewMessage(*topic, key, value, outbox.MessageOptions{
-		Headers:     outbox.MergeTraceHeaders(headers, trace),
-		Partition:   partition,
-		ID:          id,
-		BucketCount: opts.BucketCount,
-		CreatedAt:   createdAt,
+		Headers:   outbox.MergeTraceHeaders(headers, trace),
+		Partition: partition,
+		ID:        id,
+		CreatedAt: createdAt,
 	})
 	if err != nil {
 		return outbox.Message{}, &FieldError{Field: trimDot(p), Problem: err.Error()}

@@ -15,7 +15,7 @@ var testCreatedAt = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 func parseRequest(t *testing.T, payload string, trace outbox.TraceContext) []outbox.Message {
 	t.Helper()
-	msgs, err := ParseEnqueueRequest([]byte(payload), RequestOptions{BucketCount: 8, Trace: trace, CreatedAt: testCreatedAt})
+	msgs, err := ParseEnqueueRequest([]byte(payload), RequestOptions{Trace: trace, CreatedAt: testCreatedAt})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,8 +77,8 @@ func TestParseMessageFields(t *testing.T) {
 	if m.ID.String() != "5c3e9f10-7b2a-4d6e-8f41-a2b3c4d5e6f7" {
 		t.Errorf("id %s: the request's id must pass through", m.ID)
 	}
-	if m.Partition == nil || *m.Partition != 2 || m.Bucket != 2 {
-		t.Errorf("partition %v bucket %d, want partition 2 in bucket 2", m.Partition, m.Bucket)
+	if m.Partition == nil || *m.Partition != 2 {
+		t.Errorf("partition %v, want 2", m.Partition)
 	}
 	if !m.CreatedAt.Equal(testCreatedAt) || m.Topic != "orders" {
 		t.Errorf("created %v topic %q", m.CreatedAt, m.Topic)
@@ -87,12 +87,8 @@ func TestParseMessageFields(t *testing.T) {
 	if got := decodedHeaders(t, m); !reflect.DeepEqual(got, want) {
 		t.Errorf("headers %+v, want %+v in request order", got, want)
 	}
-	wantBucket, err := outbox.ComputeBucket([]byte("order-8"), msgs[1].ID, 8, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if msgs[1].ID.IsZero() || msgs[1].ID == m.ID || msgs[1].Bucket != wantBucket || msgs[1].Headers != nil {
-		t.Errorf("second message %+v: want a fresh id, bucket %d and no headers", msgs[1], wantBucket)
+	if msgs[1].ID.IsZero() || msgs[1].ID == m.ID || msgs[1].Headers != nil {
+		t.Errorf("second message %+v: want a fresh id and no headers", msgs[1])
 	}
 }
 
@@ -200,7 +196,7 @@ func TestParseRefusesWithTheField(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := ParseEnqueueRequest([]byte(c.payload), RequestOptions{BucketCount: 8, Topics: c.topics})
+			_, err := ParseEnqueueRequest([]byte(c.payload), RequestOptions{Topics: c.topics})
 			var fe *FieldError
 			if !errors.As(err, &fe) {
 				t.Fatalf("error %v, want a *FieldError", err)

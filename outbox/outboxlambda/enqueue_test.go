@@ -157,8 +157,7 @@ type recordingWriter struct{ got []outbox.Message }
 
 func (w *recordingWriter) Enqueue(_ context.Context, m outbox.Message) (outbox.Message, error) {
 	w.got = append(w.got, m)
-	m.Sequence = 1
-	return m, nil
+	return outbox.Stored(m, m.Bucket(), 1), nil
 }
 
 func (w *recordingWriter) EnqueueBatch(_ context.Context, msgs []outbox.Message) ([]outbox.Message, error) {

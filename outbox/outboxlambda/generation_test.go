@@ -55,13 +55,9 @@ func (g *genBundle) writer(t *testing.T, old bool) *outboxddb.Writer {
 }
 
 // write enqueues value n of key with w (bucket from w's generation).
-func (g *genBundle) write(t *testing.T, w *outboxddb.Writer, old bool, key string, n int) error {
+func (g *genBundle) write(t *testing.T, w *outboxddb.Writer, key string, n int) error {
 	t.Helper()
-	count := g.cfg.BucketCount
-	if old {
-		count = g.cfg.PreviousBucketCount
-	}
-	m, err := outbox.NewMessage(g.topic("orders"), []byte(key), []byte(strconv.Itoa(n)), outbox.MessageOptions{BucketCount: count})
+	m, err := outbox.NewMessage(g.topic("orders"), []byte(key), []byte(strconv.Itoa(n)), outbox.MessageOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,30 +122,23 @@ func (g *genBundle) published(t *testing.T) map[string][]int {
 // commit writes value n of key in one transaction with the key's business
 // item, whose version condition serializes the key's commits whichever
 // writer instance makes them (as an application's own data does): n
-// commits only after n-1. A writer of the old generation includes its
-// GenerationCheck; a refusal for the seal is built again once, as a
-// caller's retry loop does.
-func (g *genBundle) commit(t *testing.T, w *outboxddb.Writer, old bool, key string, n int) error {
+// commits only after n-1. A writer of the old generation prepares its
+// generation check with the message; a refusal for the seal is built again
+// once, as a caller's retry loop does.
+func (g *genBundle) commit(t *testing.T, w *outboxddb.Writer, key string, n int) error {
 	t.Helper()
-	count := g.cfg.BucketCount
-	if old {
-		count = g.cfg.PreviousBucketCount
-	}
 	for attempt := 0; ; attempt++ {
-		m, err := outbox.NewMessage(g.topic("orders"), []byte(key), []byte(strconv.Itoa(n)), outbox.MessageOptions{BucketCount: count})
+		m, err := outbox.NewMessage(g.topic("orders"), []byte(key), []byte(strconv.Itoa(n)), outbox.MessageOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		items, _, err := w.TransactItems(t.Context(), []outbox.Message{m})
+		p, err := w.Prepare(t.Context(), m)
 		if err != nil {
 			return err
 		}
-		if old {
-			items = append(items, w.GenerationCheck())
-		}
-		items = append(items, g.businessPut(key, n))
+		items := append(p.Items(), g.businessPut(key, n))
 		_, err = g.ddb.Client.TransactWriteItems(t.Context(), &dynamodb.TransactWriteItemsInput{TransactItems: items})
-		if err = w.ExplainTransactionError(err, items); err == nil || attempt > 0 || !errors.Is(err, outbox.ErrGenerationSealed) {
+		if err = p.Explain(err); err == nil || attempt > 0 || !errors.Is(err, outbox.ErrGenerationSealed) {
 			return err
 		}
 	}
@@ -188,11 +177,11 @@ func TestGenerations_RollingWriterSwitch_KeepsCommitOrder_ThroughACrashInEveryPh
 	newA, oldB := g.writer(t, false), g.writer(t, true)
 	for _, k := range keys {
 		for n := range 4 {
-			w, old := newA, false
+			w := newA
 			if n%2 == 0 {
-				w, old = oldB, true
+				w = oldB
 			}
-			if err := g.commit(t, w, old, k, n); err != nil {
+			if err := g.commit(t, w, k, n); err != nil {
 				t.Fatalf("commit %s:%d: %v", k, n, err)
 			}
 		}
@@ -210,13 +199,13 @@ func TestGenerations_RollingWriterSwitch_KeepsCommitOrder_ThroughACrashInEveryPh
 	for _, k := range keys {
 		// B is refused after the seal and restarts with the new
 		// configuration; A switches after one refusal.
-		if err := g.commit(t, oldB, true, k, 4); !errors.Is(err, outbox.ErrGenerationSealed) {
+		if err := g.commit(t, oldB, k, 4); !errors.Is(err, outbox.ErrGenerationSealed) {
 			t.Fatalf("the old configuration after the seal: %v; want ErrGenerationSealed", err)
 		}
-		if err := g.commit(t, newA, false, k, 4); err != nil {
+		if err := g.commit(t, newA, k, 4); err != nil {
 			t.Fatal(err)
 		}
-		if err := g.commit(t, g.writer(t, false), false, k, 5); err != nil {
+		if err := g.commit(t, g.writer(t, false), k, 5); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -227,7 +216,7 @@ func TestGenerations_RollingWriterSwitch_KeepsCommitOrder_ThroughACrashInEveryPh
 		t.Errorf("sealed: %+v, phase %q; want the 12 new messages published, the old generation drained", resp, g.phase(t))
 	}
 	g.crash(t)
-	if err := g.commit(t, newA, false, "k0", 6); err != nil {
+	if err := g.commit(t, newA, "k0", 6); err != nil {
 		t.Fatal(err)
 	}
 	if resp = g.sweep(t); resp.Published != 1 {
@@ -269,13 +258,13 @@ func (g *genBundle) alone(t *testing.T, id string) *RelayHandler {
 func TestGenerations_RelayOfTheNewGenerationAlone_WaitsForTheOldToDrain(t *testing.T) {
 	g := setupGenerations(t)
 	g.sweep(t) // opens the marker
-	if err := g.write(t, g.writer(t, true), true, "k", 0); err != nil {
+	if err := g.write(t, g.writer(t, true), "k", 0); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := g.prev.SealGeneration(t.Context(), g.cfg.Current()); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.write(t, g.writer(t, false), false, "k", 1); err != nil {
+	if err := g.write(t, g.writer(t, false), "k", 1); err != nil {
 		t.Fatal(err)
 	}
 	early := g.alone(t, "early")
@@ -295,7 +284,7 @@ func TestGenerations_RelayOfTheNewGenerationAlone_WaitsForTheOldToDrain(t *testi
 	if resp := g.sweep(t); resp.Published != 2 || g.phase(t) != outbox.PhaseDrained {
 		t.Fatalf("the two-generation relay: %+v, phase %q", resp, g.phase(t))
 	}
-	if err := g.write(t, g.writer(t, false), false, "k", 2); err != nil {
+	if err := g.write(t, g.writer(t, false), "k", 2); err != nil {
 		t.Fatal(err)
 	}
 	before := g.ddb.Counter.Snapshot()

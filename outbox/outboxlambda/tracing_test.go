@@ -114,7 +114,7 @@ func (f *otelFixture) writerMessages(t *testing.T) []int {
 		if err != nil {
 			t.Fatal(err)
 		}
-		buckets = append(buckets, m.Bucket)
+		buckets = append(buckets, m.Bucket())
 	}
 	return buckets
 }

@@ -3,6 +3,7 @@ package outboxmem
 import (
 	"time"
 
+	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
@@ -44,4 +45,21 @@ func (s *Store) Reserve(bucket int) int64 {
 	defer s.mu.Unlock()
 	s.next[bucket]++
 	return s.next[bucket]
+}
+
+// Place stores m in bucket under the bucket's next sequence number,
+// whatever bucket its key hashes to, as a writer with another bucket count
+// or its own hash would leave it: for tests that need a key in a chosen
+// bucket. A zero CreatedAt is the store's clock. It returns m as stored.
+func (s *Store) Place(bucket int, m outbox.Message) outbox.Message {
+	now := lease.TimeFromTicks(lease.Ticks(s.clock.Now()))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.next[bucket]++
+	m = outbox.Stored(m, bucket, s.next[bucket])
+	if m.CreatedAt.IsZero() {
+		m.CreatedAt = now
+	}
+	s.msgs[bucket] = append(s.msgs[bucket], m)
+	return m
 }

@@ -42,7 +42,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	for i, key := range []string{"order-1", "order-2", "order-1", "order-1"} {
-		msg, err := outbox.NewMessage("orders", []byte(key), fmt.Appendf(nil, "v%d", i), outbox.MessageOptions{BucketCount: 4})
+		msg, err := outbox.NewMessage("orders", []byte(key), fmt.Appendf(nil, "v%d", i), outbox.MessageOptions{})
 		if err != nil {
 			log.Fatal(err)
 		}

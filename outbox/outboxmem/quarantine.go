@@ -28,7 +28,7 @@ func (s *Store) Park(_ context.Context, p outbox.Parking) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls["park"]++
-	i := slices.IndexFunc(s.msgs[p.Bucket], func(m outbox.Message) bool { return m.Sequence == p.Sequence })
+	i := slices.IndexFunc(s.msgs[p.Bucket], func(m outbox.Message) bool { return m.Sequence() == p.Sequence })
 	if i < 0 || s.parked[p.Bucket][p.Sequence] != nil {
 		return fmt.Errorf("outboxmem: park bucket %d row %d: the row is gone or parked: %w", p.Bucket, p.Sequence, outbox.ErrParkConflict)
 	}
@@ -115,7 +115,7 @@ func (s *Store) DeleteReplayed(_ context.Context, bucket int, msgs []outbox.Mess
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, m := range msgs {
-		delete(s.parked[bucket], m.Sequence)
+		delete(s.parked[bucket], m.Sequence())
 	}
 	return nil
 }

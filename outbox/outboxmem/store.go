@@ -84,16 +84,22 @@ func New(opts Options) (*Store, error) {
 // BucketCount returns the store's bucket count.
 func (s *Store) BucketCount() int { return s.buckets }
 
-// Enqueue commits msgs as one transaction: each gets the next sequence
-// number of its bucket and, when zero, the store clock's now as CreatedAt.
-// It returns them as stored. A message built for another bucket count, or
-// without a topic, matches outbox.ErrInvalidMessage and nothing is stored.
+// Enqueue commits msgs as one transaction: each gets its bucket
+// (outbox.ComputeBucket at the store's bucket count), the next sequence
+// number of that bucket and, when zero, the store clock's now as
+// CreatedAt. It returns them as stored. A message without a topic or with a
+// negative partition matches outbox.ErrInvalidMessage and nothing is stored.
 func (s *Store) Enqueue(_ context.Context, msgs ...outbox.Message) ([]outbox.Message, error) {
-	for _, m := range msgs {
-		if m.BucketCount != s.buckets || m.Topic == "" || m.Bucket < 0 || m.Bucket >= s.buckets {
-			return nil, fmt.Errorf("outboxmem: enqueue message %s for topic %q, bucket %d of %d, into a store of %d buckets: %w",
-				m.ID, m.Topic, m.Bucket, m.BucketCount, s.buckets, outbox.ErrInvalidMessage)
+	buckets := make([]int, len(msgs))
+	for i, m := range msgs {
+		b, err := outbox.ComputeBucket(m.Key, m.ID, s.buckets, m.Partition)
+		if err == nil && m.Topic == "" {
+			err = fmt.Errorf("%w: topic is empty", outbox.ErrInvalidMessage)
 		}
+		if err != nil {
+			return nil, fmt.Errorf("outboxmem: enqueue message %s for topic %q: %w", m.ID, m.Topic, err)
+		}
+		buckets[i] = b
 	}
 	now := lease.TimeFromTicks(lease.Ticks(s.clock.Now()))
 	s.mu.Lock()
@@ -101,12 +107,13 @@ func (s *Store) Enqueue(_ context.Context, msgs ...outbox.Message) ([]outbox.Mes
 	s.calls["enqueue"]++
 	stored := make([]outbox.Message, len(msgs))
 	for i, m := range msgs {
-		s.next[m.Bucket]++
-		m.Sequence = s.next[m.Bucket]
+		b := buckets[i]
+		s.next[b]++
+		m = outbox.Stored(m, b, s.next[b])
 		if m.CreatedAt.IsZero() {
 			m.CreatedAt = now
 		}
-		s.msgs[m.Bucket] = append(s.msgs[m.Bucket], m)
+		s.msgs[b] = append(s.msgs[b], m)
 		stored[i] = m
 	}
 	return stored, nil
@@ -169,12 +176,12 @@ func (s *Store) MarkPublished(_ context.Context, bucket int, msgs []outbox.Messa
 	s.calls["mark"]++
 	gone := make(map[int64]bool, len(msgs))
 	for _, m := range msgs {
-		if m.Bucket != bucket {
-			return fmt.Errorf("outboxmem: mark published in bucket %d: message %s is of bucket %d", bucket, m.ID, m.Bucket)
+		if m.Bucket() != bucket {
+			return fmt.Errorf("outboxmem: mark published in bucket %d: message %s is of bucket %d", bucket, m.ID, m.Bucket())
 		}
-		gone[m.Sequence] = true
+		gone[m.Sequence()] = true
 	}
-	s.msgs[bucket] = slices.DeleteFunc(s.msgs[bucket], func(m outbox.Message) bool { return gone[m.Sequence] })
+	s.msgs[bucket] = slices.DeleteFunc(s.msgs[bucket], func(m outbox.Message) bool { return gone[m.Sequence()] })
 	return nil
 }
 

@@ -20,7 +20,11 @@ func TestStoreContract(t *testing.T) {
 			_, err := s.MarkReplay(ctx, bucket, seqs, "")
 			return err
 		}, Abandon: func(_ context.Context, m outbox.Message) error {
-			s.Reserve(m.Bucket)
+			b, err := outbox.ComputeBucket(m.Key, m.ID, bucketCount, m.Partition)
+			if err != nil {
+				return err
+			}
+			s.Reserve(b)
 			return nil
 		}, LeaseIO: s.LeaseIO()}
 	})

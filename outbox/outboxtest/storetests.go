@@ -182,6 +182,11 @@ func (c *contract) enqueue(bucket int, keys ...string) []outbox.Message {
 	if err != nil {
 		c.t.Fatalf("enqueue into bucket %d: %v", bucket, err)
 	}
+	for _, m := range stored {
+		if m.Bucket() != bucket {
+			c.t.Fatalf("enqueue into bucket %d stored %s in bucket %d", bucket, m.ID, m.Bucket())
+		}
+	}
 	return stored
 }
 
@@ -192,8 +197,8 @@ func (c *contract) message(bucket int, k string) outbox.Message {
 	// An explicit partition chooses the bucket (partition mod count).
 	partition := int32(bucket)
 	m, err := outbox.NewMessage("orders", []byte(k), []byte("value-"+k), outbox.MessageOptions{
-		BucketCount: contractLease.BucketCount, Partition: &partition, CreatedAt: c.clock.Now()})
-	if err != nil || m.Bucket != bucket {
+		Partition: &partition, CreatedAt: c.clock.Now()})
+	if err != nil {
 		c.t.Fatalf("message for bucket %d: %+v, %v", bucket, m, err)
 	}
 	return m
@@ -399,12 +404,9 @@ func contractMisconfigured(t *testing.T, c *contract) {
 	if owners := c.owners(); slices.ContainsFunc(owners, func(o string) bool { return o != "" }) {
 		t.Fatalf("owners %v after a misconfigured round, want none", owners)
 	}
-	m, err := outbox.NewMessage("orders", []byte("k"), nil, outbox.MessageOptions{BucketCount: contractLease.BucketCount * 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Enqueue(t.Context(), m); !errors.Is(err, outbox.ErrInvalidMessage) {
-		t.Fatalf("enqueue of a message for another bucket count: %v; want an outbox.ErrInvalidMessage", err)
+	noTopic := outbox.Message{ID: outbox.NewMessageID(), Key: []byte("k")}
+	if _, err := c.Enqueue(t.Context(), noTopic); !errors.Is(err, outbox.ErrInvalidMessage) {
+		t.Fatalf("enqueue of a message without a topic: %v; want an outbox.ErrInvalidMessage", err)
 	}
 }
 
@@ -415,8 +417,8 @@ func contractMessages(t *testing.T, c *contract) {
 	c.enqueue(0, "k4")
 	stored := append(first, second...)
 	for i := 1; i < len(stored); i++ {
-		if stored[i].Sequence <= stored[i-1].Sequence {
-			t.Fatalf("sequences %d then %d: want them increasing in commit order", stored[i-1].Sequence, stored[i].Sequence)
+		if stored[i].Sequence() <= stored[i-1].Sequence() {
+			t.Fatalf("sequences %d then %d: want them increasing in commit order", stored[i-1].Sequence(), stored[i].Sequence())
 		}
 	}
 	pending, err := c.Store.PendingBuckets(t.Context(), allBuckets())
@@ -424,7 +426,7 @@ func contractMessages(t *testing.T, c *contract) {
 		t.Fatalf("pending buckets %v, %v; want [0 2]", pending, err)
 	}
 	got := c.fetch(2, 2)
-	if keys(got) != "k1 k2" || got[0].Sequence != stored[0].Sequence || got[0].ID != stored[0].ID || string(got[0].Value) != "value-k1" {
+	if keys(got) != "k1 k2" || got[0].Sequence() != stored[0].Sequence() || got[0].ID != stored[0].ID || string(got[0].Value) != "value-k1" {
 		t.Fatalf("fetch of 2: %s (%+v); want k1 k2 as stored", keys(got), got)
 	}
 	if all := c.fetch(2, 10); keys(all) != "k1 k2 k3" {
@@ -538,24 +540,24 @@ func (c *contract) parkedKeys(q outbox.Quarantine, bucket int) outbox.ParkedSet 
 func contractPark(t *testing.T, c *contract) {
 	q := c.quarantine()
 	msgs := c.enqueue(1, "k1", "k2", "k1")
-	if err := q.Park(t.Context(), outbox.Parking{Bucket: 1, Sequence: msgs[0].Sequence, Reason: outbox.ParkMaxAttempts,
+	if err := q.Park(t.Context(), outbox.Parking{Bucket: 1, Sequence: msgs[0].Sequence(), Reason: outbox.ParkMaxAttempts,
 		Error: "refused", Attempts: 3, FirstFailedAt: contractStart}); err != nil {
 		t.Fatal(err)
 	}
-	if got := c.fetch(1, 10); keys(got) != "k2 k1" || got[1].Sequence != msgs[2].Sequence {
+	if got := c.fetch(1, 10); keys(got) != "k2 k1" || got[1].Sequence() != msgs[2].Sequence() {
 		t.Fatalf("bucket after the park: %s; want k2 and the later k1", keys(got))
 	}
-	if err := q.Park(t.Context(), outbox.Parking{Bucket: 1, Sequence: msgs[0].Sequence, Reason: outbox.ParkMaxAttempts}); !errors.Is(err, outbox.ErrParkConflict) {
+	if err := q.Park(t.Context(), outbox.Parking{Bucket: 1, Sequence: msgs[0].Sequence(), Reason: outbox.ParkMaxAttempts}); !errors.Is(err, outbox.ErrParkConflict) {
 		t.Fatalf("parking a row already moved: %v; want ErrParkConflict", err)
 	}
-	if err := q.Park(t.Context(), outbox.Parking{Bucket: 1, Sequence: msgs[2].Sequence, Reason: outbox.ParkKeyQuarantined, Behind: msgs[1].Sequence}); !errors.Is(err, outbox.ErrParkConflict) {
+	if err := q.Park(t.Context(), outbox.Parking{Bucket: 1, Sequence: msgs[2].Sequence(), Reason: outbox.ParkKeyQuarantined, Behind: msgs[1].Sequence()}); !errors.Is(err, outbox.ErrParkConflict) {
 		t.Fatalf("parking behind a message that is not parked: %v; want ErrParkConflict", err)
 	}
-	if err := q.Park(t.Context(), outbox.Parking{Bucket: 1, Sequence: msgs[2].Sequence, Reason: outbox.ParkKeyQuarantined, Behind: msgs[0].Sequence}); err != nil {
+	if err := q.Park(t.Context(), outbox.Parking{Bucket: 1, Sequence: msgs[2].Sequence(), Reason: outbox.ParkKeyQuarantined, Behind: msgs[0].Sequence()}); err != nil {
 		t.Fatalf("parking behind the key's parked message: %v", err)
 	}
 	set := c.parkedKeys(q, 1)
-	if want := map[string][]int64{"k1": {msgs[0].Sequence, msgs[2].Sequence}}; !maps.EqualFunc(set.Keys, want, slices.Equal) || len(set.Replays) != 0 {
+	if want := map[string][]int64{"k1": {msgs[0].Sequence(), msgs[2].Sequence()}}; !maps.EqualFunc(set.Keys, want, slices.Equal) || len(set.Replays) != 0 {
 		t.Fatalf("parked set %+v; want k1 quarantined by both, no replay", set)
 	}
 	if requests, err := q.ReplayRequests(t.Context()); err != nil || len(requests) != 0 {
@@ -567,15 +569,15 @@ func contractReplay(t *testing.T, c *contract) {
 	q := c.quarantine()
 	msgs := c.enqueue(3, "k1", "k1", "k1")
 	for i, m := range msgs[:2] {
-		p := outbox.Parking{Bucket: 3, Sequence: m.Sequence, Reason: outbox.ParkMaxAttempts}
+		p := outbox.Parking{Bucket: 3, Sequence: m.Sequence(), Reason: outbox.ParkMaxAttempts}
 		if i > 0 {
-			p.Reason, p.Behind = outbox.ParkKeyQuarantined, msgs[0].Sequence
+			p.Reason, p.Behind = outbox.ParkKeyQuarantined, msgs[0].Sequence()
 		}
 		if err := q.Park(t.Context(), p); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := c.MarkReplay(t.Context(), 3, []int64{msgs[0].Sequence}); err != nil {
+	if err := c.MarkReplay(t.Context(), 3, []int64{msgs[0].Sequence()}); err != nil {
 		t.Fatal(err)
 	}
 	requests, err := q.ReplayRequests(t.Context())
@@ -583,16 +585,16 @@ func contractReplay(t *testing.T, c *contract) {
 		t.Fatalf("replay requests %v, %v; want one for bucket 3", requests, err)
 	}
 	set := c.parkedKeys(q, 3)
-	if len(set.Replays) != 1 || set.Replays[0].ID != msgs[0].ID || set.Replays[0].Sequence != msgs[0].Sequence || string(set.Replays[0].Value) != "value-k1" {
+	if len(set.Replays) != 1 || set.Replays[0].ID != msgs[0].ID || set.Replays[0].Sequence() != msgs[0].Sequence() || string(set.Replays[0].Value) != "value-k1" {
 		t.Fatalf("replays %+v; want the first message as stored", set.Replays)
 	}
-	if err := q.Park(t.Context(), outbox.Parking{Bucket: 3, Sequence: msgs[2].Sequence, Reason: outbox.ParkKeyQuarantined, Behind: msgs[0].Sequence}); !errors.Is(err, outbox.ErrParkConflict) {
+	if err := q.Park(t.Context(), outbox.Parking{Bucket: 3, Sequence: msgs[2].Sequence(), Reason: outbox.ParkKeyQuarantined, Behind: msgs[0].Sequence()}); !errors.Is(err, outbox.ErrParkConflict) {
 		t.Fatalf("parking behind a message marked for replay: %v; want ErrParkConflict", err)
 	}
 	if err := q.DeleteReplayed(t.Context(), 3, set.Replays); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.MarkReplay(t.Context(), 3, []int64{msgs[1].Sequence}); err != nil {
+	if err := c.MarkReplay(t.Context(), 3, []int64{msgs[1].Sequence()}); err != nil {
 		t.Fatal(err)
 	}
 	if err := q.ReplayDone(t.Context(), 3, requests[3]); !errors.Is(err, outbox.ErrParkConflict) {
@@ -602,11 +604,11 @@ func contractReplay(t *testing.T, c *contract) {
 	if err != nil || newer[3] == 0 || newer[3] == requests[3] {
 		t.Fatalf("replay requests %v after the older one was done, %v; want the newer one kept", newer, err)
 	}
-	if err := q.RefuseReplay(t.Context(), 3, msgs[1].Sequence, "refused again"); err != nil {
+	if err := q.RefuseReplay(t.Context(), 3, msgs[1].Sequence(), "refused again"); err != nil {
 		t.Fatal(err)
 	}
 	set = c.parkedKeys(q, 3)
-	if want := map[string][]int64{"k1": {msgs[1].Sequence}}; !maps.EqualFunc(set.Keys, want, slices.Equal) || len(set.Replays) != 0 {
+	if want := map[string][]int64{"k1": {msgs[1].Sequence()}}; !maps.EqualFunc(set.Keys, want, slices.Equal) || len(set.Replays) != 0 {
 		t.Fatalf("parked set %+v; want the second message still quarantining k1, unmarked", set)
 	}
 	if err := q.ReplayDone(t.Context(), 3, newer[3]); err != nil {

@@ -19,7 +19,7 @@ func contractParkLease(t *testing.T, c *contract) {
 	c.acquire("relay-a", lease.RoundState{})
 	expiry := c.clock.Now().Add(contractLease.LeaseDuration)
 	park := func(m outbox.Message, owner string, beyond time.Time) error {
-		return q.Park(t.Context(), outbox.Parking{Bucket: 2, Sequence: m.Sequence, Reason: outbox.ParkMaxAttempts,
+		return q.Park(t.Context(), outbox.Parking{Bucket: 2, Sequence: m.Sequence(), Reason: outbox.ParkMaxAttempts,
 			Lease: outbox.LeaseCheck{Owner: owner, Beyond: beyond}})
 	}
 	lost := func(what string, err error) {
@@ -82,7 +82,7 @@ func contractGaps(t *testing.T, c *contract) {
 	c.enqueue(1, "k3")
 	var got []outbox.Message
 	n := queries(func() { got = c.fetch(1, 10) })
-	if keys(got) != "k1 k2 k3" || got[1].Sequence-got[0].Sequence != 2 || got[2].Sequence-got[1].Sequence != 3 {
+	if keys(got) != "k1 k2 k3" || got[1].Sequence()-got[0].Sequence() != 2 || got[2].Sequence()-got[1].Sequence() != 3 {
 		t.Fatalf("fetch across two gaps: %s at %v; want k1 k2 k3 one and two numbers apart", keys(got), sequences(got))
 	}
 	if n >= 0 && n != 3 {
@@ -107,7 +107,7 @@ func contractGaps(t *testing.T, c *contract) {
 func sequences(msgs []outbox.Message) []int64 {
 	out := make([]int64, len(msgs))
 	for i, m := range msgs {
-		out[i] = m.Sequence
+		out[i] = m.Sequence()
 	}
 	return out
 }
@@ -214,7 +214,7 @@ func contractGenerations(t *testing.T, c *contract) {
 		t.Fatalf("contents with messages in buckets 1 and 3: %+v, %v", contents, err)
 	}
 	if q, ok := c.Store.(outbox.Quarantine); ok {
-		if err := q.Park(t.Context(), outbox.Parking{Bucket: 3, Sequence: parked.Sequence, Reason: outbox.ParkMaxAttempts}); err != nil {
+		if err := q.Park(t.Context(), outbox.Parking{Bucket: 3, Sequence: parked.Sequence(), Reason: outbox.ParkMaxAttempts}); err != nil {
 			t.Fatal(err)
 		}
 		contents, err = g.GenerationContents(t.Context())

@@ -1,5 +1,6 @@
 // Package murmur2 is the hash Kafka's default partitioner uses, shared by
-// the bucket hash (outbox.Murmur2) and the lease rounds' stagger.
+// the bucket hash (outbox.ComputeBucket), the lease rounds' stagger and
+// outboxkafka's partitioner.
 package murmur2
 
 import "encoding/binary"
@@ -43,4 +44,19 @@ func Sum32(data []byte) uint32 {
 	h *= mix
 	h ^= h >> 15
 	return h
+}
+
+// Partition maps data to one of n slots the way Kafka's partitioner does:
+// (Sum32(data) & 0x7fffffff) mod n. Clearing the sign bit (Kafka's
+// toPositive) rather than taking an absolute value is what keeps the result
+// equal to Java's. n == 1 returns 0 without hashing. n must be at least 1; a
+// smaller n is a caller bug and panics like a division by zero.
+func Partition(data []byte, n int) int {
+	if n == 1 {
+		return 0
+	}
+	if n < 1 {
+		panic("murmur2: Partition: n must be >= 1")
+	}
+	return int(uint64(Sum32(data)&0x7fffffff) % uint64(n))
 }

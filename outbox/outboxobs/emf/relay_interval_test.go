@@ -61,7 +61,7 @@ func TestRelayWritesMetricsEveryMinuteOfARun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		msg, err := outbox.NewMessage("missing", []byte("k"), nil, outbox.MessageOptions{BucketCount: 1})
+		msg, err := outbox.NewMessage("missing", []byte("k"), nil, outbox.MessageOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
