@@ -27,6 +27,7 @@ type run struct {
 	ready         []int
 	forceDiscover bool
 	lastProbe     time.Time
+	lastBusyProbe time.Time
 	lastWork      time.Time
 	fruitless     int
 	// fullRounds counts the acquisition rounds of this run that did not
@@ -205,16 +206,26 @@ func (u *run) holdsAll(bs []int) bool {
 	return true
 }
 
-// discover refreshes the ready list when forced, when PollInterval passed
-// since the last probe, or when nothing is ready.
+// discover refreshes the ready list: every owned bucket when forced or
+// when the poll is due, the busy ones when their TargetLatency passed
+// (probeDue). A probe only decides when a bucket is fetched: the fetch is
+// consistent, so a probe that misses a message delays it to the next probe
+// and never reorders or loses it.
 func (u *run) discover(owned []int) error {
 	r := u.r
 	now := r.clock.Now()
-	if !u.forceDiscover && len(u.ready) > 0 && now.Sub(u.lastProbe) < r.opts.PollInterval {
+	all, busy, _ := probeDue(now, owned, u.ready, u.probeTimes(), r.opts.PollInterval, r.opts.TargetLatency)
+	if !all && !u.forceDiscover {
 		u.ready = intersect(u.ready, owned)
-		return nil
-	}
-	if !u.forceDiscover && now.Sub(u.lastProbe) < r.opts.PollInterval {
+		if len(busy) == 0 {
+			return nil
+		}
+		pending, err := r.store.PendingBuckets(u.ctx, busy)
+		if err != nil {
+			return errCycle("probe busy buckets", err)
+		}
+		u.lastBusyProbe = now
+		u.ready = union(u.ready, pending)
 		return nil
 	}
 	pending, err := r.store.PendingBuckets(u.ctx, owned)
@@ -230,6 +241,10 @@ func (u *run) discover(owned []int) error {
 	u.lastProbe = now
 	u.ready = pending
 	return nil
+}
+
+func (u *run) probeTimes() probeTimes {
+	return probeTimes{all: u.lastProbe, busy: u.lastBusyProbe, worked: u.r.worked}
 }
 
 // errorBackoff implements the relay-wide failure backoff: the base after a
@@ -259,7 +274,8 @@ func (u *run) idleDelay(now time.Time) time.Duration {
 	book := r.lease.snapshot()
 	d := book.untilRound(now)
 	if len(book.owned) > 0 {
-		d = min(d, max(r.opts.PollInterval-now.Sub(u.lastProbe), 0))
+		_, _, next := probeDue(now, book.owned, u.ready, u.probeTimes(), r.opts.PollInterval, r.opts.TargetLatency)
+		d = min(d, next)
 	}
 	if u.waiting() {
 		d = min(d, max(r.opts.PollInterval-now.Sub(book.acquiredAt), 0))
