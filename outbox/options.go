@@ -10,7 +10,7 @@ const (
 	DefaultBucketCount         = 8
 	DefaultBatchSize           = 500
 	DefaultPollInterval        = time.Second
-	DefaultTargetLatency       = time.Second
+	DefaultTargetLatency       = 225 * time.Millisecond
 	DefaultErrorBackoff        = time.Second
 	DefaultLeaseDuration       = 30 * time.Second
 	DefaultLeaseRenewInterval  = 10 * time.Second

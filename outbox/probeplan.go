@@ -14,48 +14,54 @@ import (
 const busyWindow = 10 * time.Second
 
 // probeTimes is the state the probe decisions read: when the relay last
-// probed every owned bucket (the PollInterval probe) and the busy ones, and
-// when each bucket last had work (worked, indexed by bucket; it outlives
-// runs as the relay's view of the traffic does).
+// probed its owned buckets at the poll and its busy ones at the target,
+// and when each bucket last had work (worked, indexed by bucket; it
+// outlives runs as the relay's view of the traffic does).
 type probeTimes struct {
-	all, busy time.Time
-	worked    []time.Time
+	poll, busy time.Time
+	worked     []time.Time
 }
 
-// probeDue decides the head probes at now. all: every owned bucket is due
-// (PollInterval passed since the last such probe). Otherwise busy lists the
-// owned buckets that had work within busyWindow and are not ready already,
-// when TargetLatency passed since they were last probed; it is nil when
-// target is not below poll, so such a relay probes exactly as at the poll.
-// next is how long until the next probe falls due (0 when one is due now).
-func probeDue(now time.Time, owned, ready []int, t probeTimes, poll, target time.Duration) (all bool, busy []int, next time.Duration) {
-	sinceAll := now.Sub(t.all)
-	if sinceAll >= poll {
-		return true, nil, 0
-	}
-	next = poll - sinceAll
-	if target >= poll {
-		return false, nil, next
-	}
+// probePlan is what probeDue decides.
+type probePlan struct {
+	// buckets are the owned buckets to probe now.
+	buckets []int
+	// poll: this is the PollInterval probe (the relay also looks for
+	// replays then); busy: the busy buckets are among buckets.
+	poll, busy bool
+	// next is how long until the next probe falls due when none is.
+	next time.Duration
+}
+
+// probeDue decides the head probes at now. Busy buckets are the owned ones
+// that had work within busyWindow and are not ready already (a ready
+// bucket is fetched anyway); they are probed every target, and only when
+// target is below poll. Every other owned bucket is probed every poll. So
+// each bucket is probed on one cadence: a busy one exactly every target,
+// not again at the poll. With target at or above poll every owned bucket
+// is probed at the poll, as before the dial existed.
+func probeDue(now time.Time, owned, ready []int, t probeTimes, poll, target time.Duration) probePlan {
+	var busy, quiet []int
 	for _, b := range owned {
-		if b < len(t.worked) && !t.worked[b].IsZero() && now.Sub(t.worked[b]) < busyWindow && !slices.Contains(ready, b) {
+		if target < poll && b < len(t.worked) && !t.worked[b].IsZero() && now.Sub(t.worked[b]) < busyWindow && !slices.Contains(ready, b) {
 			busy = append(busy, b)
+		} else {
+			quiet = append(quiet, b)
 		}
 	}
-	if len(busy) == 0 {
-		return false, nil, next
+	pollDue := now.Sub(t.poll) >= poll
+	busyDue := len(busy) > 0 && now.Sub(t.busy) >= target
+	switch {
+	case pollDue && busyDue:
+		return probePlan{buckets: owned, poll: true, busy: true}
+	case pollDue:
+		return probePlan{buckets: quiet, poll: true}
+	case busyDue:
+		return probePlan{buckets: busy, busy: true}
 	}
-	// The PollInterval probe looked at the busy buckets too.
-	sinceBusy := now.Sub(later(t.all, t.busy))
-	if sinceBusy >= target {
-		return false, busy, 0
+	next := poll - now.Sub(t.poll)
+	if len(busy) > 0 {
+		next = min(next, target-now.Sub(t.busy))
 	}
-	return false, nil, min(next, target-sinceBusy)
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
+	return probePlan{next: next}
 }

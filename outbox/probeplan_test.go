@@ -14,33 +14,47 @@ func TestProbeDueProbesBusyBucketsAtTheTarget(t *testing.T) {
 	worked := []time.Time{ms(-1000), ms(-11000), {}, ms(0)}
 	owned := []int{0, 1, 2, 3}
 	for _, tc := range []struct {
-		name      string
-		now       time.Time
-		owned     []int
-		ready     []int
-		all, busy time.Time
-		target    time.Duration
-		wantAll   bool
-		wantBusy  []int
-		wantNext  time.Duration
+		name       string
+		now        time.Time
+		owned      []int
+		ready      []int
+		poll, busy time.Time
+		target     time.Duration
+		want       probePlan
 	}{
-		{name: "poll due probes every owned bucket", now: ms(1000), owned: owned, all: ms(0), target: 250 * time.Millisecond, wantAll: true},
-		{name: "target at the poll: today's probe only", now: ms(600), owned: owned, all: ms(0), target: time.Second, wantNext: 400 * time.Millisecond},
-		{name: "target above the poll: the poll still bounds it", now: ms(600), owned: owned, all: ms(0), target: 2 * time.Second, wantNext: 400 * time.Millisecond},
-		{name: "busy buckets due after the target since the poll probe", now: ms(250), owned: owned, all: ms(0), target: 250 * time.Millisecond, wantBusy: []int{0, 3}},
-		{name: "not yet: wait the rest of the target", now: ms(100), owned: owned, all: ms(0), target: 250 * time.Millisecond, wantNext: 150 * time.Millisecond},
-		{name: "the last busy probe counts", now: ms(400), owned: owned, all: ms(0), busy: ms(250), target: 250 * time.Millisecond, wantNext: 100 * time.Millisecond},
-		{name: "busy probe due again", now: ms(500), owned: owned, all: ms(0), busy: ms(250), target: 250 * time.Millisecond, wantBusy: []int{0, 3}},
-		{name: "poll nearer than the target", now: ms(900), owned: owned, all: ms(0), busy: ms(850), target: 250 * time.Millisecond, wantNext: 100 * time.Millisecond},
-		{name: "ready buckets are fetched anyway", now: ms(250), owned: owned, ready: []int{3}, all: ms(0), target: 250 * time.Millisecond, wantBusy: []int{0}},
-		{name: "only owned buckets", now: ms(250), owned: []int{1, 2, 3}, all: ms(0), target: 250 * time.Millisecond, wantBusy: []int{3}},
-		{name: "no busy bucket: the poll", now: ms(250), owned: []int{1, 2}, all: ms(0), target: 100 * time.Millisecond, wantNext: 750 * time.Millisecond},
-		{name: "busy until 10 s after the work", now: ms(9250), owned: owned, all: ms(9000), target: 250 * time.Millisecond, wantBusy: []int{3}},
+		{name: "poll and busy due: every owned bucket", now: ms(1000), owned: owned, poll: ms(0), busy: ms(900), target: 100 * time.Millisecond,
+			want: probePlan{buckets: owned, poll: true, busy: true}},
+		{name: "poll due, busy not: the quiet buckets", now: ms(1000), owned: owned, poll: ms(0), busy: ms(900), target: 250 * time.Millisecond,
+			want: probePlan{buckets: []int{1, 2}, poll: true}},
+		{name: "target at the poll: every bucket at the poll, as without the dial", now: ms(1000), owned: owned, poll: ms(0), busy: ms(900), target: time.Second,
+			want: probePlan{buckets: owned, poll: true}},
+		{name: "target at the poll: nothing between polls", now: ms(600), owned: owned, poll: ms(0), target: time.Second,
+			want: probePlan{next: 400 * time.Millisecond}},
+		{name: "target above the poll: the poll still bounds it", now: ms(600), owned: owned, poll: ms(0), target: 2 * time.Second,
+			want: probePlan{next: 400 * time.Millisecond}},
+		{name: "busy buckets due at the target", now: ms(250), owned: owned, poll: ms(0), busy: ms(0), target: 250 * time.Millisecond,
+			want: probePlan{buckets: []int{0, 3}, busy: true}},
+		{name: "not yet: wait the rest of the target", now: ms(100), owned: owned, poll: ms(0), busy: ms(0), target: 250 * time.Millisecond,
+			want: probePlan{next: 150 * time.Millisecond}},
+		{name: "the busy cadence ignores the poll probe", now: ms(1225), owned: owned, poll: ms(1000), busy: ms(900), target: 225 * time.Millisecond,
+			want: probePlan{buckets: []int{0, 3}, busy: true}},
+		{name: "poll nearer than the target", now: ms(900), owned: owned, poll: ms(0), busy: ms(850), target: 250 * time.Millisecond,
+			want: probePlan{next: 100 * time.Millisecond}},
+		{name: "ready buckets are fetched anyway, probed at the poll", now: ms(250), owned: owned, ready: []int{3}, poll: ms(0), busy: ms(0), target: 250 * time.Millisecond,
+			want: probePlan{buckets: []int{0}, busy: true}},
+		{name: "only owned buckets", now: ms(250), owned: []int{1, 2, 3}, poll: ms(0), busy: ms(0), target: 250 * time.Millisecond,
+			want: probePlan{buckets: []int{3}, busy: true}},
+		{name: "no busy bucket: the poll", now: ms(250), owned: []int{1, 2}, poll: ms(0), busy: ms(0), target: 100 * time.Millisecond,
+			want: probePlan{next: 750 * time.Millisecond}},
+		{name: "busy until 10 s after the work", now: ms(9250), owned: owned, poll: ms(9000), busy: ms(9000), target: 250 * time.Millisecond,
+			want: probePlan{buckets: []int{3}, busy: true}},
+		{name: "a never-probed relay: everything due", now: ms(0), owned: owned, target: 250 * time.Millisecond,
+			want: probePlan{buckets: owned, poll: true, busy: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			all, busy, next := probeDue(tc.now, tc.owned, tc.ready, probeTimes{all: tc.all, busy: tc.busy, worked: worked}, time.Second, tc.target)
-			if all != tc.wantAll || !slices.Equal(busy, tc.wantBusy) || next != tc.wantNext {
-				t.Errorf("probeDue = %v, %v, %v; want %v, %v, %v", all, busy, next, tc.wantAll, tc.wantBusy, tc.wantNext)
+			got := probeDue(tc.now, tc.owned, tc.ready, probeTimes{poll: tc.poll, busy: tc.busy, worked: worked}, time.Second, tc.target)
+			if !slices.Equal(got.buckets, tc.want.buckets) || got.poll != tc.want.poll || got.busy != tc.want.busy || got.next != tc.want.next {
+				t.Errorf("probeDue = %+v; want %+v", got, tc.want)
 			}
 		})
 	}

@@ -206,36 +206,40 @@ func (u *run) holdsAll(bs []int) bool {
 	return true
 }
 
-// discover refreshes the ready list: every owned bucket when forced or
-// when the poll is due, the busy ones when their TargetLatency passed
-// (probeDue). A probe only decides when a bucket is fetched: the fetch is
-// consistent, so a probe that misses a message delays it to the next probe
-// and never reorders or loses it.
+// discover refreshes the ready list: every owned bucket when forced, the
+// buckets probeDue says are due otherwise. A probe only decides when a
+// bucket is fetched: the fetch is consistent, so a probe that misses a
+// message delays it to the next probe and never reorders or loses it.
 func (u *run) discover(owned []int) error {
 	r := u.r
 	now := r.clock.Now()
-	all, busy, _ := probeDue(now, owned, u.ready, u.probeTimes(), r.opts.PollInterval, r.opts.TargetLatency)
-	if !all && !u.forceDiscover {
+	plan := probeDue(now, owned, u.ready, u.probeTimes(), r.opts.PollInterval, r.opts.TargetLatency)
+	if u.forceDiscover {
+		plan = probePlan{buckets: owned, poll: true, busy: true}
+	}
+	if !plan.poll && !plan.busy {
 		u.ready = intersect(u.ready, owned)
-		if len(busy) == 0 {
-			return nil
-		}
-		pending, err := r.store.PendingBuckets(u.ctx, busy)
-		if err != nil {
-			return errCycle("probe busy buckets", err)
-		}
-		u.lastBusyProbe = now
-		u.ready = union(u.ready, pending)
 		return nil
 	}
-	pending, err := r.store.PendingBuckets(u.ctx, owned)
-	if err != nil {
-		return errCycle("probe pending buckets", err)
+	var pending []int
+	if len(plan.buckets) > 0 {
+		var err error
+		if pending, err = r.store.PendingBuckets(u.ctx, plan.buckets); err != nil {
+			return errCycle("probe pending buckets", err)
+		}
+	}
+	if plan.busy {
+		u.lastBusyProbe = now
+	}
+	if !plan.poll {
+		u.ready = union(intersect(u.ready, owned), pending)
+		return nil
 	}
 	replays, err := r.park.replayReady(u.ctx, owned, u.forceDiscover)
 	if err != nil {
 		return err
 	}
+	// The buckets this probe left out are busy ones, never ready.
 	pending = union(pending, replays)
 	u.forceDiscover = false
 	u.lastProbe = now
@@ -244,7 +248,7 @@ func (u *run) discover(owned []int) error {
 }
 
 func (u *run) probeTimes() probeTimes {
-	return probeTimes{all: u.lastProbe, busy: u.lastBusyProbe, worked: u.r.worked}
+	return probeTimes{poll: u.lastProbe, busy: u.lastBusyProbe, worked: u.r.worked}
 }
 
 // errorBackoff implements the relay-wide failure backoff: the base after a
@@ -274,8 +278,7 @@ func (u *run) idleDelay(now time.Time) time.Duration {
 	book := r.lease.snapshot()
 	d := book.untilRound(now)
 	if len(book.owned) > 0 {
-		_, _, next := probeDue(now, book.owned, u.ready, u.probeTimes(), r.opts.PollInterval, r.opts.TargetLatency)
-		d = min(d, next)
+		d = min(d, probeDue(now, book.owned, u.ready, u.probeTimes(), r.opts.PollInterval, r.opts.TargetLatency).next)
 	}
 	if u.waiting() {
 		d = min(d, max(r.opts.PollInterval-now.Sub(book.acquiredAt), 0))

@@ -38,7 +38,7 @@ func defaultConfig() Config {
 		KafkaAuth:          "none",
 		Mode:               outbox.ModeDrain,
 		PollInterval:       time.Second,
-		TargetLatency:      time.Second,
+		TargetLatency:      outbox.DefaultTargetLatency,
 		IdleTimeout:        2 * time.Second,
 		StopMargin:         5 * time.Second,
 		LeaseDuration:      30 * time.Second,
