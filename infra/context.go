@@ -52,7 +52,7 @@ var contextKeys = []contextKey{
 	{"mode", "relay exit mode: drain or hold (default drain)"},
 	{"maxHops", "bound on chains of continuation wake-ups (default 10)"},
 	{"pollInterval", "how often the relay probes its buckets without a wake-up, Go duration (default: the relay's, 1s)"},
-	{"targetLatency", "how soon a running relay looks for a message committed to a busy bucket it holds, Go duration; at or above pollInterval it only polls (default: the relay's, 1s)"},
+	{"targetLatency", "how soon a running relay looks for a message committed to a busy bucket it holds, Go duration; at or above pollInterval it only polls (default: the relay's, 225ms)"},
 	{"idleTimeout", "how long a drain-mode relay lingers with nothing to do, Go duration below relayTimeout less stopMargin (default: the relay's, 2s)"},
 	{"maxIdleTimeout", "longer linger of a drain-mode relay under steady traffic, Go duration, at least idleTimeout (default: 5 x idleTimeout, 10s)"},
 	{"leaseDuration", "bucket lease length, Go duration (default: the relay's, 30s)"},
