@@ -63,10 +63,11 @@ func runCurve(ctx context.Context, cfg Config, res Result) ([]CurvePoint, error)
 		first := len(out)
 		for _, target := range targets {
 			i := slices.IndexFunc(res.Runs, func(m Measured) bool {
-				return m.Rate == rate && m.Mode == outbox.ModeDrain && m.Target == 0 && m.Duration == CurveDuration(rate)
+				return m.Rate == rate && m.Mode == outbox.ModeDrain && m.Duration == CurveDuration(rate) &&
+					(m.Target == target || m.Target == 0 && target == outbox.DefaultTargetLatency)
 			})
 			var m Measured
-			if target == outbox.DefaultTargetLatency && i >= 0 {
+			if i >= 0 {
 				m = res.Runs[i]
 			} else {
 				var err error

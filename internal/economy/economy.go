@@ -74,11 +74,15 @@ type Config struct {
 	// MaxIdleTimeout is its longer linger under steady traffic
 	// (SPILLWAY_MAX_IDLE_TIMEOUT). Default: the function's.
 	MaxIdleTimeout time.Duration
+	// TargetLatency is the table's runs' latency dial
+	// (SPILLWAY_TARGET_LATENCY). Default: the function's.
+	TargetLatency time.Duration
 	// Targets are the latency dial's settings (SPILLWAY_TARGET_LATENCY)
 	// the curve measures at CurveRates, in drain mode. Default
 	// DefaultTargets; the main table runs the function's default.
 	Targets []time.Duration
-	// CurveRates are the rates of the curve. Default DefaultCurveRates.
+	// CurveRates are the rates of the curve. Default none: no curve (the
+	// economy study measures DefaultCurveRates).
 	CurveRates []float64
 	// Seed fixes the scenario's randomness. Default 1.
 	Seed uint64
@@ -95,9 +99,6 @@ func (c Config) withDefaults() Config {
 	}
 	if len(c.Targets) == 0 {
 		c.Targets = DefaultTargets
-	}
-	if len(c.CurveRates) == 0 {
-		c.CurveRates = DefaultCurveRates
 	}
 	c.ValueSize = cmp.Or(c.ValueSize, DefaultValueSize)
 	c.Buckets = cmp.Or(c.Buckets, outbox.DefaultBucketCount)
@@ -132,7 +133,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	res := Result{Prices: OnDemandPrices, MemoryMB: cfg.MemoryMB, ValueSize: cfg.ValueSize, Buckets: cfg.Buckets, Seed: cfg.Seed}
 	for _, rate := range cfg.Rates {
-		m, err := measure(ctx, cfg, rate, outbox.ModeDrain, 0)
+		m, err := measure(ctx, cfg, rate, outbox.ModeDrain, cfg.TargetLatency)
 		if err != nil {
 			return Result{}, err
 		}
@@ -140,7 +141,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		res.Lines = append(res.Lines, spillwayBill(res.Prices, cfg, m)...)
 		hold := modelledIdleHold(cfg, m)
 		if rate > 0 {
-			if hold, err = measure(ctx, cfg, rate, outbox.ModeHold, 0); err != nil {
+			if hold, err = measure(ctx, cfg, rate, outbox.ModeHold, cfg.TargetLatency); err != nil {
 				return Result{}, err
 			}
 			res.Runs = append(res.Runs, hold)
