@@ -73,6 +73,8 @@ type Relay struct {
 	// of the traffic and samples the backlog once per interval.
 	work      recentWork
 	sampledAt time.Time
+	// worked is when each bucket last had work (probeTimes.worked).
+	worked []time.Time
 
 	// heads are the head-row backoffs and the backoffs' jitter.
 	heads *headRows
@@ -112,7 +114,8 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 		running:  make(chan struct{}, 1),
 		req: lease.Request{RelayID: opts.RelayID, BucketCount: opts.BucketCount, LeaseDuration: opts.LeaseDuration,
 			RenewInterval: opts.LeaseRenewInterval, KeepEveryRound: opts.KeepEveryRound},
-		held: newByteBudget(opts.MaxHeldBytes, opts.MaxMessageBytes),
+		held:   newByteBudget(opts.MaxHeldBytes, opts.MaxMessageBytes),
+		worked: make([]time.Time, opts.BucketCount),
 	}
 	book := newParkedBook()
 	r.heads = newHeadRows(book, opts.RelayID)

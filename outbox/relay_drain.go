@@ -41,8 +41,12 @@ func (u *run) sweep() (int, error) {
 	published := 0
 	var firstErr error
 	u.ready = u.ready[:0:0]
+	now := r.clock.Now()
 	for _, res := range results {
 		published += res.published
+		if res.published > 0 {
+			r.worked[res.bucket] = now
+		}
 		if res.err != nil && firstErr == nil {
 			firstErr = res.err
 		}

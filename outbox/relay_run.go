@@ -28,6 +28,7 @@ type run struct {
 	ready         []int
 	forceDiscover bool
 	lastProbe     time.Time
+	lastBusyProbe time.Time
 	lastWork      time.Time
 	fruitless     int
 	// fullRounds counts the acquisition rounds of this run that did not
@@ -206,31 +207,49 @@ func (u *run) holdsAll(bs []int) bool {
 	return true
 }
 
-// discover refreshes the ready list when forced, when PollInterval passed
-// since the last probe, or when nothing is ready.
+// discover refreshes the ready list: every owned bucket when forced, the
+// buckets probeDue says are due otherwise. A probe only decides when a
+// bucket is fetched: the fetch is consistent, so a probe that misses a
+// message delays it to the next probe and never reorders or loses it.
 func (u *run) discover(owned []int) error {
 	r := u.r
 	now := r.clock.Now()
-	if !u.forceDiscover && len(u.ready) > 0 && now.Sub(u.lastProbe) < r.opts.PollInterval {
+	plan := probeDue(now, owned, u.ready, u.probeTimes(), r.opts.PollInterval, r.opts.TargetLatency)
+	if u.forceDiscover {
+		plan = probePlan{buckets: owned, poll: true, busy: true}
+	}
+	if !plan.poll && !plan.busy {
 		u.ready = intersect(u.ready, owned)
 		return nil
 	}
-	if !u.forceDiscover && now.Sub(u.lastProbe) < r.opts.PollInterval {
-		return nil
+	var pending []int
+	if len(plan.buckets) > 0 {
+		var err error
+		if pending, err = r.store.PendingBuckets(u.ctx, plan.buckets); err != nil {
+			return errCycle("probe pending buckets", err)
+		}
 	}
-	pending, err := r.store.PendingBuckets(u.ctx, owned)
-	if err != nil {
-		return errCycle("probe pending buckets", err)
+	if plan.busy {
+		u.lastBusyProbe = now
+	}
+	if !plan.poll {
+		u.ready = union(intersect(u.ready, owned), pending)
+		return nil
 	}
 	replays, err := r.park.replayReady(u.ctx, owned, u.forceDiscover)
 	if err != nil {
 		return err
 	}
+	// The buckets this probe left out are busy ones, never ready.
 	pending = union(pending, replays)
 	u.forceDiscover = false
 	u.lastProbe = now
 	u.ready = pending
 	return nil
+}
+
+func (u *run) probeTimes() probeTimes {
+	return probeTimes{poll: u.lastProbe, busy: u.lastBusyProbe, worked: u.r.worked}
 }
 
 // errorBackoff implements the relay-wide failure backoff: the base after a
@@ -260,7 +279,7 @@ func (u *run) idleDelay(now time.Time) time.Duration {
 	book := r.lease.snapshot()
 	d := book.untilRound(now)
 	if len(book.owned) > 0 {
-		d = min(d, max(r.opts.PollInterval-now.Sub(u.lastProbe), 0))
+		d = min(d, probeDue(now, book.owned, u.ready, u.probeTimes(), r.opts.PollInterval, r.opts.TargetLatency).next)
 	}
 	if u.waiting() {
 		d = min(d, max(r.opts.PollInterval-now.Sub(book.acquiredAt), 0))

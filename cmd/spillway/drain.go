@@ -62,12 +62,13 @@ func parseDrainFlags(args []string, stdout, stderr io.Writer) (drainOptions, err
 	retry := fs.Duration("retry", time.Second, "wait between runs while peers hold buckets with work")
 	verbose := fs.Bool("v", false, "log the relays' activity")
 	asJSON := fs.Bool("json", false, "print the outcome as JSON (progress goes to stderr)")
+	target := fs.Duration("target-latency", 0, "how soon a running relay looks for a message committed to a busy bucket it holds (env SPILLWAY_TARGET_LATENCY; 0: that or the relay's default)")
 	memory := fs.Int("memory-mb", 0, "memory the relays may use, MB: bounds the messages they hold at once, the Kafka buffer and Go's soft memory limit as in a relay function of that size (env SPILLWAY_MEMORY_MB; 0: unbounded)")
 	if err := parse(fs, args); err != nil {
 		return drainOptions{}, err
 	}
-	if *memory < 0 {
-		return drainOptions{}, usagef("--memory-mb must be >= 0")
+	if *memory < 0 || *target < 0 {
+		return drainOptions{}, usagef("--memory-mb and --target-latency must be >= 0")
 	}
 	if *relays < 1 {
 		return drainOptions{}, usagef("--relays must be >= 1")
@@ -87,6 +88,9 @@ func parseDrainFlags(args []string, stdout, stderr io.Writer) (drainOptions, err
 	}
 	if *memory > 0 {
 		cfg.MemoryMB = *memory
+	}
+	if *target > 0 {
+		cfg.TargetLatency = *target
 	}
 	limitMemory(cfg.MemoryMB)
 	return drainOptions{cfg: cfg, relays: *relays, timeout: *timeout, progress: *progress, retry: *retry,

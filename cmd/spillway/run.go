@@ -54,6 +54,7 @@ type runSummary struct {
 type runFlags struct {
 	messages, keys, concurrency int
 	timeout, schedule           time.Duration
+	targetLatency               time.Duration
 	emfPath, tracing            string
 	dynamoEndpoint              string
 	serve, asJSON, verbose      bool
@@ -66,6 +67,7 @@ func parseRunFlags(args []string, stdout io.Writer) (runFlags, error) {
 	fs.IntVar(&f.keys, "keys", 60, "distinct message keys; each writes to both demo topics")
 	fs.IntVar(&f.concurrency, "concurrency", 4, "reserved concurrency of the relay function (execution environments)")
 	fs.DurationVar(&f.timeout, "timeout", 15*time.Second, "relay function timeout (each invocation's deadline)")
+	fs.DurationVar(&f.targetLatency, "target-latency", 0, "the relay function's SPILLWAY_TARGET_LATENCY: how soon a running relay looks for a message committed to a busy bucket it holds (0: the relay's default)")
 	fs.DurationVar(&f.schedule, "schedule", 5*time.Second, "interval of the schedule's sweep invocations (1 minute on AWS)")
 	fs.StringVar(&f.emfPath, "emf", "", "file receiving the functions' EMF metric lines (default a new spillway-run-emf-*.jsonl in the temporary directory, so concurrent runs never share one)")
 	fs.StringVar(&f.dynamoEndpoint, "dynamodb-endpoint", "", "run on the DynamoDB at `URL` (DynamoDB Local, LocalStack) instead of the embedded one, in a table of its own deleted afterwards")
@@ -78,6 +80,9 @@ func parseRunFlags(args []string, stdout io.Writer) (runFlags, error) {
 	}
 	if f.messages < 1 || f.keys < 1 || f.concurrency < 1 {
 		return f, usagef("--messages, --keys and --concurrency must be >= 1")
+	}
+	if f.targetLatency < 0 {
+		return f, usagef("--target-latency must be >= 0")
 	}
 	return f, nil
 }
@@ -201,6 +206,9 @@ func (d *demo) startBackends(ctx context.Context, stdout io.Writer) (func(), err
 		outboxconf.EnvRelayFunction:    demoRelayFunction,
 		outboxconf.EnvTopics:           strings.Join(demoTopics, ","),
 		outboxconf.EnvStopMargin:       "2s",
+	}
+	if d.flags.targetLatency > 0 {
+		env[outboxconf.EnvTargetLatency] = d.flags.targetLatency.String()
 	}
 	if d.cfg, err = outboxlambda.LoadConfig(func(k string) string { return env[k] }); err != nil {
 		return closeAll, err

@@ -137,6 +137,12 @@ type OutboxProps struct {
 	// no wake-up arrives (SPILLWAY_POLL_INTERVAL). Default: unset, so the
 	// relay's default applies (outbox.DefaultPollInterval, 1s).
 	PollInterval time.Duration
+	// TargetLatency is how soon a running relay looks for a message
+	// committed to a busy bucket it holds (SPILLWAY_TARGET_LATENCY; see
+	// outbox.RelayOptions.TargetLatency). At or above PollInterval the
+	// relay only polls, the cheapest bill. Default: unset, so the relay's
+	// default applies (outbox.DefaultTargetLatency).
+	TargetLatency time.Duration
 	// IdleTimeout is how long a drain-mode relay lingers with nothing to do
 	// before it stops (SPILLWAY_IDLE_TIMEOUT); shorter than the relay's run
 	// budget, RelayTimeout less StopMargin. Default: unset

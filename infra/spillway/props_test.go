@@ -32,6 +32,7 @@ func TestDefaults(t *testing.T) {
 		"DurationPercent":     {p.Alarms.DurationPercent, 100 * (900 - 2.5) / 900},
 		// Unset relay tuning stays unset: the relay applies its defaults.
 		"PollInterval":      {p.PollInterval, time.Duration(0)},
+		"TargetLatency":     {p.TargetLatency, time.Duration(0)},
 		"MaxIdleTimeout":    {p.MaxIdleTimeout, time.Duration(0)},
 		"BatchSize":         {p.BatchSize, 0},
 		"PoisonPolicy":      {p.PoisonPolicy, ""},

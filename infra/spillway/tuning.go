@@ -30,6 +30,7 @@ const maxRelayInt = math.MaxInt32
 func (p OutboxProps) relayTuning() outboxcore.RelayOptions {
 	return outboxcore.RelayOptions{
 		PollInterval:       p.PollInterval,
+		TargetLatency:      p.TargetLatency,
 		IdleTimeout:        p.IdleTimeout,
 		MaxIdleTimeout:     p.MaxIdleTimeout,
 		LeaseDuration:      p.LeaseDuration,
@@ -62,7 +63,7 @@ func (p OutboxProps) validateTuning() []error {
 		name string
 		v    time.Duration
 	}{
-		{"poll interval", p.PollInterval}, {"idle timeout", p.IdleTimeout}, {"max idle timeout", p.MaxIdleTimeout},
+		{"poll interval", p.PollInterval}, {"target latency", p.TargetLatency}, {"idle timeout", p.IdleTimeout}, {"max idle timeout", p.MaxIdleTimeout},
 		{"lease duration", p.LeaseDuration}, {"lease renew interval", p.LeaseRenewInterval},
 	} {
 		if d.v < 0 {
@@ -137,6 +138,7 @@ func defaultNote(given time.Duration) string {
 func tuningEnv(p OutboxProps, env map[string]*string) {
 	for name, d := range map[string]time.Duration{
 		outboxconf.EnvPollInterval:       p.PollInterval,
+		outboxconf.EnvTargetLatency:      p.TargetLatency,
 		outboxconf.EnvIdleTimeout:        p.IdleTimeout,
 		outboxconf.EnvMaxIdleTimeout:     p.MaxIdleTimeout,
 		outboxconf.EnvLeaseDuration:      p.LeaseDuration,

@@ -14,7 +14,7 @@ import (
 
 // tuningVars are the variables the relay tuning props set.
 var tuningVars = []string{
-	outboxconf.EnvPollInterval, outboxconf.EnvIdleTimeout, outboxconf.EnvMaxIdleTimeout,
+	outboxconf.EnvPollInterval, outboxconf.EnvTargetLatency, outboxconf.EnvIdleTimeout, outboxconf.EnvMaxIdleTimeout,
 	outboxconf.EnvLeaseDuration, outboxconf.EnvLeaseRenewInterval, outboxconf.EnvBatchSize,
 	outboxconf.EnvPoisonPolicy, outboxconf.EnvPoisonMaxAttempts,
 }
@@ -47,7 +47,7 @@ func relayOptionsFromEnv(t *testing.T, env map[string]any) outboxcore.RelayOptio
 		return s, isString
 	}
 	for name, dst := range map[string]*time.Duration{
-		outboxconf.EnvPollInterval: &o.PollInterval, outboxconf.EnvIdleTimeout: &o.IdleTimeout,
+		outboxconf.EnvPollInterval: &o.PollInterval, outboxconf.EnvTargetLatency: &o.TargetLatency, outboxconf.EnvIdleTimeout: &o.IdleTimeout,
 		outboxconf.EnvMaxIdleTimeout: &o.MaxIdleTimeout, outboxconf.EnvStopMargin: &o.StopMargin,
 		outboxconf.EnvLeaseDuration: &o.LeaseDuration, outboxconf.EnvLeaseRenewInterval: &o.LeaseRenewInterval,
 	} {
@@ -80,6 +80,7 @@ func relayOptionsFromEnv(t *testing.T, env map[string]any) outboxcore.RelayOptio
 func TestRelayTuningPropsReachTheRelayAsItParsesThem(t *testing.T) {
 	f := synth(t, func(p *OutboxProps) {
 		p.PollInterval = 500 * time.Millisecond
+		p.TargetLatency = 200 * time.Millisecond
 		p.IdleTimeout = 3 * time.Second
 		p.MaxIdleTimeout = 90 * time.Second
 		p.LeaseDuration = 45 * time.Second
@@ -91,6 +92,7 @@ func TestRelayTuningPropsReachTheRelayAsItParsesThem(t *testing.T) {
 	env := f.relayEnvOf()
 	for name, want := range map[string]string{
 		outboxconf.EnvPollInterval:       "500ms",
+		outboxconf.EnvTargetLatency:      "200ms",
 		outboxconf.EnvIdleTimeout:        "3s",
 		outboxconf.EnvMaxIdleTimeout:     "1m30s",
 		outboxconf.EnvLeaseDuration:      "45s",
@@ -107,8 +109,8 @@ func TestRelayTuningPropsReachTheRelayAsItParsesThem(t *testing.T) {
 	if err := o.Validate(); err != nil {
 		t.Errorf("the relay would refuse the synthesized environment: %v", err)
 	}
-	got := []any{o.PollInterval, o.IdleTimeout, o.MaxIdleTimeout, o.LeaseDuration, o.LeaseRenewInterval, o.BatchSize, o.PoisonPolicy, o.PoisonMaxAttempts}
-	want := []any{500 * time.Millisecond, 3 * time.Second, 90 * time.Second, 45 * time.Second, 15 * time.Second, 250, outboxcore.PoisonQuarantine, 4}
+	got := []any{o.PollInterval, o.TargetLatency, o.IdleTimeout, o.MaxIdleTimeout, o.LeaseDuration, o.LeaseRenewInterval, o.BatchSize, o.PoisonPolicy, o.PoisonMaxAttempts}
+	want := []any{500 * time.Millisecond, 200 * time.Millisecond, 3 * time.Second, 90 * time.Second, 45 * time.Second, 15 * time.Second, 250, outboxcore.PoisonQuarantine, 4}
 	assertJSON(t, "relay options read back", got, want)
 
 	// The enqueue function reads none of them.
@@ -128,7 +130,7 @@ func TestUnsetRelayTuningLeavesTheRelayItsDefaults(t *testing.T) {
 		}
 	}
 	o := relayOptionsFromEnv(t, env)
-	if o.PollInterval != outboxcore.DefaultPollInterval || o.LeaseDuration != outboxcore.DefaultLeaseDuration ||
+	if o.PollInterval != outboxcore.DefaultPollInterval || o.TargetLatency != outboxcore.DefaultTargetLatency || o.LeaseDuration != outboxcore.DefaultLeaseDuration ||
 		o.BatchSize != outboxcore.DefaultBatchSize || o.PoisonPolicy != outboxcore.PoisonBlock {
 		t.Errorf("relay defaults not in force: %+v", o)
 	}

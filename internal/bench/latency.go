@@ -241,9 +241,11 @@ func measureWake(ctx context.Context, b *Backends, cfg LatencyConfig) (LatencySe
 }
 
 // measurePoll runs a hold-mode relay until it owns every bucket, then
-// commits messages at random moments without wake-ups.
+// commits messages at random moments without wake-ups. Its latency dial is
+// at the poll interval, so the series measures the poll alone.
 func measurePoll(ctx context.Context, b *Backends, cfg LatencyConfig) (LatencySeries, error) {
-	rig, err := newLatencyRig(ctx, b, outbox.RelayOptions{RelayID: "polling", Mode: outbox.ModeHold, PollInterval: cfg.PollInterval})
+	rig, err := newLatencyRig(ctx, b, outbox.RelayOptions{RelayID: "polling", Mode: outbox.ModeHold,
+		PollInterval: cfg.PollInterval, TargetLatency: cfg.PollInterval})
 	if err != nil {
 		return LatencySeries{}, err
 	}

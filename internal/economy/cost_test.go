@@ -9,6 +9,7 @@ import (
 
 	"github.com/spillway-dev/spillway/internal/bench"
 	"github.com/spillway-dev/spillway/internal/lab"
+	"github.com/spillway-dev/spillway/outbox"
 )
 
 // TestCost measures the cost scenario and asserts the counted requests and
@@ -42,6 +43,10 @@ func TestCost(t *testing.T) {
 		})
 	}
 }
+
+// lingerRounds is how many probe rounds a drain-mode relay whose buckets
+// all had work makes in its linger.
+const lingerRounds = int(outbox.DefaultIdleTimeout / outbox.DefaultTargetLatency)
 
 func checkCost(t *testing.T, res CostResult) {
 	t.Helper()
@@ -90,12 +95,14 @@ func checkCost(t *testing.T, res CostResult) {
 			// predecessor marker (1 RRU each).
 			PathRelayJoin: {Count: 1, Requests: map[string]int{"PutItem": 1, "Query": 2, "UpdateItem": buckets},
 				WriteUnits: 1 + float64(buckets), ReadUnits: 2},
-			// Linger: a poll after 1 s, a poll, the idle-exit probe and its
-			// read of the replay requests (1 RRU) after 2 s; stop: stamp,
-			// two lease reads, 8 releases, 8 strongly consistent head reads
-			// of the released buckets (1 RRU each).
-			PathRelayStop: {Count: 1, Requests: map[string]int{"PutItem": 1, "Query": 4*buckets + 2 + 1, "UpdateItem": buckets},
-				WriteUnits: 1 + float64(buckets), ReadUnits: 3*float64(buckets)*0.5 + float64(buckets) + 2 + 1},
+			// Linger: every bucket had work, so each is probed every
+			// TargetLatency through the 2 s linger (8 rounds at 225 ms;
+			// the polls at 1 s and 2 s would be 2), then the idle-exit
+			// probe and its read of the replay requests (1 RRU); stop:
+			// stamp, two lease reads, 8 releases, 8 strongly consistent
+			// head reads of the released buckets (1 RRU each).
+			PathRelayStop: {Count: 1, Requests: map[string]int{"PutItem": 1, "Query": (lingerRounds+2)*buckets + 2 + 1, "UpdateItem": buckets},
+				WriteUnits: 1 + float64(buckets), ReadUnits: float64((lingerRounds+1)*buckets)*0.5 + float64(buckets) + 2 + 1},
 		}
 		seen := map[string]bool{}
 		for _, p := range s.Paths {

@@ -74,6 +74,16 @@ type Config struct {
 	// MaxIdleTimeout is its longer linger under steady traffic
 	// (SPILLWAY_MAX_IDLE_TIMEOUT). Default: the function's.
 	MaxIdleTimeout time.Duration
+	// TargetLatency is the table's runs' latency dial
+	// (SPILLWAY_TARGET_LATENCY). Default: the function's.
+	TargetLatency time.Duration
+	// Targets are the latency dial's settings (SPILLWAY_TARGET_LATENCY)
+	// the curve measures at CurveRates, in drain mode. Default
+	// DefaultTargets; the main table runs the function's default.
+	Targets []time.Duration
+	// CurveRates are the rates of the curve. Default none: no curve (the
+	// economy study measures DefaultCurveRates).
+	CurveRates []float64
 	// Seed fixes the scenario's randomness. Default 1.
 	Seed uint64
 	// Progress receives a line per run. Optional.
@@ -86,6 +96,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Duration == nil {
 		c.Duration = DefaultDuration
+	}
+	if len(c.Targets) == 0 {
+		c.Targets = DefaultTargets
 	}
 	c.ValueSize = cmp.Or(c.ValueSize, DefaultValueSize)
 	c.Buckets = cmp.Or(c.Buckets, outbox.DefaultBucketCount)
@@ -120,7 +133,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	res := Result{Prices: OnDemandPrices, MemoryMB: cfg.MemoryMB, ValueSize: cfg.ValueSize, Buckets: cfg.Buckets, Seed: cfg.Seed}
 	for _, rate := range cfg.Rates {
-		m, err := measure(ctx, cfg, rate, outbox.ModeDrain)
+		m, err := measure(ctx, cfg, rate, outbox.ModeDrain, cfg.TargetLatency)
 		if err != nil {
 			return Result{}, err
 		}
@@ -128,7 +141,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		res.Lines = append(res.Lines, spillwayBill(res.Prices, cfg, m)...)
 		hold := modelledIdleHold(cfg, m)
 		if rate > 0 {
-			if hold, err = measure(ctx, cfg, rate, outbox.ModeHold); err != nil {
+			if hold, err = measure(ctx, cfg, rate, outbox.ModeHold, cfg.TargetLatency); err != nil {
 				return Result{}, err
 			}
 			res.Runs = append(res.Runs, hold)
@@ -136,6 +149,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		res.Lines = append(res.Lines, fargateBill(res.Prices, rate, hold)...)
 		res.Lines = append(res.Lines, streamsBill(res.Prices, cfg, rate)...)
 	}
+	curve, err := runCurve(ctx, cfg, res)
+	if err != nil {
+		return Result{}, err
+	}
+	res.Curve = curve
 	res.Assumptions = Assumptions(cfg)
 	return res, nil
 }
@@ -169,7 +187,13 @@ type Measured struct {
 	// relay holding the buckets (or nothing pending) and exited: waste.
 	WakeUpsWithoutJoining int           `json:"wakeUpsWithoutJoining"`
 	FunctionTime          time.Duration `json:"functionTimeNanos"`
-	// P99 and Max are commit → publish latencies.
+	// Target is the run's SPILLWAY_TARGET_LATENCY; zero: the function's
+	// default.
+	Target time.Duration `json:"targetNanos,omitempty"`
+	// Refused counts the conditional writes DynamoDB refused.
+	Refused int `json:"refused"`
+	// P50, P99 and Max are commit → publish latencies.
+	P50 time.Duration `json:"p50Nanos"`
 	P99 time.Duration `json:"p99Nanos"`
 	Max time.Duration `json:"maxNanos"`
 }
@@ -183,11 +207,12 @@ func (m Measured) perMonth(n float64) float64 {
 	return n * SecondsPerMonth / m.Duration.Seconds()
 }
 
-// measure runs the steady scenario at rate in mode.
-func measure(ctx context.Context, cfg Config, rate float64, mode outbox.Mode) (Measured, error) {
+// measure runs the steady scenario at rate in mode, with the latency dial
+// at target (0: the function's default).
+func measure(ctx context.Context, cfg Config, rate float64, mode outbox.Mode, target time.Duration) (Measured, error) {
 	sc := steady.Config{
 		Rate: rate, Duration: cfg.Duration(rate), ValueSize: cfg.ValueSize, Buckets: cfg.Buckets,
-		Seed: cfg.Seed, Relay: outbox.RelayOptions{Mode: mode},
+		Seed: cfg.Seed, Relay: outbox.RelayOptions{Mode: mode, TargetLatency: target},
 	}
 	if mode == outbox.ModeDrain {
 		sc.Relay.IdleTimeout, sc.Relay.MaxIdleTimeout = cfg.IdleTimeout, cfg.MaxIdleTimeout
@@ -215,6 +240,7 @@ func measure(ctx context.Context, cfg Config, rate float64, mode outbox.Mode) (M
 		Rate: rate, Mode: mode, Duration: rep.Duration, Simulated: rep.Simulated, Messages: rep.Relayed,
 		WriteUnits: rep.Counter.WriteUnits, ReadUnits: rep.Counter.ReadUnits,
 		Invocations: rep.Invocations, ScheduleInvocations: rep.InvocationsByTrigger["schedule"], WakeUpsWithoutJoining: rep.WakeUpsWithoutJoining,
-		FunctionTime: rep.FunctionTime, P99: rep.Latency.P99, Max: rep.Latency.Max,
+		FunctionTime: rep.FunctionTime, Target: target, Refused: rep.Refused,
+		P50: rep.Latency.P50, P99: rep.Latency.P99, Max: rep.Latency.Max,
 	}, nil
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/spillway-dev/spillway/outbox"
 )
 
 // testDurations keeps the test short: 5 schedule sweeps at 0 msg/s, about
@@ -28,7 +30,9 @@ func run(t *testing.T, cfg Config) (res Result, err error) {
 }
 
 func TestEconomyCountsTheBillAtAFixedSeed(t *testing.T) {
-	res, err := run(t, Config{Rates: []float64{0, 1}, Duration: testDurations})
+	// The latency dial at the poll: these bounds are the linger's; the
+	// dial's price is TestEconomyCurvePricesTheLatencyDial's.
+	res, err := run(t, Config{Rates: []float64{0, 1}, Duration: testDurations, TargetLatency: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +111,7 @@ func TestEconomyCountsTheBillAtAFixedSeed(t *testing.T) {
 // Without the longer linger (MaxIdleTimeout equal to IdleTimeout) relays
 // stop between messages at 1 msg/s: the bounds above must fail.
 func TestEconomyWithoutTheLongerLingerRestartsBetweenMessages(t *testing.T) {
-	res, err := run(t, Config{Rates: []float64{1}, Duration: testDurations, MaxIdleTimeout: 2 * time.Second})
+	res, err := run(t, Config{Rates: []float64{1}, Duration: testDurations, MaxIdleTimeout: 2 * time.Second, TargetLatency: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,6 +120,37 @@ func TestEconomyWithoutTheLongerLingerRestartsBetweenMessages(t *testing.T) {
 	if !ok || ddb.WriteUnitsPerMessage <= 8.5 || inv.InvocationsPerMessage <= 0.08 {
 		t.Errorf("without the longer linger: %.2f write units and %.3f invocations per message, want > 8.5 and > 0.08",
 			ddb.WriteUnitsPerMessage, inv.InvocationsPerMessage)
+	}
+}
+
+// The curve: every target at a rate, the default among them, and a
+// shorter target paid in read units (the probes), not in writes.
+func TestEconomyCurvePricesTheLatencyDial(t *testing.T) {
+	res, err := run(t, Config{Rates: []float64{10}, Duration: func(float64) time.Duration { return 30 * time.Second },
+		CurveRates: []float64{10}, Targets: []time.Duration{time.Second, 100 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Curve) != 3 {
+		t.Fatalf("%d curve points, want 1 s, the default and 100 ms: %+v", len(res.Curve), res.Curve)
+	}
+	slow, def, fast := res.Curve[0], res.Curve[1], res.Curve[2]
+	if slow.Target != time.Second || !def.Default || def.Target != outbox.DefaultTargetLatency || fast.Target != 100*time.Millisecond {
+		t.Fatalf("curve targets %v, %v, %v", slow.Target, def.Target, fast.Target)
+	}
+	if !(fast.Run.P99 < def.Run.P99 && def.Run.P99 < slow.Run.P99) || !(fast.Run.ReadUnits > def.Run.ReadUnits && def.Run.ReadUnits > slow.Run.ReadUnits) {
+		t.Errorf("p99 %v / %v / %v and read units %v / %v / %v: want both ordered by target",
+			slow.Run.P99, def.Run.P99, fast.Run.P99, slow.Run.ReadUnits, def.Run.ReadUnits, fast.Run.ReadUnits)
+	}
+	if fast.Run.P99 > 100*time.Millisecond+50*time.Millisecond || fast.Run.Refused != 0 {
+		t.Errorf("100 ms target: p99 %v, %d refused writes; want ≤ 150ms and none", fast.Run.P99, fast.Run.Refused)
+	}
+	if slow.Baseline != slow.USDPerMonth || fast.USDPerMonth <= slow.USDPerMonth {
+		t.Errorf("bills: 1 s $%.2f (baseline $%.2f), 100 ms $%.2f", slow.USDPerMonth, slow.Baseline, fast.USDPerMonth)
+	}
+	var svg bytes.Buffer
+	if err := res.WriteCurvePlot(&svg); err != nil || !strings.Contains(svg.String(), "<svg") {
+		t.Errorf("curve plot: %v", err)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -52,6 +54,53 @@ func (r Result) WritePlot(w io.Writer) error {
 	}
 	_, err = wt.WriteTo(w)
 	return err
+}
+
+// WriteCurvePlot draws the latency dial's curve as SVG: for each curve
+// rate, the p99 commit → publish latency against what the bill adds over
+// the cheapest target, one point per target.
+func (r Result) WriteCurvePlot(w io.Writer) error {
+	p := plot.New()
+	p.Title.Text = "The latency dial: p99 commit → publish and its price"
+	p.X.Label.Text = "p99 commit → publish, ms"
+	p.Y.Label.Text = "bill per month over the 1 s poll, %"
+	p.Legend.Top = true
+	var args []any
+	for _, rate := range DefaultCurveRates {
+		var pts plotter.XYs
+		for _, c := range r.Curve {
+			if c.Rate == rate && c.Baseline > 0 {
+				pts = append(pts, plotter.XY{X: float64(c.Run.P99.Milliseconds()), Y: 100 * (c.USDPerMonth/c.Baseline - 1)})
+			}
+		}
+		if len(pts) > 0 {
+			args = append(args, fmt.Sprintf("%g msg/s (targets %s)", rate, r.curveTargets()), pts)
+		}
+	}
+	if len(args) == 0 {
+		return fmt.Errorf("economy: no curve to plot")
+	}
+	if err := plotutil.AddLinePoints(p, args...); err != nil {
+		return fmt.Errorf("economy: plot: %w", err)
+	}
+	p.X.Min, p.Y.Min = 0, min(p.Y.Min, 0)
+	wt, err := p.WriterTo(7*vg.Inch, 4.5*vg.Inch, "svg")
+	if err != nil {
+		return fmt.Errorf("economy: plot: %w", err)
+	}
+	_, err = wt.WriteTo(w)
+	return err
+}
+
+// curveTargets lists the curve's targets in the order measured.
+func (r Result) curveTargets() string {
+	var out []string
+	for _, c := range r.Curve {
+		if t := c.Target.String(); !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 func legend(d string, memoryMB int) string {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/internal/lab"
+	"github.com/spillway-dev/spillway/outbox"
 )
 
 // Result is the table of one economy run.
@@ -21,6 +22,8 @@ type Result struct {
 	// Runs are the steady-scenario runs the Spillway and Fargate figures
 	// come from.
 	Runs []Measured `json:"runs"`
+	// Curve is the latency dial's curve: latency and bill by target.
+	Curve []CurvePoint `json:"curve"`
 	// Assumptions of the anchors' models and of the scaling.
 	Assumptions []string `json:"assumptions"`
 }
@@ -31,8 +34,8 @@ func Assumptions(cfg Config) []string {
 	return []string{
 		fmt.Sprintf("prices: %s", OnDemandPrices.Source),
 		"all deployments: a 30-day month; free tiers ignored; Kafka (MSK), CloudWatch, X-Ray, NAT and data transfer are the same for all and left out",
-		fmt.Sprintf("spillway: the stack's defaults (drain mode, 1 s poll, 2 s idle timeout or 10 s under steady traffic, 15 min timeout, reserved concurrency %d), relay memory %d MB; every commit's writer notifies as the Go writer and the enqueue function do; one EventBridge Scheduler sweep a minute; a run's counts, drain tail included, are scaled from its write time to the month",
-			cfg.Buckets, cfg.MemoryMB),
+		fmt.Sprintf("spillway: the stack's defaults (drain mode, 1 s poll, busy buckets probed every %v (the target latency), 2 s idle timeout or 10 s under steady traffic, 15 min timeout, reserved concurrency %d), relay memory %d MB; every commit's writer notifies as the Go writer and the enqueue function do; one EventBridge Scheduler sweep a minute; a run's counts, drain tail included, are scaled from its write time to the month",
+			outbox.DefaultTargetLatency, cfg.Buckets, cfg.MemoryMB),
 		"spillway: Lambda duration is the invocations' simulated time (DynamoDB 5 ms, produce 10 ms, Invoke 15 ms, start 50 ms, cold start 250 ms); CPU time between requests is not simulated",
 		fmt.Sprintf("fargate: one ECS Fargate task (%.2g vCPU, %.2g GB, Linux/ARM) all month, polling like the seed: the relay in hold mode (1 s polls, 10 s renewals, 30 s leases) on the same traffic, its DynamoDB requests counted in the same scenario; at 0 msg/s modelled as one heartbeat and %d keeps every 10 s (1 WRU each) and %d head probes every second (0.5 RRU each); no load balancer, no public IPv4",
 			FargateVCPU, FargateMemoryGB, cfg.Buckets, cfg.Buckets),
@@ -104,7 +107,7 @@ func (r Result) Tables() []lab.Table {
 			fmt.Sprintf("%.1f", m.WriteUnits), fmt.Sprintf("%.1f", m.ReadUnits), fmt.Sprint(m.Invocations), fmt.Sprint(m.WakeUpsWithoutJoining),
 			m.FunctionTime.Round(time.Millisecond).String(), fmtLatency(m.P99), fmtLatency(m.Max)})
 	}
-	return []lab.Table{bills, runs}
+	return []lab.Table{bills, runs, r.curveTable()}
 }
 
 // row is one deployment's bill at one rate.

@@ -22,6 +22,6 @@ func init() {
 		})
 	lab.RegisterStudy("economy", "the whole AWS bill per month at 0, 0.1, 1, 10 and 100 msg/s: Spillway's default deployment measured, an always-on Fargate relay and the Streams → Lambda pattern",
 		func(ctx context.Context, progress io.Writer) (Result, error) {
-			return Run(ctx, Config{Progress: progress})
+			return Run(ctx, Config{CurveRates: DefaultCurveRates, Progress: progress})
 		})
 }

@@ -21,7 +21,7 @@ import (
 )
 
 var (
-	update   = flag.Bool("update", false, "rewrite docs/lab/*.txt (and docs/economy.svg) from this run")
+	update   = flag.Bool("update", false, "rewrite docs/lab/*.txt (and docs/economy.svg, docs/latency.svg) from this run")
 	scenario = flag.String("scenario", "", "run only these simulated studies, comma-separated (default: every one)")
 )
 
@@ -75,6 +75,11 @@ func TestStudies(t *testing.T) {
 						t.Fatal(err)
 					}
 					writeFile(t, filepath.Join("..", "..", "docs", "economy.svg"), svg.Bytes())
+					svg.Reset()
+					if err := res.WriteCurvePlot(&svg); err != nil {
+						t.Fatal(err)
+					}
+					writeFile(t, filepath.Join("..", "..", "docs", "latency.svg"), svg.Bytes())
 				}
 				return
 			}

@@ -111,7 +111,7 @@ type Config struct {
 	// function's (5 s).
 	StopMargin time.Duration
 	// Relay overrides the relay function's settings that its environment
-	// variables expose: PollInterval, IdleTimeout, MaxIdleTimeout, LeaseDuration,
+	// variables expose: PollInterval, TargetLatency, IdleTimeout, MaxIdleTimeout, LeaseDuration,
 	// LeaseRenewInterval, BatchSize and Mode. Zero fields keep the
 	// function's defaults; RelayID and BucketCount are set by the run;
 	// the other fields must be zero (the function has no setting for them).
@@ -183,6 +183,7 @@ func (c Config) functionConfig(table string) (outboxlambda.Config, error) {
 		}
 	}
 	setDur(outboxconf.EnvPollInterval, c.Relay.PollInterval)
+	setDur(outboxconf.EnvTargetLatency, c.Relay.TargetLatency)
 	setDur(outboxconf.EnvIdleTimeout, c.Relay.IdleTimeout)
 	setDur(outboxconf.EnvMaxIdleTimeout, c.Relay.MaxIdleTimeout)
 	setDur(outboxconf.EnvLeaseDuration, c.Relay.LeaseDuration)

@@ -31,6 +31,7 @@ type Report struct {
 	RelayTimeout        time.Duration `json:"relayTimeoutNanos"`
 	StopMargin          time.Duration `json:"stopMarginNanos"`
 	PollInterval        time.Duration `json:"pollIntervalNanos"`
+	TargetLatency       time.Duration `json:"targetLatencyNanos"`
 	IdleTimeout         time.Duration `json:"idleTimeoutNanos"`
 	MaxIdleTimeout      time.Duration `json:"maxIdleTimeoutNanos"`
 	LeaseDuration       time.Duration `json:"leaseDurationNanos"`
@@ -247,8 +248,8 @@ func (r Report) Rows() [][]string {
 // Notes are the lines printed under the table.
 func (r Report) Notes() []string {
 	notes := []string{
-		fmt.Sprintf("relay settings: poll %v, idle timeout %v (%v under steady traffic), lease %v renewed every %v, stop margin %v",
-			r.PollInterval, r.IdleTimeout, r.MaxIdleTimeout, r.LeaseDuration, r.LeaseRenewInterval, r.StopMargin),
+		fmt.Sprintf("relay settings: poll %v, target latency %v, idle timeout %v (%v under steady traffic), lease %v renewed every %v, stop margin %v",
+			r.PollInterval, r.TargetLatency, r.IdleTimeout, r.MaxIdleTimeout, r.LeaseDuration, r.LeaseRenewInterval, r.StopMargin),
 		fmt.Sprintf("latencies: DynamoDB %v, Kafka %v (first init %v), Invoke %v, start %v (+%v cold)",
 			r.Latencies.DynamoDB, r.Latencies.Kafka, r.Latencies.KafkaInit, r.Latencies.Invoke, r.Latencies.Start, r.Latencies.ColdStart),
 		fmt.Sprintf("simulated %v; DynamoDB: the embedded server; Kafka: an in-memory publisher",
@@ -311,8 +312,8 @@ func (s *sim) report(counts outboxlocal.Counts) Report {
 	r := Report{
 		Rate: s.cfg.Rate, Buckets: s.cfg.Buckets, Duration: s.cfg.Duration, RelayTimeout: s.cfg.RelayTimeout,
 		StopMargin: s.fn.StopMargin, PollInterval: s.fn.PollInterval, IdleTimeout: s.fn.IdleTimeout,
-		MaxIdleTimeout: s.fn.MaxIdleTimeout,
-		LeaseDuration:  s.fn.LeaseDuration, LeaseRenewInterval: s.fn.LeaseRenewInterval,
+		MaxIdleTimeout: s.fn.MaxIdleTimeout, TargetLatency: s.fn.TargetLatency,
+		LeaseDuration: s.fn.LeaseDuration, LeaseRenewInterval: s.fn.LeaseRenewInterval,
 		ReservedConcurrency: s.cfg.Buckets, ScheduleInterval: scheduleInterval,
 		WakeUps: !s.cfg.WithoutWakeUps, Latencies: s.cfg.Latency, Seed: s.cfg.Seed,
 		Counter: counts,

@@ -21,6 +21,7 @@ const (
 	EnvRelayFunction      = "SPILLWAY_RELAY_FUNCTION"
 	EnvMode               = "SPILLWAY_MODE"
 	EnvPollInterval       = "SPILLWAY_POLL_INTERVAL"
+	EnvTargetLatency      = "SPILLWAY_TARGET_LATENCY"
 	EnvIdleTimeout        = "SPILLWAY_IDLE_TIMEOUT"
 	EnvMaxIdleTimeout     = "SPILLWAY_MAX_IDLE_TIMEOUT"
 	EnvStopMargin         = "SPILLWAY_STOP_MARGIN"

@@ -69,6 +69,11 @@ type Config struct {
 	// SPILLWAY_LEASE_RENEW_INTERVAL) as Go durations. Defaults 1s, 2s, 5s,
 	// 30s and 10s.
 	PollInterval, IdleTimeout, StopMargin, LeaseDuration, LeaseRenewInterval time.Duration
+	// TargetLatency is how soon the relay looks for a message committed to
+	// a busy bucket it holds (SPILLWAY_TARGET_LATENCY;
+	// outbox.RelayOptions.TargetLatency). Default
+	// outbox.DefaultTargetLatency.
+	TargetLatency time.Duration
 	// MaxIdleTimeout is the longer linger of a relay under steady traffic
 	// (SPILLWAY_MAX_IDLE_TIMEOUT; outbox.RelayOptions.MaxIdleTimeout), at
 	// least IdleTimeout. Default 5 × IdleTimeout (10s).
@@ -140,6 +145,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		RelayFunction:       p.Function(outboxconf.EnvRelayFunction),
 		Mode:                outbox.Mode(p.OneOf(outboxconf.EnvMode, string(outbox.ModeDrain), string(outbox.ModeDrain), string(outbox.ModeHold))),
 		PollInterval:        p.Duration(outboxconf.EnvPollInterval, outbox.DefaultPollInterval),
+		TargetLatency:       p.Duration(outboxconf.EnvTargetLatency, outbox.DefaultTargetLatency),
 		IdleTimeout:         p.Duration(outboxconf.EnvIdleTimeout, outbox.DefaultIdleTimeout),
 		StopMargin:          p.Duration(outboxconf.EnvStopMargin, outbox.DefaultStopMargin),
 		LeaseDuration:       p.Duration(outboxconf.EnvLeaseDuration, outbox.DefaultLeaseDuration),
@@ -289,6 +295,7 @@ func (c Config) RelayOptions(relayID string) outbox.RelayOptions {
 		BucketCount:        c.BucketCount,
 		BatchSize:          c.BatchSize,
 		PollInterval:       c.PollInterval,
+		TargetLatency:      c.TargetLatency,
 		LeaseDuration:      c.LeaseDuration,
 		LeaseRenewInterval: c.LeaseRenewInterval,
 		Mode:               c.Mode,

@@ -38,6 +38,7 @@ func defaultConfig() Config {
 		KafkaAuth:          "none",
 		Mode:               outbox.ModeDrain,
 		PollInterval:       time.Second,
+		TargetLatency:      outbox.DefaultTargetLatency,
 		IdleTimeout:        2 * time.Second,
 		StopMargin:         5 * time.Second,
 		LeaseDuration:      30 * time.Second,
@@ -95,6 +96,7 @@ func TestLoadConfigReadsEveryVariable(t *testing.T) {
 		{outboxconf.EnvRelayFunction, "shop-outbox-relay", func(c *Config) { c.RelayFunction = "shop-outbox-relay" }},
 		{outboxconf.EnvMode, "hold", func(c *Config) { c.Mode = outbox.ModeHold }},
 		{outboxconf.EnvPollInterval, "250ms", func(c *Config) { c.PollInterval = 250 * time.Millisecond }},
+		{outboxconf.EnvTargetLatency, "100ms", func(c *Config) { c.TargetLatency = 100 * time.Millisecond }},
 		{outboxconf.EnvIdleTimeout, "3s", func(c *Config) { c.IdleTimeout = 3 * time.Second }},
 		{outboxconf.EnvMaxIdleTimeout, "30s", func(c *Config) { c.MaxIdleTimeout = 30 * time.Second }},
 		{outboxconf.EnvStopMargin, "4s", func(c *Config) { c.StopMargin = 4 * time.Second }},
@@ -124,7 +126,7 @@ func TestLoadConfigReadsEveryVariable(t *testing.T) {
 		t.Fatalf("\n got %+v\nwant %+v", got, want)
 	}
 	opts := got.RelayOptions("relay-1")
-	if opts.PollInterval != 250*time.Millisecond || opts.Mode != outbox.ModeHold || opts.BatchSize != 100 ||
+	if opts.PollInterval != 250*time.Millisecond || opts.TargetLatency != 100*time.Millisecond || opts.Mode != outbox.ModeHold || opts.BatchSize != 100 ||
 		opts.LeaseDuration != 20*time.Second || opts.LeaseRenewInterval != 5*time.Second || opts.StopMargin != 4*time.Second ||
 		opts.IdleTimeout != 3*time.Second || opts.MaxIdleTimeout != 30*time.Second || opts.BucketCount != 16 || opts.RelayID != "relay-1" ||
 		opts.PoisonPolicy != outbox.PoisonQuarantine || opts.PoisonMaxAttempts != 3 {
@@ -213,7 +215,7 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 	// Every duration refuses a number without a unit and a duration that is
 	// not positive; every count refuses what is not a decimal integer, and
 	// those that count from 1 refuse 0.
-	for _, v := range []string{outboxconf.EnvPollInterval, outboxconf.EnvIdleTimeout, outboxconf.EnvMaxIdleTimeout,
+	for _, v := range []string{outboxconf.EnvPollInterval, outboxconf.EnvTargetLatency, outboxconf.EnvIdleTimeout, outboxconf.EnvMaxIdleTimeout,
 		outboxconf.EnvStopMargin, outboxconf.EnvLeaseDuration, outboxconf.EnvLeaseRenewInterval} {
 		cases = append(cases, badValue{variable: v, value: "30", problem: "not a Go duration"},
 			badValue{variable: v, value: "0s", problem: "positive"})
