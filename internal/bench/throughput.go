@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime/pprof"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -94,8 +96,31 @@ var throughputScenario = lab.Scenario{
 	Name:    "throughput",
 	Summary: "messages/s relayed by 1 relay/1 bucket, 1 relay/8 buckets, 4 relays/8 buckets, 1 KB and 16 KB values, with the CPU share",
 	Run: func(ctx context.Context, env lab.Config) (lab.Report, error) {
-		return RunThroughput(ctx, env, ThroughputConfig{Messages: env.Messages})
+		cases, err := pickCases(env.Cases)
+		if err != nil {
+			return nil, err
+		}
+		return RunThroughput(ctx, env, ThroughputConfig{Messages: env.Messages, Cases: cases})
 	},
+}
+
+// pickCases returns the default cases named, in the order named; none
+// named, none picked (the defaults then run).
+func pickCases(names []string) ([]ThroughputCase, error) {
+	all := ThroughputConfig{}.withDefaults().Cases
+	var out []ThroughputCase
+	for _, name := range names {
+		i := slices.IndexFunc(all, func(c ThroughputCase) bool { return c.Name() == name })
+		if i < 0 {
+			var known []string
+			for _, c := range all {
+				known = append(known, c.Name())
+			}
+			return nil, fmt.Errorf("bench: no throughput case %q (want %s)", name, strings.Join(known, ", "))
+		}
+		out = append(out, all[i])
+	}
+	return out, nil
 }
 
 // RunThroughput measures every case on fresh backends: it enqueues the

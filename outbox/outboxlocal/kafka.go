@@ -45,6 +45,11 @@ type KafkaConfig struct {
 	// IgnoreEnvironment. Clients must start from ClientOpts, which carries
 	// the dialer.
 	InMemory bool
+	// RoundTrip delays every request the embedded cluster answers (by
+	// default none): requests on one connection wait in turn, as a broker
+	// answers a connection's requests in order, while other connections'
+	// go on. StartKafka refuses it with external brokers.
+	RoundTrip RoundTrip
 }
 
 // Kafka is a Kafka cluster for tests and the local mode: an in-process
@@ -89,6 +94,12 @@ func StartKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
 	if endpoint == "" && !cfg.IgnoreEnvironment && !cfg.InMemory {
 		endpoint = os.Getenv(outboxconf.EnvKafkaBrokers)
 	}
+	if err := cfg.RoundTrip.validate("Kafka"); err != nil {
+		return nil, err
+	}
+	if endpoint != "" && cfg.RoundTrip.Mean > 0 {
+		return nil, fmt.Errorf("outboxlocal: a round trip of %v applies to the embedded Kafka only, not to %s", cfg.RoundTrip, endpoint)
+	}
 	if endpoint != "" {
 		var b [4]byte
 		_, _ = rand.Read(b[:])
@@ -114,6 +125,7 @@ func StartKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
 			return nil, fmt.Errorf("outboxlocal: start embedded Kafka: %w", err)
 		}
 		k.Cluster, k.Brokers = cluster, cluster.ListenAddrs()
+		delayRequests(cluster, cfg.RoundTrip.draws())
 	}
 	admin, err := kgo.NewClient(k.ClientOpts()...)
 	if err != nil {
@@ -322,6 +334,23 @@ func (k *Kafka) Close() error {
 	}
 	k.closeCluster()
 	return errors.Join(errs...)
+}
+
+// delayRequests holds every request the cluster takes for its drawn delay,
+// then lets the cluster answer it as usual. kfake runs control functions one
+// at a time on its loop; a sleeping one yields it (SleepControl), so only
+// the requests behind it on its connection wait.
+func delayRequests(cluster *kfake.Cluster, d *delays) {
+	if d == nil {
+		return
+	}
+	cluster.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+		wait := d.next()
+		cluster.SleepControl(func() { time.Sleep(wait) })
+		// Not handled: the control stays installed, and the cluster
+		// answers the request.
+		return nil, nil, false
+	})
 }
 
 func (k *Kafka) closeCluster() {
