@@ -45,10 +45,11 @@ type KafkaConfig struct {
 	// IgnoreEnvironment. Clients must start from ClientOpts, which carries
 	// the dialer.
 	InMemory bool
-	// RoundTrip delays every request the embedded cluster answers (by
-	// default none): requests on one connection wait in turn, as a broker
-	// answers a connection's requests in order, while other connections'
-	// go on. StartKafka refuses it with external brokers.
+	// RoundTrip delays every produce and fetch request the embedded
+	// cluster answers (by default none): requests on one connection wait
+	// in turn, as a broker answers a connection's requests in order, while
+	// other connections' go on. StartKafka refuses it with external
+	// brokers.
 	RoundTrip RoundTrip
 }
 
@@ -336,21 +337,26 @@ func (k *Kafka) Close() error {
 	return errors.Join(errs...)
 }
 
-// delayRequests holds every request the cluster takes for its drawn delay,
-// then lets the cluster answer it as usual. kfake runs control functions one
+// delayRequests holds every produce and fetch request the cluster takes for
+// its drawn delay, then lets the cluster answer it as usual: the time of a
+// produce is the leader's wait for its replicas (acks=all), which other
+// requests (metadata, producer ids) do not pay. kfake runs control functions one
 // at a time on its loop; a sleeping one yields it (SleepControl), so only
 // the requests behind it on its connection wait.
 func delayRequests(cluster *kfake.Cluster, d *delays) {
 	if d == nil {
 		return
 	}
-	cluster.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+	hold := func(kmsg.Request) (kmsg.Response, error, bool) {
 		wait := d.next()
 		cluster.SleepControl(func() { time.Sleep(wait) })
 		// Not handled: the control stays installed, and the cluster
 		// answers the request.
 		return nil, nil, false
-	})
+	}
+	for _, key := range []kmsg.Key{kmsg.Produce, kmsg.Fetch} {
+		cluster.ControlKey(int16(key), hold)
+	}
 }
 
 func (k *Kafka) closeCluster() {
