@@ -74,7 +74,8 @@ type Config struct {
 
 // RoundTrips are per-request delays of the embedded DynamoDB and Kafka.
 type RoundTrips struct {
-	// DynamoDB and Kafka are the mean delays of a request to each.
+	// DynamoDB is the mean delay of a DynamoDB request, Kafka of a
+	// produce or fetch request.
 	DynamoDB, Kafka time.Duration
 	// Jitter spreads each delay uniformly over mean × (1 ± Jitter), Jitter
 	// in [0, 1].
@@ -88,7 +89,7 @@ func (rt RoundTrips) String() string {
 	if rt.DynamoDB <= 0 && rt.Kafka <= 0 {
 		return "none"
 	}
-	return fmt.Sprintf("DynamoDB %v, Kafka %v per request, jitter ±%g%%, seed %d", rt.DynamoDB, rt.Kafka, rt.Jitter*100, rt.Seed)
+	return fmt.Sprintf("DynamoDB %v a request, Kafka %v a produce or fetch, jitter ±%g%%, seed %d", rt.DynamoDB, rt.Kafka, rt.Jitter*100, rt.Seed)
 }
 
 // Progressf writes one progress line, if c.Progress is set.
