@@ -170,7 +170,7 @@ func backendsLabel(env lab.Config) string {
 // trips of their own).
 func roundTripFlags(fs *flagSet) func() (lab.RoundTrips, error) {
 	ddb := fs.Duration("dynamodb-latency", 0, "delay the embedded DynamoDB adds to every request, as a round trip on AWS would (e.g. 5ms; default none)")
-	kafka := fs.Duration("kafka-latency", 0, "delay the embedded Kafka adds to every request (e.g. 10ms; default none)")
+	kafka := fs.Duration("kafka-latency", 0, "delay the embedded Kafka adds to every produce and fetch request (e.g. 10ms; default none)")
 	jitter := fs.String("latency-jitter", "0%", "spread of each request's delay: uniform over the latency ± this `PERCENT` of it (0% to 100%)")
 	seed := fs.Uint64("latency-seed", 1, "seed of the delays' jitter: one seed, one sequence of delays")
 	return func() (lab.RoundTrips, error) {
