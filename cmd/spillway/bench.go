@@ -18,9 +18,11 @@ import (
 
 // benchReport is the --json output.
 type benchReport struct {
-	Started   time.Time       `json:"started"`
-	Machine   bench.Machine   `json:"machine"`
-	Scenarios []benchScenario `json:"scenarios"`
+	Started time.Time     `json:"started"`
+	Machine bench.Machine `json:"machine"`
+	// RoundTrips are the delays added to the embedded backends' requests.
+	RoundTrips lab.RoundTrips  `json:"roundTrips"`
+	Scenarios  []benchScenario `json:"scenarios"`
 }
 
 type benchScenario struct {
@@ -55,12 +57,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		names = append(names, s.Name)
 	}
 	scenario := fs.String("scenario", "all", "scenarios to run, comma-separated: all or "+strings.Join(names, ", "))
+	cases := fs.String("cases", "", "throughput scenario: the cases to run, comma-separated, named relays-buckets-value bytes (e.g. r1-b1-v1024,r1-b8-v1024; default all six)")
 	messages := fs.Int("messages", 0, "messages per throughput case and samples per latency series (default: the scenario's: 5000 and 60)")
 	sizes := fs.String("value-sizes", "", "memory scenario: value sizes in bytes, comma-separated; K suffix for KB (default 1K,64K,395K; at most 395K fits a 400 KB item with headers)")
 	memory := fs.String("memory-mb", "", "memory scenario: relay memory sizes in MB, comma-separated (default 128,256,512)")
 	drainCmd := fs.String("drain-command", "", "memory scenario: the spillway `EXECUTABLE` whose drain is measured, to compare releases (default: this one)")
 	asJSON := fs.Bool("json", false, "print the results as JSON instead of tables")
 	profileDir := fs.String("profile-dir", "", "write the labelled CPU profile of every throughput case to this directory (go tool pprof --tagfocus component=spillway)")
+	roundTrips := roundTripFlags(fs)
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -73,21 +77,21 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	env := lab.Config{DynamoDBEndpoint: *endpoint, Messages: *messages, ProfileDir: *profileDir, DrainCommand: *drainCmd}
+	env.Cases = splitList(*cases)
+	if env.RoundTrips, err = roundTrips(); err != nil {
+		return err
+	}
 	if env.ValueSizes, err = parseSizes("--value-sizes", *sizes, true); err != nil {
 		return err
 	}
 	if env.MemoryMB, err = parseSizes("--memory-mb", *memory, false); err != nil {
 		return err
 	}
-	for _, b := range strings.Split(*brokers, ",") {
-		if b = strings.TrimSpace(b); b != "" {
-			env.Brokers = append(env.Brokers, b)
-		}
-	}
+	env.Brokers = splitList(*brokers)
 	if !*quiet {
 		env.Progress = stderr
 	}
-	report := benchReport{Started: time.Now().UTC(), Machine: bench.DescribeMachine()}
+	report := benchReport{Started: time.Now().UTC(), Machine: bench.DescribeMachine(), RoundTrips: env.RoundTrips}
 	if !*asJSON {
 		fmt.Fprintf(stdout, "Spillway benchmarks, %s\nMachine: %s\nBackends: %s\n\n", report.Started.Format(time.RFC3339), report.Machine, backendsLabel(env))
 	}
@@ -153,7 +157,35 @@ func backendsLabel(env lab.Config) string {
 	if len(env.Brokers) > 0 {
 		kafka = "Kafka at " + strings.Join(env.Brokers, ",")
 	}
-	return ddb + ", " + kafka + ", in this process"
+	label := ddb + ", " + kafka + ", in this process"
+	if env.RoundTrips != (lab.RoundTrips{}) {
+		label += "\nRound trips added: " + env.RoundTrips.String()
+	}
+	return label
+}
+
+// roundTripFlags defines the delay flags; the function it returns checks
+// them after parsing: a jitter in percent, delays only on the embedded
+// backends (StartBackends refuses them on external ones, which have round
+// trips of their own).
+func roundTripFlags(fs *flagSet) func() (lab.RoundTrips, error) {
+	ddb := fs.Duration("dynamodb-latency", 0, "delay the embedded DynamoDB adds to every request, as a round trip on AWS would (e.g. 5ms; default none)")
+	kafka := fs.Duration("kafka-latency", 0, "delay the embedded Kafka adds to every produce and fetch request (e.g. 10ms; default none)")
+	jitter := fs.String("latency-jitter", "0%", "spread of each request's delay: uniform over the latency ± this `PERCENT` of it (0% to 100%)")
+	seed := fs.Uint64("latency-seed", 1, "seed of the delays' jitter: one seed, one sequence of delays")
+	return func() (lab.RoundTrips, error) {
+		pct, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(*jitter), "%"), 64)
+		if err != nil || pct < 0 || pct > 100 {
+			return lab.RoundTrips{}, usagef("--latency-jitter: %q is not a percentage from 0%% to 100%%", *jitter)
+		}
+		if *ddb < 0 || *kafka < 0 {
+			return lab.RoundTrips{}, usagef("--dynamodb-latency and --kafka-latency must be >= 0")
+		}
+		if *ddb == 0 && *kafka == 0 {
+			return lab.RoundTrips{}, nil
+		}
+		return lab.RoundTrips{DynamoDB: *ddb, Kafka: *kafka, Jitter: pct / 100, Seed: *seed}, nil
+	}
 }
 
 // parseSizes reads a comma-separated list of positive sizes; with kb, a K
@@ -176,4 +208,15 @@ func parseSizes(flag, list string, kb bool) ([]int, error) {
 		out = append(out, n*mul)
 	}
 	return out, nil
+}
+
+// splitList reads a comma-separated list, without blanks.
+func splitList(list string) []string {
+	var out []string
+	for _, f := range strings.Split(list, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }

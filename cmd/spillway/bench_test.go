@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spillway-dev/spillway/internal/bench"
 	"github.com/spillway-dev/spillway/internal/lab"
@@ -57,6 +58,22 @@ func TestBench_FlagsReachTheScenarioAndTablesArePrinted(t *testing.T) {
 	}
 }
 
+func TestBench_RoundTripsAndCasesReachTheScenario(t *testing.T) {
+	code, out, errs := runBenchCLI(t, "--scenario", "cli-probe", "--cases", "r1-b1-v1024, r1-b8-v1024",
+		"--dynamodb-latency", "5ms", "--kafka-latency", "10ms", "--latency-jitter", "20%", "--latency-seed", "7", "--quiet")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	env := <-probeEnvs
+	want := lab.RoundTrips{DynamoDB: 5 * time.Millisecond, Kafka: 10 * time.Millisecond, Jitter: 0.2, Seed: 7}
+	if env.RoundTrips != want || strings.Join(env.Cases, ",") != "r1-b1-v1024,r1-b8-v1024" {
+		t.Errorf("round trips %+v, cases %q; want %+v and the two cases", env.RoundTrips, env.Cases, want)
+	}
+	if !strings.Contains(out, "Round trips added: DynamoDB 5ms a request, Kafka 10ms a produce or fetch, jitter ±20%, seed 7") {
+		t.Errorf("the header does not name the round trips:\n%s", out)
+	}
+}
+
 func TestBench_JSONCarriesTheMachineAndResults(t *testing.T) {
 	code, out, errs := runBenchCLI(t, "--scenario", "cli-probe", "--json")
 	if code != 0 {
@@ -84,6 +101,8 @@ func TestBench_BadInvocationsExitTwo(t *testing.T) {
 		{"--scenario", "latency,no-such"},
 		{"--scenario", "idle"}, // a simulated study, which the CLI does not link
 		{"--messages", "-1"},
+		{"--dynamodb-latency", "5ms", "--latency-jitter", "150%"},
+		{"--kafka-latency", "-1ms"},
 		{"extra"},
 	} {
 		if code, _, errs := runBenchCLI(t, args...); code != 2 || errs == "" {

@@ -31,8 +31,8 @@ const conn = "--table orders-outbox"
 // place so the list, the usage lines and the examples cannot disagree.
 var docs = map[string]helpDoc{
 	"bench": {"measure relay throughput, commit-to-acknowledgement latency and a relay's memory, on the embedded backends or your endpoints",
-		"bench [--scenario NAME,...] [--messages N] [--value-sizes S,...] [--memory-mb M,...] [--drain-command EXE] [--json] [--profile-dir DIR] [--dynamodb-endpoint URL] [--brokers HOST:PORT]",
-		[]string{"spillway bench --scenario latency --messages 200", "spillway bench --scenario memory --value-sizes 395K --memory-mb 128", "spillway bench --dynamodb-endpoint http://127.0.0.1:8000 --brokers localhost:9092 --json > bench.json"}, ""},
+		"bench [--scenario NAME,...] [--cases r1-b8-v1024,...] [--messages N] [--value-sizes S,...] [--memory-mb M,...] [--drain-command EXE] [--json] [--profile-dir DIR] [--dynamodb-latency D --kafka-latency D [--latency-jitter P%]] [--dynamodb-endpoint URL] [--brokers HOST:PORT]",
+		[]string{"spillway bench --scenario latency --messages 200", "spillway bench --scenario throughput,latency --dynamodb-latency 5ms --kafka-latency 10ms --latency-jitter 20%", "spillway bench --scenario memory --value-sizes 395K --memory-mb 128", "spillway bench --dynamodb-endpoint http://127.0.0.1:8000 --brokers localhost:9092 --json > bench.json"}, ""},
 	"bucket": {"print the bucket a message lands in",
 		"bucket (--key K | --key-base64 B | --message-id UUID | --partition P) [--bucket-count N] [--json]",
 		[]string{"spillway bucket --key customer-42 --bucket-count 16", "spillway bucket --message-id 3f2504e0-4f89-11d3-9a0c-0305e82c3301"}, ""},

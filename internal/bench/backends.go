@@ -44,7 +44,8 @@ type Backends struct {
 }
 
 // StartBackends starts (or connects to) DynamoDB and Kafka with the bench
-// topic. The embedded servers start under the backend profile label so
+// topic, the embedded servers with env.RoundTrips' delays on every
+// request. The embedded servers start under the backend profile label so
 // their CPU can be told apart from Spillway's. A simulated study (inside
 // the lab's bubble: env.Settle set) gets their in-memory forms, whatever
 // env names: a socket would stop the bubble's clock. Close releases them.
@@ -53,7 +54,8 @@ func StartBackends(ctx context.Context, env lab.Config) (*Backends, error) {
 	var err error
 	inMemory := env.Settle != nil
 	pprof.Do(ctx, pprof.Labels(labelKey, labelBackend), func(ctx context.Context) {
-		opts := []outboxlocal.DynamoOption{outboxlocal.WithoutEnvironment()}
+		ddbDelay, kafkaDelay := roundTrips(env.RoundTrips)
+		opts := []outboxlocal.DynamoOption{outboxlocal.WithoutEnvironment(), outboxlocal.WithRoundTrip(ddbDelay)}
 		switch {
 		case inMemory:
 			opts = append(opts, outboxlocal.InMemory())
@@ -65,7 +67,7 @@ func StartBackends(ctx context.Context, env lab.Config) (*Backends, error) {
 		}
 		kcfg := outboxlocal.KafkaConfig{
 			Topics: []string{benchTopic}, Partitions: benchPartition,
-			IgnoreEnvironment: true, InMemory: inMemory,
+			IgnoreEnvironment: true, InMemory: inMemory, RoundTrip: kafkaDelay,
 		}
 		if !inMemory {
 			kcfg.Endpoint = strings.Join(env.Brokers, ",")
@@ -77,6 +79,13 @@ func StartBackends(ctx context.Context, env lab.Config) (*Backends, error) {
 	}
 	b.Topic = b.Kafka.Topic(benchTopic)
 	return b, nil
+}
+
+// roundTrips are the embedded servers' delays, drawn from seeds of their
+// own so that one server's requests do not shift the other's sequence.
+func roundTrips(rt lab.RoundTrips) (dynamoDB, kafka outboxlocal.RoundTrip) {
+	return outboxlocal.RoundTrip{Mean: rt.DynamoDB, Jitter: rt.Jitter, Seed: rt.Seed},
+		outboxlocal.RoundTrip{Mean: rt.Kafka, Jitter: rt.Jitter, Seed: rt.Seed + 1}
 }
 
 // Close stops the embedded servers, or deletes the tables and topics made

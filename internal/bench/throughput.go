@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime/pprof"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +47,8 @@ type ThroughputConfig struct {
 	LeaseDuration time.Duration
 	// Timeout bounds one case. Default 5 min.
 	Timeout time.Duration
+	// BatchSize is the relays' BatchSize. Default outbox.DefaultBatchSize.
+	BatchSize int
 }
 
 func (c ThroughputConfig) withDefaults() ThroughputConfig {
@@ -52,6 +56,7 @@ func (c ThroughputConfig) withDefaults() ThroughputConfig {
 	c.RenewInterval = cmp.Or(c.RenewInterval, 2*time.Second)
 	c.LeaseDuration = cmp.Or(c.LeaseDuration, outbox.DefaultLeaseDuration)
 	c.Timeout = cmp.Or(c.Timeout, 5*time.Minute)
+	c.BatchSize = cmp.Or(c.BatchSize, outbox.DefaultBatchSize)
 	if len(c.Cases) == 0 {
 		for _, size := range []int{1 << 10, 16 << 10} {
 			for _, layout := range [][2]int{{1, 1}, {1, 8}, {4, 8}} {
@@ -94,8 +99,31 @@ var throughputScenario = lab.Scenario{
 	Name:    "throughput",
 	Summary: "messages/s relayed by 1 relay/1 bucket, 1 relay/8 buckets, 4 relays/8 buckets, 1 KB and 16 KB values, with the CPU share",
 	Run: func(ctx context.Context, env lab.Config) (lab.Report, error) {
-		return RunThroughput(ctx, env, ThroughputConfig{Messages: env.Messages})
+		cases, err := pickCases(env.Cases)
+		if err != nil {
+			return nil, err
+		}
+		return RunThroughput(ctx, env, ThroughputConfig{Messages: env.Messages, Cases: cases})
 	},
+}
+
+// pickCases returns the default cases named, in the order named; none
+// named, none picked (the defaults then run).
+func pickCases(names []string) ([]ThroughputCase, error) {
+	all := ThroughputConfig{}.withDefaults().Cases
+	var out []ThroughputCase
+	for _, name := range names {
+		i := slices.IndexFunc(all, func(c ThroughputCase) bool { return c.Name() == name })
+		if i < 0 {
+			var known []string
+			for _, c := range all {
+				known = append(known, c.Name())
+			}
+			return nil, fmt.Errorf("bench: no throughput case %q (want %s)", name, strings.Join(known, ", "))
+		}
+		out = append(out, all[i])
+	}
+	return out, nil
 }
 
 // RunThroughput measures every case on fresh backends: it enqueues the
@@ -154,7 +182,7 @@ func relayAll(ctx context.Context, env lab.Config, cfg ThroughputConfig, c Throu
 		// One publisher per relay, as one per execution environment.
 		p, err := b.NewRelay(ctx, relayproc.Config{Store: opts, Relay: outbox.RelayOptions{
 			RelayID: fmt.Sprintf("relay-%d", i), BucketCount: c.Buckets, Mode: outbox.ModeHold,
-			LeaseRenewInterval: cfg.RenewInterval, LeaseDuration: cfg.LeaseDuration,
+			LeaseRenewInterval: cfg.RenewInterval, LeaseDuration: cfg.LeaseDuration, BatchSize: cfg.BatchSize,
 		}, Clock: outbox.SystemClock{}, Hooks: []outbox.Hook{obs}})
 		if err != nil {
 			return ct, err
@@ -164,7 +192,7 @@ func relayAll(ctx context.Context, env lab.Config, cfg ThroughputConfig, c Throu
 	}
 	before := b.DynamoDB.Counter.Snapshot()
 	var published atomic.Int64
-	ct.CPU, err = profileCPU(env.ProfileDir, "throughput-"+c.Name(), func() error {
+	measure := func() error {
 		runCtx, stop := context.WithCancel(ctx)
 		defer stop()
 		var wg sync.WaitGroup
@@ -187,7 +215,14 @@ func relayAll(ctx context.Context, env lab.Config, cfg ThroughputConfig, c Throu
 			return fmt.Errorf("%d of %d messages relayed before %w", obs.deleted.Load(), cfg.Messages, errors.Join(append(errs, context.Cause(ctx))...))
 		}
 		return errors.Join(errs...)
-	})
+	}
+	if env.Settle != nil {
+		// Simulated time: no CPU to share out, and a profile's reader
+		// would keep the bubble from ever idling.
+		ct.CPU.Unavailable, err = "simulated time", measure()
+	} else {
+		ct.CPU, err = profileCPU(env.ProfileDir, "throughput-"+c.Name(), measure)
+	}
 	if err != nil {
 		return ct, err
 	}
@@ -337,7 +372,7 @@ func (r ThroughputResult) Tables() []lab.Table {
 		}, cpu...))
 	}
 	t.Notes = []string{
-		fmt.Sprintf("Relays in hold mode, batch 500, renewal every %v (short, so several relays settle on their shares quickly), lease %v.", r.Config.RenewInterval, r.Config.LeaseDuration),
+		fmt.Sprintf("Relays in hold mode, batch %d, renewal every %v (short, so several relays settle on their shares quickly), lease %v.", r.Config.BatchSize, r.Config.RenewInterval, r.Config.LeaseDuration),
 		"settled: when every relay first held its fair share; msgs/s settled: the rate after that.",
 		"CPU: share of the CPU time sampled by a profile, by pprof label. spillway = relay + AWS SDK + franz-go client (the relay's CPU",
 		"on AWS); backends = embedded DynamoDB and Kafka (not on the relay's CPU on AWS); other = GC workers and unlabelled runtime.",

@@ -31,6 +31,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"time"
 )
 
 // Config is what every scenario is given. The zero value runs on the
@@ -56,6 +57,12 @@ type Config struct {
 	// ProfileDir, when set, receives the labelled CPU profile of every
 	// throughput case.
 	ProfileDir string
+	// Cases picks the throughput scenario's cases by name (r1-b8-v1024:
+	// relays, buckets, value bytes); empty runs all of them.
+	Cases []string
+	// RoundTrips are the delays the embedded backends add to every request
+	// in the real-time scenarios, as on AWS; zero adds none.
+	RoundTrips RoundTrips
 	// Progress receives one line per step; nil discards them.
 	Progress io.Writer
 	// Settle waits until every other goroutine of the simulation's bubble
@@ -63,6 +70,26 @@ type Config struct {
 	// simulated study refuses to run without it (ErrNotInBubble), because
 	// outside a bubble its clock would be the wall clock.
 	Settle func()
+}
+
+// RoundTrips are per-request delays of the embedded DynamoDB and Kafka.
+type RoundTrips struct {
+	// DynamoDB is the mean delay of a DynamoDB request, Kafka of a
+	// produce or fetch request.
+	DynamoDB, Kafka time.Duration
+	// Jitter spreads each delay uniformly over mean × (1 ± Jitter), Jitter
+	// in [0, 1].
+	Jitter float64
+	// Seed seeds the draws, so a run's delays repeat.
+	Seed uint64
+}
+
+// String describes the delays for a report's header.
+func (rt RoundTrips) String() string {
+	if rt.DynamoDB <= 0 && rt.Kafka <= 0 {
+		return "none"
+	}
+	return fmt.Sprintf("DynamoDB %v a request, Kafka %v a produce or fetch, jitter ±%g%%, seed %d", rt.DynamoDB, rt.Kafka, rt.Jitter*100, rt.Seed)
 }
 
 // Progressf writes one progress line, if c.Progress is set.

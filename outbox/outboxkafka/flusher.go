@@ -25,11 +25,15 @@ import (
 // runs. Between Flushes the client sends nothing, so every hand-over is
 // complete before any of its records leaves, and a refusal fails them all.
 //
-// Flushes are shared: hand-overs that start while a Flush runs wait for it,
-// then hand over together, and the last of them to finish starts one Flush
-// for all (group commit). A publish hands over at most once per Flush, as
-// it waits for its records before handing over more, so a Flush waits for
-// at most one hand-over per concurrent publish.
+// Flushes are shared: hand-overs that start while a Flush runs join the
+// round after it at once, wait for the running Flush, then hand over, and
+// the last of them to finish starts one Flush for all (group commit).
+// Joining before the wait is what keeps them together: were they to join
+// as they wake, the first awake would start a Flush of its own before the
+// others joined, and with a produce round trip of milliseconds the buckets
+// of a relay would produce one after another. A publish hands over at most
+// once per Flush, as it waits for its records before handing over more, so
+// a Flush waits for at most one hand-over per concurrent publish.
 type flusher struct {
 	cl    *kgo.Client
 	clock outbox.Clock
@@ -45,7 +49,8 @@ type flusher struct {
 
 	mu sync.Mutex
 	// next collects the hand-overs of the coming Flush; nil before the
-	// first one joins.
+	// first one joins. It collects while a Flush runs too: hand-overs
+	// joined then wait for that Flush before handing over.
 	next *flushRound
 	// running is the Flush under way, nil when none runs.
 	running *flushRound
@@ -181,20 +186,18 @@ func userSize(r *kgo.Record) int64 {
 	return int64(n)
 }
 
-// join admits a hand-over to the coming Flush, after the running one has
-// returned, unless ctx has ended.
+// join admits a hand-over to the coming Flush, to hand over once no Flush
+// runs, unless ctx has ended.
 func (f *flusher) join(ctx context.Context) (*flushRound, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
 	for {
-		busy := f.running
-		switch {
-		case busy != nil:
-		case f.reserved != nil:
-			busy = f.reserved
-		case f.next != nil && f.next.alone:
+		// A round of one record's own goes first: nothing joins it, and
+		// nothing joins the round after it until it has run.
+		busy := f.reserved
+		if busy == nil && f.next != nil && f.next.alone {
 			busy = f.next
 		}
 		if busy == nil {
@@ -209,6 +212,15 @@ func (f *flusher) join(ctx context.Context) (*flushRound, error) {
 	}
 	round := f.next
 	round.handing++
+	if running := f.running; running != nil {
+		// The round cannot start before this hand-over leaves it, so
+		// once the running Flush returns it is still the one collecting.
+		if err := f.await(ctx, running); err != nil {
+			// await returned unlocked; the round may start without it.
+			f.leave(round)
+			return nil, err
+		}
+	}
 	f.mu.Unlock()
 	return round, nil
 }
@@ -258,17 +270,28 @@ func (f *flusher) await(ctx context.Context, round *flushRound) error {
 	return nil
 }
 
-// leave ends a hand-over; the last one of its round starts the Flush. No
-// Flush runs while a hand-over of the round is under way, so the round is
-// still the one collecting.
+// leave ends a hand-over; the last one of its round starts the Flush, or
+// the running Flush does as it returns.
 func (f *flusher) leave(round *flushRound) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	round.handing--
-	if round.handing > 0 {
+	if round.handing > 0 || f.running != nil {
 		return
 	}
-	f.next, f.running = nil, round
+	f.start(round)
+}
+
+// start runs round's Flush, with f.mu held; a round every hand-over left
+// without handing anything over (their ctx ended while they waited) ends
+// without one.
+func (f *flusher) start(round *flushRound) {
+	f.next = nil
+	if len(round.records) == 0 {
+		close(round.done)
+		return
+	}
+	f.running = round
 	go f.flush(round)
 }
 
@@ -280,9 +303,13 @@ func (f *flusher) leave(round *flushRound) {
 func (f *flusher) flush(round *flushRound) {
 	_ = f.cl.Flush(context.Background())
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.running = nil
 	close(round.done)
-	f.mu.Unlock()
+	if next := f.next; next != nil && next.handing == 0 {
+		// Its hand-overs all left while this Flush ran.
+		f.start(next)
+	}
 }
 
 // outcome is one record's promise result.

@@ -49,6 +49,7 @@ type dynamoConfig struct {
 	noThrottleRetr bool
 	reportCapacity bool
 	inMemory       bool
+	roundTrip      RoundTrip
 	clientOptions  []func(*dynamodb.Options)
 }
 
@@ -75,6 +76,13 @@ func InMemory() DynamoOption {
 
 // inMemoryEndpoint is the endpoint the in-memory server's clients name.
 const inMemoryEndpoint = "http://dynamodb.in-memory"
+
+// WithRoundTrip makes the embedded server hold every request for rt's
+// delay before answering it (by default none). StartDynamoDB refuses it with
+// an external endpoint, whose requests take their own time.
+func WithRoundTrip(rt RoundTrip) DynamoOption {
+	return func(c *dynamoConfig) { c.roundTrip = rt }
+}
 
 // WithoutEnvironment ignores SPILLWAY_DYNAMODB_ENDPOINT: the embedded
 // server is used unless WithEndpoint says otherwise.
@@ -144,6 +152,12 @@ func StartDynamoDB(ctx context.Context, opts ...DynamoOption) (*DynamoDB, error)
 	if cfg.endpoint == "" && !cfg.ignoreEnv {
 		cfg.endpoint = os.Getenv(outboxconf.EnvDynamoDBEndpoint)
 	}
+	if err := cfg.roundTrip.validate("DynamoDB"); err != nil {
+		return nil, err
+	}
+	if cfg.endpoint != "" && cfg.roundTrip.Mean > 0 {
+		return nil, fmt.Errorf("outboxlocal: a round trip of %v applies to the embedded DynamoDB only, not to %s", cfg.roundTrip, cfg.endpoint)
+	}
 	book := newSchemaBook()
 	d := &DynamoDB{cfg: cfg, Counter: newCounter(book)}
 	d.Faults = newFaults(book, d.Counter)
@@ -169,13 +183,13 @@ func StartDynamoDB(ctx context.Context, opts ...DynamoOption) (*DynamoDB, error)
 		}
 	} else if cfg.inMemory {
 		d.Endpoint = inMemoryEndpoint
-		awsCfg.HTTPClient = &http.Client{Transport: inMemoryTransport{handler: newEmbeddedServer()}}
+		awsCfg.HTTPClient = &http.Client{Transport: inMemoryTransport{handler: cfg.embeddedHandler()}}
 	} else {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, fmt.Errorf("outboxlocal: listen for embedded DynamoDB: %w", err)
 		}
-		d.server = &http.Server{Handler: newEmbeddedServer(), ReadHeaderTimeout: 10 * time.Second}
+		d.server = &http.Server{Handler: cfg.embeddedHandler(), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = d.server.Serve(ln) }()
 		d.Endpoint = "http://" + ln.Addr().String()
 	}
@@ -187,6 +201,15 @@ func StartDynamoDB(ctx context.Context, opts ...DynamoOption) (*DynamoDB, error)
 	d.awsConfig = awsCfg
 	d.Client = d.NewClient()
 	return d, nil
+}
+
+// embeddedHandler is the embedded server, behind the configured round trip.
+func (c dynamoConfig) embeddedHandler() http.Handler {
+	var h http.Handler = newEmbeddedServer()
+	if d := c.roundTrip.draws(); d != nil {
+		h = delayedHandler{inner: h, delays: d}
+	}
+	return h
 }
 
 // externalConfig uses the default credential chain when the environment

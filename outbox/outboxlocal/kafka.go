@@ -45,6 +45,12 @@ type KafkaConfig struct {
 	// IgnoreEnvironment. Clients must start from ClientOpts, which carries
 	// the dialer.
 	InMemory bool
+	// RoundTrip delays every produce and fetch request the embedded
+	// cluster answers (by default none): requests on one connection wait
+	// in turn, as a broker answers a connection's requests in order, while
+	// other connections' go on. StartKafka refuses it with external
+	// brokers.
+	RoundTrip RoundTrip
 }
 
 // Kafka is a Kafka cluster for tests and the local mode: an in-process
@@ -89,6 +95,12 @@ func StartKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
 	if endpoint == "" && !cfg.IgnoreEnvironment && !cfg.InMemory {
 		endpoint = os.Getenv(outboxconf.EnvKafkaBrokers)
 	}
+	if err := cfg.RoundTrip.validate("Kafka"); err != nil {
+		return nil, err
+	}
+	if endpoint != "" && cfg.RoundTrip.Mean > 0 {
+		return nil, fmt.Errorf("outboxlocal: a round trip of %v applies to the embedded Kafka only, not to %s", cfg.RoundTrip, endpoint)
+	}
 	if endpoint != "" {
 		var b [4]byte
 		_, _ = rand.Read(b[:])
@@ -114,6 +126,7 @@ func StartKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
 			return nil, fmt.Errorf("outboxlocal: start embedded Kafka: %w", err)
 		}
 		k.Cluster, k.Brokers = cluster, cluster.ListenAddrs()
+		delayRequests(cluster, cfg.RoundTrip.draws())
 	}
 	admin, err := kgo.NewClient(k.ClientOpts()...)
 	if err != nil {
@@ -322,6 +335,28 @@ func (k *Kafka) Close() error {
 	}
 	k.closeCluster()
 	return errors.Join(errs...)
+}
+
+// delayRequests holds every produce and fetch request the cluster takes for
+// its drawn delay, then lets the cluster answer it as usual: the time of a
+// produce is the leader's wait for its replicas (acks=all), which other
+// requests (metadata, producer ids) do not pay. kfake runs control functions one
+// at a time on its loop; a sleeping one yields it (SleepControl), so only
+// the requests behind it on its connection wait.
+func delayRequests(cluster *kfake.Cluster, d *delays) {
+	if d == nil {
+		return
+	}
+	hold := func(kmsg.Request) (kmsg.Response, error, bool) {
+		wait := d.next()
+		cluster.SleepControl(func() { time.Sleep(wait) })
+		// Not handled: the control stays installed, and the cluster
+		// answers the request.
+		return nil, nil, false
+	}
+	for _, key := range []kmsg.Key{kmsg.Produce, kmsg.Fetch} {
+		cluster.ControlKey(int16(key), hold)
+	}
 }
 
 func (k *Kafka) closeCluster() {
