@@ -13,6 +13,9 @@ import (
 // so a writer that only builds messages pulls in nothing but the standard
 // library. The lease protocol (outbox/lease) is held to the same, and may
 // not import the core: the core and the stores call it, never the reverse.
+// The generation protocol (outbox/generation) builds on the core and
+// imports nothing else, so a service that changes its bucket count links
+// no more than the core.
 func TestDependenciesAreStandardLibraryOnly(t *testing.T) {
 	t.Parallel()
 	const module = "github.com/spillway-dev/spillway"
@@ -24,6 +27,7 @@ func TestDependenciesAreStandardLibraryOnly(t *testing.T) {
 	}{
 		{"../../outbox", module + "/outbox", []string{module + "/outbox/lease", murmur2}},
 		{"../../outbox/lease", module + "/outbox/lease", []string{murmur2}},
+		{"../../outbox/generation", module + "/outbox/generation", []string{module + "/outbox", module + "/outbox/lease", murmur2}},
 	} {
 		t.Run(c.self, func(t *testing.T) {
 			t.Parallel()

@@ -101,7 +101,7 @@ func (tx *Tx) Enqueue(msgs ...outbox.Message) error {
 //
 // Other errors end Commit at once: build's own error (wrapped, so errors.Is
 // still finds it), a *SequenceTakenError when a message's number holds
-// another message, an error matching outbox.ErrGenerationSealed, a
+// another message, an error matching generation.ErrSealed, a
 // an error matching outbox.ErrInvalidMessage before any request,
 // ctx's error, or the DynamoDB error. An empty Tx sends nothing.
 func (w *Writer) Commit(ctx context.Context, build func(ctx context.Context, tx *Tx) error) ([]outbox.Message, error) {
