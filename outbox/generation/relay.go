@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync/atomic"
 
+	"github.com/spillway-dev/spillway/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox"
 )
 
@@ -144,7 +145,7 @@ func (g *Relay) waitForPrevious(ctx context.Context, in outbox.RunInput) bool {
 	if !in.Deadline.IsZero() && !g.cfg.Clock.Now().Add(cur.PollInterval).Before(in.Deadline.Add(-cur.StopMargin)) {
 		return false
 	}
-	return outbox.Sleep(cur.PollInterval, ctx.Done())
+	return sleep.For(cur.PollInterval, ctx.Done())
 }
 
 func (g *Relay) logContents(ctx context.Context, c Contents) {

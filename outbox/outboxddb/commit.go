@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/spillway-dev/spillway/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox"
 )
 
@@ -130,7 +131,7 @@ func (w *Writer) Commit(ctx context.Context, build func(ctx context.Context, tx 
 		}
 		wait := commitBackoff << (attempt - 1)
 		wait += rand.N(wait)
-		if !outbox.Sleep(wait, ctx.Done()) {
+		if !sleep.For(wait, ctx.Done()) {
 			return nil, fmt.Errorf("outboxddb: commit: %w after %d attempt(s) lost to concurrent writes", ctx.Err(), attempt)
 		}
 	}
