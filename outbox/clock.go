@@ -24,23 +24,6 @@ type SystemClock struct{}
 // Now returns time.Now in UTC.
 func (SystemClock) Now() time.Time { return time.Now().UTC() }
 
-// Sleep waits for d on the time package's clock or until ctx-like done
-// closes; it reports false when done closed first. A d <= 0 returns true at
-// once, without looking at done.
-func Sleep(d time.Duration, done <-chan struct{}) bool {
-	if d <= 0 {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-done:
-		return false
-	}
-}
-
 // errClockTimeout is the cause of a context that withClockTimeout ended.
 var errClockTimeout = errors.New("timed out")
 

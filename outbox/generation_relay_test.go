@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/generation"
 )
 
 var (
-	oldGen = outbox.Generation{KeyPrefix: "OUTBOX", BucketCount: 2}
-	newGen = outbox.Generation{KeyPrefix: "OUTBOX2", BucketCount: 4}
+	oldGen = generation.Generation{KeyPrefix: "OUTBOX", BucketCount: 2}
+	newGen = generation.Generation{KeyPrefix: "OUTBOX2", BucketCount: 4}
 )
 
 // memGenerations keeps a marker in memory and looks into the previous
@@ -23,58 +24,58 @@ type memGenerations struct {
 	mu     sync.Mutex
 	clock  outbox.Clock
 	prev   *memStore
-	marker outbox.GenerationMarker
+	marker generation.Marker
 	sealAt time.Time
 	reads  int
 	err    error
 }
 
-func (g *memGenerations) ReadGeneration(context.Context) (outbox.GenerationMarker, error) {
+func (g *memGenerations) ReadGeneration(context.Context) (generation.Marker, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.reads++
-	if !g.sealAt.IsZero() && !g.clock.Now().Before(g.sealAt) && g.marker.Phase == outbox.PhaseOpen {
-		g.marker.Phase, g.marker.SealedAt = outbox.PhaseSealed, g.clock.Now()
+	if !g.sealAt.IsZero() && !g.clock.Now().Before(g.sealAt) && g.marker.Phase == generation.PhaseOpen {
+		g.marker.Phase, g.marker.SealedAt = generation.PhaseSealed, g.clock.Now()
 	}
 	return g.marker, g.err
 }
 
-func (g *memGenerations) OpenGeneration(_ context.Context, succ outbox.Generation) (outbox.GenerationMarker, error) {
+func (g *memGenerations) OpenGeneration(_ context.Context, succ generation.Generation) (generation.Marker, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if !g.marker.Exists {
-		g.marker = outbox.GenerationMarker{Exists: true, Phase: outbox.PhaseOpen, Generation: oldGen, Successor: succ, OpenedAt: g.clock.Now()}
+		g.marker = generation.Marker{Exists: true, Phase: generation.PhaseOpen, Generation: oldGen, Successor: succ, OpenedAt: g.clock.Now()}
 	}
 	return g.marker, nil
 }
 
-func (g *memGenerations) move(from, to outbox.GenerationPhase) (outbox.GenerationMarker, error) {
+func (g *memGenerations) move(from, to generation.Phase) (generation.Marker, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.marker.Phase == to {
 		return g.marker, nil
 	}
 	if g.marker.Phase != from {
-		return g.marker, outbox.ErrGenerationPhase
+		return g.marker, generation.ErrPhase
 	}
 	g.marker.Phase = to
 	return g.marker, nil
 }
 
-func (g *memGenerations) SealGeneration(context.Context, outbox.Generation) (outbox.GenerationMarker, error) {
-	return g.move(outbox.PhaseOpen, outbox.PhaseSealed)
+func (g *memGenerations) SealGeneration(context.Context, generation.Generation) (generation.Marker, error) {
+	return g.move(generation.PhaseOpen, generation.PhaseSealed)
 }
 
-func (g *memGenerations) FinishGeneration(context.Context, outbox.Generation) (outbox.GenerationMarker, error) {
-	return g.move(outbox.PhaseSealed, outbox.PhaseDrained)
+func (g *memGenerations) FinishGeneration(context.Context, generation.Generation) (generation.Marker, error) {
+	return g.move(generation.PhaseSealed, generation.PhaseDrained)
 }
 
-func (g *memGenerations) GenerationContents(ctx context.Context) (outbox.GenerationContents, error) {
+func (g *memGenerations) GenerationContents(ctx context.Context) (generation.Contents, error) {
 	pending, err := g.prev.PendingBuckets(ctx, []int{0, 1})
-	return outbox.GenerationContents{Checked: true, Messages: pending}, err
+	return generation.Contents{Checked: true, Messages: pending}, err
 }
 
-func (g *memGenerations) phase() outbox.GenerationPhase {
+func (g *memGenerations) phase() generation.Phase {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.marker.Phase
@@ -87,7 +88,7 @@ type genEnv struct {
 	prev, cur *memStore
 	pub       *memPublisher
 	gens      *memGenerations
-	relay     *outbox.GenerationRelay
+	relay     *generation.Relay
 }
 
 func newGenEnv(t *testing.T, mode outbox.Mode) *genEnv {
@@ -99,7 +100,7 @@ func newGenEnv(t *testing.T, mode outbox.Mode) *genEnv {
 	e := &genEnv{clock: clk, prev: newMemStore(clk, oldGen.BucketCount), cur: newMemStore(clk, newGen.BucketCount), pub: newMemPublisher()}
 	e.gens = &memGenerations{clock: clk, prev: e.prev}
 	log := slog.New(slog.DiscardHandler)
-	relay := func(s *memStore, g outbox.Generation, mode outbox.Mode) *outbox.Relay {
+	relay := func(s *memStore, g generation.Generation, mode outbox.Mode) *outbox.Relay {
 		r, err := outbox.NewRelay(outbox.RelayConfig{Options: outbox.RelayOptions{RelayID: "relay-a", BucketCount: g.BucketCount, Mode: mode},
 			Store: s, Publisher: e.pub, Clock: clk, Logger: log})
 		if err != nil {
@@ -108,7 +109,7 @@ func newGenEnv(t *testing.T, mode outbox.Mode) *genEnv {
 		return r
 	}
 	var err error
-	e.relay, err = outbox.NewGenerationRelay(outbox.GenerationRelayConfig{
+	e.relay, err = generation.NewRelay(generation.RelayConfig{
 		Previous: relay(e.prev, oldGen, outbox.ModeDrain), Current: relay(e.cur, newGen, mode), Generations: e.gens,
 		PreviousGeneration: oldGen, CurrentGeneration: newGen, Clock: clk, Logger: log,
 	})
@@ -145,7 +146,7 @@ func TestGenerationRelay_WhileOpen_RelaysOnlyThePreviousGeneration(t *testing.T)
 		e.prev.add(1, "old-b")
 		e.cur.add(3, "new-a")
 		res := e.run(t, outbox.RunInput{})
-		if res.Published != 2 || e.gens.phase() != outbox.PhaseOpen || e.cur.pending() != 1 {
+		if res.Published != 2 || e.gens.phase() != generation.PhaseOpen || e.cur.pending() != 1 {
 			t.Fatalf("%+v, phase %q, %d current pending; want the 2 old messages only", res, e.gens.phase(), e.cur.pending())
 		}
 		if e.cur.count("fetch") != 0 || e.cur.count("acquire") != 0 {
@@ -174,7 +175,7 @@ func TestGenerationRelay_HoldMode_WaitsForTheSeal_ThenServesTheCurrentGeneration
 			e.prev.add(1, "old-b")
 		}
 		res := e.run(t, outbox.RunInput{Deadline: t0.Add(time.Minute)})
-		if e.gens.phase() != outbox.PhaseDrained || e.prev.pending() != 0 || e.cur.pending() != 0 {
+		if e.gens.phase() != generation.PhaseDrained || e.prev.pending() != 0 || e.cur.pending() != 0 {
 			t.Fatalf("%+v: phase %q, pending %d old and %d new; want drained and empty", res, e.gens.phase(), e.prev.pending(), e.cur.pending())
 		}
 		got := e.sentKeys()
@@ -204,7 +205,7 @@ func TestGenerationRelay_MarkerProblems_StopTheRun(t *testing.T) {
 			t.Fatalf("a failed marker read: %v; want the read error, not a misconfiguration", err)
 		}
 		e.gens.err = nil
-		e.gens.marker = outbox.GenerationMarker{Exists: true, Phase: outbox.PhaseOpen, Generation: oldGen, Successor: outbox.Generation{KeyPrefix: "OTHER", BucketCount: 4}}
+		e.gens.marker = generation.Marker{Exists: true, Phase: generation.PhaseOpen, Generation: oldGen, Successor: generation.Generation{KeyPrefix: "OTHER", BucketCount: 4}}
 		res, err := e.relay.Run(context.Background(), outbox.RunInput{})
 		if !errors.Is(err, outbox.ErrMisconfigured) || res.Reason != outbox.StopFatal {
 			t.Fatalf("a marker naming another successor: %+v, %v; want a fatal misconfiguration", res, err)
@@ -226,14 +227,14 @@ func TestNewGenerationRelay_RefusesBadConfigurations(t *testing.T) {
 		return r
 	}
 	gens := &memGenerations{clock: clk}
-	for name, cfg := range map[string]outbox.GenerationRelayConfig{
+	for name, cfg := range map[string]generation.RelayConfig{
 		"no previous relay":          {Current: relay(4, outbox.ModeDrain), Generations: gens, PreviousGeneration: oldGen, CurrentGeneration: newGen},
 		"previous relay holds":       {Previous: relay(2, outbox.ModeHold), Current: relay(4, outbox.ModeDrain), Generations: gens, PreviousGeneration: oldGen, CurrentGeneration: newGen},
-		"same key prefix":            {Previous: relay(2, outbox.ModeDrain), Current: relay(4, outbox.ModeDrain), Generations: gens, PreviousGeneration: oldGen, CurrentGeneration: outbox.Generation{KeyPrefix: "OUTBOX", BucketCount: 4}},
+		"same key prefix":            {Previous: relay(2, outbox.ModeDrain), Current: relay(4, outbox.ModeDrain), Generations: gens, PreviousGeneration: oldGen, CurrentGeneration: generation.Generation{KeyPrefix: "OUTBOX", BucketCount: 4}},
 		"relay with another count":   {Previous: relay(3, outbox.ModeDrain), Current: relay(4, outbox.ModeDrain), Generations: gens, PreviousGeneration: oldGen, CurrentGeneration: newGen},
-		"generation without buckets": {Previous: relay(2, outbox.ModeDrain), Current: relay(4, outbox.ModeDrain), Generations: gens, PreviousGeneration: oldGen, CurrentGeneration: outbox.Generation{KeyPrefix: "X"}},
+		"generation without buckets": {Previous: relay(2, outbox.ModeDrain), Current: relay(4, outbox.ModeDrain), Generations: gens, PreviousGeneration: oldGen, CurrentGeneration: generation.Generation{KeyPrefix: "X"}},
 	} {
-		if _, err := outbox.NewGenerationRelay(cfg); !errors.Is(err, outbox.ErrMisconfigured) {
+		if _, err := generation.NewRelay(cfg); !errors.Is(err, outbox.ErrMisconfigured) {
 			t.Errorf("%s: %v; want a misconfiguration", name, err)
 		}
 	}

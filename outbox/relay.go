@@ -43,6 +43,18 @@ type RelayConfig struct {
 	Gate GenerationGate
 }
 
+// GenerationGate tells a relay whether it may serve its generation
+// (RelayConfig.Gate). It is the core's only view of generations, kept here
+// because the run asks it before claiming anything: outboxddb.Store
+// implements it with the predecessor marker, and the rest of the
+// generation protocol lives in package outbox/generation.
+type GenerationGate interface {
+	// CheckServable returns nil when the relay may serve its generation,
+	// an error matching generation.ErrNotOpen while the generation it
+	// replaces is not drained, or the error of the reads it took.
+	CheckServable(ctx context.Context) error
+}
+
 // Relay moves messages from a Store to a Publisher under fair-share leases.
 // One relay runs one Run at a time; its state (owned buckets, per-bucket
 // head-row backoff) carries over between runs, as a warm Lambda execution

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spillway-dev/spillway/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxmem"
@@ -109,7 +110,7 @@ func (s *memStore) AcquireLeases(ctx context.Context, req lease.Request, st leas
 }
 
 func (s *memStore) RenewLeases(ctx context.Context, req lease.Request, buckets []int) (bool, error) {
-	if s.renewDelay > 0 && !outbox.Sleep(s.renewDelay, ctx.Done()) {
+	if s.renewDelay > 0 && !sleep.For(s.renewDelay, ctx.Done()) {
 		return false, ctx.Err()
 	}
 	if s.renewErr != nil {
@@ -170,7 +171,7 @@ func (s *memStore) MarkPublished(ctx context.Context, bucket int, msgs []outbox.
 	delay, hook := s.markDelay, s.onMark
 	s.onMark = nil
 	s.mu.Unlock()
-	if delay > 0 && !outbox.Sleep(delay, ctx.Done()) {
+	if delay > 0 && !sleep.For(delay, ctx.Done()) {
 		return ctx.Err()
 	}
 	if hook != nil {
@@ -202,7 +203,7 @@ func (s *memStore) ParkedKeys(ctx context.Context, bucket int) (outbox.ParkedSet
 }
 
 func (s *memStore) Park(ctx context.Context, p outbox.Parking) error {
-	if s.parkDelay > 0 && !outbox.Sleep(s.parkDelay, ctx.Done()) {
+	if s.parkDelay > 0 && !sleep.For(s.parkDelay, ctx.Done()) {
 		return ctx.Err()
 	}
 	if s.beforePark != nil {
@@ -281,7 +282,7 @@ func (p *memPublisher) Publish(ctx context.Context, msgs []outbox.Message) (int,
 		p.onPublish(msgs)
 	}
 	if p.delay > 0 {
-		outbox.Sleep(p.delay, ctx.Done())
+		sleep.For(p.delay, ctx.Done())
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/spillway-dev/spillway/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
@@ -146,7 +147,7 @@ func (u joinCheck) uncovered(bs []int) ([]int, error) {
 	if err != nil || len(cov.Uncovered) > 0 || len(cov.Claimed) == 0 {
 		return cov.Uncovered, err
 	}
-	if u.overBudget(r.clock.Now().Add(lease.ClaimWindow)) || !Sleep(lease.ClaimWindow, u.ctx.Done()) {
+	if u.overBudget(r.clock.Now().Add(lease.ClaimWindow)) || !sleep.For(lease.ClaimWindow, u.ctx.Done()) {
 		return nil, u.ctx.Err()
 	}
 	return confirmClaims(u.ctx, r.store, r.clock, r.opts.RelayID, cov.Claimed)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/spillway-dev/spillway/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
@@ -195,7 +196,7 @@ func (u stopper) watchReleased(released []int, releasedAt time.Time) []int {
 			slog.Any("released", released))
 		return nil
 	}
-	if !Sleep(until.Sub(r.clock.Now()), u.ctx.Done()) {
+	if !sleep.For(until.Sub(r.clock.Now()), u.ctx.Done()) {
 		return nil
 	}
 	// Strongly consistent, as the stop's first look: the commit whose

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/spillway-dev/spillway/internal/sleep"
 )
 
 // run is the state of one Run call.
@@ -359,7 +361,7 @@ func (u *run) idleExit(now time.Time) (bool, error) {
 }
 
 // wait pauses the run for d, or until ctx ends.
-func (u *run) wait(d time.Duration) { Sleep(d, u.ctx.Done()) }
+func (u *run) wait(d time.Duration) { sleep.For(d, u.ctx.Done()) }
 
 // backlogTimeout bounds one backlog sample.
 const backlogTimeout = 5 * time.Second

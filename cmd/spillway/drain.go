@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/spillway-dev/spillway/internal/relayproc"
+	"github.com/spillway-dev/spillway/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
@@ -283,7 +284,7 @@ func (f *drainFleet) relayUntilEmpty(ctx context.Context, r *outbox.Relay, end t
 		default:
 			f.waits.report(ctx, f.store, pending, f.count.stuck())
 		}
-		if !outbox.Sleep(min(o.retry, time.Until(end)-minRunWindow), ctx.Done()) {
+		if !sleep.For(min(o.retry, time.Until(end)-minRunWindow), ctx.Done()) {
 			return nil
 		}
 	}

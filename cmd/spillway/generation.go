@@ -8,7 +8,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/generation"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
@@ -16,7 +16,7 @@ import (
 // generationEnv is the two generations' stores.
 type generationEnv struct {
 	prev, cur           *outboxddb.Store
-	previous, successor outbox.Generation
+	previous, successor generation.Generation
 }
 
 // openGenerations parses the shared flags (and extra, the command's own)
@@ -113,18 +113,18 @@ func runGenerationStatus(ctx context.Context, args []string, stdout, stderr io.W
 }
 
 // nextStep says what the operator does next, given the marker.
-func nextStep(m outbox.GenerationMarker, e *generationEnv) string {
+func nextStep(m generation.Marker, e *generationEnv) string {
 	switch {
 	case !m.Exists:
 		return fmt.Sprintf("deploy the relays with %s=%s and %s=%d; their first run opens the marker",
 			outboxconf.EnvPreviousKeyPrefix, e.previous.KeyPrefix, outboxconf.EnvPreviousBucketCount, e.previous.BucketCount)
 	case m.Successor != e.successor:
 		return fmt.Sprintf("the marker names successor %s, not %s: fix the configuration", m.Successor, e.successor)
-	case m.Phase == outbox.PhaseOpen:
+	case m.Phase == generation.PhaseOpen:
 		return fmt.Sprintf("give every writer both generations (%s, previous %s), then `spillway generation seal --yes`", e.successor, e.previous)
-	case m.Phase == outbox.PhaseSealed:
+	case m.Phase == generation.PhaseSealed:
 		return "relays drain what is left and mark it drained; `spillway generation finish` does it now if it is empty"
-	case m.Phase == outbox.PhaseDrained:
+	case m.Phase == generation.PhaseDrained:
 		return fmt.Sprintf("remove %s and %s from the relays", outboxconf.EnvPreviousKeyPrefix, outboxconf.EnvPreviousBucketCount)
 	}
 	return fmt.Sprintf("unknown phase %q", m.Phase)
@@ -167,7 +167,7 @@ func runGenerationFinish(ctx context.Context, args []string, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
-	if m.Exists && m.Phase == outbox.PhaseDrained && m.Successor == e.successor {
+	if m.Exists && m.Phase == generation.PhaseDrained && m.Successor == e.successor {
 		fmt.Fprintf(stdout, "%s is already drained; relays serve %s\n", e.previous, e.successor)
 		return nil
 	}

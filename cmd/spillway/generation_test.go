@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/generation"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxtest"
@@ -48,7 +49,7 @@ func TestGenerationStatusSealFinish(t *testing.T) {
 		t.Fatalf("seal without a marker: exit %d, %q; want 1 saying there is no marker", code, errs)
 	}
 	// The relays' first run opens the marker.
-	if _, err := prev.OpenGeneration(t.Context(), outbox.Generation{KeyPrefix: "OUTBOX2", BucketCount: 16}); err != nil {
+	if _, err := prev.OpenGeneration(t.Context(), generation.Generation{KeyPrefix: "OUTBOX2", BucketCount: 16}); err != nil {
 		t.Fatal(err)
 	}
 	if code, out, _ = gen("status"); code != 0 || !strings.Contains(out, "OUTBOX/4: open (successor OUTBOX2/16)") || !strings.Contains(out, "give every writer both generations") {
@@ -122,7 +123,7 @@ func TestDrain_OfTheNewGenerationAlone_WaitsForTheOldToDrain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	next := outbox.Generation{KeyPrefix: "OUTBOX2", BucketCount: 16}
+	next := generation.Generation{KeyPrefix: "OUTBOX2", BucketCount: 16}
 	if _, err := prev.OpenGeneration(t.Context(), next); err != nil {
 		t.Fatal(err)
 	}

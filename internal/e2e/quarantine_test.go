@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/spillway-dev/spillway/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
@@ -85,14 +86,14 @@ func TestEndToEnd_QuarantineAndReplayUnderAFleetWithCrashes(t *testing.T) {
 			r.pub.setWrap(func(ctx context.Context, _ []outbox.Message, publish func() (int, error)) (int, error) {
 				c.beforeCall()
 				n, err := publish()
-				if err == nil && !outbox.Sleep(fleetPublish, ctx.Done()) {
+				if err == nil && !sleep.For(fleetPublish, ctx.Done()) {
 					err = ctx.Err()
 				}
 				return n, err
 			})
 			rnd := rand.New(rand.NewPCG(uint64(i), 13))
 			wg.Go(func() {
-				if !outbox.Sleep(time.Duration(i)*time.Millisecond/3, stop) {
+				if !sleep.For(time.Duration(i)*time.Millisecond/3, stop) {
 					return
 				}
 				for {
@@ -116,7 +117,7 @@ func TestEndToEnd_QuarantineAndReplayUnderAFleetWithCrashes(t *testing.T) {
 						return
 					}
 					// The next invocation of the schedule.
-					if !outbox.Sleep(100*time.Millisecond, stop) {
+					if !sleep.For(100*time.Millisecond, stop) {
 						return
 					}
 				}

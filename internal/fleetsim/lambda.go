@@ -10,6 +10,7 @@ import (
 
 	"github.com/spillway-dev/spillway/internal/lab"
 	"github.com/spillway-dev/spillway/internal/lambdasim"
+	"github.com/spillway-dev/spillway/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxkafka"
@@ -460,7 +461,7 @@ func (s *sim) pause(e *env, run *runState, op string, d time.Duration) {
 	c := s.causes.open(causePause, e.linger(), now)
 	s.add(&s.rep.Pauses, 1)
 	s.trace.add("pause", e.id, -1, "run=%d stalls %v before %s", run.n, d, op)
-	outbox.Sleep(d, nil)
+	sleep.For(d, nil)
 	s.causes.closeAt(c, s.clock.Now())
 	s.trace.add("resume", e.id, -1, "run=%d after %v", run.n, d)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/spillway-dev/spillway/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox"
 )
 
@@ -46,7 +47,7 @@ func (e *env) runLate(op string) {
 	s := e.sim
 	s.hit(causeLateRound, 1)
 	s.trace.add("late", e.id, -1, "%s returns %v late", op, l.dur)
-	outbox.Sleep(l.dur, nil)
+	sleep.For(l.dur, nil)
 	if l.left.Load() <= 0 {
 		e.endLate(l)
 	}
@@ -158,7 +159,7 @@ func (s *sim) slowPark(e *env, bucket int) {
 	}
 	s.hit(causeParkSlow, 1)
 	s.trace.add("park-slow", e.id, bucket, "park takes %v", parkSlowFor)
-	outbox.Sleep(parkSlowFor, nil)
+	sleep.For(parkSlowFor, nil)
 }
 
 // arm arms one fault of the count n (s.parkLosses, s.parkLates).

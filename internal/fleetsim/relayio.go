@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/spillway-dev/spillway/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/lease"
 )
@@ -309,7 +310,7 @@ const bucketStagger = 10 * time.Microsecond
 // crash and pause) one after the other in bucket order, not in the order
 // the scheduler runs them.
 func stagger(ctx context.Context, bucket int) error {
-	if !outbox.Sleep(time.Duration(bucket+1)*bucketStagger, ctx.Done()) {
+	if !sleep.For(time.Duration(bucket+1)*bucketStagger, ctx.Done()) {
 		return context.Cause(ctx)
 	}
 	return nil

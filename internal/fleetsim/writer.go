@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/spillway-dev/spillway/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
@@ -69,7 +70,7 @@ func (p *writerProc) exec(ctx context.Context, op *writerOp) {
 			}
 		}
 		s.trace.add("enqueue-error", fmt.Sprintf("writer-%d", p.n), -1, "op=%d %s attempt %d: %v", op.seq, op.kind, attempt, err)
-		if !outbox.Sleep(writerBackoff, ctx.Done()) {
+		if !sleep.For(writerBackoff, ctx.Done()) {
 			return
 		}
 	}

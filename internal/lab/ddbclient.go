@@ -6,7 +6,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
 
@@ -42,7 +42,7 @@ var _ outboxddb.Client = (*Client)(nil)
 
 func roundTrip[I, O any](c *Client, ctx context.Context, in I,
 	send func(context.Context, I, ...func(*dynamodb.Options)) (O, error), optFns []func(*dynamodb.Options)) (O, error) {
-	if c.Latency != nil && !outbox.Sleep(c.Latency(in), ctx.Done()) {
+	if c.Latency != nil && !sleep.For(c.Latency(in), ctx.Done()) {
 		var zero O
 		return zero, context.Cause(ctx)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/internal/lambdasim"
+	"github.com/spillway-dev/spillway/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
@@ -105,7 +106,7 @@ type RelayEnv struct {
 // Handle runs one invocation of the environment's relay handler, after the
 // environment's stagger.
 func (e *RelayEnv) Handle(ctx context.Context, payload json.RawMessage) (outboxlambda.RelayResponse, error) {
-	if !outbox.Sleep(e.delay, ctx.Done()) {
+	if !sleep.For(e.delay, ctx.Done()) {
 		return outboxlambda.RelayResponse{RelayID: e.RelayID}, context.Cause(ctx)
 	}
 	return e.Handler.Handle(ctx, payload)
@@ -209,7 +210,7 @@ func (p *Publisher) Init(ctx context.Context) error {
 	if !p.inited {
 		d = p.InitLatency
 	}
-	if !outbox.Sleep(d, ctx.Done()) {
+	if !sleep.For(d, ctx.Done()) {
 		return fmt.Errorf("lab: initialise publisher: %w", context.Cause(ctx))
 	}
 	p.inited = true
@@ -218,7 +219,7 @@ func (p *Publisher) Init(ctx context.Context) error {
 
 // Publish implements outbox.Publisher.
 func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) (int, error) {
-	if !outbox.Sleep(p.Latency, ctx.Done()) {
+	if !sleep.For(p.Latency, ctx.Done()) {
 		return 0, fmt.Errorf("lab: publish %d messages: %w", len(msgs), context.Cause(ctx))
 	}
 	if p.Acked != nil {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
-	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 )
 
@@ -168,7 +168,7 @@ func (f *Function[E]) discardQueued() {
 // Invoke is the asynchronous invoke: the caller waits for the API call's
 // round trip, then the event is queued and Lambda answers 202.
 func (f *Function[E]) Invoke(ctx context.Context, in *lambda.InvokeInput, _ ...func(*lambda.Options)) (*lambda.InvokeOutput, error) {
-	if !outbox.Sleep(f.cfg.InvokeLatency, ctx.Done()) {
+	if !sleep.For(f.cfg.InvokeLatency, ctx.Done()) {
 		return nil, context.Cause(ctx)
 	}
 	f.Send(slices.Clone(in.Payload), time.Now())

@@ -12,7 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
-	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 )
 
@@ -43,7 +43,7 @@ func (e *fakeEnv) Handle(ctx context.Context, payload json.RawMessage) (outboxla
 	}
 	dl, _ := ctx.Deadline()
 	r := run{env: e.n, work: ev.Work, start: time.Now(), deadline: dl}
-	r.killed = !outbox.Sleep(time.Duration(ev.Work)*time.Millisecond, ctx.Done())
+	r.killed = !sleep.For(time.Duration(ev.Work)*time.Millisecond, ctx.Done())
 	e.log.mu.Lock()
 	e.log.runs = append(e.log.runs, r)
 	e.log.mu.Unlock()

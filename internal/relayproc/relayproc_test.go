@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/generation"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxkafka"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
@@ -123,7 +124,7 @@ func TestProcWaitsForItsPredecessorGeneration(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		succ := outbox.Generation{KeyPrefix: next.KeyPrefix, BucketCount: next.BucketCount}
+		succ := generation.Generation{KeyPrefix: next.KeyPrefix, BucketCount: next.BucketCount}
 		if _, err := oldStore.OpenGeneration(ctx, succ); err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spillway-dev/spillway/internal/lab"
 	"github.com/spillway-dev/spillway/internal/lambdasim"
+	"github.com/spillway-dev/spillway/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
@@ -262,7 +263,7 @@ func (s *sim) commitProcess(ctx context.Context) error {
 
 // sleepUntil waits until t on the bubble's clock, false if ctx ends first.
 func sleepUntil(ctx context.Context, t time.Time) bool {
-	return outbox.Sleep(time.Until(t), ctx.Done())
+	return sleep.For(time.Until(t), ctx.Done())
 }
 
 // commitOne starts one commit and returns the gap to the next.

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/spillway-dev/spillway/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox"
 )
 
@@ -101,7 +102,7 @@ func (tx *Tx) Enqueue(msgs ...outbox.Message) error {
 //
 // Other errors end Commit at once: build's own error (wrapped, so errors.Is
 // still finds it), a *SequenceTakenError when a message's number holds
-// another message, an error matching outbox.ErrGenerationSealed, a
+// another message, an error matching generation.ErrSealed, a
 // an error matching outbox.ErrInvalidMessage before any request,
 // ctx's error, or the DynamoDB error. An empty Tx sends nothing.
 func (w *Writer) Commit(ctx context.Context, build func(ctx context.Context, tx *Tx) error) ([]outbox.Message, error) {
@@ -130,7 +131,7 @@ func (w *Writer) Commit(ctx context.Context, build func(ctx context.Context, tx 
 		}
 		wait := commitBackoff << (attempt - 1)
 		wait += rand.N(wait)
-		if !outbox.Sleep(wait, ctx.Done()) {
+		if !sleep.For(wait, ctx.Done()) {
 			return nil, fmt.Errorf("outboxddb: commit: %w after %d attempt(s) lost to concurrent writes", ctx.Err(), attempt)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/spillway-dev/spillway/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox"
 )
 
@@ -74,7 +75,7 @@ func (s *Store) deleteChunk(ctx context.Context, bucket int, seqs []int64, keyOf
 		if attempt == deleteAttempts {
 			return &UndeletedError{Bucket: bucket, Count: len(pending), Attempts: attempt}
 		}
-		if !outbox.Sleep(deleteBackoff(bucket, seqs[0], attempt), ctx.Done()) {
+		if !sleep.For(deleteBackoff(bucket, seqs[0], attempt), ctx.Done()) {
 			return fmt.Errorf("outboxddb: delete published messages from bucket %d: %w", bucket, context.Cause(ctx))
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/generation"
 )
 
 // Attributes of the generation marker besides BucketCount (the
@@ -51,27 +52,27 @@ func (k keys) generationKey() map[string]types.AttributeValue {
 	return k.key(k.generationPartition(), generationSortKey)
 }
 
-var _ outbox.GenerationStore = (*Store)(nil)
+var _ generation.Store = (*Store)(nil)
 
 // Generation returns the generation the store serves: its key prefix and
 // bucket count.
-func (s *Store) Generation() outbox.Generation {
-	return outbox.Generation{KeyPrefix: s.opts.KeyPrefix, BucketCount: s.opts.BucketCount}
+func (s *Store) Generation() generation.Generation {
+	return generation.Generation{KeyPrefix: s.opts.KeyPrefix, BucketCount: s.opts.BucketCount}
 }
 
 // ReadGeneration reads the store's generation marker with one strongly
 // consistent query (one read unit).
-func (s *Store) ReadGeneration(ctx context.Context) (outbox.GenerationMarker, error) {
+func (s *Store) ReadGeneration(ctx context.Context) (generation.Marker, error) {
 	return s.readMarker(ctx, s.Generation())
 }
 
 // readMarker reads the marker of generation g (this store's or another one
 // of the same table) with one strongly consistent query for its key.
-func (s *Store) readMarker(ctx context.Context, g outbox.Generation) (outbox.GenerationMarker, error) {
+func (s *Store) readMarker(ctx context.Context, g generation.Generation) (generation.Marker, error) {
 	k := s.keysOf(g.KeyPrefix)
 	item, err := s.readGenerationItem(ctx, k, generationSortKey)
 	if err != nil || item == nil {
-		return outbox.GenerationMarker{Generation: g}, err
+		return generation.Marker{Generation: g}, err
 	}
 	return decodeMarker(k, g.KeyPrefix, item)
 }
@@ -107,24 +108,24 @@ func (s *Store) keysOf(prefix string) keys {
 	return k
 }
 
-func (s *Store) decodeMarker(item map[string]types.AttributeValue) (outbox.GenerationMarker, error) {
+func (s *Store) decodeMarker(item map[string]types.AttributeValue) (generation.Marker, error) {
 	return decodeMarker(s.keys, s.opts.KeyPrefix, item)
 }
 
-func decodeMarker(k keys, prefix string, item map[string]types.AttributeValue) (outbox.GenerationMarker, error) {
+func decodeMarker(k keys, prefix string, item map[string]types.AttributeValue) (generation.Marker, error) {
 	state, _ := stringAttr(item, attrGenerationState)
 	count, okCount := intAttr(item, attrBucketCount)
 	succ, okSucc := stringAttr(item, attrSuccessorPrefix)
 	succCount, okSuccCount := intAttr(item, attrSuccessorBuckets)
 	if !okCount || !okSucc || !okSuccCount {
-		return outbox.GenerationMarker{}, fmt.Errorf("outboxddb: generation marker %q: %w: it needs %s, %s and %s", k.generationPartition(),
+		return generation.Marker{}, fmt.Errorf("outboxddb: generation marker %q: %w: it needs %s, %s and %s", k.generationPartition(),
 			outbox.ErrInvalidItem, attrBucketCount, attrSuccessorPrefix, attrSuccessorBuckets)
 	}
-	return outbox.GenerationMarker{
+	return generation.Marker{
 		Exists:     true,
-		Phase:      outbox.GenerationPhase(state),
-		Generation: outbox.Generation{KeyPrefix: prefix, BucketCount: int(count)},
-		Successor:  outbox.Generation{KeyPrefix: succ, BucketCount: int(succCount)},
+		Phase:      generation.Phase(state),
+		Generation: generation.Generation{KeyPrefix: prefix, BucketCount: int(count)},
+		Successor:  generation.Generation{KeyPrefix: succ, BucketCount: int(succCount)},
 		OpenedAt:   timeOfTicks(item, attrOpenedAt),
 		SealedAt:   timeOfTicks(item, attrSealedAt),
 		DrainedAt:  timeOfTicks(item, attrDrainedAt),
@@ -137,16 +138,16 @@ func decodeMarker(k keys, prefix string, item map[string]types.AttributeValue) (
 // marker conditioned on no marker existing, the predecessor marker on none
 // naming another generation. It returns the marker as stored (the existing
 // one when the marker's put is refused: another relay opened it first,
-// perhaps naming another successor, which outbox.PlanGenerations then
+// perhaps naming another successor, which generation.Plan then
 // reports). A successor that already names another predecessor is a
 // misconfiguration.
-func (s *Store) OpenGeneration(ctx context.Context, successor outbox.Generation) (outbox.GenerationMarker, error) {
+func (s *Store) OpenGeneration(ctx context.Context, successor generation.Generation) (generation.Marker, error) {
 	if err := s.checkSuccessor("open generation", successor); err != nil {
-		return outbox.GenerationMarker{}, err
+		return generation.Marker{}, err
 	}
 	now := s.now()
 	item := s.keys.generationKey()
-	item[attrGenerationState] = str(string(outbox.PhaseOpen))
+	item[attrGenerationState] = str(string(generation.PhaseOpen))
 	item[attrBucketCount] = num(int64(s.opts.BucketCount))
 	item[attrSuccessorPrefix] = str(successor.KeyPrefix)
 	item[attrSuccessorBuckets] = num(int64(successor.BucketCount))
@@ -169,13 +170,13 @@ func (s *Store) OpenGeneration(ctx context.Context, successor outbox.Generation)
 	var tce *types.TransactionCanceledException
 	if !errors.As(err, &tce) {
 		s.tel.failed("", OpGenerationOpen, noBucket, err)
-		return outbox.GenerationMarker{}, fmt.Errorf("outboxddb: open generation %s for successor %s: %w", s.Generation(), successor, err)
+		return generation.Marker{}, fmt.Errorf("outboxddb: open generation %s for successor %s: %w", s.Generation(), successor, err)
 	}
 	s.tel.refused("", OpGenerationOpen, noBucket)
 	if r := tce.CancellationReasons; len(r) == 2 && aws.ToString(r[1].Code) == "ConditionalCheckFailed" {
 		prefix, _ := stringAttr(r[1].Item, attrPredecessorPrefix)
 		count, _ := intAttr(r[1].Item, attrPredecessorBuckets)
-		return outbox.GenerationMarker{}, outbox.Misconfigured("open generation", "generation %s already replaces %s/%d; it cannot also replace %s",
+		return generation.Marker{}, outbox.Misconfigured("open generation", "generation %s already replaces %s/%d; it cannot also replace %s",
 			successor, prefix, count, s.Generation())
 	}
 	return s.ReadGeneration(ctx)
@@ -184,26 +185,26 @@ func (s *Store) OpenGeneration(ctx context.Context, successor outbox.Generation)
 // SealGeneration moves the marker open → sealed with one conditional
 // UpdateItem (the condition names the phase, this bucket count and the
 // successor). Writers that check the marker are refused from then on.
-func (s *Store) SealGeneration(ctx context.Context, successor outbox.Generation) (outbox.GenerationMarker, error) {
-	return s.moveGeneration(ctx, OpGenerationSeal, outbox.PhaseOpen, outbox.PhaseSealed, attrSealedAt, successor)
+func (s *Store) SealGeneration(ctx context.Context, successor generation.Generation) (generation.Marker, error) {
+	return s.moveGeneration(ctx, OpGenerationSeal, generation.PhaseOpen, generation.PhaseSealed, attrSealedAt, successor)
 }
 
 // FinishGeneration moves the marker sealed → drained with one conditional
 // UpdateItem. It does not look into the generation: the caller checks
 // GenerationContents first.
-func (s *Store) FinishGeneration(ctx context.Context, successor outbox.Generation) (outbox.GenerationMarker, error) {
-	return s.moveGeneration(ctx, OpGenerationFinish, outbox.PhaseSealed, outbox.PhaseDrained, attrDrainedAt, successor)
+func (s *Store) FinishGeneration(ctx context.Context, successor generation.Generation) (generation.Marker, error) {
+	return s.moveGeneration(ctx, OpGenerationFinish, generation.PhaseSealed, generation.PhaseDrained, attrDrainedAt, successor)
 }
 
 // moveGeneration sends one phase change. A refused change re-reads the
 // marker: already in the wanted phase for the same successor is success
 // (a concurrent relay or operator did it); anything else is explained.
-func (s *Store) moveGeneration(ctx context.Context, op string, from, to outbox.GenerationPhase, at string, successor outbox.Generation) (outbox.GenerationMarker, error) {
-	if err := outbox.CheckTransition(from, to); err != nil {
-		return outbox.GenerationMarker{}, err
+func (s *Store) moveGeneration(ctx context.Context, op string, from, to generation.Phase, at string, successor generation.Generation) (generation.Marker, error) {
+	if err := generation.CheckTransition(from, to); err != nil {
+		return generation.Marker{}, err
 	}
 	if err := s.checkSuccessor(op, successor); err != nil {
-		return outbox.GenerationMarker{}, err
+		return generation.Marker{}, err
 	}
 	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:           aws.String(s.opts.TableName),
@@ -219,36 +220,36 @@ func (s *Store) moveGeneration(ctx context.Context, op string, from, to outbox.G
 	})
 	if err != nil && !isConditionFailed(err) {
 		s.tel.failed("", op, noBucket, err)
-		return outbox.GenerationMarker{}, fmt.Errorf("outboxddb: %s %s: %w", op, s.Generation(), err)
+		return generation.Marker{}, fmt.Errorf("outboxddb: %s %s: %w", op, s.Generation(), err)
 	}
 	if err != nil {
 		s.tel.refused("", op, noBucket)
 	}
 	m, readErr := s.ReadGeneration(ctx)
 	if readErr != nil {
-		return outbox.GenerationMarker{}, readErr
+		return generation.Marker{}, readErr
 	}
 	return m, s.explainMove(op, from, to, successor, m)
 }
 
 // explainMove checks the marker read after a phase change: it must be in
 // phase to, for this generation and successor.
-func (s *Store) explainMove(op string, from, to outbox.GenerationPhase, successor outbox.Generation, m outbox.GenerationMarker) error {
+func (s *Store) explainMove(op string, from, to generation.Phase, successor generation.Generation, m generation.Marker) error {
 	switch {
 	case !m.Exists:
 		return fmt.Errorf("outboxddb: %s %s: %w: there is no generation marker under %q; relays configured with this generation as the previous one write it on their first run",
-			op, s.Generation(), outbox.ErrGenerationPhase, s.keys.generationPartition())
+			op, s.Generation(), generation.ErrPhase, s.keys.generationPartition())
 	case m.Generation != s.Generation():
-		return fmt.Errorf("outboxddb: %s %s: %w: the marker says the generation has %d buckets", op, s.Generation(), outbox.ErrGenerationPhase, m.Generation.BucketCount)
+		return fmt.Errorf("outboxddb: %s %s: %w: the marker says the generation has %d buckets", op, s.Generation(), generation.ErrPhase, m.Generation.BucketCount)
 	case m.Successor != successor:
-		return fmt.Errorf("outboxddb: %s %s: %w: the marker names successor %s, not %s", op, s.Generation(), outbox.ErrGenerationPhase, m.Successor, successor)
+		return fmt.Errorf("outboxddb: %s %s: %w: the marker names successor %s, not %s", op, s.Generation(), generation.ErrPhase, m.Successor, successor)
 	case m.Phase != to:
-		return fmt.Errorf("outboxddb: %s %s: %w: the marker is %s, and only a %s generation can become %s", op, s.Generation(), outbox.ErrGenerationPhase, m.Phase, from, to)
+		return fmt.Errorf("outboxddb: %s %s: %w: the marker is %s, and only a %s generation can become %s", op, s.Generation(), generation.ErrPhase, m.Phase, from, to)
 	}
 	return nil
 }
 
-func (s *Store) checkSuccessor(op string, successor outbox.Generation) error {
+func (s *Store) checkSuccessor(op string, successor generation.Generation) error {
 	if err := successor.Validate(op); err != nil {
 		return err
 	}
@@ -266,18 +267,18 @@ func (s *Store) checkSuccessor(op string, successor outbox.Generation) error {
 // run (a relay parks it, an operator replays it), and a move between two
 // looks would hide it from both; parked, messages, parked catches any one
 // move whichever its direction.
-func (s *Store) GenerationContents(ctx context.Context) (outbox.GenerationContents, error) {
-	c := outbox.GenerationContents{Checked: true}
+func (s *Store) GenerationContents(ctx context.Context) (generation.Contents, error) {
+	c := generation.Contents{Checked: true}
 	var err error
 	if c.Parked, err = s.nonEmpty(ctx, s.keys.parkedPartition); err != nil {
-		return outbox.GenerationContents{}, err
+		return generation.Contents{}, err
 	}
 	if c.Messages, err = s.nonEmpty(ctx, s.keys.messagePartition); err != nil {
-		return outbox.GenerationContents{}, err
+		return generation.Contents{}, err
 	}
 	if len(c.Parked) == 0 && len(c.Messages) == 0 {
 		if c.Parked, err = s.nonEmpty(ctx, s.keys.parkedPartition); err != nil {
-			return outbox.GenerationContents{}, err
+			return generation.Contents{}, err
 		}
 	}
 	return c, nil

@@ -10,10 +10,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/generation"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
-var successor = outbox.Generation{KeyPrefix: "OUTBOX2", BucketCount: 32}
+var successor = generation.Generation{KeyPrefix: "OUTBOX2", BucketCount: 32}
 
 func wantUnits(t *testing.T, what string, c outboxlocal.Counts, read, write float64) {
 	t.Helper()
@@ -29,7 +30,7 @@ func TestGenerationMarker_MovesOpenSealedDrained_OneConditionalWriteEach(t *test
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t)
 		s := e.store(t)
-		var m outbox.GenerationMarker
+		var m generation.Marker
 		var err error
 		c := e.counts(func() { m, err = s.ReadGeneration(t.Context()) })
 		if err != nil || m.Exists || m.Generation != s.Generation() {
@@ -39,7 +40,7 @@ func TestGenerationMarker_MovesOpenSealedDrained_OneConditionalWriteEach(t *test
 		wantUnits(t, "read", c, 1, 0)
 
 		c = e.counts(func() { m, err = s.OpenGeneration(t.Context(), successor) })
-		if err != nil || m.Phase != outbox.PhaseOpen || m.Successor != successor || !m.OpenedAt.Equal(t0) {
+		if err != nil || m.Phase != generation.PhaseOpen || m.Successor != successor || !m.OpenedAt.Equal(t0) {
 			t.Fatalf("open: %+v, %v", m, err)
 		}
 		// The marker and the successor's predecessor marker, in one
@@ -47,7 +48,7 @@ func TestGenerationMarker_MovesOpenSealedDrained_OneConditionalWriteEach(t *test
 		wantRequests(t, c, map[string]int{"TransactWriteItems": 1})
 		wantUnits(t, "open", c, 0, 4)
 		// A second relay opening with another successor gets the stored one.
-		other := outbox.Generation{KeyPrefix: "OTHER", BucketCount: 4}
+		other := generation.Generation{KeyPrefix: "OTHER", BucketCount: 4}
 		c = e.counts(func() { m, err = s.OpenGeneration(t.Context(), other) })
 		if err != nil || m.Successor != successor {
 			t.Fatalf("second open: %+v, %v; want the stored successor %s", m, err, successor)
@@ -55,22 +56,22 @@ func TestGenerationMarker_MovesOpenSealedDrained_OneConditionalWriteEach(t *test
 		wantRequests(t, c, map[string]int{"TransactWriteItems": 1, "Query": 1})
 
 		c = e.counts(func() { m, err = s.SealGeneration(t.Context(), successor) })
-		if err != nil || m.Phase != outbox.PhaseSealed || m.SealedAt.IsZero() {
+		if err != nil || m.Phase != generation.PhaseSealed || m.SealedAt.IsZero() {
 			t.Fatalf("seal: %+v, %v", m, err)
 		}
 		wantRequests(t, c, map[string]int{"UpdateItem": 1, "Query": 1})
 		wantUnits(t, "seal", c, 1, 1)
-		if m, err = s.SealGeneration(t.Context(), successor); err != nil || m.Phase != outbox.PhaseSealed {
+		if m, err = s.SealGeneration(t.Context(), successor); err != nil || m.Phase != generation.PhaseSealed {
 			t.Fatalf("sealing again: %+v, %v; want the sealed marker", m, err)
 		}
-		if m, err = s.FinishGeneration(t.Context(), successor); err != nil || m.Phase != outbox.PhaseDrained || m.DrainedAt.IsZero() {
+		if m, err = s.FinishGeneration(t.Context(), successor); err != nil || m.Phase != generation.PhaseDrained || m.DrainedAt.IsZero() {
 			t.Fatalf("finish: %+v, %v", m, err)
 		}
-		if m, err = s.FinishGeneration(t.Context(), successor); err != nil || m.Phase != outbox.PhaseDrained {
+		if m, err = s.FinishGeneration(t.Context(), successor); err != nil || m.Phase != generation.PhaseDrained {
 			t.Fatalf("finishing again: %+v, %v; want the drained marker", m, err)
 		}
-		if _, err = s.SealGeneration(t.Context(), successor); !errors.Is(err, outbox.ErrGenerationPhase) {
-			t.Fatalf("sealing a drained generation: %v; want ErrGenerationPhase", err)
+		if _, err = s.SealGeneration(t.Context(), successor); !errors.Is(err, generation.ErrPhase) {
+			t.Fatalf("sealing a drained generation: %v; want generation.ErrPhase", err)
 		}
 	})
 }
@@ -81,8 +82,8 @@ func TestGenerationMarker_BadTransitions_AreRefused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t)
 		s := e.store(t)
-		if _, err := s.SealGeneration(t.Context(), successor); !errors.Is(err, outbox.ErrGenerationPhase) {
-			t.Fatalf("sealing without a marker: %v; want ErrGenerationPhase", err)
+		if _, err := s.SealGeneration(t.Context(), successor); !errors.Is(err, generation.ErrPhase) {
+			t.Fatalf("sealing without a marker: %v; want generation.ErrPhase", err)
 		}
 		if m, _ := s.ReadGeneration(t.Context()); m.Exists {
 			t.Fatalf("a refused seal wrote a marker: %+v", m)
@@ -92,28 +93,28 @@ func TestGenerationMarker_BadTransitions_AreRefused(t *testing.T) {
 		}
 		for _, c := range []struct {
 			name string
-			call func() (outbox.GenerationMarker, error)
+			call func() (generation.Marker, error)
 			want error
 		}{
-			{"finish an open generation", func() (outbox.GenerationMarker, error) { return s.FinishGeneration(t.Context(), successor) }, outbox.ErrGenerationPhase},
-			{"seal for another successor", func() (outbox.GenerationMarker, error) {
-				return s.SealGeneration(t.Context(), outbox.Generation{KeyPrefix: "OUTBOX2", BucketCount: 16})
-			}, outbox.ErrGenerationPhase},
-			{"seal from a store with another bucket count", func() (outbox.GenerationMarker, error) {
+			{"finish an open generation", func() (generation.Marker, error) { return s.FinishGeneration(t.Context(), successor) }, generation.ErrPhase},
+			{"seal for another successor", func() (generation.Marker, error) {
+				return s.SealGeneration(t.Context(), generation.Generation{KeyPrefix: "OUTBOX2", BucketCount: 16})
+			}, generation.ErrPhase},
+			{"seal from a store with another bucket count", func() (generation.Marker, error) {
 				return e.store(t, func(o *Options) { o.BucketCount = 16 }).SealGeneration(t.Context(), successor)
-			}, outbox.ErrGenerationPhase},
-			{"a successor on the same prefix", func() (outbox.GenerationMarker, error) {
-				return s.SealGeneration(t.Context(), outbox.Generation{KeyPrefix: DefaultKeyPrefix, BucketCount: 32})
+			}, generation.ErrPhase},
+			{"a successor on the same prefix", func() (generation.Marker, error) {
+				return s.SealGeneration(t.Context(), generation.Generation{KeyPrefix: DefaultKeyPrefix, BucketCount: 32})
 			}, outbox.ErrMisconfigured},
-			{"a successor without buckets", func() (outbox.GenerationMarker, error) {
-				return s.OpenGeneration(t.Context(), outbox.Generation{KeyPrefix: "X"})
+			{"a successor without buckets", func() (generation.Marker, error) {
+				return s.OpenGeneration(t.Context(), generation.Generation{KeyPrefix: "X"})
 			}, outbox.ErrMisconfigured},
 		} {
 			if _, err := c.call(); !errors.Is(err, c.want) {
 				t.Errorf("%s: %v; want %v", c.name, err, c.want)
 			}
 		}
-		if m, _ := s.ReadGeneration(t.Context()); m.Phase != outbox.PhaseOpen {
+		if m, _ := s.ReadGeneration(t.Context()); m.Phase != generation.PhaseOpen {
 			t.Fatalf("after refused changes the marker is %+v; want it still open", m)
 		}
 	})
@@ -126,7 +127,7 @@ func TestGenerationContents_FindsMessagesAndParkedMessages(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t)
 		s, w := e.store(t), e.writer(t)
-		var got outbox.GenerationContents
+		var got generation.Contents
 		var err error
 		c := e.counts(func() { got, err = s.GenerationContents(t.Context()) })
 		if err != nil || !got.Empty() {
@@ -148,7 +149,7 @@ func TestGenerationContents_FindsMessagesAndParkedMessages(t *testing.T) {
 }
 
 // A Go writer with GenerationCheck writes while there is no marker and
-// while it is open; after the seal it is refused with ErrGenerationSealed,
+// while it is open; after the seal it is refused with generation.ErrSealed,
 // naming the successor, and nothing reaches the generation. The check costs
 // a transaction: 1 + 1 write units for a small Enqueue without it, 1 + 4
 // with it.
@@ -174,8 +175,8 @@ func TestWriter_GenerationCheck_RefusesAStaleWriterAfterTheSeal(t *testing.T) {
 		}
 		before, _ := s.GenerationContents(t.Context())
 		_, err := checked.Enqueue(t.Context(), newMessage(t, "t", "late", 6))
-		if !errors.Is(err, outbox.ErrGenerationSealed) {
-			t.Fatalf("a stale writer after the seal: %v; want ErrGenerationSealed", err)
+		if !errors.Is(err, generation.ErrSealed) {
+			t.Fatalf("a stale writer after the seal: %v; want generation.ErrSealed", err)
 		}
 		for _, want := range []string{"OUTBOX/8 is sealed", `"OUTBOX2"`, "32"} {
 			if !strings.Contains(err.Error(), want) {
@@ -183,8 +184,8 @@ func TestWriter_GenerationCheck_RefusesAStaleWriterAfterTheSeal(t *testing.T) {
 			}
 		}
 		_, err = checked.EnqueueBatch(t.Context(), []outbox.Message{newMessage(t, "t", "x", 6), newMessage(t, "t", "y", 7)})
-		if !errors.Is(err, outbox.ErrGenerationSealed) {
-			t.Fatalf("a stale batch after the seal: %v; want ErrGenerationSealed", err)
+		if !errors.Is(err, generation.ErrSealed) {
+			t.Fatalf("a stale batch after the seal: %v; want generation.ErrSealed", err)
 		}
 		after, _ := s.GenerationContents(t.Context())
 		wantInts(t, "buckets with messages after refused writes", after.Messages, before.Messages)
@@ -198,8 +199,8 @@ func TestWriter_GenerationCheck_RefusesAStaleWriterAfterTheSeal(t *testing.T) {
 			t.Fatalf("prepared %d items; want the put and the generation check", n)
 		}
 		_, err = e.client.TransactWriteItems(t.Context(), &dynamodb.TransactWriteItemsInput{TransactItems: p.Items()})
-		if err = p.Explain(err); !errors.Is(err, outbox.ErrGenerationSealed) {
-			t.Fatalf("a caller's transaction after the seal: %v; want ErrGenerationSealed", err)
+		if err = p.Explain(err); !errors.Is(err, generation.ErrSealed) {
+			t.Fatalf("a caller's transaction after the seal: %v; want generation.ErrSealed", err)
 		}
 	})
 }

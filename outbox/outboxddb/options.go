@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/generation"
 )
 
 // Defaults of Options. Every writer and relay sharing a table must agree on
@@ -99,7 +100,7 @@ type Options struct {
 	// GenerationCheck (Writer only) makes the Writer's Enqueue, EnqueueBatch
 	// and Commit check, inside their transaction, that this generation
 	// (KeyPrefix and BucketCount) is not sealed, so a writer left on it after
-	// the operator sealed it is refused with outbox.ErrGenerationSealed instead
+	// the operator sealed it is refused with generation.ErrSealed instead
 	// of writing where no relay looks any more (see Writer.GenerationCheck). It
 	// costs a transaction: Enqueue becomes a TransactWriteItems (twice the
 	// put's write units) and every call adds a ConditionCheck (two write
@@ -209,7 +210,7 @@ func (o Options) validatePrevious(op string) error {
 	case o.PreviousKeyPrefix == o.KeyPrefix:
 		return outbox.Misconfigured(op, "PreviousKeyPrefix equals KeyPrefix %q; a new bucket count needs a new key prefix", o.KeyPrefix)
 	}
-	return outbox.Generation{KeyPrefix: o.PreviousKeyPrefix, BucketCount: o.PreviousBucketCount}.Validate(op)
+	return generation.Generation{KeyPrefix: o.PreviousKeyPrefix, BucketCount: o.PreviousBucketCount}.Validate(op)
 }
 
 // resolve applies the defaults and validates.

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/generation"
 )
 
 // Attributes of the predecessor marker.
@@ -30,7 +31,7 @@ var _ outbox.GenerationGate = (*Store)(nil)
 
 // predecessorPut is the put of successor's predecessor marker naming this
 // generation, part of OpenGeneration's transaction.
-func (s *Store) predecessorPut(successor outbox.Generation, now int64) *types.Put {
+func (s *Store) predecessorPut(successor generation.Generation, now int64) *types.Put {
 	k := s.keysOf(successor.KeyPrefix)
 	item := k.key(k.generationPartition(), predecessorSortKey)
 	item[attrPredecessorPrefix] = str(s.opts.KeyPrefix)
@@ -48,24 +49,24 @@ func (s *Store) predecessorPut(successor outbox.Generation, now int64) *types.Pu
 
 // ReadPredecessor reads the store's predecessor marker: the generation its
 // own one replaces, if any (one strongly consistent query, one read unit).
-func (s *Store) ReadPredecessor(ctx context.Context) (outbox.PredecessorMarker, error) {
+func (s *Store) ReadPredecessor(ctx context.Context) (generation.PredecessorMarker, error) {
 	item, err := s.readGenerationItem(ctx, s.keys, predecessorSortKey)
 	if err != nil || item == nil {
-		return outbox.PredecessorMarker{}, err
+		return generation.PredecessorMarker{}, err
 	}
 	prefix, okPrefix := stringAttr(item, attrPredecessorPrefix)
 	count, okCount := intAttr(item, attrPredecessorBuckets)
 	if !okPrefix || !okCount {
-		return outbox.PredecessorMarker{}, fmt.Errorf("outboxddb: predecessor marker of %s: %w: it needs %s and %s", s.Generation(),
+		return generation.PredecessorMarker{}, fmt.Errorf("outboxddb: predecessor marker of %s: %w: it needs %s and %s", s.Generation(),
 			outbox.ErrInvalidItem, attrPredecessorPrefix, attrPredecessorBuckets)
 	}
-	return outbox.PredecessorMarker{Exists: true, Predecessor: outbox.Generation{KeyPrefix: prefix, BucketCount: int(count)}}, nil
+	return generation.PredecessorMarker{Exists: true, Predecessor: generation.Generation{KeyPrefix: prefix, BucketCount: int(count)}}, nil
 }
 
 // CheckServable is the gate of a relay configured with this store's
 // generation alone (outbox.RelayConfig.Gate): it reads the predecessor
 // marker (one read unit) and, when there is one, the predecessor's own
-// marker (one more), and decides with outbox.CheckServable. A store that
+// marker (one more), and decides with generation.CheckServable. A store that
 // found its predecessor drained remembers it and reads nothing again:
 // drained is the last phase, so that answer cannot go stale. "No
 // predecessor" is not remembered, since a change naming this generation as
@@ -82,7 +83,7 @@ func (s *Store) CheckServable(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := outbox.CheckServable(p, m, s.Generation()); err != nil {
+	if err := generation.CheckServable(p, m, s.Generation()); err != nil {
 		return err
 	}
 	s.predecessorDrained.Store(true)

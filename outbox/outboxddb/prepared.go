@@ -73,7 +73,7 @@ func (p *Prepared) Committed(ctx context.Context) { p.w.notify(ctx, p.msgs...) }
 // Explain turns the error of the transaction that carried Items into a
 // *SequenceTakenError when one of the Puts was refused because its
 // sequence number holds another message, and into a *GenerationSealedError
-// (matching outbox.ErrGenerationSealed) when the generation check was
+// (matching generation.ErrSealed) when the generation check was
 // refused; a writer with a previous generation then writes the new one, so
 // Prepare again. It recognises its items by the item DynamoDB returns with
 // a refusal (ReturnValuesOnConditionCheckFailure ALL_OLD, which the items

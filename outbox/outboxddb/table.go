@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/spillway-dev/spillway/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox"
 )
 
@@ -64,7 +65,7 @@ func CreateIfNotExists(ctx context.Context, client Client, opts Options) error {
 			return fmt.Errorf("outboxddb: describe table %q: %w", opts.TableName, err)
 		}
 		// Not active yet, or the creation is not visible yet.
-		if !outbox.Sleep(tablePollInterval, ctx.Done()) {
+		if !sleep.For(tablePollInterval, ctx.Done()) {
 			return fmt.Errorf("outboxddb: wait for table %q to become active: %w", opts.TableName, context.Cause(ctx))
 		}
 	}

@@ -9,19 +9,20 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/generation"
 )
 
 // GenerationSealedError reports a write refused by its generation check:
 // the generation's marker is no longer open. It matches
-// outbox.ErrGenerationSealed.
+// generation.ErrSealed.
 type GenerationSealedError struct {
 	// Op is what was refused, e.g. "enqueue 1 messages (…)".
 	Op string
 	// Generation is the generation the write was for.
-	Generation outbox.Generation
+	Generation generation.Generation
 	// Marker is the marker as DynamoDB returned it with the refusal; its
 	// Exists is false when the response carried none.
-	Marker outbox.GenerationMarker
+	Marker generation.Marker
 	// Switched is true when the writer replaces Generation and writes its
 	// successor from now on: build the transaction's items again.
 	Switched bool
@@ -31,17 +32,17 @@ type GenerationSealedError struct {
 func (e *GenerationSealedError) Error() string {
 	if e.Switched {
 		return fmt.Sprintf("outboxddb: %s: %v: generation %s is %s; the writer writes %s from now on, build the items again",
-			e.Op, outbox.ErrGenerationSealed, e.Generation, e.Marker.Phase, e.Marker.Successor)
+			e.Op, generation.ErrSealed, e.Generation, e.Marker.Phase, e.Marker.Successor)
 	}
 	if !e.Marker.Exists {
-		return fmt.Sprintf("outboxddb: %s: %v: generation %s is no longer open", e.Op, outbox.ErrGenerationSealed, e.Generation)
+		return fmt.Sprintf("outboxddb: %s: %v: generation %s is no longer open", e.Op, generation.ErrSealed, e.Generation)
 	}
 	return fmt.Sprintf("outboxddb: %s: %v: generation %s is %s; switch the writer to key prefix %q and bucket count %d",
-		e.Op, outbox.ErrGenerationSealed, e.Generation, e.Marker.Phase, e.Marker.Successor.KeyPrefix, e.Marker.Successor.BucketCount)
+		e.Op, generation.ErrSealed, e.Generation, e.Marker.Phase, e.Marker.Successor.KeyPrefix, e.Marker.Successor.BucketCount)
 }
 
-// Is reports whether target is outbox.ErrGenerationSealed.
-func (e *GenerationSealedError) Is(target error) bool { return target == outbox.ErrGenerationSealed }
+// Is reports whether target is generation.ErrSealed.
+func (e *GenerationSealedError) Is(target error) bool { return target == generation.ErrSealed }
 
 // generationCheck returns a ConditionCheck on the writer's generation
 // marker: it passes while there is no marker or the marker is open, and
@@ -53,13 +54,13 @@ func (w *Writer) generationCheck() types.TransactWriteItem {
 		Key:                                 w.keys.generationKey(),
 		ConditionExpression:                 aws.String(exprGenerationWritable),
 		ExpressionAttributeNames:            names("#pk", w.opts.PartitionKey, "#state", attrGenerationState),
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":open": str(string(outbox.PhaseOpen))},
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":open": str(string(generation.PhaseOpen))},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}}
 }
 
-func (w *Writer) generation() outbox.Generation {
-	return outbox.Generation{KeyPrefix: w.opts.KeyPrefix, BucketCount: w.opts.BucketCount}
+func (w *Writer) generation() generation.Generation {
+	return generation.Generation{KeyPrefix: w.opts.KeyPrefix, BucketCount: w.opts.BucketCount}
 }
 
 // sealed returns the error of a cancelled transaction whose generation
@@ -76,7 +77,7 @@ func (w *Writer) sealed(err error, items []types.TransactWriteItem, what string)
 		}
 		m, decodeErr := decodeMarker(w.keys, w.opts.KeyPrefix, r.Item)
 		if decodeErr != nil {
-			m = outbox.GenerationMarker{}
+			m = generation.Marker{}
 		}
 		return &GenerationSealedError{Op: what, Generation: w.generation(), Marker: m}
 	}
@@ -101,14 +102,14 @@ func (w *Writer) target() *Writer {
 }
 
 // learn decides, from the marker of a refused check on the previous
-// generation, what a switching writer writes next (outbox.WriteTarget): on
+// generation, what a switching writer writes next (generation.WriteTarget): on
 // a seal naming this generation it switches for good and marks the error
 // Switched; a marker naming another successor is a misconfiguration.
 func (w *Writer) learn(se *GenerationSealedError) error {
 	if !se.Marker.Exists {
 		return se
 	}
-	next, err := outbox.WriteTarget(se.Marker, w.prev.generation(), w.generation())
+	next, err := generation.WriteTarget(se.Marker, w.prev.generation(), w.generation())
 	if err != nil {
 		return fmt.Errorf("%s: %w", se.Op, err)
 	}

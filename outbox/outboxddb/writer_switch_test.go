@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/generation"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
@@ -135,7 +136,7 @@ func TestWriter_WithAPreviousGeneration_CallersTransactionSwitchesAfterOneRefusa
 		}
 		_, _, err := commit()
 		var sealed *GenerationSealedError
-		if !errors.Is(err, outbox.ErrGenerationSealed) || !errors.As(err, &sealed) || !sealed.Switched || sealed.Marker.Successor != successor {
+		if !errors.Is(err, generation.ErrSealed) || !errors.As(err, &sealed) || !sealed.Switched || sealed.Marker.Successor != successor {
 			t.Fatalf("at the seal: %v; want a GenerationSealedError saying the writer switched to %s", err, successor)
 		}
 		if built, n, err := commit(); err != nil || n != 2 || built[1].Bucket() != bucketOf(t, built[1], 32) {
@@ -150,7 +151,7 @@ func TestWriter_WithAPreviousGeneration_SealedForAnotherSuccessor_IsAMisconfigur
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t)
 		old := e.store(t)
-		other := outbox.Generation{KeyPrefix: "OUTBOX3", BucketCount: 16}
+		other := generation.Generation{KeyPrefix: "OUTBOX3", BucketCount: 16}
 		if _, err := old.OpenGeneration(t.Context(), other); err != nil {
 			t.Fatal(err)
 		}
@@ -168,7 +169,7 @@ func TestWriter_WithAPreviousGeneration_SealedForAnotherSuccessor_IsAMisconfigur
 }
 
 // A store's gate: one read without a predecessor, two while it has one,
-// ErrGenerationNotOpen until the predecessor is drained, and nothing once
+// generation.ErrNotOpen until the predecessor is drained, and nothing once
 // it saw it drained.
 func TestStore_CheckServable_WaitsForThePredecessorToDrain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -184,17 +185,17 @@ func TestStore_CheckServable_WaitsForThePredecessorToDrain(t *testing.T) {
 		if _, err := old.OpenGeneration(t.Context(), successor); err != nil {
 			t.Fatal(err)
 		}
-		for _, move := range []func() (outbox.GenerationMarker, error){
-			func() (outbox.GenerationMarker, error) { return old.ReadGeneration(t.Context()) },
-			func() (outbox.GenerationMarker, error) { return old.SealGeneration(t.Context(), successor) },
+		for _, move := range []func() (generation.Marker, error){
+			func() (generation.Marker, error) { return old.ReadGeneration(t.Context()) },
+			func() (generation.Marker, error) { return old.SealGeneration(t.Context(), successor) },
 		} {
 			m, err := move()
 			if err != nil {
 				t.Fatal(err)
 			}
 			c = e.counts(func() { err = cur.CheckServable(t.Context()) })
-			if !errors.Is(err, outbox.ErrGenerationNotOpen) {
-				t.Fatalf("predecessor %s: %v; want ErrGenerationNotOpen", m.Phase, err)
+			if !errors.Is(err, generation.ErrNotOpen) {
+				t.Fatalf("predecessor %s: %v; want generation.ErrNotOpen", m.Phase, err)
 			}
 			wantUnits(t, "predecessor "+string(m.Phase), c, 2, 0)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/spillway-dev/spillway/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox"
 )
 
@@ -115,7 +116,7 @@ func (c *topicCheck) check(ctx context.Context, cl *kgo.Client, topic string) er
 			return &outbox.PoisonError{Reason: outbox.ParkAuthorization,
 				Err: fmt.Errorf("metadata for topic %q: %w", topic, kerr.TopicAuthorizationFailed)}
 		case kerr.UnknownTopicOrPartition, kerr.InvalidTopicException:
-			if attempt == 0 && outbox.Sleep(c.wait, ctx.Done()) {
+			if attempt == 0 && sleep.For(c.wait, ctx.Done()) {
 				continue
 			}
 			if ctx.Err() != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/generation"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
@@ -111,7 +112,7 @@ type Config struct {
 	// generation while the bucket count changes
 	// (SPILLWAY_PREVIOUS_KEY_PREFIX, SPILLWAY_PREVIOUS_BUCKET_COUNT; both or
 	// neither). The relay then drains it before it serves the current one
-	// (outbox.GenerationRelay), and the enqueue function writes it until it
+	// (generation.Relay), and the enqueue function writes it until it
 	// is sealed (outboxddb.Options.PreviousKeyPrefix). Default: none.
 	PreviousKeyPrefix   string
 	PreviousBucketCount int
@@ -230,13 +231,13 @@ func (c Config) checkPrevious() error {
 }
 
 // Previous returns the previous generation and true when one is configured.
-func (c Config) Previous() (outbox.Generation, bool) {
-	return outbox.Generation{KeyPrefix: c.PreviousKeyPrefix, BucketCount: c.PreviousBucketCount}, c.PreviousKeyPrefix != ""
+func (c Config) Previous() (generation.Generation, bool) {
+	return generation.Generation{KeyPrefix: c.PreviousKeyPrefix, BucketCount: c.PreviousBucketCount}, c.PreviousKeyPrefix != ""
 }
 
 // Current returns the generation of KeyPrefix and BucketCount.
-func (c Config) Current() outbox.Generation {
-	return outbox.Generation{KeyPrefix: c.KeyPrefix, BucketCount: c.BucketCount}
+func (c Config) Current() generation.Generation {
+	return generation.Generation{KeyPrefix: c.KeyPrefix, BucketCount: c.BucketCount}
 }
 
 // checkTracing refuses a tracing mode this binary was built without, and

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/generation"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
@@ -83,7 +84,7 @@ func (g *genBundle) sweep(t *testing.T) RelayResponse {
 	return handleRelay(t, g.bundle, t.Context(), g.sample(t, "relay.schedule.json"))
 }
 
-func (g *genBundle) contents(t *testing.T, s *outboxddb.Store) outbox.GenerationContents {
+func (g *genBundle) contents(t *testing.T, s *outboxddb.Store) generation.Contents {
 	t.Helper()
 	c, err := s.GenerationContents(t.Context())
 	if err != nil {
@@ -92,7 +93,7 @@ func (g *genBundle) contents(t *testing.T, s *outboxddb.Store) outbox.Generation
 	return c
 }
 
-func (g *genBundle) phase(t *testing.T) outbox.GenerationPhase {
+func (g *genBundle) phase(t *testing.T) generation.Phase {
 	t.Helper()
 	m, err := g.prev.ReadGeneration(t.Context())
 	if err != nil {
@@ -138,7 +139,7 @@ func (g *genBundle) commit(t *testing.T, w *outboxddb.Writer, key string, n int)
 		}
 		items := append(p.Items(), g.businessPut(key, n))
 		_, err = g.ddb.Client.TransactWriteItems(t.Context(), &dynamodb.TransactWriteItemsInput{TransactItems: items})
-		if err = p.Explain(err); err == nil || attempt > 0 || !errors.Is(err, outbox.ErrGenerationSealed) {
+		if err = p.Explain(err); err == nil || attempt > 0 || !errors.Is(err, generation.ErrSealed) {
 			return err
 		}
 	}
@@ -189,7 +190,7 @@ func TestGenerations_RollingWriterSwitch_KeepsCommitOrder_ThroughACrashInEveryPh
 	// Open (the first sweep writes the marker): everything committed so
 	// far is in the old generation and published.
 	resp := g.sweep(t)
-	if g.phase(t) != outbox.PhaseOpen || resp.Published != 24 {
+	if g.phase(t) != generation.PhaseOpen || resp.Published != 24 {
 		t.Errorf("open: %+v, phase %q; want all 24 messages published from the old generation", resp, g.phase(t))
 	}
 	g.crash(t)
@@ -199,8 +200,8 @@ func TestGenerations_RollingWriterSwitch_KeepsCommitOrder_ThroughACrashInEveryPh
 	for _, k := range keys {
 		// B is refused after the seal and restarts with the new
 		// configuration; A switches after one refusal.
-		if err := g.commit(t, oldB, k, 4); !errors.Is(err, outbox.ErrGenerationSealed) {
-			t.Fatalf("the old configuration after the seal: %v; want ErrGenerationSealed", err)
+		if err := g.commit(t, oldB, k, 4); !errors.Is(err, generation.ErrSealed) {
+			t.Fatalf("the old configuration after the seal: %v; want generation.ErrSealed", err)
 		}
 		if err := g.commit(t, newA, k, 4); err != nil {
 			t.Fatal(err)
@@ -212,7 +213,7 @@ func TestGenerations_RollingWriterSwitch_KeepsCommitOrder_ThroughACrashInEveryPh
 	// Sealed: a fresh relay finds the old generation empty, marks it
 	// drained and goes on with the new one.
 	resp = g.sweep(t)
-	if g.phase(t) != outbox.PhaseDrained || resp.Published != 12 {
+	if g.phase(t) != generation.PhaseDrained || resp.Published != 12 {
 		t.Errorf("sealed: %+v, phase %q; want the 12 new messages published, the old generation drained", resp, g.phase(t))
 	}
 	g.crash(t)
@@ -271,8 +272,8 @@ func TestGenerations_RelayOfTheNewGenerationAlone_WaitsForTheOldToDrain(t *testi
 	for _, phase := range []string{"sealed", "sealed, again"} {
 		before := g.ddb.Counter.Snapshot()
 		resp, err := early.Handle(t.Context(), g.sample(t, "relay.schedule.json"))
-		if !errors.Is(err, outbox.ErrGenerationNotOpen) || resp.Published != 0 || len(g.leases(t)) != 0 {
-			t.Fatalf("%s: %+v, %v; want ErrGenerationNotOpen, nothing published or claimed", phase, resp, err)
+		if !errors.Is(err, generation.ErrNotOpen) || resp.Published != 0 || len(g.leases(t)) != 0 {
+			t.Fatalf("%s: %+v, %v; want generation.ErrNotOpen, nothing published or claimed", phase, resp, err)
 		}
 		c := g.ddb.Counter.Snapshot().Since(before)
 		t.Logf("%s: a refused run: %v, %.1f read units", phase, c.Requests, c.ReadUnits)
@@ -281,7 +282,7 @@ func TestGenerations_RelayOfTheNewGenerationAlone_WaitsForTheOldToDrain(t *testi
 		t.Fatalf("the early relay published %v", got["k"])
 	}
 	// The relays serving both generations drain the old one.
-	if resp := g.sweep(t); resp.Published != 2 || g.phase(t) != outbox.PhaseDrained {
+	if resp := g.sweep(t); resp.Published != 2 || g.phase(t) != generation.PhaseDrained {
 		t.Fatalf("the two-generation relay: %+v, phase %q", resp, g.phase(t))
 	}
 	if err := g.write(t, g.writer(t, false), "k", 2); err != nil {
@@ -337,7 +338,7 @@ func TestGenerations_SweepCostPerPhase_AndACrashBeforeTheFinish(t *testing.T) {
 	}
 	g.crash(t)
 	resp, c := g.sweepCounting(t)
-	if g.phase(t) != outbox.PhaseDrained {
+	if g.phase(t) != generation.PhaseDrained {
 		t.Fatalf("after the sealed sweep: %+v, phase %q; want drained", resp, g.phase(t))
 	}
 	// Marker read, 3 × 4 consistent looks (parked, messages, parked;

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/generation"
 )
 
 // relayIDSuffixBytes is the random part of a relay id: 8 bytes, 16 hex
@@ -57,7 +58,7 @@ type RelayHandlerConfig struct {
 	Publisher outbox.Publisher
 	// PreviousStore is the previous generation's store, required when
 	// Config names one (Config.Previous): the handler then relays through
-	// an outbox.GenerationRelay.
+	// an generation.Relay.
 	PreviousStore GenerationStore
 	// Notifier sends continuation wake-ups. Optional.
 	Notifier outbox.Notifier
@@ -164,14 +165,14 @@ type runner interface {
 // outboxddb.Store does.
 type GenerationStore interface {
 	outbox.Store
-	outbox.GenerationStore
+	generation.Store
 }
 
 // newGenerationRelay wraps current in a relay that drains the previous
 // generation first: a second relay, same id and publisher, on
 // cfg.PreviousStore, in drain mode so a run can go on to the current
 // generation.
-func newGenerationRelay(cfg RelayHandlerConfig, current *outbox.Relay, prev outbox.Generation) (*outbox.GenerationRelay, error) {
+func newGenerationRelay(cfg RelayHandlerConfig, current *outbox.Relay, prev generation.Generation) (*generation.Relay, error) {
 	if cfg.PreviousStore == nil {
 		return nil, outbox.Misconfigured("new relay handler", "the configuration names previous generation %s but no store for it was given", prev)
 	}
@@ -184,7 +185,7 @@ func newGenerationRelay(cfg RelayHandlerConfig, current *outbox.Relay, prev outb
 	if err != nil {
 		return nil, err
 	}
-	return outbox.NewGenerationRelay(outbox.GenerationRelayConfig{
+	return generation.NewRelay(generation.RelayConfig{
 		Previous: previous, Current: current, Generations: cfg.PreviousStore,
 		PreviousGeneration: prev, CurrentGeneration: cfg.Config.Current(), Clock: cfg.Clock, Logger: cfg.Logger,
 	})

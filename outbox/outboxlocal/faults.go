@@ -17,7 +17,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
-	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/internal/sleep"
 )
 
 // Throttling error types a fault can answer with.
@@ -194,7 +194,7 @@ func (f *Faults) delay(op string) time.Duration {
 func (f *Faults) transport() middleware.DeserializeMiddleware {
 	return middleware.DeserializeMiddlewareFunc("spillway:Faults", func(ctx context.Context, in middleware.DeserializeInput, next middleware.DeserializeHandler) (middleware.DeserializeOutput, middleware.Metadata, error) {
 		op := middleware.GetOperationName(ctx)
-		if d := f.delay(op); d > 0 && !outbox.Sleep(d, ctx.Done()) {
+		if d := f.delay(op); d > 0 && !sleep.For(d, ctx.Done()) {
 			return middleware.DeserializeOutput{}, middleware.Metadata{}, ctx.Err()
 		}
 		scoped := f.scopedLossFor(ctx, op)

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/internal/sleep"
 )
 
 // RoundTrip is a delay an embedded server adds to every request it answers,
@@ -75,7 +75,7 @@ type delayedHandler struct {
 }
 
 func (h delayedHandler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if !outbox.Sleep(h.delays.next(), req.Context().Done()) {
+	if !sleep.For(h.delays.next(), req.Context().Done()) {
 		// The client gave up: its SDK reports its context's error.
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return

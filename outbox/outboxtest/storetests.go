@@ -89,7 +89,7 @@ var contractLease = lease.Request{BucketCount: 4, LeaseDuration: outbox.DefaultL
 // requests (StoreUnderTest.MarkReplay), fetches across gaps
 // (StoreUnderTest.Abandon), single conditional lease writes
 // (StoreUnderTest.LeaseIO) and the generation marker (a store that is an
-// outbox.GenerationStore). Each case builds its own store with newStore,
+// generation.Store). Each case builds its own store with newStore,
 // on a StepClock it moves itself.
 func RunStoreTests(t *testing.T, newStore NewStore) {
 	cases := []struct {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/generation"
 	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
@@ -169,10 +170,10 @@ func contractLeaseWrites(t *testing.T, c *contract) {
 
 // contractGenerations: the marker of a generation being replaced moves
 // open → sealed → drained, one conditional write each; a repeated move is
-// answered with the marker as stored, a skipped one is ErrGenerationPhase.
+// answered with the marker as stored, a skipped one is generation.ErrPhase.
 // The contents name the buckets still holding messages.
 func contractGenerations(t *testing.T, c *contract) {
-	g, ok := c.Store.(outbox.GenerationStore)
+	g, ok := c.Store.(generation.Store)
 	if !ok {
 		t.Skip("the store keeps no generation marker")
 	}
@@ -180,29 +181,29 @@ func contractGenerations(t *testing.T, c *contract) {
 	if err != nil || m.Exists {
 		t.Fatalf("marker of a new table: %+v, %v; want none", m, err)
 	}
-	succ := outbox.Generation{KeyPrefix: "NEXT", BucketCount: 2 * contractLease.BucketCount}
-	other := outbox.Generation{KeyPrefix: "OTHER", BucketCount: 1}
-	check := func(what string, m outbox.GenerationMarker, err error, phase outbox.GenerationPhase) {
+	succ := generation.Generation{KeyPrefix: "NEXT", BucketCount: 2 * contractLease.BucketCount}
+	other := generation.Generation{KeyPrefix: "OTHER", BucketCount: 1}
+	check := func(what string, m generation.Marker, err error, phase generation.Phase) {
 		t.Helper()
 		if err != nil || !m.Exists || m.Phase != phase || m.Successor != succ || m.Generation.BucketCount != contractLease.BucketCount {
 			t.Fatalf("%s: %+v, %v; want %s, succeeded by %v, of %d buckets", what, m, err, phase, succ, contractLease.BucketCount)
 		}
 	}
 	m, err = g.OpenGeneration(t.Context(), succ)
-	check("open", m, err, outbox.PhaseOpen)
+	check("open", m, err, generation.PhaseOpen)
 	if !m.OpenedAt.Equal(c.clock.Now()) {
 		t.Fatalf("opened at %v; want the store clock's %v", m.OpenedAt, c.clock.Now())
 	}
 	m, err = g.OpenGeneration(t.Context(), other)
-	check("a second open naming another successor", m, err, outbox.PhaseOpen)
-	if _, err := g.FinishGeneration(t.Context(), succ); !errors.Is(err, outbox.ErrGenerationPhase) {
-		t.Fatalf("drain an open generation: %v; want ErrGenerationPhase", err)
+	check("a second open naming another successor", m, err, generation.PhaseOpen)
+	if _, err := g.FinishGeneration(t.Context(), succ); !errors.Is(err, generation.ErrPhase) {
+		t.Fatalf("drain an open generation: %v; want generation.ErrPhase", err)
 	}
 	c.clock.Add(time.Second)
 	m, err = g.SealGeneration(t.Context(), succ)
-	check("seal", m, err, outbox.PhaseSealed)
+	check("seal", m, err, generation.PhaseSealed)
 	m, err = g.SealGeneration(t.Context(), succ)
-	check("seal again", m, err, outbox.PhaseSealed)
+	check("seal again", m, err, generation.PhaseSealed)
 	contents, err := g.GenerationContents(t.Context())
 	if err != nil || !contents.Empty() {
 		t.Fatalf("contents of an empty generation: %+v, %v; want checked and empty", contents, err)
@@ -223,9 +224,9 @@ func contractGenerations(t *testing.T, c *contract) {
 		}
 	}
 	m, err = g.FinishGeneration(t.Context(), succ)
-	check("drain", m, err, outbox.PhaseDrained)
+	check("drain", m, err, generation.PhaseDrained)
 	m, err = g.FinishGeneration(t.Context(), succ)
-	check("drain again", m, err, outbox.PhaseDrained)
+	check("drain again", m, err, generation.PhaseDrained)
 	m, err = g.ReadGeneration(t.Context())
-	check("read after the drain", m, err, outbox.PhaseDrained)
+	check("read after the drain", m, err, generation.PhaseDrained)
 }

@@ -1,64 +1,57 @@
-package outbox
+package generation
 
 import (
 	"context"
 	"errors"
 	"log/slog"
 	"sync/atomic"
+
+	"github.com/spillway-dev/spillway/internal/sleep"
+	"github.com/spillway-dev/spillway/outbox"
 )
 
-// GenerationGate tells a relay configured with one generation whether it
-// may serve it (RelayConfig.Gate): not while the generation it replaces is
-// undrained (see CheckServable).
-type GenerationGate interface {
-	// CheckServable returns nil when the relay may serve its generation,
-	// an error matching ErrGenerationNotOpen while its predecessor is not
-	// drained, or the error of the reads it took.
-	CheckServable(ctx context.Context) error
-}
-
-// GenerationRelayConfig wires a relay that serves a previous and a current
+// RelayConfig wires a relay that serves a previous and a current
 // generation of one table while the bucket count changes.
-type GenerationRelayConfig struct {
+type RelayConfig struct {
 	// Previous relays the previous generation (its store on the previous
-	// key prefix and bucket count). Build it in ModeDrain: a run of it
+	// key prefix and bucket count). Build it in outbox.ModeDrain: a run of it
 	// returns once the generation is empty, so the same run can go on to
 	// the current one.
-	Previous *Relay
+	Previous *outbox.Relay
 	// Current relays the current generation.
-	Current *Relay
+	Current *outbox.Relay
 	// Generations keeps the previous generation's marker: usually the
 	// previous relay's store.
-	Generations GenerationStore
+	Generations Store
 	// PreviousGeneration and CurrentGeneration name the two generations;
 	// they must match the two relays' stores.
 	PreviousGeneration, CurrentGeneration Generation
 	// Clock reads the time of every lease decision; the waits between a
 	// hold-mode run's looks at the previous generation are the time
 	// package's. Default SystemClock.
-	Clock Clock
+	Clock outbox.Clock
 	// Logger receives phase changes. Default slog.Default().
 	Logger *slog.Logger
 }
 
-// GenerationRelay is a relay serving two generations (see
-// PlanGenerations): it relays the previous generation, and nothing of the
+// Relay is a relay serving two generations (see
+// Plan): it relays the previous generation, and nothing of the
 // current one, until the previous one is sealed and empty; the run that
 // finds it so marks it drained and goes on with the current generation.
 // Once it has seen the marker drained it serves only the current
 // generation without reading the marker again.
-type GenerationRelay struct {
-	cfg     GenerationRelayConfig
+type Relay struct {
+	cfg     RelayConfig
 	drained atomic.Bool
 }
 
-// NewGenerationRelay validates cfg. Missing relays or store, generations
+// NewRelay validates cfg. Missing relays or store, generations
 // that are invalid, share a key prefix, or do not match the relays' bucket
 // counts are misconfigurations.
-func NewGenerationRelay(cfg GenerationRelayConfig) (*GenerationRelay, error) {
+func NewRelay(cfg RelayConfig) (*Relay, error) {
 	const op = "new generation relay"
 	if cfg.Previous == nil || cfg.Current == nil || cfg.Generations == nil {
-		return nil, Misconfigured(op, "a previous relay, a current relay and a generation store are required")
+		return nil, outbox.Misconfigured(op, "a previous relay, a current relay and a generation store are required")
 	}
 	for _, g := range []Generation{cfg.PreviousGeneration, cfg.CurrentGeneration} {
 		if err := g.Validate(op); err != nil {
@@ -66,45 +59,45 @@ func NewGenerationRelay(cfg GenerationRelayConfig) (*GenerationRelay, error) {
 		}
 	}
 	if cfg.PreviousGeneration.KeyPrefix == cfg.CurrentGeneration.KeyPrefix {
-		return nil, Misconfigured(op, "previous and current generation share the key prefix %q; a new bucket count needs a new key prefix", cfg.CurrentGeneration.KeyPrefix)
+		return nil, outbox.Misconfigured(op, "previous and current generation share the key prefix %q; a new bucket count needs a new key prefix", cfg.CurrentGeneration.KeyPrefix)
 	}
-	if p, c := cfg.Previous.opts.BucketCount, cfg.Current.opts.BucketCount; p != cfg.PreviousGeneration.BucketCount || c != cfg.CurrentGeneration.BucketCount {
-		return nil, Misconfigured(op, "the relays count %d and %d buckets, the generations %s and %s", p, c, cfg.PreviousGeneration, cfg.CurrentGeneration)
+	if p, c := cfg.Previous.Options().BucketCount, cfg.Current.Options().BucketCount; p != cfg.PreviousGeneration.BucketCount || c != cfg.CurrentGeneration.BucketCount {
+		return nil, outbox.Misconfigured(op, "the relays count %d and %d buckets, the generations %s and %s", p, c, cfg.PreviousGeneration, cfg.CurrentGeneration)
 	}
-	if cfg.Previous.opts.Mode != ModeDrain {
-		return nil, Misconfigured(op, "the previous generation's relay runs in mode %q; it must drain (ModeDrain) so a run can go on to the current generation", cfg.Previous.opts.Mode)
+	if cfg.Previous.Options().Mode != outbox.ModeDrain {
+		return nil, outbox.Misconfigured(op, "the previous generation's relay runs in mode %q; it must drain (ModeDrain) so a run can go on to the current generation", cfg.Previous.Options().Mode)
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = SystemClock{}
+		cfg.Clock = outbox.SystemClock{}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &GenerationRelay{cfg: cfg}, nil
+	return &Relay{cfg: cfg}, nil
 }
 
 // Current returns the relay of the current generation.
-func (g *GenerationRelay) Current() *Relay { return g.cfg.Current }
+func (g *Relay) Current() *outbox.Relay { return g.cfg.Current }
 
-// Run is Relay.Run over two generations. Wake-up hints are dropped while
+// Run is outbox.Relay.Run over two generations. Wake-up hints are dropped while
 // the previous generation is served: they may count the buckets of either
 // generation, so the previous relay probes all its buckets instead. A
 // hold-mode run (the current relay's Mode) keeps looking at the previous
 // generation every PollInterval until it is drained or the run ends; a
 // drain-mode run returns after one pass over it.
-func (g *GenerationRelay) Run(ctx context.Context, in RunInput) (RunResult, error) {
+func (g *Relay) Run(ctx context.Context, in outbox.RunInput) (outbox.RunResult, error) {
 	if g.isDrained() {
 		return g.cfg.Current.Run(ctx, in)
 	}
 	var (
-		total    RunResult
-		contents GenerationContents
+		total    outbox.RunResult
+		contents Contents
 		served   bool
 	)
 	m, err := g.cfg.Generations.ReadGeneration(ctx)
 	for err == nil {
-		var step GenerationStep
-		if step, err = PlanGenerations(m, g.cfg.PreviousGeneration, g.cfg.CurrentGeneration, contents); err != nil {
+		var step Step
+		if step, err = Plan(m, g.cfg.PreviousGeneration, g.cfg.CurrentGeneration, contents); err != nil {
 			break
 		}
 		switch step {
@@ -126,16 +119,16 @@ func (g *GenerationRelay) Run(ctx context.Context, in RunInput) (RunResult, erro
 					return total, nil
 				}
 				m, err = g.cfg.Generations.ReadGeneration(ctx)
-				served, contents = false, GenerationContents{}
+				served, contents = false, Contents{}
 				continue
 			}
-			res, runErr := g.cfg.Previous.Run(ctx, RunInput{Trigger: in.Trigger, Deadline: in.Deadline, Hop: in.Hop, Join: in.Join})
+			res, runErr := g.cfg.Previous.Run(ctx, outbox.RunInput{Trigger: in.Trigger, Deadline: in.Deadline, Hop: in.Hop, Join: in.Join})
 			total, served = mergeRuns(total, res, !total.Started.IsZero()), true
 			if runErr != nil {
 				return total, runErr
 			}
 			// A sealed generation is looked into again after the pass.
-			contents = GenerationContents{}
+			contents = Contents{}
 		}
 	}
 	return g.failed(total, err)
@@ -144,18 +137,18 @@ func (g *GenerationRelay) Run(ctx context.Context, in RunInput) (RunResult, erro
 // waitForPrevious decides, after a pass over the previous generation that
 // did not retire it, whether the run looks again: only in hold mode, after
 // PollInterval, while ctx and the budget last.
-func (g *GenerationRelay) waitForPrevious(ctx context.Context, in RunInput) bool {
-	cur := g.cfg.Current.opts
-	if cur.Mode != ModeHold {
+func (g *Relay) waitForPrevious(ctx context.Context, in outbox.RunInput) bool {
+	cur := g.cfg.Current.Options()
+	if cur.Mode != outbox.ModeHold {
 		return false
 	}
 	if !in.Deadline.IsZero() && !g.cfg.Clock.Now().Add(cur.PollInterval).Before(in.Deadline.Add(-cur.StopMargin)) {
 		return false
 	}
-	return Sleep(cur.PollInterval, ctx.Done())
+	return sleep.For(cur.PollInterval, ctx.Done())
 }
 
-func (g *GenerationRelay) logContents(ctx context.Context, c GenerationContents) {
+func (g *Relay) logContents(ctx context.Context, c Contents) {
 	g.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "previous generation sealed; looked for what is left",
 		slog.String("previous", g.cfg.PreviousGeneration.String()), slog.String("current", g.cfg.CurrentGeneration.String()),
 		slog.Any("messageBuckets", c.Messages), slog.Any("parkedBuckets", c.Parked))
@@ -163,13 +156,13 @@ func (g *GenerationRelay) logContents(ctx context.Context, c GenerationContents)
 
 // failed ends a run on a generation error: misconfigurations (and unknown
 // phases) are fatal, anything else is for the next run to retry.
-func (g *GenerationRelay) failed(total RunResult, err error) (RunResult, error) {
+func (g *Relay) failed(total outbox.RunResult, err error) (outbox.RunResult, error) {
 	if total.Started.IsZero() {
 		total.Started = g.cfg.Clock.Now()
 	}
 	total.Ended = g.cfg.Clock.Now()
-	total.Reason = StopFatal
-	if !errors.Is(err, ErrMisconfigured) {
+	total.Reason = outbox.StopFatal
+	if !errors.Is(err, outbox.ErrMisconfigured) {
 		total.Errors++
 		g.cfg.Logger.Warn("reading or moving the previous generation's marker failed; the next run retries",
 			"previous", g.cfg.PreviousGeneration.String(), "error", err)
@@ -177,9 +170,9 @@ func (g *GenerationRelay) failed(total RunResult, err error) (RunResult, error) 
 	return total, err
 }
 
-func (g *GenerationRelay) isDrained() bool { return g.drained.Load() }
+func (g *Relay) isDrained() bool { return g.drained.Load() }
 
-func (g *GenerationRelay) setDrained() {
+func (g *Relay) setDrained() {
 	if g.drained.CompareAndSwap(false, true) {
 		g.cfg.Logger.Info("previous generation drained; serving only the current one",
 			"previous", g.cfg.PreviousGeneration.String(), "current", g.cfg.CurrentGeneration.String())
@@ -188,7 +181,7 @@ func (g *GenerationRelay) setDrained() {
 
 // mergeRuns adds run b to the total a of earlier runs of the same call
 // (none when !started): counts add up, the outcome is b's.
-func mergeRuns(a, b RunResult, started bool) RunResult {
+func mergeRuns(a, b outbox.RunResult, started bool) outbox.RunResult {
 	if !started {
 		return b
 	}

@@ -1,36 +1,38 @@
-package outbox
+package generation
 
 import (
 	"errors"
 	"testing"
+
+	"github.com/spillway-dev/spillway/outbox"
 )
 
 func TestPlanGenerations(t *testing.T) {
 	prev := Generation{KeyPrefix: "OUTBOX", BucketCount: 8}
 	cur := Generation{KeyPrefix: "OUTBOX2", BucketCount: 32}
-	marker := func(p GenerationPhase) GenerationMarker {
-		return GenerationMarker{Exists: true, Phase: p, Generation: prev, Successor: cur}
+	marker := func(p Phase) Marker {
+		return Marker{Exists: true, Phase: p, Generation: prev, Successor: cur}
 	}
-	full := GenerationContents{Checked: true, Messages: []int{3}}
-	parked := GenerationContents{Checked: true, Parked: []int{5}}
-	empty := GenerationContents{Checked: true}
+	full := Contents{Checked: true, Messages: []int{3}}
+	parked := Contents{Checked: true, Parked: []int{5}}
+	empty := Contents{Checked: true}
 	for _, c := range []struct {
 		name     string
-		m        GenerationMarker
-		contents GenerationContents
-		want     GenerationStep
+		m        Marker
+		contents Contents
+		want     Step
 	}{
-		{"no marker yet: open it first", GenerationMarker{}, GenerationContents{}, StepOpen},
-		{"open: previous only", marker(PhaseOpen), GenerationContents{}, StepServePrevious},
+		{"no marker yet: open it first", Marker{}, Contents{}, StepOpen},
+		{"open: previous only", marker(PhaseOpen), Contents{}, StepServePrevious},
 		{"open and empty: still previous only (writers may write)", marker(PhaseOpen), empty, StepServePrevious},
-		{"sealed, not looked: look", marker(PhaseSealed), GenerationContents{}, StepCheckEmpty},
+		{"sealed, not looked: look", marker(PhaseSealed), Contents{}, StepCheckEmpty},
 		{"sealed, messages left: previous", marker(PhaseSealed), full, StepServePrevious},
 		{"sealed, parked left: previous", marker(PhaseSealed), parked, StepServePrevious},
 		{"sealed and empty: mark drained", marker(PhaseSealed), empty, StepMarkDrained},
-		{"drained: current only", marker(PhaseDrained), GenerationContents{}, StepServeCurrent},
+		{"drained: current only", marker(PhaseDrained), Contents{}, StepServeCurrent},
 		{"drained, whatever the contents", marker(PhaseDrained), full, StepServeCurrent},
 	} {
-		got, err := PlanGenerations(c.m, prev, cur, c.contents)
+		got, err := Plan(c.m, prev, cur, c.contents)
 		if err != nil || got != c.want {
 			t.Errorf("%s: got %q, %v; want %q", c.name, got, err, c.want)
 		}
@@ -40,24 +42,24 @@ func TestPlanGenerations(t *testing.T) {
 func TestPlanGenerations_BadInput(t *testing.T) {
 	prev := Generation{KeyPrefix: "OUTBOX", BucketCount: 8}
 	cur := Generation{KeyPrefix: "OUTBOX2", BucketCount: 32}
-	ok := GenerationMarker{Exists: true, Phase: PhaseOpen, Generation: prev, Successor: cur}
+	ok := Marker{Exists: true, Phase: PhaseOpen, Generation: prev, Successor: cur}
 	otherSuccessor, otherCount, unknown := ok, ok, ok
 	otherSuccessor.Successor = Generation{KeyPrefix: "OUTBOX3", BucketCount: 32}
 	otherCount.Generation.BucketCount = 16
 	unknown.Phase = "retired"
 	for _, c := range []struct {
 		name      string
-		m         GenerationMarker
+		m         Marker
 		prev, cur Generation
 		want      error
 	}{
-		{"marker names another successor", otherSuccessor, prev, cur, ErrMisconfigured},
-		{"successor with another bucket count", ok, prev, Generation{KeyPrefix: "OUTBOX2", BucketCount: 16}, ErrMisconfigured},
-		{"marker of a generation with another bucket count", otherCount, prev, cur, ErrMisconfigured},
-		{"same prefix for both generations", ok, prev, Generation{KeyPrefix: "OUTBOX", BucketCount: 32}, ErrMisconfigured},
-		{"unknown phase", unknown, prev, cur, ErrGenerationPhase},
+		{"marker names another successor", otherSuccessor, prev, cur, outbox.ErrMisconfigured},
+		{"successor with another bucket count", ok, prev, Generation{KeyPrefix: "OUTBOX2", BucketCount: 16}, outbox.ErrMisconfigured},
+		{"marker of a generation with another bucket count", otherCount, prev, cur, outbox.ErrMisconfigured},
+		{"same prefix for both generations", ok, prev, Generation{KeyPrefix: "OUTBOX", BucketCount: 32}, outbox.ErrMisconfigured},
+		{"unknown phase", unknown, prev, cur, ErrPhase},
 	} {
-		step, err := PlanGenerations(c.m, c.prev, c.cur, GenerationContents{})
+		step, err := Plan(c.m, c.prev, c.cur, Contents{})
 		if !errors.Is(err, c.want) {
 			t.Errorf("%s: got %q, %v; want an error matching %v", c.name, step, err, c.want)
 		}
@@ -66,7 +68,7 @@ func TestPlanGenerations_BadInput(t *testing.T) {
 
 func TestCheckTransition(t *testing.T) {
 	for _, c := range []struct {
-		from, to GenerationPhase
+		from, to Phase
 		ok       bool
 	}{
 		{PhaseOpen, PhaseSealed, true},
@@ -80,17 +82,17 @@ func TestCheckTransition(t *testing.T) {
 		{PhaseSealed, "gone", false},
 	} {
 		err := CheckTransition(c.from, c.to)
-		if (err == nil) != c.ok || (err != nil && !errors.Is(err, ErrGenerationPhase)) {
-			t.Errorf("%q → %q: %v; want ok=%v (else ErrGenerationPhase)", c.from, c.to, err, c.ok)
+		if (err == nil) != c.ok || (err != nil && !errors.Is(err, ErrPhase)) {
+			t.Errorf("%q → %q: %v; want ok=%v (else ErrPhase)", c.from, c.to, err, c.ok)
 		}
 	}
 }
 
 func TestGenerationContents_EmptyOnlyWhenChecked(t *testing.T) {
-	if (GenerationContents{}).Empty() {
+	if (Contents{}).Empty() {
 		t.Error("an unchecked generation reads as empty")
 	}
-	if !(GenerationContents{Checked: true}).Empty() {
+	if !(Contents{Checked: true}).Empty() {
 		t.Error("a checked generation with nothing left does not read as empty")
 	}
 }
@@ -98,25 +100,25 @@ func TestGenerationContents_EmptyOnlyWhenChecked(t *testing.T) {
 func TestWriteTarget(t *testing.T) {
 	prev := Generation{KeyPrefix: "OUTBOX", BucketCount: 8}
 	cur := Generation{KeyPrefix: "OUTBOX2", BucketCount: 32}
-	marker := func(p GenerationPhase) GenerationMarker {
-		return GenerationMarker{Exists: true, Phase: p, Generation: prev, Successor: cur}
+	marker := func(p Phase) Marker {
+		return Marker{Exists: true, Phase: p, Generation: prev, Successor: cur}
 	}
 	otherSuccessor, otherCount := marker(PhaseSealed), marker(PhaseOpen)
 	otherSuccessor.Successor = Generation{KeyPrefix: "OUTBOX3", BucketCount: 32}
 	otherCount.Generation.BucketCount = 16
 	for _, c := range []struct {
 		name    string
-		m       GenerationMarker
+		m       Marker
 		want    Generation
 		wantErr error
 	}{
-		{"no marker yet: previous", GenerationMarker{}, prev, nil},
+		{"no marker yet: previous", Marker{}, prev, nil},
 		{"open: previous, checked", marker(PhaseOpen), prev, nil},
 		{"sealed: current, for good", marker(PhaseSealed), cur, nil},
 		{"drained: current", marker(PhaseDrained), cur, nil},
-		{"sealed for another successor", otherSuccessor, Generation{}, ErrMisconfigured},
-		{"marker of another bucket count", otherCount, Generation{}, ErrMisconfigured},
-		{"unknown phase", marker("retired"), Generation{}, ErrGenerationPhase},
+		{"sealed for another successor", otherSuccessor, Generation{}, outbox.ErrMisconfigured},
+		{"marker of another bucket count", otherCount, Generation{}, outbox.ErrMisconfigured},
+		{"unknown phase", marker("retired"), Generation{}, ErrPhase},
 	} {
 		got, err := WriteTarget(c.m, prev, cur)
 		if got != c.want || !errors.Is(err, c.wantErr) || (c.wantErr == nil) != (err == nil) {
@@ -129,8 +131,8 @@ func TestCheckServable(t *testing.T) {
 	prev := Generation{KeyPrefix: "OUTBOX", BucketCount: 8}
 	cur := Generation{KeyPrefix: "OUTBOX2", BucketCount: 32}
 	link := PredecessorMarker{Exists: true, Predecessor: prev}
-	marker := func(p GenerationPhase) GenerationMarker {
-		return GenerationMarker{Exists: true, Phase: p, Generation: prev, Successor: cur}
+	marker := func(p Phase) Marker {
+		return Marker{Exists: true, Phase: p, Generation: prev, Successor: cur}
 	}
 	otherSuccessor, otherCount := marker(PhaseDrained), marker(PhaseDrained)
 	otherSuccessor.Successor = Generation{KeyPrefix: "OUTBOX3", BucketCount: 32}
@@ -138,17 +140,17 @@ func TestCheckServable(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		p    PredecessorMarker
-		m    GenerationMarker
+		m    Marker
 		want error // nil: serve
 	}{
-		{"no predecessor: serve", PredecessorMarker{}, GenerationMarker{}, nil},
+		{"no predecessor: serve", PredecessorMarker{}, Marker{}, nil},
 		{"predecessor drained: serve", link, marker(PhaseDrained), nil},
-		{"predecessor open: wait", link, marker(PhaseOpen), ErrGenerationNotOpen},
-		{"predecessor sealed, maybe not empty: wait", link, marker(PhaseSealed), ErrGenerationNotOpen},
-		{"predecessor without a marker: wait", link, GenerationMarker{}, ErrGenerationNotOpen},
-		{"predecessor replaced by another generation", link, otherSuccessor, ErrMisconfigured},
-		{"predecessor's marker of another bucket count", link, otherCount, ErrMisconfigured},
-		{"unknown phase", link, marker("retired"), ErrGenerationPhase},
+		{"predecessor open: wait", link, marker(PhaseOpen), ErrNotOpen},
+		{"predecessor sealed, maybe not empty: wait", link, marker(PhaseSealed), ErrNotOpen},
+		{"predecessor without a marker: wait", link, Marker{}, ErrNotOpen},
+		{"predecessor replaced by another generation", link, otherSuccessor, outbox.ErrMisconfigured},
+		{"predecessor's marker of another bucket count", link, otherCount, outbox.ErrMisconfigured},
+		{"unknown phase", link, marker("retired"), ErrPhase},
 	} {
 		err := CheckServable(c.p, c.m, cur)
 		if !errors.Is(err, c.want) || (c.want == nil) != (err == nil) {
