@@ -20,11 +20,13 @@ help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: test
-test: vet ## go vet, then every test with -race (library, functions, CLI, the lab's simulations, the CDK stack), then the fleet's seed replay without it.
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+test: vet ## go vet, then every test with -race (library, functions, CLI, the fleet simulation, the CDK stack), then the lab's studies and the fleet's seed replay without it.
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -skip '^TestStudies$$' $(PKGS)
 	# A fleet seed replays exactly only without the race detector, which
 	# perturbs the scheduler on purpose: the replay test runs once without it.
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run TestSeedReplaysExactly ./internal/fleetsim
+	# The studies recompute docs/lab on one simulated P, code the packages'
+	# own tests race-check: without the detector they take minutes, not tens.
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run 'TestSeedReplaysExactly|TestStudies' ./internal/fleetsim ./internal/lab
 	@if [ -d infra ]; then $(MAKE) test-infra; fi
 
 # DynamoDB Local (AWS's own DynamoDB, a Java server): fetched once into
