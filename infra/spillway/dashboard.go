@@ -105,7 +105,7 @@ func newDashboard(scope constructs.Construct, in dashboardInputs) awscloudwatch.
 	sum := &awscloudwatch.MetricOptions{Statistic: jsii.String(statSum)}
 	dashboard.AddWidgets(
 		graph("Poison messages",
-			[]awscloudwatch.IMetric{relay(outboxconf.MetricMessagesParked, statSum), relay(outboxconf.MetricHeadRowRetries, statSum)},
+			[]awscloudwatch.IMetric{relay(outboxconf.MetricMessagesParked, statSum), relay(outboxconf.MetricMessagesReplayed, statSum), relay(outboxconf.MetricHeadRowRetries, statSum)},
 			[]awscloudwatch.IMetric{relay(outboxconf.MetricParkedMessages, statMaximum)}),
 		graph("Relay wake-ups and runs",
 			[]awscloudwatch.IMetric{
