@@ -112,128 +112,130 @@ func inVpc(ctx map[string]any) map[string]any {
 	return ctx
 }
 
-func TestMissingBuildSaysToRunMakeBuild(t *testing.T) {
-	app := newTestApp(t, inVpc(map[string]any{"distDir": t.TempDir(), "mskClusterArn": testCluster, "topics": "orders"}))
-	_, err := newApp(app)
-	if !errors.Is(err, ErrMissingBuild) {
-		t.Fatalf("want ErrMissingBuild, got %v", err)
-	}
-	if !strings.Contains(err.Error(), "make build") || !strings.Contains(err.Error(), "relay.zip") {
-		t.Errorf("message does not tell what to do: %v", err)
-	}
-}
+func TestApp(t *testing.T) {
+	t.Run("MissingBuildSaysToRunMakeBuild", func(t *testing.T) {
+		app := newTestApp(t, inVpc(map[string]any{"distDir": t.TempDir(), "mskClusterArn": testCluster, "topics": "orders"}))
+		_, err := newApp(app)
+		if !errors.Is(err, ErrMissingBuild) {
+			t.Fatalf("want ErrMissingBuild, got %v", err)
+		}
+		if !strings.Contains(err.Error(), "make build") || !strings.Contains(err.Error(), "relay.zip") {
+			t.Errorf("message does not tell what to do: %v", err)
+		}
+	})
 
-func TestInvalidContextStopsBeforeSynth(t *testing.T) {
-	app := newTestApp(t, inVpc(map[string]any{"distDir": placeholderDist(t), "mskClusterArn": testCluster, "topics": "orders", "reservedConcurrency": "9"}))
-	_, err := newApp(app)
-	if err == nil || !strings.Contains(err.Error(), "reserved concurrency must be in [1, bucket count 8], got 9") {
-		t.Fatalf("want the reserved concurrency error, got %v", err)
-	}
-	if n := len(*app.Node().Children()); n != 0 {
-		t.Errorf("app has %d constructs after a context error", n)
-	}
-}
+	t.Run("InvalidContextStopsBeforeSynth", func(t *testing.T) {
+		app := newTestApp(t, inVpc(map[string]any{"distDir": placeholderDist(t), "mskClusterArn": testCluster, "topics": "orders", "reservedConcurrency": "9"}))
+		_, err := newApp(app)
+		if err == nil || !strings.Contains(err.Error(), "reserved concurrency must be in [1, bucket count 8], got 9") {
+			t.Fatalf("want the reserved concurrency error, got %v", err)
+		}
+		if n := len(*app.Node().Children()); n != 0 {
+			t.Errorf("app has %d constructs after a context error", n)
+		}
+	})
 
-func TestAppSynthesizesCleanWithCdkJSONDefaults(t *testing.T) {
-	app := newTestApp(t, inVpc(map[string]any{"distDir": placeholderDist(t), "mskClusterArn": testCluster, "topics": "orders,payments"}))
-	stack, err := newApp(app)
-	if err != nil {
-		t.Fatal(err)
-	}
-	assembly := app.Synth(nil)
-	if got := *assembly.GetStackByName(jsii.String("Spillway")).StackName(); got != "Spillway" {
-		t.Errorf("stack name %q", got)
-	}
-	ann := assertions.Annotations_FromStack(stack.Stack)
-	var findings []string
-	for _, find := range [](func(*string, any) *[]*cxMessage){ann.FindError, ann.FindWarning} {
-		for _, m := range *find(jsii.String("*"), assertions.Match_AnyValue()) {
-			findings = append(findings, fmt.Sprintf("%s: %v", *m.Id, m.Entry.Data))
+	t.Run("SynthesizesCleanWithCdkJSONDefaults", func(t *testing.T) {
+		app := newTestApp(t, inVpc(map[string]any{"distDir": placeholderDist(t), "mskClusterArn": testCluster, "topics": "orders,payments"}))
+		stack, err := newApp(app)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if len(findings) > 0 {
-		t.Errorf("cdk-nag or CDK findings:\n%s", strings.Join(findings, "\n"))
-	}
-	outputs := *assertions.Template_FromStack(stack.Stack, nil).FindOutputs(jsii.String("*"), nil)
-	for _, name := range []string{"TableName", "TableArn", "RelayFunctionName", "EnqueueFunctionName", "WritersPolicyArn", "DashboardName"} {
-		if _, ok := outputs[name]; !ok {
-			t.Errorf("output %s missing; have %v", name, outputs)
+		assembly := app.Synth(nil)
+		if got := *assembly.GetStackByName(jsii.String("Spillway")).StackName(); got != "Spillway" {
+			t.Errorf("stack name %q", got)
 		}
-	}
-	writers := jsonOf(t, outputs["WritersPolicyArn"])
-	if !strings.Contains(writers, `"Ref":"OutboxWritersPolicy`) {
-		t.Errorf("WritersPolicyArn output is not the writers policy: %s", writers)
-	}
-	if _, ok := outputs["AlarmTopicArn"]; ok {
-		t.Error("AlarmTopicArn output without a topic")
-	}
-}
+		ann := assertions.Annotations_FromStack(stack.Stack)
+		var findings []string
+		for _, find := range [](func(*string, any) *[]*cxMessage){ann.FindError, ann.FindWarning} {
+			for _, m := range *find(jsii.String("*"), assertions.Match_AnyValue()) {
+				findings = append(findings, fmt.Sprintf("%s: %v", *m.Id, m.Entry.Data))
+			}
+		}
+		if len(findings) > 0 {
+			t.Errorf("cdk-nag or CDK findings:\n%s", strings.Join(findings, "\n"))
+		}
+		outputs := *assertions.Template_FromStack(stack.Stack, nil).FindOutputs(jsii.String("*"), nil)
+		for _, name := range []string{"TableName", "TableArn", "RelayFunctionName", "EnqueueFunctionName", "WritersPolicyArn", "DashboardName"} {
+			if _, ok := outputs[name]; !ok {
+				t.Errorf("output %s missing; have %v", name, outputs)
+			}
+		}
+		writers := jsonOf(t, outputs["WritersPolicyArn"])
+		if !strings.Contains(writers, `"Ref":"OutboxWritersPolicy`) {
+			t.Errorf("WritersPolicyArn output is not the writers policy: %s", writers)
+		}
+		if _, ok := outputs["AlarmTopicArn"]; ok {
+			t.Error("AlarmTopicArn output without a topic")
+		}
+	})
 
-func TestExistingTableFromContext(t *testing.T) {
-	app := newTestApp(t, inVpc(map[string]any{
-		"distDir": placeholderDist(t), "mskClusterArn": testCluster, "topics": "orders",
-		"existingTableName": "shared", "existingTableStreamArn": "arn:aws:dynamodb:eu-west-1:123456789012:table/shared/stream/2026-01-01T00:00:00.000",
-		"streamsTrigger": "true", "account": "123456789012", "region": "eu-west-1",
-	}))
-	stack, err := newApp(app)
-	if err != nil {
-		t.Fatal(err)
-	}
-	template := assertions.Template_FromStack(stack.Stack, nil)
-	if n := len(*template.FindResources(jsii.String("AWS::DynamoDB::Table"), nil)); n != 0 {
-		t.Errorf("created %d tables although one was given", n)
-	}
-	policies := jsonOf(t, template.FindResources(jsii.String("AWS::IAM::Policy"), nil))
-	for _, want := range []string{
-		`arn:`, `:dynamodb:eu-west-1:123456789012:table/shared`,
-		`table/shared/stream/2026-01-01T00:00:00.000`,
-	} {
-		if !strings.Contains(policies, want) {
-			t.Errorf("policies lack %s", want)
+	t.Run("ExistingTableFromContext", func(t *testing.T) {
+		app := newTestApp(t, inVpc(map[string]any{
+			"distDir": placeholderDist(t), "mskClusterArn": testCluster, "topics": "orders",
+			"existingTableName": "shared", "existingTableStreamArn": "arn:aws:dynamodb:eu-west-1:123456789012:table/shared/stream/2026-01-01T00:00:00.000",
+			"streamsTrigger": "true", "account": "123456789012", "region": "eu-west-1",
+		}))
+		stack, err := newApp(app)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if *stack.Region() != "eu-west-1" || *stack.Account() != "123456789012" {
-		t.Errorf("environment %s/%s", *stack.Account(), *stack.Region())
-	}
-}
+		template := assertions.Template_FromStack(stack.Stack, nil)
+		if n := len(*template.FindResources(jsii.String("AWS::DynamoDB::Table"), nil)); n != 0 {
+			t.Errorf("created %d tables although one was given", n)
+		}
+		policies := jsonOf(t, template.FindResources(jsii.String("AWS::IAM::Policy"), nil))
+		for _, want := range []string{
+			`arn:`, `:dynamodb:eu-west-1:123456789012:table/shared`,
+			`table/shared/stream/2026-01-01T00:00:00.000`,
+		} {
+			if !strings.Contains(policies, want) {
+				t.Errorf("policies lack %s", want)
+			}
+		}
+		if *stack.Region() != "eu-west-1" || *stack.Account() != "123456789012" {
+			t.Errorf("environment %s/%s", *stack.Account(), *stack.Region())
+		}
+	})
 
-func TestMSKClusterWithoutNetworkFailsNamingTheKeys(t *testing.T) {
-	app := newTestApp(t, map[string]any{"distDir": placeholderDist(t), "mskClusterArn": testCluster, "topics": "orders"})
-	_, err := newApp(app)
-	for _, want := range []string{"vpcId", "vpcCidr", "subnetIds", "mskPublicAccess"} {
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Fatalf("synth with an MSK cluster and no network: %v; want an error naming %s", err, want)
+	t.Run("MSKClusterWithoutNetworkFailsNamingTheKeys", func(t *testing.T) {
+		app := newTestApp(t, map[string]any{"distDir": placeholderDist(t), "mskClusterArn": testCluster, "topics": "orders"})
+		_, err := newApp(app)
+		for _, want := range []string{"vpcId", "vpcCidr", "subnetIds", "mskPublicAccess"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("synth with an MSK cluster and no network: %v; want an error naming %s", err, want)
+			}
 		}
-	}
-	if n := len(*app.Node().Children()); n != 0 {
-		t.Errorf("app has %d constructs after a context error", n)
-	}
-}
+		if n := len(*app.Node().Children()); n != 0 {
+			t.Errorf("app has %d constructs after a context error", n)
+		}
+	})
 
-func TestMSKPublicAccessIsAnExplicitOptIn(t *testing.T) {
-	base := func(extra map[string]any) map[string]any {
-		ctx := map[string]any{"distDir": placeholderDist(t), "mskClusterArn": testCluster, "topics": "orders"}
-		for k, v := range extra {
-			ctx[k] = v
+	t.Run("MSKPublicAccessIsAnExplicitOptIn", func(t *testing.T) {
+		base := func(extra map[string]any) map[string]any {
+			ctx := map[string]any{"distDir": placeholderDist(t), "mskClusterArn": testCluster, "topics": "orders"}
+			for k, v := range extra {
+				ctx[k] = v
+			}
+			return ctx
 		}
-		return ctx
-	}
-	// Without the public brokers, or together with a VPC: refused.
-	for _, ctx := range []map[string]any{
-		base(map[string]any{"mskPublicAccess": "true"}),
-		inVpc(base(map[string]any{"mskPublicAccess": "true", "brokers": "b-1-public.orders.kafka.eu-west-1.amazonaws.com:9198"})),
-	} {
-		if _, err := newApp(newTestApp(t, ctx)); err == nil || !strings.Contains(err.Error(), "mskPublicAccess") {
-			t.Errorf("context %v: %v, want a refusal naming mskPublicAccess", ctx, err)
+		// Without the public brokers, or together with a VPC: refused.
+		for _, ctx := range []map[string]any{
+			base(map[string]any{"mskPublicAccess": "true"}),
+			inVpc(base(map[string]any{"mskPublicAccess": "true", "brokers": "b-1-public.orders.kafka.eu-west-1.amazonaws.com:9198"})),
+		} {
+			if _, err := newApp(newTestApp(t, ctx)); err == nil || !strings.Contains(err.Error(), "mskPublicAccess") {
+				t.Errorf("context %v: %v, want a refusal naming mskPublicAccess", ctx, err)
+			}
 		}
-	}
-	app := newTestApp(t, base(map[string]any{"mskPublicAccess": "true", "brokers": "b-1-public.orders.kafka.eu-west-1.amazonaws.com:9198"}))
-	stack, err := newApp(app)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fns := jsonOf(t, assertions.Template_FromStack(stack.Stack, nil).FindResources(jsii.String("AWS::Lambda::Function"), nil))
-	if !strings.Contains(fns, "b-1-public.orders.kafka.eu-west-1.amazonaws.com:9198") || strings.Contains(fns, "VpcConfig") {
-		t.Errorf("the relay should use the public brokers outside any VPC: %s", fns)
-	}
+		app := newTestApp(t, base(map[string]any{"mskPublicAccess": "true", "brokers": "b-1-public.orders.kafka.eu-west-1.amazonaws.com:9198"}))
+		stack, err := newApp(app)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fns := jsonOf(t, assertions.Template_FromStack(stack.Stack, nil).FindResources(jsii.String("AWS::Lambda::Function"), nil))
+		if !strings.Contains(fns, "b-1-public.orders.kafka.eu-west-1.amazonaws.com:9198") || strings.Contains(fns, "VpcConfig") {
+			t.Errorf("the relay should use the public brokers outside any VPC: %s", fns)
+		}
+	})
 }

@@ -60,36 +60,38 @@ func cdkCommands(t *testing.T, path string) ([]cdkCommand, bool) {
 	return cmds, installed && installedFirst
 }
 
-// The deploy commands of both READMEs work as written: each synthesizes
-// with exactly its own -c keys on top of cdk.json, the packages of `make
-// build` standing in for dist/.
-func TestReadmeDeployCommandsSynthesize(t *testing.T) {
-	for _, path := range []string{"README.md", filepath.Join("..", "README.md")} {
-		cmds, installs := cdkCommands(t, path)
-		deploys := 0
-		for _, c := range cmds {
-			if strings.Contains(c.line, " deploy") {
-				deploys++
+func TestReadme(t *testing.T) {
+	// The deploy commands of both READMEs work as written: each synthesizes
+	// with exactly its own -c keys on top of cdk.json, the packages of `make
+	// build` standing in for dist/.
+	t.Run("DeployCommandsSynthesize", func(t *testing.T) {
+		for _, path := range []string{"README.md", filepath.Join("..", "README.md")} {
+			cmds, installs := cdkCommands(t, path)
+			deploys := 0
+			for _, c := range cmds {
+				if strings.Contains(c.line, " deploy") {
+					deploys++
+				}
+			}
+			if deploys == 0 {
+				t.Errorf("%s has no cdk deploy command", path)
+			}
+			if !installs {
+				t.Errorf("%s does not say to run npm ci --prefix infra before its cdk commands", path)
+			}
+			for _, c := range cmds {
+				ctx := cdkJSONContext(t)
+				for k, v := range c.context {
+					ctx[k] = v
+				}
+				ctx["distDir"] = placeholderDist(t)
+				app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir()), Context: &ctx})
+				if _, err := newApp(app); err != nil {
+					t.Errorf("%s: %s\nfails: %v", path, c.line, err)
+					continue
+				}
+				app.Synth(nil)
 			}
 		}
-		if deploys == 0 {
-			t.Errorf("%s has no cdk deploy command", path)
-		}
-		if !installs {
-			t.Errorf("%s does not say to run npm ci --prefix infra before its cdk commands", path)
-		}
-		for _, c := range cmds {
-			ctx := cdkJSONContext(t)
-			for k, v := range c.context {
-				ctx[k] = v
-			}
-			ctx["distDir"] = placeholderDist(t)
-			app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir()), Context: &ctx})
-			if _, err := newApp(app); err != nil {
-				t.Errorf("%s: %s\nfails: %v", path, c.line, err)
-				continue
-			}
-			app.Synth(nil)
-		}
-	}
+	})
 }

@@ -78,56 +78,104 @@ func noWait(t *testing.T, fn func(t *testing.T)) {
 	})
 }
 
-// TestReadUncovered settles the trust check on the partial view only when a
-// live peer holds every checked bucket there, and otherwise gives the
-// answer of the whole view, which the claiming rule needs.
-func TestReadUncovered(t *testing.T) {
-	noWait(t, func(t *testing.T) {
-		ms := time.Millisecond
-		clock := fixedClock(at(0))
-		heldByP := lease.State{Bucket: 5, Owner: "p", ExpiresAt: at(20 * time.Second)}
-		mine := lease.State{Bucket: 6, Owner: "me", ExpiresAt: at(20 * time.Second)}
-		live := beat("p", at(-2*time.Second))
-		// In the whole view bucket 7 is free and p's round, 500 ms old, is
-		// claiming it: covered, though the partial view cannot tell.
-		whole := lease.Coordination{Leases: []lease.State{heldByP, mine}, Relays: []lease.RelayState{beat("p", at(-500*ms))}}
-		for _, c := range []struct {
-			name             string
-			store            *coverageStore
-			plain            bool // a store without ReadCoverage
-			check            []int
-			want, claimed    []int
-			coverage, wholes int
-		}{
-			{name: "held by a live peer: the partial view settles it",
-				store: &coverageStore{partial: lease.Coordination{Leases: []lease.State{heldByP}, Relays: []lease.RelayState{live}}, whole: whole},
-				check: []int{5}, coverage: 1},
-			{name: "free in the partial view: the whole view, where p is claiming it",
-				store: &coverageStore{partial: lease.Coordination{Relays: []lease.RelayState{live}}, whole: whole},
-				check: []int{5, 7}, claimed: []int{7}, coverage: 1, wholes: 1},
-			{name: "my own lease: resumed, after the whole view",
-				store: &coverageStore{partial: lease.Coordination{Leases: []lease.State{mine}, Relays: []lease.RelayState{live}}, whole: whole},
-				check: []int{6}, want: []int{6}, coverage: 1, wholes: 1},
-			{name: "the store read the whole partition at once",
-				store: &coverageStore{whole: whole, wholeOnly: true},
-				check: []int{6, 7}, want: []int{6}, claimed: []int{7}, coverage: 1},
-			{name: "a store without ReadCoverage is read whole",
-				store: &coverageStore{whole: whole}, plain: true,
-				check: []int{5, 6, 7}, want: []int{6}, claimed: []int{7}, wholes: 1},
-		} {
-			var store Store = c.store
-			if c.plain {
-				store = wholeStore{s: c.store}
+func TestClaiming(t *testing.T) {
+	// ReadUncovered settles the trust check on the partial view only when a
+	// live peer holds every checked bucket there, and otherwise gives the
+	// answer of the whole view, which the claiming rule needs.
+	t.Run("ReadUncovered", func(t *testing.T) {
+		noWait(t, func(t *testing.T) {
+			ms := time.Millisecond
+			clock := fixedClock(at(0))
+			heldByP := lease.State{Bucket: 5, Owner: "p", ExpiresAt: at(20 * time.Second)}
+			mine := lease.State{Bucket: 6, Owner: "me", ExpiresAt: at(20 * time.Second)}
+			live := beat("p", at(-2*time.Second))
+			// In the whole view bucket 7 is free and p's round, 500 ms old, is
+			// claiming it: covered, though the partial view cannot tell.
+			whole := lease.Coordination{Leases: []lease.State{heldByP, mine}, Relays: []lease.RelayState{beat("p", at(-500*ms))}}
+			for _, c := range []struct {
+				name             string
+				store            *coverageStore
+				plain            bool // a store without ReadCoverage
+				check            []int
+				want, claimed    []int
+				coverage, wholes int
+			}{
+				{name: "held by a live peer: the partial view settles it",
+					store: &coverageStore{partial: lease.Coordination{Leases: []lease.State{heldByP}, Relays: []lease.RelayState{live}}, whole: whole},
+					check: []int{5}, coverage: 1},
+				{name: "free in the partial view: the whole view, where p is claiming it",
+					store: &coverageStore{partial: lease.Coordination{Relays: []lease.RelayState{live}}, whole: whole},
+					check: []int{5, 7}, claimed: []int{7}, coverage: 1, wholes: 1},
+				{name: "my own lease: resumed, after the whole view",
+					store: &coverageStore{partial: lease.Coordination{Leases: []lease.State{mine}, Relays: []lease.RelayState{live}}, whole: whole},
+					check: []int{6}, want: []int{6}, coverage: 1, wholes: 1},
+				{name: "the store read the whole partition at once",
+					store: &coverageStore{whole: whole, wholeOnly: true},
+					check: []int{6, 7}, want: []int{6}, claimed: []int{7}, coverage: 1},
+				{name: "a store without ReadCoverage is read whole",
+					store: &coverageStore{whole: whole}, plain: true,
+					check: []int{5, 6, 7}, want: []int{6}, claimed: []int{7}, wholes: 1},
+			} {
+				var store Store = c.store
+				if c.plain {
+					store = wholeStore{s: c.store}
+				}
+				req := lease.Request{RelayID: "me", BucketCount: 8, LeaseDuration: 30 * time.Second, RenewInterval: 10 * time.Second}
+				got, err := readUncovered(context.Background(), store, clock, req, c.check)
+				if err != nil || !slices.Equal(got.Uncovered, c.want) || !slices.Equal(got.Claimed, c.claimed) {
+					t.Errorf("%s: uncovered %v claimed %v, %v; want %v and %v", c.name, got.Uncovered, got.Claimed, err, c.want, c.claimed)
+				}
+				if c.store.coverageReads != c.coverage || c.store.wholeReads != c.wholes {
+					t.Errorf("%s: %d coverage and %d whole reads, want %d and %d", c.name, c.store.coverageReads, c.store.wholeReads, c.coverage, c.wholes)
+				}
 			}
-			req := lease.Request{RelayID: "me", BucketCount: 8, LeaseDuration: 30 * time.Second, RenewInterval: 10 * time.Second}
-			got, err := readUncovered(context.Background(), store, clock, req, c.check)
-			if err != nil || !slices.Equal(got.Uncovered, c.want) || !slices.Equal(got.Claimed, c.claimed) {
-				t.Errorf("%s: uncovered %v claimed %v, %v; want %v and %v", c.name, got.Uncovered, got.Claimed, err, c.want, c.claimed)
+		})
+	})
+
+	// ConfirmClaims: the second read after ClaimWindow keeps a bucket a
+	// peer claimed meanwhile covered, and returns the ones still free — no
+	// lease, no owner, an expired lease, or the relay's own — with one read of
+	// their leases, or one whole read from a store that cannot read leases
+	// alone.
+	t.Run("ConfirmClaims", func(t *testing.T) {
+		noWait(t, func(t *testing.T) {
+			s := time.Second
+			leases := []lease.State{
+				leaseOf(0, "p", at(30*s)), // claimed by the peer meanwhile
+				leaseOf(1, "", at(-s)),    // released, still free
+				leaseOf(2, "p", at(0)),    // expired at now
+				leaseOf(3, "me", at(20*s)),
 			}
-			if c.store.coverageReads != c.coverage || c.store.wholeReads != c.wholes {
-				t.Errorf("%s: %d coverage and %d whole reads, want %d and %d", c.name, c.store.coverageReads, c.store.wholeReads, c.coverage, c.wholes)
+			want := []int{1, 2, 3, 4}
+			ls := &leaseStore{leases: leases}
+			got, err := confirmClaims(context.Background(), ls, fixedClock(rt), "me", []int{0, 1, 2, 3, 4})
+			if err != nil || !slices.Equal(got, want) || ls.reads != 1 {
+				t.Errorf("lease reader: still free %v, %v after %d reads; want %v after 1", got, err, ls.reads, want)
 			}
-		}
+			whole := &coverageStore{whole: lease.Coordination{Leases: leases}}
+			got, err = confirmClaims(context.Background(), wholeStore{s: whole}, fixedClock(rt), "me", []int{0, 1, 2, 3, 4})
+			if err != nil || !slices.Equal(got, want) || whole.wholeReads != 1 {
+				t.Errorf("whole read: still free %v, %v after %d reads; want %v after 1", got, err, whole.wholeReads, want)
+			}
+			if got, err := confirmClaims(context.Background(), ls, fixedClock(rt), "me", nil); got != nil || err != nil || ls.reads != 1 {
+				t.Errorf("nothing to confirm: %v, %v after %d reads; want no read", got, err, ls.reads)
+			}
+		})
+	})
+
+	// ReadUnheld: without the claiming inference, a free bucket a peer's
+	// fresh round would claim is unheld, read from the partial view alone.
+	t.Run("ReadUnheld", func(t *testing.T) {
+		noWait(t, func(t *testing.T) {
+			ms := time.Millisecond
+			view := lease.Coordination{Leases: []lease.State{leaseOf(5, "p", at(20*time.Second))}, Relays: []lease.RelayState{beat("p", at(-500*ms))}}
+			store := &coverageStore{partial: view, whole: view}
+			req := lease.Request{RelayID: "me", BucketCount: 8, LeaseDuration: rl, RenewInterval: 10 * time.Second}
+			got, err := readUnheld(context.Background(), store, fixedClock(rt), req, []int{5, 7})
+			if err != nil || !slices.Equal(got, []int{7}) || store.coverageReads != 1 || store.wholeReads != 0 {
+				t.Errorf("unheld %v, %v after %d partial and %d whole reads; want [7] after one partial", got, err, store.coverageReads, store.wholeReads)
+			}
+		})
 	})
 }
 
@@ -148,50 +196,4 @@ func (s *leaseStore) ReadLeases(_ context.Context, bs []int) ([]lease.State, err
 		}
 	}
 	return out, nil
-}
-
-// TestConfirmClaims: the second read after ClaimWindow keeps a bucket a
-// peer claimed meanwhile covered, and returns the ones still free — no
-// lease, no owner, an expired lease, or the relay's own — with one read of
-// their leases, or one whole read from a store that cannot read leases
-// alone.
-func TestConfirmClaims(t *testing.T) {
-	noWait(t, func(t *testing.T) {
-		s := time.Second
-		leases := []lease.State{
-			leaseOf(0, "p", at(30*s)), // claimed by the peer meanwhile
-			leaseOf(1, "", at(-s)),    // released, still free
-			leaseOf(2, "p", at(0)),    // expired at now
-			leaseOf(3, "me", at(20*s)),
-		}
-		want := []int{1, 2, 3, 4}
-		ls := &leaseStore{leases: leases}
-		got, err := confirmClaims(context.Background(), ls, fixedClock(rt), "me", []int{0, 1, 2, 3, 4})
-		if err != nil || !slices.Equal(got, want) || ls.reads != 1 {
-			t.Errorf("lease reader: still free %v, %v after %d reads; want %v after 1", got, err, ls.reads, want)
-		}
-		whole := &coverageStore{whole: lease.Coordination{Leases: leases}}
-		got, err = confirmClaims(context.Background(), wholeStore{s: whole}, fixedClock(rt), "me", []int{0, 1, 2, 3, 4})
-		if err != nil || !slices.Equal(got, want) || whole.wholeReads != 1 {
-			t.Errorf("whole read: still free %v, %v after %d reads; want %v after 1", got, err, whole.wholeReads, want)
-		}
-		if got, err := confirmClaims(context.Background(), ls, fixedClock(rt), "me", nil); got != nil || err != nil || ls.reads != 1 {
-			t.Errorf("nothing to confirm: %v, %v after %d reads; want no read", got, err, ls.reads)
-		}
-	})
-}
-
-// TestReadUnheld: without the claiming inference, a free bucket a peer's
-// fresh round would claim is unheld, read from the partial view alone.
-func TestReadUnheld(t *testing.T) {
-	noWait(t, func(t *testing.T) {
-		ms := time.Millisecond
-		view := lease.Coordination{Leases: []lease.State{leaseOf(5, "p", at(20*time.Second))}, Relays: []lease.RelayState{beat("p", at(-500*ms))}}
-		store := &coverageStore{partial: view, whole: view}
-		req := lease.Request{RelayID: "me", BucketCount: 8, LeaseDuration: rl, RenewInterval: 10 * time.Second}
-		got, err := readUnheld(context.Background(), store, fixedClock(rt), req, []int{5, 7})
-		if err != nil || !slices.Equal(got, []int{7}) || store.coverageReads != 1 || store.wholeReads != 0 {
-			t.Errorf("unheld %v, %v after %d partial and %d whole reads; want [7] after one partial", got, err, store.coverageReads, store.wholeReads)
-		}
-	})
 }

@@ -83,17 +83,39 @@ func (h *heapMeter) Publish(_ context.Context, msgs []outbox.Message) (int, erro
 	return len(msgs), nil
 }
 
-// 400 KB messages, eight buckets drained at once, 200-message batches:
-// unbounded, the relay would hold 640 MB. Under the budget of 128 MB and of
-// 512 MB of memory it never holds more than MaxHeldBytes, counting the
-// messages fetched and not yet deleted and the Query page each fetch is
-// decoding, and its measured heap stays within the memory.
-func TestRelayMemory_HeldBytesStayWithinTheBudget(t *testing.T) {
-	for _, memory := range []int64{128 << 20, 512 << 20} {
-		t.Run(fmt.Sprintf("%dMB", memory>>20), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { relayWithinBudget(t, memory) })
-		})
-	}
+func TestRelayMemory(t *testing.T) {
+	// 400 KB messages, eight buckets drained at once, 200-message batches:
+	// unbounded, the relay would hold 640 MB. Under the budget of 128 MB and of
+	// 512 MB of memory it never holds more than MaxHeldBytes, counting the
+	// messages fetched and not yet deleted and the Query page each fetch is
+	// decoding, and its measured heap stays within the memory.
+	t.Run("HeldBytesStayWithinTheBudget", func(t *testing.T) {
+		for _, memory := range []int64{128 << 20, 512 << 20} {
+			t.Run(fmt.Sprintf("%dMB", memory>>20), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) { relayWithinBudget(t, memory) })
+			})
+		}
+	})
+
+	// The budget's arithmetic, pinned: 85% of the memory less the binary's
+	// 32 MB is the soft limit, half of it less 12 MB of idle heap is held, a
+	// quarter of that is the Kafka client's; a small memory keeps a floor.
+	t.Run("MemoryBudgetFor", func(t *testing.T) {
+		for _, c := range []struct {
+			memory int64
+			want   outbox.MemoryBudget
+		}{
+			{0, outbox.MemoryBudget{}},
+			{-1, outbox.MemoryBudget{}},
+			{128 << 20, outbox.MemoryBudget{SoftLimit: 80_530_636, MaxHeldBytes: 33_973_862, ProducerBufferBytes: 8_493_465}},
+			{512 << 20, outbox.MemoryBudget{SoftLimit: 422_785_843, MaxHeldBytes: 205_101_465, ProducerBufferBytes: 51_275_366}},
+			{32 << 20, outbox.MemoryBudget{SoftLimit: 18_874_368, MaxHeldBytes: 3_145_728, ProducerBufferBytes: 786_432}},
+		} {
+			if got := outbox.MemoryBudgetFor(c.memory); got != c.want {
+				t.Errorf("MemoryBudgetFor(%d) = %+v, want %+v", c.memory, got, c.want)
+			}
+		}
+	})
 }
 
 func relayWithinBudget(t *testing.T, memory int64) {
@@ -133,25 +155,5 @@ func relayWithinBudget(t *testing.T, memory int64) {
 	}
 	if meter.peakHeap > uint64(memory) {
 		t.Errorf("peak live heap %d bytes, over the %d-byte memory", meter.peakHeap, memory)
-	}
-}
-
-// The budget's arithmetic, pinned: 85% of the memory less the binary's
-// 32 MB is the soft limit, half of it less 12 MB of idle heap is held, a
-// quarter of that is the Kafka client's; a small memory keeps a floor.
-func TestMemoryBudgetFor(t *testing.T) {
-	for _, c := range []struct {
-		memory int64
-		want   outbox.MemoryBudget
-	}{
-		{0, outbox.MemoryBudget{}},
-		{-1, outbox.MemoryBudget{}},
-		{128 << 20, outbox.MemoryBudget{SoftLimit: 80_530_636, MaxHeldBytes: 33_973_862, ProducerBufferBytes: 8_493_465}},
-		{512 << 20, outbox.MemoryBudget{SoftLimit: 422_785_843, MaxHeldBytes: 205_101_465, ProducerBufferBytes: 51_275_366}},
-		{32 << 20, outbox.MemoryBudget{SoftLimit: 18_874_368, MaxHeldBytes: 3_145_728, ProducerBufferBytes: 786_432}},
-	} {
-		if got := outbox.MemoryBudgetFor(c.memory); got != c.want {
-			t.Errorf("MemoryBudgetFor(%d) = %+v, want %+v", c.memory, got, c.want)
-		}
 	}
 }

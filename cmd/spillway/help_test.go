@@ -32,74 +32,76 @@ func helpTopics() [][]string {
 	return topics
 }
 
-// TestHelpMatchesTheGoldenFiles checks `spillway help <command>` and
-// `spillway <command> -h` for every command and verb: the same text, on
-// stdout, exit 0, as recorded in testdata/help (go test -run Golden -update
-// rewrites them).
-func TestHelpMatchesTheGoldenFiles(t *testing.T) {
-	// Defaults shown in the help come from the environment.
-	for _, env := range []string{outboxconf.EnvBucketCount, outboxconf.EnvDynamoDBEndpoint, outboxconf.EnvKafkaBrokers} {
-		t.Setenv(env, "")
-	}
-	t.Setenv("TMPDIR", "/tmp")
-	topics := append(helpTopics(), nil) // nil: the command list
-	for _, topic := range topics {
-		name := strings.Join(topic, "-")
-		if name == "" {
-			name = "commands"
+func TestHelp(t *testing.T) {
+	// MatchesTheGoldenFiles checks `spillway help <command>` and
+	// `spillway <command> -h` for every command and verb: the same text, on
+	// stdout, exit 0, as recorded in testdata/help (go test -run Golden -update
+	// rewrites them).
+	t.Run("MatchesTheGoldenFiles", func(t *testing.T) {
+		// Defaults shown in the help come from the environment.
+		for _, env := range []string{outboxconf.EnvBucketCount, outboxconf.EnvDynamoDBEndpoint, outboxconf.EnvKafkaBrokers} {
+			t.Setenv(env, "")
 		}
-		code, out, errs := cli(t, append([]string{"help"}, topic...)...)
-		if code != 0 || errs != "" {
-			t.Errorf("help %v: exit %d, stderr %q", topic, code, errs)
-		}
-		if len(topic) > 0 && topic[0] != "help" {
-			if c2, out2, _ := cli(t, append(slices.Clone(topic), "-h")...); c2 != 0 || out2 != out {
-				t.Errorf("%v -h: exit %d, and its text differs from help's:\n%s", topic, c2, out2)
+		t.Setenv("TMPDIR", "/tmp")
+		topics := append(helpTopics(), nil) // nil: the command list
+		for _, topic := range topics {
+			name := strings.Join(topic, "-")
+			if name == "" {
+				name = "commands"
+			}
+			code, out, errs := cli(t, append([]string{"help"}, topic...)...)
+			if code != 0 || errs != "" {
+				t.Errorf("help %v: exit %d, stderr %q", topic, code, errs)
+			}
+			if len(topic) > 0 && topic[0] != "help" {
+				if c2, out2, _ := cli(t, append(slices.Clone(topic), "-h")...); c2 != 0 || out2 != out {
+					t.Errorf("%v -h: exit %d, and its text differs from help's:\n%s", topic, c2, out2)
+				}
+			}
+			path := filepath.Join("testdata", "help", name+".golden")
+			if *update {
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (go test -run Golden -update writes it)", err)
+			}
+			if out != string(want) {
+				t.Errorf("help %v differs from %s:\n%s", topic, path, out)
 			}
 		}
-		path := filepath.Join("testdata", "help", name+".golden")
-		if *update {
-			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("%v (go test -run Golden -update writes it)", err)
-		}
-		if out != string(want) {
-			t.Errorf("help %v differs from %s:\n%s", topic, path, out)
-		}
-	}
-}
+	})
 
-// TestHelpListsOnlyACommandsOwnFlags: --brokers only where Kafka is used,
-// the bucket count only where buckets matter, --count never listed, every
-// flag written --flag, a one-line description and an example everywhere.
-func TestHelpListsOnlyACommandsOwnFlags(t *testing.T) {
-	for _, topic := range helpTopics() {
-		_, out, _ := cli(t, append([]string{"help"}, topic...)...)
-		name := strings.Join(topic, " ")
-		wantBrokers := name == "drain" || name == "bench"
-		if got := strings.Contains(out, "--brokers"); got != wantBrokers {
-			t.Errorf("help %s mentions --brokers: %v, want %v", name, got, wantBrokers)
+	// ListsOnlyACommandsOwnFlags: --brokers only where Kafka is used,
+	// the bucket count only where buckets matter, --count never listed, every
+	// flag written --flag, a one-line description and an example everywhere.
+	t.Run("ListsOnlyACommandsOwnFlags", func(t *testing.T) {
+		for _, topic := range helpTopics() {
+			_, out, _ := cli(t, append([]string{"help"}, topic...)...)
+			name := strings.Join(topic, " ")
+			wantBrokers := name == "drain" || name == "bench"
+			if got := strings.Contains(out, "--brokers"); got != wantBrokers {
+				t.Errorf("help %s mentions --brokers: %v, want %v", name, got, wantBrokers)
+			}
+			if strings.Contains(out, " --count") || singleDash.MatchString(out) {
+				t.Errorf("help %s lists --count or a -flag:\n%s", name, out)
+			}
+			if name == "create-table" && strings.Contains(out, "--bucket-count") {
+				t.Errorf("create-table lists --bucket-count")
+			}
+			if d := docs[name]; d.summary == "" || strings.Contains(d.summary, "\n") || len(d.examples) == 0 {
+				t.Errorf("%s: summary %q, %d examples; want one line and an example", name, d.summary, len(d.examples))
+			}
 		}
-		if strings.Contains(out, " --count") || singleDash.MatchString(out) {
-			t.Errorf("help %s lists --count or a -flag:\n%s", name, out)
+		// --count stays a synonym.
+		if code, out, _ := cli(t, "bucket", "--key", "user-123", "--count", "10"); code != 0 || strings.TrimSpace(out) != "8" {
+			t.Errorf("bucket --count 10: exit %d, %q", code, out)
 		}
-		if name == "create-table" && strings.Contains(out, "--bucket-count") {
-			t.Errorf("create-table lists --bucket-count")
-		}
-		if d := docs[name]; d.summary == "" || strings.Contains(d.summary, "\n") || len(d.examples) == 0 {
-			t.Errorf("%s: summary %q, %d examples; want one line and an example", name, d.summary, len(d.examples))
-		}
-	}
-	// --count stays a synonym.
-	if code, out, _ := cli(t, "bucket", "--key", "user-123", "--count", "10"); code != 0 || strings.TrimSpace(out) != "8" {
-		t.Errorf("bucket --count 10: exit %d, %q", code, out)
-	}
+	})
 }

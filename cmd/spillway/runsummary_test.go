@@ -23,42 +23,44 @@ var goldenSummary = runSummary{
 	EMFFile: "/tmp/spillway-run-emf.jsonl", EMFLines: 481,
 }
 
-// The demo's summary reads without knowing the relay's internals: the stop
-// reasons, the throttle count and "joined the fleet" are said in words, and
-// their raw names come only with -v (testdata/run/summary*.golden; go test
-// -run Golden -update rewrites them).
-func TestRunSummaryMatchesTheGoldenFiles(t *testing.T) {
-	troubled := goldenSummary
-	troubled.Relay.Errors, troubled.Relay.Killed, troubled.Relay.Dropped = 1, 2, 3
-	for _, c := range []struct {
-		name    string
-		sum     runSummary
-		verbose bool
-	}{{"summary", goldenSummary, false}, {"summary-v", goldenSummary, true}, {"summary-troubled", troubled, false}} {
-		verbose := c.verbose
-		var out bytes.Buffer
-		printSummary(&out, c.sum, verbose, 4)
-		path := filepath.Join("testdata", "run", c.name+".golden")
-		if *update {
-			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-				t.Fatal(err)
+func TestRunSummary(t *testing.T) {
+	// The demo's summary reads without knowing the relay's internals: the stop
+	// reasons, the throttle count and "joined the fleet" are said in words, and
+	// their raw names come only with -v (testdata/run/summary*.golden; go test
+	// -run Golden -update rewrites them).
+	t.Run("MatchesTheGoldenFiles", func(t *testing.T) {
+		troubled := goldenSummary
+		troubled.Relay.Errors, troubled.Relay.Killed, troubled.Relay.Dropped = 1, 2, 3
+		for _, c := range []struct {
+			name    string
+			sum     runSummary
+			verbose bool
+		}{{"summary", goldenSummary, false}, {"summary-v", goldenSummary, true}, {"summary-troubled", troubled, false}} {
+			verbose := c.verbose
+			var out bytes.Buffer
+			printSummary(&out, c.sum, verbose, 4)
+			path := filepath.Join("testdata", "run", c.name+".golden")
+			if *update {
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				continue
 			}
-			if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
-				t.Fatal(err)
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (go test -run Golden -update writes it)", err)
 			}
-			continue
-		}
-		want, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("%v (go test -run Golden -update writes it)", err)
-		}
-		if out.String() != string(want) {
-			t.Errorf("%s differs from %s:\n%s", c.name, path, out.String())
-		}
-		for _, jargon := range []string{"throttled", "peer-live", "budget", "joined the fleet", "nothing-pending"} {
-			if got := strings.Contains(out.String(), jargon); got != verbose {
-				t.Errorf("verbose %v: %q in the summary is %v:\n%s", verbose, jargon, got, out.String())
+			if out.String() != string(want) {
+				t.Errorf("%s differs from %s:\n%s", c.name, path, out.String())
+			}
+			for _, jargon := range []string{"throttled", "peer-live", "budget", "joined the fleet", "nothing-pending"} {
+				if got := strings.Contains(out.String(), jargon); got != verbose {
+					t.Errorf("verbose %v: %q in the summary is %v:\n%s", verbose, jargon, got, out.String())
+				}
 			}
 		}
-	}
+	})
 }

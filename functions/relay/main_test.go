@@ -178,101 +178,103 @@ func invoke[T any](t *testing.T, em *lambdalocal.Emulator, payload []byte) T {
 	return out
 }
 
-// TestBinariesUnderTheEmulator runs the real bootstraps: the enqueue
-// function stores the sample messages and sends its wake-ups to the stand-in
-// Invoke API; each wake-up is then delivered to the relay function, whose
-// invocations have a 3-second timeout, as Lambda would deliver it.
-func TestBinariesUnderTheEmulator(t *testing.T) {
-	f := newFixture(t)
-	enqueue := f.start(t, "enqueue", nil)
+func TestBinaries(t *testing.T) {
+	// UnderTheEmulator runs the real bootstraps: the enqueue
+	// function stores the sample messages and sends its wake-ups to the stand-in
+	// Invoke API; each wake-up is then delivered to the relay function, whose
+	// invocations have a 3-second timeout, as Lambda would deliver it.
+	t.Run("UnderTheEmulator", func(t *testing.T) {
+		f := newFixture(t)
+		enqueue := f.start(t, "enqueue", nil)
 
-	single := invoke[outboxlambda.EnqueueResponse](t, enqueue, f.sample(t, "enqueue.single.json"))
-	batch := invoke[outboxlambda.EnqueueResponse](t, enqueue, f.sample(t, "enqueue.batch.json"))
-	if len(single.Messages) != 1 || single.Messages[0].Bucket != 5 || len(batch.Messages) != 5 {
-		t.Fatalf("enqueued %+v and %+v", single, batch)
-	}
-	refused := invoke[outboxlambda.EnqueueResponse](t, enqueue, f.sample(t, "enqueue.invalid-base64.json"))
-	if refused.Field != "messages[1].key" || refused.Error == "" {
-		t.Fatalf("invalid request answered %+v", refused)
-	}
-
-	wakes := f.invoke.Invocations()
-	if len(wakes) != 2 {
-		t.Fatalf("%d wake-ups, want one per stored request: %+v", len(wakes), wakes)
-	}
-	for _, w := range wakes {
-		if w.Function != "outbox-relay" || w.Type != "Event" {
-			t.Fatalf("wake-up %+v, want an Event invoke of outbox-relay", w)
+		single := invoke[outboxlambda.EnqueueResponse](t, enqueue, f.sample(t, "enqueue.single.json"))
+		batch := invoke[outboxlambda.EnqueueResponse](t, enqueue, f.sample(t, "enqueue.batch.json"))
+		if len(single.Messages) != 1 || single.Messages[0].Bucket != 5 || len(batch.Messages) != 5 {
+			t.Fatalf("enqueued %+v and %+v", single, batch)
 		}
-	}
-	if string(wakes[0].Payload) != `{"trigger":"wake","buckets":[5],"hop":0,"join":false}` {
-		t.Fatalf("first wake-up %s", wakes[0].Payload)
-	}
-
-	relay := f.start(t, "relay", map[string]string{"AWS_LAMBDA_FUNCTION_TIMEOUT": "3"})
-	first := invoke[outboxlambda.RelayResponse](t, relay, wakes[0].Payload)
-	// Under a 3 s timeout the stop margin is 1 s: the relay claims, drains
-	// everything, lingers until its budget and releases.
-	if !first.Joined || first.Published != 6 || first.ReleaseSkipped || len(first.Released) == 0 {
-		t.Fatalf("relay under a 3 s timeout: %+v", first)
-	}
-	if first.Reason != string(outbox.StopBudget) && first.Reason != string(outbox.StopDrained) {
-		t.Fatalf("relay stopped for %s", first.Reason)
-	}
-	recs := outboxtest.Consume(t, f.kafka, f.kafka.Topic("orders"), 4)
-	var ids []string
-	for _, r := range recs {
-		last := r.Headers[len(r.Headers)-1]
-		if last.Key != outbox.DefaultMessageIDHeaderName {
-			t.Fatalf("record's last header is %q, want the dedup header", last.Key)
+		refused := invoke[outboxlambda.EnqueueResponse](t, enqueue, f.sample(t, "enqueue.invalid-base64.json"))
+		if refused.Field != "messages[1].key" || refused.Error == "" {
+			t.Fatalf("invalid request answered %+v", refused)
 		}
-		ids = append(ids, string(last.Value))
-	}
-	if !slices.Contains(ids, single.Messages[0].MessageID) {
-		t.Fatalf("the single message %s is not among %v", single.Messages[0].MessageID, ids)
-	}
 
-	// A warm invocation of the same environment keeps its relay id.
-	sweep := invoke[outboxlambda.RelayResponse](t, relay, f.sample(t, "relay.schedule.json"))
-	if sweep.Reason != string(outbox.StopNothingPending) || sweep.Joined || sweep.RelayID != first.RelayID {
-		t.Fatalf("sweep after the drain: %+v (first run's relay %s)", sweep, first.RelayID)
-	}
-	bad, err := relay.Invoke(t.Context(), f.sample(t, "relay.invalid.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bad.Failed() || !strings.Contains(bad.ErrorMessage, "invalid relay event") || bad.ErrorType != "InvalidEventError" {
-		t.Fatalf("invalid event answered %s", bad.Payload)
-	}
-}
+		wakes := f.invoke.Invocations()
+		if len(wakes) != 2 {
+			t.Fatalf("%d wake-ups, want one per stored request: %+v", len(wakes), wakes)
+		}
+		for _, w := range wakes {
+			if w.Function != "outbox-relay" || w.Type != "Event" {
+				t.Fatalf("wake-up %+v, want an Event invoke of outbox-relay", w)
+			}
+		}
+		if string(wakes[0].Payload) != `{"trigger":"wake","buckets":[5],"hop":0,"join":false}` {
+			t.Fatalf("first wake-up %s", wakes[0].Payload)
+		}
 
-// TestRelayBinaryRefusesABadConfigurationAtInit: the function exits at
-// init with an error naming the variable.
-func TestRelayBinaryRefusesABadConfigurationAtInit(t *testing.T) {
-	f := newFixture(t)
-	out := &syncBuffer{}
-	vars := []string{"PATH=" + os.Getenv("PATH"), "AWS_LAMBDA_FUNCTION_NAME=outbox-relay"}
-	for k, v := range f.env {
-		vars = append(vars, k+"="+v)
-	}
-	vars = append(vars, outboxconf.EnvBatchSize+"=lots")
-	em, err := lambdalocal.Start(t.Context(), lambdalocal.Options{RIE: rie, Bootstrap: bins["relay"], Env: vars, Output: out})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer em.Close()
-	resp, err := em.Invoke(t.Context(), f.sample(t, "relay.schedule.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !resp.Failed() {
-		t.Fatalf("a misconfigured relay answered %s", resp.Payload)
-	}
-	// The function's output reaches the buffer through a pipe, possibly
-	// after the invoke answered; once the emulator has exited, all of it
-	// has.
-	em.Close()
-	if logs := out.String(); !strings.Contains(logs, `SPILLWAY_BATCH_SIZE=\"lots\"`) || !strings.Contains(logs, "relay function cannot start") {
-		t.Fatalf("init error does not name the variable and its value:\n%s", logs)
-	}
+		relay := f.start(t, "relay", map[string]string{"AWS_LAMBDA_FUNCTION_TIMEOUT": "3"})
+		first := invoke[outboxlambda.RelayResponse](t, relay, wakes[0].Payload)
+		// Under a 3 s timeout the stop margin is 1 s: the relay claims, drains
+		// everything, lingers until its budget and releases.
+		if !first.Joined || first.Published != 6 || first.ReleaseSkipped || len(first.Released) == 0 {
+			t.Fatalf("relay under a 3 s timeout: %+v", first)
+		}
+		if first.Reason != string(outbox.StopBudget) && first.Reason != string(outbox.StopDrained) {
+			t.Fatalf("relay stopped for %s", first.Reason)
+		}
+		recs := outboxtest.Consume(t, f.kafka, f.kafka.Topic("orders"), 4)
+		var ids []string
+		for _, r := range recs {
+			last := r.Headers[len(r.Headers)-1]
+			if last.Key != outbox.DefaultMessageIDHeaderName {
+				t.Fatalf("record's last header is %q, want the dedup header", last.Key)
+			}
+			ids = append(ids, string(last.Value))
+		}
+		if !slices.Contains(ids, single.Messages[0].MessageID) {
+			t.Fatalf("the single message %s is not among %v", single.Messages[0].MessageID, ids)
+		}
+
+		// A warm invocation of the same environment keeps its relay id.
+		sweep := invoke[outboxlambda.RelayResponse](t, relay, f.sample(t, "relay.schedule.json"))
+		if sweep.Reason != string(outbox.StopNothingPending) || sweep.Joined || sweep.RelayID != first.RelayID {
+			t.Fatalf("sweep after the drain: %+v (first run's relay %s)", sweep, first.RelayID)
+		}
+		bad, err := relay.Invoke(t.Context(), f.sample(t, "relay.invalid.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bad.Failed() || !strings.Contains(bad.ErrorMessage, "invalid relay event") || bad.ErrorType != "InvalidEventError" {
+			t.Fatalf("invalid event answered %s", bad.Payload)
+		}
+	})
+
+	// RelayBinaryRefusesABadConfigurationAtInit: the function exits at
+	// init with an error naming the variable.
+	t.Run("RelayBinaryRefusesABadConfigurationAtInit", func(t *testing.T) {
+		f := newFixture(t)
+		out := &syncBuffer{}
+		vars := []string{"PATH=" + os.Getenv("PATH"), "AWS_LAMBDA_FUNCTION_NAME=outbox-relay"}
+		for k, v := range f.env {
+			vars = append(vars, k+"="+v)
+		}
+		vars = append(vars, outboxconf.EnvBatchSize+"=lots")
+		em, err := lambdalocal.Start(t.Context(), lambdalocal.Options{RIE: rie, Bootstrap: bins["relay"], Env: vars, Output: out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer em.Close()
+		resp, err := em.Invoke(t.Context(), f.sample(t, "relay.schedule.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !resp.Failed() {
+			t.Fatalf("a misconfigured relay answered %s", resp.Payload)
+		}
+		// The function's output reaches the buffer through a pipe, possibly
+		// after the invoke answered; once the emulator has exited, all of it
+		// has.
+		em.Close()
+		if logs := out.String(); !strings.Contains(logs, `SPILLWAY_BATCH_SIZE=\"lots\"`) || !strings.Contains(logs, "relay function cannot start") {
+			t.Fatalf("init error does not name the variable and its value:\n%s", logs)
+		}
+	})
 }

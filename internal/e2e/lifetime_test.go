@@ -44,67 +44,172 @@ func newSim(t *testing.T, topics ...string) *backend {
 	return newBackend(t, true, topics...)
 }
 
-func TestBudgetReachedMidDrain_ReleasesAndTheNextRunContinues(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		b := newSim(t)
-		l := b.enqueueBuckets(t, 4, 50, 100)
-		a := b.newRig(t, func() outbox.RelayOptions { o := testOpts("relay-a"); o.MaxConcurrency = 1; return o }(), nil)
-		// Each publish takes a simulated second: the 8-second budget (12 s
-		// minus the 4 s stop margin) ends after 8 batches.
-		a.pub.setLatency(time.Second)
-		res := a.run(t, outbox.RunInput{Deadline: b.clock.Now().Add(12 * time.Second)})
-		if res.Reason != outbox.StopBudget || res.ReleaseSkipped {
-			t.Fatalf("first run: reason %s, release skipped %v; want budget with a release", res.Reason, res.ReleaseSkipped)
-		}
-		if res.Published != res.Deleted || res.Deleted == 0 || res.Deleted >= 200 {
-			t.Fatalf("first run published %d and deleted %d of 200, want a part, each deleted once", res.Published, res.Deleted)
-		}
-		if !slices.Equal(res.Released, allBuckets) || len(res.WorkLeft) == 0 {
-			t.Fatalf("released %v with work left in %v, want every bucket released and work left", res.Released, res.WorkLeft)
-		}
-		messages, owners := b.tableState(t)
-		if messages != 200-res.Deleted || len(owners) != 0 {
-			t.Fatalf("after the stop the table holds %d messages (want %d) and leases naming %v", messages, 200-res.Deleted, owners)
-		}
+func TestLifetime(t *testing.T) {
+	t.Run("BudgetReachedMidDrain_ReleasesAndTheNextRunContinues", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			b := newSim(t)
+			l := b.enqueueBuckets(t, 4, 50, 100)
+			a := b.newRig(t, func() outbox.RelayOptions { o := testOpts("relay-a"); o.MaxConcurrency = 1; return o }(), nil)
+			// Each publish takes a simulated second: the 8-second budget (12 s
+			// minus the 4 s stop margin) ends after 8 batches.
+			a.pub.setLatency(time.Second)
+			res := a.run(t, outbox.RunInput{Deadline: b.clock.Now().Add(12 * time.Second)})
+			if res.Reason != outbox.StopBudget || res.ReleaseSkipped {
+				t.Fatalf("first run: reason %s, release skipped %v; want budget with a release", res.Reason, res.ReleaseSkipped)
+			}
+			if res.Published != res.Deleted || res.Deleted == 0 || res.Deleted >= 200 {
+				t.Fatalf("first run published %d and deleted %d of 200, want a part, each deleted once", res.Published, res.Deleted)
+			}
+			if !slices.Equal(res.Released, allBuckets) || len(res.WorkLeft) == 0 {
+				t.Fatalf("released %v with work left in %v, want every bucket released and work left", res.Released, res.WorkLeft)
+			}
+			messages, owners := b.tableState(t)
+			if messages != 200-res.Deleted || len(owners) != 0 {
+				t.Fatalf("after the stop the table holds %d messages (want %d) and leases naming %v", messages, 200-res.Deleted, owners)
+			}
 
-		a.pub.setLatency(0)
-		next := a.run(t, outbox.RunInput{Deadline: b.clock.Now().Add(10 * time.Minute)})
-		if next.Reason != outbox.StopDrained || next.Deleted != 200-res.Deleted {
-			t.Fatalf("next run: reason %s, deleted %d; want drained after deleting the %d left", next.Reason, next.Deleted, 200-res.Deleted)
-		}
-		if d := b.verify(t, l); d.duplicates != 0 {
-			t.Fatalf("%d duplicates, want none: every published batch was deleted under a valid lease", d.duplicates)
-		}
-		b.wantEmpty(t)
-		t.Logf("budget of 8 s: %d messages in the first run, %d in the next", res.Deleted, next.Deleted)
+			a.pub.setLatency(0)
+			next := a.run(t, outbox.RunInput{Deadline: b.clock.Now().Add(10 * time.Minute)})
+			if next.Reason != outbox.StopDrained || next.Deleted != 200-res.Deleted {
+				t.Fatalf("next run: reason %s, deleted %d; want drained after deleting the %d left", next.Reason, next.Deleted, 200-res.Deleted)
+			}
+			if d := b.verify(t, l); d.duplicates != 0 {
+				t.Fatalf("%d duplicates, want none: every published batch was deleted under a valid lease", d.duplicates)
+			}
+			b.wantEmpty(t)
+			t.Logf("budget of 8 s: %d messages in the first run, %d in the next", res.Deleted, next.Deleted)
+		})
 	})
-}
 
-func TestBudgetTooShortToRelease_LeasesLapse_PeerTakesOverOnlyAfterLeaseDuration(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		b := newSim(t)
-		l := b.enqueueBuckets(t, 1, 30, 100)
-		a := b.newRig(t, testOpts("relay-a"), nil)
-		// Publishes of 4.5 simulated seconds: the second one ends at the
-		// deadline, past the budget (6 s), with no time left to release.
-		a.pub.setLatency(4500 * time.Millisecond)
-		res := a.run(t, outbox.RunInput{Deadline: b.clock.Now().Add(9 * time.Second)})
-		if res.Reason != outbox.StopBudget || !res.ReleaseSkipped || res.Deleted != 20 {
-			t.Fatalf("run: reason %s, release skipped %v, deleted %d; want budget, skipped, 20", res.Reason, res.ReleaseSkipped, res.Deleted)
-		}
-		if _, owners := b.tableState(t); !slices.Equal(owners, slices.Repeat([]string{"relay-a"}, 8)) {
-			t.Fatalf("leases name %v, want relay-a's 8 left to lapse", owners)
-		}
+	t.Run("BudgetTooShortToRelease_LeasesLapse_PeerTakesOverOnlyAfterLeaseDuration", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			b := newSim(t)
+			l := b.enqueueBuckets(t, 1, 30, 100)
+			a := b.newRig(t, testOpts("relay-a"), nil)
+			// Publishes of 4.5 simulated seconds: the second one ends at the
+			// deadline, past the budget (6 s), with no time left to release.
+			a.pub.setLatency(4500 * time.Millisecond)
+			res := a.run(t, outbox.RunInput{Deadline: b.clock.Now().Add(9 * time.Second)})
+			if res.Reason != outbox.StopBudget || !res.ReleaseSkipped || res.Deleted != 20 {
+				t.Fatalf("run: reason %s, release skipped %v, deleted %d; want budget, skipped, 20", res.Reason, res.ReleaseSkipped, res.Deleted)
+			}
+			if _, owners := b.tableState(t); !slices.Equal(owners, slices.Repeat([]string{"relay-a"}, 8)) {
+				t.Fatalf("leases name %v, want relay-a's 8 left to lapse", owners)
+			}
 
-		peer := b.newRig(t, testOpts("relay-b"), nil)
-		took := takeOverOnSchedule(t, b, peer, 5*time.Second)
-		if took.res.Deleted != 10 {
-			t.Fatalf("peer deleted %d, want the 10 left", took.res.Deleted)
-		}
-		if d := b.verify(t, l); d.duplicates != 0 {
-			t.Fatalf("%d duplicates, want none", d.duplicates)
-		}
-		b.wantEmpty(t)
+			peer := b.newRig(t, testOpts("relay-b"), nil)
+			took := takeOverOnSchedule(t, b, peer, 5*time.Second)
+			if took.res.Deleted != 10 {
+				t.Fatalf("peer deleted %d, want the 10 left", took.res.Deleted)
+			}
+			if d := b.verify(t, l); d.duplicates != 0 {
+				t.Fatalf("%d duplicates, want none", d.duplicates)
+			}
+			b.wantEmpty(t)
+		})
+	})
+
+	t.Run("CrashMidPublish_PeerRepublishesTheUndeletedBatch", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			b := newSim(t)
+			l := b.enqueueBuckets(t, 2, 30, 100)
+			a := b.newRig(t, func() outbox.RelayOptions { o := testOpts("relay-a"); o.MaxConcurrency = 1; return o }(), nil)
+			ctx, crash := context.WithCancel(t.Context())
+			defer crash()
+			// The third batch reaches Kafka, then the relay dies before it hears
+			// the acknowledgement: nothing after it runs, not even the release.
+			var publishes atomic.Int32
+			a.pub.setWrap(func(_ context.Context, _ []outbox.Message, publish func() (int, error)) (int, error) {
+				n, err := publish()
+				if publishes.Add(1) == 3 {
+					crash()
+					return 0, context.Canceled
+				}
+				return n, err
+			})
+			res, err := a.relay.Run(ctx, outbox.RunInput{Deadline: b.clock.Now().Add(10 * time.Minute)})
+			if err != nil || res.Reason != outbox.StopCancelled || res.Deleted != 20 {
+				t.Fatalf("crashed run: %+v, %v; want cancelled after deleting 2 batches", res, err)
+			}
+			if _, owners := b.tableState(t); !slices.Equal(owners, slices.Repeat([]string{"relay-a"}, 8)) {
+				t.Fatalf("leases name %v, want all 8 still relay-a's", owners)
+			}
+
+			peer := b.newRig(t, testOpts("relay-b"), nil)
+			took := takeOverOnSchedule(t, b, peer, 5*time.Second)
+			if took.res.Deleted != 40 {
+				t.Fatalf("peer deleted %d, want the 40 left", took.res.Deleted)
+			}
+			d := b.verify(t, l)
+			if d.duplicates != 10 {
+				t.Fatalf("%d duplicates, want the 10 of the batch published by the crashed relay", d.duplicates)
+			}
+			b.wantEmpty(t)
+		})
+	})
+
+	t.Run("StallPastTheLease_RenewalRefused_PublishedBatchNotDeleted", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			b := newSim(t)
+			l := b.enqueueBuckets(t, 1, 20, 100)
+			a := b.newRig(t, testOpts("relay-a"), nil)
+			stalled, resume := make(chan struct{}), make(chan struct{})
+			var stalls atomic.Int32
+			a.pub.setWrap(func(_ context.Context, _ []outbox.Message, publish func() (int, error)) (int, error) {
+				if stalls.Add(1) == 1 {
+					close(stalled)
+					<-resume
+				}
+				return publish()
+			})
+			renewing, renew := make(chan struct{}), make(chan struct{})
+			a.store.setBeforeRenew(func() {
+				close(renewing)
+				<-renew
+				a.store.setBeforeRenew(nil)
+			})
+			type outcome struct {
+				res outbox.RunResult
+				err error
+			}
+			done := make(chan outcome, 1)
+			go func() {
+				res, err := a.relay.Run(t.Context(), outbox.RunInput{Deadline: b.clock.Now().Add(10 * time.Minute)})
+				done <- outcome{res, err}
+			}()
+			<-stalled
+			// The clock reaches the renewal due during the publish; the
+			// renewal request is held back while the lease runs out and a peer
+			// takes the bucket over and drains it.
+			<-renewing
+			time.Sleep(time.Until(t0.Add(leaseDuration + time.Second)))
+			peer := b.newRig(t, testOpts("relay-b"), nil)
+			took := peer.run(t, outbox.RunInput{Deadline: b.clock.Now().Add(time.Minute)})
+			if took.Deleted != 20 {
+				t.Fatalf("peer deleted %d, want all 20", took.Deleted)
+			}
+			refused := a.obs.when(func(e event) bool {
+				return e.kind == evLeaseLost && e.loss == outbox.LossRenewalRefused
+			})
+			close(renew)
+			<-refused
+			close(resume)
+			out := <-done
+			if out.err != nil {
+				t.Fatal(out.err)
+			}
+			if out.res.Deleted != 0 {
+				t.Fatalf("the stalled relay deleted %d messages after losing its lease", out.res.Deleted)
+			}
+			publishes, _ := a.obs.of(evPublish)
+			if len(publishes) == 0 || !errors.Is(publishes[0].err, outbox.ErrLeaseLost) {
+				t.Fatalf("publish events %v, want the stalled batch reported as published after the lease was lost", publishes)
+			}
+			if d := b.verify(t, l); d.duplicates != 10 {
+				t.Fatalf("%d duplicates, want the 10 of the stalled batch", d.duplicates)
+			}
+			b.wantEmpty(t)
+		})
 	})
 }
 
@@ -157,109 +262,6 @@ func takeOverOnSchedule(t *testing.T, b *backend, peer *rig, step time.Duration)
 		t.Logf("peer took over at +%v after %d sweeps (lease expired at +%v)", claims[0].at.Sub(t0), sweep, expiry.Sub(t0))
 		return takeover{res: res, claimAt: claims[0].at, sweeps: sweep}
 	}
-}
-
-func TestCrashMidPublish_PeerRepublishesTheUndeletedBatch(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		b := newSim(t)
-		l := b.enqueueBuckets(t, 2, 30, 100)
-		a := b.newRig(t, func() outbox.RelayOptions { o := testOpts("relay-a"); o.MaxConcurrency = 1; return o }(), nil)
-		ctx, crash := context.WithCancel(t.Context())
-		defer crash()
-		// The third batch reaches Kafka, then the relay dies before it hears
-		// the acknowledgement: nothing after it runs, not even the release.
-		var publishes atomic.Int32
-		a.pub.setWrap(func(_ context.Context, _ []outbox.Message, publish func() (int, error)) (int, error) {
-			n, err := publish()
-			if publishes.Add(1) == 3 {
-				crash()
-				return 0, context.Canceled
-			}
-			return n, err
-		})
-		res, err := a.relay.Run(ctx, outbox.RunInput{Deadline: b.clock.Now().Add(10 * time.Minute)})
-		if err != nil || res.Reason != outbox.StopCancelled || res.Deleted != 20 {
-			t.Fatalf("crashed run: %+v, %v; want cancelled after deleting 2 batches", res, err)
-		}
-		if _, owners := b.tableState(t); !slices.Equal(owners, slices.Repeat([]string{"relay-a"}, 8)) {
-			t.Fatalf("leases name %v, want all 8 still relay-a's", owners)
-		}
-
-		peer := b.newRig(t, testOpts("relay-b"), nil)
-		took := takeOverOnSchedule(t, b, peer, 5*time.Second)
-		if took.res.Deleted != 40 {
-			t.Fatalf("peer deleted %d, want the 40 left", took.res.Deleted)
-		}
-		d := b.verify(t, l)
-		if d.duplicates != 10 {
-			t.Fatalf("%d duplicates, want the 10 of the batch published by the crashed relay", d.duplicates)
-		}
-		b.wantEmpty(t)
-	})
-}
-
-func TestStallPastTheLease_RenewalRefused_PublishedBatchNotDeleted(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		b := newSim(t)
-		l := b.enqueueBuckets(t, 1, 20, 100)
-		a := b.newRig(t, testOpts("relay-a"), nil)
-		stalled, resume := make(chan struct{}), make(chan struct{})
-		var stalls atomic.Int32
-		a.pub.setWrap(func(_ context.Context, _ []outbox.Message, publish func() (int, error)) (int, error) {
-			if stalls.Add(1) == 1 {
-				close(stalled)
-				<-resume
-			}
-			return publish()
-		})
-		renewing, renew := make(chan struct{}), make(chan struct{})
-		a.store.setBeforeRenew(func() {
-			close(renewing)
-			<-renew
-			a.store.setBeforeRenew(nil)
-		})
-		type outcome struct {
-			res outbox.RunResult
-			err error
-		}
-		done := make(chan outcome, 1)
-		go func() {
-			res, err := a.relay.Run(t.Context(), outbox.RunInput{Deadline: b.clock.Now().Add(10 * time.Minute)})
-			done <- outcome{res, err}
-		}()
-		<-stalled
-		// The clock reaches the renewal due during the publish; the
-		// renewal request is held back while the lease runs out and a peer
-		// takes the bucket over and drains it.
-		<-renewing
-		time.Sleep(time.Until(t0.Add(leaseDuration + time.Second)))
-		peer := b.newRig(t, testOpts("relay-b"), nil)
-		took := peer.run(t, outbox.RunInput{Deadline: b.clock.Now().Add(time.Minute)})
-		if took.Deleted != 20 {
-			t.Fatalf("peer deleted %d, want all 20", took.Deleted)
-		}
-		refused := a.obs.when(func(e event) bool {
-			return e.kind == evLeaseLost && e.loss == outbox.LossRenewalRefused
-		})
-		close(renew)
-		<-refused
-		close(resume)
-		out := <-done
-		if out.err != nil {
-			t.Fatal(out.err)
-		}
-		if out.res.Deleted != 0 {
-			t.Fatalf("the stalled relay deleted %d messages after losing its lease", out.res.Deleted)
-		}
-		publishes, _ := a.obs.of(evPublish)
-		if len(publishes) == 0 || !errors.Is(publishes[0].err, outbox.ErrLeaseLost) {
-			t.Fatalf("publish events %v, want the stalled batch reported as published after the lease was lost", publishes)
-		}
-		if d := b.verify(t, l); d.duplicates != 10 {
-			t.Fatalf("%d duplicates, want the 10 of the stalled batch", d.duplicates)
-		}
-		b.wantEmpty(t)
-	})
 }
 
 // wantEmpty checks that the table holds no message and no lease names a

@@ -52,9 +52,9 @@
 // whole publish to the client between its manual Flushes, so no record is
 // handed over while the broker's answer to an earlier one is pending, and
 // such a fault could never hit in a fleet run. outboxkafka's unit tests
-// cover that order: TestPublishRefusedRecordIsNeverOvertaken,
-// TestPublishConcurrentBatchesKeepEveryKeysOrderThroughRefusals and
-// TestPublishRefusalFailsTheBatchesInFlightBehindIt.
+// cover that order: TestPublisher/PublishRefusedRecordIsNeverOvertaken,
+// TestPublisher/PublishConcurrentBatchesKeepEveryKeysOrderThroughRefusals and
+// TestPublisher/PublishRefusalFailsTheBatchesInFlightBehindIt.
 //
 // # Invariants
 //

@@ -84,78 +84,80 @@ func anchors(text string) map[string]bool {
 	return out
 }
 
-// Every relative link of every Markdown file names a file that exists and,
-// with a #fragment, a heading of that file: sections move between files
-// (infra/README.md once sent readers to README sections that had moved to
-// docs/operations.md), and a link left behind must fail here.
-func TestRelativeLinksAndAnchorsResolve(t *testing.T) {
-	files := markdownFiles(t)
-	if len(files) < 5 {
-		t.Fatalf("found only %v: is repoRoot right?", files)
-	}
-	texts := map[string]string{}
-	read := func(rel string) (string, bool) {
-		if s, ok := texts[rel]; ok {
-			return s, true
+func TestLinks(t *testing.T) {
+	// Every relative link of every Markdown file names a file that exists and,
+	// with a #fragment, a heading of that file: sections move between files
+	// (infra/README.md once sent readers to README sections that had moved to
+	// docs/operations.md), and a link left behind must fail here.
+	t.Run("RelativeLinksAndAnchorsResolve", func(t *testing.T) {
+		files := markdownFiles(t)
+		if len(files) < 5 {
+			t.Fatalf("found only %v: is repoRoot right?", files)
 		}
-		raw, err := os.ReadFile(filepath.Join(repoRoot, rel))
-		if err != nil {
-			return "", false
-		}
-		texts[rel] = string(raw)
-		return texts[rel], true
-	}
-	checked := 0
-	for _, file := range files {
-		text, _ := read(file)
-		for _, m := range markdownLink.FindAllStringSubmatch(fencedCode.ReplaceAllString(text, ""), -1) {
-			target := m[1]
-			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
-				continue
+		texts := map[string]string{}
+		read := func(rel string) (string, bool) {
+			if s, ok := texts[rel]; ok {
+				return s, true
 			}
-			path, fragment, _ := strings.Cut(target, "#")
-			dest := file
-			if path != "" {
-				dest = filepath.Clean(filepath.Join(filepath.Dir(file), path))
-				if _, err := os.Stat(filepath.Join(repoRoot, dest)); err != nil {
-					t.Errorf("%s: link %s: %s does not exist", file, target, dest)
+			raw, err := os.ReadFile(filepath.Join(repoRoot, rel))
+			if err != nil {
+				return "", false
+			}
+			texts[rel] = string(raw)
+			return texts[rel], true
+		}
+		checked := 0
+		for _, file := range files {
+			text, _ := read(file)
+			for _, m := range markdownLink.FindAllStringSubmatch(fencedCode.ReplaceAllString(text, ""), -1) {
+				target := m[1]
+				if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
 					continue
 				}
-			}
-			checked++
-			if fragment == "" || !strings.HasSuffix(dest, ".md") {
-				continue
-			}
-			destText, _ := read(dest)
-			if !anchors(destText)[fragment] {
-				t.Errorf("%s: link %s: %s has no heading with anchor #%s", file, target, dest, fragment)
+				path, fragment, _ := strings.Cut(target, "#")
+				dest := file
+				if path != "" {
+					dest = filepath.Clean(filepath.Join(filepath.Dir(file), path))
+					if _, err := os.Stat(filepath.Join(repoRoot, dest)); err != nil {
+						t.Errorf("%s: link %s: %s does not exist", file, target, dest)
+						continue
+					}
+				}
+				checked++
+				if fragment == "" || !strings.HasSuffix(dest, ".md") {
+					continue
+				}
+				destText, _ := read(dest)
+				if !anchors(destText)[fragment] {
+					t.Errorf("%s: link %s: %s has no heading with anchor #%s", file, target, dest, fragment)
+				}
 			}
 		}
-	}
-	if checked == 0 {
-		t.Fatal("no relative links found")
-	}
-}
+		if checked == 0 {
+			t.Fatal("no relative links found")
+		}
+	})
 
-func TestHeadingSlugsAreGitHubs(t *testing.T) {
-	for heading, want := range map[string]string{
-		" Changing the bucket count":      "changing-the-bucket-count",
-		" Relay (`functions/relay`)":      "relay-functionsrelay",
-		" 4. Latency":                     "4-latency",
-		" Steady traffic on Lambda":       "steady-traffic-on-lambda",
-		" Streams → Lambda, and when not": "streams--lambda-and-when-not",
-	} {
-		if got := headingSlug(heading); got != want {
-			t.Errorf("headingSlug(%q) = %q, want %q", heading, got, want)
+	t.Run("HeadingSlugsAreGitHubs", func(t *testing.T) {
+		for heading, want := range map[string]string{
+			" Changing the bucket count":      "changing-the-bucket-count",
+			" Relay (`functions/relay`)":      "relay-functionsrelay",
+			" 4. Latency":                     "4-latency",
+			" Steady traffic on Lambda":       "steady-traffic-on-lambda",
+			" Streams → Lambda, and when not": "streams--lambda-and-when-not",
+		} {
+			if got := headingSlug(heading); got != want {
+				t.Errorf("headingSlug(%q) = %q, want %q", heading, got, want)
+			}
 		}
-	}
-	got := anchors("# A\n## A\n```\n# not a heading\n```\n### A\n#hashtag\n")
-	for _, want := range []string{"a", "a-1", "a-2"} {
-		if !got[want] {
-			t.Errorf("anchors lack %q: %v", want, got)
+		got := anchors("# A\n## A\n```\n# not a heading\n```\n### A\n#hashtag\n")
+		for _, want := range []string{"a", "a-1", "a-2"} {
+			if !got[want] {
+				t.Errorf("anchors lack %q: %v", want, got)
+			}
 		}
-	}
-	if got["hashtag"] || got["not-a-heading"] {
-		t.Errorf("anchors took a non-heading: %v", got)
-	}
+		if got["hashtag"] || got["not-a-heading"] {
+			t.Errorf("anchors took a non-heading: %v", got)
+		}
+	})
 }

@@ -27,47 +27,50 @@ var executableMagic = [][]byte{
 	[]byte("MZ"),
 }
 
-// TestTrackedFilesAreSourceNotBinaries fails when git tracks an executable
-// binary or a file over maxTrackedBytes.
-func TestTrackedFilesAreSourceNotBinaries(t *testing.T) {
+func TestTracked(t *testing.T) {
 	t.Parallel()
-	root := filepath.Join("..", "..")
-	files := trackedFiles(t, root)
-	// Positive control: the listing is this repository's.
-	if !slices.Contains(files, "go.mod") || !slices.Contains(files, "internal/repocheck/doc.go") {
-		t.Fatalf("git ls-files does not list this repository: %d files", len(files))
-	}
-	for _, name := range files {
-		if problem := checkTracked(filepath.Join(root, name)); problem != "" {
-			t.Errorf("%s: %s", name, problem)
+	// FilesAreSourceNotBinaries fails when git tracks an executable
+	// binary or a file over maxTrackedBytes.
+	t.Run("FilesAreSourceNotBinaries", func(t *testing.T) {
+		t.Parallel()
+		root := filepath.Join("..", "..")
+		files := trackedFiles(t, root)
+		// Positive control: the listing is this repository's.
+		if !slices.Contains(files, "go.mod") || !slices.Contains(files, "internal/repocheck/doc.go") {
+			t.Fatalf("git ls-files does not list this repository: %d files", len(files))
 		}
-	}
-}
+		for _, name := range files {
+			if problem := checkTracked(filepath.Join(root, name)); problem != "" {
+				t.Errorf("%s: %s", name, problem)
+			}
+		}
+	})
 
-// TestCheckTrackedCatchesBinariesAndLargeFiles keeps the check itself honest
-// on files it makes.
-func TestCheckTrackedCatchesBinariesAndLargeFiles(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	for _, c := range []struct {
-		name    string
-		content []byte
-		bad     bool
-	}{
-		{"elf", append([]byte("\x7fELF\x02\x01\x01"), make([]byte, 64)...), true},
-		{"macho", append([]byte{0xcf, 0xfa, 0xed, 0xfe}, make([]byte, 64)...), true},
-		{"large.json", bytes.Repeat([]byte("a"), maxTrackedBytes+1), true},
-		{"script.sh", []byte("#!/usr/bin/env bash\necho hi\n"), false},
-		{"limit.txt", bytes.Repeat([]byte("a"), maxTrackedBytes), false},
-	} {
-		path := filepath.Join(dir, c.name)
-		if err := os.WriteFile(path, c.content, 0o755); err != nil {
-			t.Fatal(err)
+	// CheckTrackedCatchesBinariesAndLargeFiles keeps the check itself honest
+	// on files it makes.
+	t.Run("CheckTrackedCatchesBinariesAndLargeFiles", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		for _, c := range []struct {
+			name    string
+			content []byte
+			bad     bool
+		}{
+			{"elf", append([]byte("\x7fELF\x02\x01\x01"), make([]byte, 64)...), true},
+			{"macho", append([]byte{0xcf, 0xfa, 0xed, 0xfe}, make([]byte, 64)...), true},
+			{"large.json", bytes.Repeat([]byte("a"), maxTrackedBytes+1), true},
+			{"script.sh", []byte("#!/usr/bin/env bash\necho hi\n"), false},
+			{"limit.txt", bytes.Repeat([]byte("a"), maxTrackedBytes), false},
+		} {
+			path := filepath.Join(dir, c.name)
+			if err := os.WriteFile(path, c.content, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if got := checkTracked(path) != ""; got != c.bad {
+				t.Errorf("%s: flagged %v, want %v", c.name, got, c.bad)
+			}
 		}
-		if got := checkTracked(path) != ""; got != c.bad {
-			t.Errorf("%s: flagged %v, want %v", c.name, got, c.bad)
-		}
-	}
+	})
 }
 
 // checkTracked says what is wrong with tracking path, or "" when nothing is.

@@ -16,40 +16,57 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
-// TestModelAgreesWithTheEmbeddedServer runs the same fleets on both
-// backends: a fleet with fewer relays than buckets, and one with distant
-// standbys that rest every other round.
-func TestModelAgreesWithTheEmbeddedServer(t *testing.T) {
-	for _, size := range []Config{ValidationSize, {Buckets: 4, Relays: 12}} {
-		t.Run(fmt.Sprintf("%dx%d", size.Buckets, size.Relays), func(t *testing.T) {
-			var v Validation
-			var err error
-			synctest.Test(t, func(t *testing.T) {
-				v, err = Validate(t.Context(), Config{Buckets: size.Buckets, Relays: size.Relays, SteadyRounds: 3})
+func TestModel(t *testing.T) {
+	// AgreesWithTheEmbeddedServer runs the same fleets on both
+	// backends: a fleet with fewer relays than buckets, and one with distant
+	// standbys that rest every other round.
+	t.Run("AgreesWithTheEmbeddedServer", func(t *testing.T) {
+		for _, size := range []Config{ValidationSize, {Buckets: 4, Relays: 12}} {
+			t.Run(fmt.Sprintf("%dx%d", size.Buckets, size.Relays), func(t *testing.T) {
+				var v Validation
+				var err error
+				synctest.Test(t, func(t *testing.T) {
+					v, err = Validate(t.Context(), Config{Buckets: size.Buckets, Relays: size.Relays, SteadyRounds: 3})
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := v.Agree(); err != nil {
+					t.Fatal(err)
+				}
+				if !v.Model.Converged || v.Model.Steady.Rounds == 0 {
+					t.Fatalf("fleet did not settle: %+v", v.Model)
+				}
+				if size.Relays > 2*size.Buckets && v.Model.Steady.Requests["PutItem"] >= v.Model.Steady.Rounds {
+					t.Fatalf("no distant standby rested: %d heartbeats in %d rounds", v.Model.Steady.Requests["PutItem"], v.Model.Steady.Rounds)
+				}
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := v.Agree(); err != nil {
-				t.Fatal(err)
-			}
-			if !v.Model.Converged || v.Model.Steady.Rounds == 0 {
-				t.Fatalf("fleet did not settle: %+v", v.Model)
-			}
-			if size.Relays > 2*size.Buckets && v.Model.Steady.Requests["PutItem"] >= v.Model.Steady.Rounds {
-				t.Fatalf("no distant standby rested: %d heartbeats in %d rounds", v.Model.Steady.Requests["PutItem"], v.Model.Steady.Rounds)
-			}
-		})
-	}
-}
+		}
+	})
 
-// TestModelChargesRefusalsPrunesAndReleasesLikeTheEmbeddedServer drives two
-// relays' stores through what a settled fleet never does: a clock that goes
-// back (a refused heartbeat), a dead relay's record pruned, a relay taking
-// over lapsed leases, and graceful releases; after every step both
-// backends must have counted the same requests, refusals and units.
-func TestModelChargesRefusalsPrunesAndReleasesLikeTheEmbeddedServer(t *testing.T) {
-	synctest.Test(t, testModelChargesRefusalsPrunesAndReleases)
+	// ChargesRefusalsPrunesAndReleasesLikeTheEmbeddedServer drives two
+	// relays' stores through what a settled fleet never does: a clock that goes
+	// back (a refused heartbeat), a dead relay's record pruned, a relay taking
+	// over lapsed leases, and graceful releases; after every step both
+	// backends must have counted the same requests, refusals and units.
+	t.Run("ChargesRefusalsPrunesAndReleasesLikeTheEmbeddedServer", func(t *testing.T) {
+		synctest.Test(t, testModelChargesRefusalsPrunesAndReleases)
+	})
+
+	// RefusesWhatItCannotAnswer keeps the model honest: a request
+	// outside the acquisition round fails instead of being answered wrongly.
+	t.Run("RefusesWhatItCannotAnswer", func(t *testing.T) {
+		c := newModel().client()
+		if _, err := c.BatchWriteItem(t.Context(), nil); err == nil {
+			t.Fatal("BatchWriteItem answered")
+		}
+		if _, err := conditionHolds("#a = :l", map[string]string{"#a": "A"}, map[string]types.AttributeValue{":l": &types.AttributeValueMemberL{}}, nil); err == nil {
+			t.Fatal("a condition on a list was evaluated")
+		}
+		if err := applyUpdate("ADD #a :n", map[string]string{"#a": "A"}, nil, nil); err == nil {
+			t.Fatal("an ADD update was applied")
+		}
+	})
 }
 
 // skewedClock is the bubble's clock seen by a host whose clock is off by
@@ -136,20 +153,5 @@ func testModelChargesRefusalsPrunesAndReleases(t *testing.T) {
 	final := backends[1].tally()
 	if final.Refused == 0 || final.Requests["DeleteItem"] == 0 {
 		t.Fatalf("the script should refuse a heartbeat and prune a record: %+v", final)
-	}
-}
-
-// TestModelRefusesWhatItCannotAnswer keeps the model honest: a request
-// outside the acquisition round fails instead of being answered wrongly.
-func TestModelRefusesWhatItCannotAnswer(t *testing.T) {
-	c := newModel().client()
-	if _, err := c.BatchWriteItem(t.Context(), nil); err == nil {
-		t.Fatal("BatchWriteItem answered")
-	}
-	if _, err := conditionHolds("#a = :l", map[string]string{"#a": "A"}, map[string]types.AttributeValue{":l": &types.AttributeValueMemberL{}}, nil); err == nil {
-		t.Fatal("a condition on a list was evaluated")
-	}
-	if err := applyUpdate("ADD #a :n", map[string]string{"#a": "A"}, nil, nil); err == nil {
-		t.Fatal("an ADD update was applied")
 	}
 }

@@ -40,7 +40,7 @@
 //
 // # Determinism
 //
-// A seed reproduces a run, the whole Report equal (TestSteadyIsDeterministic
+// A seed reproduces a run, the whole Report equal (TestSteady/IsDeterministic
 // holds it to that). The commits (times, ids, keys, values) and the
 // schedule's phase come from one generator that one goroutine draws in
 // order; everything else follows from them through the fixed latencies and

@@ -108,118 +108,120 @@ func (f *quietFleet) round(t *testing.T, id string, now time.Time) (Acquisition,
 	return acq, f.io.takeCalls()
 }
 
-func TestSettledFleet_ReadsOnlyHeartbeats_AndEveryLeaseOnceALeaseDuration(t *testing.T) {
-	f := &quietFleet{io: newTableIO(), n: 4, states: map[string]RoundState{}}
-	f.round(t, "a", rt)
-	f.round(t, "b", at(time.Second))
-	f.round(t, "a", at(10*time.Second)) // a releases b's range
-	f.round(t, "b", at(11*time.Second)) // b claims it
-	full := map[string]int{}
-	for k := 2; k < 11; k++ {
-		for i, id := range []string{"a", "b"} {
-			acq, calls := f.round(t, id, at(time.Duration(10*k+i)*time.Second))
-			if acq.Refused != 0 || len(acq.Owned) != 2 || len(acq.Claimed)+len(acq.Released)+len(acq.Lost) != 0 {
-				t.Fatalf("round %d of %s moved something: %+v (%s)", k, id, acq, calls)
-			}
-			switch {
-			case strings.Contains(calls, "snapshot"):
-				full[id]++
-				if acq.Quiet || !acq.Settled.IsSettled() {
-					t.Fatalf("full round of %s in a settled fleet: %+v", id, acq)
+func TestLeaseRoundQuiet(t *testing.T) {
+	t.Run("SettledFleet_ReadsOnlyHeartbeats_AndEveryLeaseOnceALeaseDuration", func(t *testing.T) {
+		f := &quietFleet{io: newTableIO(), n: 4, states: map[string]RoundState{}}
+		f.round(t, "a", rt)
+		f.round(t, "b", at(time.Second))
+		f.round(t, "a", at(10*time.Second)) // a releases b's range
+		f.round(t, "b", at(11*time.Second)) // b claims it
+		full := map[string]int{}
+		for k := 2; k < 11; k++ {
+			for i, id := range []string{"a", "b"} {
+				acq, calls := f.round(t, id, at(time.Duration(10*k+i)*time.Second))
+				if acq.Refused != 0 || len(acq.Owned) != 2 || len(acq.Claimed)+len(acq.Released)+len(acq.Lost) != 0 {
+					t.Fatalf("round %d of %s moved something: %+v (%s)", k, id, acq, calls)
 				}
-			case acq.Quiet:
-				if want := id + " heartbeat, heartbeats, keep "; !strings.HasPrefix(calls, want) {
-					t.Fatalf("quiet round of %s sent %q", id, calls)
+				switch {
+				case strings.Contains(calls, "snapshot"):
+					full[id]++
+					if acq.Quiet || !acq.Settled.IsSettled() {
+						t.Fatalf("full round of %s in a settled fleet: %+v", id, acq)
+					}
+				case acq.Quiet:
+					if want := id + " heartbeat, heartbeats, keep "; !strings.HasPrefix(calls, want) {
+						t.Fatalf("quiet round of %s sent %q", id, calls)
+					}
+				default:
+					t.Fatalf("round of %s neither full nor quiet: %q", id, calls)
 				}
-			default:
-				t.Fatalf("round of %s neither full nor quiet: %q", id, calls)
 			}
 		}
-	}
-	// Nine rounds of 10 s with a 30 s lease: a full read every third
-	// round, give or take the first.
-	for _, id := range []string{"a", "b"} {
-		if full[id] < 2 || full[id] > 4 {
-			t.Fatalf("%s read every lease %d times in 9 rounds, want 3 (±1)", id, full[id])
+		// Nine rounds of 10 s with a 30 s lease: a full read every third
+		// round, give or take the first.
+		for _, id := range []string{"a", "b"} {
+			if full[id] < 2 || full[id] > 4 {
+				t.Fatalf("%s read every lease %d times in 9 rounds, want 3 (±1)", id, full[id])
+			}
 		}
-	}
-}
+	})
 
-func TestSettledFleet_ReadsEverythingAfterAJoin_AndAfterARefusedKeep(t *testing.T) {
-	f := &quietFleet{io: newTableIO(), n: 4, states: map[string]RoundState{}}
-	f.round(t, "a", rt)
-	f.round(t, "b", at(time.Second))
-	f.round(t, "a", at(10*time.Second))
-	f.round(t, "b", at(11*time.Second))
-	f.round(t, "a", at(20*time.Second))
-	st := f.states["a"]
-	if !st.Settled.IsSettled() {
-		t.Fatal("a did not settle")
-	}
-	st.Settled.at = Ticks(at(20 * time.Second)) // current for the next round
-	f.states["a"] = st
-	// c joins: a's next round sees another fleet and reads everything.
-	f.round(t, "c", at(25*time.Second))
-	acq, calls := f.round(t, "a", at(30*time.Second))
-	if !strings.Contains(calls, "heartbeats, snapshot") || acq.Quiet || acq.Settled.IsSettled() {
-		t.Fatalf("round after a join: %+v, calls %q", acq, calls)
-	}
-
-	// Another writer changes a settled relay's lease (the relay wrote it
-	// through an in-flight renewal and forgot to forget): the quiet keep
-	// is refused, not applied, and the next round reads everything and
-	// keeps the lease again.
-	g := &quietFleet{io: newTableIO(), n: 2, states: map[string]RoundState{}}
-	for k := range 2 {
-		g.round(t, "a", at(time.Duration(10*k)*time.Second))
-	}
-	st = g.states["a"]
-	if !st.Settled.IsSettled() {
-		t.Fatal("a alone did not settle")
-	}
-	st.Settled.at = Ticks(at(10 * time.Second)) // current for the next round
-	g.states["a"] = st
-	l := g.io.leases[1]
-	l.ExpiresAt = l.ExpiresAt.Add(time.Second)
-	g.io.leases[1] = l
-	acq, calls = g.round(t, "a", at(20*time.Second))
-	if !acq.Quiet || !slices.Equal(acq.Lost, []int{1}) || acq.Refused != 1 || acq.Settled.IsSettled() {
-		t.Fatalf("quiet round over a changed lease: %+v, calls %q", acq, calls)
-	}
-	acq, calls = g.round(t, "a", at(30*time.Second))
-	if acq.Quiet || !slices.Equal(acq.Owned, []int{0, 1}) || acq.Refused != 0 {
-		t.Fatalf("round after the refusal: %+v, calls %q", acq, calls)
-	}
-}
-
-func TestSettledAfter_OnlyForASettledFleet(t *testing.T) {
-	req := Request{RelayID: "a", BucketCount: 2, LeaseDuration: rl}
-	live := at(20 * time.Second)
-	keep := []Write{{Bucket: 0, Expiry: at(rl)}}
-	settledSnap := Coordination{Leases: []State{lease(0, "a", live), lease(1, "b", live)}, Relays: []RelayState{beat("a", rt), beat("b", rt)}}
-	if s := settledAfter(req, rt, settledSnap, RoundPlan{Keep: keep, StandbyRank: -1}, Acquisition{}, false); !s.IsSettled() || s.at != Ticks(rt) {
-		t.Fatalf("settled fleet: %+v", s)
-	}
-	fresh := settledAfter(req, rt, settledSnap, RoundPlan{Keep: keep, StandbyRank: -1}, Acquisition{}, true)
-	if off := Ticks(rt) - fresh.at; off < 0 || off >= durationTicks(rl) {
-		t.Fatalf("fresh offset %d ticks, want within a lease", off)
-	}
-	for name, c := range map[string]struct {
-		snap Coordination
-		plan RoundPlan
-		acq  Acquisition
-	}{
-		"a bucket free":       {Coordination{Leases: []State{lease(0, "a", live)}, Relays: settledSnap.Relays}, RoundPlan{Keep: keep}, Acquisition{}},
-		"a lease expired":     {Coordination{Leases: []State{lease(0, "a", live), lease(1, "b", rt)}, Relays: settledSnap.Relays}, RoundPlan{Keep: keep}, Acquisition{}},
-		"an inactive holder":  {Coordination{Leases: settledSnap.Leases, Relays: []RelayState{beat("a", rt), stopped("b", rt)}}, RoundPlan{Keep: keep}, Acquisition{}},
-		"a share not met":     {Coordination{Leases: []State{lease(0, "b", live), lease(1, "b", live)}, Relays: settledSnap.Relays}, RoundPlan{}, Acquisition{}},
-		"a claim this round":  {settledSnap, RoundPlan{Keep: keep, Claim: keep}, Acquisition{}},
-		"a lost keep":         {settledSnap, RoundPlan{Keep: keep}, Acquisition{Lost: []int{0}}},
-		"a refused heartbeat": {settledSnap, RoundPlan{Keep: keep}, Acquisition{HeartbeatRefused: true}},
-		"a held-back keep":    {settledSnap, RoundPlan{Keep: keep, Guarded: []int{1}}, Acquisition{}},
-	} {
-		if s := settledAfter(req, rt, c.snap, c.plan, c.acq, false); s.IsSettled() {
-			t.Errorf("%s: settled", name)
+	t.Run("SettledFleet_ReadsEverythingAfterAJoin_AndAfterARefusedKeep", func(t *testing.T) {
+		f := &quietFleet{io: newTableIO(), n: 4, states: map[string]RoundState{}}
+		f.round(t, "a", rt)
+		f.round(t, "b", at(time.Second))
+		f.round(t, "a", at(10*time.Second))
+		f.round(t, "b", at(11*time.Second))
+		f.round(t, "a", at(20*time.Second))
+		st := f.states["a"]
+		if !st.Settled.IsSettled() {
+			t.Fatal("a did not settle")
 		}
-	}
+		st.Settled.at = Ticks(at(20 * time.Second)) // current for the next round
+		f.states["a"] = st
+		// c joins: a's next round sees another fleet and reads everything.
+		f.round(t, "c", at(25*time.Second))
+		acq, calls := f.round(t, "a", at(30*time.Second))
+		if !strings.Contains(calls, "heartbeats, snapshot") || acq.Quiet || acq.Settled.IsSettled() {
+			t.Fatalf("round after a join: %+v, calls %q", acq, calls)
+		}
+
+		// Another writer changes a settled relay's lease (the relay wrote it
+		// through an in-flight renewal and forgot to forget): the quiet keep
+		// is refused, not applied, and the next round reads everything and
+		// keeps the lease again.
+		g := &quietFleet{io: newTableIO(), n: 2, states: map[string]RoundState{}}
+		for k := range 2 {
+			g.round(t, "a", at(time.Duration(10*k)*time.Second))
+		}
+		st = g.states["a"]
+		if !st.Settled.IsSettled() {
+			t.Fatal("a alone did not settle")
+		}
+		st.Settled.at = Ticks(at(10 * time.Second)) // current for the next round
+		g.states["a"] = st
+		l := g.io.leases[1]
+		l.ExpiresAt = l.ExpiresAt.Add(time.Second)
+		g.io.leases[1] = l
+		acq, calls = g.round(t, "a", at(20*time.Second))
+		if !acq.Quiet || !slices.Equal(acq.Lost, []int{1}) || acq.Refused != 1 || acq.Settled.IsSettled() {
+			t.Fatalf("quiet round over a changed lease: %+v, calls %q", acq, calls)
+		}
+		acq, calls = g.round(t, "a", at(30*time.Second))
+		if acq.Quiet || !slices.Equal(acq.Owned, []int{0, 1}) || acq.Refused != 0 {
+			t.Fatalf("round after the refusal: %+v, calls %q", acq, calls)
+		}
+	})
+
+	t.Run("SettledAfter_OnlyForASettledFleet", func(t *testing.T) {
+		req := Request{RelayID: "a", BucketCount: 2, LeaseDuration: rl}
+		live := at(20 * time.Second)
+		keep := []Write{{Bucket: 0, Expiry: at(rl)}}
+		settledSnap := Coordination{Leases: []State{lease(0, "a", live), lease(1, "b", live)}, Relays: []RelayState{beat("a", rt), beat("b", rt)}}
+		if s := settledAfter(req, rt, settledSnap, RoundPlan{Keep: keep, StandbyRank: -1}, Acquisition{}, false); !s.IsSettled() || s.at != Ticks(rt) {
+			t.Fatalf("settled fleet: %+v", s)
+		}
+		fresh := settledAfter(req, rt, settledSnap, RoundPlan{Keep: keep, StandbyRank: -1}, Acquisition{}, true)
+		if off := Ticks(rt) - fresh.at; off < 0 || off >= durationTicks(rl) {
+			t.Fatalf("fresh offset %d ticks, want within a lease", off)
+		}
+		for name, c := range map[string]struct {
+			snap Coordination
+			plan RoundPlan
+			acq  Acquisition
+		}{
+			"a bucket free":       {Coordination{Leases: []State{lease(0, "a", live)}, Relays: settledSnap.Relays}, RoundPlan{Keep: keep}, Acquisition{}},
+			"a lease expired":     {Coordination{Leases: []State{lease(0, "a", live), lease(1, "b", rt)}, Relays: settledSnap.Relays}, RoundPlan{Keep: keep}, Acquisition{}},
+			"an inactive holder":  {Coordination{Leases: settledSnap.Leases, Relays: []RelayState{beat("a", rt), stopped("b", rt)}}, RoundPlan{Keep: keep}, Acquisition{}},
+			"a share not met":     {Coordination{Leases: []State{lease(0, "b", live), lease(1, "b", live)}, Relays: settledSnap.Relays}, RoundPlan{}, Acquisition{}},
+			"a claim this round":  {settledSnap, RoundPlan{Keep: keep, Claim: keep}, Acquisition{}},
+			"a lost keep":         {settledSnap, RoundPlan{Keep: keep}, Acquisition{Lost: []int{0}}},
+			"a refused heartbeat": {settledSnap, RoundPlan{Keep: keep}, Acquisition{HeartbeatRefused: true}},
+			"a held-back keep":    {settledSnap, RoundPlan{Keep: keep, Guarded: []int{1}}, Acquisition{}},
+		} {
+			if s := settledAfter(req, rt, c.snap, c.plan, c.acq, false); s.IsSettled() {
+				t.Errorf("%s: settled", name)
+			}
+		}
+	})
 }

@@ -19,9 +19,9 @@ var update = flag.Bool("update", false, "rewrite testdata/planner.txt from the p
 var plannerText = filepath.Join("testdata", "planner.txt")
 
 const plannerTextHeader = `# The acquisition planner (PlanLeases) on every case of
-# testdata/planner-vectors.json, rendered by TestPlanLeases_TextVectors.
+# testdata/planner-vectors.json, rendered by TestPlanLeasesText/TextVectors.
 # Regenerate after a deliberate change of the planner with
-#   go test ./outbox/lease -run TestPlanLeases_TextVectors -update
+#   go test ./outbox/lease -run TestPlanLeasesText/TextVectors -update
 # and read the diff: it is the planner's change of behaviour.
 #
 # Input: the bucket count, the requester, the active relays as listed, and
@@ -32,48 +32,51 @@ const plannerTextHeader = `# The acquisition planner (PlanLeases) on every case 
 # and every relay's share, grouped by share.
 `
 
-// TestPlanLeases_TextVectors checks testdata/planner.txt byte for byte
-// against the planner's decisions on the shared vectors, so that a change
-// of the planner shows as a readable diff of that file. With -update it
-// rewrites the file instead.
-func TestPlanLeases_TextVectors(t *testing.T) {
+func TestPlanLeasesText(t *testing.T) {
 	t.Parallel()
-	var got bytes.Buffer
-	got.WriteString(plannerTextHeader)
-	for i, v := range loadPlannerVectors(t) {
-		p, err := PlanLeases(v.n, v.active, v.requester, v.leases)
+	// TextVectors checks testdata/planner.txt byte for byte
+	// against the planner's decisions on the shared vectors, so that a change
+	// of the planner shows as a readable diff of that file. With -update it
+	// rewrites the file instead.
+	t.Run("TextVectors", func(t *testing.T) {
+		t.Parallel()
+		var got bytes.Buffer
+		got.WriteString(plannerTextHeader)
+		for i, v := range loadPlannerVectors(t) {
+			p, err := PlanLeases(v.n, v.active, v.requester, v.leases)
+			if err != nil {
+				t.Fatalf("vector %d: %v", i+1, err)
+			}
+			renderVector(&got, i+1, v, p)
+		}
+		if *update {
+			if err := os.MkdirAll(filepath.Dir(plannerText), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(plannerText, got.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		want, err := os.ReadFile(plannerText)
 		if err != nil {
-			t.Fatalf("vector %d: %v", i+1, err)
+			t.Fatalf("%v (create it with -update)", err)
 		}
-		renderVector(&got, i+1, v, p)
-	}
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(plannerText), 0o755); err != nil {
-			t.Fatal(err)
+		if bytes.Equal(got.Bytes(), want) {
+			return
 		}
-		if err := os.WriteFile(plannerText, got.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
+		gotBlocks, wantBlocks := splitBlocks(got.String()), splitBlocks(string(want))
+		shown := 0
+		for i := range max(len(gotBlocks), len(wantBlocks)) {
+			g, w := blockAt(gotBlocks, i), blockAt(wantBlocks, i)
+			if g == w || shown == 3 {
+				continue
+			}
+			shown++
+			t.Errorf("block %d differs\n--- %s says:\n%s--- the planner decides:\n%s", i, plannerText, w, g)
 		}
-		return
-	}
-	want, err := os.ReadFile(plannerText)
-	if err != nil {
-		t.Fatalf("%v (create it with -update)", err)
-	}
-	if bytes.Equal(got.Bytes(), want) {
-		return
-	}
-	gotBlocks, wantBlocks := splitBlocks(got.String()), splitBlocks(string(want))
-	shown := 0
-	for i := range max(len(gotBlocks), len(wantBlocks)) {
-		g, w := blockAt(gotBlocks, i), blockAt(wantBlocks, i)
-		if g == w || shown == 3 {
-			continue
-		}
-		shown++
-		t.Errorf("block %d differs\n--- %s says:\n%s--- the planner decides:\n%s", i, plannerText, w, g)
-	}
-	t.Errorf("%s differs from the planner's decisions (first %d blocks shown); if the change is meant, rerun with -update", plannerText, shown)
+		t.Errorf("%s differs from the planner's decisions (first %d blocks shown); if the change is meant, rerun with -update", plannerText, shown)
+	})
 }
 
 // plannerVector is one case of testdata/planner-vectors.json: what a

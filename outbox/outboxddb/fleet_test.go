@@ -232,303 +232,305 @@ func (f *fleet) outlive(survivor, silent string) {
 	f.check(survivor+" takes the lapsed leases", acqs, refused, 0, map[string][]int{survivor: span(0, 7)})
 }
 
-// TestHowRelaysShareBuckets reproduces every row of the seed's table "How
-// relays share buckets", asserting ownership after each round and the exact
-// number of refused conditional writes the table states.
-func TestHowRelaysShareBuckets(t *testing.T) {
-	ab := map[string][]int{"relay-a": span(0, 3), "relay-b": span(4, 7)}
+func TestFleet(t *testing.T) {
+	// HowRelaysShareBuckets reproduces every row of the seed's table "How
+	// relays share buckets", asserting ownership after each round and the exact
+	// number of refused conditional writes the table states.
+	t.Run("HowRelaysShareBuckets", func(t *testing.T) {
+		ab := map[string][]int{"relay-a": span(0, 3), "relay-b": span(4, 7)}
 
-	t.Run("steady state", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			f := newFleet(t, 8)
-			f.settle()
-			for i := range 5 {
+		t.Run("steady state", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFleet(t, 8)
+				f.settle()
+				for i := range 5 {
+					var acqs map[string]lease.Acquisition
+					var refused int
+					c := f.e.counts(func() { acqs, refused = f.round("relay-a", "relay-b") })
+					f.check(fmt.Sprintf("steady round %d", i), acqs, refused, 0, ab)
+					// Per relay: one heartbeat, one consistent read, one renewal per
+					// owned bucket.
+					wantRequests(t, c, map[string]int{"PutItem": 2, "Query": 2, "UpdateItem": 8})
+				}
+			})
+		})
+
+		t.Run("instance starts, scale out", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFleet(t, 8)
+				f.settle()
+				// relay-c joins a fair fleet: on its first round it owns nothing and
+				// writes no lease.
+				acqs, refused := f.round("relay-a", "relay-b", "relay-c")
+				f.check("relay-c joins", acqs, refused, 0, ab)
+				// The peers see its heartbeat on their next round: the shares become
+				// a=3 b=3 c=2 (the remainder stays with the relays that hold more),
+				// so each hands one bucket back, outside its range first, and
+				// relay-c claims them on its following round. Buckets a peer keeps
+				// do not move.
+				acqs, refused = f.round("relay-a", "relay-b", "relay-c")
+				want := map[string][]int{"relay-a": span(0, 2), "relay-b": span(4, 6), "relay-c": {3, 7}}
+				f.check("peers hand over, relay-c claims", acqs, refused, 0, want)
+				wantInts(t, "relay-a released", acqs["relay-a"].Released, []int{3})
+				wantInts(t, "relay-b released", acqs["relay-b"].Released, []int{7})
+				acqs, refused = f.round("relay-a", "relay-b", "relay-c")
+				f.check("settled", acqs, refused, 0, want)
+			})
+		})
+
+		t.Run("graceful stop", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFleet(t, 8)
+				f.settle()
+				time.Sleep(time.Second)
+				var rel lease.Release
+				c := f.e.counts(func() {
+					var err error
+					if rel, err = f.relay("relay-b").ReleaseLeases(t.Context(), f.request("relay-b")); err != nil {
+						t.Fatal(err)
+					}
+				})
+				wantInts(t, "released", rel.Released, span(4, 7))
+				if rel.Unfinished || c.Refused != 0 {
+					t.Fatalf("release %+v with %d refusals", rel, c.Refused)
+				}
+				// Stopped stamp, two lease reads, four releases.
+				wantRequests(t, c, map[string]int{"PutItem": 1, "Query": 2, "UpdateItem": 4})
+				f.check("relay-b stopped", nil, 0, 0, map[string][]int{"relay-a": span(0, 3)})
+				// relay-a claims the buckets on its next round, long before they
+				// would have expired.
+				acqs, refused := f.round("relay-a")
+				f.check("relay-a takes over", acqs, refused, 0, map[string][]int{"relay-a": span(0, 7)})
+			})
+		})
+
+		t.Run("crash", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFleet(t, 8)
+				f.settle()
+				// relay-b's last round was at the settle; it never runs again. Its
+				// leases and heartbeat lapse together after L; until then relay-a
+				// writes nothing to its buckets.
+				f.outlive("relay-a", "relay-b")
+			})
+		})
+
+		t.Run("whole fleet replaced at once", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFleet(t, 8)
+				f.settle()
+				// relay-a and relay-b die; relay-c and relay-d start on the next
+				// round and wait for the old leases to lapse, then split.
+				acqs, refused := f.round("relay-c", "relay-d")
+				f.check("replacements start", acqs, refused, 0, ab)
+				acqs, refused = f.round("relay-c", "relay-d")
+				f.check("still waiting", acqs, refused, 0, ab)
+				acqs, refused = f.round("relay-c", "relay-d")
+				f.check("old leases lapsed", acqs, refused, 0, map[string][]int{"relay-c": span(0, 3), "relay-d": span(4, 7)})
+			})
+		})
+
+		t.Run("stop that misses the shutdown deadline", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFleet(t, 8)
+				f.settle()
+				// relay-b was publishing: its last act was an in-flight renewal 5 s
+				// into the next interval; it does not release. Same as a crash, from
+				// the renewal on.
+				time.Sleep(5 * time.Second)
+				if ok, err := f.relay("relay-b").RenewLeases(t.Context(), f.request("relay-b"), span(4, 7)); err != nil || !ok {
+					t.Fatalf("renewal = %v, %v", ok, err)
+				}
+				for i := range 2 {
+					acqs, refused := f.round("relay-a")
+					f.check(fmt.Sprintf("before expiry %d", i), acqs, refused, 0, ab)
+				}
+				acqs, refused := f.round("relay-a")
+				f.check("at expiry", acqs, refused, 0, map[string][]int{"relay-a": span(0, 7)})
+			})
+		})
+
+		t.Run("restart under the same relay id", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFleet(t, 8)
+				f.settle()
+				f.restart("relay-b")
+				acqs, refused := f.round("relay-a", "relay-b")
+				f.check("restarted relay-b resumes at once", acqs, refused, 0, ab)
+				if acq := acqs["relay-b"]; len(acq.Claimed) != 0 {
+					t.Fatalf("restarted relay claimed %v; it should keep its leases", acq.Claimed)
+				}
+			})
+		})
+
+		t.Run("host clock set back by more than LeaseRenewInterval", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFleet(t, 8)
+				f.settle()
+				// relay-b stops gracefully a second into the interval (its
+				// clock runs a second ahead, the fleet's stays on the round),
+				// leaving 4-7 free; then relay-a's host clock steps back 25 s.
+				f.skews["relay-b"].set(time.Second)
+				if _, err := f.relay("relay-b").ReleaseLeases(t.Context(), f.request("relay-b")); err != nil {
+					t.Fatal(err)
+				}
+				f.skews["relay-a"].set(-25 * time.Second)
+				before := f.owners()
+				for i := range 2 {
+					// relay-a's heartbeat is refused (the stored one is later), so it
+					// claims none of the free buckets; its renewals would move
+					// expiries backwards, so it sends none and reports nothing owned.
+					// The leases still name it: nobody takes them.
+					acqs, refused := f.round("relay-a")
+					f.check(fmt.Sprintf("clock behind, round %d", i), nil, refused, 1, before)
+					if acq := acqs["relay-a"]; !acq.HeartbeatRefused || len(acq.Owned) != 0 {
+						t.Fatalf("round %d: %+v", i, acq)
+					}
+				}
+				// Its clock has passed the stored heartbeat: it keeps its leases
+				// again and claims the free ones.
+				acqs, refused := f.round("relay-a")
+				f.check("clock caught up", acqs, refused, 0, map[string][]int{"relay-a": span(0, 7)})
+			})
+		})
+
+		t.Run("stall past the lease", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFleet(t, 8)
+				f.settle()
+				// relay-a stalls; relay-b takes its leases once they lapse.
+				f.outlive("relay-b", "relay-a")
+				// relay-a wakes inside a publish: its in-flight renewal is refused,
+				// one refusal per lost bucket, and it stops publishing them.
+				var ok bool
+				c := f.e.counts(func() {
+					var err error
+					if ok, err = f.relay("relay-a").RenewLeases(t.Context(), f.request("relay-a"), span(0, 3)); err != nil {
+						t.Fatal(err)
+					}
+				})
+				if ok || c.Refused != 4 {
+					t.Fatalf("stalled renewal = %v with %d refusals, want false with 4 (one per lost bucket)", ok, c.Refused)
+				}
+				wantRequests(t, c, map[string]int{"UpdateItem": 4}) // no heartbeat after a refusal
+				// It gets a share back only when a peer hands one over.
+				acqs, refused := f.acquire("relay-a", "relay-b")
+				f.check("relay-a is back, relay-b hands over", acqs, refused, 0, map[string][]int{"relay-b": span(4, 7)})
+				acqs, refused = f.round("relay-a", "relay-b")
+				f.check("relay-a claims its share", acqs, refused, 0, ab)
+			})
+		})
+
+		t.Run("many instances start at once on free buckets", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFleet(t, 8)
+				ids := []string{"relay-a", "relay-b", "relay-c", "relay-d"}
+				refusedEarly := 0
+				for range 2 {
+					_, refused := f.concurrentRound(ids...)
+					refusedEarly += refused
+				}
+				if bound := 8 * (len(ids) - 1); refusedEarly > bound {
+					t.Fatalf("%d refused writes in the first two rounds, want at most %d", refusedEarly, bound)
+				}
+				t.Logf("refused writes in the first two rounds: %d", refusedEarly)
+				for i := range 3 {
+					acqs, refused := f.concurrentRound(ids...)
+					if refused != 0 {
+						t.Fatalf("round %d after the start: %d refused writes, want none", i+3, refused)
+					}
+					claimed := map[int]string{}
+					for id, acq := range acqs {
+						for _, b := range acq.Owned {
+							if other, dup := claimed[b]; dup {
+								t.Fatalf("bucket %d owned by %s and %s", b, other, id)
+							}
+							claimed[b] = id
+						}
+					}
+				}
+				owners := f.owners()
+				total := 0
+				for _, id := range ids {
+					if len(owners[id]) != 2 {
+						t.Fatalf("split %s, want 2 buckets each", render(owners))
+					}
+					total += len(owners[id])
+				}
+				if total != 8 {
+					t.Fatalf("split %s covers %d buckets", render(owners), total)
+				}
+			})
+		})
+
+		t.Run("more instances than buckets", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFleet(t, 2)
+				acqs, refused := f.round("pod-m", "pod-n")
+				f.check("owners start", acqs, refused, 0, map[string][]int{"pod-m": {0, 1}})
+				acqs, refused = f.round("pod-m", "pod-n")
+				f.check("owners split", acqs, refused, 0, map[string][]int{"pod-m": {0}, "pod-n": {1}})
+				// pod-a, pod-b and pod-c join: standbys, even though their ids sort
+				// first. pod-a and pod-b are first in line (one per bucket) and run
+				// every round; pod-c is behind them and rests every other round.
+				pods := []string{"pod-a", "pod-b", "pod-c", "pod-m", "pod-n"}
+				var cRequests []int
+				for i := range 6 {
+					time.Sleep(fleetRenew)
+					acqs := map[string]lease.Acquisition{}
+					refused := 0
+					for _, id := range pods {
+						var one map[string]lease.Acquisition
+						var r int
+						c := f.e.counts(func() { one, r = f.acquire(id) })
+						acqs[id], refused = one[id], refused+r
+						switch id {
+						case "pod-c":
+							cRequests = append(cRequests, c.TotalRequests())
+						case "pod-a", "pod-b":
+							// One heartbeat and one read a round. In the round after
+							// they joined, a relay that settled before the later
+							// joiners' heartbeats reads the heartbeats, sees them
+							// and reads everything: two reads.
+							reads := 1
+							if i == 1 {
+								reads = 2
+							}
+							wantRequests(t, c, map[string]int{"PutItem": 1, "Query": reads})
+						}
+					}
+					f.check(fmt.Sprintf("standby round %d", i), acqs, refused, 0, map[string][]int{"pod-m": {0}, "pod-n": {1}})
+					for rank, id := range []string{"pod-a", "pod-b"} {
+						if acqs[id].StandbyRank != rank {
+							t.Fatalf("round %d: %s standby rank %d, want %d", i, id, acqs[id].StandbyRank, rank)
+						}
+					}
+				}
+				wantInts(t, "pod-c requests per round", cRequests, []int{2, 0, 2, 0, 2, 0})
+				// A bucket frees up: the first standby in id order steps in.
+				time.Sleep(time.Second)
+				if _, err := f.relay("pod-m").ReleaseLeases(t.Context(), f.request("pod-m")); err != nil {
+					t.Fatal(err)
+				}
+				acqs, refused = f.round("pod-a", "pod-b", "pod-c", "pod-n")
+				f.check("pod-a steps in", acqs, refused, 0, map[string][]int{"pod-a": {0}, "pod-n": {1}})
+			})
+		})
+	})
+
+	t.Run("SteadyState_RequestsPerRound", func(t *testing.T) {
+		// The figures of the report: one relay owning 1, 2 and 8 buckets.
+		for _, n := range []int{1, 2, 8} {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFleet(t, n)
+				f.round("relay-a")
 				var acqs map[string]lease.Acquisition
 				var refused int
-				c := f.e.counts(func() { acqs, refused = f.round("relay-a", "relay-b") })
-				f.check(fmt.Sprintf("steady round %d", i), acqs, refused, 0, ab)
-				// Per relay: one heartbeat, one consistent read, one renewal per
-				// owned bucket.
-				wantRequests(t, c, map[string]int{"PutItem": 2, "Query": 2, "UpdateItem": 8})
-			}
-		})
-	})
-
-	t.Run("instance starts, scale out", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			f := newFleet(t, 8)
-			f.settle()
-			// relay-c joins a fair fleet: on its first round it owns nothing and
-			// writes no lease.
-			acqs, refused := f.round("relay-a", "relay-b", "relay-c")
-			f.check("relay-c joins", acqs, refused, 0, ab)
-			// The peers see its heartbeat on their next round: the shares become
-			// a=3 b=3 c=2 (the remainder stays with the relays that hold more),
-			// so each hands one bucket back, outside its range first, and
-			// relay-c claims them on its following round. Buckets a peer keeps
-			// do not move.
-			acqs, refused = f.round("relay-a", "relay-b", "relay-c")
-			want := map[string][]int{"relay-a": span(0, 2), "relay-b": span(4, 6), "relay-c": {3, 7}}
-			f.check("peers hand over, relay-c claims", acqs, refused, 0, want)
-			wantInts(t, "relay-a released", acqs["relay-a"].Released, []int{3})
-			wantInts(t, "relay-b released", acqs["relay-b"].Released, []int{7})
-			acqs, refused = f.round("relay-a", "relay-b", "relay-c")
-			f.check("settled", acqs, refused, 0, want)
-		})
-	})
-
-	t.Run("graceful stop", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			f := newFleet(t, 8)
-			f.settle()
-			time.Sleep(time.Second)
-			var rel lease.Release
-			c := f.e.counts(func() {
-				var err error
-				if rel, err = f.relay("relay-b").ReleaseLeases(t.Context(), f.request("relay-b")); err != nil {
-					t.Fatal(err)
-				}
+				c := f.e.counts(func() { acqs, refused = f.round("relay-a") })
+				f.check("steady", acqs, refused, 0, map[string][]int{"relay-a": span(0, n-1)})
+				wantRequests(t, c, map[string]int{"PutItem": 1, "Query": 1, "UpdateItem": n})
+				t.Logf("%d owned bucket(s): %v requests per round, %.1f write units, %.1f read units", n, c.Requests, c.WriteUnits, c.ReadUnits)
 			})
-			wantInts(t, "released", rel.Released, span(4, 7))
-			if rel.Unfinished || c.Refused != 0 {
-				t.Fatalf("release %+v with %d refusals", rel, c.Refused)
-			}
-			// Stopped stamp, two lease reads, four releases.
-			wantRequests(t, c, map[string]int{"PutItem": 1, "Query": 2, "UpdateItem": 4})
-			f.check("relay-b stopped", nil, 0, 0, map[string][]int{"relay-a": span(0, 3)})
-			// relay-a claims the buckets on its next round, long before they
-			// would have expired.
-			acqs, refused := f.round("relay-a")
-			f.check("relay-a takes over", acqs, refused, 0, map[string][]int{"relay-a": span(0, 7)})
-		})
+		}
 	})
-
-	t.Run("crash", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			f := newFleet(t, 8)
-			f.settle()
-			// relay-b's last round was at the settle; it never runs again. Its
-			// leases and heartbeat lapse together after L; until then relay-a
-			// writes nothing to its buckets.
-			f.outlive("relay-a", "relay-b")
-		})
-	})
-
-	t.Run("whole fleet replaced at once", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			f := newFleet(t, 8)
-			f.settle()
-			// relay-a and relay-b die; relay-c and relay-d start on the next
-			// round and wait for the old leases to lapse, then split.
-			acqs, refused := f.round("relay-c", "relay-d")
-			f.check("replacements start", acqs, refused, 0, ab)
-			acqs, refused = f.round("relay-c", "relay-d")
-			f.check("still waiting", acqs, refused, 0, ab)
-			acqs, refused = f.round("relay-c", "relay-d")
-			f.check("old leases lapsed", acqs, refused, 0, map[string][]int{"relay-c": span(0, 3), "relay-d": span(4, 7)})
-		})
-	})
-
-	t.Run("stop that misses the shutdown deadline", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			f := newFleet(t, 8)
-			f.settle()
-			// relay-b was publishing: its last act was an in-flight renewal 5 s
-			// into the next interval; it does not release. Same as a crash, from
-			// the renewal on.
-			time.Sleep(5 * time.Second)
-			if ok, err := f.relay("relay-b").RenewLeases(t.Context(), f.request("relay-b"), span(4, 7)); err != nil || !ok {
-				t.Fatalf("renewal = %v, %v", ok, err)
-			}
-			for i := range 2 {
-				acqs, refused := f.round("relay-a")
-				f.check(fmt.Sprintf("before expiry %d", i), acqs, refused, 0, ab)
-			}
-			acqs, refused := f.round("relay-a")
-			f.check("at expiry", acqs, refused, 0, map[string][]int{"relay-a": span(0, 7)})
-		})
-	})
-
-	t.Run("restart under the same relay id", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			f := newFleet(t, 8)
-			f.settle()
-			f.restart("relay-b")
-			acqs, refused := f.round("relay-a", "relay-b")
-			f.check("restarted relay-b resumes at once", acqs, refused, 0, ab)
-			if acq := acqs["relay-b"]; len(acq.Claimed) != 0 {
-				t.Fatalf("restarted relay claimed %v; it should keep its leases", acq.Claimed)
-			}
-		})
-	})
-
-	t.Run("host clock set back by more than LeaseRenewInterval", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			f := newFleet(t, 8)
-			f.settle()
-			// relay-b stops gracefully a second into the interval (its
-			// clock runs a second ahead, the fleet's stays on the round),
-			// leaving 4-7 free; then relay-a's host clock steps back 25 s.
-			f.skews["relay-b"].set(time.Second)
-			if _, err := f.relay("relay-b").ReleaseLeases(t.Context(), f.request("relay-b")); err != nil {
-				t.Fatal(err)
-			}
-			f.skews["relay-a"].set(-25 * time.Second)
-			before := f.owners()
-			for i := range 2 {
-				// relay-a's heartbeat is refused (the stored one is later), so it
-				// claims none of the free buckets; its renewals would move
-				// expiries backwards, so it sends none and reports nothing owned.
-				// The leases still name it: nobody takes them.
-				acqs, refused := f.round("relay-a")
-				f.check(fmt.Sprintf("clock behind, round %d", i), nil, refused, 1, before)
-				if acq := acqs["relay-a"]; !acq.HeartbeatRefused || len(acq.Owned) != 0 {
-					t.Fatalf("round %d: %+v", i, acq)
-				}
-			}
-			// Its clock has passed the stored heartbeat: it keeps its leases
-			// again and claims the free ones.
-			acqs, refused := f.round("relay-a")
-			f.check("clock caught up", acqs, refused, 0, map[string][]int{"relay-a": span(0, 7)})
-		})
-	})
-
-	t.Run("stall past the lease", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			f := newFleet(t, 8)
-			f.settle()
-			// relay-a stalls; relay-b takes its leases once they lapse.
-			f.outlive("relay-b", "relay-a")
-			// relay-a wakes inside a publish: its in-flight renewal is refused,
-			// one refusal per lost bucket, and it stops publishing them.
-			var ok bool
-			c := f.e.counts(func() {
-				var err error
-				if ok, err = f.relay("relay-a").RenewLeases(t.Context(), f.request("relay-a"), span(0, 3)); err != nil {
-					t.Fatal(err)
-				}
-			})
-			if ok || c.Refused != 4 {
-				t.Fatalf("stalled renewal = %v with %d refusals, want false with 4 (one per lost bucket)", ok, c.Refused)
-			}
-			wantRequests(t, c, map[string]int{"UpdateItem": 4}) // no heartbeat after a refusal
-			// It gets a share back only when a peer hands one over.
-			acqs, refused := f.acquire("relay-a", "relay-b")
-			f.check("relay-a is back, relay-b hands over", acqs, refused, 0, map[string][]int{"relay-b": span(4, 7)})
-			acqs, refused = f.round("relay-a", "relay-b")
-			f.check("relay-a claims its share", acqs, refused, 0, ab)
-		})
-	})
-
-	t.Run("many instances start at once on free buckets", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			f := newFleet(t, 8)
-			ids := []string{"relay-a", "relay-b", "relay-c", "relay-d"}
-			refusedEarly := 0
-			for range 2 {
-				_, refused := f.concurrentRound(ids...)
-				refusedEarly += refused
-			}
-			if bound := 8 * (len(ids) - 1); refusedEarly > bound {
-				t.Fatalf("%d refused writes in the first two rounds, want at most %d", refusedEarly, bound)
-			}
-			t.Logf("refused writes in the first two rounds: %d", refusedEarly)
-			for i := range 3 {
-				acqs, refused := f.concurrentRound(ids...)
-				if refused != 0 {
-					t.Fatalf("round %d after the start: %d refused writes, want none", i+3, refused)
-				}
-				claimed := map[int]string{}
-				for id, acq := range acqs {
-					for _, b := range acq.Owned {
-						if other, dup := claimed[b]; dup {
-							t.Fatalf("bucket %d owned by %s and %s", b, other, id)
-						}
-						claimed[b] = id
-					}
-				}
-			}
-			owners := f.owners()
-			total := 0
-			for _, id := range ids {
-				if len(owners[id]) != 2 {
-					t.Fatalf("split %s, want 2 buckets each", render(owners))
-				}
-				total += len(owners[id])
-			}
-			if total != 8 {
-				t.Fatalf("split %s covers %d buckets", render(owners), total)
-			}
-		})
-	})
-
-	t.Run("more instances than buckets", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			f := newFleet(t, 2)
-			acqs, refused := f.round("pod-m", "pod-n")
-			f.check("owners start", acqs, refused, 0, map[string][]int{"pod-m": {0, 1}})
-			acqs, refused = f.round("pod-m", "pod-n")
-			f.check("owners split", acqs, refused, 0, map[string][]int{"pod-m": {0}, "pod-n": {1}})
-			// pod-a, pod-b and pod-c join: standbys, even though their ids sort
-			// first. pod-a and pod-b are first in line (one per bucket) and run
-			// every round; pod-c is behind them and rests every other round.
-			pods := []string{"pod-a", "pod-b", "pod-c", "pod-m", "pod-n"}
-			var cRequests []int
-			for i := range 6 {
-				time.Sleep(fleetRenew)
-				acqs := map[string]lease.Acquisition{}
-				refused := 0
-				for _, id := range pods {
-					var one map[string]lease.Acquisition
-					var r int
-					c := f.e.counts(func() { one, r = f.acquire(id) })
-					acqs[id], refused = one[id], refused+r
-					switch id {
-					case "pod-c":
-						cRequests = append(cRequests, c.TotalRequests())
-					case "pod-a", "pod-b":
-						// One heartbeat and one read a round. In the round after
-						// they joined, a relay that settled before the later
-						// joiners' heartbeats reads the heartbeats, sees them
-						// and reads everything: two reads.
-						reads := 1
-						if i == 1 {
-							reads = 2
-						}
-						wantRequests(t, c, map[string]int{"PutItem": 1, "Query": reads})
-					}
-				}
-				f.check(fmt.Sprintf("standby round %d", i), acqs, refused, 0, map[string][]int{"pod-m": {0}, "pod-n": {1}})
-				for rank, id := range []string{"pod-a", "pod-b"} {
-					if acqs[id].StandbyRank != rank {
-						t.Fatalf("round %d: %s standby rank %d, want %d", i, id, acqs[id].StandbyRank, rank)
-					}
-				}
-			}
-			wantInts(t, "pod-c requests per round", cRequests, []int{2, 0, 2, 0, 2, 0})
-			// A bucket frees up: the first standby in id order steps in.
-			time.Sleep(time.Second)
-			if _, err := f.relay("pod-m").ReleaseLeases(t.Context(), f.request("pod-m")); err != nil {
-				t.Fatal(err)
-			}
-			acqs, refused = f.round("pod-a", "pod-b", "pod-c", "pod-n")
-			f.check("pod-a steps in", acqs, refused, 0, map[string][]int{"pod-a": {0}, "pod-n": {1}})
-		})
-	})
-}
-
-func TestSteadyState_RequestsPerRound(t *testing.T) {
-	// The figures of the report: one relay owning 1, 2 and 8 buckets.
-	for _, n := range []int{1, 2, 8} {
-		synctest.Test(t, func(t *testing.T) {
-			f := newFleet(t, n)
-			f.round("relay-a")
-			var acqs map[string]lease.Acquisition
-			var refused int
-			c := f.e.counts(func() { acqs, refused = f.round("relay-a") })
-			f.check("steady", acqs, refused, 0, map[string][]int{"relay-a": span(0, n-1)})
-			wantRequests(t, c, map[string]int{"PutItem": 1, "Query": 1, "UpdateItem": n})
-			t.Logf("%d owned bucket(s): %v requests per round, %.1f write units, %.1f read units", n, c.Requests, c.WriteUnits, c.ReadUnits)
-		})
-	}
 }

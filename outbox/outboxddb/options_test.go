@@ -9,69 +9,71 @@ import (
 	"github.com/spillway-dev/spillway/outbox"
 )
 
-func TestOptions_Defaults(t *testing.T) {
-	o := Options{TableName: "t"}.WithDefaults()
-	if o.PartitionKey != "PK" || o.SortKey != "SK" || o.KeyPrefix != "OUTBOX" || o.BucketCount != 8 ||
-		o.MaxConcurrency != 8 || o.PendingCountLimit != 10000 || o.Logger != slog.Default() {
-		t.Fatalf("defaults %+v", o)
-	}
-	if _, ok := o.Clock.(outbox.SystemClock); !ok {
-		t.Fatalf("default clock %T, want outbox.SystemClock", o.Clock)
-	}
-	if o.Hooks != nil || o.Notifier != nil {
-		t.Fatal("hooks and notifier must default to none")
-	}
-	if err := o.Validate(); err != nil {
-		t.Fatal(err)
-	}
-}
+func TestOptions(t *testing.T) {
+	t.Run("Defaults", func(t *testing.T) {
+		o := Options{TableName: "t"}.WithDefaults()
+		if o.PartitionKey != "PK" || o.SortKey != "SK" || o.KeyPrefix != "OUTBOX" || o.BucketCount != 8 ||
+			o.MaxConcurrency != 8 || o.PendingCountLimit != 10000 || o.Logger != slog.Default() {
+			t.Fatalf("defaults %+v", o)
+		}
+		if _, ok := o.Clock.(outbox.SystemClock); !ok {
+			t.Fatalf("default clock %T, want outbox.SystemClock", o.Clock)
+		}
+		if o.Hooks != nil || o.Notifier != nil {
+			t.Fatal("hooks and notifier must default to none")
+		}
+		if err := o.Validate(); err != nil {
+			t.Fatal(err)
+		}
+	})
 
-func TestOptions_InvalidAreMisconfigurations(t *testing.T) {
-	for name, c := range map[string]struct {
-		edit func(*Options)
-		want string
-	}{
-		"empty table":                 {func(o *Options) { o.TableName = "" }, "TableName"},
-		"blank table":                 {func(o *Options) { o.TableName = "  " }, "TableName"},
-		"blank partition key":         {func(o *Options) { o.PartitionKey = " " }, "PartitionKey"},
-		"blank sort key":              {func(o *Options) { o.SortKey = "\t" }, "SortKey"},
-		"same key names":              {func(o *Options) { o.SortKey = "PK" }, "must differ"},
-		"blank prefix":                {func(o *Options) { o.KeyPrefix = " " }, "KeyPrefix"},
-		"negative bucket count":       {func(o *Options) { o.BucketCount = -1 }, "BucketCount"},
-		"negative concurrency":        {func(o *Options) { o.MaxConcurrency = -1 }, "MaxConcurrency"},
-		"negative pending limit":      {func(o *Options) { o.PendingCountLimit = -1 }, "PendingCountLimit"},
-		"sort key named Topic":        {func(o *Options) { o.SortKey = "Topic" }, `"Topic"`},
-		"partition key named Owner":   {func(o *Options) { o.PartitionKey = "Owner" }, `"Owner"`},
-		"sort key named StoppedAtUtc": {func(o *Options) { o.SortKey = "StoppedAtUtc" }, `"StoppedAtUtc"`},
-		"hook of the relay only":      {func(o *Options) { o.Hooks = []outbox.Hook{relayOnlyHook{}} }, "HookRequest"},
-	} {
-		t.Run(name, func(t *testing.T) {
-			o := Options{TableName: "t"}.WithDefaults()
-			c.edit(&o)
-			err := o.Validate()
-			if !errors.Is(err, outbox.ErrMisconfigured) || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("Validate() = %v, want a misconfiguration mentioning %s", err, c.want)
-			}
-			if _, err := NewStore(&fakeDB{}, o); !errors.Is(err, outbox.ErrMisconfigured) {
-				t.Fatalf("NewStore accepted invalid options: %v", err)
-			}
-			if _, err := NewWriter(&fakeDB{}, o); !errors.Is(err, outbox.ErrMisconfigured) {
-				t.Fatalf("NewWriter accepted invalid options: %v", err)
-			}
-			if _, err := CreateTableInput(o); !errors.Is(err, outbox.ErrMisconfigured) {
-				t.Fatalf("CreateTableInput accepted invalid options: %v", err)
-			}
-		})
-	}
-}
+	t.Run("InvalidAreMisconfigurations", func(t *testing.T) {
+		for name, c := range map[string]struct {
+			edit func(*Options)
+			want string
+		}{
+			"empty table":                 {func(o *Options) { o.TableName = "" }, "TableName"},
+			"blank table":                 {func(o *Options) { o.TableName = "  " }, "TableName"},
+			"blank partition key":         {func(o *Options) { o.PartitionKey = " " }, "PartitionKey"},
+			"blank sort key":              {func(o *Options) { o.SortKey = "\t" }, "SortKey"},
+			"same key names":              {func(o *Options) { o.SortKey = "PK" }, "must differ"},
+			"blank prefix":                {func(o *Options) { o.KeyPrefix = " " }, "KeyPrefix"},
+			"negative bucket count":       {func(o *Options) { o.BucketCount = -1 }, "BucketCount"},
+			"negative concurrency":        {func(o *Options) { o.MaxConcurrency = -1 }, "MaxConcurrency"},
+			"negative pending limit":      {func(o *Options) { o.PendingCountLimit = -1 }, "PendingCountLimit"},
+			"sort key named Topic":        {func(o *Options) { o.SortKey = "Topic" }, `"Topic"`},
+			"partition key named Owner":   {func(o *Options) { o.PartitionKey = "Owner" }, `"Owner"`},
+			"sort key named StoppedAtUtc": {func(o *Options) { o.SortKey = "StoppedAtUtc" }, `"StoppedAtUtc"`},
+			"hook of the relay only":      {func(o *Options) { o.Hooks = []outbox.Hook{relayOnlyHook{}} }, "HookRequest"},
+		} {
+			t.Run(name, func(t *testing.T) {
+				o := Options{TableName: "t"}.WithDefaults()
+				c.edit(&o)
+				err := o.Validate()
+				if !errors.Is(err, outbox.ErrMisconfigured) || !strings.Contains(err.Error(), c.want) {
+					t.Fatalf("Validate() = %v, want a misconfiguration mentioning %s", err, c.want)
+				}
+				if _, err := NewStore(&fakeDB{}, o); !errors.Is(err, outbox.ErrMisconfigured) {
+					t.Fatalf("NewStore accepted invalid options: %v", err)
+				}
+				if _, err := NewWriter(&fakeDB{}, o); !errors.Is(err, outbox.ErrMisconfigured) {
+					t.Fatalf("NewWriter accepted invalid options: %v", err)
+				}
+				if _, err := CreateTableInput(o); !errors.Is(err, outbox.ErrMisconfigured) {
+					t.Fatalf("CreateTableInput accepted invalid options: %v", err)
+				}
+			})
+		}
+	})
 
-func TestOptions_NilClientIsAMisconfiguration(t *testing.T) {
-	if _, err := NewStore(nil, Options{TableName: "t"}); !errors.Is(err, outbox.ErrMisconfigured) {
-		t.Fatalf("NewStore(nil) = %v", err)
-	}
-	if _, err := NewWriter(nil, Options{TableName: "t"}); !errors.Is(err, outbox.ErrMisconfigured) {
-		t.Fatalf("NewWriter(nil) = %v", err)
-	}
+	t.Run("NilClientIsAMisconfiguration", func(t *testing.T) {
+		if _, err := NewStore(nil, Options{TableName: "t"}); !errors.Is(err, outbox.ErrMisconfigured) {
+			t.Fatalf("NewStore(nil) = %v", err)
+		}
+		if _, err := NewWriter(nil, Options{TableName: "t"}); !errors.Is(err, outbox.ErrMisconfigured) {
+			t.Fatalf("NewWriter(nil) = %v", err)
+		}
+	})
 }
 
 // relayOnlyHook implements a relay's hook, none of the store's.

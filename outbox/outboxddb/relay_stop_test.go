@@ -68,44 +68,46 @@ func run(t *testing.T, relay *outbox.Relay, in outbox.RunInput) outbox.RunResult
 	return res
 }
 
-// TestRelay_CommitDuringTheOwnersStop_IsRelayedWithoutTheSchedule: a commit
-// lands while its bucket's owner stops, and eventually consistent reads lag
-// behind it. The owner's look at the buckets it released is strongly
-// consistent, so it finds the message and sends the wake-up that relays it.
-func TestRelay_CommitDuringTheOwnersStop_IsRelayedWithoutTheSchedule(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, func(o *Options) { o.BucketCount = 2 })
-		e.d.Faults.StaleReads(time.Second)
-		w := e.writer(t)
-		store := &commitDuringStop{Store: e.store(t)}
-		store.commit = func() error {
-			_, err := w.Enqueue(context.Background(), newMessage(t, "t", strings.Repeat("k", 1), 1))
-			return err
-		}
-		pub, wakes := &countingPublisher{}, &wakeUps{}
-		newRelay := func(id string, s outbox.Store) *outbox.Relay {
-			r, err := outbox.NewRelay(outbox.RelayConfig{
-				Options: outbox.RelayOptions{RelayID: id, BucketCount: 2},
-				Store:   s, Publisher: pub, Clock: e.clock, Notifier: wakes, Logger: testLogger(t), MaxHops: 3,
-			})
-			if err != nil {
-				t.Fatal(err)
+func TestRelayStop(t *testing.T) {
+	// CommitDuringTheOwnersStop_IsRelayedWithoutTheSchedule: a commit
+	// lands while its bucket's owner stops, and eventually consistent reads lag
+	// behind it. The owner's look at the buckets it released is strongly
+	// consistent, so it finds the message and sends the wake-up that relays it.
+	t.Run("CommitDuringTheOwnersStop_IsRelayedWithoutTheSchedule", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(t, func(o *Options) { o.BucketCount = 2 })
+			e.d.Faults.StaleReads(time.Second)
+			w := e.writer(t)
+			store := &commitDuringStop{Store: e.store(t)}
+			store.commit = func() error {
+				_, err := w.Enqueue(context.Background(), newMessage(t, "t", strings.Repeat("k", 1), 1))
+				return err
 			}
-			return r
-		}
+			pub, wakes := &countingPublisher{}, &wakeUps{}
+			newRelay := func(id string, s outbox.Store) *outbox.Relay {
+				r, err := outbox.NewRelay(outbox.RelayConfig{
+					Options: outbox.RelayOptions{RelayID: id, BucketCount: 2},
+					Store:   s, Publisher: pub, Clock: e.clock, Notifier: wakes, Logger: testLogger(t), MaxHops: 3,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return r
+			}
 
-		res := run(t, newRelay("relay-a", store), outbox.RunInput{})
-		if store.err != nil {
-			t.Fatal(store.err)
-		}
-		if !slices.Equal(res.WorkLeft, []int{1}) || len(wakes.all) != 1 || !slices.Equal(wakes.all[0].Buckets, []int{1}) {
-			t.Fatalf("the stopping owner left %v and sent %+v; want one wake-up for bucket 1", res.WorkLeft, wakes.all)
-		}
-		// The wake-up relays the message.
-		woken := run(t, newRelay("relay-b", e.store(t)), outbox.RunInput{
-			Trigger: outbox.TriggerWake, Buckets: wakes.all[0].Buckets, Hop: wakes.all[0].Hop})
-		if !woken.Joined || woken.Published != 1 || len(pub.sent) != 1 {
-			t.Fatalf("woken relay: %+v, %d sent", woken, len(pub.sent))
-		}
+			res := run(t, newRelay("relay-a", store), outbox.RunInput{})
+			if store.err != nil {
+				t.Fatal(store.err)
+			}
+			if !slices.Equal(res.WorkLeft, []int{1}) || len(wakes.all) != 1 || !slices.Equal(wakes.all[0].Buckets, []int{1}) {
+				t.Fatalf("the stopping owner left %v and sent %+v; want one wake-up for bucket 1", res.WorkLeft, wakes.all)
+			}
+			// The wake-up relays the message.
+			woken := run(t, newRelay("relay-b", e.store(t)), outbox.RunInput{
+				Trigger: outbox.TriggerWake, Buckets: wakes.all[0].Buckets, Hop: wakes.all[0].Hop})
+			if !woken.Joined || woken.Published != 1 || len(pub.sent) != 1 {
+				t.Fatalf("woken relay: %+v, %d sent", woken, len(pub.sent))
+			}
+		})
 	})
 }

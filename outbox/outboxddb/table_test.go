@@ -26,8 +26,84 @@ func table(status types.TableStatus, keys ...string) *dynamodb.DescribeTableOutp
 	return &dynamodb.DescribeTableOutput{Table: desc}
 }
 
-func TestCreateIfNotExists_WaitsUntilTheTableIsActive(t *testing.T) {
-	synctest.Test(t, testCreateIfNotExistsWaits)
+func TestTable(t *testing.T) {
+	t.Run("CreateIfNotExists_WaitsUntilTheTableIsActive", func(t *testing.T) {
+		synctest.Test(t, testCreateIfNotExistsWaits)
+	})
+
+	t.Run("CreateIfNotExists_Errors", func(t *testing.T) {
+		boom := errors.New("access denied")
+		for name, c := range map[string]struct {
+			create   error
+			describe func() (*dynamodb.DescribeTableOutput, error)
+			ctx      func() context.Context
+			check    func(error) bool
+		}{
+			"create fails": {
+				create: boom, check: func(err error) bool { return errors.Is(err, boom) },
+			},
+			"describe fails": {
+				describe: func() (*dynamodb.DescribeTableOutput, error) { return nil, boom },
+				check:    func(err error) bool { return errors.Is(err, boom) },
+			},
+			"never active, context ends": {
+				describe: func() (*dynamodb.DescribeTableOutput, error) { return table(types.TableStatusCreating), nil },
+				ctx: func() context.Context {
+					ctx, cancel := context.WithCancel(context.Background())
+					cancel()
+					return ctx
+				},
+				check: func(err error) bool { return errors.Is(err, context.Canceled) },
+			},
+			"other key schema": {
+				describe: func() (*dynamodb.DescribeTableOutput, error) {
+					return table(types.TableStatusActive, "id", "HASH", "S", "SK", "RANGE", "N"), nil
+				},
+				check: func(err error) bool {
+					return errors.Is(err, outbox.ErrMisconfigured) && strings.Contains(err.Error(), "[id (HASH, S), SK (RANGE, N)]")
+				},
+			},
+			"no sort key": {
+				describe: func() (*dynamodb.DescribeTableOutput, error) {
+					return table(types.TableStatusActive, "PK", "HASH", "S"), nil
+				},
+				check: func(err error) bool { return errors.Is(err, outbox.ErrMisconfigured) },
+			},
+		} {
+			t.Run(name, func(t *testing.T) {
+				f := &fakeDB{}
+				if c.create != nil {
+					f.create = func(*dynamodb.CreateTableInput) (*dynamodb.CreateTableOutput, error) { return nil, c.create }
+				}
+				if c.describe != nil {
+					f.describe = func(*dynamodb.DescribeTableInput) (*dynamodb.DescribeTableOutput, error) { return c.describe() }
+				}
+				ctx := context.Background()
+				if c.ctx != nil {
+					ctx = c.ctx()
+				}
+				if err := CreateIfNotExists(ctx, f, Options{TableName: "outbox", Clock: newStepClock(t0)}); !c.check(err) {
+					t.Fatalf("CreateIfNotExists = %v", err)
+				}
+			})
+		}
+	})
+
+	t.Run("CreateIfNotExists_OnTheEndpoint_IsIdempotent_AndChecksTheKeys", func(t *testing.T) {
+		d := outboxtest.NewDynamoDB(t)
+		opts := Options{TableName: d.NewTableName()}
+		createTable(t, d, opts)
+		// A second instance, at once: the table exists.
+		if err := CreateIfNotExists(t.Context(), d.Client, opts); err != nil {
+			t.Fatal(err)
+		}
+		// An outbox configured for other key names.
+		opts.PartitionKey, opts.SortKey = "pk", "sk"
+		err := CreateIfNotExists(t.Context(), d.Client, opts)
+		if !errors.Is(err, outbox.ErrMisconfigured) || !strings.Contains(err.Error(), "PK (HASH, S), SK (RANGE, S)") {
+			t.Fatalf("mismatched keys = %v", err)
+		}
+	})
 }
 
 func testCreateIfNotExistsWaits(t *testing.T) {
@@ -71,79 +147,5 @@ func testCreateIfNotExistsWaits(t *testing.T) {
 	}
 	if !slices.Equal(waits, []time.Duration{250 * time.Millisecond, 250 * time.Millisecond}) {
 		t.Fatalf("waits %v between the describes, want 250ms twice", waits)
-	}
-}
-
-func TestCreateIfNotExists_Errors(t *testing.T) {
-	boom := errors.New("access denied")
-	for name, c := range map[string]struct {
-		create   error
-		describe func() (*dynamodb.DescribeTableOutput, error)
-		ctx      func() context.Context
-		check    func(error) bool
-	}{
-		"create fails": {
-			create: boom, check: func(err error) bool { return errors.Is(err, boom) },
-		},
-		"describe fails": {
-			describe: func() (*dynamodb.DescribeTableOutput, error) { return nil, boom },
-			check:    func(err error) bool { return errors.Is(err, boom) },
-		},
-		"never active, context ends": {
-			describe: func() (*dynamodb.DescribeTableOutput, error) { return table(types.TableStatusCreating), nil },
-			ctx: func() context.Context {
-				ctx, cancel := context.WithCancel(context.Background())
-				cancel()
-				return ctx
-			},
-			check: func(err error) bool { return errors.Is(err, context.Canceled) },
-		},
-		"other key schema": {
-			describe: func() (*dynamodb.DescribeTableOutput, error) {
-				return table(types.TableStatusActive, "id", "HASH", "S", "SK", "RANGE", "N"), nil
-			},
-			check: func(err error) bool {
-				return errors.Is(err, outbox.ErrMisconfigured) && strings.Contains(err.Error(), "[id (HASH, S), SK (RANGE, N)]")
-			},
-		},
-		"no sort key": {
-			describe: func() (*dynamodb.DescribeTableOutput, error) {
-				return table(types.TableStatusActive, "PK", "HASH", "S"), nil
-			},
-			check: func(err error) bool { return errors.Is(err, outbox.ErrMisconfigured) },
-		},
-	} {
-		t.Run(name, func(t *testing.T) {
-			f := &fakeDB{}
-			if c.create != nil {
-				f.create = func(*dynamodb.CreateTableInput) (*dynamodb.CreateTableOutput, error) { return nil, c.create }
-			}
-			if c.describe != nil {
-				f.describe = func(*dynamodb.DescribeTableInput) (*dynamodb.DescribeTableOutput, error) { return c.describe() }
-			}
-			ctx := context.Background()
-			if c.ctx != nil {
-				ctx = c.ctx()
-			}
-			if err := CreateIfNotExists(ctx, f, Options{TableName: "outbox", Clock: newStepClock(t0)}); !c.check(err) {
-				t.Fatalf("CreateIfNotExists = %v", err)
-			}
-		})
-	}
-}
-
-func TestCreateIfNotExists_OnTheEndpoint_IsIdempotent_AndChecksTheKeys(t *testing.T) {
-	d := outboxtest.NewDynamoDB(t)
-	opts := Options{TableName: d.NewTableName()}
-	createTable(t, d, opts)
-	// A second instance, at once: the table exists.
-	if err := CreateIfNotExists(t.Context(), d.Client, opts); err != nil {
-		t.Fatal(err)
-	}
-	// An outbox configured for other key names.
-	opts.PartitionKey, opts.SortKey = "pk", "sk"
-	err := CreateIfNotExists(t.Context(), d.Client, opts)
-	if !errors.Is(err, outbox.ErrMisconfigured) || !strings.Contains(err.Error(), "PK (HASH, S), SK (RANGE, S)") {
-		t.Fatalf("mismatched keys = %v", err)
 	}
 }

@@ -56,142 +56,144 @@ func headerValue(hs []outbox.Header, key string) (string, bool) {
 	return "", false
 }
 
-func TestWriter_Enqueue_StoresTheCallersTraceContext(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t)
-		w := e.writer(t, func(o *Options) { o.Getenv = lambdaEnv })
-		ctx := outbox.WithTraceContext(t.Context(), outbox.TraceContext{TraceParent: traceParent, TraceState: "vendor=1", AmznTraceID: amznCtx})
-		if _, err := w.Enqueue(ctx, newMessage(t, "t", "k", 2)); err != nil {
-			t.Fatal(err)
-		}
-		hs := storedHeaders(t, e, 2)[0]
-		for key, want := range map[string]string{outbox.HeaderTraceParent: traceParent, outbox.HeaderTraceState: "vendor=1", outbox.HeaderAmznTraceID: amznCtx} {
-			if got, _ := headerValue(hs, key); got != want {
-				t.Errorf("header %s = %q, want %q (the context's, not the environment's)", key, got, want)
+func TestWriterTrace(t *testing.T) {
+	t.Run("Enqueue_StoresTheCallersTraceContext", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(t)
+			w := e.writer(t, func(o *Options) { o.Getenv = lambdaEnv })
+			ctx := outbox.WithTraceContext(t.Context(), outbox.TraceContext{TraceParent: traceParent, TraceState: "vendor=1", AmznTraceID: amznCtx})
+			if _, err := w.Enqueue(ctx, newMessage(t, "t", "k", 2)); err != nil {
+				t.Fatal(err)
 			}
-		}
-	})
-}
-
-func TestWriter_EnqueueBatch_KeepsAMessagesOwnTraceHeaders(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t)
-		w := e.writer(t, func(o *Options) { o.Getenv = noEnv })
-		own := "00-11111111111111111111111111111111-2222222222222222-01"
-		withOwn := newMessage(t, "t", "a", 3)
-		withOwn.Headers = outbox.EncodeHeaders([]outbox.Header{{Key: "app", Value: []byte("x")}, {Key: "Traceparent", Value: []byte(own)}})
-		plain := newMessage(t, "t", "b", 3)
-		ctx := outbox.WithTraceContext(t.Context(), outbox.TraceContext{TraceParent: traceParent, TraceState: "vendor=1", AmznTraceID: amznCtx})
-		if _, err := w.EnqueueBatch(ctx, []outbox.Message{withOwn, plain}); err != nil {
-			t.Fatal(err)
-		}
-		hs := storedHeaders(t, e, 3)
-		if got, _ := headerValue(hs[0], "Traceparent"); got != own {
-			t.Errorf("own traceparent %q, want %q", got, own)
-		}
-		if _, dup := headerValue(hs[0], outbox.HeaderTraceParent); dup {
-			t.Errorf("a second traceparent was added to a message that had one: %v", hs[0])
-		}
-		if _, ok := headerValue(hs[0], outbox.HeaderTraceState); ok {
-			t.Errorf("the context's tracestate was added next to another trace's traceparent")
-		}
-		if got, _ := headerValue(hs[0], outbox.HeaderAmznTraceID); got != amznCtx || hs[0][0].Key != "app" {
-			t.Errorf("headers %v, want the message's own first and the context's X-Ray header added", hs[0])
-		}
-		if got, _ := headerValue(hs[1], outbox.HeaderTraceParent); got != traceParent {
-			t.Errorf("plain message traceparent %q, want the context's", got)
-		}
-		// The caller's messages are not modified.
-		if !bytes.Equal(plain.Headers, nil) || len(withOwn.Headers) == 0 {
-			t.Errorf("the writer modified the caller's messages")
-		}
-	})
-}
-
-func TestWriter_TransactItems_CarryTheTraceContext(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t)
-		w := e.writer(t, func(o *Options) { o.Getenv = noEnv })
-		ctx := outbox.WithTraceContext(t.Context(), outbox.TraceContext{AmznTraceID: amznCtx})
-		item, one, err := prepareItem(ctx, w, newMessage(t, "t", "a", 1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		items, many, err := prepareItems(ctx, w, []outbox.Message{newMessage(t, "t", "b", 1), newMessage(t, "t", "c", 4)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, c := range []struct {
-			item types.TransactWriteItem
-			msg  outbox.Message
-		}{{item, one}, {items[0], many[0]}, {items[1], many[1]}} {
-			blob, ok := c.item.Put.Item[attrHeaders].(*types.AttributeValueMemberB)
-			if !ok || !bytes.Equal(blob.Value, c.msg.Headers) {
-				t.Fatalf("item %d: headers attribute %v does not match the returned message", i, c.item.Put.Item[attrHeaders])
+			hs := storedHeaders(t, e, 2)[0]
+			for key, want := range map[string]string{outbox.HeaderTraceParent: traceParent, outbox.HeaderTraceState: "vendor=1", outbox.HeaderAmznTraceID: amznCtx} {
+				if got, _ := headerValue(hs, key); got != want {
+					t.Errorf("header %s = %q, want %q (the context's, not the environment's)", key, got, want)
+				}
 			}
-			hs, err := outbox.DecodeHeaders(c.msg.Headers)
+		})
+	})
+
+	t.Run("EnqueueBatch_KeepsAMessagesOwnTraceHeaders", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(t)
+			w := e.writer(t, func(o *Options) { o.Getenv = noEnv })
+			own := "00-11111111111111111111111111111111-2222222222222222-01"
+			withOwn := newMessage(t, "t", "a", 3)
+			withOwn.Headers = outbox.EncodeHeaders([]outbox.Header{{Key: "app", Value: []byte("x")}, {Key: "Traceparent", Value: []byte(own)}})
+			plain := newMessage(t, "t", "b", 3)
+			ctx := outbox.WithTraceContext(t.Context(), outbox.TraceContext{TraceParent: traceParent, TraceState: "vendor=1", AmznTraceID: amznCtx})
+			if _, err := w.EnqueueBatch(ctx, []outbox.Message{withOwn, plain}); err != nil {
+				t.Fatal(err)
+			}
+			hs := storedHeaders(t, e, 3)
+			if got, _ := headerValue(hs[0], "Traceparent"); got != own {
+				t.Errorf("own traceparent %q, want %q", got, own)
+			}
+			if _, dup := headerValue(hs[0], outbox.HeaderTraceParent); dup {
+				t.Errorf("a second traceparent was added to a message that had one: %v", hs[0])
+			}
+			if _, ok := headerValue(hs[0], outbox.HeaderTraceState); ok {
+				t.Errorf("the context's tracestate was added next to another trace's traceparent")
+			}
+			if got, _ := headerValue(hs[0], outbox.HeaderAmznTraceID); got != amznCtx || hs[0][0].Key != "app" {
+				t.Errorf("headers %v, want the message's own first and the context's X-Ray header added", hs[0])
+			}
+			if got, _ := headerValue(hs[1], outbox.HeaderTraceParent); got != traceParent {
+				t.Errorf("plain message traceparent %q, want the context's", got)
+			}
+			// The caller's messages are not modified.
+			if !bytes.Equal(plain.Headers, nil) || len(withOwn.Headers) == 0 {
+				t.Errorf("the writer modified the caller's messages")
+			}
+		})
+	})
+
+	t.Run("TransactItems_CarryTheTraceContext", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(t)
+			w := e.writer(t, func(o *Options) { o.Getenv = noEnv })
+			ctx := outbox.WithTraceContext(t.Context(), outbox.TraceContext{AmznTraceID: amznCtx})
+			item, one, err := prepareItem(ctx, w, newMessage(t, "t", "a", 1))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got, _ := headerValue(hs, outbox.HeaderAmznTraceID); got != amznCtx {
-				t.Errorf("item %d: X-Amzn-Trace-Id %q, want %q", i, got, amznCtx)
+			items, many, err := prepareItems(ctx, w, []outbox.Message{newMessage(t, "t", "b", 1), newMessage(t, "t", "c", 4)})
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-	})
-}
-
-// Inside Lambda the function's own X-Ray trace stands in when the context
-// carries none: aws-lambda-go's context value first, then the runtime's
-// environment variable.
-func TestWriter_InLambda_FallsBackToTheInvocationsTrace(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t)
-		w := e.writer(t, func(o *Options) { o.Getenv = lambdaEnv })
-		//lint:ignore SA1029 the key is aws-lambda-go's, a plain string
-		invocation := context.WithValue(t.Context(), "x-amzn-trace-id", amznLambda)
-		if _, err := w.Enqueue(invocation, newMessage(t, "t", "a", 5)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := w.Enqueue(t.Context(), newMessage(t, "t", "b", 5)); err != nil {
-			t.Fatal(err)
-		}
-		// A context with only a W3C trace still gets the invocation's X-Ray id.
-		w3c := outbox.WithTraceContext(t.Context(), outbox.TraceContext{TraceParent: traceParent})
-		if _, err := w.Enqueue(w3c, newMessage(t, "t", "c", 5)); err != nil {
-			t.Fatal(err)
-		}
-		hs := storedHeaders(t, e, 5)
-		for i, want := range []string{amznLambda, amznEnv, amznEnv} {
-			if got, _ := headerValue(hs[i], outbox.HeaderAmznTraceID); got != want {
-				t.Errorf("message %d: X-Amzn-Trace-Id %q, want %q", i, got, want)
+			for i, c := range []struct {
+				item types.TransactWriteItem
+				msg  outbox.Message
+			}{{item, one}, {items[0], many[0]}, {items[1], many[1]}} {
+				blob, ok := c.item.Put.Item[attrHeaders].(*types.AttributeValueMemberB)
+				if !ok || !bytes.Equal(blob.Value, c.msg.Headers) {
+					t.Fatalf("item %d: headers attribute %v does not match the returned message", i, c.item.Put.Item[attrHeaders])
+				}
+				hs, err := outbox.DecodeHeaders(c.msg.Headers)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, _ := headerValue(hs, outbox.HeaderAmznTraceID); got != amznCtx {
+					t.Errorf("item %d: X-Amzn-Trace-Id %q, want %q", i, got, amznCtx)
+				}
 			}
-		}
-		if got, _ := headerValue(hs[2], outbox.HeaderTraceParent); got != traceParent {
-			t.Errorf("message 2 lost its context's traceparent: %v", hs[2])
-		}
+		})
 	})
-}
 
-func TestWriter_WithoutTraceContext_AddsNoHeaders(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t)
-		w := e.writer(t, func(o *Options) { o.Getenv = noEnv })
-		withBlob := newMessage(t, "t", "a", 6)
-		withBlob.Headers = outbox.EncodeHeaders([]outbox.Header{{Key: "app", Value: []byte("x")}})
-		// A malformed value in the context is no usable trace either.
-		ctx := outbox.WithTraceContext(t.Context(), outbox.TraceContext{TraceParent: "not-a-trace", AmznTraceID: "junk"})
-		if _, err := w.EnqueueBatch(ctx, []outbox.Message{newMessage(t, "t", "plain", 6), withBlob}); err != nil {
-			t.Fatal(err)
-		}
-		msgs, err := e.store(t).FetchBatch(t.Context(), 6, 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if msgs[0].Headers != nil {
-			t.Errorf("a message without headers gained a blob %x", msgs[0].Headers)
-		}
-		if !bytes.Equal(msgs[1].Headers, withBlob.Headers) {
-			t.Errorf("headers changed from %x to %x", withBlob.Headers, msgs[1].Headers)
-		}
+	// Inside Lambda the function's own X-Ray trace stands in when the context
+	// carries none: aws-lambda-go's context value first, then the runtime's
+	// environment variable.
+	t.Run("InLambda_FallsBackToTheInvocationsTrace", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(t)
+			w := e.writer(t, func(o *Options) { o.Getenv = lambdaEnv })
+			//lint:ignore SA1029 the key is aws-lambda-go's, a plain string
+			invocation := context.WithValue(t.Context(), "x-amzn-trace-id", amznLambda)
+			if _, err := w.Enqueue(invocation, newMessage(t, "t", "a", 5)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Enqueue(t.Context(), newMessage(t, "t", "b", 5)); err != nil {
+				t.Fatal(err)
+			}
+			// A context with only a W3C trace still gets the invocation's X-Ray id.
+			w3c := outbox.WithTraceContext(t.Context(), outbox.TraceContext{TraceParent: traceParent})
+			if _, err := w.Enqueue(w3c, newMessage(t, "t", "c", 5)); err != nil {
+				t.Fatal(err)
+			}
+			hs := storedHeaders(t, e, 5)
+			for i, want := range []string{amznLambda, amznEnv, amznEnv} {
+				if got, _ := headerValue(hs[i], outbox.HeaderAmznTraceID); got != want {
+					t.Errorf("message %d: X-Amzn-Trace-Id %q, want %q", i, got, want)
+				}
+			}
+			if got, _ := headerValue(hs[2], outbox.HeaderTraceParent); got != traceParent {
+				t.Errorf("message 2 lost its context's traceparent: %v", hs[2])
+			}
+		})
+	})
+
+	t.Run("WithoutTraceContext_AddsNoHeaders", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(t)
+			w := e.writer(t, func(o *Options) { o.Getenv = noEnv })
+			withBlob := newMessage(t, "t", "a", 6)
+			withBlob.Headers = outbox.EncodeHeaders([]outbox.Header{{Key: "app", Value: []byte("x")}})
+			// A malformed value in the context is no usable trace either.
+			ctx := outbox.WithTraceContext(t.Context(), outbox.TraceContext{TraceParent: "not-a-trace", AmznTraceID: "junk"})
+			if _, err := w.EnqueueBatch(ctx, []outbox.Message{newMessage(t, "t", "plain", 6), withBlob}); err != nil {
+				t.Fatal(err)
+			}
+			msgs, err := e.store(t).FetchBatch(t.Context(), 6, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if msgs[0].Headers != nil {
+				t.Errorf("a message without headers gained a blob %x", msgs[0].Headers)
+			}
+			if !bytes.Equal(msgs[1].Headers, withBlob.Headers) {
+				t.Errorf("headers changed from %x to %x", withBlob.Headers, msgs[1].Headers)
+			}
+		})
 	})
 }

@@ -146,145 +146,147 @@ func consumed(ins ...*outboxinbox.Inbox) (n, dups int64) {
 	return n, dups
 }
 
-func TestConsumer_DuplicatesInTheTopic_EachEffectOnceInPartitionOrder(t *testing.T) {
-	e := newEnv(t)
-	k := outboxtest.NewKafka(t, "orders")
-	var s stream
-	for i := range 60 {
-		s.add("orders", fmt.Sprintf("order-%d", i%6))
-		if i%5 == 4 {
-			s.again(len(s.recs) - 3) // an earlier message published again
-		}
-	}
-	produce(t, k, s.recs)
-	rec := &emf.InboxRecorder{}
-	in := e.inbox(t, "billing", nil, func(o *outboxinbox.Options) { o.Hooks = []outbox.Hook{rec} })
-	var metrics syncBuffer
-	stop := running(e.consumer(t, k, in, e.handler(), func(c *outboxinbox.ConsumerConfig) { c.Metrics, c.MetricsOutput = rec, &metrics }))
-	waitFor(t, "every record", func() bool { n, _ := consumed(in); return n == int64(len(s.recs)) })
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	e.verify(t, &s)
-	if line := metrics.String(); !strings.Contains(line, `"RecordsConsumed":72`) || !strings.Contains(line, `"DuplicatesSkipped":12`) {
-		t.Fatalf("EMF at the end of the run: %q, want 72 records consumed and 12 duplicates", line)
-	}
-	_, dups := consumed(in)
-	t.Logf("duplicates in the topic: %d produced, %d skipped", s.dups, dups)
-	if dups != int64(s.dups) || s.dups != 12 {
-		t.Fatalf("%d duplicates skipped, want the %d produced", dups, s.dups)
-	}
-}
-
-// A consumer dies after its transactions committed and before its offsets
-// did: the next member of the group reads the records again and skips them.
-func TestConsumer_KilledBeforeOffsetCommit_NextOwnerSkipsTheApplied(t *testing.T) {
-	e := newEnv(t)
-	k := outboxtest.NewKafka(t, "orders")
-	var s stream
-	for i := range 30 {
-		s.add("orders", fmt.Sprintf("order-%d", i%3))
-	}
-	produce(t, k, s.recs)
-	first := e.inbox(t, "billing", nil)
-	c := e.consumer(t, k, first, e.handler())
-	crash := errors.New("killed before the offset commit")
-	outboxinbox.SetBeforeCommit(c, func() error { return crash })
-	if err := c.Run(t.Context()); !errors.Is(err, crash) {
-		t.Fatalf("Run = %v, want the crash", err)
-	}
-	c.Close()
-	applied := first.Metrics().Snapshot().Applied
-	if applied == 0 {
-		t.Fatal("the first consumer applied nothing before the crash; the test proves nothing")
-	}
-
-	second := e.inbox(t, "billing", nil)
-	stop := running(e.consumer(t, k, second, e.handler()))
-	waitFor(t, "every record", func() bool { n, _ := consumed(second); return n == int64(len(s.recs)) })
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	e.verify(t, &s)
-	t.Logf("killed before the offset commit: %d applied by the first consumer, %d skipped by the second", applied, second.Metrics().Snapshot().Duplicates)
-	if got := second.Metrics().Snapshot(); got.Duplicates != applied {
-		t.Fatalf("second consumer skipped %d duplicates, want the %d the first applied", got.Duplicates, applied)
-	}
-}
-
-// A second member joins while the first is applying: partitions change
-// hands between polls, and every effect exists once, in order.
-func TestConsumer_RebalanceMidRun_LosesNothingDoublesNothing(t *testing.T) {
-	e := newEnv(t)
-	k := outboxtest.NewKafka(t, "orders")
-	var s stream
-	for i := range 150 {
-		s.add("orders", fmt.Sprintf("order-%d", i%10))
-	}
-	produce(t, k, s.recs)
-	slow := func(ctx context.Context, rec outboxinbox.Record, tx *outboxinbox.Tx) error {
-		time.Sleep(20 * time.Millisecond)
-		e.effect(rec, tx)
-		return nil
-	}
-	// Small polls: a rebalance waits for the poll being applied.
-	small := func(c *outboxinbox.ConsumerConfig) { c.MaxPollRecords = 6 }
-	a, b := e.inbox(t, "billing", nil), e.inbox(t, "billing", nil)
-	stopA := running(e.consumer(t, k, a, slow, small))
-	waitFor(t, "the first member to start", func() bool { n, _ := consumed(a); return n >= 10 })
-	stopB := running(e.consumer(t, k, b, slow, small))
-	waitFor(t, "every record", func() bool { n, _ := consumed(a, b); return n >= int64(len(s.recs)) })
-	var wg sync.WaitGroup
-	for _, stop := range []func() error{stopA, stopB} {
-		wg.Go(func() {
-			if err := stop(); err != nil {
-				t.Error(err)
+func TestConsumer(t *testing.T) {
+	t.Run("DuplicatesInTheTopic_EachEffectOnceInPartitionOrder", func(t *testing.T) {
+		e := newEnv(t)
+		k := outboxtest.NewKafka(t, "orders")
+		var s stream
+		for i := range 60 {
+			s.add("orders", fmt.Sprintf("order-%d", i%6))
+			if i%5 == 4 {
+				s.again(len(s.recs) - 3) // an earlier message published again
 			}
-		})
-	}
-	wg.Wait()
-	e.verify(t, &s)
-	n, dups := consumed(a, b)
-	na, nb := a.Metrics().Snapshot().Consumed, b.Metrics().Snapshot().Consumed
-	t.Logf("member a consumed %d, member b %d; %d duplicates skipped", na, nb, dups)
-	if na == 0 || nb == 0 {
-		t.Fatalf("member a consumed %d, member b %d: no partition changed hands, the test proves nothing", na, nb)
-	}
-	if n-dups != int64(len(s.recs)) {
-		t.Fatalf("%d applied, want %d", n-dups, len(s.recs))
-	}
-}
-
-// A failing record stops its partition until it succeeds; the later
-// records of its keys wait, so order holds.
-func TestConsumer_FailedRecord_ItsPartitionWaitsAndRetries(t *testing.T) {
-	e := newEnv(t)
-	k := outboxtest.NewKafka(t, "orders")
-	var s stream
-	for i := range 20 {
-		s.add("orders", fmt.Sprintf("order-%d", i%2))
-	}
-	produce(t, k, s.recs)
-	var mu sync.Mutex
-	failures := 0
-	flaky := func(ctx context.Context, rec outboxinbox.Record, tx *outboxinbox.Tx) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if string(rec.Value) == "order-1:3" && failures < 3 {
-			failures++
-			return errors.New("downstream unavailable")
 		}
-		e.effect(rec, tx)
-		return nil
-	}
-	in := e.inbox(t, "billing", nil)
-	stop := running(e.consumer(t, k, in, flaky))
-	waitFor(t, "every record", func() bool { n, _ := consumed(in); return n == int64(len(s.recs)) })
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	e.verify(t, &s)
-	if got := in.Metrics().Snapshot(); got.Failures != 3 || got.Duplicates != 0 {
-		t.Fatalf("counts %+v, want 3 failures and no duplicate", got)
-	}
+		produce(t, k, s.recs)
+		rec := &emf.InboxRecorder{}
+		in := e.inbox(t, "billing", nil, func(o *outboxinbox.Options) { o.Hooks = []outbox.Hook{rec} })
+		var metrics syncBuffer
+		stop := running(e.consumer(t, k, in, e.handler(), func(c *outboxinbox.ConsumerConfig) { c.Metrics, c.MetricsOutput = rec, &metrics }))
+		waitFor(t, "every record", func() bool { n, _ := consumed(in); return n == int64(len(s.recs)) })
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		e.verify(t, &s)
+		if line := metrics.String(); !strings.Contains(line, `"RecordsConsumed":72`) || !strings.Contains(line, `"DuplicatesSkipped":12`) {
+			t.Fatalf("EMF at the end of the run: %q, want 72 records consumed and 12 duplicates", line)
+		}
+		_, dups := consumed(in)
+		t.Logf("duplicates in the topic: %d produced, %d skipped", s.dups, dups)
+		if dups != int64(s.dups) || s.dups != 12 {
+			t.Fatalf("%d duplicates skipped, want the %d produced", dups, s.dups)
+		}
+	})
+
+	// A consumer dies after its transactions committed and before its offsets
+	// did: the next member of the group reads the records again and skips them.
+	t.Run("KilledBeforeOffsetCommit_NextOwnerSkipsTheApplied", func(t *testing.T) {
+		e := newEnv(t)
+		k := outboxtest.NewKafka(t, "orders")
+		var s stream
+		for i := range 30 {
+			s.add("orders", fmt.Sprintf("order-%d", i%3))
+		}
+		produce(t, k, s.recs)
+		first := e.inbox(t, "billing", nil)
+		c := e.consumer(t, k, first, e.handler())
+		crash := errors.New("killed before the offset commit")
+		outboxinbox.SetBeforeCommit(c, func() error { return crash })
+		if err := c.Run(t.Context()); !errors.Is(err, crash) {
+			t.Fatalf("Run = %v, want the crash", err)
+		}
+		c.Close()
+		applied := first.Metrics().Snapshot().Applied
+		if applied == 0 {
+			t.Fatal("the first consumer applied nothing before the crash; the test proves nothing")
+		}
+
+		second := e.inbox(t, "billing", nil)
+		stop := running(e.consumer(t, k, second, e.handler()))
+		waitFor(t, "every record", func() bool { n, _ := consumed(second); return n == int64(len(s.recs)) })
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		e.verify(t, &s)
+		t.Logf("killed before the offset commit: %d applied by the first consumer, %d skipped by the second", applied, second.Metrics().Snapshot().Duplicates)
+		if got := second.Metrics().Snapshot(); got.Duplicates != applied {
+			t.Fatalf("second consumer skipped %d duplicates, want the %d the first applied", got.Duplicates, applied)
+		}
+	})
+
+	// A second member joins while the first is applying: partitions change
+	// hands between polls, and every effect exists once, in order.
+	t.Run("RebalanceMidRun_LosesNothingDoublesNothing", func(t *testing.T) {
+		e := newEnv(t)
+		k := outboxtest.NewKafka(t, "orders")
+		var s stream
+		for i := range 150 {
+			s.add("orders", fmt.Sprintf("order-%d", i%10))
+		}
+		produce(t, k, s.recs)
+		slow := func(ctx context.Context, rec outboxinbox.Record, tx *outboxinbox.Tx) error {
+			time.Sleep(20 * time.Millisecond)
+			e.effect(rec, tx)
+			return nil
+		}
+		// Small polls: a rebalance waits for the poll being applied.
+		small := func(c *outboxinbox.ConsumerConfig) { c.MaxPollRecords = 6 }
+		a, b := e.inbox(t, "billing", nil), e.inbox(t, "billing", nil)
+		stopA := running(e.consumer(t, k, a, slow, small))
+		waitFor(t, "the first member to start", func() bool { n, _ := consumed(a); return n >= 10 })
+		stopB := running(e.consumer(t, k, b, slow, small))
+		waitFor(t, "every record", func() bool { n, _ := consumed(a, b); return n >= int64(len(s.recs)) })
+		var wg sync.WaitGroup
+		for _, stop := range []func() error{stopA, stopB} {
+			wg.Go(func() {
+				if err := stop(); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		e.verify(t, &s)
+		n, dups := consumed(a, b)
+		na, nb := a.Metrics().Snapshot().Consumed, b.Metrics().Snapshot().Consumed
+		t.Logf("member a consumed %d, member b %d; %d duplicates skipped", na, nb, dups)
+		if na == 0 || nb == 0 {
+			t.Fatalf("member a consumed %d, member b %d: no partition changed hands, the test proves nothing", na, nb)
+		}
+		if n-dups != int64(len(s.recs)) {
+			t.Fatalf("%d applied, want %d", n-dups, len(s.recs))
+		}
+	})
+
+	// A failing record stops its partition until it succeeds; the later
+	// records of its keys wait, so order holds.
+	t.Run("FailedRecord_ItsPartitionWaitsAndRetries", func(t *testing.T) {
+		e := newEnv(t)
+		k := outboxtest.NewKafka(t, "orders")
+		var s stream
+		for i := range 20 {
+			s.add("orders", fmt.Sprintf("order-%d", i%2))
+		}
+		produce(t, k, s.recs)
+		var mu sync.Mutex
+		failures := 0
+		flaky := func(ctx context.Context, rec outboxinbox.Record, tx *outboxinbox.Tx) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if string(rec.Value) == "order-1:3" && failures < 3 {
+				failures++
+				return errors.New("downstream unavailable")
+			}
+			e.effect(rec, tx)
+			return nil
+		}
+		in := e.inbox(t, "billing", nil)
+		stop := running(e.consumer(t, k, in, flaky))
+		waitFor(t, "every record", func() bool { n, _ := consumed(in); return n == int64(len(s.recs)) })
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		e.verify(t, &s)
+		if got := in.Metrics().Snapshot(); got.Failures != 3 || got.Duplicates != 0 {
+			t.Fatalf("counts %+v, want 3 failures and no duplicate", got)
+		}
+	})
 }

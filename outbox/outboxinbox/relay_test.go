@@ -117,26 +117,60 @@ func (k *killing) Publish(ctx context.Context, msgs []outbox.Message) (int, erro
 	return n, err
 }
 
-func TestPipeline_RelayKilledMidBatch_DuplicatesSkipped(t *testing.T) {
-	p := newPipeline(t)
-	var s stream
-	p.enqueue(t, &s, 30, "order-0", "order-1", "order-2")
-	ctx, cancel := context.WithCancel(t.Context())
-	r := p.relay(t, &killing{Publisher: p.pub, cancel: cancel}, nil)
-	if res, _ := run(ctx, r); res.Published == 0 || res.Deleted >= res.Published {
-		t.Fatalf("killed run: %+v; want published messages left undeleted", res)
-	}
-	// The restarted relay (same id: a warm environment) resumes its leases
-	// and publishes the undeleted batch again.
-	if res, err := run(t.Context(), r); err != nil || res.Published == 0 {
-		t.Fatalf("restarted relay: %+v, %v", res, err)
-	}
-	in, produced := p.consumeAll(t, &s)
-	dups := in.Metrics().Snapshot().Duplicates
-	t.Logf("relay killed mid-batch: %d duplicates produced, %d skipped", produced, dups)
-	if produced == 0 || dups != int64(produced) {
-		t.Fatalf("%d duplicates in the topic, %d skipped; want some, all skipped", produced, dups)
-	}
+func TestRelay(t *testing.T) {
+	t.Run("Pipeline_RelayKilledMidBatch_DuplicatesSkipped", func(t *testing.T) {
+		p := newPipeline(t)
+		var s stream
+		p.enqueue(t, &s, 30, "order-0", "order-1", "order-2")
+		ctx, cancel := context.WithCancel(t.Context())
+		r := p.relay(t, &killing{Publisher: p.pub, cancel: cancel}, nil)
+		if res, _ := run(ctx, r); res.Published == 0 || res.Deleted >= res.Published {
+			t.Fatalf("killed run: %+v; want published messages left undeleted", res)
+		}
+		// The restarted relay (same id: a warm environment) resumes its leases
+		// and publishes the undeleted batch again.
+		if res, err := run(t.Context(), r); err != nil || res.Published == 0 {
+			t.Fatalf("restarted relay: %+v, %v", res, err)
+		}
+		in, produced := p.consumeAll(t, &s)
+		dups := in.Metrics().Snapshot().Duplicates
+		t.Logf("relay killed mid-batch: %d duplicates produced, %d skipped", produced, dups)
+		if produced == 0 || dups != int64(produced) {
+			t.Fatalf("%d duplicates in the topic, %d skipped; want some, all skipped", produced, dups)
+		}
+	})
+
+	t.Run("Pipeline_ParkedMessageReplayed_DuplicateSkipped", func(t *testing.T) {
+		p := newPipeline(t)
+		var s stream
+		p.enqueue(t, &s, 12, "order-0", "order-1")
+		pub := &ambiguous{Publisher: p.pub, victim: s.ids[4]}
+		r := p.relay(t, pub, func(o *outbox.RelayOptions) {
+			o.PoisonPolicy, o.PoisonMaxAttempts = outbox.PoisonQuarantine, 1
+		})
+		if _, err := run(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+		parked, err := p.store.ListParked(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(parked) == 0 || parked[0].MessageID != s.ids[4].String() {
+			t.Fatalf("parked %d messages, want the victim first", len(parked))
+		}
+		if _, err := p.store.RequestReplay(t.Context(), parked, ""); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := run(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+		in, produced := p.consumeAll(t, &s)
+		dups := in.Metrics().Snapshot().Duplicates
+		t.Logf("parked message replayed: %d parked, %d duplicates produced, %d skipped", len(parked), produced, dups)
+		if produced != 1 || dups != 1 {
+			t.Fatalf("%d duplicates in the topic, %d skipped; want the replayed victim once", produced, dups)
+		}
+	})
 }
 
 // ambiguous publishes message victim but reports a timeout for it, once:
@@ -164,36 +198,4 @@ func (a *ambiguous) Publish(ctx context.Context, msgs []outbox.Message) (int, er
 		return i, errors.New("produce request timed out (the broker stored the record)")
 	}
 	return a.Publisher.Publish(ctx, msgs)
-}
-
-func TestPipeline_ParkedMessageReplayed_DuplicateSkipped(t *testing.T) {
-	p := newPipeline(t)
-	var s stream
-	p.enqueue(t, &s, 12, "order-0", "order-1")
-	pub := &ambiguous{Publisher: p.pub, victim: s.ids[4]}
-	r := p.relay(t, pub, func(o *outbox.RelayOptions) {
-		o.PoisonPolicy, o.PoisonMaxAttempts = outbox.PoisonQuarantine, 1
-	})
-	if _, err := run(t.Context(), r); err != nil {
-		t.Fatal(err)
-	}
-	parked, err := p.store.ListParked(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(parked) == 0 || parked[0].MessageID != s.ids[4].String() {
-		t.Fatalf("parked %d messages, want the victim first", len(parked))
-	}
-	if _, err := p.store.RequestReplay(t.Context(), parked, ""); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := run(t.Context(), r); err != nil {
-		t.Fatal(err)
-	}
-	in, produced := p.consumeAll(t, &s)
-	dups := in.Metrics().Snapshot().Duplicates
-	t.Logf("parked message replayed: %d parked, %d duplicates produced, %d skipped", len(parked), produced, dups)
-	if produced != 1 || dups != 1 {
-		t.Fatalf("%d duplicates in the topic, %d skipped; want the replayed victim once", produced, dups)
-	}
 }

@@ -35,28 +35,30 @@ func (s *recordingSpan) Metadata(string, any)          {}
 func (s *recordingSpan) End(error)                     { s.ended = true }
 func (s *recordingSpan) Link(links []outbox.TraceLink) { s.links = append(s.links, links...) }
 
-func TestProcess_SpanPerRecord_LinkedToTheWritersTrace(t *testing.T) {
-	e := newEnv(t)
-	tracer := &recordingTracer{}
-	in := e.inbox(t, "billing", nil, func(o *outboxinbox.Options) { o.Tracer = tracer })
-	id := outbox.NewMessageID()
-	rec := record("orders", 0, 1, "k", "v", id)
-	rec.Headers = append([]outbox.Header{{Key: outbox.HeaderTraceParent, Value: []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")}}, rec.Headers...)
-	for range 2 {
-		if _, err := in.Process(t.Context(), rec, e.handler()); err != nil {
-			t.Fatal(err)
+func TestProcessTrace(t *testing.T) {
+	t.Run("SpanPerRecord_LinkedToTheWritersTrace", func(t *testing.T) {
+		e := newEnv(t)
+		tracer := &recordingTracer{}
+		in := e.inbox(t, "billing", nil, func(o *outboxinbox.Options) { o.Tracer = tracer })
+		id := outbox.NewMessageID()
+		rec := record("orders", 0, 1, "k", "v", id)
+		rec.Headers = append([]outbox.Header{{Key: outbox.HeaderTraceParent, Value: []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")}}, rec.Headers...)
+		for range 2 {
+			if _, err := in.Process(t.Context(), rec, e.handler()); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	if len(tracer.spans) != 2 {
-		t.Fatalf("%d spans, want one per record", len(tracer.spans))
-	}
-	for i, want := range []string{"applied", "duplicate"} {
-		s := tracer.spans[i]
-		if s.name != outboxinbox.SpanConsume || !s.ended || s.annotations["outcome"] != want || s.annotations["message_id"] != id.String() {
-			t.Fatalf("span %d: %+v, want an ended consume span with outcome %s", i, s, want)
+		if len(tracer.spans) != 2 {
+			t.Fatalf("%d spans, want one per record", len(tracer.spans))
 		}
-		if len(s.links) != 1 || s.links[0].TraceID != "4bf92f3577b34da6a3ce929d0e0e4736" || s.links[0].SpanID != "00f067aa0ba902b7" {
-			t.Fatalf("span %d links %+v, want the writer's span", i, s.links)
+		for i, want := range []string{"applied", "duplicate"} {
+			s := tracer.spans[i]
+			if s.name != outboxinbox.SpanConsume || !s.ended || s.annotations["outcome"] != want || s.annotations["message_id"] != id.String() {
+				t.Fatalf("span %d: %+v, want an ended consume span with outcome %s", i, s, want)
+			}
+			if len(s.links) != 1 || s.links[0].TraceID != "4bf92f3577b34da6a3ce929d0e0e4736" || s.links[0].SpanID != "00f067aa0ba902b7" {
+				t.Fatalf("span %d links %+v, want the writer's span", i, s.links)
+			}
 		}
-	}
+	})
 }

@@ -67,69 +67,72 @@ func rotatePassword(t *testing.T, c *kfake.Cluster, dial kgo.Opt, user, old, pas
 	}
 }
 
-// After the secret was rotated, a relay holding the old password re-reads
-// the secret once when the broker refuses it, and reconnects.
-func TestSCRAM_RotatedSecret_IsReadAgainOnceAndTheRelayReconnects(t *testing.T) {
+func TestSCRAM(t *testing.T) {
 	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		c, dial := newVirtualCluster(t, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "relay", "s3cret"), kfake.SeedTopics(1, "orders"))
-		secret := &secretStore{pass: "s3cret"}
-		withSecret := func(cfg *Config) {
-			cfg.Auth = Auth{Mechanism: AuthSCRAMSHA512, SCRAM: SCRAMAuth{User: "relay", Password: "s3cret", Refresh: secret.read}}
-			cfg.ExtraOpts = append(cfg.ExtraOpts, dial)
-		}
-		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-		defer cancel()
-		msg := message(t, 1, "orders", []byte("k"), []byte("v"), nil, nil)
-
-		// The password changes in Kafka, then in the secret.
-		rotatePassword(t, c, dial, "relay", "s3cret", "n3w-s3cret")
-		secret.set("n3w-s3cret")
-
-		// An execution environment that read the secret before the rotation.
-		p := newPublisher(t, c, withSecret)
-		if err := p.Init(ctx); err != nil {
-			t.Fatalf("Init after the rotation: %v", err)
-		}
-		if n, err := p.Publish(ctx, []outbox.Message{msg}); n != 1 || err != nil {
-			t.Fatalf("Publish after the rotation = %d, %v", n, err)
-		}
-		if got := secret.reads.Load(); got != 1 {
-			t.Fatalf("secret read %d times, want once", got)
-		}
-	})
-}
-
-// A password that is wrong in the secret too costs one read per interval,
-// not one per connection attempt.
-func TestSCRAM_WrongSecret_IsReadAtMostOncePerInterval(t *testing.T) {
-	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		c, dial := newVirtualCluster(t, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "relay", "s3cret"), kfake.SeedTopics(1, "orders"))
-		secret := &secretStore{pass: "still-wrong"}
-		p := newPublisher(t, c, func(cfg *Config) {
-			cfg.Auth = Auth{Mechanism: AuthSCRAMSHA512, SCRAM: SCRAMAuth{User: "relay", Password: "wrong", Refresh: secret.read}}
-			cfg.ExtraOpts = append(cfg.ExtraOpts, dial)
-		})
-		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-		defer cancel()
-		for range 3 {
-			if err := p.Init(ctx); err == nil {
-				t.Fatal("Init with a wrong secret succeeded")
+	// After the secret was rotated, a relay holding the old password re-reads
+	// the secret once when the broker refuses it, and reconnects.
+	t.Run("RotatedSecret_IsReadAgainOnceAndTheRelayReconnects", func(t *testing.T) {
+		t.Parallel()
+		synctest.Test(t, func(t *testing.T) {
+			c, dial := newVirtualCluster(t, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "relay", "s3cret"), kfake.SeedTopics(1, "orders"))
+			secret := &secretStore{pass: "s3cret"}
+			withSecret := func(cfg *Config) {
+				cfg.Auth = Auth{Mechanism: AuthSCRAMSHA512, SCRAM: SCRAMAuth{User: "relay", Password: "s3cret", Refresh: secret.read}}
+				cfg.ExtraOpts = append(cfg.ExtraOpts, dial)
 			}
-		}
-		if got := secret.reads.Load(); got != 1 {
-			t.Fatalf("secret read %d times in one burst, want once", got)
-		}
-		time.Sleep(SCRAMRefreshInterval)
-		secret.set("s3cret")
-		ctx, cancel = context.WithTimeout(t.Context(), 20*time.Second)
-		defer cancel()
-		if err := p.Init(ctx); err != nil {
-			t.Fatalf("Init once the secret is right again: %v", err)
-		}
-		if got := secret.reads.Load(); got != 2 {
-			t.Fatalf("secret read %d times, want twice", got)
-		}
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			msg := message(t, 1, "orders", []byte("k"), []byte("v"), nil, nil)
+
+			// The password changes in Kafka, then in the secret.
+			rotatePassword(t, c, dial, "relay", "s3cret", "n3w-s3cret")
+			secret.set("n3w-s3cret")
+
+			// An execution environment that read the secret before the rotation.
+			p := newPublisher(t, c, withSecret)
+			if err := p.Init(ctx); err != nil {
+				t.Fatalf("Init after the rotation: %v", err)
+			}
+			if n, err := p.Publish(ctx, []outbox.Message{msg}); n != 1 || err != nil {
+				t.Fatalf("Publish after the rotation = %d, %v", n, err)
+			}
+			if got := secret.reads.Load(); got != 1 {
+				t.Fatalf("secret read %d times, want once", got)
+			}
+		})
+	})
+
+	// A password that is wrong in the secret too costs one read per interval,
+	// not one per connection attempt.
+	t.Run("WrongSecret_IsReadAtMostOncePerInterval", func(t *testing.T) {
+		t.Parallel()
+		synctest.Test(t, func(t *testing.T) {
+			c, dial := newVirtualCluster(t, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "relay", "s3cret"), kfake.SeedTopics(1, "orders"))
+			secret := &secretStore{pass: "still-wrong"}
+			p := newPublisher(t, c, func(cfg *Config) {
+				cfg.Auth = Auth{Mechanism: AuthSCRAMSHA512, SCRAM: SCRAMAuth{User: "relay", Password: "wrong", Refresh: secret.read}}
+				cfg.ExtraOpts = append(cfg.ExtraOpts, dial)
+			})
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			for range 3 {
+				if err := p.Init(ctx); err == nil {
+					t.Fatal("Init with a wrong secret succeeded")
+				}
+			}
+			if got := secret.reads.Load(); got != 1 {
+				t.Fatalf("secret read %d times in one burst, want once", got)
+			}
+			time.Sleep(SCRAMRefreshInterval)
+			secret.set("s3cret")
+			ctx, cancel = context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			if err := p.Init(ctx); err != nil {
+				t.Fatalf("Init once the secret is right again: %v", err)
+			}
+			if got := secret.reads.Load(); got != 2 {
+				t.Fatalf("secret read %d times, want twice", got)
+			}
+		})
 	})
 }

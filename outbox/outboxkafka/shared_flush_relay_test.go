@@ -48,117 +48,120 @@ func (w *awaitPartner) OnProduceRecordBuffered(r *kgo.Record) {
 	}
 }
 
-// Defect 4 of issue 39, end to end: a relay under PoisonQuarantine drains
-// two buckets whose messages share one partition of a broker that takes no
-// batch over 2048 bytes. Bucket A's head row is small and good; bucket B's
-// is 4000 bytes. Their batches share a Flush and are refused; the two head
-// rows, retried together in the next sweep, share a Flush again and are
-// refused again (MESSAGE_TOO_LARGE, B's fault). The good row must be
-// published, in order with its key's next message, and never parked; only
-// B's key is parked. It fails when a refusal is judged by the caller's
-// batch alone (a single-message publish in a shared Flush condemned), as
-// before the shared-flush fix.
-func TestRelaySharedFlushHeadRowsParkOnlyTheOversizedNeighbour(t *testing.T) {
+func TestSharedFlushRelay(t *testing.T) {
 	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		c, dial := newVirtualCluster(t, kfake.SeedTopics(1, "small"),
-			kfake.BrokerConfigs(map[string]string{"message.max.bytes": "2048"}))
-		var mu sync.Mutex
-		var carried []int // records per produce request
-		c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
-			c.KeepControl()
-			n := 0
-			for _, tp := range r.(*kmsg.ProduceRequest).Topics {
-				for _, p := range tp.Partitions {
-					var b kmsg.RecordBatch
-					if err := b.ReadFrom(p.Records); err == nil {
-						n += int(b.NumRecords)
+	// Defect 4 of issue 39, end to end: a relay under PoisonQuarantine drains
+	// two buckets whose messages share one partition of a broker that takes no
+	// batch over 2048 bytes. Bucket A's head row is small and good; bucket B's
+	// is 4000 bytes. Their batches share a Flush and are refused; the two head
+	// rows, retried together in the next sweep, share a Flush again and are
+	// refused again (MESSAGE_TOO_LARGE, B's fault). The good row must be
+	// published, in order with its key's next message, and never parked; only
+	// B's key is parked. It fails when a refusal is judged by the caller's
+	// batch alone (a single-message publish in a shared Flush condemned), as
+	// before the shared-flush fix.
+	t.Run("RelaySharedFlushHeadRowsParkOnlyTheOversizedNeighbour", func(t *testing.T) {
+		t.Parallel()
+		synctest.Test(t, func(t *testing.T) {
+			c, dial := newVirtualCluster(t, kfake.SeedTopics(1, "small"),
+				kfake.BrokerConfigs(map[string]string{"message.max.bytes": "2048"}))
+			var mu sync.Mutex
+			var carried []int // records per produce request
+			c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				n := 0
+				for _, tp := range r.(*kmsg.ProduceRequest).Topics {
+					for _, p := range tp.Partitions {
+						var b kmsg.RecordBatch
+						if err := b.ReadFrom(p.Records); err == nil {
+							n += int(b.NumRecords)
+						}
 					}
 				}
+				mu.Lock()
+				carried = append(carried, n)
+				mu.Unlock()
+				return nil, nil, false
+			})
+			partner := &awaitPartner{}
+			p := newPublisher(t, c, func(cfg *Config) {
+				cfg.ExtraOpts = append(cfg.ExtraOpts, dial, kgo.WithHooks(partner))
+			})
+			partner.f = p.flusher
+			// The publisher learns the topic first, so neither bucket's
+			// publish asks the brokers anything before it hands over.
+			if res := p.PublishDetailed(t.Context(), []outbox.Message{message(t, 1, "small", []byte("warm"), []byte("v"), nil, nil)}); res.Err != nil {
+				t.Fatal(res.Err)
+			}
+
+			const buckets = 4
+			store, err := outboxmem.New(outboxmem.Options{BucketCount: buckets})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var good, big []outbox.Message
+			for i, v := range [][]byte{[]byte("v"), []byte("v2")} {
+				g, err := outbox.NewMessage("small", []byte("good"), v, outbox.MessageOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := outbox.NewMessage("small", []byte("big"), fmt.Appendf(randomBytes(4000), "#%d", i), outbox.MessageOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				good, big = append(good, g), append(big, b)
+			}
+			stored, err := store.Enqueue(t.Context(), append(good, big...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			goodBucket, bigBucket := stored[0].Bucket(), stored[len(good)].Bucket()
+			if goodBucket == bigBucket {
+				t.Fatalf("keys good and big share bucket %d: the test needs two buckets", goodBucket)
 			}
 			mu.Lock()
-			carried = append(carried, n)
+			carried = nil
 			mu.Unlock()
-			return nil, nil, false
-		})
-		partner := &awaitPartner{}
-		p := newPublisher(t, c, func(cfg *Config) {
-			cfg.ExtraOpts = append(cfg.ExtraOpts, dial, kgo.WithHooks(partner))
-		})
-		partner.f = p.flusher
-		// The publisher learns the topic first, so neither bucket's
-		// publish asks the brokers anything before it hands over.
-		if res := p.PublishDetailed(t.Context(), []outbox.Message{message(t, 1, "small", []byte("warm"), []byte("v"), nil, nil)}); res.Err != nil {
-			t.Fatal(res.Err)
-		}
 
-		const buckets = 4
-		store, err := outboxmem.New(outboxmem.Options{BucketCount: buckets})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var good, big []outbox.Message
-		for i, v := range [][]byte{[]byte("v"), []byte("v2")} {
-			g, err := outbox.NewMessage("small", []byte("good"), v, outbox.MessageOptions{})
+			relay, err := outbox.NewRelay(outbox.RelayConfig{
+				Options: outbox.RelayOptions{
+					RelayID: "relay-1", BucketCount: buckets, Mode: outbox.ModeDrain,
+					PoisonPolicy: outbox.PoisonQuarantine,
+				},
+				Store:     store,
+				Publisher: p,
+				Logger:    slog.New(slog.DiscardHandler),
+			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := outbox.NewMessage("small", []byte("big"), fmt.Appendf(randomBytes(4000), "#%d", i), outbox.MessageOptions{})
-			if err != nil {
-				t.Fatal(err)
+			res, err := relay.Run(t.Context(), outbox.RunInput{Deadline: time.Now().Add(5 * time.Minute)})
+			if err != nil || res.Reason != outbox.StopDrained {
+				t.Fatalf("Run = %+v, %v; want drained", res, err)
 			}
-			good, big = append(good, g), append(big, b)
-		}
-		stored, err := store.Enqueue(t.Context(), append(good, big...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		goodBucket, bigBucket := stored[0].Bucket(), stored[len(good)].Bucket()
-		if goodBucket == bigBucket {
-			t.Fatalf("keys good and big share bucket %d: the test needs two buckets", goodBucket)
-		}
-		mu.Lock()
-		carried = nil
-		mu.Unlock()
 
-		relay, err := outbox.NewRelay(outbox.RelayConfig{
-			Options: outbox.RelayOptions{
-				RelayID: "relay-1", BucketCount: buckets, Mode: outbox.ModeDrain,
-				PoisonPolicy: outbox.PoisonQuarantine,
-			},
-			Store:     store,
-			Publisher: p,
-			Logger:    slog.New(slog.DiscardHandler),
+			mu.Lock()
+			defer mu.Unlock()
+			// Both batches (4 records), then both head rows (2), shared a
+			// produce request; without the second the test proves nothing.
+			if !slices.Contains(carried, 4) || !slices.Contains(carried, 2) {
+				t.Fatalf("produce requests carried %v records; want one with both batches (4) and one with both head rows (2)", carried)
+			}
+			if parked := store.Parked(goodBucket); len(parked) != 0 {
+				t.Fatalf("bucket %d parked %d messages of key good, first %q: a good head row was condemned for its neighbour", goodBucket, len(parked), parked[0].Value)
+			}
+			if parked := store.Parked(bigBucket); len(parked) != 2 {
+				t.Fatalf("bucket %d parked %d messages, want key big's two", bigBucket, len(parked))
+			}
+			var order []string
+			for _, r := range consume(t, c.ListenAddrs(), "small", 3, dial) {
+				if string(r.Key) == "good" {
+					order = append(order, string(r.Value))
+				}
+			}
+			if !slices.Equal(order, []string{"v", "v2"}) {
+				t.Fatalf("key good reads %v, want [v v2]", order)
+			}
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := relay.Run(t.Context(), outbox.RunInput{Deadline: time.Now().Add(5 * time.Minute)})
-		if err != nil || res.Reason != outbox.StopDrained {
-			t.Fatalf("Run = %+v, %v; want drained", res, err)
-		}
-
-		mu.Lock()
-		defer mu.Unlock()
-		// Both batches (4 records), then both head rows (2), shared a
-		// produce request; without the second the test proves nothing.
-		if !slices.Contains(carried, 4) || !slices.Contains(carried, 2) {
-			t.Fatalf("produce requests carried %v records; want one with both batches (4) and one with both head rows (2)", carried)
-		}
-		if parked := store.Parked(goodBucket); len(parked) != 0 {
-			t.Fatalf("bucket %d parked %d messages of key good, first %q: a good head row was condemned for its neighbour", goodBucket, len(parked), parked[0].Value)
-		}
-		if parked := store.Parked(bigBucket); len(parked) != 2 {
-			t.Fatalf("bucket %d parked %d messages, want key big's two", bigBucket, len(parked))
-		}
-		var order []string
-		for _, r := range consume(t, c.ListenAddrs(), "small", 3, dial) {
-			if string(r.Key) == "good" {
-				order = append(order, string(r.Value))
-			}
-		}
-		if !slices.Equal(order, []string{"v", "v2"}) {
-			t.Fatalf("key good reads %v, want [v v2]", order)
-		}
 	})
 }

@@ -128,66 +128,69 @@ func (s *sharedFlushCluster) whileHeld(t *testing.T, p *Publisher, publishes ...
 	return out
 }
 
-// Defect 4 of issue 39: two buckets retry their failing head rows, each
-// alone, and the two records share one Flush and one partition batch. The
-// broker refuses the batch (MESSAGE_TOO_LARGE, the big record's fault):
-// the small good row must not be condemned as too large. Retried alone
-// again, together again, each goes out in a Flush of its own: the good row
-// is published and only the big one is condemned.
-func TestPublishSharedFlushRefusalCondemnsNoNeighbour(t *testing.T) {
+func TestSharedFlush(t *testing.T) {
 	t.Parallel()
-	s := newSharedFlushCluster(t)
-	// A slow hand-over (a descheduled goroutine on a busy host) lets the
-	// second publish join the Flush while the first hands over.
-	p := newPublisher(t, s.c, func(cfg *Config) {
-		cfg.ExtraOpts = append(cfg.ExtraOpts, kgo.WithHooks(slowHandOver(50*time.Millisecond)))
+	// Defect 4 of issue 39: two buckets retry their failing head rows, each
+	// alone, and the two records share one Flush and one partition batch. The
+	// broker refuses the batch (MESSAGE_TOO_LARGE, the big record's fault):
+	// the small good row must not be condemned as too large. Retried alone
+	// again, together again, each goes out in a Flush of its own: the good row
+	// is published and only the big one is condemned.
+	t.Run("PublishSharedFlushRefusalCondemnsNoNeighbour", func(t *testing.T) {
+		t.Parallel()
+		s := newSharedFlushCluster(t)
+		// A slow hand-over (a descheduled goroutine on a busy host) lets the
+		// second publish join the Flush while the first hands over.
+		p := newPublisher(t, s.c, func(cfg *Config) {
+			cfg.ExtraOpts = append(cfg.ExtraOpts, kgo.WithHooks(slowHandOver(50*time.Millisecond)))
+		})
+		// Learn both topics first, so the publishes below ask the brokers
+		// nothing before they hand over.
+		for i, topic := range []string{"small", "held"} {
+			if res := p.PublishDetailed(t.Context(), []outbox.Message{message(t, int64(i+1), topic, []byte("w"), []byte("v"), nil, nil)}); res.Err != nil {
+				t.Fatal(res.Err)
+			}
+		}
+		s.mu.Lock()
+		s.carried = nil
+		s.mu.Unlock()
+		good := []outbox.Message{message(t, 10, "small", []byte("good"), []byte("v"), nil, nil)}
+		big := []outbox.Message{message(t, 20, "small", []byte("big"), randomBytes(4000), nil, nil)}
+
+		res := s.whileHeld(t, p, good, big)
+		s.mu.Lock()
+		carried := append([]int(nil), s.carried...)
+		s.mu.Unlock()
+		if len(carried) != 1 || carried[0] != 2 {
+			t.Fatalf("produce requests for small carried %v records, want one request with both: the test proves nothing", carried)
+		}
+		for i, r := range res {
+			if r.Acked != 0 || !errors.Is(r.Err, kerr.MessageTooLarge) {
+				t.Fatalf("publish %d in the shared Flush: acked %d, err %v; want MESSAGE_TOO_LARGE", i, r.Acked, r.Err)
+			}
+			if reason, poison := outbox.PoisonReason(r.Err); poison {
+				t.Fatalf("publish %d was condemned (%s) for a refusal of a batch it shared", i, reason)
+			}
+		}
+
+		res = s.whileHeld(t, p, good, big)
+		if res[0].Acked != 1 || res[0].Err != nil {
+			t.Fatalf("the good row retried: acked %d, err %v; want it published", res[0].Acked, res[0].Err)
+		}
+		wantPoison(t, res[1].Err, outbox.ParkTooLarge)
+		// The good row's key goes on in order: the row, then its successor.
+		next := message(t, 11, "small", []byte("good"), []byte("v2"), nil, nil)
+		if r := p.PublishDetailed(t.Context(), []outbox.Message{next}); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		var order []string
+		for _, r := range consume(t, s.c.ListenAddrs(), "small", 3) {
+			if string(r.Key) == "good" {
+				order = append(order, string(r.Value))
+			}
+		}
+		if len(order) != 2 || order[0] != "v" || order[1] != "v2" {
+			t.Fatalf("key good reads %v, want [v v2]", order)
+		}
 	})
-	// Learn both topics first, so the publishes below ask the brokers
-	// nothing before they hand over.
-	for i, topic := range []string{"small", "held"} {
-		if res := p.PublishDetailed(t.Context(), []outbox.Message{message(t, int64(i+1), topic, []byte("w"), []byte("v"), nil, nil)}); res.Err != nil {
-			t.Fatal(res.Err)
-		}
-	}
-	s.mu.Lock()
-	s.carried = nil
-	s.mu.Unlock()
-	good := []outbox.Message{message(t, 10, "small", []byte("good"), []byte("v"), nil, nil)}
-	big := []outbox.Message{message(t, 20, "small", []byte("big"), randomBytes(4000), nil, nil)}
-
-	res := s.whileHeld(t, p, good, big)
-	s.mu.Lock()
-	carried := append([]int(nil), s.carried...)
-	s.mu.Unlock()
-	if len(carried) != 1 || carried[0] != 2 {
-		t.Fatalf("produce requests for small carried %v records, want one request with both: the test proves nothing", carried)
-	}
-	for i, r := range res {
-		if r.Acked != 0 || !errors.Is(r.Err, kerr.MessageTooLarge) {
-			t.Fatalf("publish %d in the shared Flush: acked %d, err %v; want MESSAGE_TOO_LARGE", i, r.Acked, r.Err)
-		}
-		if reason, poison := outbox.PoisonReason(r.Err); poison {
-			t.Fatalf("publish %d was condemned (%s) for a refusal of a batch it shared", i, reason)
-		}
-	}
-
-	res = s.whileHeld(t, p, good, big)
-	if res[0].Acked != 1 || res[0].Err != nil {
-		t.Fatalf("the good row retried: acked %d, err %v; want it published", res[0].Acked, res[0].Err)
-	}
-	wantPoison(t, res[1].Err, outbox.ParkTooLarge)
-	// The good row's key goes on in order: the row, then its successor.
-	next := message(t, 11, "small", []byte("good"), []byte("v2"), nil, nil)
-	if r := p.PublishDetailed(t.Context(), []outbox.Message{next}); r.Err != nil {
-		t.Fatal(r.Err)
-	}
-	var order []string
-	for _, r := range consume(t, s.c.ListenAddrs(), "small", 3) {
-		if string(r.Key) == "good" {
-			order = append(order, string(r.Value))
-		}
-	}
-	if len(order) != 2 || order[0] != "v" || order[1] != "v2" {
-		t.Fatalf("key good reads %v, want [v v2]", order)
-	}
 }

@@ -165,77 +165,178 @@ func (g *genBundle) businessPut(key string, n int) types.TransactWriteItem {
 	return types.TransactWriteItem{Put: put}
 }
 
-// A rolling writer switch: instance A already runs the new configuration
-// (both generations), instance B still the old one (the old generation,
-// with its check), and they take turns on every key, serialized by the
-// key's business item. Relays serve both generations and restart (a
-// crash: new id, nothing in memory) in every phase. Each key reaches Kafka
-// in commit order: the seal is the switch point, so A's commits before it
-// land in the old generation with B's, and B is refused after it.
-func TestGenerations_RollingWriterSwitch_KeepsCommitOrder_ThroughACrashInEveryPhase(t *testing.T) {
-	g := setupGenerations(t)
-	keys := []string{"k0", "k1", "k2", "k3", "k4", "k5"}
-	newA, oldB := g.writer(t, false), g.writer(t, true)
-	for _, k := range keys {
-		for n := range 4 {
-			w := newA
-			if n%2 == 0 {
-				w = oldB
-			}
-			if err := g.commit(t, w, k, n); err != nil {
-				t.Fatalf("commit %s:%d: %v", k, n, err)
+func TestGenerations(t *testing.T) {
+	// A rolling writer switch: instance A already runs the new configuration
+	// (both generations), instance B still the old one (the old generation,
+	// with its check), and they take turns on every key, serialized by the
+	// key's business item. Relays serve both generations and restart (a
+	// crash: new id, nothing in memory) in every phase. Each key reaches Kafka
+	// in commit order: the seal is the switch point, so A's commits before it
+	// land in the old generation with B's, and B is refused after it.
+	t.Run("RollingWriterSwitch_KeepsCommitOrder_ThroughACrashInEveryPhase", func(t *testing.T) {
+		g := setupGenerations(t)
+		keys := []string{"k0", "k1", "k2", "k3", "k4", "k5"}
+		newA, oldB := g.writer(t, false), g.writer(t, true)
+		for _, k := range keys {
+			for n := range 4 {
+				w := newA
+				if n%2 == 0 {
+					w = oldB
+				}
+				if err := g.commit(t, w, k, n); err != nil {
+					t.Fatalf("commit %s:%d: %v", k, n, err)
+				}
 			}
 		}
-	}
-	// Open (the first sweep writes the marker): everything committed so
-	// far is in the old generation and published.
-	resp := g.sweep(t)
-	if g.phase(t) != generation.PhaseOpen || resp.Published != 24 {
-		t.Errorf("open: %+v, phase %q; want all 24 messages published from the old generation", resp, g.phase(t))
-	}
-	g.crash(t)
-	if _, err := g.prev.SealGeneration(t.Context(), g.cfg.Current()); err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range keys {
-		// B is refused after the seal and restarts with the new
-		// configuration; A switches after one refusal.
-		if err := g.commit(t, oldB, k, 4); !errors.Is(err, generation.ErrSealed) {
-			t.Fatalf("the old configuration after the seal: %v; want generation.ErrSealed", err)
+		// Open (the first sweep writes the marker): everything committed so
+		// far is in the old generation and published.
+		resp := g.sweep(t)
+		if g.phase(t) != generation.PhaseOpen || resp.Published != 24 {
+			t.Errorf("open: %+v, phase %q; want all 24 messages published from the old generation", resp, g.phase(t))
 		}
-		if err := g.commit(t, newA, k, 4); err != nil {
+		g.crash(t)
+		if _, err := g.prev.SealGeneration(t.Context(), g.cfg.Current()); err != nil {
 			t.Fatal(err)
 		}
-		if err := g.commit(t, g.writer(t, false), k, 5); err != nil {
+		for _, k := range keys {
+			// B is refused after the seal and restarts with the new
+			// configuration; A switches after one refusal.
+			if err := g.commit(t, oldB, k, 4); !errors.Is(err, generation.ErrSealed) {
+				t.Fatalf("the old configuration after the seal: %v; want generation.ErrSealed", err)
+			}
+			if err := g.commit(t, newA, k, 4); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.commit(t, g.writer(t, false), k, 5); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Sealed: a fresh relay finds the old generation empty, marks it
+		// drained and goes on with the new one.
+		resp = g.sweep(t)
+		if g.phase(t) != generation.PhaseDrained || resp.Published != 12 {
+			t.Errorf("sealed: %+v, phase %q; want the 12 new messages published, the old generation drained", resp, g.phase(t))
+		}
+		g.crash(t)
+		if err := g.commit(t, newA, "k0", 6); err != nil {
 			t.Fatal(err)
 		}
-	}
-	// Sealed: a fresh relay finds the old generation empty, marks it
-	// drained and goes on with the new one.
-	resp = g.sweep(t)
-	if g.phase(t) != generation.PhaseDrained || resp.Published != 12 {
-		t.Errorf("sealed: %+v, phase %q; want the 12 new messages published, the old generation drained", resp, g.phase(t))
-	}
-	g.crash(t)
-	if err := g.commit(t, newA, "k0", 6); err != nil {
-		t.Fatal(err)
-	}
-	if resp = g.sweep(t); resp.Published != 1 {
-		t.Errorf("drained: %+v; want the one new message", resp)
-	}
-	got := g.published(t)
-	for _, k := range keys {
-		want := []int{0, 1, 2, 3, 4, 5}
-		if k == "k0" {
-			want = append(want, 6)
+		if resp = g.sweep(t); resp.Published != 1 {
+			t.Errorf("drained: %+v; want the one new message", resp)
 		}
-		if !slices.Equal(got[k], want) {
-			t.Errorf("key %s reached Kafka as %v, want commit order %v", k, got[k], want)
+		got := g.published(t)
+		for _, k := range keys {
+			want := []int{0, 1, 2, 3, 4, 5}
+			if k == "k0" {
+				want = append(want, 6)
+			}
+			if !slices.Equal(got[k], want) {
+				t.Errorf("key %s reached Kafka as %v, want commit order %v", k, got[k], want)
+			}
 		}
-	}
-	if c := g.contents(t, g.prev); !c.Empty() {
-		t.Errorf("the old generation still holds %+v", c)
-	}
+		if c := g.contents(t, g.prev); !c.Empty() {
+			t.Errorf("the old generation still holds %+v", c)
+		}
+	})
+
+	// A relay configured with the new generation alone, deployed too early,
+	// claims nothing and publishes nothing while the old generation is not
+	// drained (its predecessor marker names the old one), so a message
+	// committed after the seal does not overtake one committed before it. Once
+	// the old generation is drained it serves; it then remembers that, for
+	// good.
+	t.Run("RelayOfTheNewGenerationAlone_WaitsForTheOldToDrain", func(t *testing.T) {
+		g := setupGenerations(t)
+		g.sweep(t) // opens the marker
+		if err := g.write(t, g.writer(t, true), "k", 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := g.prev.SealGeneration(t.Context(), g.cfg.Current()); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.write(t, g.writer(t, false), "k", 1); err != nil {
+			t.Fatal(err)
+		}
+		early := g.alone(t, "early")
+		for _, phase := range []string{"sealed", "sealed, again"} {
+			before := g.ddb.Counter.Snapshot()
+			resp, err := early.Handle(t.Context(), g.sample(t, "relay.schedule.json"))
+			if !errors.Is(err, generation.ErrNotOpen) || resp.Published != 0 || len(g.leases(t)) != 0 {
+				t.Fatalf("%s: %+v, %v; want generation.ErrNotOpen, nothing published or claimed", phase, resp, err)
+			}
+			c := g.ddb.Counter.Snapshot().Since(before)
+			t.Logf("%s: a refused run: %v, %.1f read units", phase, c.Requests, c.ReadUnits)
+		}
+		if got := g.published(t); len(got["k"]) != 0 {
+			t.Fatalf("the early relay published %v", got["k"])
+		}
+		// The relays serving both generations drain the old one.
+		if resp := g.sweep(t); resp.Published != 2 || g.phase(t) != generation.PhaseDrained {
+			t.Fatalf("the two-generation relay: %+v, phase %q", resp, g.phase(t))
+		}
+		if err := g.write(t, g.writer(t, false), "k", 2); err != nil {
+			t.Fatal(err)
+		}
+		before := g.ddb.Counter.Snapshot()
+		resp, err := early.Handle(t.Context(), g.sample(t, "relay.schedule.json"))
+		if err != nil || resp.Published != 1 {
+			t.Fatalf("after the drain: %+v, %v; want the new message published", resp, err)
+		}
+		c := g.ddb.Counter.Snapshot().Since(before)
+		t.Logf("first served run: %v, %.1f read units", c.Requests, c.ReadUnits)
+		if got := g.published(t); !slices.Equal(got["k"], []int{0, 1, 2}) {
+			t.Fatalf("k reached Kafka as %v, want commit order [0 1 2]", got["k"])
+		}
+	})
+
+	// What serving two generations costs an idle schedule sweep in each phase,
+	// and a crash between the look into the sealed generation and the finish:
+	// the next relay looks again and finishes.
+	t.Run("SweepCostPerPhase_AndACrashBeforeTheFinish", func(t *testing.T) {
+		g := setupGenerations(t)
+		_, c := g.sweepCounting(t)
+		// Marker read, the open (marker and predecessor marker in one
+		// transaction), 4 eventually consistent probes, and in every sweep
+		// the replay requests (a relay of either poison policy carries marked
+		// replays out): one consistent single-item read.
+		wantCost(t, "first sweep (opens the marker)", c, map[string]int{"Query": 5 + 1, "TransactWriteItems": 1}, 3+1, 4)
+		_, c = g.sweepCounting(t)
+		wantCost(t, "open sweep", c, map[string]int{"Query": 5 + 1}, 3+1, 0)
+		if _, err := g.prev.SealGeneration(t.Context(), g.cfg.Current()); err != nil {
+			t.Fatal(err)
+		}
+		// The crashed relay looked and found nothing; it never finished.
+		if !g.contents(t, g.prev).Empty() {
+			t.Fatal("the old generation is not empty")
+		}
+		g.crash(t)
+		resp, c := g.sweepCounting(t)
+		if g.phase(t) != generation.PhaseDrained {
+			t.Fatalf("after the sealed sweep: %+v, phase %q; want drained", resp, g.phase(t))
+		}
+		// Marker read, 3 × 4 consistent looks (parked, messages, parked;
+		// nothing left, so no pass over the old buckets), the finish and its
+		// re-read, 16 probes of the new buckets.
+		wantCost(t, "sealed sweep (finishes)", c, map[string]int{"Query": 1 + 12 + 1 + 16 + 1, "UpdateItem": 1}, 1+12+1+8+1, 1)
+		_, c = g.sweepCounting(t)
+		wantCost(t, "drained sweep, same environment", c, map[string]int{"Query": 16 + 1}, 8+1, 0)
+		g.crash(t)
+		_, c = g.sweepCounting(t)
+		wantCost(t, "drained sweep, new environment", c, map[string]int{"Query": 1 + 16 + 1}, 1+8+1, 0)
+	})
+
+	// A relay whose previous generation does not match the marker stops as
+	// misconfigured instead of serving either generation.
+	t.Run("MarkerOfAnotherBucketCount_IsAMisconfiguration", func(t *testing.T) {
+		g := setupGenerations(t)
+		g.sweep(t)
+		g.cfg.PreviousBucketCount = 8
+		g.crash(t)
+		_, err := g.relay.Handle(t.Context(), g.sample(t, "relay.schedule.json"))
+		if !errors.Is(err, outbox.ErrMisconfigured) || !strings.Contains(err.Error(), "OUTBOX/4") {
+			t.Fatalf("a relay configured with OUTBOX/8 against a marker of OUTBOX/4: %v; want a misconfiguration naming both", err)
+		}
+	})
 }
 
 // alone returns a relay handler configured with the new generation alone.
@@ -248,56 +349,6 @@ func (g *genBundle) alone(t *testing.T, id string) *RelayHandler {
 		t.Fatal(err)
 	}
 	return h
-}
-
-// A relay configured with the new generation alone, deployed too early,
-// claims nothing and publishes nothing while the old generation is not
-// drained (its predecessor marker names the old one), so a message
-// committed after the seal does not overtake one committed before it. Once
-// the old generation is drained it serves; it then remembers that, for
-// good.
-func TestGenerations_RelayOfTheNewGenerationAlone_WaitsForTheOldToDrain(t *testing.T) {
-	g := setupGenerations(t)
-	g.sweep(t) // opens the marker
-	if err := g.write(t, g.writer(t, true), "k", 0); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := g.prev.SealGeneration(t.Context(), g.cfg.Current()); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.write(t, g.writer(t, false), "k", 1); err != nil {
-		t.Fatal(err)
-	}
-	early := g.alone(t, "early")
-	for _, phase := range []string{"sealed", "sealed, again"} {
-		before := g.ddb.Counter.Snapshot()
-		resp, err := early.Handle(t.Context(), g.sample(t, "relay.schedule.json"))
-		if !errors.Is(err, generation.ErrNotOpen) || resp.Published != 0 || len(g.leases(t)) != 0 {
-			t.Fatalf("%s: %+v, %v; want generation.ErrNotOpen, nothing published or claimed", phase, resp, err)
-		}
-		c := g.ddb.Counter.Snapshot().Since(before)
-		t.Logf("%s: a refused run: %v, %.1f read units", phase, c.Requests, c.ReadUnits)
-	}
-	if got := g.published(t); len(got["k"]) != 0 {
-		t.Fatalf("the early relay published %v", got["k"])
-	}
-	// The relays serving both generations drain the old one.
-	if resp := g.sweep(t); resp.Published != 2 || g.phase(t) != generation.PhaseDrained {
-		t.Fatalf("the two-generation relay: %+v, phase %q", resp, g.phase(t))
-	}
-	if err := g.write(t, g.writer(t, false), "k", 2); err != nil {
-		t.Fatal(err)
-	}
-	before := g.ddb.Counter.Snapshot()
-	resp, err := early.Handle(t.Context(), g.sample(t, "relay.schedule.json"))
-	if err != nil || resp.Published != 1 {
-		t.Fatalf("after the drain: %+v, %v; want the new message published", resp, err)
-	}
-	c := g.ddb.Counter.Snapshot().Since(before)
-	t.Logf("first served run: %v, %.1f read units", c.Requests, c.ReadUnits)
-	if got := g.published(t); !slices.Equal(got["k"], []int{0, 1, 2}) {
-		t.Fatalf("k reached Kafka as %v, want commit order [0 1 2]", got["k"])
-	}
 }
 
 // sweepCounting runs a schedule sweep and returns what it cost.
@@ -313,54 +364,5 @@ func wantCost(t *testing.T, what string, c outboxlocal.Counts, requests map[stri
 	t.Logf("%s: %v, %.1f read units, %.1f write units", what, c.Requests, c.ReadUnits, c.WriteUnits)
 	if !maps.Equal(c.Requests, requests) || c.ReadUnits != read || c.WriteUnits != write {
 		t.Errorf("%s: %v, %.1f read and %.1f write units; want %v, %.1f and %.1f", what, c.Requests, c.ReadUnits, c.WriteUnits, requests, read, write)
-	}
-}
-
-// What serving two generations costs an idle schedule sweep in each phase,
-// and a crash between the look into the sealed generation and the finish:
-// the next relay looks again and finishes.
-func TestGenerations_SweepCostPerPhase_AndACrashBeforeTheFinish(t *testing.T) {
-	g := setupGenerations(t)
-	_, c := g.sweepCounting(t)
-	// Marker read, the open (marker and predecessor marker in one
-	// transaction), 4 eventually consistent probes, and in every sweep
-	// the replay requests (a relay of either poison policy carries marked
-	// replays out): one consistent single-item read.
-	wantCost(t, "first sweep (opens the marker)", c, map[string]int{"Query": 5 + 1, "TransactWriteItems": 1}, 3+1, 4)
-	_, c = g.sweepCounting(t)
-	wantCost(t, "open sweep", c, map[string]int{"Query": 5 + 1}, 3+1, 0)
-	if _, err := g.prev.SealGeneration(t.Context(), g.cfg.Current()); err != nil {
-		t.Fatal(err)
-	}
-	// The crashed relay looked and found nothing; it never finished.
-	if !g.contents(t, g.prev).Empty() {
-		t.Fatal("the old generation is not empty")
-	}
-	g.crash(t)
-	resp, c := g.sweepCounting(t)
-	if g.phase(t) != generation.PhaseDrained {
-		t.Fatalf("after the sealed sweep: %+v, phase %q; want drained", resp, g.phase(t))
-	}
-	// Marker read, 3 × 4 consistent looks (parked, messages, parked;
-	// nothing left, so no pass over the old buckets), the finish and its
-	// re-read, 16 probes of the new buckets.
-	wantCost(t, "sealed sweep (finishes)", c, map[string]int{"Query": 1 + 12 + 1 + 16 + 1, "UpdateItem": 1}, 1+12+1+8+1, 1)
-	_, c = g.sweepCounting(t)
-	wantCost(t, "drained sweep, same environment", c, map[string]int{"Query": 16 + 1}, 8+1, 0)
-	g.crash(t)
-	_, c = g.sweepCounting(t)
-	wantCost(t, "drained sweep, new environment", c, map[string]int{"Query": 1 + 16 + 1}, 1+8+1, 0)
-}
-
-// A relay whose previous generation does not match the marker stops as
-// misconfigured instead of serving either generation.
-func TestGenerations_MarkerOfAnotherBucketCount_IsAMisconfiguration(t *testing.T) {
-	g := setupGenerations(t)
-	g.sweep(t)
-	g.cfg.PreviousBucketCount = 8
-	g.crash(t)
-	_, err := g.relay.Handle(t.Context(), g.sample(t, "relay.schedule.json"))
-	if !errors.Is(err, outbox.ErrMisconfigured) || !strings.Contains(err.Error(), "OUTBOX/4") {
-		t.Fatalf("a relay configured with OUTBOX/8 against a marker of OUTBOX/4: %v; want a misconfiguration naming both", err)
 	}
 }

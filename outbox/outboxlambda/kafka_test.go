@@ -42,50 +42,53 @@ func scramConfig(t *testing.T) Config {
 	return cfg
 }
 
-func TestKafkaConfigReadsTheSCRAMSecret(t *testing.T) {
+func TestKafka(t *testing.T) {
 	t.Parallel()
-	cfg := scramConfig(t)
-	secrets := &fakeSecrets{value: `{"username":"relay","password":"s3cret"}`}
-	got, err := cfg.KafkaConfig(t.Context(), secrets)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(secrets.asked) != 1 || secrets.asked[0] != cfg.KafkaScramSecretARN {
-		t.Fatalf("asked for %v, want the configured ARN once", secrets.asked)
-	}
-	if got.Auth.Mechanism != outboxkafka.AuthSCRAMSHA512 || got.Auth.SCRAM.User != "relay" || got.Auth.SCRAM.Password != "s3cret" || !got.TLS {
-		t.Fatalf("config %+v", got)
-	}
-	if err := got.WithDefaults().Validate(); err != nil {
-		t.Fatalf("publisher config does not validate: %v", err)
-	}
-	// After a rotation the publisher re-reads the same secret.
-	secrets.value = `{"username":"relay","password":"rotated"}`
-	again, err := got.Auth.SCRAM.Refresh(t.Context())
-	if err != nil || again.Password != "rotated" || len(secrets.asked) != 2 || secrets.asked[1] != cfg.KafkaScramSecretARN {
-		t.Fatalf("refresh = %+v, %v after asking %v; want the rotated password from the configured ARN", again, err, secrets.asked)
-	}
-}
+	t.Run("ConfigReadsTheSCRAMSecret", func(t *testing.T) {
+		t.Parallel()
+		cfg := scramConfig(t)
+		secrets := &fakeSecrets{value: `{"username":"relay","password":"s3cret"}`}
+		got, err := cfg.KafkaConfig(t.Context(), secrets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(secrets.asked) != 1 || secrets.asked[0] != cfg.KafkaScramSecretARN {
+			t.Fatalf("asked for %v, want the configured ARN once", secrets.asked)
+		}
+		if got.Auth.Mechanism != outboxkafka.AuthSCRAMSHA512 || got.Auth.SCRAM.User != "relay" || got.Auth.SCRAM.Password != "s3cret" || !got.TLS {
+			t.Fatalf("config %+v", got)
+		}
+		if err := got.WithDefaults().Validate(); err != nil {
+			t.Fatalf("publisher config does not validate: %v", err)
+		}
+		// After a rotation the publisher re-reads the same secret.
+		secrets.value = `{"username":"relay","password":"rotated"}`
+		again, err := got.Auth.SCRAM.Refresh(t.Context())
+		if err != nil || again.Password != "rotated" || len(secrets.asked) != 2 || secrets.asked[1] != cfg.KafkaScramSecretARN {
+			t.Fatalf("refresh = %+v, %v after asking %v; want the rotated password from the configured ARN", again, err, secrets.asked)
+		}
+	})
 
-func TestKafkaConfigRefusesBadSecrets(t *testing.T) {
-	t.Parallel()
-	for name, secrets := range map[string]*fakeSecrets{
-		"not json":     {value: "relay:s3cret"},
-		"no password":  {value: `{"username":"relay"}`},
-		"service down": {err: errors.New("AccessDeniedException")},
-	} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			_, err := scramConfig(t).KafkaConfig(t.Context(), secrets)
-			if err == nil {
-				t.Fatal("no error")
-			}
-			if strings.Contains(err.Error(), "s3cret") {
-				t.Fatalf("error leaks the secret: %v", err)
-			}
-			if !strings.Contains(err.Error(), "AmazonMSK_relay") {
-				t.Fatalf("error %q does not name the secret", err)
-			}
-		})
-	}
+	t.Run("ConfigRefusesBadSecrets", func(t *testing.T) {
+		t.Parallel()
+		for name, secrets := range map[string]*fakeSecrets{
+			"not json":     {value: "relay:s3cret"},
+			"no password":  {value: `{"username":"relay"}`},
+			"service down": {err: errors.New("AccessDeniedException")},
+		} {
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				_, err := scramConfig(t).KafkaConfig(t.Context(), secrets)
+				if err == nil {
+					t.Fatal("no error")
+				}
+				if strings.Contains(err.Error(), "s3cret") {
+					t.Fatalf("error leaks the secret: %v", err)
+				}
+				if !strings.Contains(err.Error(), "AmazonMSK_relay") {
+					t.Fatalf("error %q does not name the secret", err)
+				}
+			})
+		}
+	})
 }

@@ -222,119 +222,121 @@ func attrs(s *tracepb.Span) map[string]any {
 
 func childOf(s, parent *tracepb.Span) bool { return string(s.ParentSpanId) == string(parent.SpanId) }
 
-// TestOTelTracesARelayRunAndAnEnqueue: the spans of an enqueue and of a
-// relay run reach an OTLP/HTTP receiver before each invocation returns,
-// with the X-Ray subsegments' names and attributes, in one tree under the
-// Lambda segment, and the publish spans link to the writers' spans — a W3C
-// traceparent, an X-Ray header, and the enqueue function's own span.
-func TestOTelTracesARelayRunAndAnEnqueue(t *testing.T) {
-	f := newOTelFixture(t)
-	const (
-		enqHeader  = "Root=1-6a1b2c3d-0123456789abcdef01234567;Parent=1111111111111111;Sampled=1"
-		relHeader  = "Root=1-6a1b2c3e-0123456789abcdef01234568;Parent=2222222222222222;Sampled=1"
-		enq2Header = "Root=1-6a1b2c3f-0123456789abcdef01234569;Parent=3333333333333333;Sampled=1"
-		rel2Header = "Root=1-6a1b2c40-0123456789abcdef0123456a;Parent=4444444444444444;Sampled=1"
-	)
-	buckets := f.writerMessages(t)
+func TestTracing(t *testing.T) {
+	// OTelTracesARelayRunAndAnEnqueue: the spans of an enqueue and of a
+	// relay run reach an OTLP/HTTP receiver before each invocation returns,
+	// with the X-Ray subsegments' names and attributes, in one tree under the
+	// Lambda segment, and the publish spans link to the writers' spans — a W3C
+	// traceparent, an X-Ray header, and the enqueue function's own span.
+	t.Run("OTelTracesARelayRunAndAnEnqueue", func(t *testing.T) {
+		f := newOTelFixture(t)
+		const (
+			enqHeader  = "Root=1-6a1b2c3d-0123456789abcdef01234567;Parent=1111111111111111;Sampled=1"
+			relHeader  = "Root=1-6a1b2c3e-0123456789abcdef01234568;Parent=2222222222222222;Sampled=1"
+			enq2Header = "Root=1-6a1b2c3f-0123456789abcdef01234569;Parent=3333333333333333;Sampled=1"
+			rel2Header = "Root=1-6a1b2c40-0123456789abcdef0123456a;Parent=4444444444444444;Sampled=1"
+		)
+		buckets := f.writerMessages(t)
 
-	// The enqueue function: root, enqueue span, its DynamoDB write.
-	resp, err := f.enqueue.Handle(invocationCtx(t, "outbox-enqueue", "req-enqueue", enqHeader),
-		json.RawMessage(fmt.Sprintf(`{"topic":%q,"key":"function","value":"v"}`, f.kafka.Topic("orders"))))
-	if err != nil || resp.Error != "" {
-		t.Fatalf("enqueue: %+v %v", resp, err)
-	}
-	buckets = append(buckets, resp.Messages[0].Bucket)
-	root, spans := f.exported(t, "outbox-enqueue", enqHeader)
-	enq := named(spans, outbox.SpanEnqueue)
-	if len(enq) != 1 || !childOf(enq[0], root) {
-		t.Fatalf("enqueue spans %v, want one under the root", names(spans))
-	}
-	if a := attrs(enq[0]); a["messages"] != int64(1) || a["outcome"] != "ok" {
-		t.Errorf("enqueue span attributes %v", a)
-	}
-	put := named(spans, "DynamoDB.PutItem")
-	if len(put) != 1 || !childOf(put[0], enq[0]) || attrs(put[0])["cloud.region"] != "us-east-1" {
-		t.Fatalf("the PutItem call is not traced under the enqueue span: %v", names(spans))
-	}
-	enqSpanID := hex.EncodeToString(enq[0].SpanId)
+		// The enqueue function: root, enqueue span, its DynamoDB write.
+		resp, err := f.enqueue.Handle(invocationCtx(t, "outbox-enqueue", "req-enqueue", enqHeader),
+			json.RawMessage(fmt.Sprintf(`{"topic":%q,"key":"function","value":"v"}`, f.kafka.Topic("orders"))))
+		if err != nil || resp.Error != "" {
+			t.Fatalf("enqueue: %+v %v", resp, err)
+		}
+		buckets = append(buckets, resp.Messages[0].Bucket)
+		root, spans := f.exported(t, "outbox-enqueue", enqHeader)
+		enq := named(spans, outbox.SpanEnqueue)
+		if len(enq) != 1 || !childOf(enq[0], root) {
+			t.Fatalf("enqueue spans %v, want one under the root", names(spans))
+		}
+		if a := attrs(enq[0]); a["messages"] != int64(1) || a["outcome"] != "ok" {
+			t.Errorf("enqueue span attributes %v", a)
+		}
+		put := named(spans, "DynamoDB.PutItem")
+		if len(put) != 1 || !childOf(put[0], enq[0]) || attrs(put[0])["cloud.region"] != "us-east-1" {
+			t.Fatalf("the PutItem call is not traced under the enqueue span: %v", names(spans))
+		}
+		enqSpanID := hex.EncodeToString(enq[0].SpanId)
 
-	// The relay run.
-	rresp, err := f.relay.Handle(invocationCtx(t, "outbox-relay", "req-relay", relHeader), wakeFor(buckets))
-	if err != nil || rresp.Published != 3 {
-		t.Fatalf("relay: %+v %v", rresp, err)
-	}
-	root, spans = f.exported(t, "outbox-relay", relHeader)
-	for _, name := range []string{outbox.SpanAcquire, outbox.SpanDrain, outbox.SpanPublish, outbox.SpanDelete, outbox.SpanRelease} {
-		if len(named(spans, name)) == 0 {
-			t.Fatalf("no %s span among %v", name, names(spans))
+		// The relay run.
+		rresp, err := f.relay.Handle(invocationCtx(t, "outbox-relay", "req-relay", relHeader), wakeFor(buckets))
+		if err != nil || rresp.Published != 3 {
+			t.Fatalf("relay: %+v %v", rresp, err)
 		}
-	}
-	for _, s := range named(spans, outbox.SpanAcquire) {
-		if !childOf(s, root) || attrs(s)["relay_id"] != rresp.RelayID {
-			t.Errorf("acquire span: parent %x, attributes %v", s.ParentSpanId, attrs(s))
-		}
-	}
-	published := int64(0)
-	links := map[string]bool{}
-	for _, s := range named(spans, outbox.SpanPublish) {
-		a := attrs(s)
-		if a["outcome"] != "ok" || a["bucket"] == nil || s.Kind != tracepb.Span_SPAN_KIND_PRODUCER {
-			t.Errorf("publish span attributes %v, kind %v", a, s.Kind)
-		}
-		published += a["messages"].(int64)
-		for _, l := range s.Links {
-			links[hex.EncodeToString(l.TraceId)+"/"+hex.EncodeToString(l.SpanId)] = true
-		}
-	}
-	if published != 3 {
-		t.Errorf("publish spans count %d messages, want 3", published)
-	}
-	wantLinks := map[string]bool{
-		"4bf92f3577b34da6a3ce929d0e0e4736/00f067aa0ba902b7":  true,
-		"5759e988bd862e3fe1be46a994272793/53995c3f42cd8ad8":  true,
-		hex.EncodeToString(enq[0].TraceId) + "/" + enqSpanID: true,
-	}
-	if fmt.Sprint(links) != fmt.Sprint(wantLinks) {
-		t.Errorf("publish links %v, want %v", links, wantLinks)
-	}
-	for _, s := range named(spans, outbox.SpanDrain) {
-		if a := attrs(s); a["relay_id"] != rresp.RelayID || a["bucket"] == nil {
-			t.Errorf("drain span attributes %v", a)
-		}
-	}
-	if len(named(spans, "DynamoDB.Query")) == 0 || len(named(spans, "DynamoDB.TransactWriteItems"))+len(named(spans, "DynamoDB.BatchWriteItem")) == 0 {
-		t.Errorf("the relay's DynamoDB calls are not traced: %v", names(spans))
-	}
-
-	// Records keep the writers' headers.
-	recs := outboxtest.Consume(t, f.kafka, f.kafka.Topic("orders"), 3)
-	var kinds []string
-	for _, r := range recs {
-		for _, h := range r.Headers {
-			if h.Key == outbox.HeaderTraceParent || h.Key == outbox.HeaderAmznTraceID {
-				kinds = append(kinds, h.Key+"="+string(h.Value))
+		root, spans = f.exported(t, "outbox-relay", relHeader)
+		for _, name := range []string{outbox.SpanAcquire, outbox.SpanDrain, outbox.SpanPublish, outbox.SpanDelete, outbox.SpanRelease} {
+			if len(named(spans, name)) == 0 {
+				t.Fatalf("no %s span among %v", name, names(spans))
 			}
 		}
-	}
-	for _, want := range []string{"traceparent=" + w3cWriter, "X-Amzn-Trace-Id=" + xrayWriter,
-		"traceparent=00-" + hex.EncodeToString(enq[0].TraceId) + "-" + enqSpanID + "-01"} {
-		if !slices.Contains(kinds, want) {
-			t.Errorf("no record carries %s: %v", want, kinds)
+		for _, s := range named(spans, outbox.SpanAcquire) {
+			if !childOf(s, root) || attrs(s)["relay_id"] != rresp.RelayID {
+				t.Errorf("acquire span: parent %x, attributes %v", s.ParentSpanId, attrs(s))
+			}
 		}
-	}
+		published := int64(0)
+		links := map[string]bool{}
+		for _, s := range named(spans, outbox.SpanPublish) {
+			a := attrs(s)
+			if a["outcome"] != "ok" || a["bucket"] == nil || s.Kind != tracepb.Span_SPAN_KIND_PRODUCER {
+				t.Errorf("publish span attributes %v, kind %v", a, s.Kind)
+			}
+			published += a["messages"].(int64)
+			for _, l := range s.Links {
+				links[hex.EncodeToString(l.TraceId)+"/"+hex.EncodeToString(l.SpanId)] = true
+			}
+		}
+		if published != 3 {
+			t.Errorf("publish spans count %d messages, want 3", published)
+		}
+		wantLinks := map[string]bool{
+			"4bf92f3577b34da6a3ce929d0e0e4736/00f067aa0ba902b7":  true,
+			"5759e988bd862e3fe1be46a994272793/53995c3f42cd8ad8":  true,
+			hex.EncodeToString(enq[0].TraceId) + "/" + enqSpanID: true,
+		}
+		if fmt.Sprint(links) != fmt.Sprint(wantLinks) {
+			t.Errorf("publish links %v, want %v", links, wantLinks)
+		}
+		for _, s := range named(spans, outbox.SpanDrain) {
+			if a := attrs(s); a["relay_id"] != rresp.RelayID || a["bucket"] == nil {
+				t.Errorf("drain span attributes %v", a)
+			}
+		}
+		if len(named(spans, "DynamoDB.Query")) == 0 || len(named(spans, "DynamoDB.TransactWriteItems"))+len(named(spans, "DynamoDB.BatchWriteItem")) == 0 {
+			t.Errorf("the relay's DynamoDB calls are not traced: %v", names(spans))
+		}
 
-	// Later invocations export only their own spans: nothing of the
-	// earlier ones ended after they returned.
-	refused, err := f.enqueue.Handle(invocationCtx(t, "outbox-enqueue", "req-enqueue-2", enq2Header), json.RawMessage(`{"topic":"bad topic","value":"v"}`))
-	if err != nil || refused.Error == "" {
-		t.Fatalf("refused enqueue: %+v %v", refused, err)
-	}
-	_, spans = f.exported(t, "outbox-enqueue", enq2Header)
-	if enq := named(spans, outbox.SpanEnqueue); len(enq) != 1 || attrs(enq[0])["outcome"] != "refused" {
-		t.Errorf("refused request's spans %v", names(spans))
-	}
-	if _, err := f.relay.Handle(invocationCtx(t, "outbox-relay", "req-relay-2", rel2Header), json.RawMessage(`{"trigger":"schedule"}`)); err != nil {
-		t.Fatal(err)
-	}
-	f.exported(t, "outbox-relay", rel2Header)
+		// Records keep the writers' headers.
+		recs := outboxtest.Consume(t, f.kafka, f.kafka.Topic("orders"), 3)
+		var kinds []string
+		for _, r := range recs {
+			for _, h := range r.Headers {
+				if h.Key == outbox.HeaderTraceParent || h.Key == outbox.HeaderAmznTraceID {
+					kinds = append(kinds, h.Key+"="+string(h.Value))
+				}
+			}
+		}
+		for _, want := range []string{"traceparent=" + w3cWriter, "X-Amzn-Trace-Id=" + xrayWriter,
+			"traceparent=00-" + hex.EncodeToString(enq[0].TraceId) + "-" + enqSpanID + "-01"} {
+			if !slices.Contains(kinds, want) {
+				t.Errorf("no record carries %s: %v", want, kinds)
+			}
+		}
+
+		// Later invocations export only their own spans: nothing of the
+		// earlier ones ended after they returned.
+		refused, err := f.enqueue.Handle(invocationCtx(t, "outbox-enqueue", "req-enqueue-2", enq2Header), json.RawMessage(`{"topic":"bad topic","value":"v"}`))
+		if err != nil || refused.Error == "" {
+			t.Fatalf("refused enqueue: %+v %v", refused, err)
+		}
+		_, spans = f.exported(t, "outbox-enqueue", enq2Header)
+		if enq := named(spans, outbox.SpanEnqueue); len(enq) != 1 || attrs(enq[0])["outcome"] != "refused" {
+			t.Errorf("refused request's spans %v", names(spans))
+		}
+		if _, err := f.relay.Handle(invocationCtx(t, "outbox-relay", "req-relay-2", rel2Header), json.RawMessage(`{"trigger":"schedule"}`)); err != nil {
+			t.Fatal(err)
+		}
+		f.exported(t, "outbox-relay", rel2Header)
+	})
 }

@@ -11,7 +11,7 @@
 // NewKafka, CreateTable, Consume), which fail the test and register the
 // cleanup, are in outboxtest. The clients are the real aws-sdk-go-v2 and
 // franz-go clients; the embedded servers speak the real wire protocols.
-// The function binaries never link this package (TestBinaryDependencies in
+// The function binaries never link this package (TestDependencies/BinaryDependencies in
 // internal/repocheck checks it).
 //
 // README.md in this directory lists every gap measured between the

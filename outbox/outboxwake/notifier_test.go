@@ -111,220 +111,315 @@ func newTestNotifier(t *testing.T, inv Invoker, obs *wakeUpLog, timeout time.Dur
 	return n
 }
 
-func TestNotifierSendsAnAsynchronousWakeUp(t *testing.T) {
+func TestNotifier(t *testing.T) {
 	t.Parallel()
-	inv := &fakeInvoker{}
-	obs := &wakeUpLog{}
-	n := newTestNotifier(t, inv, obs, 0)
-	if err := n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{2, 5}, Hop: 3, Join: true}); err != nil {
-		t.Fatal(err)
-	}
-	want := []invocation{{function: "outbox-relay", kind: types.InvocationTypeEvent,
-		payload: `{"trigger":"wake","buckets":[2,5],"hop":3,"join":true}`, hasDeadline: true}}
-	if got := inv.invocations(); !reflect.DeepEqual(got, want) {
-		t.Fatalf("invocations\n got %+v\nwant %+v", got, want)
-	}
-	if s := n.Stats(); s != (NotifierStats{Sent: 1}) {
-		t.Fatalf("stats %+v", s)
-	}
-	sent := obs.sent()
-	if len(sent) != 1 || sent[0].err != nil || !slices.Equal(sent[0].w.Buckets, []int{2, 5}) {
-		t.Fatalf("wake-up events %+v", sent)
-	}
-}
-
-func TestNotifierSendsUnknownBucketsAsAnEmptyList(t *testing.T) {
-	t.Parallel()
-	inv := &fakeInvoker{}
-	if err := newTestNotifier(t, inv, nil, 0).Notify(t.Context(), outbox.WakeUp{}); err != nil {
-		t.Fatal(err)
-	}
-	if got := inv.invocations()[0].payload; got != `{"trigger":"wake","buckets":[],"hop":0,"join":false}` {
-		t.Fatalf("payload %s", got)
-	}
-}
-
-func TestNotifierCoalescesWakeUpsWhileOneIsInFlight(t *testing.T) {
-	t.Parallel()
-	inv := &fakeInvoker{started: make(chan struct{}, 4), hold: make(chan struct{})}
-	n := newTestNotifier(t, inv, nil, 0)
-
-	first := make(chan error, 1)
-	go func() { first <- n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{3}}) }()
-	<-inv.started // the first invoke is in flight
-
-	// Three more commits meanwhile: merged, answered at once.
-	for _, w := range []outbox.WakeUp{{Buckets: []int{6}}, {Buckets: []int{1, 6}, Hop: 2}, {Buckets: []int{4}}} {
-		if err := n.Notify(t.Context(), w); err != nil {
-			t.Fatalf("merged wake-up returned %v", err)
+	t.Run("SendsAnAsynchronousWakeUp", func(t *testing.T) {
+		t.Parallel()
+		inv := &fakeInvoker{}
+		obs := &wakeUpLog{}
+		n := newTestNotifier(t, inv, obs, 0)
+		if err := n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{2, 5}, Hop: 3, Join: true}); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if got := len(inv.invocations()); got != 1 {
-		t.Fatalf("%d invocations while the first is in flight, want 1", got)
-	}
-	close(inv.hold)
-	if err := <-first; err != nil {
-		t.Fatal(err)
-	}
-	got := inv.invocations()
-	want := []string{
-		`{"trigger":"wake","buckets":[3],"hop":0,"join":false}`,
-		`{"trigger":"wake","buckets":[1,4,6],"hop":2,"join":false}`,
-	}
-	if len(got) != len(want) {
-		t.Fatalf("%d invocations, want %d: %+v", len(got), len(want), got)
-	}
-	for i := range want {
-		if got[i].payload != want[i] {
-			t.Errorf("invoke %d payload %s, want %s", i, got[i].payload, want[i])
+		want := []invocation{{function: "outbox-relay", kind: types.InvocationTypeEvent,
+			payload: `{"trigger":"wake","buckets":[2,5],"hop":3,"join":true}`, hasDeadline: true}}
+		if got := inv.invocations(); !reflect.DeepEqual(got, want) {
+			t.Fatalf("invocations\n got %+v\nwant %+v", got, want)
 		}
-	}
-	if s := n.Stats(); s != (NotifierStats{Sent: 2, Merged: 3}) {
-		t.Fatalf("stats %+v, want 2 sent and 3 merged", s)
-	}
-	// Idle again: the next wake-up is sent by its own caller.
-	if err := n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{0}}); err != nil {
-		t.Fatal(err)
-	}
-	if got := len(inv.invocations()); got != 3 {
-		t.Fatalf("%d invocations after the burst, want 3", got)
-	}
-}
+		if s := n.Stats(); s != (NotifierStats{Sent: 1}) {
+			t.Fatalf("stats %+v", s)
+		}
+		sent := obs.sent()
+		if len(sent) != 1 || sent[0].err != nil || !slices.Equal(sent[0].w.Buckets, []int{2, 5}) {
+			t.Fatalf("wake-up events %+v", sent)
+		}
+	})
 
-func TestNotifierCountsAndReportsFailures(t *testing.T) {
-	t.Parallel()
-	for name, inv := range map[string]*fakeInvoker{
-		"error":      {err: errors.New("TooManyRequestsException: Rate Exceeded")},
-		"bad status": {status: 500},
-	} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			obs := &wakeUpLog{}
-			n := newTestNotifier(t, inv, obs, 0)
-			for range 2 {
-				if err := n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{1}}); err == nil {
-					t.Fatal("a failed invoke returned no error")
+	t.Run("SendsUnknownBucketsAsAnEmptyList", func(t *testing.T) {
+		t.Parallel()
+		inv := &fakeInvoker{}
+		if err := newTestNotifier(t, inv, nil, 0).Notify(t.Context(), outbox.WakeUp{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := inv.invocations()[0].payload; got != `{"trigger":"wake","buckets":[],"hop":0,"join":false}` {
+			t.Fatalf("payload %s", got)
+		}
+	})
+
+	t.Run("CoalescesWakeUpsWhileOneIsInFlight", func(t *testing.T) {
+		t.Parallel()
+		inv := &fakeInvoker{started: make(chan struct{}, 4), hold: make(chan struct{})}
+		n := newTestNotifier(t, inv, nil, 0)
+
+		first := make(chan error, 1)
+		go func() { first <- n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{3}}) }()
+		<-inv.started // the first invoke is in flight
+
+		// Three more commits meanwhile: merged, answered at once.
+		for _, w := range []outbox.WakeUp{{Buckets: []int{6}}, {Buckets: []int{1, 6}, Hop: 2}, {Buckets: []int{4}}} {
+			if err := n.Notify(t.Context(), w); err != nil {
+				t.Fatalf("merged wake-up returned %v", err)
+			}
+		}
+		if got := len(inv.invocations()); got != 1 {
+			t.Fatalf("%d invocations while the first is in flight, want 1", got)
+		}
+		close(inv.hold)
+		if err := <-first; err != nil {
+			t.Fatal(err)
+		}
+		got := inv.invocations()
+		want := []string{
+			`{"trigger":"wake","buckets":[3],"hop":0,"join":false}`,
+			`{"trigger":"wake","buckets":[1,4,6],"hop":2,"join":false}`,
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%d invocations, want %d: %+v", len(got), len(want), got)
+		}
+		for i := range want {
+			if got[i].payload != want[i] {
+				t.Errorf("invoke %d payload %s, want %s", i, got[i].payload, want[i])
+			}
+		}
+		if s := n.Stats(); s != (NotifierStats{Sent: 2, Merged: 3}) {
+			t.Fatalf("stats %+v, want 2 sent and 3 merged", s)
+		}
+		// Idle again: the next wake-up is sent by its own caller.
+		if err := n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{0}}); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(inv.invocations()); got != 3 {
+			t.Fatalf("%d invocations after the burst, want 3", got)
+		}
+	})
+
+	t.Run("CountsAndReportsFailures", func(t *testing.T) {
+		t.Parallel()
+		for name, inv := range map[string]*fakeInvoker{
+			"error":      {err: errors.New("TooManyRequestsException: Rate Exceeded")},
+			"bad status": {status: 500},
+		} {
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				obs := &wakeUpLog{}
+				n := newTestNotifier(t, inv, obs, 0)
+				for range 2 {
+					if err := n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{1}}); err == nil {
+						t.Fatal("a failed invoke returned no error")
+					}
+				}
+				if s := n.Stats(); s != (NotifierStats{Failed: 2}) {
+					t.Fatalf("stats %+v, want 2 failed", s)
+				}
+				sent := obs.sent()
+				if len(sent) != 2 || sent[0].err == nil || sent[1].err == nil {
+					t.Fatalf("wake-up events %+v, want 2 with Err", sent)
+				}
+			})
+		}
+	})
+
+	t.Run("BoundsEachInvokeByItsTimeout", func(t *testing.T) {
+		t.Parallel()
+		inv := &fakeInvoker{wait: true}
+		n := newTestNotifier(t, inv, nil, 20*time.Millisecond)
+		// The caller's ctx has no deadline: only the notifier's timeout ends
+		// the call.
+		err := n.Notify(context.Background(), outbox.WakeUp{Buckets: []int{7}})
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("error %v, want the invoke's deadline", err)
+		}
+		if s := n.Stats(); s != (NotifierStats{Failed: 1}) {
+			t.Fatalf("stats %+v", s)
+		}
+	})
+
+	t.Run("FollowUpSurvivesTheFirstCallersCancellation", func(t *testing.T) {
+		t.Parallel()
+		inv := &fakeInvoker{started: make(chan struct{}, 4), hold: make(chan struct{})}
+		n := newTestNotifier(t, inv, nil, 0)
+		ctx, cancel := context.WithCancel(t.Context())
+		first := make(chan error, 1)
+		go func() { first <- n.Notify(ctx, outbox.WakeUp{Buckets: []int{0}}) }()
+		<-inv.started
+		if err := n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{1}}); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		close(inv.hold)
+		if err := <-first; err != nil {
+			t.Fatal(err)
+		}
+		if s := n.Stats(); s.Sent != 2 {
+			t.Fatalf("stats %+v: the follow-up was dropped with the first caller's ctx", s)
+		}
+	})
+
+	t.Run("MergeWakeUps", func(t *testing.T) {
+		t.Parallel()
+		cases := []struct {
+			name string
+			in   []outbox.WakeUp
+			want outbox.WakeUp
+		}{
+			{"union", []outbox.WakeUp{{Buckets: []int{5, 2}}, {Buckets: []int{2, 7}}}, outbox.WakeUp{Buckets: []int{2, 5, 7}}},
+			{"unknown first absorbs", []outbox.WakeUp{{}, {Buckets: []int{1}}}, outbox.WakeUp{}},
+			{"unknown later absorbs", []outbox.WakeUp{{Buckets: []int{1}}, {}, {Buckets: []int{3}}}, outbox.WakeUp{}},
+			{"highest hop, join kept", []outbox.WakeUp{{Buckets: []int{1}, Hop: 4, Join: true}, {Buckets: []int{1}, Hop: 1}}, outbox.WakeUp{Buckets: []int{1}, Hop: 4, Join: true}},
+		}
+		for _, c := range cases {
+			var acc *outbox.WakeUp
+			for _, w := range c.in {
+				acc = mergeWakeUps(acc, w)
+			}
+			if !reflect.DeepEqual(*acc, c.want) {
+				t.Errorf("%s: got %+v, want %+v", c.name, *acc, c.want)
+			}
+		}
+	})
+
+	t.Run("NewNotifierNeedsAClientAndAFunction", func(t *testing.T) {
+		t.Parallel()
+		for _, cfg := range []NotifierConfig{{FunctionName: "relay"}, {Client: &fakeInvoker{}}, {Client: &fakeInvoker{}, FunctionName: "relay", Timeout: -time.Second}} {
+			if _, err := NewNotifier(cfg); !errors.Is(err, outbox.ErrMisconfigured) {
+				t.Errorf("NewNotifier(%+v) error %v, want a misconfiguration", cfg, err)
+			}
+		}
+	})
+
+	// Under continuous commits the caller whose invoke is in flight sends at
+	// most callerFollowUps follow-ups itself; the rest go out from a goroutine,
+	// so that caller's write is not held up by everyone else's wake-ups.
+	t.Run("CallerHandsLongFollowUpChainsToAGoroutine", func(t *testing.T) {
+		inv := &fakeInvoker{started: make(chan struct{}), hold: make(chan struct{})}
+		n, err := NewNotifier(NotifierConfig{Client: inv, FunctionName: "relay"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := make(chan error, 1)
+		go func() { first <- n.Notify(context.Background(), outbox.WakeUp{Buckets: []int{0}}) }()
+		// Each invoke in flight gets a commit merged behind it, for the first
+		// invoke and every follow-up: an endless chain unless the caller stops.
+		for i := 1; i <= callerFollowUps+2; i++ {
+			<-inv.started
+			if err := n.Notify(context.Background(), outbox.WakeUp{Buckets: []int{i}}); err != nil {
+				t.Fatalf("merged notify: %v", err)
+			}
+			inv.hold <- struct{}{}
+			if i == callerFollowUps+1 {
+				// The caller sent callerFollowUps follow-ups and returned.
+				if err := <-first; err != nil {
+					t.Fatalf("first notify: %v", err)
 				}
 			}
-			if s := n.Stats(); s != (NotifierStats{Failed: 2}) {
-				t.Fatalf("stats %+v, want 2 failed", s)
+		}
+		<-inv.started
+		inv.hold <- struct{}{}
+		calls := inv.invocations()
+		if len(calls) != callerFollowUps+3 {
+			t.Fatalf("%d invokes, want %d (one per merged commit, none lost)", len(calls), callerFollowUps+3)
+		}
+		// The notifier is usable afterwards: a later wake-up goes out, sent
+		// either by its own caller or by the goroutine still draining.
+		go func() { _ = n.Notify(context.Background(), outbox.WakeUp{Buckets: []int{7}}) }()
+		<-inv.started
+		inv.hold <- struct{}{}
+		if got := len(inv.invocations()); got != callerFollowUps+4 {
+			t.Fatalf("%d invokes after a later wake-up, want %d", got, callerFollowUps+4)
+		}
+	})
+
+	t.Run("SkipsWakeUpsALiveOwnerCovers", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			clock := outbox.SystemClock{}
+			inv := &fakeInvoker{}
+			owners := &fakeOwners{clock: clock}
+			n, err := NewNotifier(NotifierConfig{Client: inv, FunctionName: "relay", Clock: clock, Owners: owners})
+			if err != nil {
+				t.Fatal(err)
 			}
-			sent := obs.sent()
-			if len(sent) != 2 || sent[0].err == nil || sent[1].err == nil {
-				t.Fatalf("wake-up events %+v, want 2 with Err", sent)
+			ctx := t.Context()
+			notify := func(w outbox.WakeUp) {
+				t.Helper()
+				if err := n.Notify(ctx, w); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Before any view: the invoke goes first, then the view is read.
+			owners.set(lease.Coordination{}, nil)
+			notify(outbox.WakeUp{Buckets: []int{1}})
+			if got := len(inv.invocations()); got != 1 || owners.reads != 1 {
+				t.Fatalf("first wake-up: %d invokes, %d reads; want 1, 1", got, owners.reads)
+			}
+			// Within OwnerViewTTL of the invoke, bucket 1 is covered; bucket 2 is not.
+			notify(outbox.WakeUp{Buckets: []int{1}})
+			notify(outbox.WakeUp{Buckets: []int{2}})
+			if got := len(inv.invocations()); got != 2 {
+				t.Fatalf("%d invokes, want 2 (bucket 1 covered, bucket 2 sent)", got)
+			}
+			// Coverage lapsed: one read; a live holder covers the bucket, no invoke.
+			time.Sleep(lease.OwnerViewTTL)
+			owners.set(heldBy(clock.Now(), "relay-a", 1, 2), nil)
+			notify(outbox.WakeUp{Buckets: []int{1, 2}})
+			notify(outbox.WakeUp{Buckets: []int{2}})
+			if got := len(inv.invocations()); got != 2 || owners.reads != 3 {
+				t.Fatalf("live holder: %d invokes, %d reads; want 2, 3", got, owners.reads)
+			}
+			// Joins and continuation hops are never skipped.
+			notify(outbox.WakeUp{Buckets: []int{1}, Join: true})
+			notify(outbox.WakeUp{Buckets: []int{1}, Hop: 1})
+			if got := len(inv.invocations()); got != 4 {
+				t.Fatalf("%d invokes, want 4 (join and hop sent)", got)
+			}
+			// The holder stopped: the next read after the coverage shows it, and
+			// the wake-up is sent.
+			time.Sleep(lease.OwnerViewTTL)
+			stopped := heldBy(clock.Now(), "relay-a", 1, 2)
+			stopped.Relays[0].Stopped = true
+			owners.set(stopped, nil)
+			notify(outbox.WakeUp{Buckets: []int{2}})
+			// A failed read covers nothing either.
+			time.Sleep(lease.OwnerViewTTL)
+			owners.set(heldBy(clock.Now(), "relay-a", 1, 2), errors.New("throttled"))
+			notify(outbox.WakeUp{Buckets: []int{1}})
+			st := n.Stats()
+			if got := len(inv.invocations()); got != 6 || st.Skipped != 3 || st.OwnerReads != 5 || st.Sent != 6 {
+				t.Fatalf("%d invokes, stats %+v; want 6 invokes, 3 skipped, 5 reads", got, st)
 			}
 		})
-	}
-}
+	})
 
-func TestNotifierBoundsEachInvokeByItsTimeout(t *testing.T) {
-	t.Parallel()
-	inv := &fakeInvoker{wait: true}
-	n := newTestNotifier(t, inv, nil, 20*time.Millisecond)
-	// The caller's ctx has no deadline: only the notifier's timeout ends
-	// the call.
-	err := n.Notify(context.Background(), outbox.WakeUp{Buckets: []int{7}})
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("error %v, want the invoke's deadline", err)
-	}
-	if s := n.Stats(); s != (NotifierStats{Failed: 1}) {
-		t.Fatalf("stats %+v", s)
-	}
-}
-
-func TestNotifierFollowUpSurvivesTheFirstCallersCancellation(t *testing.T) {
-	t.Parallel()
-	inv := &fakeInvoker{started: make(chan struct{}, 4), hold: make(chan struct{})}
-	n := newTestNotifier(t, inv, nil, 0)
-	ctx, cancel := context.WithCancel(t.Context())
-	first := make(chan error, 1)
-	go func() { first <- n.Notify(ctx, outbox.WakeUp{Buckets: []int{0}}) }()
-	<-inv.started
-	if err := n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{1}}); err != nil {
-		t.Fatal(err)
-	}
-	cancel()
-	close(inv.hold)
-	if err := <-first; err != nil {
-		t.Fatal(err)
-	}
-	if s := n.Stats(); s.Sent != 2 {
-		t.Fatalf("stats %+v: the follow-up was dropped with the first caller's ctx", s)
-	}
-}
-
-func TestMergeWakeUps(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		name string
-		in   []outbox.WakeUp
-		want outbox.WakeUp
-	}{
-		{"union", []outbox.WakeUp{{Buckets: []int{5, 2}}, {Buckets: []int{2, 7}}}, outbox.WakeUp{Buckets: []int{2, 5, 7}}},
-		{"unknown first absorbs", []outbox.WakeUp{{}, {Buckets: []int{1}}}, outbox.WakeUp{}},
-		{"unknown later absorbs", []outbox.WakeUp{{Buckets: []int{1}}, {}, {Buckets: []int{3}}}, outbox.WakeUp{}},
-		{"highest hop, join kept", []outbox.WakeUp{{Buckets: []int{1}, Hop: 4, Join: true}, {Buckets: []int{1}, Hop: 1}}, outbox.WakeUp{Buckets: []int{1}, Hop: 4, Join: true}},
-	}
-	for _, c := range cases {
-		var acc *outbox.WakeUp
-		for _, w := range c.in {
-			acc = mergeWakeUps(acc, w)
-		}
-		if !reflect.DeepEqual(*acc, c.want) {
-			t.Errorf("%s: got %+v, want %+v", c.name, *acc, c.want)
-		}
-	}
-}
-
-func TestNewNotifierNeedsAClientAndAFunction(t *testing.T) {
-	t.Parallel()
-	for _, cfg := range []NotifierConfig{{FunctionName: "relay"}, {Client: &fakeInvoker{}}, {Client: &fakeInvoker{}, FunctionName: "relay", Timeout: -time.Second}} {
-		if _, err := NewNotifier(cfg); !errors.Is(err, outbox.ErrMisconfigured) {
-			t.Errorf("NewNotifier(%+v) error %v, want a misconfiguration", cfg, err)
-		}
-	}
-}
-
-// Under continuous commits the caller whose invoke is in flight sends at
-// most callerFollowUps follow-ups itself; the rest go out from a goroutine,
-// so that caller's write is not held up by everyone else's wake-ups.
-func TestNotifierCallerHandsLongFollowUpChainsToAGoroutine(t *testing.T) {
-	inv := &fakeInvoker{started: make(chan struct{}), hold: make(chan struct{})}
-	n, err := NewNotifier(NotifierConfig{Client: inv, FunctionName: "relay"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	first := make(chan error, 1)
-	go func() { first <- n.Notify(context.Background(), outbox.WakeUp{Buckets: []int{0}}) }()
-	// Each invoke in flight gets a commit merged behind it, for the first
-	// invoke and every follow-up: an endless chain unless the caller stops.
-	for i := 1; i <= callerFollowUps+2; i++ {
-		<-inv.started
-		if err := n.Notify(context.Background(), outbox.WakeUp{Buckets: []int{i}}); err != nil {
-			t.Fatalf("merged notify: %v", err)
-		}
-		inv.hold <- struct{}{}
-		if i == callerFollowUps+1 {
-			// The caller sent callerFollowUps follow-ups and returned.
-			if err := <-first; err != nil {
-				t.Fatalf("first notify: %v", err)
+	t.Run("CoverageEndsWithTheHoldersLease", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			clock := outbox.SystemClock{}
+			inv := &fakeInvoker{}
+			owners := &fakeOwners{clock: clock}
+			n, err := NewNotifier(NotifierConfig{Client: inv, FunctionName: "relay", Clock: clock, Owners: owners, LeaseDuration: 30 * time.Second})
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-	}
-	<-inv.started
-	inv.hold <- struct{}{}
-	calls := inv.invocations()
-	if len(calls) != callerFollowUps+3 {
-		t.Fatalf("%d invokes, want %d (one per merged commit, none lost)", len(calls), callerFollowUps+3)
-	}
-	// The notifier is usable afterwards: a later wake-up goes out, sent
-	// either by its own caller or by the goroutine still draining.
-	go func() { _ = n.Notify(context.Background(), outbox.WakeUp{Buckets: []int{7}}) }()
-	<-inv.started
-	inv.hold <- struct{}{}
-	if got := len(inv.invocations()); got != callerFollowUps+4 {
-		t.Fatalf("%d invokes after a later wake-up, want %d", got, callerFollowUps+4)
-	}
+			if err := n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{0}}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(lease.OwnerViewTTL)
+			// The lease runs out 100 ms after the read: the view covers bucket 0
+			// only until then, not for the whole OwnerViewTTL.
+			v := heldBy(clock.Now(), "relay-a", 0)
+			v.Leases[0].ExpiresAt = clock.Now().Add(100 * time.Millisecond)
+			owners.set(v, nil)
+			if err := n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{0}}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(150 * time.Millisecond)
+			owners.set(lease.Coordination{}, nil)
+			if err := n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{0}}); err != nil {
+				t.Fatal(err)
+			}
+			if got := len(inv.invocations()); got != 2 {
+				t.Fatalf("%d invokes, want 2 (the first, and one after the lease ran out)", got)
+			}
+		})
+	})
 }
 
 // fakeOwners serves a fixed coordination view, stamped with the clock's
@@ -360,98 +455,6 @@ func heldBy(now time.Time, relay string, buckets ...int) lease.Coordination {
 		v.Leases = append(v.Leases, lease.State{Bucket: b, Owner: relay, ExpiresAt: now.Add(30 * time.Second)})
 	}
 	return v
-}
-
-func TestNotifierSkipsWakeUpsALiveOwnerCovers(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		clock := outbox.SystemClock{}
-		inv := &fakeInvoker{}
-		owners := &fakeOwners{clock: clock}
-		n, err := NewNotifier(NotifierConfig{Client: inv, FunctionName: "relay", Clock: clock, Owners: owners})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx := t.Context()
-		notify := func(w outbox.WakeUp) {
-			t.Helper()
-			if err := n.Notify(ctx, w); err != nil {
-				t.Fatal(err)
-			}
-		}
-		// Before any view: the invoke goes first, then the view is read.
-		owners.set(lease.Coordination{}, nil)
-		notify(outbox.WakeUp{Buckets: []int{1}})
-		if got := len(inv.invocations()); got != 1 || owners.reads != 1 {
-			t.Fatalf("first wake-up: %d invokes, %d reads; want 1, 1", got, owners.reads)
-		}
-		// Within OwnerViewTTL of the invoke, bucket 1 is covered; bucket 2 is not.
-		notify(outbox.WakeUp{Buckets: []int{1}})
-		notify(outbox.WakeUp{Buckets: []int{2}})
-		if got := len(inv.invocations()); got != 2 {
-			t.Fatalf("%d invokes, want 2 (bucket 1 covered, bucket 2 sent)", got)
-		}
-		// Coverage lapsed: one read; a live holder covers the bucket, no invoke.
-		time.Sleep(lease.OwnerViewTTL)
-		owners.set(heldBy(clock.Now(), "relay-a", 1, 2), nil)
-		notify(outbox.WakeUp{Buckets: []int{1, 2}})
-		notify(outbox.WakeUp{Buckets: []int{2}})
-		if got := len(inv.invocations()); got != 2 || owners.reads != 3 {
-			t.Fatalf("live holder: %d invokes, %d reads; want 2, 3", got, owners.reads)
-		}
-		// Joins and continuation hops are never skipped.
-		notify(outbox.WakeUp{Buckets: []int{1}, Join: true})
-		notify(outbox.WakeUp{Buckets: []int{1}, Hop: 1})
-		if got := len(inv.invocations()); got != 4 {
-			t.Fatalf("%d invokes, want 4 (join and hop sent)", got)
-		}
-		// The holder stopped: the next read after the coverage shows it, and
-		// the wake-up is sent.
-		time.Sleep(lease.OwnerViewTTL)
-		stopped := heldBy(clock.Now(), "relay-a", 1, 2)
-		stopped.Relays[0].Stopped = true
-		owners.set(stopped, nil)
-		notify(outbox.WakeUp{Buckets: []int{2}})
-		// A failed read covers nothing either.
-		time.Sleep(lease.OwnerViewTTL)
-		owners.set(heldBy(clock.Now(), "relay-a", 1, 2), errors.New("throttled"))
-		notify(outbox.WakeUp{Buckets: []int{1}})
-		st := n.Stats()
-		if got := len(inv.invocations()); got != 6 || st.Skipped != 3 || st.OwnerReads != 5 || st.Sent != 6 {
-			t.Fatalf("%d invokes, stats %+v; want 6 invokes, 3 skipped, 5 reads", got, st)
-		}
-	})
-}
-
-func TestNotifierCoverageEndsWithTheHoldersLease(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		clock := outbox.SystemClock{}
-		inv := &fakeInvoker{}
-		owners := &fakeOwners{clock: clock}
-		n, err := NewNotifier(NotifierConfig{Client: inv, FunctionName: "relay", Clock: clock, Owners: owners, LeaseDuration: 30 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{0}}); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(lease.OwnerViewTTL)
-		// The lease runs out 100 ms after the read: the view covers bucket 0
-		// only until then, not for the whole OwnerViewTTL.
-		v := heldBy(clock.Now(), "relay-a", 0)
-		v.Leases[0].ExpiresAt = clock.Now().Add(100 * time.Millisecond)
-		owners.set(v, nil)
-		if err := n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{0}}); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(150 * time.Millisecond)
-		owners.set(lease.Coordination{}, nil)
-		if err := n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{0}}); err != nil {
-			t.Fatal(err)
-		}
-		if got := len(inv.invocations()); got != 2 {
-			t.Fatalf("%d invokes, want 2 (the first, and one after the lease ran out)", got)
-		}
-	})
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -235,37 +235,39 @@ func assertGolden(t *testing.T, name string, out []byte) {
 	}
 }
 
-func TestValidateEMFRejectsSpecViolations(t *testing.T) {
-	valid := `{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"N","Dimensions":[["D"]],"Metrics":[{"Name":"M","Unit":"Count"}]}]},"D":"d","M":[1,2]}`
-	if err := validateEMF([]byte(valid)); err != nil {
-		t.Fatalf("positive control rejected: %v", err)
-	}
-	bad := map[string]string{
-		"no _aws":             `{"M":1}`,
-		"float timestamp":     `{"_aws":{"Timestamp":1.5,"CloudWatchMetrics":[{"Namespace":"N","Dimensions":[],"Metrics":[{"Name":"M"}]}]},"M":1}`,
-		"string timestamp":    `{"_aws":{"Timestamp":"1","CloudWatchMetrics":[{"Namespace":"N","Dimensions":[],"Metrics":[{"Name":"M"}]}]},"M":1}`,
-		"no directives":       `{"_aws":{"Timestamp":1,"CloudWatchMetrics":[]},"M":1}`,
-		"no namespace":        `{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Dimensions":[],"Metrics":[{"Name":"M"}]}]},"M":1}`,
-		"missing dimension":   `{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"N","Dimensions":[["D"]],"Metrics":[{"Name":"M"}]}]},"M":1}`,
-		"numeric dimension":   `{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"N","Dimensions":[["D"]],"Metrics":[{"Name":"M"}]}]},"D":3,"M":1}`,
-		"missing metric":      `{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"N","Dimensions":[],"Metrics":[{"Name":"M"}]}]}}`,
-		"string metric":       `{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"N","Dimensions":[],"Metrics":[{"Name":"M"}]}]},"M":"1"}`,
-		"bad unit":            `{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"N","Dimensions":[],"Metrics":[{"Name":"M","Unit":"Messages"}]}]},"M":1}`,
-		"extra member":        `{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"N","Dimensions":[],"Metrics":[{"Name":"M","Dims":1}]}]},"M":1}`,
-		"trailing data":       valid + ` {}`,
-		"two lines":           valid + "\n" + valid,
-		"duplicate member":    `{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"N","Dimensions":[],"Metrics":[{"Name":"M"}]}]},"M":1,"M":2}`,
-		"empty array":         `{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"N","Dimensions":[],"Metrics":[{"Name":"M"}]}]},"M":[]}`,
-		"bad resolution":      `{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"N","Dimensions":[],"Metrics":[{"Name":"M","StorageResolution":5}]}]},"M":1}`,
-		"31 dimension keys":   thirtyOneDimensions(),
-		"101 values":          hundredOneValues(),
-		"repeated definition": `{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"N","Dimensions":[],"Metrics":[{"Name":"M"},{"Name":"M"}]}]},"M":1}`,
-	}
-	for name, line := range bad {
-		if err := validateEMF([]byte(line)); err == nil {
-			t.Errorf("%s: accepted %s", name, line)
+func TestValidate(t *testing.T) {
+	t.Run("EMFRejectsSpecViolations", func(t *testing.T) {
+		valid := `{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"N","Dimensions":[["D"]],"Metrics":[{"Name":"M","Unit":"Count"}]}]},"D":"d","M":[1,2]}`
+		if err := validateEMF([]byte(valid)); err != nil {
+			t.Fatalf("positive control rejected: %v", err)
 		}
-	}
+		bad := map[string]string{
+			"no _aws":             `{"M":1}`,
+			"float timestamp":     `{"_aws":{"Timestamp":1.5,"CloudWatchMetrics":[{"Namespace":"N","Dimensions":[],"Metrics":[{"Name":"M"}]}]},"M":1}`,
+			"string timestamp":    `{"_aws":{"Timestamp":"1","CloudWatchMetrics":[{"Namespace":"N","Dimensions":[],"Metrics":[{"Name":"M"}]}]},"M":1}`,
+			"no directives":       `{"_aws":{"Timestamp":1,"CloudWatchMetrics":[]},"M":1}`,
+			"no namespace":        `{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Dimensions":[],"Metrics":[{"Name":"M"}]}]},"M":1}`,
+			"missing dimension":   `{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"N","Dimensions":[["D"]],"Metrics":[{"Name":"M"}]}]},"M":1}`,
+			"numeric dimension":   `{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"N","Dimensions":[["D"]],"Metrics":[{"Name":"M"}]}]},"D":3,"M":1}`,
+			"missing metric":      `{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"N","Dimensions":[],"Metrics":[{"Name":"M"}]}]}}`,
+			"string metric":       `{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"N","Dimensions":[],"Metrics":[{"Name":"M"}]}]},"M":"1"}`,
+			"bad unit":            `{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"N","Dimensions":[],"Metrics":[{"Name":"M","Unit":"Messages"}]}]},"M":1}`,
+			"extra member":        `{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"N","Dimensions":[],"Metrics":[{"Name":"M","Dims":1}]}]},"M":1}`,
+			"trailing data":       valid + ` {}`,
+			"two lines":           valid + "\n" + valid,
+			"duplicate member":    `{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"N","Dimensions":[],"Metrics":[{"Name":"M"}]}]},"M":1,"M":2}`,
+			"empty array":         `{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"N","Dimensions":[],"Metrics":[{"Name":"M"}]}]},"M":[]}`,
+			"bad resolution":      `{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"N","Dimensions":[],"Metrics":[{"Name":"M","StorageResolution":5}]}]},"M":1}`,
+			"31 dimension keys":   thirtyOneDimensions(),
+			"101 values":          hundredOneValues(),
+			"repeated definition": `{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"N","Dimensions":[],"Metrics":[{"Name":"M"},{"Name":"M"}]}]},"M":1}`,
+		}
+		for name, line := range bad {
+			if err := validateEMF([]byte(line)); err == nil {
+				t.Errorf("%s: accepted %s", name, line)
+			}
+		}
+	})
 }
 
 func thirtyOneDimensions() string {
