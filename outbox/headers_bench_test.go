@@ -56,7 +56,7 @@ func BenchmarkBatchHeaderReads(b *testing.B) {
 				if bc.fetch {
 					decodeFetched(msgs)
 				}
-				if len(OriginTraces(msgs)) != 2 || len(OriginLinks(msgs)) != 2 {
+				if len(originTraces(msgs)) != 2 || len(originLinks(msgs)) != 2 {
 					b.Fatal("origins not found")
 				}
 				for i := range msgs {

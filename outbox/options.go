@@ -19,14 +19,16 @@ const (
 	DefaultIdleTimeout         = 2 * time.Second
 	DefaultMetricsName         = "outbox"
 	DefaultBacklogInterval     = 30 * time.Second
+	// DefaultMaxIdleTimeoutFactor gives MaxIdleTimeout's default as a
+	// multiple of IdleTimeout: 10 s at the default 2 s.
+	DefaultMaxIdleTimeoutFactor = 5
+	// DefaultPoisonMaxAttempts is how many failed attempts park a message
+	// under PoisonQuarantine when the failure itself looks retriable.
+	DefaultPoisonMaxAttempts = 10
 	// MaxRelayIDLength bounds a relay id in bytes; it is embedded verbatim
 	// in the heartbeat's sort key.
 	MaxRelayIDLength = 128
 )
-
-// DefaultMaxIdleTimeoutFactor gives MaxIdleTimeout's default as a multiple
-// of IdleTimeout: 10 s at the default 2 s.
-const DefaultMaxIdleTimeoutFactor = 5
 
 // ValidateRelayID checks that id is non-empty printable ASCII of at most
 // MaxRelayIDLength bytes. ASCII keeps the ordinal order every relay

@@ -25,10 +25,6 @@ const (
 	PoisonQuarantine PoisonPolicy = "quarantine"
 )
 
-// DefaultPoisonMaxAttempts is how many failed attempts park a message under
-// PoisonQuarantine when the failure itself looks retriable.
-const DefaultPoisonMaxAttempts = 10
-
 // ParkReason says why a message was parked. The values are stored in the
 // ParkedReason attribute.
 type ParkReason string

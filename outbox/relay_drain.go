@@ -268,7 +268,7 @@ func (r *Relay) publishUnderLease(ctx context.Context, bucket int, msgs []Messag
 	pctx, span := r.tracer.Start(ctx, SpanPublish)
 	span.Annotate(AnnotationBucket, bucket)
 	span.Annotate(AnnotationMessages, len(msgs))
-	if origins := OriginTraces(msgs); len(origins) > 0 {
+	if origins := originTraces(msgs); len(origins) > 0 {
 		span.Metadata(MetadataOrigins, origins)
 	}
 	LinkOrigins(span, msgs)

@@ -24,13 +24,16 @@ type Span interface {
 	End(err error)
 }
 
-// Span names the relay opens. A drain span covers one bucket.
+// Span names the relay opens; a drain span covers one bucket. SpanEnqueue
+// is the span the enqueue function opens around storing a request's
+// messages.
 const (
 	SpanAcquire = "acquire"
 	SpanDrain   = "drain"
 	SpanPublish = "publish"
 	SpanDelete  = "delete"
 	SpanRelease = "release"
+	SpanEnqueue = "enqueue"
 )
 
 // Annotation keys the relay sets on its spans. X-Ray accepts only
@@ -42,7 +45,7 @@ const (
 	AnnotationMessages = "messages"
 	AnnotationOutcome  = "outcome"
 	// MetadataOrigins is the metadata key holding the origin trace ids of a
-	// published batch (see OriginTraces).
+	// published batch (see originTraces).
 	MetadataOrigins = "origins"
 )
 

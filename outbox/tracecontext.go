@@ -123,14 +123,14 @@ func MergeTraceHeaders(existing []Header, tc TraceContext) []Header {
 	return out
 }
 
-// OriginTraces returns the distinct trace ids carried by msgs' headers, in
+// originTraces returns the distinct trace ids carried by msgs' headers, in
 // first-seen order, for linking a publish span to the requests that enqueued
 // the batch. Ids are in X-Ray form ("1-5759e988-bd862e3fe1be46a994272793");
 // a W3C trace id maps to it losslessly (the first 8 hex digits, then the
 // other 24), so a message carrying both headers for one trace yields one id.
 // Messages whose header blob does not decode are skipped: telemetry never
 // fails a publish. It returns nil when no message carries a trace.
-func OriginTraces(msgs []Message) []string {
+func originTraces(msgs []Message) []string {
 	var ids []string
 	add := func(id string) {
 		if !slices.Contains(ids, id) {

@@ -148,7 +148,7 @@ func TestTraceContext(t *testing.T) {
 		}
 	})
 
-	t.Run("OriginTraces", func(t *testing.T) {
+	t.Run("originTraces", func(t *testing.T) {
 		otherParent := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 		msgs := []Message{
 			{Headers: EncodeHeaders([]Header{{Key: HeaderAmznTraceID, Value: []byte(testAmzn)}})},
@@ -165,11 +165,11 @@ func TestTraceContext(t *testing.T) {
 			{Headers: EncodeHeaders([]Header{{Key: HeaderAmznTraceID, Value: []byte(testAmzn)}})},
 		}
 		want := []string{testAmznRoot, testW3CAsXRay, "1-0af76519-16cd43dd8448eb211c80319c"}
-		if got := OriginTraces(msgs); !slices.Equal(got, want) {
-			t.Fatalf("OriginTraces = %v, want %v", got, want)
+		if got := originTraces(msgs); !slices.Equal(got, want) {
+			t.Fatalf("originTraces = %v, want %v", got, want)
 		}
-		if got := OriginTraces([]Message{{}, {Headers: EncodeHeaders([]Header{{Key: "a", Value: []byte("b")}})}}); got != nil {
-			t.Fatalf("OriginTraces without traces = %v, want nil", got)
+		if got := originTraces([]Message{{}, {Headers: EncodeHeaders([]Header{{Key: "a", Value: []byte("b")}})}}); got != nil {
+			t.Fatalf("originTraces without traces = %v, want nil", got)
 		}
 	})
 }
@@ -182,7 +182,7 @@ func FuzzOriginTracesNeverPanics(f *testing.F) {
 			{Key: HeaderTraceParent, Value: parent},
 			{Key: HeaderAmznTraceID, Value: amzn},
 		})}}
-		for _, id := range OriginTraces(msgs) {
+		for _, id := range originTraces(msgs) {
 			if len(id) != 35 || id[:2] != "1-" {
 				t.Fatalf("malformed origin id %q", id)
 			}

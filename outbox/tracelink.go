@@ -4,10 +4,6 @@ import (
 	"strings"
 )
 
-// SpanEnqueue is the span the enqueue function opens around storing a
-// request's messages.
-const SpanEnqueue = "enqueue"
-
 // TraceLink names one span of another trace: the writer's span whose trace
 // context a message carries. Tracers that support links (OpenTelemetry)
 // attach them to the publish span, so a trace backend can follow a business
@@ -27,7 +23,7 @@ type TraceLink struct {
 }
 
 // SpanLinker is implemented by spans that can link to other traces. The
-// relay links every publish span to OriginLinks of its batch; a span that
+// relay links every publish span to originLinks of its batch; a span that
 // does not implement it (X-Ray) gets the origin trace ids as metadata only.
 type SpanLinker interface {
 	// Link adds links to the span. It never fails; links beyond the
@@ -39,19 +35,19 @@ type SpanLinker interface {
 // SpanLinker, and does nothing otherwise (headers are then not decoded).
 func LinkOrigins(span Span, msgs []Message) {
 	if l, ok := span.(SpanLinker); ok {
-		if links := OriginLinks(msgs); len(links) > 0 {
+		if links := originLinks(msgs); len(links) > 0 {
 			l.Link(links)
 		}
 	}
 }
 
-// OriginLinks returns the distinct writer spans carried by msgs' headers, in
+// originLinks returns the distinct writer spans carried by msgs' headers, in
 // first-seen order: a valid traceparent (with its tracestate), and an
 // X-Amzn-Trace-Id that names its Parent span, converted to W3C form. A
 // message carrying both for the same span yields one link. Headers that do
 // not decode or parse are skipped: telemetry never fails a publish. It
 // returns nil when no message carries a linkable span.
-func OriginLinks(msgs []Message) []TraceLink {
+func originLinks(msgs []Message) []TraceLink {
 	var links []TraceLink
 	add := func(l TraceLink) {
 		for _, have := range links {

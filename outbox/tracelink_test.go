@@ -7,7 +7,7 @@ import (
 )
 
 func TestTraceLinks(t *testing.T) {
-	t.Run("OriginLinks", func(t *testing.T) {
+	t.Run("originLinks", func(t *testing.T) {
 		msg := func(hs ...Header) Message { return Message{Headers: EncodeHeaders(hs)} }
 		h := func(k, v string) Header { return Header{Key: k, Value: []byte(v)} }
 		const (
@@ -34,11 +34,11 @@ func TestTraceLinks(t *testing.T) {
 			{TraceID: "5759e988bd862e3fe1be46a994272793", SpanID: "53995c3f42cd8ad8", Sampled: true},
 			{TraceID: "0af7651916cd43dd8448eb211c80319c", SpanID: "b7ad6b7169203331"},
 		}
-		if got := OriginLinks(msgs); !slices.Equal(got, want) {
-			t.Fatalf("OriginLinks =\n%+v\nwant\n%+v", got, want)
+		if got := originLinks(msgs); !slices.Equal(got, want) {
+			t.Fatalf("originLinks =\n%+v\nwant\n%+v", got, want)
 		}
-		if got := OriginLinks(msgs[:1]); got != nil {
-			t.Fatalf("OriginLinks without traces = %v, want nil", got)
+		if got := originLinks(msgs[:1]); got != nil {
+			t.Fatalf("originLinks without traces = %v, want nil", got)
 		}
 	})
 

@@ -178,12 +178,23 @@ func (f *otelFixture) exported(t *testing.T, fn, header string) (root *tracepb.S
 
 func headerIDs(t *testing.T, header string) (traceID, parent string) {
 	t.Helper()
-	l, ok := outbox.OriginLinks([]outbox.Message{{Headers: outbox.EncodeHeaders([]outbox.Header{{Key: outbox.HeaderAmznTraceID, Value: []byte(header)}})}}), true
-	if !ok || len(l) != 1 {
+	var span linkRecorder
+	outbox.LinkOrigins(&span, []outbox.Message{{Headers: outbox.EncodeHeaders([]outbox.Header{{Key: outbox.HeaderAmznTraceID, Value: []byte(header)}})}})
+	if len(span.links) != 1 {
 		t.Fatalf("bad test header %q", header)
 	}
-	return l[0].TraceID, l[0].SpanID
+	return span.links[0].TraceID, span.links[0].SpanID
 }
+
+// linkRecorder is a span that keeps the links the relay would attach.
+type linkRecorder struct {
+	links []outbox.TraceLink
+}
+
+func (*linkRecorder) Annotate(string, any)            {}
+func (*linkRecorder) Metadata(string, any)            {}
+func (*linkRecorder) End(error)                       {}
+func (r *linkRecorder) Link(links []outbox.TraceLink) { r.links = append(r.links, links...) }
 
 func names(spans []*tracepb.Span) []string {
 	var out []string
