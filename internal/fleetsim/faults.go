@@ -223,7 +223,7 @@ func (s *sim) apply(f scheduledFault) {
 		s.pendingUntil(f.kind, now, func(outboxlocal.Counts) bool { return h.Hits() >= f.n })
 	case causeLeaderChange:
 		if err := s.placeLeaders(newRand(s.cfg.Seed, "leaders", uint64(f.pick))); err != nil {
-			s.fail(&Violation{Invariant: "fault injection", bucket: -1, Detail: err.Error()})
+			s.fail(violation("fault injection", -1, "%v", err))
 		}
 		s.causes.instant(f.kind, 0, now)
 	case causeBrokerRestart:

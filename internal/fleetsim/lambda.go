@@ -343,7 +343,9 @@ func (s *sim) ended(inv *lambdasim.Invocation[*lab.RelayEnv], resp outboxlambda.
 	s.trace.add("run-end", e.id, -1, "run=%d reason=%s joined=%v calls=%d published=%d deleted=%d rounds=%d refused=%d releaseSkipped=%v workLeft=%v wake=%v err=%v",
 		run.n, resp.Reason, resp.Joined, run.calls.Load(), resp.Published, resp.Deleted, resp.Rounds, resp.Refused, resp.ReleaseSkipped, resp.WorkLeft, resp.WakeUpSent, err)
 	if err != nil && errors.Is(err, outbox.ErrMisconfigured) {
-		s.fail(&Violation{Invariant: "relay runs", Detail: fmt.Sprintf("relay %s run %d returned a misconfiguration: %v", e.id, run.n, err), relays: []string{e.id}, bucket: -1})
+		v := violation("relay runs", -1, "relay %s run %d returned a misconfiguration: %v", e.id, run.n, err)
+		v.relays = []string{e.id}
+		s.fail(v)
 	}
 	s.mu.Lock()
 	s.rep.Runs++

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -55,19 +56,12 @@ type phase struct {
 	holds      int
 }
 
-func renderPhases(ps []phase) string {
-	out := ""
-	for i, p := range ps {
-		if i > 0 {
-			out += ", "
-		}
-		kind := "churn"
-		if p.steady {
-			kind = fmt.Sprintf("steady(%d hold relays)", p.holds)
-		}
-		out += fmt.Sprintf("%s %v-%v", kind, p.start, p.end)
+func (p phase) String() string {
+	kind := "churn"
+	if p.steady {
+		kind = fmt.Sprintf("steady(%d hold relays)", p.holds)
 	}
-	return out
+	return fmt.Sprintf("%s %v-%v", kind, p.start, p.end)
 }
 
 func genPhases(cfg Config) []phase {
@@ -208,23 +202,24 @@ func Run(t *testing.T, cfg Config) (*Report, error) {
 // run is Run inside the bubble.
 func run(ctx context.Context, cfg Config, abort <-chan struct{}, stalls *stallWatch) (*Report, error) {
 	s, err := newSim(ctx, cfg, abort)
-	if s != nil {
-		s.stalls = stalls
-	}
 	if err != nil {
 		return nil, err
 	}
-	err = s.drive()
+	s.stalls = stalls
+	err = s.lab.Drive(time.Time{}, s.step)
 	if err == nil {
 		err = s.finish()
 	}
 	simulated := s.clock.Now().Sub(s.start)
+	var v *Violation
+	if errors.As(err, &v) && v.At == 0 {
+		v.At = simulated
+	}
 	// The writers and relays stop before the figures are read.
 	s.close()
 	rep := s.report()
 	rep.SimDuration = simulated
-	var v *Violation
-	if errors.As(err, &v) {
+	if v != nil {
 		s.explain(v)
 	} else if cfg.TraceFile != "" {
 		if werr := s.trace.writeFile(cfg.TraceFile); werr != nil {
@@ -317,8 +312,12 @@ func (s *sim) setup() error {
 	s.schedule()
 	s.ddb.Counter.Reset()
 	s.prevNow = s.clock.Now()
+	phases := make([]string, len(s.phases))
+	for i, p := range s.phases {
+		phases[i] = p.String()
+	}
 	s.logf("seed %d: %d messages in %d operations over %v; %d scheduled faults; phases %s",
-		cfg.Seed, len(s.wl.msgs), len(s.wl.ops), cfg.WriteDuration, len(s.faults), renderPhases(s.phases))
+		cfg.Seed, len(s.wl.msgs), len(s.wl.ops), cfg.WriteDuration, len(s.faults), strings.Join(phases, ", "))
 	return nil
 }
 
@@ -479,16 +478,6 @@ func (s *sim) logf(format string, args ...any) {
 	}
 }
 
-// drive runs the simulation on the lab's driver (lab.Sim.Drive) with step
-// as its per-instant hook: the driver waits until every simulated process
-// is parked (synctest.Wait), step checks the invariants at this instant,
-// the driver runs the events due, and otherwise waits for the next event or
-// for a process to do something; the bubble moves the clock to the next
-// timer meanwhile.
-func (s *sim) drive() error {
-	return s.lab.Drive(time.Time{}, s.step)
-}
-
 // step is the driver's hook at every pass: the wall-time bound, the count
 // of instants, the per-step checks; and, once no event is due at this
 // instant any more (the driver runs those first, then passes again), the
@@ -499,8 +488,7 @@ func (s *sim) step(now time.Time) (bool, error) {
 	now = now.UTC()
 	select {
 	case <-s.abort:
-		return false, &Violation{Invariant: "progress", bucket: -1, At: s.offset(now), Detail: fmt.Sprintf(
-			"the wall-time bound %v passed %v into the simulation", s.cfg.WallLimit, s.offset(now))}
+		return false, violation("progress", -1, "the wall-time bound %v passed %v into the simulation", s.cfg.WallLimit, s.offset(now))
 	default:
 	}
 	if !now.Equal(s.lastStep) {
@@ -522,11 +510,10 @@ func (s *sim) step(now time.Time) (bool, error) {
 	}
 	if now.After(s.start.Add(s.cfg.WriteDuration + maxDrain)) {
 		n, _ := s.countPartitions(s.ctx, "MESSAGES")
-		return false, &Violation{Invariant: "drain", bucket: -1, At: s.offset(now), Detail: fmt.Sprintf(
-			"%d messages still in the outbox %v after the writes ended (%d runs active)", n, maxDrain, s.activeRunCount())}
+		return false, violation("drain", -1, "%d messages still in the outbox %v after the writes ended (%d runs active)", n, maxDrain, s.activeRunCount())
 	}
 	if !pending {
-		return false, &Violation{Invariant: "progress", bucket: -1, At: s.offset(now), Detail: "no event pending"}
+		return false, violation("progress", -1, "no event pending")
 	}
 	return false, nil
 }
@@ -542,8 +529,8 @@ func (s *sim) observe(now time.Time) {
 	c := s.causes.explain(now)
 	if refused > 0 {
 		if c == nil {
-			s.fail(&Violation{Invariant: "no refused write in a quiet window", bucket: -1, Detail: fmt.Sprintf(
-				"%d conditional writes refused with no fault and no membership change within %v", refused, s.cfg.settle())})
+			s.fail(violation("no refused write in a quiet window", -1,
+				"%d conditional writes refused with no fault and no membership change within %v", refused, s.cfg.settle()))
 		} else {
 			s.rep.RefusedByCause[c.kind] += refused
 		}
@@ -554,7 +541,7 @@ func (s *sim) observe(now time.Time) {
 	s.prevQuiet = c == nil && s.joinedRuns() > 0
 	s.prevNow = now
 	if v := s.leases.checkAt(now); v != nil {
-		s.fail(&Violation{Invariant: "lease exclusivity", Detail: v.String(), bucket: v.bucket, relays: []string{v.first.relay, v.second.relay}})
+		s.fail(v.violation("lease exclusivity", ""))
 	}
 }
 
@@ -612,8 +599,7 @@ func (s *sim) finish() error {
 	}
 	for _, m := range s.wl.msgs {
 		if m.state == msgPending {
-			return &Violation{Invariant: "workload", bucket: -1, At: s.offset(s.clock.Now()),
-				Detail: fmt.Sprintf("message %s was never enqueued: a writer stopped early", m.id)}
+			return violation("workload", -1, "message %s was never enqueued: a writer stopped early", m.id)
 		}
 	}
 	recs, err := s.readBack(s.ctx)
@@ -625,21 +611,19 @@ func (s *sim) finish() error {
 	s.rep.Records, s.rep.Delivered, s.rep.Duplicates = dc.records, dc.distinct, dc.duplicates
 	s.mu.Unlock()
 	if v != nil {
-		v.At = s.offset(s.clock.Now())
 		return v
 	}
 	lv, overlaps := s.leases.checkAll()
 	mv, takeovers := s.leases.checkMixed(s.cfg.RenewInterval, s.cfg.mixedSkewLimit())
 	s.hit(causeMixedSkew, takeovers)
 	if mv != nil && lv == nil {
-		return &Violation{Invariant: "mixed-fleet lease exclusivity", Detail: mv.String() + " within a round of its holder's last one", bucket: mv.bucket,
-			relays: []string{mv.first.relay, mv.second.relay}, At: s.offset(s.clock.Now())}
+		return mv.violation("mixed-fleet lease exclusivity", " within a round of its holder's last one")
 	}
 	s.mu.Lock()
 	s.rep.LeaseOverlaps = overlaps
 	s.mu.Unlock()
 	if lv != nil {
-		return &Violation{Invariant: "lease exclusivity", Detail: lv.String(), bucket: lv.bucket, relays: []string{lv.first.relay, lv.second.relay}, At: s.offset(s.clock.Now())}
+		return lv.violation("lease exclusivity", "")
 	}
 	return nil
 }
