@@ -235,7 +235,10 @@ func (s *sim) apply(f scheduledFault) {
 			s.trace.add("fault-end", "", -1, "%s", f.kind)
 		})
 	case causeMixedSkew:
-		s.startMixed(f.dur)
+		// A hold relay that keeps every round, its clock ahead (newEnv),
+		// as a long-running relay of another language, and one of
+		// Spillway's beside it: both join at once and share the buckets.
+		s.wakeHolds(holdRun{budget: f.dur, plain: true}, holdRun{budget: f.dur})
 	case causePoison, causeParkLost, causeParkLate, causeParkSlow:
 		s.poison(f, now)
 	case causeReplay:
@@ -290,7 +293,7 @@ func (s *sim) pickRunning(pick int) *env {
 	defer s.mu.Unlock()
 	var running []*env
 	for _, e := range s.envs {
-		if e.function == fnRelay && e.busy && !e.dead.Load() {
+		if e.function == fnRelay && e.running() && !e.dead.Load() {
 			running = append(running, e)
 		}
 	}

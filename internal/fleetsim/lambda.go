@@ -97,11 +97,14 @@ type env struct {
 
 	dead   atomic.Bool
 	closed atomic.Bool
-	run    atomic.Pointer[runState]
+	// run is the environment's latest invocation: running until over.
+	run atomic.Pointer[runState]
+}
 
-	// Guarded by sim.mu.
-	busy bool
-	runs int
+// running reports whether an invocation of e is running.
+func (e *env) running() bool {
+	r := e.run.Load()
+	return r != nil && !r.over.Load()
 }
 
 // envOf is the simulation's state of environment re.
@@ -189,7 +192,12 @@ func (s *sim) newFunctions(cfg outboxlambda.Config) error {
 			// Every run's deadline is its drawn budget, well below this.
 			Timeout: time.Hour, MaxEventAge: 24 * time.Hour,
 			Started: s.started, Ended: s.ended, Killed: s.killed, KeepWarm: s.keepWarm,
-			Retired: func(re *lab.RelayEnv) { s.reclaimed(envOf(re)) },
+			Retired: func(re *lab.RelayEnv) {
+				if e := envOf(re); !e.dead.Load() && e.function == fnRelay {
+					s.trace.add("env-reaped", e.id, -1, "idle since the last run")
+				}
+				s.retire(envOf(re))
+			},
 		},
 		Config: cfg,
 		Hooks:  []outbox.Hook{s.obs},
@@ -249,22 +257,17 @@ func coalesce(queued, incoming []byte) ([]byte, bool) {
 	case in.Trigger != outbox.TriggerWake:
 		return queued, true
 	}
-	merged := outbox.WakeUp{Buckets: union(q.Buckets, in.Buckets), Hop: min(q.Hop, in.Hop), Join: q.Join || in.Join}
+	merged := outbox.WakeUp{Buckets: union(slices.Concat(q.Buckets, in.Buckets)), Hop: min(q.Hop, in.Hop), Join: q.Join || in.Join}
 	if len(in.Buckets) == 0 {
 		merged.Buckets = nil
 	}
 	return wakePayload(merged), true
 }
 
-func union(a, b []int) []int {
-	out := slices.Clone(a)
-	for _, x := range b {
-		if !slices.Contains(out, x) {
-			out = append(out, x)
-		}
-	}
-	slices.Sort(out)
-	return out
+// union returns the distinct buckets of bs, sorted.
+func union(bs []int) []int {
+	slices.Sort(bs)
+	return slices.Compact(bs)
 }
 
 // drawPlan draws the next invocation's budget and fate.
@@ -310,16 +313,14 @@ func (s *sim) started(inv *lambdasim.Invocation[*lab.RelayEnv]) {
 	if e.function == fnHold {
 		plan.budget = e.holdFor
 	}
-	e.busy = true
-	e.runs++
 	s.runSerial++
 	run := &runState{n: s.runSerial, plan: plan, cancel: inv.Cancel}
 	s.mu.Unlock()
-	e.run.Store(run)
+	warm := e.run.Swap(run) != nil
 	inv.Deadline = inv.Start.Add(plan.budget)
 	ev := decodePayload(inv.Payload)
 	s.trace.add("invoke", e.id, -1, "run=%d trigger=%s buckets=%v hop=%d join=%v budget=%v crash_at=%d/%v pause_at=%d/%v warm=%v",
-		run.n, ev.Trigger, ev.Buckets, ev.Hop, ev.Join, plan.budget, plan.crashAt, plan.crashAfter, plan.pauseAt, plan.pauseFor, e.runs > 1)
+		run.n, ev.Trigger, ev.Buckets, ev.Hop, ev.Join, plan.budget, plan.crashAt, plan.crashAfter, plan.pauseAt, plan.pauseFor, warm)
 }
 
 // killed crashes an environment whose run outlived its deadline.
@@ -358,7 +359,6 @@ func (s *sim) ended(inv *lambdasim.Invocation[*lab.RelayEnv], resp outboxlambda.
 	if resp.Reason == string(outbox.StopFatal) {
 		s.rep.FatalRuns++
 	}
-	e.busy = false
 	s.mu.Unlock()
 	s.lab.Poke()
 }
@@ -372,14 +372,6 @@ func (s *sim) keepWarm(inv *lambdasim.Invocation[*lab.RelayEnv]) time.Duration {
 	}
 	r := newRand(s.cfg.Seed, "reap", uint64(e.run.Load().n))
 	return uniform(r, 20*time.Second, 3*time.Minute)
-}
-
-// reclaimed retires an environment the Lambda emulator reclaimed.
-func (s *sim) reclaimed(e *env) {
-	if !e.dead.Load() && e.function == fnRelay {
-		s.trace.add("env-reaped", e.id, -1, "idle since the last run")
-	}
-	s.retire(e)
 }
 
 // retire removes e from the live environments and closes its Kafka client.
@@ -473,14 +465,6 @@ func (s *sim) pause(e *env, run *runState, op string, d time.Duration) {
 type holdRun struct {
 	budget time.Duration
 	plain  bool
-}
-
-// startMixed starts a mixed fleet for d: a hold relay that keeps every
-// round, its clock ahead (see newEnv), as a long-running relay of another
-// language, and a hold relay of Spillway's beside it; both join at once
-// and share the buckets.
-func (s *sim) startMixed(d time.Duration) {
-	s.wakeHolds(holdRun{budget: d, plain: true}, holdRun{budget: d})
 }
 
 // wakeHolds starts a hold relay per run: it queues the run, which the

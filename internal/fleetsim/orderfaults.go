@@ -198,11 +198,11 @@ func (s *sim) replay() {
 			// the marked buckets, where a relay may have nothing else
 			// to do.
 			n, err = s.replayStore.RequestReplay(s.ctx, parked, "")
-			var buckets []int
-			for _, p := range parked {
-				buckets = union(buckets, []int{p.Bucket})
+			buckets := make([]int, len(parked))
+			for i, p := range parked {
+				buckets[i] = p.Bucket
 			}
-			s.invoke(wakePayload(outbox.WakeUp{Buckets: buckets}))
+			s.invoke(wakePayload(outbox.WakeUp{Buckets: union(buckets)}))
 		}
 		s.hit(causeReplay, n)
 		s.trace.add("replay", "", -1, "%d parked, %d replayed, err=%v", len(parked), n, err)

@@ -551,7 +551,7 @@ func (s *sim) joinedRuns() int {
 	defer s.mu.Unlock()
 	for _, e := range s.envs {
 		// Hold relays join at once.
-		if r := e.run.Load(); r != nil && e.busy && (e.function == fnHold || r.joined.Load()) {
+		if e.running() && (e.function == fnHold || e.run.Load().joined.Load()) {
 			n++
 		}
 	}
