@@ -63,46 +63,34 @@ func (f scheduledFault) partition() (string, int32) {
 // faultQuietBefore keeps the end of a churn phase free of new faults.
 const faultQuietBefore = 20 * time.Second
 
-// faultWeight is a fault kind and its weight in the draw.
+// faultWeight is a fault kind, its weight in the draw, and the order fault
+// that turns it on ("": the base menu's).
 type faultWeight struct {
 	kind string
 	w    int
+	on   OrderFault
 }
 
-// faultWeights are the kinds cfg draws from: the base menu, and the order
-// faults it turns on.
-func faultWeights(cfg Config) []faultWeight {
-	weights := []faultWeight{
-		{causeThrottle, 20}, {causeUnprocessed, 12}, {causeLostResponse, 10},
-		{causeKafkaRetriable, 12}, {causeKafkaFatal, 8}, {causeBrokerRestart, 5},
-		{causeLeaderChange, 5}, {causeClockStep, 6},
-	}
-	for _, f := range []struct {
-		on bool
-		faultWeight
-	}{
-		{cfg.has(FaultLateRound), faultWeight{causeLateRound, 10}},
-		{cfg.has(FaultMixedSkew), faultWeight{causeMixedSkew, 6}},
-		{cfg.has(FaultQuarantineReplay), faultWeight{causePoison, 8}},
-		{cfg.has(FaultQuarantineReplay), faultWeight{causeReplay, 8}},
-		{cfg.has(FaultParkLost), faultWeight{causeParkLost, 8}},
-		{cfg.has(FaultParkLate), faultWeight{causeParkLate, 8}},
-		{cfg.has(FaultParkSlow), faultWeight{causeParkSlow, 8}},
-	} {
-		if f.on {
-			weights = append(weights, f.faultWeight)
-		}
-	}
-	return weights
+// faultMenu is every scheduled fault kind, in the order of the draw.
+var faultMenu = []faultWeight{
+	{causeThrottle, 20, ""}, {causeUnprocessed, 12, ""}, {causeLostResponse, 10, ""},
+	{causeKafkaRetriable, 12, ""}, {causeKafkaFatal, 8, ""}, {causeBrokerRestart, 5, ""},
+	{causeLeaderChange, 5, ""}, {causeClockStep, 6, ""},
+	{causeLateRound, 10, FaultLateRound}, {causeMixedSkew, 6, FaultMixedSkew},
+	{causePoison, 8, FaultQuarantineReplay}, {causeReplay, 8, FaultQuarantineReplay},
+	{causeParkLost, 8, FaultParkLost}, {causeParkLate, 8, FaultParkLate}, {causeParkSlow, 8, FaultParkSlow},
 }
 
 // genFaults draws the fault schedule of the churn phases.
 func genFaults(cfg Config, phases []phase) []scheduledFault {
 	r := newRand(cfg.Seed, "faults")
-	weights := faultWeights(cfg)
+	var weights []faultWeight
 	total := 0
-	for _, w := range weights {
-		total += w.w
+	for _, w := range faultMenu {
+		if w.on == "" || cfg.has(w.on) {
+			weights = append(weights, w)
+			total += w.w
+		}
 	}
 	var out []scheduledFault
 	for _, ph := range phases {
@@ -322,24 +310,16 @@ func (s *sim) placeLeaders(r *rand.Rand) error {
 // setKafkaDown starts or ends a broker restart: while down, every request
 // to every broker has its connection closed.
 func (s *sim) setKafkaDown(down bool) {
-	s.kafkaMu.Lock()
-	defer s.kafkaMu.Unlock()
-	if s.kafkaDown == down {
+	if s.kafkaDown.Swap(down) == down || !down {
 		return
 	}
-	s.kafkaDown = down
-	if down {
-		cl := s.kafka.Cluster
-		cl.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
-			s.kafkaMu.Lock()
-			still := s.kafkaDown
-			s.kafkaMu.Unlock()
-			if still {
-				cl.KeepControl()
-				return nil, errBrokerDown, true
-			}
-			cl.DropControl()
-			return nil, nil, false
-		})
-	}
+	cl := s.kafka.Cluster
+	cl.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+		if s.kafkaDown.Load() {
+			cl.KeepControl()
+			return nil, errBrokerDown, true
+		}
+		cl.DropControl()
+		return nil, nil, false
+	})
 }

@@ -225,7 +225,7 @@ func (s quarantineStore) Park(ctx context.Context, p outbox.Parking) error {
 	}
 	_, err := call(e, "park", func() (struct{}, error) {
 		e.sim.slowPark(e, p.Bucket)
-		lost := e.sim.take(&e.sim.parkLosses)
+		lost := take(&e.sim.parkLosses)
 		if lost {
 			ctx = e.sim.ddb.Faults.LoseResponseIn(ctx, "TransactWriteItems", parkThrottles)
 		}

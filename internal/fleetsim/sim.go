@@ -124,10 +124,10 @@ type sim struct {
 	opsDone      atomic.Int64
 	outsideLease atomic.Int64
 
-	// The order menu's state (orderfaults.go): armed park losses (guarded
-	// by mu), replays running, and the operator's store.
-	parkLosses  int
-	parkLates   int
+	// The order menu's state (orderfaults.go): armed park faults, replays
+	// running, and the operator's store.
+	parkLosses  atomic.Int32
+	parkLates   atomic.Int32
 	slowParks   atomic.Int32
 	lateParks   map[int]*latePark
 	holdRuns    []holdRun
@@ -135,8 +135,7 @@ type sim struct {
 	wgReplay    sync.WaitGroup
 	replayStore *outboxddb.Store
 
-	kafkaMu   sync.Mutex
-	kafkaDown bool
+	kafkaDown atomic.Bool
 
 	mu      sync.Mutex
 	relayFn *lambdasim.Function[*lab.RelayEnv]
