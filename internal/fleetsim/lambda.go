@@ -74,11 +74,13 @@ type runPlan struct {
 // clock, a wrapped Store and Kafka client, whose calls carry out the run's
 // crash and pause plan.
 type env struct {
-	sim       *sim
-	id        string
-	function  string
-	clock     *hostClock
-	store     *relayStore
+	sim      *sim
+	id       string
+	function string
+	clock    *hostClock
+	// store is the environment's outboxddb.Store, kafka its Kafka client:
+	// the environment's own calls wrap them (relayio.go).
+	store     outbox.Store
 	kafka     *outboxkafka.Publisher
 	skewCause *cause
 	// batch picks the relay's batch size.
@@ -183,7 +185,7 @@ func (s *sim) newEnv(function string, re *lab.RelayEnv) error {
 // events (s.lab), the asynchronous invoke's delay, warm environments
 // reclaimed after a random idle time, and every invocation's fate drawn
 // when it starts. Every relay's store and publisher carry out its run's
-// plan (relayStore, relayPublisher); its wake-ups invoke the relay
+// plan (relayio.go); its wake-ups invoke the relay
 // function (notifier). cfg is the relay function's configuration.
 func (s *sim) newFunctions(cfg outboxlambda.Config) error {
 	relay := lab.RelayFunction{
@@ -204,16 +206,13 @@ func (s *sim) newFunctions(cfg outboxlambda.Config) error {
 		// The quarantine side is the environment's outboxddb.Store itself.
 		Store: func(re *lab.RelayEnv, store *outboxddb.Store) outbox.Store {
 			e := envOf(re)
-			e.store = &relayStore{env: e, inner: store}
+			e.store = store
 			if s.cfg.quarantine() {
-				return quarantineStore{relayStore: e.store, Quarantine: store}
+				return quarantineStore{env: e, Quarantine: store}
 			}
-			return e.store
+			return e
 		},
-		Publisher: func(re *lab.RelayEnv) outbox.Publisher {
-			e := envOf(re)
-			return &relayPublisher{env: e, inner: e.kafka}
-		},
+		Publisher: func(re *lab.RelayEnv) outbox.Publisher { return envOf(re) },
 		HandlerConfig: func(re *lab.RelayEnv, hc *outboxlambda.RelayHandlerConfig) {
 			hc.Config.BatchSize = []int{5, 20, 50, 100}[envOf(re).batch]
 			hc.Notifier = notifier{sim: s}
