@@ -101,7 +101,7 @@ func (s *sim) countPartitions(ctx context.Context, kind string) (int, error) {
 	total := 0
 	for b := range s.cfg.BucketCount {
 		in := &dynamodb.QueryInput{
-			TableName:                 aws.String(s.table),
+			TableName:                 aws.String(outboxTable),
 			KeyConditionExpression:    aws.String("#pk = :pk"),
 			ExpressionAttributeNames:  map[string]string{"#pk": outboxddb.DefaultPartitionKey},
 			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: fmt.Sprintf("%s#%s#%d", outboxddb.DefaultKeyPrefix, kind, b)}},

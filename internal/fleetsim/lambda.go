@@ -202,7 +202,7 @@ func (s *sim) newFunctions(cfg outboxlambda.Config) error {
 			},
 		},
 		Config: cfg,
-		Hooks:  []outbox.Hook{s.obs},
+		Hooks:  []outbox.Hook{observer{s}},
 		// The quarantine side is the environment's outboxddb.Store itself.
 		Store: func(re *lab.RelayEnv, store *outboxddb.Store) outbox.Store {
 			e := envOf(re)

@@ -44,6 +44,10 @@ const (
 	simPartitions = 3
 	// simBrokers is the number of embedded Kafka brokers.
 	simBrokers = 3
+	// outboxTable and ordersTable are the run's tables: the in-memory
+	// server is the run's alone, and fixed names keep the requests of a
+	// seed byte for byte the same.
+	outboxTable, ordersTable = "fleet-outbox", "fleet-orders"
 	// maxDrain bounds the simulated time after the writers stopped within
 	// which the outbox must be empty.
 	maxDrain = 15 * time.Minute
@@ -105,14 +109,11 @@ type sim struct {
 	trace  *tracer
 	leases *leaseBook
 	causes *causeBook
-	obs    observer
 
 	ddb *outboxlocal.DynamoDB
 	raw *dynamodb.Client
 	// bizRefused counts the refused business Puts of the writers.
 	bizRefused atomic.Int64
-	table      string
-	orders     string
 	kafka      *outboxlocal.Kafka
 
 	wl      *workload
@@ -244,7 +245,6 @@ func newSim(parent context.Context, cfg Config, abort <-chan struct{}) (*sim, er
 		},
 	}
 	s.trace = newTracer(s.start, l.Poke)
-	s.obs = observer{s}
 	if err := s.setup(); err != nil {
 		s.close()
 		return nil, err
@@ -253,7 +253,7 @@ func newSim(parent context.Context, cfg Config, abort <-chan struct{}) (*sim, er
 }
 
 // setup starts the backends, creates the tables, draws the workload and the
-// schedule, and starts the writers.
+// schedule, deploys the functions and starts the writers.
 func (s *sim) setup() error {
 	ctx, cfg := s.ctx, s.cfg
 	var err error
@@ -262,18 +262,23 @@ func (s *sim) setup() error {
 		return err
 	}
 	s.raw = rawClient(s.ddb)
-	// The in-memory server is the run's alone: fixed names keep the
-	// requests of a seed byte for byte the same.
-	s.table, s.orders = "fleet-outbox", "fleet-orders"
-	fn := s.functionConfig()
+	// The relays' configuration, whose store options the writers share, as
+	// the deployed functions read one configuration.
+	fn := outboxlambda.Config{
+		Table: outboxTable, BucketCount: cfg.BucketCount, LeaseDuration: cfg.LeaseDuration, LeaseRenewInterval: cfg.RenewInterval,
+		PollInterval: pollInterval, IdleTimeout: idleTimeout, StopMargin: stopMargin, Mode: outbox.ModeDrain, MaxHops: maxHops,
+	}
+	if cfg.quarantine() {
+		fn.PoisonPolicy = outbox.PoisonQuarantine
+	}
 	storeOpts := fn.StoreOptions()
-	storeOpts.Hooks, storeOpts.Logger = []outbox.Hook{s.obs}, slog.New(slog.DiscardHandler)
+	storeOpts.Hooks, storeOpts.Logger = []outbox.Hook{observer{s}}, slog.New(slog.DiscardHandler)
 	create := storeOpts
 	create.Clock = outbox.SystemClock{}
 	if err := outboxddb.CreateIfNotExists(ctx, s.ddb.Client, create); err != nil {
 		return err
 	}
-	if err := s.ddb.CreateTable(ctx, s.orders); err != nil {
+	if err := s.ddb.CreateTable(ctx, ordersTable); err != nil {
 		return err
 	}
 	s.kafka, err = outboxlocal.StartKafka(ctx, outboxlocal.KafkaConfig{
@@ -288,8 +293,14 @@ func (s *sim) setup() error {
 	if s.wl, err = genWorkload(cfg, simPartitions); err != nil {
 		return err
 	}
-	if err := s.placeOrders(ctx); err != nil {
-		return err
+	// The orders that the workload's rejected transactions collide with.
+	for _, op := range s.wl.ops {
+		if op.kind != opTxnRejected {
+			continue
+		}
+		if _, err := s.raw.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(ordersTable), Item: orderItem(op.order)}); err != nil {
+			return fmt.Errorf("fleetsim: place order %s: %w", op.order, err)
+		}
 	}
 	s.phases = genPhases(cfg)
 	s.faults = genFaults(cfg, s.phases)
@@ -305,8 +316,15 @@ func (s *sim) setup() error {
 			return err
 		}
 	}
-	if err := s.startWriters(writerOpts); err != nil {
-		return err
+	for i := range cfg.Writers {
+		client := s.newClient(fmt.Sprintf("writer-%d", i))
+		w, err := outboxddb.NewWriter(client, writerOpts)
+		if err != nil {
+			return err
+		}
+		p := &writerProc{sim: s, n: i, w: w, client: client, ops: make(chan *writerOp, len(s.wl.ops))}
+		s.writers = append(s.writers, p)
+		s.wgWrite.Go(func() { p.loop(s.ctx) })
 	}
 	s.schedule()
 	s.ddb.Counter.Reset()
@@ -317,55 +335,6 @@ func (s *sim) setup() error {
 	}
 	s.logf("seed %d: %d messages in %d operations over %v; %d scheduled faults; phases %s",
 		cfg.Seed, len(s.wl.msgs), len(s.wl.ops), cfg.WriteDuration, len(s.faults), strings.Join(phases, ", "))
-	return nil
-}
-
-// functionConfig is the relays' configuration, whose store options the
-// writers share, as the deployed functions read one configuration.
-func (s *sim) functionConfig() outboxlambda.Config {
-	fn := outboxlambda.Config{
-		Table:              s.table,
-		BucketCount:        s.cfg.BucketCount,
-		LeaseDuration:      s.cfg.LeaseDuration,
-		LeaseRenewInterval: s.cfg.RenewInterval,
-		PollInterval:       pollInterval,
-		IdleTimeout:        idleTimeout,
-		StopMargin:         stopMargin,
-		Mode:               outbox.ModeDrain,
-		MaxHops:            maxHops,
-	}
-	if s.cfg.quarantine() {
-		fn.PoisonPolicy = outbox.PoisonQuarantine
-	}
-	return fn
-}
-
-// startWriters starts the writer processes, each with its own client.
-func (s *sim) startWriters(opts outboxddb.Options) error {
-	for i := range s.cfg.Writers {
-		client := s.newClient(fmt.Sprintf("writer-%d", i))
-		w, err := outboxddb.NewWriter(client, opts)
-		if err != nil {
-			return err
-		}
-		p := &writerProc{sim: s, n: i, w: w, client: client, ops: make(chan *writerOp, len(s.wl.ops))}
-		s.writers = append(s.writers, p)
-		s.wgWrite.Go(func() { p.loop(s.ctx) })
-	}
-	return nil
-}
-
-// placeOrders puts the orders that the workload's rejected transactions
-// collide with.
-func (s *sim) placeOrders(ctx context.Context) error {
-	for _, op := range s.wl.ops {
-		if op.kind != opTxnRejected {
-			continue
-		}
-		if _, err := s.raw.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.orders), Item: orderItem(op.order)}); err != nil {
-			return fmt.Errorf("fleetsim: place order %s: %w", op.order, err)
-		}
-	}
 	return nil
 }
 
