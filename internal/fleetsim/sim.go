@@ -146,7 +146,6 @@ type sim struct {
 	invSerial int
 	runSerial int
 	pending   []pendingFault
-	failure   *Violation
 	// rep holds the figures counted during the run; report completes it.
 	rep    Report
 	rounds []time.Time
@@ -424,20 +423,11 @@ func (s *sim) at(t time.Time, fn func()) {
 	s.lab.At(t, func(time.Time) error { fn(); return nil })
 }
 
-// fail records the first violation; the driver stops at its next step.
+// fail stops the simulation with v unless it failed before (lab.Sim.Fail):
+// the driver returns the first violation.
 func (s *sim) fail(v *Violation) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.failure == nil {
-		v.At = s.offset(s.clock.Now())
-		s.failure = v
-	}
-}
-
-func (s *sim) failed() *Violation {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.failure
+	v.At = s.offset(s.clock.Now())
+	s.lab.Fail(v)
 }
 
 func (s *sim) logf(format string, args ...any) {
@@ -465,8 +455,8 @@ func (s *sim) step(now time.Time) (bool, error) {
 		s.stalls.stamp()
 	}
 	s.observe(now)
-	if v := s.failed(); v != nil {
-		return false, v
+	if s.ctx.Err() != nil {
+		return false, s.lab.Settle() // what observe failed the run with
 	}
 	next, pending := s.lab.Next()
 	if pending && !next.After(now) {
