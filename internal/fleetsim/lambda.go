@@ -18,7 +18,7 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxwake"
 )
 
-// Functions of the simulated deployment.
+// Functions of the simulated deployment (a relay id begins with its initial).
 const (
 	// fnRelay is the relay function: drain mode, triggered by the schedule,
 	// writer wake-ups and continuations, bounded by Config.Concurrency.
@@ -144,11 +144,7 @@ func (s *sim) newEnv(function string, re *lab.RelayEnv) error {
 	if plain {
 		skew = uniform(r, s.cfg.LeaseDuration-2*s.cfg.RenewInterval, s.cfg.LeaseDuration-s.cfg.RenewInterval)
 	}
-	prefix := "r"
-	if function == fnHold {
-		prefix = "h"
-	}
-	e := &env{sim: s, id: fmt.Sprintf("%s%04x-%03d", prefix, r.IntN(0x10000), n), function: function, plain: plain, holdFor: hold.budget}
+	e := &env{sim: s, id: fmt.Sprintf("%s%04x-%03d", function[:1], r.IntN(0x10000), n), function: function, plain: plain, holdFor: hold.budget}
 	e.clock = newHostClock(skew)
 	kp, err := outboxkafka.New(outboxkafka.Config{
 		Brokers:   s.kafka.Brokers,

@@ -25,10 +25,6 @@ const (
 	msgRejected
 )
 
-func (s msgState) String() string {
-	return [...]string{"pending", "committed", "uncertain", "rejected"}[s]
-}
-
 // logicalMsg is one message of the workload. A writer that retries after a
 // failure stores it again under the same id (the seed's at-least-once
 // contract), so one logical message may have several stored copies.
@@ -82,7 +78,6 @@ type keySpec struct {
 	topic     string
 	partition *int32
 	writer    int
-	next      int // next index, during generation
 }
 
 // workload is the seed's writer traffic.
@@ -229,25 +224,15 @@ func (g *workloadGen) fill(op *writerOp, m *logicalMsg, k *keySpec) error {
 // assignIndices numbers each key's messages in execution order: a writer
 // runs its operations in time order, one at a time, and owns its keys.
 func (w *workload) assignIndices() {
+	next := map[string]int{}
 	for _, op := range w.ops {
-		if op.kind == opTxnRejected {
-			continue
-		}
 		for _, m := range op.msgs {
-			if m.keyName == "" {
-				continue
+			if op.kind != opTxnRejected && m.keyName != "" {
+				m.index = next[m.keyName]
+				next[m.keyName]++
 			}
-			k := w.keys[keyIndex(m.keyName)]
-			m.index = k.next
-			k.next++
 		}
 	}
-}
-
-func keyIndex(name string) int {
-	var i int
-	_, _ = fmt.Sscanf(name, "key-%d", &i)
-	return i
 }
 
 // randomID draws a version 4 message id from r.
