@@ -628,22 +628,12 @@ func (s *sim) closeWrites() {
 // trace file.
 func (s *sim) explain(v *Violation) {
 	v.Seed, v.duration = s.cfg.Seed, s.cfg.WriteDuration
-	involved := map[string]bool{}
-	for _, r := range v.relays {
-		involved[r] = true
-	}
 	for _, e := range s.trace.excerpt(traceExcerpt, func(e traceEvent) bool {
-		switch {
-		case v.bucket >= 0 && e.bucket == v.bucket:
-			return true
-		case involved[e.relay]:
-			return true
-		case e.kind == "fault" || e.kind == "fault-end" || e.kind == "clock-step" || e.kind == "phase":
-			return true
-		case e.kind == causeCrash || e.kind == causeTimeout || e.kind == "pause" || e.kind == "refused":
+		switch e.kind {
+		case "fault", "fault-end", "clock-step", "phase", causeCrash, causeTimeout, "pause", "refused":
 			return true
 		}
-		return v.bucket < 0 && len(involved) == 0
+		return v.bucket >= 0 && e.bucket == v.bucket || slices.Contains(v.relays, e.relay) || v.bucket < 0 && len(v.relays) == 0
 	}) {
 		v.Trace = append(v.Trace, e.String())
 	}
@@ -660,8 +650,7 @@ func (s *sim) explain(v *Violation) {
 func (s *sim) report() *Report {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := new(Report)
-	*r = s.rep
+	r := s.rep
 	r.OutsideLease, r.BusinessRefused = int(s.outsideLease.Load()), int(s.bizRefused.Load())
 	r.Causes, r.Steps = s.causes.count(), s.steps
 	for _, p := range s.phases {
@@ -669,18 +658,15 @@ func (s *sim) report() *Report {
 			r.SteadyPhases++
 		}
 	}
-	if s.wl != nil {
-		r.Ops = len(s.wl.ops)
-		for _, m := range s.wl.msgs {
-			r.Messages++
-			switch m.state {
-			case msgCommitted:
-				r.Committed++
-			case msgRejected:
-				r.Rejected++
-			case msgUncertain:
-				r.Uncertain++
-			}
+	r.Ops, r.Messages = len(s.wl.ops), len(s.wl.msgs)
+	for _, m := range s.wl.msgs {
+		switch m.state {
+		case msgCommitted:
+			r.Committed++
+		case msgRejected:
+			r.Rejected++
+		case msgUncertain:
+			r.Uncertain++
 		}
 	}
 	for _, n := range s.rep.RefusedByCause {
@@ -691,11 +677,9 @@ func (s *sim) report() *Report {
 			r.QuietRounds++
 		}
 	}
-	if s.ddb != nil {
-		c := s.ddb.Counter.Snapshot()
-		r.Requests, r.RequestsByOp = c.TotalRequests(), c.Requests
-	}
-	return r
+	c := s.ddb.Counter.Snapshot()
+	r.Requests, r.RequestsByOp = c.TotalRequests(), c.Requests
+	return &r
 }
 
 // notePublishMargin records a publish that started with less than the
