@@ -42,22 +42,29 @@ func (f scheduledFault) String() string {
 		fmt.Fprintf(&b, " for=%v", f.dur)
 	}
 	if f.kafka != nil {
-		fmt.Fprintf(&b, " error=%s", f.kafka.Message)
-	}
-	switch f.kind {
-	case causePoison, causeParkLost, causeParkLate, causeParkSlow:
-		fmt.Fprintf(&b, " partition=%d", f.pick%simPartitions)
-	case causeKafkaRetriable, causeKafkaFatal:
 		topic, partition := f.partition()
-		fmt.Fprintf(&b, " partition=%s/%d", topic, partition)
+		fmt.Fprintf(&b, " error=%s partition=%s/%d", f.kafka.Message, topic, partition)
 	}
 	return b.String()
 }
 
 // partition returns the topic and partition whose batches a Kafka produce
-// fault refuses.
+// fault refuses: a poison fault's drawn topic (op), else the pick's.
 func (f scheduledFault) partition() (string, int32) {
+	if f.op != "" {
+		return f.op, int32(f.pick % simPartitions)
+	}
 	return simTopics[f.pick%len(simTopics)], int32(f.pick / len(simTopics) % simPartitions)
+}
+
+// refuse makes the partition of Kafka fault f refuse its next f.n
+// produce requests with f.kafka. A client sends to several brokers at one
+// instant, so a fault on whichever request came first would leave the
+// choice of its victim to the scheduler; one client sends a partition's
+// batches in order, on one connection.
+func (s *sim) refuse(f scheduledFault) *kfake.FaultHandle {
+	topic, partition := f.partition()
+	return s.kafka.Cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: s.kafka.Topic(topic), Partitions: []int32{partition}, Err: f.kafka, Count: f.n})
 }
 
 // faultQuietBefore keeps the end of a churn phase free of new faults.
@@ -151,7 +158,7 @@ func drawFault(cfg Config, r *rand.Rand, ph phase, t time.Duration, kind string)
 		// The batch's refusal and the head row's retry alone: the head
 		// row is parked as an invalid record. The partition refuses for a
 		// while at most, whoever produces to it.
-		f.n = 2
+		f.n, f.kafka = 2, kerr.InvalidRecord
 		f.op = simTopics[r.IntN(len(simTopics))]
 		f.dur = min(poisonFor, max(ph.end-t-faultQuietBefore/2, time.Second))
 	}
@@ -201,13 +208,7 @@ func (s *sim) apply(f scheduledFault) {
 		base := s.ddb.Counter.Snapshot().Requests[op]
 		s.pendingUntil(f.kind, now, func(c outboxlocal.Counts) bool { return c.Requests[op] >= base+n })
 	case causeKafkaRetriable, causeKafkaFatal:
-		// The next batches of one partition: a client sends to several
-		// brokers at one instant, so a fault on whichever request came
-		// first would leave the choice of its victim to the scheduler;
-		// one client sends a partition's batches in order, on one
-		// connection.
-		topic, partition := f.partition()
-		h := s.kafka.Cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: s.kafka.Topic(topic), Partitions: []int32{partition}, Err: f.kafka, Count: f.n})
+		h := s.refuse(f)
 		s.pendingUntil(f.kind, now, func(outboxlocal.Counts) bool { return h.Hits() >= f.n })
 	case causeLeaderChange:
 		if err := s.placeLeaders(newRand(s.cfg.Seed, "leaders", uint64(f.pick))); err != nil {

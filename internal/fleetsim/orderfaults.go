@@ -5,10 +5,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kmsg"
-
 	"github.com/spillway-dev/spillway/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox"
 )
@@ -68,8 +64,7 @@ func (e *env) endLate(l *lateCalls) {
 // park. A park-lost fault also loses the response of the next park within
 // f.dur.
 func (s *sim) poison(f scheduledFault, now time.Time) {
-	h := s.kafka.Cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: s.kafka.Topic(f.op),
-		Partitions: []int32{int32(f.pick % simPartitions)}, Err: kerr.InvalidRecord, Count: f.n})
+	h := s.refuse(f)
 	armed := map[string]*atomic.Int32{causeParkLost: &s.parkLosses, causeParkLate: &s.parkLates}[f.kind]
 	if armed != nil {
 		armed.Add(1)
