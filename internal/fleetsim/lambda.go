@@ -175,14 +175,11 @@ func (s *sim) newEnv(function string, re *lab.RelayEnv) error {
 	return nil
 }
 
-// newFunctions creates the relay function (drain mode) and the hold
+// newFunctions deploys the relay function (drain mode, cfg) and the hold
 // function (hold mode) on the Lambda emulator, as the lab builds every
-// relay function (lab.RelayFunction): the simulated clock, the driver's
-// events (s.lab), the asynchronous invoke's delay, warm environments
-// reclaimed after a random idle time, and every invocation's fate drawn
-// when it starts. Every relay's store and publisher carry out its run's
-// plan (relayio.go); its wake-ups invoke the relay
-// function (notifier). cfg is the relay function's configuration.
+// relay function (lab.RelayFunction): every invocation's fate is drawn
+// when it starts (started), every environment is its relay's store and
+// publisher (relayio.go), and wake-ups invoke the relay function.
 func (s *sim) newFunctions(cfg outboxlambda.Config) error {
 	relay := lab.RelayFunction{
 		Lambda: lambdasim.Config[*lab.RelayEnv]{

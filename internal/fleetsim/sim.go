@@ -90,13 +90,9 @@ func genPhases(cfg Config) []phase {
 // sim is one simulation run.
 type sim struct {
 	cfg Config
-	// lab runs the simulation's own events (the seed's writer operations,
-	// phases and faults, the schedule, the Lambda emulator's delayed
-	// steps) on its driver (lab.Sim.Drive, whose per-instant hook is
-	// step): in time order and at one instant in the order they were
-	// queued, once every process is parked, so what they start does not
-	// depend on which goroutine the scheduler runs first. ctx is its
-	// context.
+	// lab is the driver of the run's events (the seed's writer operations,
+	// phases and faults, the schedule, the Lambda emulator's steps: see
+	// Determinism in the package doc); ctx is its context.
 	lab *lab.Sim
 	ctx context.Context
 	// clock is the bubble's: true time. start is the first instant.
