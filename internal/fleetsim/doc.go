@@ -70,7 +70,7 @@
 // the run spreads such sends over distinct instants (roundTrip,
 // requestStagger, stagger, outboxddb's hashed wait before retrying
 // unprocessed deletes), aims Kafka faults at one partition's batches
-// (apply), and runs on one P (Run) for the Kafka client's own goroutines.
+// (refuse), and runs on one P (Run) for the Kafka client's own goroutines.
 // Two runs of a seed give the same report, the count of instants checked
 // (Steps) included, and the same trace but for the embedded server's
 // request ids: TestSeedReplaysExactly compares two runs of CI seed 22. The
