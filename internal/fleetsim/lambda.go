@@ -208,7 +208,7 @@ func (s *sim) newFunctions(cfg outboxlambda.Config) error {
 		Publisher: func(re *lab.RelayEnv) outbox.Publisher { return envOf(re) },
 		HandlerConfig: func(re *lab.RelayEnv, hc *outboxlambda.RelayHandlerConfig) {
 			hc.Config.BatchSize = []int{5, 20, 50, 100}[envOf(re).batch]
-			hc.Notifier = notifier{sim: s}
+			hc.Notifier = s
 		},
 	}
 	hold := relay

@@ -304,14 +304,10 @@ func seqRange(msgs []outbox.Message) string {
 	return fmt.Sprintf("[%d..%d](%d)", msgs[0].Sequence(), msgs[len(msgs)-1].Sequence(), len(msgs))
 }
 
-// notifier is the Lambda service's asynchronous invoke as the writers and
-// the relays see it.
-type notifier struct{ sim *sim }
-
-var _ outbox.Notifier = notifier{}
-
-func (n notifier) Notify(_ context.Context, w outbox.WakeUp) error {
-	n.sim.invoke(wakePayload(w))
+// Notify is the Lambda service's asynchronous invoke as the writers and the
+// relays see it: it invokes the relay function (outbox.Notifier).
+func (s *sim) Notify(_ context.Context, w outbox.WakeUp) error {
+	s.invoke(wakePayload(w))
 	return nil
 }
 

@@ -302,7 +302,7 @@ func (s *sim) setup() error {
 
 	writerOpts := storeOpts
 	writerOpts.Clock = s.clock
-	writerOpts.Notifier = notifier{sim: s}
+	writerOpts.Notifier = s
 	if err := s.newFunctions(fn); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package fleetsim
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -238,12 +239,8 @@ func (w *workload) assignIndices() {
 // randomID draws a version 4 message id from r.
 func randomID(r *rand.Rand) outbox.MessageID {
 	var id outbox.MessageID
-	for i := 0; i < 16; i += 8 {
-		v := r.Uint64()
-		for j := range 8 {
-			id[i+j] = byte(v >> (8 * j))
-		}
-	}
+	binary.LittleEndian.PutUint64(id[:8], r.Uint64())
+	binary.LittleEndian.PutUint64(id[8:], r.Uint64())
 	id[6] = id[6]&0x0f | 0x40
 	id[8] = id[8]&0x3f | 0x80
 	return id
