@@ -105,13 +105,11 @@ func genWorkload(cfg Config, partitions int32) (*workload, error) {
 		w.keys = append(w.keys, k)
 	}
 	g := &workloadGen{cfg: cfg, r: r, w: w, zipf: rand.NewZipf(r, 1.15, 1, uint64(cfg.Keys-1))}
-	total := 0
-	for total < cfg.Messages {
-		op, err := g.op(total)
+	for len(w.msgs) < cfg.Messages {
+		op, err := g.op()
 		if err != nil {
 			return nil, err
 		}
-		total += len(op.msgs)
 		w.ops = append(w.ops, op)
 	}
 
@@ -121,7 +119,17 @@ func genWorkload(cfg Config, partitions int32) (*workload, error) {
 		op.at = time.Duration(r.Int64N(int64(cfg.WriteDuration/(50*time.Millisecond)))) * 50 * time.Millisecond
 	}
 	slices.SortStableFunc(w.ops, func(a, b *writerOp) int { return int(a.at - b.at) })
-	w.assignIndices()
+	// Each key's messages in execution order: a writer runs its operations
+	// in time order, one at a time, and owns its keys.
+	next := map[string]int{}
+	for _, op := range w.ops {
+		for _, m := range op.msgs {
+			if op.kind != opTxnRejected && m.keyName != "" {
+				m.index = next[m.keyName]
+				next[m.keyName]++
+			}
+		}
+	}
 	return w, nil
 }
 
@@ -150,8 +158,8 @@ func (g *workloadGen) pickKey(writer int) *keySpec {
 	}
 }
 
-// op draws the next operation; total messages were drawn before it.
-func (g *workloadGen) op(total int) (*writerOp, error) {
+// op draws the next operation.
+func (g *workloadGen) op() (*writerOp, error) {
 	r, cfg := g.r, g.cfg
 	op := &writerOp{seq: len(g.w.ops)}
 	n := 1
@@ -165,7 +173,7 @@ func (g *workloadGen) op(total int) (*writerOp, error) {
 	default:
 		op.kind, n = opTxnRejected, 1+r.IntN(3)
 	}
-	n = min(n, cfg.Messages-total)
+	n = min(n, cfg.Messages-len(g.w.msgs))
 	keyless := r.IntN(100) < 5
 	var first *keySpec
 	if !keyless {
@@ -220,20 +228,6 @@ func (g *workloadGen) fill(op *writerOp, m *logicalMsg, k *keySpec) error {
 	g.w.msgs = append(g.w.msgs, m)
 	g.w.byID[m.id] = m
 	return nil
-}
-
-// assignIndices numbers each key's messages in execution order: a writer
-// runs its operations in time order, one at a time, and owns its keys.
-func (w *workload) assignIndices() {
-	next := map[string]int{}
-	for _, op := range w.ops {
-		for _, m := range op.msgs {
-			if op.kind != opTxnRejected && m.keyName != "" {
-				m.index = next[m.keyName]
-				next[m.keyName]++
-			}
-		}
-	}
 }
 
 // randomID draws a version 4 message id from r.
