@@ -239,7 +239,7 @@ func newSim(parent context.Context, cfg Config, abort <-chan struct{}) (*sim, er
 			RefusedByCause: map[string]int{}, RefusedByOp: map[string]int{}, Faults: map[string]int{}, FaultsHit: map[string]int{},
 		},
 	}
-	s.trace = newTracer(s.start, l.Poke)
+	s.trace = &tracer{start: s.start, added: l.Poke}
 	if err := s.setup(); err != nil {
 		s.close()
 		return nil, err
