@@ -311,15 +311,8 @@ func (s *sim) setup() error {
 			return err
 		}
 	}
-	for i := range cfg.Writers {
-		client := s.newClient(fmt.Sprintf("writer-%d", i))
-		w, err := outboxddb.NewWriter(client, writerOpts)
-		if err != nil {
-			return err
-		}
-		p := &writerProc{sim: s, n: i, w: w, client: client, ops: make(chan *writerOp, len(s.wl.ops))}
-		s.writers = append(s.writers, p)
-		s.wgWrite.Go(func() { p.loop(s.ctx) })
+	if err := s.startWriters(writerOpts); err != nil {
+		return err
 	}
 	s.schedule()
 	s.ddb.Counter.Reset()
@@ -330,6 +323,21 @@ func (s *sim) setup() error {
 	}
 	s.logf("seed %d: %d messages in %d operations over %v; %d scheduled faults; phases %s",
 		cfg.Seed, len(s.wl.msgs), len(s.wl.ops), cfg.WriteDuration, len(s.faults), strings.Join(phases, ", "))
+	return nil
+}
+
+// startWriters starts the writer processes, each with its own client.
+func (s *sim) startWriters(opts outboxddb.Options) error {
+	for i := range s.cfg.Writers {
+		client := s.newClient(fmt.Sprintf("writer-%d", i))
+		w, err := outboxddb.NewWriter(client, opts)
+		if err != nil {
+			return err
+		}
+		p := &writerProc{sim: s, n: i, w: w, client: client, ops: make(chan *writerOp, len(s.wl.ops))}
+		s.writers = append(s.writers, p)
+		s.wgWrite.Go(func() { p.loop(s.ctx) })
+	}
 	return nil
 }
 
