@@ -38,7 +38,7 @@ func (s *sim) newClient(name string) outboxddb.Client {
 		o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
 			so.MaxAttempts = sdkMaxAttempts
 			so.MaxBackoff = sdkMaxBackoff
-			so.Backoff = seededBackoff{seed: s.cfg.Seed, name: name}
+			so.Backoff = seededBackoff(s.cfg.Seed, name)
 			so.RateLimiter = ratelimit.None
 		})
 	})
@@ -119,21 +119,14 @@ func requestStagger(params any) time.Duration {
 }
 
 // seededBackoff is the SDK's exponential jitter backoff below
-// sdkMaxBackoff, its jitter a function of the seed, the client and the
+// sdkMaxBackoff, its jitter a function of the seed, the client name and the
 // attempt instead of crypto/rand: a client's retries of one attempt
 // number wait alike, whichever of its goroutines retries first.
-type seededBackoff struct {
-	seed uint64
-	name string
-}
-
-var _ retry.BackoffDelayer = seededBackoff{}
-
-// BackoffDelay implements retry.BackoffDelayer.
-func (b seededBackoff) BackoffDelay(attempt int, _ error) (time.Duration, error) {
-	r := newRand(b.seed, "sdk-backoff/"+b.name, uint64(attempt))
-	ceiling := min(sdkMaxBackoff, time.Second<<min(attempt, 30))
-	return time.Duration(r.Int64N(int64(ceiling))), nil
+func seededBackoff(seed uint64, name string) retry.BackoffDelayerFunc {
+	return func(attempt int, _ error) (time.Duration, error) {
+		r := newRand(seed, "sdk-backoff/"+name, uint64(attempt))
+		return time.Duration(r.Int64N(int64(min(sdkMaxBackoff, time.Second<<min(attempt, 30))))), nil
+	}
 }
 
 // clientOptions are the options of every client of the embedded server:

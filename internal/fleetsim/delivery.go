@@ -35,14 +35,14 @@ func checkRecords(wl *workload, recs []*kgo.Record, header string) (deliveryChec
 		dc.records++
 		id, ok := recordID(r, header)
 		if !ok {
-			return dc, &Violation{Invariant: "delivery", Detail: fmt.Sprintf("record %s[%d]@%d has no valid %s header", r.Topic, r.Partition, r.Offset, header), bucket: -1}
+			return dc, violation("delivery", -1, "record %s[%d]@%d has no valid %s header", r.Topic, r.Partition, r.Offset, header)
 		}
 		m := wl.byID[id]
 		if m == nil {
-			return dc, &Violation{Invariant: "delivery", Detail: fmt.Sprintf("record %s[%d]@%d carries unknown message id %s", r.Topic, r.Partition, r.Offset, id), bucket: -1}
+			return dc, violation("delivery", -1, "record %s[%d]@%d carries unknown message id %s", r.Topic, r.Partition, r.Offset, id)
 		}
 		if m.state == msgRejected {
-			return dc, &Violation{Invariant: "no phantom", Detail: fmt.Sprintf("message %s of a cancelled business transaction was delivered (%s[%d]@%d)", id, r.Topic, r.Partition, r.Offset), bucket: m.bucket}
+			return dc, violation("no phantom", m.bucket, "message %s of a cancelled business transaction was delivered (%s[%d]@%d)", id, r.Topic, r.Partition, r.Offset)
 		}
 		seen[id]++
 		if seen[id] > 1 {
@@ -54,9 +54,9 @@ func checkRecords(wl *workload, recs []*kgo.Record, header string) (deliveryChec
 		}
 		prev := last[m.keyName]
 		if prev != nil && prev.index >= m.index {
-			return dc, &Violation{Invariant: "per-key order", bucket: m.bucket, Detail: fmt.Sprintf(
+			return dc, violation("per-key order", m.bucket,
 				"key %s: message #%d (%s, bucket %d sequences %v) first delivered at %s[%d]@%d, after message #%d (%s, sequences %v) was first delivered at offset %d",
-				m.keyName, m.index, id, m.bucket, m.copies, r.Topic, r.Partition, r.Offset, prev.index, prev.id, prev.copies, lastOffset[m.keyName])}
+				m.keyName, m.index, id, m.bucket, m.copies, r.Topic, r.Partition, r.Offset, prev.index, prev.id, prev.copies, lastOffset[m.keyName])
 		}
 		last[m.keyName] = m
 		lastOffset[m.keyName] = r.Offset
@@ -64,8 +64,8 @@ func checkRecords(wl *workload, recs []*kgo.Record, header string) (deliveryChec
 	dc.distinct = len(seen)
 	for _, m := range wl.msgs {
 		if m.state == msgCommitted && seen[m.id] == 0 {
-			return dc, &Violation{Invariant: "no loss", bucket: m.bucket, Detail: fmt.Sprintf(
-				"committed message %s (key %q #%d, bucket %d, sequences %v) was never delivered", m.id, m.keyName, m.index, m.bucket, m.copies)}
+			return dc, violation("no loss", m.bucket,
+				"committed message %s (key %q #%d, bucket %d, sequences %v) was never delivered", m.id, m.keyName, m.index, m.bucket, m.copies)
 		}
 	}
 	return dc, nil
@@ -101,7 +101,7 @@ func (s *sim) countPartitions(ctx context.Context, kind string) (int, error) {
 	total := 0
 	for b := range s.cfg.BucketCount {
 		in := &dynamodb.QueryInput{
-			TableName:                 aws.String(s.table),
+			TableName:                 aws.String(outboxTable),
 			KeyConditionExpression:    aws.String("#pk = :pk"),
 			ExpressionAttributeNames:  map[string]string{"#pk": outboxddb.DefaultPartitionKey},
 			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: fmt.Sprintf("%s#%s#%d", outboxddb.DefaultKeyPrefix, kind, b)}},

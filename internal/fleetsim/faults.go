@@ -42,67 +42,62 @@ func (f scheduledFault) String() string {
 		fmt.Fprintf(&b, " for=%v", f.dur)
 	}
 	if f.kafka != nil {
-		fmt.Fprintf(&b, " error=%s", f.kafka.Message)
-	}
-	switch f.kind {
-	case causePoison, causeParkLost, causeParkLate, causeParkSlow:
-		fmt.Fprintf(&b, " partition=%d", f.pick%simPartitions)
-	case causeKafkaRetriable, causeKafkaFatal:
 		topic, partition := f.partition()
-		fmt.Fprintf(&b, " partition=%s/%d", topic, partition)
+		fmt.Fprintf(&b, " error=%s partition=%s/%d", f.kafka.Message, topic, partition)
 	}
 	return b.String()
 }
 
 // partition returns the topic and partition whose batches a Kafka produce
-// fault refuses.
+// fault refuses: a poison fault's drawn topic (op), else the pick's.
 func (f scheduledFault) partition() (string, int32) {
+	if f.op != "" {
+		return f.op, int32(f.pick % simPartitions)
+	}
 	return simTopics[f.pick%len(simTopics)], int32(f.pick / len(simTopics) % simPartitions)
+}
+
+// refuse makes the partition of Kafka fault f refuse its next f.n
+// produce requests with f.kafka. A client sends to several brokers at one
+// instant, so a fault on whichever request came first would leave the
+// choice of its victim to the scheduler; one client sends a partition's
+// batches in order, on one connection.
+func (s *sim) refuse(f scheduledFault) *kfake.FaultHandle {
+	topic, partition := f.partition()
+	return s.kafka.Cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: s.kafka.Topic(topic), Partitions: []int32{partition}, Err: f.kafka, Count: f.n})
 }
 
 // faultQuietBefore keeps the end of a churn phase free of new faults.
 const faultQuietBefore = 20 * time.Second
 
-// faultWeight is a fault kind and its weight in the draw.
+// faultWeight is a fault kind, its weight in the draw, and the order fault
+// that turns it on ("": the base menu's).
 type faultWeight struct {
 	kind string
 	w    int
+	on   OrderFault
 }
 
-// faultWeights are the kinds cfg draws from: the base menu, and the order
-// faults it turns on.
-func faultWeights(cfg Config) []faultWeight {
-	weights := []faultWeight{
-		{causeThrottle, 20}, {causeUnprocessed, 12}, {causeLostResponse, 10},
-		{causeKafkaRetriable, 12}, {causeKafkaFatal, 8}, {causeBrokerRestart, 5},
-		{causeLeaderChange, 5}, {causeClockStep, 6},
-	}
-	for _, f := range []struct {
-		on bool
-		faultWeight
-	}{
-		{cfg.has(FaultLateRound), faultWeight{causeLateRound, 10}},
-		{cfg.has(FaultMixedSkew), faultWeight{causeMixedSkew, 6}},
-		{cfg.has(FaultQuarantineReplay), faultWeight{causePoison, 8}},
-		{cfg.has(FaultQuarantineReplay), faultWeight{causeReplay, 8}},
-		{cfg.has(FaultParkLost), faultWeight{causeParkLost, 8}},
-		{cfg.has(FaultParkLate), faultWeight{causeParkLate, 8}},
-		{cfg.has(FaultParkSlow), faultWeight{causeParkSlow, 8}},
-	} {
-		if f.on {
-			weights = append(weights, f.faultWeight)
-		}
-	}
-	return weights
+// faultMenu is every scheduled fault kind, in the order of the draw.
+var faultMenu = []faultWeight{
+	{causeThrottle, 20, ""}, {causeUnprocessed, 12, ""}, {causeLostResponse, 10, ""},
+	{causeKafkaRetriable, 12, ""}, {causeKafkaFatal, 8, ""}, {causeBrokerRestart, 5, ""},
+	{causeLeaderChange, 5, ""}, {causeClockStep, 6, ""},
+	{causeLateRound, 10, FaultLateRound}, {causeMixedSkew, 6, FaultMixedSkew},
+	{causePoison, 8, FaultQuarantineReplay}, {causeReplay, 8, FaultQuarantineReplay},
+	{causeParkLost, 8, FaultParkLost}, {causeParkLate, 8, FaultParkLate}, {causeParkSlow, 8, FaultParkSlow},
 }
 
 // genFaults draws the fault schedule of the churn phases.
 func genFaults(cfg Config, phases []phase) []scheduledFault {
 	r := newRand(cfg.Seed, "faults")
-	weights := faultWeights(cfg)
+	var weights []faultWeight
 	total := 0
-	for _, w := range weights {
-		total += w.w
+	for _, w := range faultMenu {
+		if w.on == "" || cfg.has(w.on) {
+			weights = append(weights, w)
+			total += w.w
+		}
 	}
 	var out []scheduledFault
 	for _, ph := range phases {
@@ -163,7 +158,7 @@ func drawFault(cfg Config, r *rand.Rand, ph phase, t time.Duration, kind string)
 		// The batch's refusal and the head row's retry alone: the head
 		// row is parked as an invalid record. The partition refuses for a
 		// while at most, whoever produces to it.
-		f.n = 2
+		f.n, f.kafka = 2, kerr.InvalidRecord
 		f.op = simTopics[r.IntN(len(simTopics))]
 		f.dur = min(poisonFor, max(ph.end-t-faultQuietBefore/2, time.Second))
 	}
@@ -213,17 +208,11 @@ func (s *sim) apply(f scheduledFault) {
 		base := s.ddb.Counter.Snapshot().Requests[op]
 		s.pendingUntil(f.kind, now, func(c outboxlocal.Counts) bool { return c.Requests[op] >= base+n })
 	case causeKafkaRetriable, causeKafkaFatal:
-		// The next batches of one partition: a client sends to several
-		// brokers at one instant, so a fault on whichever request came
-		// first would leave the choice of its victim to the scheduler;
-		// one client sends a partition's batches in order, on one
-		// connection.
-		topic, partition := f.partition()
-		h := s.kafka.Cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: s.kafka.Topic(topic), Partitions: []int32{partition}, Err: f.kafka, Count: f.n})
+		h := s.refuse(f)
 		s.pendingUntil(f.kind, now, func(outboxlocal.Counts) bool { return h.Hits() >= f.n })
 	case causeLeaderChange:
 		if err := s.placeLeaders(newRand(s.cfg.Seed, "leaders", uint64(f.pick))); err != nil {
-			s.fail(&Violation{Invariant: "fault injection", bucket: -1, Detail: err.Error()})
+			s.fail(violation("fault injection", -1, "%v", err))
 		}
 		s.causes.instant(f.kind, 0, now)
 	case causeBrokerRestart:
@@ -235,7 +224,10 @@ func (s *sim) apply(f scheduledFault) {
 			s.trace.add("fault-end", "", -1, "%s", f.kind)
 		})
 	case causeMixedSkew:
-		s.startMixed(f.dur)
+		// A hold relay that keeps every round, its clock ahead (newEnv),
+		// as a long-running relay of another language, and one of
+		// Spillway's beside it: both join at once and share the buckets.
+		s.wakeHolds(holdRun{budget: f.dur, plain: true}, holdRun{budget: f.dur})
 	case causePoison, causeParkLost, causeParkLate, causeParkSlow:
 		s.poison(f, now)
 	case causeReplay:
@@ -290,7 +282,7 @@ func (s *sim) pickRunning(pick int) *env {
 	defer s.mu.Unlock()
 	var running []*env
 	for _, e := range s.envs {
-		if e.function == fnRelay && e.busy && !e.dead.Load() {
+		if e.function == fnRelay && e.running() && !e.dead.Load() {
 			running = append(running, e)
 		}
 	}
@@ -319,24 +311,16 @@ func (s *sim) placeLeaders(r *rand.Rand) error {
 // setKafkaDown starts or ends a broker restart: while down, every request
 // to every broker has its connection closed.
 func (s *sim) setKafkaDown(down bool) {
-	s.kafkaMu.Lock()
-	defer s.kafkaMu.Unlock()
-	if s.kafkaDown == down {
+	if s.kafkaDown.Swap(down) == down || !down {
 		return
 	}
-	s.kafkaDown = down
-	if down {
-		cl := s.kafka.Cluster
-		cl.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
-			s.kafkaMu.Lock()
-			still := s.kafkaDown
-			s.kafkaMu.Unlock()
-			if still {
-				cl.KeepControl()
-				return nil, errBrokerDown, true
-			}
-			cl.DropControl()
-			return nil, nil, false
-		})
-	}
+	cl := s.kafka.Cluster
+	cl.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+		if s.kafkaDown.Load() {
+			cl.KeepControl()
+			return nil, errBrokerDown, true
+		}
+		cl.DropControl()
+		return nil, nil, false
+	})
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxwake"
 )
 
-// Functions of the simulated deployment.
+// Functions of the simulated deployment (a relay id begins with its initial).
 const (
 	// fnRelay is the relay function: drain mode, triggered by the schedule,
 	// writer wake-ups and continuations, bounded by Config.Concurrency.
@@ -74,11 +74,13 @@ type runPlan struct {
 // clock, a wrapped Store and Kafka client, whose calls carry out the run's
 // crash and pause plan.
 type env struct {
-	sim       *sim
-	id        string
-	function  string
-	clock     *hostClock
-	store     *relayStore
+	sim      *sim
+	id       string
+	function string
+	clock    *hostClock
+	// store is the environment's outboxddb.Store, kafka its Kafka client:
+	// the environment's own calls wrap them (relayio.go).
+	store     outbox.Store
 	kafka     *outboxkafka.Publisher
 	skewCause *cause
 	// batch picks the relay's batch size.
@@ -97,11 +99,14 @@ type env struct {
 
 	dead   atomic.Bool
 	closed atomic.Bool
-	run    atomic.Pointer[runState]
+	// run is the environment's latest invocation: running until over.
+	run atomic.Pointer[runState]
+}
 
-	// Guarded by sim.mu.
-	busy bool
-	runs int
+// running reports whether an invocation of e is running.
+func (e *env) running() bool {
+	r := e.run.Load()
+	return r != nil && !r.over.Load()
 }
 
 // envOf is the simulation's state of environment re.
@@ -139,11 +144,7 @@ func (s *sim) newEnv(function string, re *lab.RelayEnv) error {
 	if plain {
 		skew = uniform(r, s.cfg.LeaseDuration-2*s.cfg.RenewInterval, s.cfg.LeaseDuration-s.cfg.RenewInterval)
 	}
-	prefix := "r"
-	if function == fnHold {
-		prefix = "h"
-	}
-	e := &env{sim: s, id: fmt.Sprintf("%s%04x-%03d", prefix, r.IntN(0x10000), n), function: function, plain: plain, holdFor: hold.budget}
+	e := &env{sim: s, id: fmt.Sprintf("%s%04x-%03d", function[:1], r.IntN(0x10000), n), function: function, plain: plain, holdFor: hold.budget}
 	e.clock = newHostClock(skew)
 	kp, err := outboxkafka.New(outboxkafka.Config{
 		Brokers:   s.kafka.Brokers,
@@ -174,14 +175,11 @@ func (s *sim) newEnv(function string, re *lab.RelayEnv) error {
 	return nil
 }
 
-// newFunctions creates the relay function (drain mode) and the hold
+// newFunctions deploys the relay function (drain mode, cfg) and the hold
 // function (hold mode) on the Lambda emulator, as the lab builds every
-// relay function (lab.RelayFunction): the simulated clock, the driver's
-// events (s.lab), the asynchronous invoke's delay, warm environments
-// reclaimed after a random idle time, and every invocation's fate drawn
-// when it starts. Every relay's store and publisher carry out its run's
-// plan (relayStore, relayPublisher); its wake-ups invoke the relay
-// function (notifier). cfg is the relay function's configuration.
+// relay function (lab.RelayFunction): every invocation's fate is drawn
+// when it starts (started), every environment is its relay's store and
+// publisher (relayio.go), and wake-ups invoke the relay function.
 func (s *sim) newFunctions(cfg outboxlambda.Config) error {
 	relay := lab.RelayFunction{
 		Lambda: lambdasim.Config[*lab.RelayEnv]{
@@ -189,26 +187,28 @@ func (s *sim) newFunctions(cfg outboxlambda.Config) error {
 			// Every run's deadline is its drawn budget, well below this.
 			Timeout: time.Hour, MaxEventAge: 24 * time.Hour,
 			Started: s.started, Ended: s.ended, Killed: s.killed, KeepWarm: s.keepWarm,
-			Retired: func(re *lab.RelayEnv) { s.reclaimed(envOf(re)) },
+			Retired: func(re *lab.RelayEnv) {
+				if e := envOf(re); !e.dead.Load() && e.function == fnRelay {
+					s.trace.add("env-reaped", e.id, -1, "idle since the last run")
+				}
+				s.retire(envOf(re))
+			},
 		},
 		Config: cfg,
-		Hooks:  []outbox.Hook{s.obs},
+		Hooks:  []outbox.Hook{observer{s}},
 		// The quarantine side is the environment's outboxddb.Store itself.
 		Store: func(re *lab.RelayEnv, store *outboxddb.Store) outbox.Store {
 			e := envOf(re)
-			e.store = &relayStore{env: e, inner: store}
+			e.store = store
 			if s.cfg.quarantine() {
-				return quarantineStore{relayStore: e.store, Quarantine: store}
+				return quarantineStore{env: e, Quarantine: store}
 			}
-			return e.store
+			return e
 		},
-		Publisher: func(re *lab.RelayEnv) outbox.Publisher {
-			e := envOf(re)
-			return &relayPublisher{env: e, inner: e.kafka}
-		},
+		Publisher: func(re *lab.RelayEnv) outbox.Publisher { return envOf(re) },
 		HandlerConfig: func(re *lab.RelayEnv, hc *outboxlambda.RelayHandlerConfig) {
 			hc.Config.BatchSize = []int{5, 20, 50, 100}[envOf(re).batch]
-			hc.Notifier = notifier{sim: s}
+			hc.Notifier = s
 		},
 	}
 	hold := relay
@@ -249,22 +249,17 @@ func coalesce(queued, incoming []byte) ([]byte, bool) {
 	case in.Trigger != outbox.TriggerWake:
 		return queued, true
 	}
-	merged := outbox.WakeUp{Buckets: union(q.Buckets, in.Buckets), Hop: min(q.Hop, in.Hop), Join: q.Join || in.Join}
+	merged := outbox.WakeUp{Buckets: union(slices.Concat(q.Buckets, in.Buckets)), Hop: min(q.Hop, in.Hop), Join: q.Join || in.Join}
 	if len(in.Buckets) == 0 {
 		merged.Buckets = nil
 	}
 	return wakePayload(merged), true
 }
 
-func union(a, b []int) []int {
-	out := slices.Clone(a)
-	for _, x := range b {
-		if !slices.Contains(out, x) {
-			out = append(out, x)
-		}
-	}
-	slices.Sort(out)
-	return out
+// union returns the distinct buckets of bs, sorted.
+func union(bs []int) []int {
+	slices.Sort(bs)
+	return slices.Compact(bs)
 }
 
 // drawPlan draws the next invocation's budget and fate.
@@ -310,16 +305,14 @@ func (s *sim) started(inv *lambdasim.Invocation[*lab.RelayEnv]) {
 	if e.function == fnHold {
 		plan.budget = e.holdFor
 	}
-	e.busy = true
-	e.runs++
 	s.runSerial++
 	run := &runState{n: s.runSerial, plan: plan, cancel: inv.Cancel}
 	s.mu.Unlock()
-	e.run.Store(run)
+	warm := e.run.Swap(run) != nil
 	inv.Deadline = inv.Start.Add(plan.budget)
 	ev := decodePayload(inv.Payload)
 	s.trace.add("invoke", e.id, -1, "run=%d trigger=%s buckets=%v hop=%d join=%v budget=%v crash_at=%d/%v pause_at=%d/%v warm=%v",
-		run.n, ev.Trigger, ev.Buckets, ev.Hop, ev.Join, plan.budget, plan.crashAt, plan.crashAfter, plan.pauseAt, plan.pauseFor, e.runs > 1)
+		run.n, ev.Trigger, ev.Buckets, ev.Hop, ev.Join, plan.budget, plan.crashAt, plan.crashAfter, plan.pauseAt, plan.pauseFor, warm)
 }
 
 // killed crashes an environment whose run outlived its deadline.
@@ -343,7 +336,9 @@ func (s *sim) ended(inv *lambdasim.Invocation[*lab.RelayEnv], resp outboxlambda.
 	s.trace.add("run-end", e.id, -1, "run=%d reason=%s joined=%v calls=%d published=%d deleted=%d rounds=%d refused=%d releaseSkipped=%v workLeft=%v wake=%v err=%v",
 		run.n, resp.Reason, resp.Joined, run.calls.Load(), resp.Published, resp.Deleted, resp.Rounds, resp.Refused, resp.ReleaseSkipped, resp.WorkLeft, resp.WakeUpSent, err)
 	if err != nil && errors.Is(err, outbox.ErrMisconfigured) {
-		s.fail(&Violation{Invariant: "relay runs", Detail: fmt.Sprintf("relay %s run %d returned a misconfiguration: %v", e.id, run.n, err), relays: []string{e.id}, bucket: -1})
+		v := violation("relay runs", -1, "relay %s run %d returned a misconfiguration: %v", e.id, run.n, err)
+		v.relays = []string{e.id}
+		s.fail(v)
 	}
 	s.mu.Lock()
 	s.rep.Runs++
@@ -356,7 +351,6 @@ func (s *sim) ended(inv *lambdasim.Invocation[*lab.RelayEnv], resp outboxlambda.
 	if resp.Reason == string(outbox.StopFatal) {
 		s.rep.FatalRuns++
 	}
-	e.busy = false
 	s.mu.Unlock()
 	s.lab.Poke()
 }
@@ -370,14 +364,6 @@ func (s *sim) keepWarm(inv *lambdasim.Invocation[*lab.RelayEnv]) time.Duration {
 	}
 	r := newRand(s.cfg.Seed, "reap", uint64(e.run.Load().n))
 	return uniform(r, 20*time.Second, 3*time.Minute)
-}
-
-// reclaimed retires an environment the Lambda emulator reclaimed.
-func (s *sim) reclaimed(e *env) {
-	if !e.dead.Load() && e.function == fnRelay {
-		s.trace.add("env-reaped", e.id, -1, "idle since the last run")
-	}
-	s.retire(e)
 }
 
 // retire removes e from the live environments and closes its Kafka client.
@@ -471,14 +457,6 @@ func (s *sim) pause(e *env, run *runState, op string, d time.Duration) {
 type holdRun struct {
 	budget time.Duration
 	plain  bool
-}
-
-// startMixed starts a mixed fleet for d: a hold relay that keeps every
-// round, its clock ahead (see newEnv), as a long-running relay of another
-// language, and a hold relay of Spillway's beside it; both join at once
-// and share the buckets.
-func (s *sim) startMixed(d time.Duration) {
-	s.wakeHolds(holdRun{budget: d, plain: true}, holdRun{budget: d})
 }
 
 // wakeHolds starts a hold relay per run: it queues the run, which the

@@ -220,6 +220,11 @@ type leaseViolation struct {
 	overlap, allowed time.Duration
 }
 
+// violation is v as a broken invariant, Detail ending in suffix.
+func (v *leaseViolation) violation(invariant, suffix string) *Violation {
+	return &Violation{Invariant: invariant, Detail: v.String() + suffix, bucket: v.bucket, relays: []string{v.first.relay, v.second.relay}}
+}
+
 func (v *leaseViolation) String() string {
 	return fmt.Sprintf("bucket %d held by %s (since %s) while %s took it over (since %s) for %v; clock skew explains %v",
 		v.bucket, v.first.relay, v.first.start.Format("15:04:05.000"), v.second.relay, v.second.start.Format("15:04:05.000"), v.overlap, v.allowed)

@@ -5,10 +5,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kmsg"
-
 	"github.com/spillway-dev/spillway/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox"
 )
@@ -68,21 +64,19 @@ func (e *env) endLate(l *lateCalls) {
 // park. A park-lost fault also loses the response of the next park within
 // f.dur.
 func (s *sim) poison(f scheduledFault, now time.Time) {
-	h := s.kafka.Cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: s.kafka.Topic(f.op),
-		Partitions: []int32{int32(f.pick % simPartitions)}, Err: kerr.InvalidRecord, Count: f.n})
-	switch f.kind {
-	case causeParkLost:
-		s.arm(&s.parkLosses)
-	case causeParkLate:
-		s.arm(&s.parkLates)
-	case causeParkSlow:
+	h := s.refuse(f)
+	armed := map[string]*atomic.Int32{causeParkLost: &s.parkLosses, causeParkLate: &s.parkLates}[f.kind]
+	if armed != nil {
+		armed.Add(1)
+	}
+	if f.kind == causeParkSlow {
 		s.slowParks.Add(1)
 		s.at(now.Add(f.dur), func() { s.slowParks.Add(-1) })
 	}
 	c := s.causes.open(f.kind, 0, now)
 	s.at(now.Add(f.dur), func() {
 		h.Remove()
-		if f.kind == causeParkLost && s.take(&s.parkLosses) || f.kind == causeParkLate && s.take(&s.parkLates) {
+		if armed != nil && take(armed) {
 			s.trace.add("fault-skipped", "", -1, "%s: no park within %v", f.kind, f.dur)
 		}
 		s.causes.closeAt(c, s.clock.Now())
@@ -109,11 +103,10 @@ type latePark struct {
 // called once the park landed.
 func (s *sim) holdPark(ctx context.Context, e *env, bucket int) (context.Context, func()) {
 	s.mu.Lock()
-	if s.parkLates == 0 || s.lateParks[bucket] != nil {
+	if s.lateParks[bucket] != nil || !take(&s.parkLates) {
 		s.mu.Unlock()
 		return ctx, func() {}
 	}
-	s.parkLates--
 	lp := &latePark{env: e, land: make(chan struct{}), landed: make(chan struct{})}
 	s.lateParks[bucket] = lp
 	s.mu.Unlock()
@@ -162,22 +155,14 @@ func (s *sim) slowPark(e *env, bucket int) {
 	sleep.For(parkSlowFor, nil)
 }
 
-// arm arms one fault of the count n (s.parkLosses, s.parkLates).
-func (s *sim) arm(n *int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	*n++
-}
-
 // take consumes one armed fault of the count n, if any.
-func (s *sim) take(n *int) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if *n == 0 {
-		return false
+func take(n *atomic.Int32) bool {
+	for v := n.Load(); v > 0; v = n.Load() {
+		if n.CompareAndSwap(v, v-1) {
+			return true
+		}
 	}
-	*n--
-	return true
+	return false
 }
 
 // replay is the operator's `spillway parked replay --all --yes` on a
@@ -198,11 +183,11 @@ func (s *sim) replay() {
 			// the marked buckets, where a relay may have nothing else
 			// to do.
 			n, err = s.replayStore.RequestReplay(s.ctx, parked, "")
-			var buckets []int
-			for _, p := range parked {
-				buckets = union(buckets, []int{p.Bucket})
+			buckets := make([]int, len(parked))
+			for i, p := range parked {
+				buckets[i] = p.Bucket
 			}
-			s.invoke(wakePayload(outbox.WakeUp{Buckets: buckets}))
+			s.invoke(wakePayload(outbox.WakeUp{Buckets: union(buckets)}))
 		}
 		s.hit(causeReplay, n)
 		s.trace.add("replay", "", -1, "%d parked, %d replayed, err=%v", len(parked), n, err)

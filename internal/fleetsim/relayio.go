@@ -16,26 +16,14 @@ import (
 // gone, so nothing it would still send reaches DynamoDB or Kafka.
 var errCrashed = errors.New("fleetsim: execution environment crashed")
 
-// relayStore is the outbox.Store of one execution environment. It carries
-// out the run's crash and pause plan, records the relay's lease beliefs and
-// membership, and traces what the relay does.
-type relayStore struct {
-	env   *env
-	inner outbox.Store
-}
-
+// An environment is its relay's outbox.Store and outbox.Publisher: its
+// calls carry out the run's crash and pause plan, record the relay's lease
+// beliefs and membership, and trace what the relay does.
 var (
-	_ outbox.Store      = (*relayStore)(nil)
+	_ outbox.Store      = (*env)(nil)
+	_ outbox.Publisher  = (*env)(nil)
 	_ outbox.Quarantine = quarantineStore{}
 )
-
-// relayPublisher is the outbox.Publisher of one execution environment.
-type relayPublisher struct {
-	env   *env
-	inner outbox.Publisher
-}
-
-var _ outbox.Publisher = (*relayPublisher)(nil)
 
 // call runs one call op of e's relay: it refuses the calls of a crashed
 // environment, carries out a crash or a pause the run planned before this
@@ -83,20 +71,11 @@ func bucketCall[T any](ctx context.Context, e *env, bucket int, op string, do fu
 	return call(e, op, do)
 }
 
-// lateCall is call for a call that an armed late round delays (runLate).
-func lateCall[T any](e *env, op string, do func() (T, error)) (T, error) {
-	return call(e, op, func() (T, error) {
-		e.runLate(op)
-		return do()
-	})
-}
-
-func (s *relayStore) AcquireLeases(ctx context.Context, req lease.Request, st lease.RoundState) (lease.Acquisition, error) {
-	e := s.env
+func (e *env) AcquireLeases(ctx context.Context, req lease.Request, st lease.RoundState) (lease.Acquisition, error) {
 	return call(e, "acquire", func() (lease.Acquisition, error) {
 		ref, start := e.clock.Now(), e.sim.clock.Now()
 		e.sim.joined(e)
-		acq, err := s.inner.AcquireLeases(ctx, e.leaseRequest(req), st)
+		acq, err := e.store.AcquireLeases(ctx, e.leaseRequest(req), st)
 		ret := e.sim.clock.Now()
 		if err != nil {
 			e.sim.leases.dropped(e.id, start)
@@ -116,15 +95,14 @@ func (s *relayStore) AcquireLeases(ctx context.Context, req lease.Request, st le
 	})
 }
 
-func (s *relayStore) RenewLeases(ctx context.Context, req lease.Request, buckets []int) (bool, error) {
-	e := s.env
+func (e *env) RenewLeases(ctx context.Context, req lease.Request, buckets []int) (bool, error) {
 	return call(e, "renew", func() (bool, error) {
 		if e.renewThrottled.Load() {
 			e.sim.trace.add("renew-error", e.id, -1, "buckets=%v: throttled while a late park is held", buckets)
 			return false, errThrottledRenewal
 		}
 		ref, start := e.clock.Now(), e.sim.clock.Now()
-		ok, err := s.inner.RenewLeases(ctx, e.leaseRequest(req), buckets)
+		ok, err := e.store.RenewLeases(ctx, e.leaseRequest(req), buckets)
 		ret := e.sim.clock.Now()
 		switch {
 		case err != nil:
@@ -140,44 +118,44 @@ func (s *relayStore) RenewLeases(ctx context.Context, req lease.Request, buckets
 	})
 }
 
-func (s *relayStore) ReleaseLeases(ctx context.Context, req lease.Request) (lease.Release, error) {
-	e := s.env
+func (e *env) ReleaseLeases(ctx context.Context, req lease.Request) (lease.Release, error) {
 	return call(e, "release", func() (lease.Release, error) {
 		e.sim.leases.dropped(e.id, e.sim.clock.Now())
-		rel, err := s.inner.ReleaseLeases(ctx, req)
+		rel, err := e.store.ReleaseLeases(ctx, req)
 		e.sim.trace.add("release", e.id, -1, "released=%v refused=%d unfinished=%v err=%v", rel.Released, rel.Refused, rel.Unfinished, err)
 		return rel, err
 	})
 }
 
-func (s *relayStore) ReadCoordination(ctx context.Context) (lease.Coordination, error) {
-	return call(s.env, "read-coordination", func() (lease.Coordination, error) { return s.inner.ReadCoordination(ctx) })
+func (e *env) ReadCoordination(ctx context.Context) (lease.Coordination, error) {
+	return call(e, "read-coordination", func() (lease.Coordination, error) { return e.store.ReadCoordination(ctx) })
 }
 
-func (s *relayStore) PendingBuckets(ctx context.Context, buckets []int) ([]int, error) {
-	return lateCall(s.env, "pending", func() ([]int, error) { return s.inner.PendingBuckets(ctx, buckets) })
+// PendingBuckets, FetchBatch and Backlog are the calls an armed late round
+// delays (runLate).
+func (e *env) PendingBuckets(ctx context.Context, buckets []int) ([]int, error) {
+	return call(e, "pending", func() ([]int, error) { e.runLate("pending"); return e.store.PendingBuckets(ctx, buckets) })
 }
 
-func (s *relayStore) FetchBatch(ctx context.Context, bucket, max int) ([]outbox.Message, error) {
-	return bucketCall(ctx, s.env, bucket, "fetch", func() ([]outbox.Message, error) {
-		s.env.runLate("fetch")
-		return s.inner.FetchBatch(ctx, bucket, max)
+func (e *env) FetchBatch(ctx context.Context, bucket, max int) ([]outbox.Message, error) {
+	return bucketCall(ctx, e, bucket, "fetch", func() ([]outbox.Message, error) {
+		e.runLate("fetch")
+		return e.store.FetchBatch(ctx, bucket, max)
 	})
 }
 
-func (s *relayStore) MarkPublished(ctx context.Context, bucket int, msgs []outbox.Message) error {
-	e := s.env
+func (e *env) Backlog(ctx context.Context) (outbox.Backlog, error) {
+	return call(e, "backlog", func() (outbox.Backlog, error) { e.runLate("backlog"); return e.store.Backlog(ctx) })
+}
+
+func (e *env) MarkPublished(ctx context.Context, bucket int, msgs []outbox.Message) error {
 	_, err := bucketCall(ctx, e, bucket, "delete", func() (struct{}, error) {
 		e.leaseLeft("delete", bucket, msgs)
-		err := s.inner.MarkPublished(ctx, bucket, msgs)
+		err := e.store.MarkPublished(ctx, bucket, msgs)
 		e.sim.trace.add("delete", e.id, bucket, "%s err=%v", seqRange(msgs), err)
 		return struct{}{}, err
 	})
 	return err
-}
-
-func (s *relayStore) Backlog(ctx context.Context) (outbox.Backlog, error) {
-	return lateCall(s.env, "backlog", func() (outbox.Backlog, error) { return s.inner.Backlog(ctx) })
 }
 
 // leaseLeft returns how much of e's lease on bucket its clock shows left
@@ -204,10 +182,10 @@ func (e *env) leaseRequest(req lease.Request) lease.Request {
 }
 
 // quarantineStore is an environment's store under PoisonQuarantine: the
-// relayStore, and the DynamoDB store's quarantine side, whose calls other
+// environment, and the DynamoDB store's quarantine side, whose calls other
 // than Park go to it directly (they take part in no crash or pause plan).
 type quarantineStore struct {
-	*relayStore
+	*env
 	outbox.Quarantine
 }
 
@@ -225,7 +203,7 @@ func (s quarantineStore) Park(ctx context.Context, p outbox.Parking) error {
 	}
 	_, err := call(e, "park", func() (struct{}, error) {
 		e.sim.slowPark(e, p.Bucket)
-		lost := e.sim.take(&e.sim.parkLosses)
+		lost := take(&e.sim.parkLosses)
 		if lost {
 			ctx = e.sim.ddb.Faults.LoseResponseIn(ctx, "TransactWriteItems", parkThrottles)
 		}
@@ -268,34 +246,33 @@ func (s quarantineStore) DeleteReplayed(ctx context.Context, bucket int, msgs []
 // quarantining fleet (FaultBlockHolds).
 func (e *env) blockPolicy() bool { return e.function == fnHold && e.sim.cfg.has(FaultBlockHolds) }
 
-func (p *relayPublisher) Init(ctx context.Context) error {
-	_, err := call(p.env, "kafka-init", func() (struct{}, error) {
-		err := p.inner.Init(ctx)
+func (e *env) Init(ctx context.Context) error {
+	_, err := call(e, "kafka-init", func() (struct{}, error) {
+		err := e.kafka.Init(ctx)
 		if err != nil {
-			p.env.sim.trace.add("kafka-init", p.env.id, -1, "%v", err)
+			e.sim.trace.add("kafka-init", e.id, -1, "%v", err)
 		}
 		return struct{}{}, err
 	})
 	return err
 }
 
-func (p *relayPublisher) Publish(ctx context.Context, msgs []outbox.Message) (int, error) {
+func (e *env) Publish(ctx context.Context, msgs []outbox.Message) (int, error) {
 	if len(msgs) == 0 {
-		return call(p.env, "publish", func() (int, error) { return p.publish(ctx, msgs, -1) })
+		return call(e, "publish", func() (int, error) { return e.publish(ctx, msgs, -1) })
 	}
 	bucket := msgs[0].Bucket()
-	return bucketCall(ctx, p.env, bucket, "publish", func() (int, error) { return p.publish(ctx, msgs, bucket) })
+	return bucketCall(ctx, e, bucket, "publish", func() (int, error) { return e.publish(ctx, msgs, bucket) })
 }
 
 // publish checks the relay's lease on bucket (-1: none) and publishes msgs.
-func (p *relayPublisher) publish(ctx context.Context, msgs []outbox.Message, bucket int) (int, error) {
-	e := p.env
+func (e *env) publish(ctx context.Context, msgs []outbox.Message, bucket int) (int, error) {
 	if bucket >= 0 {
 		if left, held := e.leaseLeft("publish", bucket, msgs); held {
 			e.sim.notePublishMargin(e, bucket, left)
 		}
 	}
-	acked, err := p.inner.Publish(ctx, msgs)
+	acked, err := e.kafka.Publish(ctx, msgs)
 	e.sim.trace.add("publish", e.id, bucket, "%s acked=%d err=%v", seqRange(msgs), acked, err)
 	return acked, err
 }
@@ -327,14 +304,10 @@ func seqRange(msgs []outbox.Message) string {
 	return fmt.Sprintf("[%d..%d](%d)", msgs[0].Sequence(), msgs[len(msgs)-1].Sequence(), len(msgs))
 }
 
-// notifier is the Lambda service's asynchronous invoke as the writers and
-// the relays see it.
-type notifier struct{ sim *sim }
-
-var _ outbox.Notifier = notifier{}
-
-func (n notifier) Notify(_ context.Context, w outbox.WakeUp) error {
-	n.sim.invoke(wakePayload(w))
+// Notify is the Lambda service's asynchronous invoke as the writers and the
+// relays see it: it invokes the relay function (outbox.Notifier).
+func (s *sim) Notify(_ context.Context, w outbox.WakeUp) error {
+	s.invoke(wakePayload(w))
 	return nil
 }
 

@@ -140,6 +140,12 @@ type Violation struct {
 	duration time.Duration
 }
 
+// violation returns the violation of invariant on bucket (-1: none)
+// that format and args describe; run sets its time.
+func violation(invariant string, bucket int, format string, args ...any) *Violation {
+	return &Violation{Invariant: invariant, bucket: bucket, Detail: fmt.Sprintf(format, args...)}
+}
+
 // Error implements error: the seed, the invariant, a replay command and
 // the trace excerpt.
 func (v *Violation) Error() string {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -43,6 +44,10 @@ const (
 	simPartitions = 3
 	// simBrokers is the number of embedded Kafka brokers.
 	simBrokers = 3
+	// outboxTable and ordersTable are the run's tables: the in-memory
+	// server is the run's alone, and fixed names keep the requests of a
+	// seed byte for byte the same.
+	outboxTable, ordersTable = "fleet-outbox", "fleet-orders"
 	// maxDrain bounds the simulated time after the writers stopped within
 	// which the outbox must be empty.
 	maxDrain = 15 * time.Minute
@@ -55,19 +60,12 @@ type phase struct {
 	holds      int
 }
 
-func renderPhases(ps []phase) string {
-	out := ""
-	for i, p := range ps {
-		if i > 0 {
-			out += ", "
-		}
-		kind := "churn"
-		if p.steady {
-			kind = fmt.Sprintf("steady(%d hold relays)", p.holds)
-		}
-		out += fmt.Sprintf("%s %v-%v", kind, p.start, p.end)
+func (p phase) String() string {
+	kind := "churn"
+	if p.steady {
+		kind = fmt.Sprintf("steady(%d hold relays)", p.holds)
 	}
-	return out
+	return fmt.Sprintf("%s %v-%v", kind, p.start, p.end)
 }
 
 func genPhases(cfg Config) []phase {
@@ -92,13 +90,9 @@ func genPhases(cfg Config) []phase {
 // sim is one simulation run.
 type sim struct {
 	cfg Config
-	// lab runs the simulation's own events (the seed's writer operations,
-	// phases and faults, the schedule, the Lambda emulator's delayed
-	// steps) on its driver (lab.Sim.Drive, whose per-instant hook is
-	// step): in time order and at one instant in the order they were
-	// queued, once every process is parked, so what they start does not
-	// depend on which goroutine the scheduler runs first. ctx is its
-	// context.
+	// lab is the driver of the run's events (the seed's writer operations,
+	// phases and faults, the schedule, the Lambda emulator's steps: see
+	// Determinism in the package doc); ctx is its context.
 	lab *lab.Sim
 	ctx context.Context
 	// clock is the bubble's: true time. start is the first instant.
@@ -111,14 +105,11 @@ type sim struct {
 	trace  *tracer
 	leases *leaseBook
 	causes *causeBook
-	obs    observer
 
 	ddb *outboxlocal.DynamoDB
 	raw *dynamodb.Client
 	// bizRefused counts the refused business Puts of the writers.
 	bizRefused atomic.Int64
-	table      string
-	orders     string
 	kafka      *outboxlocal.Kafka
 
 	wl      *workload
@@ -130,10 +121,10 @@ type sim struct {
 	opsDone      atomic.Int64
 	outsideLease atomic.Int64
 
-	// The order menu's state (orderfaults.go): armed park losses (guarded
-	// by mu), replays running, and the operator's store.
-	parkLosses  int
-	parkLates   int
+	// The order menu's state (orderfaults.go): armed park faults, replays
+	// running, and the operator's store.
+	parkLosses  atomic.Int32
+	parkLates   atomic.Int32
 	slowParks   atomic.Int32
 	lateParks   map[int]*latePark
 	holdRuns    []holdRun
@@ -141,8 +132,7 @@ type sim struct {
 	wgReplay    sync.WaitGroup
 	replayStore *outboxddb.Store
 
-	kafkaMu   sync.Mutex
-	kafkaDown bool
+	kafkaDown atomic.Bool
 
 	mu      sync.Mutex
 	relayFn *lambdasim.Function[*lab.RelayEnv]
@@ -152,7 +142,6 @@ type sim struct {
 	invSerial int
 	runSerial int
 	pending   []pendingFault
-	failure   *Violation
 	// rep holds the figures counted during the run; report completes it.
 	rep    Report
 	rounds []time.Time
@@ -208,23 +197,24 @@ func Run(t *testing.T, cfg Config) (*Report, error) {
 // run is Run inside the bubble.
 func run(ctx context.Context, cfg Config, abort <-chan struct{}, stalls *stallWatch) (*Report, error) {
 	s, err := newSim(ctx, cfg, abort)
-	if s != nil {
-		s.stalls = stalls
-	}
 	if err != nil {
 		return nil, err
 	}
-	err = s.drive()
+	s.stalls = stalls
+	err = s.lab.Drive(time.Time{}, s.step)
 	if err == nil {
 		err = s.finish()
 	}
 	simulated := s.clock.Now().Sub(s.start)
+	var v *Violation
+	if errors.As(err, &v) && v.At == 0 {
+		v.At = simulated
+	}
 	// The writers and relays stop before the figures are read.
 	s.close()
 	rep := s.report()
 	rep.SimDuration = simulated
-	var v *Violation
-	if errors.As(err, &v) {
+	if v != nil {
 		s.explain(v)
 	} else if cfg.TraceFile != "" {
 		if werr := s.trace.writeFile(cfg.TraceFile); werr != nil {
@@ -249,8 +239,7 @@ func newSim(parent context.Context, cfg Config, abort <-chan struct{}) (*sim, er
 			RefusedByCause: map[string]int{}, RefusedByOp: map[string]int{}, Faults: map[string]int{}, FaultsHit: map[string]int{},
 		},
 	}
-	s.trace = newTracer(s.start, l.Poke)
-	s.obs = observer{s}
+	s.trace = &tracer{start: s.start, added: l.Poke}
 	if err := s.setup(); err != nil {
 		s.close()
 		return nil, err
@@ -259,7 +248,7 @@ func newSim(parent context.Context, cfg Config, abort <-chan struct{}) (*sim, er
 }
 
 // setup starts the backends, creates the tables, draws the workload and the
-// schedule, and starts the writers.
+// schedule, deploys the functions and starts the writers.
 func (s *sim) setup() error {
 	ctx, cfg := s.ctx, s.cfg
 	var err error
@@ -268,18 +257,23 @@ func (s *sim) setup() error {
 		return err
 	}
 	s.raw = rawClient(s.ddb)
-	// The in-memory server is the run's alone: fixed names keep the
-	// requests of a seed byte for byte the same.
-	s.table, s.orders = "fleet-outbox", "fleet-orders"
-	fn := s.functionConfig()
+	// The relays' configuration, whose store options the writers share, as
+	// the deployed functions read one configuration.
+	fn := outboxlambda.Config{
+		Table: outboxTable, BucketCount: cfg.BucketCount, LeaseDuration: cfg.LeaseDuration, LeaseRenewInterval: cfg.RenewInterval,
+		PollInterval: pollInterval, IdleTimeout: idleTimeout, StopMargin: stopMargin, Mode: outbox.ModeDrain, MaxHops: maxHops,
+	}
+	if cfg.quarantine() {
+		fn.PoisonPolicy = outbox.PoisonQuarantine
+	}
 	storeOpts := fn.StoreOptions()
-	storeOpts.Hooks, storeOpts.Logger = []outbox.Hook{s.obs}, slog.New(slog.DiscardHandler)
+	storeOpts.Hooks, storeOpts.Logger = []outbox.Hook{observer{s}}, slog.New(slog.DiscardHandler)
 	create := storeOpts
 	create.Clock = outbox.SystemClock{}
 	if err := outboxddb.CreateIfNotExists(ctx, s.ddb.Client, create); err != nil {
 		return err
 	}
-	if err := s.ddb.CreateTable(ctx, s.orders); err != nil {
+	if err := s.ddb.CreateTable(ctx, ordersTable); err != nil {
 		return err
 	}
 	s.kafka, err = outboxlocal.StartKafka(ctx, outboxlocal.KafkaConfig{
@@ -294,15 +288,21 @@ func (s *sim) setup() error {
 	if s.wl, err = genWorkload(cfg, simPartitions); err != nil {
 		return err
 	}
-	if err := s.placeOrders(ctx); err != nil {
-		return err
+	// The orders that the workload's rejected transactions collide with.
+	for _, op := range s.wl.ops {
+		if op.kind != opTxnRejected {
+			continue
+		}
+		if _, err := s.raw.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(ordersTable), Item: orderItem(op.order)}); err != nil {
+			return fmt.Errorf("fleetsim: place order %s: %w", op.order, err)
+		}
 	}
 	s.phases = genPhases(cfg)
 	s.faults = genFaults(cfg, s.phases)
 
 	writerOpts := storeOpts
 	writerOpts.Clock = s.clock
-	writerOpts.Notifier = notifier{sim: s}
+	writerOpts.Notifier = s
 	if err := s.newFunctions(fn); err != nil {
 		return err
 	}
@@ -317,29 +317,13 @@ func (s *sim) setup() error {
 	s.schedule()
 	s.ddb.Counter.Reset()
 	s.prevNow = s.clock.Now()
+	phases := make([]string, len(s.phases))
+	for i, p := range s.phases {
+		phases[i] = p.String()
+	}
 	s.logf("seed %d: %d messages in %d operations over %v; %d scheduled faults; phases %s",
-		cfg.Seed, len(s.wl.msgs), len(s.wl.ops), cfg.WriteDuration, len(s.faults), renderPhases(s.phases))
+		cfg.Seed, len(s.wl.msgs), len(s.wl.ops), cfg.WriteDuration, len(s.faults), strings.Join(phases, ", "))
 	return nil
-}
-
-// functionConfig is the relays' configuration, whose store options the
-// writers share, as the deployed functions read one configuration.
-func (s *sim) functionConfig() outboxlambda.Config {
-	fn := outboxlambda.Config{
-		Table:              s.table,
-		BucketCount:        s.cfg.BucketCount,
-		LeaseDuration:      s.cfg.LeaseDuration,
-		LeaseRenewInterval: s.cfg.RenewInterval,
-		PollInterval:       pollInterval,
-		IdleTimeout:        idleTimeout,
-		StopMargin:         stopMargin,
-		Mode:               outbox.ModeDrain,
-		MaxHops:            maxHops,
-	}
-	if s.cfg.quarantine() {
-		fn.PoisonPolicy = outbox.PoisonQuarantine
-	}
-	return fn
 }
 
 // startWriters starts the writer processes, each with its own client.
@@ -353,20 +337,6 @@ func (s *sim) startWriters(opts outboxddb.Options) error {
 		p := &writerProc{sim: s, n: i, w: w, client: client, ops: make(chan *writerOp, len(s.wl.ops))}
 		s.writers = append(s.writers, p)
 		s.wgWrite.Go(func() { p.loop(s.ctx) })
-	}
-	return nil
-}
-
-// placeOrders puts the orders that the workload's rejected transactions
-// collide with.
-func (s *sim) placeOrders(ctx context.Context) error {
-	for _, op := range s.wl.ops {
-		if op.kind != opTxnRejected {
-			continue
-		}
-		if _, err := s.raw.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.orders), Item: orderItem(op.order)}); err != nil {
-			return fmt.Errorf("fleetsim: place order %s: %w", op.order, err)
-		}
 	}
 	return nil
 }
@@ -457,36 +427,17 @@ func (s *sim) at(t time.Time, fn func()) {
 	s.lab.At(t, func(time.Time) error { fn(); return nil })
 }
 
-// fail records the first violation; the driver stops at its next step.
+// fail stops the simulation with v unless it failed before (lab.Sim.Fail):
+// the driver returns the first violation.
 func (s *sim) fail(v *Violation) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.failure == nil {
-		v.At = s.offset(s.clock.Now())
-		s.failure = v
-	}
-}
-
-func (s *sim) failed() *Violation {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.failure
+	v.At = s.offset(s.clock.Now())
+	s.lab.Fail(v)
 }
 
 func (s *sim) logf(format string, args ...any) {
 	if s.cfg.Logf != nil {
 		s.cfg.Logf(format, args...)
 	}
-}
-
-// drive runs the simulation on the lab's driver (lab.Sim.Drive) with step
-// as its per-instant hook: the driver waits until every simulated process
-// is parked (synctest.Wait), step checks the invariants at this instant,
-// the driver runs the events due, and otherwise waits for the next event or
-// for a process to do something; the bubble moves the clock to the next
-// timer meanwhile.
-func (s *sim) drive() error {
-	return s.lab.Drive(time.Time{}, s.step)
 }
 
 // step is the driver's hook at every pass: the wall-time bound, the count
@@ -499,8 +450,7 @@ func (s *sim) step(now time.Time) (bool, error) {
 	now = now.UTC()
 	select {
 	case <-s.abort:
-		return false, &Violation{Invariant: "progress", bucket: -1, At: s.offset(now), Detail: fmt.Sprintf(
-			"the wall-time bound %v passed %v into the simulation", s.cfg.WallLimit, s.offset(now))}
+		return false, violation("progress", -1, "the wall-time bound %v passed %v into the simulation", s.cfg.WallLimit, s.offset(now))
 	default:
 	}
 	if !now.Equal(s.lastStep) {
@@ -509,8 +459,8 @@ func (s *sim) step(now time.Time) (bool, error) {
 		s.stalls.stamp()
 	}
 	s.observe(now)
-	if v := s.failed(); v != nil {
-		return false, v
+	if s.ctx.Err() != nil {
+		return false, s.lab.Settle() // what observe failed the run with
 	}
 	next, pending := s.lab.Next()
 	if pending && !next.After(now) {
@@ -522,11 +472,10 @@ func (s *sim) step(now time.Time) (bool, error) {
 	}
 	if now.After(s.start.Add(s.cfg.WriteDuration + maxDrain)) {
 		n, _ := s.countPartitions(s.ctx, "MESSAGES")
-		return false, &Violation{Invariant: "drain", bucket: -1, At: s.offset(now), Detail: fmt.Sprintf(
-			"%d messages still in the outbox %v after the writes ended (%d runs active)", n, maxDrain, s.activeRunCount())}
+		return false, violation("drain", -1, "%d messages still in the outbox %v after the writes ended (%d runs active)", n, maxDrain, s.activeRunCount())
 	}
 	if !pending {
-		return false, &Violation{Invariant: "progress", bucket: -1, At: s.offset(now), Detail: "no event pending"}
+		return false, violation("progress", -1, "no event pending")
 	}
 	return false, nil
 }
@@ -542,8 +491,8 @@ func (s *sim) observe(now time.Time) {
 	c := s.causes.explain(now)
 	if refused > 0 {
 		if c == nil {
-			s.fail(&Violation{Invariant: "no refused write in a quiet window", bucket: -1, Detail: fmt.Sprintf(
-				"%d conditional writes refused with no fault and no membership change within %v", refused, s.cfg.settle())})
+			s.fail(violation("no refused write in a quiet window", -1,
+				"%d conditional writes refused with no fault and no membership change within %v", refused, s.cfg.settle()))
 		} else {
 			s.rep.RefusedByCause[c.kind] += refused
 		}
@@ -554,7 +503,7 @@ func (s *sim) observe(now time.Time) {
 	s.prevQuiet = c == nil && s.joinedRuns() > 0
 	s.prevNow = now
 	if v := s.leases.checkAt(now); v != nil {
-		s.fail(&Violation{Invariant: "lease exclusivity", Detail: v.String(), bucket: v.bucket, relays: []string{v.first.relay, v.second.relay}})
+		s.fail(v.violation("lease exclusivity", ""))
 	}
 }
 
@@ -564,7 +513,7 @@ func (s *sim) joinedRuns() int {
 	defer s.mu.Unlock()
 	for _, e := range s.envs {
 		// Hold relays join at once.
-		if r := e.run.Load(); r != nil && e.busy && (e.function == fnHold || r.joined.Load()) {
+		if e.running() && (e.function == fnHold || e.run.Load().joined.Load()) {
 			n++
 		}
 	}
@@ -612,8 +561,7 @@ func (s *sim) finish() error {
 	}
 	for _, m := range s.wl.msgs {
 		if m.state == msgPending {
-			return &Violation{Invariant: "workload", bucket: -1, At: s.offset(s.clock.Now()),
-				Detail: fmt.Sprintf("message %s was never enqueued: a writer stopped early", m.id)}
+			return violation("workload", -1, "message %s was never enqueued: a writer stopped early", m.id)
 		}
 	}
 	recs, err := s.readBack(s.ctx)
@@ -625,21 +573,19 @@ func (s *sim) finish() error {
 	s.rep.Records, s.rep.Delivered, s.rep.Duplicates = dc.records, dc.distinct, dc.duplicates
 	s.mu.Unlock()
 	if v != nil {
-		v.At = s.offset(s.clock.Now())
 		return v
 	}
 	lv, overlaps := s.leases.checkAll()
 	mv, takeovers := s.leases.checkMixed(s.cfg.RenewInterval, s.cfg.mixedSkewLimit())
 	s.hit(causeMixedSkew, takeovers)
 	if mv != nil && lv == nil {
-		return &Violation{Invariant: "mixed-fleet lease exclusivity", Detail: mv.String() + " within a round of its holder's last one", bucket: mv.bucket,
-			relays: []string{mv.first.relay, mv.second.relay}, At: s.offset(s.clock.Now())}
+		return mv.violation("mixed-fleet lease exclusivity", " within a round of its holder's last one")
 	}
 	s.mu.Lock()
 	s.rep.LeaseOverlaps = overlaps
 	s.mu.Unlock()
 	if lv != nil {
-		return &Violation{Invariant: "lease exclusivity", Detail: lv.String(), bucket: lv.bucket, relays: []string{lv.first.relay, lv.second.relay}, At: s.offset(s.clock.Now())}
+		return lv.violation("lease exclusivity", "")
 	}
 	return nil
 }
@@ -686,22 +632,12 @@ func (s *sim) closeWrites() {
 // trace file.
 func (s *sim) explain(v *Violation) {
 	v.Seed, v.duration = s.cfg.Seed, s.cfg.WriteDuration
-	involved := map[string]bool{}
-	for _, r := range v.relays {
-		involved[r] = true
-	}
 	for _, e := range s.trace.excerpt(traceExcerpt, func(e traceEvent) bool {
-		switch {
-		case v.bucket >= 0 && e.bucket == v.bucket:
-			return true
-		case involved[e.relay]:
-			return true
-		case e.kind == "fault" || e.kind == "fault-end" || e.kind == "clock-step" || e.kind == "phase":
-			return true
-		case e.kind == causeCrash || e.kind == causeTimeout || e.kind == "pause" || e.kind == "refused":
+		switch e.kind {
+		case "fault", "fault-end", "clock-step", "phase", causeCrash, causeTimeout, "pause", "refused":
 			return true
 		}
-		return v.bucket < 0 && len(involved) == 0
+		return v.bucket >= 0 && e.bucket == v.bucket || slices.Contains(v.relays, e.relay) || v.bucket < 0 && len(v.relays) == 0
 	}) {
 		v.Trace = append(v.Trace, e.String())
 	}
@@ -718,8 +654,7 @@ func (s *sim) explain(v *Violation) {
 func (s *sim) report() *Report {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := new(Report)
-	*r = s.rep
+	r := s.rep
 	r.OutsideLease, r.BusinessRefused = int(s.outsideLease.Load()), int(s.bizRefused.Load())
 	r.Causes, r.Steps = s.causes.count(), s.steps
 	for _, p := range s.phases {
@@ -727,18 +662,15 @@ func (s *sim) report() *Report {
 			r.SteadyPhases++
 		}
 	}
-	if s.wl != nil {
-		r.Ops = len(s.wl.ops)
-		for _, m := range s.wl.msgs {
-			r.Messages++
-			switch m.state {
-			case msgCommitted:
-				r.Committed++
-			case msgRejected:
-				r.Rejected++
-			case msgUncertain:
-				r.Uncertain++
-			}
+	r.Ops, r.Messages = len(s.wl.ops), len(s.wl.msgs)
+	for _, m := range s.wl.msgs {
+		switch m.state {
+		case msgCommitted:
+			r.Committed++
+		case msgRejected:
+			r.Rejected++
+		case msgUncertain:
+			r.Uncertain++
 		}
 	}
 	for _, n := range s.rep.RefusedByCause {
@@ -749,11 +681,9 @@ func (s *sim) report() *Report {
 			r.QuietRounds++
 		}
 	}
-	if s.ddb != nil {
-		c := s.ddb.Counter.Snapshot()
-		r.Requests, r.RequestsByOp = c.TotalRequests(), c.Requests
-	}
-	return r
+	c := s.ddb.Counter.Snapshot()
+	r.Requests, r.RequestsByOp = c.TotalRequests(), c.Requests
+	return &r
 }
 
 // notePublishMargin records a publish that started with less than the

@@ -46,10 +46,6 @@ type tracer struct {
 	events []traceEvent
 }
 
-func newTracer(start time.Time, added func()) *tracer {
-	return &tracer{start: start, added: added}
-}
-
 func (t *tracer) add(kind, relay string, bucket int, format string, args ...any) {
 	e := traceEvent{at: trueNow().Sub(t.start), kind: kind, relay: relay, bucket: bucket, text: fmt.Sprintf(format, args...)}
 	t.mu.Lock()

@@ -1,6 +1,7 @@
 package fleetsim
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -24,10 +25,6 @@ const (
 	// condition; it must never be delivered.
 	msgRejected
 )
-
-func (s msgState) String() string {
-	return [...]string{"pending", "committed", "uncertain", "rejected"}[s]
-}
 
 // logicalMsg is one message of the workload. A writer that retries after a
 // failure stores it again under the same id (the seed's at-least-once
@@ -82,7 +79,6 @@ type keySpec struct {
 	topic     string
 	partition *int32
 	writer    int
-	next      int // next index, during generation
 }
 
 // workload is the seed's writer traffic.
@@ -109,13 +105,11 @@ func genWorkload(cfg Config, partitions int32) (*workload, error) {
 		w.keys = append(w.keys, k)
 	}
 	g := &workloadGen{cfg: cfg, r: r, w: w, zipf: rand.NewZipf(r, 1.15, 1, uint64(cfg.Keys-1))}
-	total := 0
-	for total < cfg.Messages {
-		op, err := g.op(total)
+	for len(w.msgs) < cfg.Messages {
+		op, err := g.op()
 		if err != nil {
 			return nil, err
 		}
-		total += len(op.msgs)
 		w.ops = append(w.ops, op)
 	}
 
@@ -125,7 +119,17 @@ func genWorkload(cfg Config, partitions int32) (*workload, error) {
 		op.at = time.Duration(r.Int64N(int64(cfg.WriteDuration/(50*time.Millisecond)))) * 50 * time.Millisecond
 	}
 	slices.SortStableFunc(w.ops, func(a, b *writerOp) int { return int(a.at - b.at) })
-	w.assignIndices()
+	// Each key's messages in execution order: a writer runs its operations
+	// in time order, one at a time, and owns its keys.
+	next := map[string]int{}
+	for _, op := range w.ops {
+		for _, m := range op.msgs {
+			if op.kind != opTxnRejected && m.keyName != "" {
+				m.index = next[m.keyName]
+				next[m.keyName]++
+			}
+		}
+	}
 	return w, nil
 }
 
@@ -154,8 +158,8 @@ func (g *workloadGen) pickKey(writer int) *keySpec {
 	}
 }
 
-// op draws the next operation; total messages were drawn before it.
-func (g *workloadGen) op(total int) (*writerOp, error) {
+// op draws the next operation.
+func (g *workloadGen) op() (*writerOp, error) {
 	r, cfg := g.r, g.cfg
 	op := &writerOp{seq: len(g.w.ops)}
 	n := 1
@@ -169,7 +173,7 @@ func (g *workloadGen) op(total int) (*writerOp, error) {
 	default:
 		op.kind, n = opTxnRejected, 1+r.IntN(3)
 	}
-	n = min(n, cfg.Messages-total)
+	n = min(n, cfg.Messages-len(g.w.msgs))
 	keyless := r.IntN(100) < 5
 	var first *keySpec
 	if !keyless {
@@ -226,39 +230,11 @@ func (g *workloadGen) fill(op *writerOp, m *logicalMsg, k *keySpec) error {
 	return nil
 }
 
-// assignIndices numbers each key's messages in execution order: a writer
-// runs its operations in time order, one at a time, and owns its keys.
-func (w *workload) assignIndices() {
-	for _, op := range w.ops {
-		if op.kind == opTxnRejected {
-			continue
-		}
-		for _, m := range op.msgs {
-			if m.keyName == "" {
-				continue
-			}
-			k := w.keys[keyIndex(m.keyName)]
-			m.index = k.next
-			k.next++
-		}
-	}
-}
-
-func keyIndex(name string) int {
-	var i int
-	_, _ = fmt.Sscanf(name, "key-%d", &i)
-	return i
-}
-
 // randomID draws a version 4 message id from r.
 func randomID(r *rand.Rand) outbox.MessageID {
 	var id outbox.MessageID
-	for i := 0; i < 16; i += 8 {
-		v := r.Uint64()
-		for j := range 8 {
-			id[i+j] = byte(v >> (8 * j))
-		}
-	}
+	binary.LittleEndian.PutUint64(id[:8], r.Uint64())
+	binary.LittleEndian.PutUint64(id[8:], r.Uint64())
 	id[6] = id[6]&0x0f | 0x40
 	id[8] = id[8]&0x3f | 0x80
 	return id

@@ -102,7 +102,7 @@ func (p *writerProc) try(ctx context.Context, op *writerOp, attempt int) ([]outb
 			return nil, err
 		}
 		business := types.TransactWriteItem{Put: &types.Put{
-			TableName:                aws.String(s.orders),
+			TableName:                aws.String(ordersTable),
 			Item:                     orderItem(op.order),
 			ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
 			ExpressionAttributeNames: map[string]string{"#pk": outboxddb.DefaultPartitionKey},
