@@ -99,6 +99,7 @@ type wireRequest struct {
 	ExpressionAttributeValues           map[string]json.RawMessage
 	ExclusiveStartKey                   map[string]json.RawMessage
 	GlobalSecondaryIndexes              json.RawMessage
+	GlobalSecondaryIndexUpdates         json.RawMessage
 	RequestItems                        json.RawMessage // BatchWriteItem's or BatchGetItem's
 	TransactItems                       []wireTransactItem
 	ClientRequestToken                  string

@@ -20,8 +20,8 @@ import (
 // stays in the server, empty: table operations go to it, and requests for
 // a partition never written (or that name no partition) go to it too, so
 // they get the server's own answer for an empty partition or its error.
-// A table created with a global secondary index stays whole: an index
-// query spans partitions.
+// A table with a global secondary index stays whole: an index query spans
+// partitions.
 
 // partitionSuffix ends the name of a partition's table: "#" never occurs
 // in a DynamoDB table name, so the suffix names no user table and is
@@ -177,4 +177,39 @@ func partitionPlaceholder(expr string, names map[string]string, hashKey string) 
 		}
 	}
 	return ""
+}
+
+// mergePartitions moves a partitioned table's items back into the user's
+// table and deletes the partitions' tables, before an UpdateTable that may
+// add a global secondary index: an index query spans partitions. The server
+// indexes only items written after the index is created, so moving the
+// items first changes nothing it answers. The caller holds mu exclusively.
+func (s *embeddedServer) mergePartitions(ctx context.Context, table string) error {
+	info := s.tables[table]
+	if info == nil || info.partitions == nil {
+		return nil
+	}
+	for _, id := range sortedKeys(info.partitions) {
+		name := mustJSON(info.partitions[id])
+		resp := s.send(ctx, "Scan", mustJSON(map[string]json.RawMessage{"TableName": name}))
+		var page struct{ Items []json.RawMessage }
+		if resp.status != http.StatusOK || json.Unmarshal(resp.body, &page) != nil {
+			return fmt.Errorf("read a partition of %s to merge it: %s", table, partitionSuffix.ReplaceAll(resp.body, nil))
+		}
+		for _, item := range page.Items {
+			put := map[string]json.RawMessage{"TableName": mustJSON(table), "Item": item}
+			if resp := s.send(ctx, "PutItem", mustJSON(put)); resp.status != http.StatusOK {
+				return fmt.Errorf("merge an item of a partition into %s: %s", table, resp.body)
+			}
+		}
+		s.send(ctx, "DeleteTable", mustJSON(map[string]json.RawMessage{"TableName": name}))
+		delete(info.partitions, id)
+	}
+	info.partitions = nil
+	return nil
+}
+
+// given reports whether a request member is present and not null.
+func given(raw json.RawMessage) bool {
+	return len(raw) > 0 && string(raw) != "null"
 }

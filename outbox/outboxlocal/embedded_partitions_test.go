@@ -166,6 +166,45 @@ func TestEmbeddedPartitions(t *testing.T) {
 			t.Fatalf("begins_with on the partition key: %v", err)
 		}
 	})
+
+	// A global index query spans partitions, so adding a global index
+	// merges the partitions back into one table first; as before, the
+	// server indexes the items written after the index exists.
+	t.Run("GlobalIndexMergesThePartitions", func(t *testing.T) {
+		t.Parallel()
+		s, c, table := newPartitionedTable(t)
+		fill(t, c, table, map[string]int{"A": 2, "B": 3})
+		_, err := c.UpdateTable(t.Context(), &dynamodb.UpdateTableInput{
+			TableName:            aws.String(table),
+			AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("N"), AttributeType: types.ScalarAttributeTypeN}},
+			GlobalSecondaryIndexUpdates: []types.GlobalSecondaryIndexUpdate{{Create: &types.CreateGlobalSecondaryIndexAction{
+				IndexName:  aws.String("byN"),
+				KeySchema:  []types.KeySchemaElement{{AttributeName: aws.String("N"), KeyType: types.KeyTypeHash}},
+				Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+			}}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := serverItemCount(t, s, table); n != 5 {
+			t.Fatalf("the table holds %d items after the merge, want 5", n)
+		}
+		item := key("C", "000")
+		item["N"] = num(7)
+		put(t, c, table, item)
+		out, err := c.Query(t.Context(), &dynamodb.QueryInput{
+			TableName:                 aws.String(table),
+			IndexName:                 aws.String("byN"),
+			KeyConditionExpression:    aws.String("N = :n"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":n": num(7)},
+		})
+		if err != nil || len(out.Items) != 1 || scalarText(out.Items[0][DefaultPartitionKey]) != "C" {
+			t.Fatalf("index query: %+v, %v", out, err)
+		}
+		if q, err := query(t.Context(), c, table, "B", true); err != nil || len(q.Items) != 3 {
+			t.Fatalf("query of B after the merge: %+v, %v", q, err)
+		}
+	})
 }
 
 // newPartitionedTable serves a fresh embedded server in memory and creates

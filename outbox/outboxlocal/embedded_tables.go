@@ -27,6 +27,11 @@ const (
 func (s *embeddedServer) tableOperation(ctx context.Context, op string, body []byte, req *wireRequest) wireResponse {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if op == "UpdateTable" && given(req.GlobalSecondaryIndexUpdates) {
+		if err := s.mergePartitions(ctx, req.TableName); err != nil {
+			return apiError(http.StatusInternalServerError, typeInternalServer, err.Error())
+		}
+	}
 	resp := s.call(ctx, op, body)
 	if resp.status != http.StatusOK {
 		return resp
@@ -46,7 +51,7 @@ func (s *embeddedServer) tableOperation(ctx context.Context, op string, body []b
 				info.rangeKey = k.AttributeName
 			}
 		}
-		if len(req.GlobalSecondaryIndexes) == 0 || string(req.GlobalSecondaryIndexes) == "null" {
+		if !given(req.GlobalSecondaryIndexes) {
 			if json.Unmarshal(body, &info.template) == nil {
 				info.partitions = map[string]string{}
 			}
