@@ -96,7 +96,6 @@ type wireRequest struct {
 	FilterExpression                    string
 	UpdateExpression                    string
 	ExpressionAttributeNames            map[string]string
-	ExpressionAttributeValues           map[string]json.RawMessage
 	ExclusiveStartKey                   map[string]json.RawMessage
 	GlobalSecondaryIndexes              json.RawMessage
 	GlobalSecondaryIndexUpdates         json.RawMessage

@@ -28,10 +28,6 @@ import (
 // stripped from error messages.
 var partitionSuffix = regexp.MustCompile(`#p[0-9]+#`)
 
-// keyConditionToken splits a key condition into names, placeholders and
-// operators.
-var keyConditionToken = regexp.MustCompile(`[#:]?[A-Za-z_][A-Za-z0-9_]*|<>|<=|>=|[=<>(),]`)
-
 // partitionRef is a partition a write may create.
 type partitionRef struct {
 	table string
@@ -81,6 +77,11 @@ func (s *embeddedServer) itemPartition(table string, attrs map[string]json.RawMe
 // may put items into. Creating a server table needs the exclusive lock
 // (README.md, gap 12), so it is taken only when a partition is new.
 func (s *embeddedServer) ensurePartitions(ctx context.Context, op string, req *wireRequest) {
+	switch op {
+	case "PutItem", "UpdateItem", "BatchWriteItem", "TransactWriteItems":
+	default:
+		return
+	}
 	var refs []partitionRef
 	add := func(table string, attrs map[string]json.RawMessage) {
 		if attrs != nil {
@@ -159,7 +160,7 @@ func (s *embeddedServer) missingPartition(r partitionRef) bool {
 // partition key to equal ("pk = :v" on either side, pk directly or through a
 // #name); "" when it requires none.
 func partitionPlaceholder(expr string, names map[string]string, hashKey string) string {
-	toks := keyConditionToken.FindAllString(expr, -1)
+	toks := expressionToken.FindAllString(expr, -1)
 	isKey := func(tok string) bool {
 		if alias, ok := names[tok]; ok {
 			tok = alias

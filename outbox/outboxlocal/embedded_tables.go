@@ -160,9 +160,9 @@ func (s *embeddedServer) listTables(req *wireRequest) wireResponse {
 	return wireResponse{status: http.StatusOK, body: body}
 }
 
-// expressionToken matches attribute names, #name placeholders and :value
-// placeholders in a key condition expression.
-var expressionToken = regexp.MustCompile(`[#:]?[A-Za-z_][A-Za-z0-9_]*`)
+// expressionToken splits a key condition expression into attribute names,
+// #name and :value placeholders, and operators.
+var expressionToken = regexp.MustCompile(`[#:]?[A-Za-z_][A-Za-z0-9_]*|<>|<=|>=|[=<>(),]`)
 
 // read runs a Query or Scan and fixes its answer: Select=COUNT returns only
 // the counts, ScannedCount is present, and a Query on the base table must
