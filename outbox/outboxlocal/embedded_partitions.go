@@ -66,11 +66,7 @@ func (s *embeddedServer) partitionOf(table string, value json.RawMessage) string
 
 // itemPartition is partitionOf for an item or a key.
 func (s *embeddedServer) itemPartition(table string, attrs map[string]json.RawMessage) string {
-	info := s.tables[table]
-	if info == nil {
-		return table
-	}
-	return s.partitionOf(table, attrs[info.hashKey])
+	return s.partitionOf(table, s.hashValue(table, attrs))
 }
 
 // ensurePartitions creates the partition tables that the writes of req
