@@ -52,6 +52,10 @@ type embeddedServer struct {
 	mu     sync.RWMutex
 	tables map[string]*tableInfo  // guarded by mu
 	tokens map[string]tokenRecord // guarded by mu, written only exclusively
+
+	// partitionCount numbers the partitions' tables, so a name is never
+	// reused (guarded by mu, written only exclusively).
+	partitionCount int
 }
 
 // tableInfo is what the layer remembers of a CreateTable request: the
@@ -62,6 +66,13 @@ type tableInfo struct {
 	billingMode          string
 	createdAt            time.Time
 	ttlAttribute         string // empty while TimeToLive is disabled
+
+	// template is the CreateTable request, from which each partition's
+	// table is created.
+	template map[string]json.RawMessage
+	// partitions maps a partition-key value (valueIdentity) to the server
+	// table holding its items; nil when the table is kept whole.
+	partitions map[string]string
 }
 
 // wireResponse is a server answer before the empty-value markers are
@@ -85,7 +96,10 @@ type wireRequest struct {
 	FilterExpression                    string
 	UpdateExpression                    string
 	ExpressionAttributeNames            map[string]string
-	RequestItems                        map[string][]wireWriteRequest
+	ExclusiveStartKey                   map[string]json.RawMessage
+	GlobalSecondaryIndexes              json.RawMessage
+	GlobalSecondaryIndexUpdates         json.RawMessage
+	RequestItems                        json.RawMessage // BatchWriteItem's or BatchGetItem's
 	TransactItems                       []wireTransactItem
 	ClientRequestToken                  string
 	KeySchema                           []struct{ AttributeName, KeyType string }
@@ -114,6 +128,14 @@ type wireAction struct {
 	ExpressionAttributeNames            map[string]string
 	ExpressionAttributeValues           map[string]json.RawMessage
 	ReturnValuesOnConditionCheckFailure string
+}
+
+// writeRequests decodes a BatchWriteItem's RequestItems; nil for any other
+// request.
+func (r *wireRequest) writeRequests() map[string][]wireWriteRequest {
+	var out map[string][]wireWriteRequest
+	_ = json.Unmarshal(r.RequestItems, &out)
+	return out
 }
 
 // action returns whichever action the item carries.
@@ -159,6 +181,7 @@ func (s *embeddedServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *embeddedServer) handle(ctx context.Context, op string, body []byte, req *wireRequest) wireResponse {
+	s.ensurePartitions(ctx, op, req)
 	switch op {
 	case "ListTables":
 		return s.listTables(req)
@@ -187,9 +210,9 @@ func (s *embeddedServer) handle(ctx context.Context, op string, body []byte, req
 	}
 }
 
-// call sends one request to the server with empty values replaced by their
-// markers.
-func (s *embeddedServer) call(ctx context.Context, op string, body []byte) wireResponse {
+// send sends one request to the server as it is (no routing) with empty
+// values replaced by their markers.
+func (s *embeddedServer) send(ctx context.Context, op string, body []byte) wireResponse {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "/", bytes.NewReader(encodeEmptyValues(body)))
 	if err != nil {
 		return apiError(http.StatusInternalServerError, typeInternalServer, err.Error())

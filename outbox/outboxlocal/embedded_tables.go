@@ -27,6 +27,11 @@ const (
 func (s *embeddedServer) tableOperation(ctx context.Context, op string, body []byte, req *wireRequest) wireResponse {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if op == "UpdateTable" && given(req.GlobalSecondaryIndexUpdates) {
+		if err := s.mergePartitions(ctx, req.TableName); err != nil {
+			return apiError(http.StatusInternalServerError, typeInternalServer, err.Error())
+		}
+	}
 	resp := s.call(ctx, op, body)
 	if resp.status != http.StatusOK {
 		return resp
@@ -46,6 +51,11 @@ func (s *embeddedServer) tableOperation(ctx context.Context, op string, body []b
 				info.rangeKey = k.AttributeName
 			}
 		}
+		if !given(req.GlobalSecondaryIndexes) {
+			if json.Unmarshal(body, &info.template) == nil {
+				info.partitions = map[string]string{}
+			}
+		}
 		s.tables[req.TableName] = info
 		field, status = "TableDescription", statusCreating
 	case "DeleteTable":
@@ -54,10 +64,40 @@ func (s *embeddedServer) tableOperation(ctx context.Context, op string, body []b
 		field = "TableDescription"
 	}
 	info := s.tables[req.TableName]
+	resp = s.countPartitions(ctx, resp, field, info, op == "DeleteTable")
 	if op == "DeleteTable" {
 		delete(s.tables, req.TableName)
 	}
 	return completeDescription(resp, field, status, req.TableName, info)
+}
+
+// countPartitions reports the items of a partitioned table's partitions in
+// its description's ItemCount (the user's table itself holds none), and
+// with drop deletes the partitions' tables. The caller holds mu
+// exclusively.
+func (s *embeddedServer) countPartitions(ctx context.Context, resp wireResponse, field string, info *tableInfo, drop bool) wireResponse {
+	if info == nil || len(info.partitions) == 0 {
+		return resp
+	}
+	op := "DescribeTable"
+	if drop {
+		op = "DeleteTable"
+	}
+	total := 0
+	for _, name := range info.partitions {
+		part := s.send(ctx, op, mustJSON(map[string]string{"TableName": name}))
+		var out map[string]struct{ ItemCount int }
+		if json.Unmarshal(part.body, &out) == nil {
+			total += out["Table"].ItemCount + out["TableDescription"].ItemCount
+		}
+	}
+	var outer map[string]json.RawMessage
+	var desc map[string]json.RawMessage
+	if json.Unmarshal(resp.body, &outer) != nil || json.Unmarshal(outer[field], &desc) != nil || desc == nil {
+		return resp
+	}
+	desc["ItemCount"] = mustJSON(total)
+	return remarshal(resp, outer, field, desc)
 }
 
 func completeDescription(resp wireResponse, field, status, table string, info *tableInfo) wireResponse {
@@ -120,9 +160,9 @@ func (s *embeddedServer) listTables(req *wireRequest) wireResponse {
 	return wireResponse{status: http.StatusOK, body: body}
 }
 
-// expressionToken matches attribute names, #name placeholders and :value
-// placeholders in a key condition expression.
-var expressionToken = regexp.MustCompile(`[#:]?[A-Za-z_][A-Za-z0-9_]*`)
+// expressionToken splits a key condition expression into attribute names,
+// #name and :value placeholders, and operators.
+var expressionToken = regexp.MustCompile(`[#:]?[A-Za-z_][A-Za-z0-9_]*|<>|<=|>=|[=<>(),]`)
 
 // read runs a Query or Scan and fixes its answer: Select=COUNT returns only
 // the counts, ScannedCount is present, and a Query on the base table must
@@ -130,12 +170,22 @@ var expressionToken = regexp.MustCompile(`[#:]?[A-Za-z_][A-Za-z0-9_]*`)
 func (s *embeddedServer) read(ctx context.Context, op string, body []byte, req *wireRequest) wireResponse {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if op == "Query" && req.IndexName == "" {
-		if info := s.tables[req.TableName]; info != nil && !namesAttribute(req.KeyConditionExpression, req.ExpressionAttributeNames, info.hashKey) {
+	info := s.tables[req.TableName]
+	if op == "Query" && info != nil && (req.IndexName == "" || info.partitions != nil) {
+		switch {
+		case !namesAttribute(req.KeyConditionExpression, req.ExpressionAttributeNames, info.hashKey):
 			return apiError(http.StatusBadRequest, typeValidation, "Query condition missed key schema element: "+info.hashKey)
+		case info.partitions != nil && partitionPlaceholder(req.KeyConditionExpression, req.ExpressionAttributeNames, info.hashKey) == "":
+			// Routing needs the one partition DynamoDB requires.
+			return apiError(http.StatusBadRequest, typeValidation, "Query key condition not supported")
 		}
 	}
-	resp := s.call(ctx, op, body)
+	var resp wireResponse
+	if op == "Scan" && info != nil && info.partitions != nil {
+		resp = s.scanPartitions(ctx, body, req, info)
+	} else {
+		resp = s.call(ctx, op, body)
+	}
 	if resp.status != http.StatusOK {
 		return resp
 	}

@@ -123,7 +123,7 @@ func (s *embeddedServer) withOldItem(ctx context.Context, resp wireResponse, tab
 func (s *embeddedServer) batchWriteItem(ctx context.Context, body []byte, req *wireRequest) wireResponse {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	for table, writes := range req.RequestItems {
+	for table, writes := range req.writeRequests() {
 		seen := map[string]bool{}
 		for _, w := range writes {
 			var key map[string]json.RawMessage

@@ -3,7 +3,6 @@ package outboxlocal
 import (
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -126,25 +125,9 @@ func (f *Faults) staleRead(params, result any) {
 	}
 }
 
-// queryPartition returns the partition key value of a query: the value of
-// the `name = :value` clause of its key condition that names the hash key
-// (directly or through a #placeholder); nil when there is none.
+// queryPartition returns the partition key value of a query; nil when its
+// key condition requires none.
 func queryPartition(in *dynamodb.QueryInput, hash string) types.AttributeValue {
-	for _, clause := range strings.Split(aws.ToString(in.KeyConditionExpression), " AND ") {
-		left, right, ok := strings.Cut(strings.Trim(strings.TrimSpace(clause), "()"), "=")
-		if !ok {
-			continue
-		}
-		left, right = strings.TrimSpace(left), strings.TrimSpace(right)
-		if strings.HasPrefix(left, ":") {
-			left, right = right, left
-		}
-		if name, ok := in.ExpressionAttributeNames[left]; ok {
-			left = name
-		}
-		if left == hash {
-			return in.ExpressionAttributeValues[right]
-		}
-	}
-	return nil
+	placeholder := partitionPlaceholder(aws.ToString(in.KeyConditionExpression), in.ExpressionAttributeNames, hash)
+	return in.ExpressionAttributeValues[placeholder]
 }
