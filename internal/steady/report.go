@@ -3,13 +3,12 @@ package steady
 import (
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
+	"github.com/spillway-dev/spillway/internal/lab"
 	"github.com/spillway-dev/spillway/internal/lambdasim"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
@@ -177,8 +176,13 @@ func (r Report) Check() error {
 	return errors.Join(errs...)
 }
 
-// Title is one line describing the scenario.
-func (r Report) Title() string {
+// Tables renders the report as one table of figures against their targets.
+func (r Report) Tables() []lab.Table {
+	return []lab.Table{{Title: r.title(), Header: []string{"figure", "value", "target"}, Rows: r.rows(), Notes: r.notes()}}
+}
+
+// title is one line describing the scenario.
+func (r Report) title() string {
 	wake := "a wake-up per commit"
 	if !r.WakeUps {
 		wake = "no wake-ups"
@@ -187,9 +191,9 @@ func (r Report) Title() string {
 		r.Rate, r.Buckets, r.Duration, wake, r.ScheduleInterval, r.RelayTimeout, r.ReservedConcurrency, r.Seed)
 }
 
-// Rows returns the figures as (figure, value, target) rows, targets marked
-// "ok" or "MISSED"; Table prints them.
-func (r Report) Rows() [][]string {
+// rows returns the figures as (figure, value, target) rows, targets marked
+// "ok" or "MISSED".
+func (r Report) rows() [][]string {
 	rows := [][]string{}
 	add := func(name, value, target string) { rows = append(rows, []string{name, value, target}) }
 	targets := map[string]Target{}
@@ -245,8 +249,8 @@ func (r Report) Rows() [][]string {
 	return rows
 }
 
-// Notes are the lines printed under the table.
-func (r Report) Notes() []string {
+// notes are the lines printed under the table.
+func (r Report) notes() []string {
 	notes := []string{
 		fmt.Sprintf("relay settings: poll %v, target latency %v, idle timeout %v (%v under steady traffic), lease %v renewed every %v, stop margin %v",
 			r.PollInterval, r.TargetLatency, r.IdleTimeout, r.MaxIdleTimeout, r.LeaseDuration, r.LeaseRenewInterval, r.StopMargin),
@@ -259,26 +263,6 @@ func (r Report) Notes() []string {
 		notes = append(notes, fmt.Sprintf("%d invocations failed; last error: %s", r.Errors, r.LastError))
 	}
 	return notes
-}
-
-// Table prints the title, the figures and the notes as an aligned table.
-func (r Report) Table(w io.Writer) error {
-	var b strings.Builder
-	b.WriteString(r.Title() + "\n")
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "figure\tvalue\ttarget")
-	fmt.Fprintln(tw, "------\t-----\t------")
-	for _, row := range r.Rows() {
-		fmt.Fprintln(tw, strings.Join(row, "\t"))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	for _, n := range r.Notes() {
-		b.WriteString("  " + n + "\n")
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 func formatCounts(m map[string]int) string {

@@ -31,7 +31,7 @@ func runScenario(t *testing.T, cfg Config) Report {
 		t.Fatal(err)
 	}
 	var b bytes.Buffer
-	if err := rep.Table(&b); err != nil {
+	if err := rep.Tables()[0].Write(&b); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", b.String())
