@@ -4,7 +4,9 @@ import (
 	"math"
 	"time"
 
+	"github.com/spillway-dev/spillway/internal/steady"
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // Anchor parameters: the documented models' inputs.
@@ -102,7 +104,7 @@ func lambdaLines(p Prices, rate, invocations, gbSeconds float64) []Line {
 func spillwayBill(p Prices, cfg Config, m Measured) []Line {
 	gbs := m.perMonth(m.FunctionTime.Seconds()) * float64(cfg.MemoryMB) / 1024
 	sweeps := SecondsPerMonth / ScheduleInterval.Seconds()
-	parts := []Line{dynamoLine(p, m.Rate, m.perMonth(m.WriteUnits), m.perMonth(m.ReadUnits))}
+	parts := []Line{dynamoLine(p, m.Rate, m.perMonth(m.Counter.WriteUnits), m.perMonth(m.Counter.ReadUnits))}
 	parts = append(parts, lambdaLines(p, m.Rate, m.perMonth(float64(m.Invocations)), gbs)...)
 	parts = append(parts, Line{Part: PartSchedule, USDPerMonth: sweeps * p.SchedulerInvocation / 1e6})
 	return bill(Spillway, m.Rate, parts)
@@ -116,18 +118,17 @@ func modelledIdleHold(cfg Config, m Measured) Measured {
 	secs := m.Duration.Seconds()
 	renew := outbox.DefaultLeaseRenewInterval.Seconds()
 	poll := outbox.DefaultPollInterval.Seconds()
-	return Measured{
-		Rate: m.Rate, Mode: outbox.ModeHold, Modelled: true, Duration: m.Duration, Simulated: m.Duration,
-		WriteUnits: secs / renew * float64(1+cfg.Buckets),
-		ReadUnits:  secs / poll * float64(cfg.Buckets) * 0.5,
-	}
+	return Measured{Modelled: true, Report: steady.Report{
+		Rate: m.Rate, Mode: outbox.ModeHold, Duration: m.Duration, Simulated: m.Duration,
+		Counter: outboxlocal.Counts{WriteUnits: secs / renew * float64(1+cfg.Buckets), ReadUnits: secs / poll * float64(cfg.Buckets) * 0.5},
+	}}
 }
 
 // fargateBill prices the always-on relay: the task all month, and the
 // DynamoDB requests of a relay in hold mode on the same traffic.
 func fargateBill(p Prices, rate float64, hold Measured) []Line {
 	task := (FargateVCPU*p.FargateVCPUHour + FargateMemoryGB*p.FargateGBHour) * SecondsPerMonth / 3600
-	ddb := dynamoLine(p, rate, hold.perMonth(hold.WriteUnits), hold.perMonth(hold.ReadUnits))
+	ddb := dynamoLine(p, rate, hold.perMonth(hold.Counter.WriteUnits), hold.perMonth(hold.Counter.ReadUnits))
 	ddb.Modelled = hold.Modelled
 	return bill(Fargate, rate, []Line{ddb, {Part: PartFargate, USDPerMonth: task}})
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spillway-dev/spillway/internal/lab"
 	"github.com/spillway-dev/spillway/internal/lambdasim"
+	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
@@ -37,6 +38,7 @@ type Report struct {
 	LeaseRenewInterval  time.Duration `json:"leaseRenewIntervalNanos"`
 	ReservedConcurrency int           `json:"reservedConcurrency"`
 	ScheduleInterval    time.Duration `json:"scheduleIntervalNanos"`
+	Mode                outbox.Mode   `json:"mode"`
 	WakeUps             bool          `json:"wakeUps"`
 	Latencies           Latency       `json:"latencies"`
 	Seed                uint64        `json:"seed"`
@@ -298,7 +300,7 @@ func (s *sim) report(counts outboxlocal.Counts) Report {
 		StopMargin: s.fn.StopMargin, PollInterval: s.fn.PollInterval, IdleTimeout: s.fn.IdleTimeout,
 		MaxIdleTimeout: s.fn.MaxIdleTimeout, TargetLatency: s.fn.TargetLatency,
 		LeaseDuration: s.fn.LeaseDuration, LeaseRenewInterval: s.fn.LeaseRenewInterval,
-		ReservedConcurrency: s.cfg.Buckets, ScheduleInterval: scheduleInterval,
+		ReservedConcurrency: s.cfg.Buckets, ScheduleInterval: scheduleInterval, Mode: s.fn.Mode,
 		WakeUps: !s.cfg.WithoutWakeUps, Latencies: s.cfg.Latency, Seed: s.cfg.Seed,
 		Counter: counts,
 
