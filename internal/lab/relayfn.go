@@ -10,6 +10,7 @@ import (
 	"github.com/spillway-dev/spillway/internal/lambdasim"
 	"github.com/spillway-dev/spillway/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 )
@@ -34,6 +35,11 @@ type RelayFunction struct {
 	// concurrency, timeout, latencies and hooks. NewRelayFunction sets its
 	// NewEnv.
 	Lambda lambdasim.Config[*RelayEnv]
+	// Sim, when set, runs the function on a simulation: Sim is its
+	// scheduler, Sim.Context its context, and Sim.Stop waits for the
+	// invocations still running, so that none of their requests lands
+	// after the study's counts. Default: Lambda's scheduler and context.
+	Sim *Sim
 	// Config is the relay function's configuration, as
 	// outboxlambda.LoadConfig reads it from the environment the stack sets
 	// (required); every store is built from its StoreOptions.
@@ -129,8 +135,42 @@ func NewRelayFunction(rf RelayFunction) (*lambdasim.Function[*RelayEnv], error) 
 	var fn *lambdasim.Function[*RelayEnv]
 	cfg := rf.Lambda
 	cfg.NewEnv = func(n int) (*RelayEnv, error) { return rf.newEnv(fn, n) }
+	if rf.Sim != nil {
+		cfg.Scheduler, cfg.Context = rf.Sim, rf.Sim.Context()
+	}
 	fn, err := lambdasim.New(cfg)
+	if err == nil && rf.Sim != nil {
+		rf.Sim.Go(func(ctx context.Context) error {
+			<-ctx.Done()
+			fn.Wait()
+			return nil
+		})
+	}
 	return fn, err
+}
+
+// FunctionConfig is the relay function's configuration on table with
+// buckets, read through outboxlambda.LoadConfig from the environment the
+// stack would set: every non-zero setting of o the function exposes (Mode,
+// PollInterval, TargetLatency, IdleTimeout, MaxIdleTimeout, LeaseDuration,
+// LeaseRenewInterval, StopMargin, BatchSize), with the function's defaults
+// and validation for the rest.
+func FunctionConfig(table string, buckets int, o outbox.RelayOptions) (outboxlambda.Config, error) {
+	env := map[string]string{outboxconf.EnvTable: table, outboxconf.EnvBucketCount: fmt.Sprint(buckets), outboxconf.EnvMode: string(o.Mode)}
+	for name, d := range map[string]time.Duration{
+		outboxconf.EnvPollInterval: o.PollInterval, outboxconf.EnvTargetLatency: o.TargetLatency,
+		outboxconf.EnvIdleTimeout: o.IdleTimeout, outboxconf.EnvMaxIdleTimeout: o.MaxIdleTimeout,
+		outboxconf.EnvLeaseDuration: o.LeaseDuration, outboxconf.EnvLeaseRenewInterval: o.LeaseRenewInterval,
+		outboxconf.EnvStopMargin: o.StopMargin,
+	} {
+		if d != 0 {
+			env[name] = d.String()
+		}
+	}
+	if o.BatchSize != 0 {
+		env[outboxconf.EnvBatchSize] = fmt.Sprint(o.BatchSize)
+	}
+	return outboxlambda.LoadConfig(func(name string) string { return env[name] })
 }
 
 // newEnv builds environment n of fn the way the relay function's init

@@ -17,7 +17,6 @@ import (
 	"github.com/spillway-dev/spillway/internal/lambdasim"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/lease"
-	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 	"github.com/spillway-dev/spillway/outbox/outboxmem"
@@ -106,18 +105,15 @@ func RunBurst(ctx context.Context, cfg Config) (BurstReport, error) {
 		rng:      rand.New(rand.NewPCG(cfg.Seed, 0xb0257)),
 		messages: messages, owners: make([]string, cfg.Buckets)}
 	b.rep.Config = cfg
-	if b.fnCfg, err = b.functionConfig(); err != nil {
+	if b.fnCfg, err = lab.FunctionConfig(be.table(), cfg.Buckets, outbox.RelayOptions{
+		Mode: outbox.ModeDrain, LeaseDuration: cfg.LeaseDuration, LeaseRenewInterval: cfg.LeaseRenewInterval,
+		PollInterval: outbox.DefaultPollInterval, IdleTimeout: outbox.DefaultIdleTimeout,
+	}); err != nil {
 		return BurstReport{}, err
 	}
 	if b.fn, err = b.newFunction(); err != nil {
 		return BurstReport{}, err
 	}
-	// The simulation's end waits for the invocations still running.
-	sim.Go(func(ctx context.Context) error {
-		<-ctx.Done()
-		b.fn.Wait()
-		return nil
-	})
 	b.mu.Lock()
 	commits := make([]struct {
 		at     time.Time
@@ -155,22 +151,6 @@ func RunBurst(ctx context.Context, cfg Config) (BurstReport, error) {
 	return b.rep, b.countLeftOwned(ctx)
 }
 
-// functionConfig is the relay function's configuration in drain mode with
-// the burst's timings, read through outboxlambda.LoadConfig from the
-// environment the stack would set.
-func (b *burst) functionConfig() (outboxlambda.Config, error) {
-	env := map[string]string{
-		outboxconf.EnvTable:              b.be.table(),
-		outboxconf.EnvBucketCount:        fmt.Sprint(b.cfg.Buckets),
-		outboxconf.EnvMode:               string(outbox.ModeDrain),
-		outboxconf.EnvLeaseDuration:      b.cfg.LeaseDuration.String(),
-		outboxconf.EnvLeaseRenewInterval: b.cfg.LeaseRenewInterval.String(),
-		outboxconf.EnvPollInterval:       outbox.DefaultPollInterval.String(),
-		outboxconf.EnvIdleTimeout:        outbox.DefaultIdleTimeout.String(),
-	}
-	return outboxlambda.LoadConfig(func(name string) string { return env[name] })
-}
-
 // newFunction deploys the relay function on the Lambda emulator, on the
 // bubble's clock: an environment is one relay (its id, its store), as the
 // function's init builds it, kept warm for the rest of the run. Its store
@@ -192,9 +172,8 @@ func (b *burst) newFunction() (*lambdasim.Function[*lab.RelayEnv], error) {
 		Observe: b.charge,
 	}
 	return lab.NewRelayFunction(lab.RelayFunction{
+		Sim: b.sim,
 		Lambda: lambdasim.Config[*lab.RelayEnv]{
-			Scheduler:           b.sim,
-			Context:             b.sim.Context(),
 			ReservedConcurrency: b.cfg.Relays,
 			Timeout:             burstTimeout,
 			StartLatency:        startLatency,

@@ -23,9 +23,8 @@ var schedulePayload = []byte(`{"trigger":"schedule"}`)
 func (s *sim) newLambda() (*lambdasim.Function[*lab.RelayEnv], error) {
 	lat := s.cfg.Latency
 	return lab.NewRelayFunction(lab.RelayFunction{
+		Sim: s.lab,
 		Lambda: lambdasim.Config[*lab.RelayEnv]{
-			Scheduler:           s.lab,
-			Context:             s.ctx,
 			ReservedConcurrency: s.cfg.Buckets,
 			Timeout:             s.cfg.RelayTimeout,
 			MaxEventAge:         maxEventAge,
