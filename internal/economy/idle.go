@@ -226,26 +226,15 @@ func (r *idleRun) startFunction(mode outbox.Mode, held bool) (func() lambdasim.S
 	if err != nil {
 		return nil, err
 	}
-	r.every(r.start, r.cfg.Schedule, func(now time.Time) { fn.Send(schedulePayload, now) })
+	r.sim.Every(r.start, r.cfg.Schedule, func(now time.Time) bool { fn.Send(schedulePayload, now); return true })
 	if held {
 		// The wake-up comes a millisecond after the schedule's event of the
 		// same minute: started at one instant, the two invocations' requests
 		// would interleave in whichever order the runtime ran them, and a
 		// seed would not give one report.
-		r.every(r.start.Add(time.Millisecond), r.cfg.FunctionTimeout, func(now time.Time) { fn.Send(holdPayload, now) })
+		r.sim.Every(r.start.Add(time.Millisecond), r.cfg.FunctionTimeout, func(now time.Time) bool { fn.Send(holdPayload, now); return true })
 	}
 	return fn.Stats, nil
-}
-
-// every runs send at first and at every interval after it.
-func (r *idleRun) every(first time.Time, interval time.Duration, send func(now time.Time)) {
-	var at func(now time.Time) error
-	at = func(now time.Time) error {
-		send(now)
-		r.sim.At(now.Add(interval), at)
-		return nil
-	}
-	r.sim.At(first, at)
 }
 
 // startAlwaysOn starts one hold-mode relay without a deadline, as a

@@ -128,7 +128,7 @@ func RunBurst(ctx context.Context, cfg Config) (BurstReport, error) {
 	for _, c := range commits {
 		sim.At(c.at, func(now time.Time) error { return b.commit(c.bucket, now) })
 	}
-	b.schedule(sweep)
+	sim.Every(sweep, time.Minute, b.sweep)
 	scaledIn := func(time.Time) (bool, error) { return b.scaledIn, nil }
 	if err := sim.Drive(b.start.Add(burstRunLimit), scaledIn); err == nil && !b.scaledIn {
 		sim.Fail(fmt.Errorf("scale: %d relays still running after %v", b.fn.Running(), burstRunLimit))
@@ -242,20 +242,17 @@ func (b *burst) send(payload []byte, now time.Time) {
 // schedulePayload is what the schedule's target sends.
 var schedulePayload = []byte(`{"trigger":"schedule"}`)
 
-// schedule is the relay function's schedule: every minute from at, a
-// sweep while commits are pending. It marks the burst scaled in once
-// nothing is pending and the function has no event left to run.
-func (b *burst) schedule(at time.Time) {
-	b.sim.At(at, func(now time.Time) error {
-		if b.pending() > 0 {
-			b.send(schedulePayload, now)
-		} else if b.fn.Pending() == 0 {
-			b.scaledIn = true
-			return nil
-		}
-		b.schedule(now.Add(time.Minute))
-		return nil
-	})
+// sweep is the relay function's schedule, every minute: a sweep while
+// commits are pending. It marks the burst scaled in, and ends, once nothing
+// is pending and the function has no event left to run.
+func (b *burst) sweep(now time.Time) bool {
+	if b.pending() > 0 {
+		b.send(schedulePayload, now)
+	} else if b.fn.Pending() == 0 {
+		b.scaledIn = true
+		return false
+	}
+	return true
 }
 
 // pending counts the unpublished commits.
