@@ -195,7 +195,12 @@ func (s *sim) now() time.Duration { return time.Since(s.start) }
 func (s *sim) drive() error {
 	// Drawn before the commit process takes the generator over.
 	phase := time.Duration(s.rng.Int64N(int64(scheduleInterval)))
-	s.lab.Go(func(context.Context) error { s.scheduleProcess(phase); return nil })
+	// The schedule's first sweep at phase, the next ones every
+	// scheduleInterval while the writes go on.
+	s.lab.Every(s.start.Add(phase), scheduleInterval, func(now time.Time) bool {
+		s.lambda.Send(schedulePayload, now)
+		return now.Add(scheduleInterval).Before(s.writesEnd)
+	})
 	s.lab.Go(s.commitProcess)
 	if s.cfg.Progress != nil {
 		done := make(chan struct{})
@@ -303,18 +308,4 @@ func (s *sim) commit(msg outbox.Message) error {
 	s.ledger.commit(p.Messages()[0], s.clock.Now())
 	p.Committed(s.ctx)
 	return nil
-}
-
-// scheduleProcess sends the schedule's first sweep at phase, and the next
-// ones every scheduleInterval while the writes go on.
-func (s *sim) scheduleProcess(phase time.Duration) {
-	for next := s.start.Add(phase); ; next = next.Add(scheduleInterval) {
-		if !sleepUntil(s.ctx, next) {
-			return
-		}
-		s.lambda.Send(schedulePayload, s.clock.Now())
-		if !next.Add(scheduleInterval).Before(s.writesEnd) {
-			return
-		}
-	}
 }
