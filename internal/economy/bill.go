@@ -104,10 +104,10 @@ func lambdaLines(p Prices, rate, invocations, gbSeconds float64) []Line {
 func spillwayBill(p Prices, cfg Config, m Measured) []Line {
 	gbs := m.perMonth(m.FunctionTime.Seconds()) * float64(cfg.MemoryMB) / 1024
 	sweeps := SecondsPerMonth / ScheduleInterval.Seconds()
-	parts := []Line{dynamoLine(p, m.Rate, m.perMonth(m.Counter.WriteUnits), m.perMonth(m.Counter.ReadUnits))}
-	parts = append(parts, lambdaLines(p, m.Rate, m.perMonth(float64(m.Invocations)), gbs)...)
+	parts := []Line{dynamoLine(p, m.Config.Rate, m.perMonth(m.Counter.WriteUnits), m.perMonth(m.Counter.ReadUnits))}
+	parts = append(parts, lambdaLines(p, m.Config.Rate, m.perMonth(float64(m.Invocations)), gbs)...)
 	parts = append(parts, Line{Part: PartSchedule, USDPerMonth: sweeps * p.SchedulerInvocation / 1e6})
-	return bill(Spillway, m.Rate, parts)
+	return bill(Spillway, m.Config.Rate, parts)
 }
 
 // modelledIdleHold is an always-on relay's requests with nothing to relay,
@@ -115,11 +115,11 @@ func spillwayBill(p Prices, cfg Config, m Measured) []Line {
 // (1 write unit each), one eventually consistent head probe per bucket
 // every poll (0.5 read units each).
 func modelledIdleHold(cfg Config, m Measured) Measured {
-	secs := m.Duration.Seconds()
+	secs := m.Config.Duration.Seconds()
 	renew := outbox.DefaultLeaseRenewInterval.Seconds()
 	poll := outbox.DefaultPollInterval.Seconds()
 	return Measured{Modelled: true, Report: steady.Report{
-		Rate: m.Rate, Mode: outbox.ModeHold, Duration: m.Duration, Simulated: m.Duration,
+		Config: steady.Config{Rate: m.Config.Rate, Duration: m.Config.Duration}, Relay: outbox.RelayOptions{Mode: outbox.ModeHold}, Simulated: m.Config.Duration,
 		Counter: outboxlocal.Counts{WriteUnits: secs / renew * float64(1+cfg.Buckets), ReadUnits: secs / poll * float64(cfg.Buckets) * 0.5},
 	}}
 }

@@ -63,7 +63,7 @@ func runCurve(ctx context.Context, cfg Config, res Result) ([]CurvePoint, error)
 		first := len(out)
 		for _, target := range targets {
 			i := slices.IndexFunc(res.Runs, func(m Measured) bool {
-				return m.Rate == rate && m.Mode == outbox.ModeDrain && m.Duration == CurveDuration(rate) && m.TargetLatency == target
+				return m.Config.Rate == rate && m.Relay.Mode == outbox.ModeDrain && m.Config.Duration == CurveDuration(rate) && m.Relay.TargetLatency == target
 			})
 			var m Measured
 			if i >= 0 {

@@ -162,8 +162,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 // writes fit one relay lifetime.
 const holdTail = 30 * time.Second
 
-// Measured is one steady-scenario run the bill prices (its Rate 0 at no
-// traffic), or its model where none ran.
+// Measured is one steady-scenario run the bill prices (its Config.Rate 0
+// at no traffic), or its model where none ran.
 type Measured struct {
 	steady.Report
 	// Modelled reports figures that were not run but modelled.
@@ -173,10 +173,10 @@ type Measured struct {
 // perMonth scales a run's count to a 30-day month of the same traffic:
 // what the run consumed, tail included, over its write time.
 func (m Measured) perMonth(n float64) float64 {
-	if m.Duration <= 0 {
+	if m.Config.Duration <= 0 {
 		return 0
 	}
-	return n * SecondsPerMonth / m.Duration.Seconds()
+	return n * SecondsPerMonth / m.Config.Duration.Seconds()
 }
 
 // measure runs the steady scenario at rate in mode, with the latency dial
@@ -208,6 +208,6 @@ func measure(ctx context.Context, cfg Config, rate float64, mode outbox.Mode, ta
 		fmt.Fprintf(cfg.Progress, "economy: %v msg/s, %s mode: %d messages over %v simulated\n",
 			rate, mode, rep.Relayed, rep.Simulated.Round(time.Second))
 	}
-	rep.Rate = rate
+	rep.Config.Rate = rate // steady runs no traffic at a negative rate
 	return Measured{Report: rep}, nil
 }

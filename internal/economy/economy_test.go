@@ -76,7 +76,7 @@ func TestEconomy(t *testing.T) {
 		}
 		var drain Measured
 		for _, m := range res.Runs {
-			if m.Rate == 1 && m.Mode == "drain" {
+			if m.Config.Rate == 1 && m.Relay.Mode == "drain" {
 				drain = m
 			}
 		}

@@ -125,7 +125,7 @@ type Config struct {
 	// phase. Default 1.
 	Seed uint64
 	// Progress receives a line per simulated minute. Optional.
-	Progress io.Writer
+	Progress io.Writer `json:"-"`
 }
 
 // WithDefaults returns c with every zero field set to its default.

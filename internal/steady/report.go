@@ -24,24 +24,10 @@ const MaxInvocationsPerMessage = 0.1
 // Report is what a run measured. Durations are simulated time: a run is a
 // function of its Config, so two runs report the same.
 type Report struct {
-	// The scenario as run.
-	Rate                float64       `json:"rate"`
-	Buckets             int           `json:"buckets"`
-	Duration            time.Duration `json:"durationNanos"`
-	RelayTimeout        time.Duration `json:"relayTimeoutNanos"`
-	StopMargin          time.Duration `json:"stopMarginNanos"`
-	PollInterval        time.Duration `json:"pollIntervalNanos"`
-	TargetLatency       time.Duration `json:"targetLatencyNanos"`
-	IdleTimeout         time.Duration `json:"idleTimeoutNanos"`
-	MaxIdleTimeout      time.Duration `json:"maxIdleTimeoutNanos"`
-	LeaseDuration       time.Duration `json:"leaseDurationNanos"`
-	LeaseRenewInterval  time.Duration `json:"leaseRenewIntervalNanos"`
-	ReservedConcurrency int           `json:"reservedConcurrency"`
-	ScheduleInterval    time.Duration `json:"scheduleIntervalNanos"`
-	Mode                outbox.Mode   `json:"mode"`
-	WakeUps             bool          `json:"wakeUps"`
-	Latencies           Latency       `json:"latencies"`
-	Seed                uint64        `json:"seed"`
+	// Config is the scenario as run, defaults applied; Relay the relay
+	// function's settings it ran with.
+	Config Config              `json:"config"`
+	Relay  outbox.RelayOptions `json:"relay"`
 	// Simulated is the simulated time until the last relay stopped.
 	Simulated time.Duration `json:"simulatedNanos"`
 
@@ -186,11 +172,11 @@ func (r Report) Tables() []lab.Table {
 // title is one line describing the scenario.
 func (r Report) title() string {
 	wake := "a wake-up per commit"
-	if !r.WakeUps {
+	if r.Config.WithoutWakeUps {
 		wake = "no wake-ups"
 	}
 	return fmt.Sprintf("Steady traffic on Lambda: %g commits/s over %d buckets for %v, %s, schedule every %v, timeout %v, reserved concurrency %d, seed %d",
-		r.Rate, r.Buckets, r.Duration, wake, r.ScheduleInterval, r.RelayTimeout, r.ReservedConcurrency, r.Seed)
+		r.Config.Rate, r.Config.Buckets, r.Config.Duration, wake, scheduleInterval, r.Config.RelayTimeout, r.Config.Buckets, r.Config.Seed)
 }
 
 // rows returns the figures as (figure, value, target) rows, targets marked
@@ -253,11 +239,12 @@ func (r Report) rows() [][]string {
 
 // notes are the lines printed under the table.
 func (r Report) notes() []string {
+	l := r.Config.Latency
 	notes := []string{
 		fmt.Sprintf("relay settings: poll %v, target latency %v, idle timeout %v (%v under steady traffic), lease %v renewed every %v, stop margin %v",
-			r.PollInterval, r.TargetLatency, r.IdleTimeout, r.MaxIdleTimeout, r.LeaseDuration, r.LeaseRenewInterval, r.StopMargin),
+			r.Relay.PollInterval, r.Relay.TargetLatency, r.Relay.IdleTimeout, r.Relay.MaxIdleTimeout, r.Relay.LeaseDuration, r.Relay.LeaseRenewInterval, r.Relay.StopMargin),
 		fmt.Sprintf("latencies: DynamoDB %v, Kafka %v (first init %v), Invoke %v, start %v (+%v cold)",
-			r.Latencies.DynamoDB, r.Latencies.Kafka, r.Latencies.KafkaInit, r.Latencies.Invoke, r.Latencies.Start, r.Latencies.ColdStart),
+			l.DynamoDB, l.Kafka, l.KafkaInit, l.Invoke, l.Start, l.ColdStart),
 		fmt.Sprintf("simulated %v; DynamoDB: the embedded server; Kafka: an in-memory publisher",
 			r.Simulated.Round(time.Second)),
 	}
@@ -296,13 +283,7 @@ func (s *sim) report(counts outboxlocal.Counts) Report {
 	l := s.ledger
 	lat := l.latencies()
 	r := Report{
-		Rate: s.cfg.Rate, Buckets: s.cfg.Buckets, Duration: s.cfg.Duration, RelayTimeout: s.cfg.RelayTimeout,
-		StopMargin: s.fn.StopMargin, PollInterval: s.fn.PollInterval, IdleTimeout: s.fn.IdleTimeout,
-		MaxIdleTimeout: s.fn.MaxIdleTimeout, TargetLatency: s.fn.TargetLatency,
-		LeaseDuration: s.fn.LeaseDuration, LeaseRenewInterval: s.fn.LeaseRenewInterval,
-		ReservedConcurrency: s.cfg.Buckets, ScheduleInterval: scheduleInterval, Mode: s.fn.Mode,
-		WakeUps: !s.cfg.WithoutWakeUps, Latencies: s.cfg.Latency, Seed: s.cfg.Seed,
-		Counter: counts,
+		Config: s.cfg, Relay: s.fn.RelayOptions(""), Counter: counts,
 
 		Stats: s.lambda.Stats(),
 
