@@ -15,7 +15,6 @@ import (
 
 	"github.com/spillway-dev/spillway/internal/lab"
 	"github.com/spillway-dev/spillway/internal/lambdasim"
-	"github.com/spillway-dev/spillway/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
@@ -201,7 +200,7 @@ func (s *sim) drive() error {
 		s.lambda.Send(schedulePayload, now)
 		return now.Add(scheduleInterval).Before(s.writesEnd)
 	})
-	s.lab.Go(s.commitProcess)
+	s.queueCommits()
 	if s.cfg.Progress != nil {
 		done := make(chan struct{})
 		defer close(done)
@@ -242,30 +241,22 @@ func (s *sim) finished() bool {
 	return !s.writesOn.Load() && s.inFlight.Load() == 0 && s.ledger.pending() == 0 && s.lambda.Pending() == 0
 }
 
-// commitProcess commits a Poisson process of rate cfg.Rate until the
-// writes end, each commit in its own goroutine, then marks their end.
-func (s *sim) commitProcess(ctx context.Context) error {
-	defer s.lab.Poke()
-	defer s.writesOn.Store(false)
-	if s.cfg.Rate > 0 {
-		for next := s.start; next.Before(s.writesEnd); {
-			if !sleepUntil(ctx, next) {
-				return nil
-			}
-			gap, err := s.commitOne()
-			if err != nil {
-				return err
-			}
-			next = next.Add(gap)
+// queueCommits queues, on the driver, the commits of a Poisson process of
+// rate cfg.Rate until the writes end (each commit then runs as a
+// participant of its own), and the writes' end.
+func (s *sim) queueCommits() {
+	var commit func(now time.Time) error
+	commit = func(now time.Time) error {
+		gap, err := s.commitOne()
+		if next := now.Add(gap); err == nil && next.Before(s.writesEnd) {
+			s.lab.At(next, commit)
 		}
+		return err
 	}
-	sleepUntil(ctx, s.writesEnd)
-	return nil
-}
-
-// sleepUntil waits until t on the bubble's clock, false if ctx ends first.
-func sleepUntil(ctx context.Context, t time.Time) bool {
-	return sleep.For(time.Until(t), ctx.Done())
+	if s.cfg.Rate > 0 {
+		s.lab.At(s.start, commit)
+	}
+	s.lab.At(s.writesEnd, func(time.Time) error { s.writesOn.Store(false); return nil })
 }
 
 // commitOne starts one commit and returns the gap to the next.
