@@ -114,20 +114,15 @@ func RunBurst(ctx context.Context, cfg Config) (BurstReport, error) {
 	if b.fn, err = b.newFunction(); err != nil {
 		return BurstReport{}, err
 	}
+	// The commits and the sweep's phase are drawn before any environment
+	// draws a relay id.
 	b.mu.Lock()
-	commits := make([]struct {
-		at     time.Time
-		bucket int
-	}, cfg.Commits)
-	for i := range commits {
-		commits[i].at = b.start.Add(time.Duration(b.rng.Int64N(int64(burstWindow))))
-		commits[i].bucket = b.rng.IntN(cfg.Buckets)
+	for range cfg.Commits {
+		at, bucket := b.start.Add(time.Duration(b.rng.Int64N(int64(burstWindow)))), b.rng.IntN(cfg.Buckets)
+		sim.At(at, func(now time.Time) error { return b.commit(bucket, now) })
 	}
 	sweep := b.start.Add(time.Duration(b.rng.Int64N(int64(time.Minute))))
 	b.mu.Unlock()
-	for _, c := range commits {
-		sim.At(c.at, func(now time.Time) error { return b.commit(c.bucket, now) })
-	}
 	sim.Every(sweep, time.Minute, b.sweep)
 	scaledIn := func(time.Time) (bool, error) { return b.scaledIn, nil }
 	if err := sim.Drive(b.start.Add(burstRunLimit), scaledIn); err == nil && !b.scaledIn {

@@ -89,7 +89,7 @@ type sim struct {
 	// (nil WithoutWakeUps).
 	writer    *outboxddb.Writer
 	notifier  *outboxlambda.Notifier
-	rng       *rand.Rand // the commit process's only
+	rng       *rand.Rand // the commits' only (on the driver)
 	commits   atomic.Int64
 	writesEnd time.Time
 	writesOn  atomic.Bool  // until writesEnd
@@ -192,7 +192,7 @@ func (s *sim) now() time.Duration { return time.Since(s.start) }
 // whether the run is over: writes ended, every message published and the
 // function idle.
 func (s *sim) drive() error {
-	// Drawn before the commit process takes the generator over.
+	// Drawn before the commits take the generator over.
 	phase := time.Duration(s.rng.Int64N(int64(scheduleInterval)))
 	// The schedule's first sweep at phase, the next ones every
 	// scheduleInterval while the writes go on.
