@@ -190,12 +190,9 @@ func (r *idleRun) simulate(mode string) (IdleCost, error) {
 	return cost, nil
 }
 
-// Event payloads of the relay function: the schedule's, and the wake-up
-// that holds a relay (it joins whoever holds the buckets).
-var (
-	schedulePayload = []byte(`{"trigger":"schedule"}`)
-	holdPayload     = []byte(`{"trigger":"wake","join":true}`)
-)
+// holdPayload is the wake-up that holds a relay: it joins whoever holds
+// the buckets.
+var holdPayload = []byte(`{"trigger":"wake","join":true}`)
 
 // startFunction deploys the relay function in mode on the Lambda emulator,
 // running the real relay handler in each execution environment, and sends
@@ -226,7 +223,7 @@ func (r *idleRun) startFunction(mode outbox.Mode, held bool) (func() lambdasim.S
 	if err != nil {
 		return nil, err
 	}
-	r.sim.Every(r.start, r.cfg.Schedule, func(now time.Time) bool { fn.Send(schedulePayload, now); return true })
+	r.sim.Every(r.start, r.cfg.Schedule, func(now time.Time) bool { fn.Send(lab.SchedulePayload, now); return true })
 	if held {
 		// The wake-up comes a millisecond after the schedule's event of the
 		// same minute: started at one instant, the two invocations' requests

@@ -20,9 +20,13 @@ import (
 // only add instants to the run.
 const NotifierTimeout = time.Hour
 
-// relayFunctionName names the relay function in the continuation
-// wake-ups' Invoke calls; the emulator hosts one function and ignores it.
-const relayFunctionName = "spillway-relay"
+// RelayFunctionName names the relay function in a simulation's Invoke
+// calls (writers' and continuation wake-ups); the emulator hosts one
+// function and ignores it.
+const RelayFunctionName = "spillway-relay"
+
+// SchedulePayload is the event the relay function's schedule sends.
+var SchedulePayload = []byte(`{"trigger":"schedule"}`)
 
 // RelayFunction describes the relay function a simulation deploys on the
 // Lambda emulator (internal/lambdasim). Every execution environment runs
@@ -204,7 +208,7 @@ func (rf RelayFunction) newEnv(fn *lambdasim.Function[*RelayEnv], n int) (*Relay
 	var notifier outbox.Notifier
 	if rf.Continuations {
 		if notifier, err = outboxlambda.NewNotifier(outboxlambda.NotifierConfig{
-			Client: fn, FunctionName: relayFunctionName, Clock: env.Clock, Logger: rf.Logger, Timeout: NotifierTimeout,
+			Client: fn, FunctionName: RelayFunctionName, Clock: env.Clock, Logger: rf.Logger, Timeout: NotifierTimeout,
 		}); err != nil {
 			return nil, err
 		}

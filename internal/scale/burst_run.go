@@ -234,15 +234,12 @@ func (b *burst) send(payload []byte, now time.Time) {
 	b.fn.Send(payload, now)
 }
 
-// schedulePayload is what the schedule's target sends.
-var schedulePayload = []byte(`{"trigger":"schedule"}`)
-
 // sweep is the relay function's schedule, every minute: a sweep while
 // commits are pending. It marks the burst scaled in, and ends, once nothing
 // is pending and the function has no event left to run.
 func (b *burst) sweep(now time.Time) bool {
 	if b.pending() > 0 {
-		b.send(schedulePayload, now)
+		b.send(lab.SchedulePayload, now)
 	} else if b.fn.Pending() == 0 {
 		b.scaledIn = true
 		return false

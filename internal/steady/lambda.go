@@ -9,12 +9,6 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 )
 
-// relayFunction is the relay function's name in the simulated account.
-const relayFunction = "spillway-relay"
-
-// schedulePayload is what the schedule's target sends.
-var schedulePayload = []byte(`{"trigger":"schedule"}`)
-
 // newLambda returns the relay function on the bubble's clock: the lab's
 // driver runs its delayed steps (lab.Sim.At), each environment runs the
 // real relay handler with a store that reports to the ledger and a

@@ -166,7 +166,7 @@ func (s *sim) newWriterNotifier() (*outboxlambda.Notifier, error) {
 		return nil, err
 	}
 	return outboxlambda.NewNotifier(outboxlambda.NotifierConfig{
-		Client: s.lambda, FunctionName: relayFunction, Clock: s.clock, Logger: discardLogger, Timeout: lab.NotifierTimeout,
+		Client: s.lambda, FunctionName: lab.RelayFunctionName, Clock: s.clock, Logger: discardLogger, Timeout: lab.NotifierTimeout,
 		Owners: ownerReader{store}, LeaseDuration: s.fn.LeaseDuration,
 	})
 }
@@ -197,7 +197,7 @@ func (s *sim) drive() error {
 	// The schedule's first sweep at phase, the next ones every
 	// scheduleInterval while the writes go on.
 	s.lab.Every(s.start.Add(phase), scheduleInterval, func(now time.Time) bool {
-		s.lambda.Send(schedulePayload, now)
+		s.lambda.Send(lab.SchedulePayload, now)
 		return now.Add(scheduleInterval).Before(s.writesEnd)
 	})
 	s.queueCommits()
