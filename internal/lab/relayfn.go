@@ -35,9 +35,9 @@ var SchedulePayload = []byte(`{"trigger":"schedule"}`)
 // Continuations, continuation notifier (whose wake-ups invoke the emulated
 // function), kept across its warm invocations.
 type RelayFunction struct {
-	// Lambda configures the emulated function: scheduler, context,
-	// concurrency, timeout, latencies and hooks. NewRelayFunction sets its
-	// NewEnv.
+	// Lambda configures the emulated function: scheduler and context
+	// (unless Sim gives them), concurrency, timeout, latencies and hooks.
+	// NewRelayFunction sets its NewEnv.
 	Lambda lambdasim.Config[*RelayEnv]
 	// Sim, when set, runs the function on a simulation: Sim is its
 	// scheduler, Sim.Context its context, and Sim.Stop waits for the
