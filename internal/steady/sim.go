@@ -183,9 +183,6 @@ func (o ownerReader) ReadCoordination(ctx context.Context) (lease.Coordination, 
 // service's pending steps and waits for the processes and invocations.
 func (s *sim) stop() { _ = s.lab.Stop() }
 
-// now is the simulated time since the run's start.
-func (s *sim) now() time.Duration { return time.Since(s.start) }
-
 // drive starts the writer's commits and the schedule, then drives the
 // run on the lab's driver (lab.Sim.Drive), which lets every instant settle
 // (synctest.Wait) and runs the Lambda service's steps due; its step checks
@@ -202,9 +199,10 @@ func (s *sim) drive() error {
 	})
 	s.queueCommits()
 	if s.cfg.Progress != nil {
-		done := make(chan struct{})
-		defer close(done)
-		go s.progress(done)
+		s.lab.Every(s.start.Add(time.Minute), time.Minute, func(now time.Time) bool {
+			fmt.Fprintf(s.cfg.Progress, "steady: %v simulated, %d committed, %d pending\n", now.Sub(s.start), s.commits.Load(), s.ledger.pending())
+			return true
+		})
 	}
 	over := false
 	err := s.lab.Drive(s.writesEnd.Add(s.cfg.RelayTimeout+maxEventAge+time.Minute), func(now time.Time) (bool, error) {
@@ -219,20 +217,6 @@ func (s *sim) drive() error {
 	}
 	s.ledger.finish(time.Now())
 	return nil
-}
-
-// progress writes a line per simulated minute until done.
-func (s *sim) progress(done <-chan struct{}) {
-	tick := time.NewTicker(time.Minute)
-	defer tick.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case <-tick.C:
-			fmt.Fprintf(s.cfg.Progress, "steady: %v simulated, %d committed, %d pending\n", s.now().Round(time.Second), s.commits.Load(), s.ledger.pending())
-		}
-	}
 }
 
 // finished reports whether the writes are over, every message is published
