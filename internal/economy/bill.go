@@ -4,7 +4,9 @@ import (
 	"math"
 	"time"
 
+	"github.com/spillway-dev/spillway/internal/steady"
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // Anchor parameters: the documented models' inputs.
@@ -102,10 +104,10 @@ func lambdaLines(p Prices, rate, invocations, gbSeconds float64) []Line {
 func spillwayBill(p Prices, cfg Config, m Measured) []Line {
 	gbs := m.perMonth(m.FunctionTime.Seconds()) * float64(cfg.MemoryMB) / 1024
 	sweeps := SecondsPerMonth / ScheduleInterval.Seconds()
-	parts := []Line{dynamoLine(p, m.Rate, m.perMonth(m.WriteUnits), m.perMonth(m.ReadUnits))}
-	parts = append(parts, lambdaLines(p, m.Rate, m.perMonth(float64(m.Invocations)), gbs)...)
+	parts := []Line{dynamoLine(p, m.Config.Rate, m.perMonth(m.Counter.WriteUnits), m.perMonth(m.Counter.ReadUnits))}
+	parts = append(parts, lambdaLines(p, m.Config.Rate, m.perMonth(float64(m.Invocations)), gbs)...)
 	parts = append(parts, Line{Part: PartSchedule, USDPerMonth: sweeps * p.SchedulerInvocation / 1e6})
-	return bill(Spillway, m.Rate, parts)
+	return bill(Spillway, m.Config.Rate, parts)
 }
 
 // modelledIdleHold is an always-on relay's requests with nothing to relay,
@@ -113,21 +115,20 @@ func spillwayBill(p Prices, cfg Config, m Measured) []Line {
 // (1 write unit each), one eventually consistent head probe per bucket
 // every poll (0.5 read units each).
 func modelledIdleHold(cfg Config, m Measured) Measured {
-	secs := m.Duration.Seconds()
+	secs := m.Config.Duration.Seconds()
 	renew := outbox.DefaultLeaseRenewInterval.Seconds()
 	poll := outbox.DefaultPollInterval.Seconds()
-	return Measured{
-		Rate: m.Rate, Mode: outbox.ModeHold, Modelled: true, Duration: m.Duration, Simulated: m.Duration,
-		WriteUnits: secs / renew * float64(1+cfg.Buckets),
-		ReadUnits:  secs / poll * float64(cfg.Buckets) * 0.5,
-	}
+	return Measured{Modelled: true, Report: steady.Report{
+		Config: steady.Config{Rate: m.Config.Rate, Duration: m.Config.Duration}, Relay: outbox.RelayOptions{Mode: outbox.ModeHold}, Simulated: m.Config.Duration,
+		Counter: outboxlocal.Counts{WriteUnits: secs / renew * float64(1+cfg.Buckets), ReadUnits: secs / poll * float64(cfg.Buckets) * 0.5},
+	}}
 }
 
 // fargateBill prices the always-on relay: the task all month, and the
 // DynamoDB requests of a relay in hold mode on the same traffic.
 func fargateBill(p Prices, rate float64, hold Measured) []Line {
 	task := (FargateVCPU*p.FargateVCPUHour + FargateMemoryGB*p.FargateGBHour) * SecondsPerMonth / 3600
-	ddb := dynamoLine(p, rate, hold.perMonth(hold.WriteUnits), hold.perMonth(hold.ReadUnits))
+	ddb := dynamoLine(p, rate, hold.perMonth(hold.Counter.WriteUnits), hold.perMonth(hold.Counter.ReadUnits))
 	ddb.Modelled = hold.Modelled
 	return bill(Fargate, rate, []Line{ddb, {Part: PartFargate, USDPerMonth: task}})
 }

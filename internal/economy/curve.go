@@ -63,8 +63,7 @@ func runCurve(ctx context.Context, cfg Config, res Result) ([]CurvePoint, error)
 		first := len(out)
 		for _, target := range targets {
 			i := slices.IndexFunc(res.Runs, func(m Measured) bool {
-				return m.Rate == rate && m.Mode == outbox.ModeDrain && m.Duration == CurveDuration(rate) &&
-					(m.Target == target || m.Target == 0 && target == outbox.DefaultTargetLatency)
+				return m.Config.Rate == rate && m.Relay.Mode == outbox.ModeDrain && m.Config.Duration == CurveDuration(rate) && m.Relay.TargetLatency == target
 			})
 			var m Measured
 			if i >= 0 {
@@ -107,8 +106,8 @@ func (r Result) curveTable() lab.Table {
 		if c.Default {
 			target += " (default)"
 		}
-		t.Rows = append(t.Rows, []string{fmtRate(c.Rate), target, fmtLatency(c.Run.P50), fmtLatency(c.Run.P99), fmtLatency(c.Run.Max),
-			fmt.Sprintf("%.2f", c.Run.ReadUnits/float64(max(c.Run.Messages, 1))), fmt.Sprint(c.Run.Refused),
+		t.Rows = append(t.Rows, []string{fmtRate(c.Rate), target, fmtLatency(c.Run.Latency.P50), fmtLatency(c.Run.Latency.P99), fmtLatency(c.Run.Latency.Max),
+			fmt.Sprintf("%.2f", c.Run.Counter.ReadUnits/float64(max(c.Run.Relayed, 1))), fmt.Sprint(c.Run.Refused),
 			usd(c.USDPerMonth), fmt.Sprintf("%+.1f%%", 100*(c.USDPerMonth/c.Baseline-1))})
 	}
 	var windows []string

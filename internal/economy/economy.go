@@ -162,49 +162,21 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 // writes fit one relay lifetime.
 const holdTail = 30 * time.Second
 
-// Measured is what one steady-scenario run counted, per simulated second
-// where it matters.
+// Measured is one steady-scenario run the bill prices (its Config.Rate 0
+// at no traffic), or its model where none ran.
 type Measured struct {
-	Rate float64 `json:"rate"`
-	// Mode is the relay mode of the run: drain (Spillway's default) or
-	// hold (the Fargate anchor's requests).
-	Mode outbox.Mode `json:"mode"`
+	steady.Report
 	// Modelled reports figures that were not run but modelled.
 	Modelled bool `json:"modelled,omitempty"`
-	// Duration is the simulated write time, Simulated the whole run until
-	// the last relay stopped.
-	Duration  time.Duration `json:"durationNanos"`
-	Simulated time.Duration `json:"simulatedNanos"`
-	Messages  int           `json:"messages"`
-	// WriteUnits and ReadUnits are the DynamoDB units consumed.
-	WriteUnits float64 `json:"writeUnits"`
-	ReadUnits  float64 `json:"readUnits"`
-	// Invocations of the relay function, ScheduleInvocations among them;
-	// FunctionTime their summed duration.
-	Invocations         int `json:"invocations"`
-	ScheduleInvocations int `json:"scheduleInvocations"`
-	// WakeUpsWithoutJoining are wake-up invocations that found a live
-	// relay holding the buckets (or nothing pending) and exited: waste.
-	WakeUpsWithoutJoining int           `json:"wakeUpsWithoutJoining"`
-	FunctionTime          time.Duration `json:"functionTimeNanos"`
-	// Target is the run's SPILLWAY_TARGET_LATENCY; zero: the function's
-	// default.
-	Target time.Duration `json:"targetNanos,omitempty"`
-	// Refused counts the conditional writes DynamoDB refused.
-	Refused int `json:"refused"`
-	// P50, P99 and Max are commit → publish latencies.
-	P50 time.Duration `json:"p50Nanos"`
-	P99 time.Duration `json:"p99Nanos"`
-	Max time.Duration `json:"maxNanos"`
 }
 
 // perMonth scales a run's count to a 30-day month of the same traffic:
 // what the run consumed, tail included, over its write time.
 func (m Measured) perMonth(n float64) float64 {
-	if m.Duration <= 0 {
+	if m.Config.Duration <= 0 {
 		return 0
 	}
-	return n * SecondsPerMonth / m.Duration.Seconds()
+	return n * SecondsPerMonth / m.Config.Duration.Seconds()
 }
 
 // measure runs the steady scenario at rate in mode, with the latency dial
@@ -236,11 +208,6 @@ func measure(ctx context.Context, cfg Config, rate float64, mode outbox.Mode, ta
 		fmt.Fprintf(cfg.Progress, "economy: %v msg/s, %s mode: %d messages over %v simulated\n",
 			rate, mode, rep.Relayed, rep.Simulated.Round(time.Second))
 	}
-	return Measured{
-		Rate: rate, Mode: mode, Duration: rep.Duration, Simulated: rep.Simulated, Messages: rep.Relayed,
-		WriteUnits: rep.Counter.WriteUnits, ReadUnits: rep.Counter.ReadUnits,
-		Invocations: rep.Invocations, ScheduleInvocations: rep.InvocationsByTrigger["schedule"], WakeUpsWithoutJoining: rep.WakeUpsWithoutJoining,
-		FunctionTime: rep.FunctionTime, Target: target, Refused: rep.Refused,
-		P50: rep.Latency.P50, P99: rep.Latency.P99, Max: rep.Latency.Max,
-	}, nil
+	rep.Config.Rate = rate // steady runs no traffic at a negative rate
+	return Measured{Report: rep}, nil
 }

@@ -76,13 +76,13 @@ func TestEconomy(t *testing.T) {
 		}
 		var drain Measured
 		for _, m := range res.Runs {
-			if m.Rate == 1 && m.Mode == "drain" {
+			if m.Config.Rate == 1 && m.Relay.Mode == "drain" {
 				drain = m
 			}
 		}
-		if waste := float64(drain.WakeUpsWithoutJoining) / float64(max(drain.Messages, 1)); drain.Messages == 0 || waste > 0.1 {
+		if waste := float64(drain.WakeUpsWithoutJoining) / float64(max(drain.Relayed, 1)); drain.Relayed == 0 || waste > 0.1 {
 			t.Errorf("1 msg/s: %d wake-up invocations without joining for %d messages (%.3f), want ≤ 0.1 per message",
-				drain.WakeUpsWithoutJoining, drain.Messages, waste)
+				drain.WakeUpsWithoutJoining, drain.Relayed, waste)
 		}
 		if inv := get(Spillway, 1, PartLambdaRequests).InvocationsPerMessage; inv > 0.08 {
 			t.Errorf("1 msg/s: %.3f invocations per message, want ≤ 0.08", inv)
@@ -139,12 +139,12 @@ func TestEconomy(t *testing.T) {
 		if slow.Target != time.Second || !def.Default || def.Target != outbox.DefaultTargetLatency || fast.Target != 100*time.Millisecond {
 			t.Fatalf("curve targets %v, %v, %v", slow.Target, def.Target, fast.Target)
 		}
-		if !(fast.Run.P99 < def.Run.P99 && def.Run.P99 < slow.Run.P99) || !(fast.Run.ReadUnits > def.Run.ReadUnits && def.Run.ReadUnits > slow.Run.ReadUnits) {
+		if !(fast.Run.Latency.P99 < def.Run.Latency.P99 && def.Run.Latency.P99 < slow.Run.Latency.P99) || !(fast.Run.Counter.ReadUnits > def.Run.Counter.ReadUnits && def.Run.Counter.ReadUnits > slow.Run.Counter.ReadUnits) {
 			t.Errorf("p99 %v / %v / %v and read units %v / %v / %v: want both ordered by target",
-				slow.Run.P99, def.Run.P99, fast.Run.P99, slow.Run.ReadUnits, def.Run.ReadUnits, fast.Run.ReadUnits)
+				slow.Run.Latency.P99, def.Run.Latency.P99, fast.Run.Latency.P99, slow.Run.Counter.ReadUnits, def.Run.Counter.ReadUnits, fast.Run.Counter.ReadUnits)
 		}
-		if fast.Run.P99 > 100*time.Millisecond+50*time.Millisecond || fast.Run.Refused != 0 {
-			t.Errorf("100 ms target: p99 %v, %d refused writes; want ≤ 150ms and none", fast.Run.P99, fast.Run.Refused)
+		if fast.Run.Latency.P99 > 100*time.Millisecond+50*time.Millisecond || fast.Run.Refused != 0 {
+			t.Errorf("100 ms target: p99 %v, %d refused writes; want ≤ 150ms and none", fast.Run.Latency.P99, fast.Run.Refused)
 		}
 		if slow.Baseline != slow.USDPerMonth || fast.USDPerMonth <= slow.USDPerMonth {
 			t.Errorf("bills: 1 s $%.2f (baseline $%.2f), 100 ms $%.2f", slow.USDPerMonth, slow.Baseline, fast.USDPerMonth)

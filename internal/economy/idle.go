@@ -12,9 +12,7 @@ import (
 	"github.com/spillway-dev/spillway/internal/lambdasim"
 	"github.com/spillway-dev/spillway/internal/relayproc"
 	"github.com/spillway-dev/spillway/outbox"
-	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
-	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 )
 
 // Idle deployment modes.
@@ -192,12 +190,9 @@ func (r *idleRun) simulate(mode string) (IdleCost, error) {
 	return cost, nil
 }
 
-// Event payloads of the relay function: the schedule's, and the wake-up
-// that holds a relay (it joins whoever holds the buckets).
-var (
-	schedulePayload = []byte(`{"trigger":"schedule"}`)
-	holdPayload     = []byte(`{"trigger":"wake","join":true}`)
-)
+// holdPayload is the wake-up that holds a relay: it joins whoever holds
+// the buckets.
+var holdPayload = []byte(`{"trigger":"wake","join":true}`)
 
 // startFunction deploys the relay function in mode on the Lambda emulator,
 // running the real relay handler in each execution environment, and sends
@@ -209,15 +204,14 @@ var (
 // last one ends, an idle hold deployment costs what the drain deployment
 // costs.
 func (r *idleRun) startFunction(mode outbox.Mode, held bool) (func() lambdasim.Stats, error) {
-	fnCfg, err := r.functionConfig(mode)
+	fnCfg, err := lab.FunctionConfig(r.opts.TableName, r.cfg.BucketCount,
+		outbox.RelayOptions{Mode: mode, PollInterval: r.cfg.PollInterval, LeaseRenewInterval: r.cfg.RenewInterval})
 	if err != nil {
 		return nil, err
 	}
 	fn, err := lab.NewRelayFunction(lab.RelayFunction{
-		Lambda: lambdasim.Config[*lab.RelayEnv]{
-			Scheduler: r.sim, Context: r.sim.Context(),
-			ReservedConcurrency: 2, Timeout: r.cfg.FunctionTimeout,
-		},
+		Sim:    r.sim,
+		Lambda: lambdasim.Config[*lab.RelayEnv]{ReservedConcurrency: 2, Timeout: r.cfg.FunctionTimeout},
 		Config: fnCfg, Client: r.b.DynamoDB.Client,
 		Publisher: func(*lab.RelayEnv) outbox.Publisher { return r.pub },
 		// As deployed: a stopping relay watches the buckets it released
@@ -229,46 +223,15 @@ func (r *idleRun) startFunction(mode outbox.Mode, held bool) (func() lambdasim.S
 	if err != nil {
 		return nil, err
 	}
-	// The simulation's end waits for the invocations still running, so
-	// that none of their requests lands in another simulation's counts.
-	r.sim.Go(func(ctx context.Context) error {
-		<-ctx.Done()
-		fn.Wait()
-		return nil
-	})
-	r.every(r.start, r.cfg.Schedule, func(now time.Time) { fn.Send(schedulePayload, now) })
+	r.sim.Every(r.start, r.cfg.Schedule, func(now time.Time) bool { fn.Send(lab.SchedulePayload, now); return true })
 	if held {
 		// The wake-up comes a millisecond after the schedule's event of the
 		// same minute: started at one instant, the two invocations' requests
 		// would interleave in whichever order the runtime ran them, and a
 		// seed would not give one report.
-		r.every(r.start.Add(time.Millisecond), r.cfg.FunctionTimeout, func(now time.Time) { fn.Send(holdPayload, now) })
+		r.sim.Every(r.start.Add(time.Millisecond), r.cfg.FunctionTimeout, func(now time.Time) bool { fn.Send(holdPayload, now); return true })
 	}
 	return fn.Stats, nil
-}
-
-// every runs send at first and at every interval after it.
-func (r *idleRun) every(first time.Time, interval time.Duration, send func(now time.Time)) {
-	var at func(now time.Time) error
-	at = func(now time.Time) error {
-		send(now)
-		r.sim.At(now.Add(interval), at)
-		return nil
-	}
-	r.sim.At(first, at)
-}
-
-// functionConfig is the relay function's configuration in mode, with the
-// configured poll and renewal intervals, as its environment would give it.
-func (r *idleRun) functionConfig(mode outbox.Mode) (outboxlambda.Config, error) {
-	env := map[string]string{
-		outboxconf.EnvTable:              r.opts.TableName,
-		outboxconf.EnvBucketCount:        fmt.Sprint(r.cfg.BucketCount),
-		outboxconf.EnvMode:               string(mode),
-		outboxconf.EnvPollInterval:       r.cfg.PollInterval.String(),
-		outboxconf.EnvLeaseRenewInterval: r.cfg.RenewInterval.String(),
-	}
-	return outboxlambda.LoadConfig(func(name string) string { return env[name] })
 }
 
 // startAlwaysOn starts one hold-mode relay without a deadline, as a

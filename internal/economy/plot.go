@@ -70,7 +70,7 @@ func (r Result) WriteCurvePlot(w io.Writer) error {
 		var pts plotter.XYs
 		for _, c := range r.Curve {
 			if c.Rate == rate && c.Baseline > 0 {
-				pts = append(pts, plotter.XY{X: float64(c.Run.P99.Milliseconds()), Y: 100 * (c.USDPerMonth/c.Baseline - 1)})
+				pts = append(pts, plotter.XY{X: float64(c.Run.Latency.P99.Milliseconds()), Y: 100 * (c.USDPerMonth/c.Baseline - 1)})
 			}
 		}
 		if len(pts) > 0 {

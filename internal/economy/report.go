@@ -103,9 +103,9 @@ func (r Result) Tables() []lab.Table {
 		Header: []string{"msg/s", "relay mode", "simulated writes", "messages", "write units", "read units", "invocations", "wake-ups not joining", "function time", "p99", "slowest"},
 	}
 	for _, m := range r.Runs {
-		runs.Rows = append(runs.Rows, []string{fmtRate(m.Rate), string(m.Mode), m.Duration.String(), fmt.Sprint(m.Messages),
-			fmt.Sprintf("%.1f", m.WriteUnits), fmt.Sprintf("%.1f", m.ReadUnits), fmt.Sprint(m.Invocations), fmt.Sprint(m.WakeUpsWithoutJoining),
-			m.FunctionTime.Round(time.Millisecond).String(), fmtLatency(m.P99), fmtLatency(m.Max)})
+		runs.Rows = append(runs.Rows, []string{fmtRate(m.Config.Rate), string(m.Relay.Mode), m.Config.Duration.String(), fmt.Sprint(m.Relayed),
+			fmt.Sprintf("%.1f", m.Counter.WriteUnits), fmt.Sprintf("%.1f", m.Counter.ReadUnits), fmt.Sprint(m.Invocations), fmt.Sprint(m.WakeUpsWithoutJoining),
+			m.FunctionTime.Round(time.Millisecond).String(), fmtLatency(m.Latency.P99), fmtLatency(m.Latency.Max)})
 	}
 	return []lab.Table{bills, runs, r.curveTable()}
 }

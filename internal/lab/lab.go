@@ -1,27 +1,10 @@
 // Package lab is the one registry of Spillway's measured scenarios, with
-// their one configuration shape (Config) and report shape (Report: text
-// tables, and the figures as JSON).
-//
-// Two kinds of scenario register here. Real-time ones (internal/bench:
-// throughput, latency) run on the wall clock against the embedded backends
-// or the user's endpoints; `spillway bench` runs them. Simulated studies
-// (internal/economy's bill studies: per-message cost, idle and the economy
-// table; internal/steady's steady traffic; internal/scale's coordination
-// plane at scale) run in simulated time and only inside a
-// testing/synctest bubble, on the in-memory forms of the embedded backends:
-// their figures are exact, so the same seed gives the same report. They run
-// as tests (internal/lab's TestStudies, `make lab`), which regenerate the
-// tables in docs/lab/ with -update, as golden files are. They share the
-// participants, the queued events and the one driver loop of a bubble
-// (Sim: it runs the events due at one instant in the order they were
-// queued, once every participant is blocked), the DynamoDB client whose
-// requests take their round trip on the bubble's clock and are told to the
-// study's observer (Client), and the relay function on the Lambda emulator
-// whose environments run the real relay handler (RelayFunction).
-//
-// A scenario exists in a binary that imports its package (each registers
-// itself from init), so the CLI, which links only the real-time package,
-// lists only real-time scenarios, and never links the testing package.
+// their one configuration shape (Config) and report shape (Report). A
+// scenario exists in a binary that imports its package (each registers
+// itself from init), so the CLI, which links only the real-time ones
+// (internal/bench), never lists a simulated study nor links testing.
+// docs/development.md, "The lab", states how simulated studies run and how
+// lab.Sim, lab.Client and lab.RelayFunction serve them.
 package lab
 
 import (

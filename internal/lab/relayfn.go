@@ -10,6 +10,7 @@ import (
 	"github.com/spillway-dev/spillway/internal/lambdasim"
 	"github.com/spillway-dev/spillway/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 )
@@ -19,9 +20,13 @@ import (
 // only add instants to the run.
 const NotifierTimeout = time.Hour
 
-// relayFunctionName names the relay function in the continuation
-// wake-ups' Invoke calls; the emulator hosts one function and ignores it.
-const relayFunctionName = "spillway-relay"
+// RelayFunctionName names the relay function in a simulation's Invoke
+// calls (writers' and continuation wake-ups); the emulator hosts one
+// function and ignores it.
+const RelayFunctionName = "spillway-relay"
+
+// SchedulePayload is the event the relay function's schedule sends.
+var SchedulePayload = []byte(`{"trigger":"schedule"}`)
 
 // RelayFunction describes the relay function a simulation deploys on the
 // Lambda emulator (internal/lambdasim). Every execution environment runs
@@ -30,10 +35,15 @@ const relayFunctionName = "spillway-relay"
 // Continuations, continuation notifier (whose wake-ups invoke the emulated
 // function), kept across its warm invocations.
 type RelayFunction struct {
-	// Lambda configures the emulated function: scheduler, context,
-	// concurrency, timeout, latencies and hooks. NewRelayFunction sets its
-	// NewEnv.
+	// Lambda configures the emulated function: scheduler and context
+	// (unless Sim gives them), concurrency, timeout, latencies and hooks.
+	// NewRelayFunction sets its NewEnv.
 	Lambda lambdasim.Config[*RelayEnv]
+	// Sim, when set, runs the function on a simulation: Sim is its
+	// scheduler, Sim.Context its context, and Sim.Stop waits for the
+	// invocations still running, so that none of their requests lands
+	// after the study's counts. Default: Lambda's scheduler and context.
+	Sim *Sim
 	// Config is the relay function's configuration, as
 	// outboxlambda.LoadConfig reads it from the environment the stack sets
 	// (required); every store is built from its StoreOptions.
@@ -129,8 +139,42 @@ func NewRelayFunction(rf RelayFunction) (*lambdasim.Function[*RelayEnv], error) 
 	var fn *lambdasim.Function[*RelayEnv]
 	cfg := rf.Lambda
 	cfg.NewEnv = func(n int) (*RelayEnv, error) { return rf.newEnv(fn, n) }
+	if rf.Sim != nil {
+		cfg.Scheduler, cfg.Context = rf.Sim, rf.Sim.Context()
+	}
 	fn, err := lambdasim.New(cfg)
+	if err == nil && rf.Sim != nil {
+		rf.Sim.Go(func(ctx context.Context) error {
+			<-ctx.Done()
+			fn.Wait()
+			return nil
+		})
+	}
 	return fn, err
+}
+
+// FunctionConfig is the relay function's configuration on table with
+// buckets, read through outboxlambda.LoadConfig from the environment the
+// stack would set: every non-zero setting of o the function exposes (Mode,
+// PollInterval, TargetLatency, IdleTimeout, MaxIdleTimeout, LeaseDuration,
+// LeaseRenewInterval, StopMargin, BatchSize), with the function's defaults
+// and validation for the rest.
+func FunctionConfig(table string, buckets int, o outbox.RelayOptions) (outboxlambda.Config, error) {
+	env := map[string]string{outboxconf.EnvTable: table, outboxconf.EnvBucketCount: fmt.Sprint(buckets), outboxconf.EnvMode: string(o.Mode)}
+	for name, d := range map[string]time.Duration{
+		outboxconf.EnvPollInterval: o.PollInterval, outboxconf.EnvTargetLatency: o.TargetLatency,
+		outboxconf.EnvIdleTimeout: o.IdleTimeout, outboxconf.EnvMaxIdleTimeout: o.MaxIdleTimeout,
+		outboxconf.EnvLeaseDuration: o.LeaseDuration, outboxconf.EnvLeaseRenewInterval: o.LeaseRenewInterval,
+		outboxconf.EnvStopMargin: o.StopMargin,
+	} {
+		if d != 0 {
+			env[name] = d.String()
+		}
+	}
+	if o.BatchSize != 0 {
+		env[outboxconf.EnvBatchSize] = fmt.Sprint(o.BatchSize)
+	}
+	return outboxlambda.LoadConfig(func(name string) string { return env[name] })
 }
 
 // newEnv builds environment n of fn the way the relay function's init
@@ -164,7 +208,7 @@ func (rf RelayFunction) newEnv(fn *lambdasim.Function[*RelayEnv], n int) (*Relay
 	var notifier outbox.Notifier
 	if rf.Continuations {
 		if notifier, err = outboxlambda.NewNotifier(outboxlambda.NotifierConfig{
-			Client: fn, FunctionName: relayFunctionName, Clock: env.Clock, Logger: rf.Logger, Timeout: NotifierTimeout,
+			Client: fn, FunctionName: RelayFunctionName, Clock: env.Clock, Logger: rf.Logger, Timeout: NotifierTimeout,
 		}); err != nil {
 			return nil, err
 		}

@@ -88,6 +88,19 @@ func (s *Sim) At(t time.Time, fn func(now time.Time) error) {
 	s.Poke()
 }
 
+// Every queues fn at first and, while fn reports true, again every
+// interval after the instant it ran: a schedule on the driver.
+func (s *Sim) Every(first time.Time, interval time.Duration, fn func(now time.Time) (again bool)) {
+	var at func(now time.Time) error
+	at = func(now time.Time) error {
+		if fn(now) {
+			s.At(now.Add(interval), at)
+		}
+		return nil
+	}
+	s.At(first, at)
+}
+
 // Poke wakes a waiting driver, so that its step sees, once every
 // participant is blocked again, what happened at this instant. Any
 // goroutine may call it.

@@ -17,7 +17,6 @@ import (
 	"github.com/spillway-dev/spillway/internal/lambdasim"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/lease"
-	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 	"github.com/spillway-dev/spillway/outbox/outboxmem"
@@ -106,33 +105,25 @@ func RunBurst(ctx context.Context, cfg Config) (BurstReport, error) {
 		rng:      rand.New(rand.NewPCG(cfg.Seed, 0xb0257)),
 		messages: messages, owners: make([]string, cfg.Buckets)}
 	b.rep.Config = cfg
-	if b.fnCfg, err = b.functionConfig(); err != nil {
+	if b.fnCfg, err = lab.FunctionConfig(be.table(), cfg.Buckets, outbox.RelayOptions{
+		Mode: outbox.ModeDrain, LeaseDuration: cfg.LeaseDuration, LeaseRenewInterval: cfg.LeaseRenewInterval,
+		PollInterval: outbox.DefaultPollInterval, IdleTimeout: outbox.DefaultIdleTimeout,
+	}); err != nil {
 		return BurstReport{}, err
 	}
 	if b.fn, err = b.newFunction(); err != nil {
 		return BurstReport{}, err
 	}
-	// The simulation's end waits for the invocations still running.
-	sim.Go(func(ctx context.Context) error {
-		<-ctx.Done()
-		b.fn.Wait()
-		return nil
-	})
+	// The commits and the sweep's phase are drawn before any environment
+	// draws a relay id.
 	b.mu.Lock()
-	commits := make([]struct {
-		at     time.Time
-		bucket int
-	}, cfg.Commits)
-	for i := range commits {
-		commits[i].at = b.start.Add(time.Duration(b.rng.Int64N(int64(burstWindow))))
-		commits[i].bucket = b.rng.IntN(cfg.Buckets)
+	for range cfg.Commits {
+		at, bucket := b.start.Add(time.Duration(b.rng.Int64N(int64(burstWindow)))), b.rng.IntN(cfg.Buckets)
+		sim.At(at, func(now time.Time) error { return b.commit(bucket, now) })
 	}
 	sweep := b.start.Add(time.Duration(b.rng.Int64N(int64(time.Minute))))
 	b.mu.Unlock()
-	for _, c := range commits {
-		sim.At(c.at, func(now time.Time) error { return b.commit(c.bucket, now) })
-	}
-	b.schedule(sweep)
+	sim.Every(sweep, time.Minute, b.sweep)
 	scaledIn := func(time.Time) (bool, error) { return b.scaledIn, nil }
 	if err := sim.Drive(b.start.Add(burstRunLimit), scaledIn); err == nil && !b.scaledIn {
 		sim.Fail(fmt.Errorf("scale: %d relays still running after %v", b.fn.Running(), burstRunLimit))
@@ -153,22 +144,6 @@ func RunBurst(ctx context.Context, cfg Config) (BurstReport, error) {
 	b.rep.PeakReadUnits, b.rep.PeakWriteUnits = b.units.peak(0, len(b.units.read))
 	b.rep.Unpublished = b.pendingLocked()
 	return b.rep, b.countLeftOwned(ctx)
-}
-
-// functionConfig is the relay function's configuration in drain mode with
-// the burst's timings, read through outboxlambda.LoadConfig from the
-// environment the stack would set.
-func (b *burst) functionConfig() (outboxlambda.Config, error) {
-	env := map[string]string{
-		outboxconf.EnvTable:              b.be.table(),
-		outboxconf.EnvBucketCount:        fmt.Sprint(b.cfg.Buckets),
-		outboxconf.EnvMode:               string(outbox.ModeDrain),
-		outboxconf.EnvLeaseDuration:      b.cfg.LeaseDuration.String(),
-		outboxconf.EnvLeaseRenewInterval: b.cfg.LeaseRenewInterval.String(),
-		outboxconf.EnvPollInterval:       outbox.DefaultPollInterval.String(),
-		outboxconf.EnvIdleTimeout:        outbox.DefaultIdleTimeout.String(),
-	}
-	return outboxlambda.LoadConfig(func(name string) string { return env[name] })
 }
 
 // newFunction deploys the relay function on the Lambda emulator, on the
@@ -192,9 +167,8 @@ func (b *burst) newFunction() (*lambdasim.Function[*lab.RelayEnv], error) {
 		Observe: b.charge,
 	}
 	return lab.NewRelayFunction(lab.RelayFunction{
+		Sim: b.sim,
 		Lambda: lambdasim.Config[*lab.RelayEnv]{
-			Scheduler:           b.sim,
-			Context:             b.sim.Context(),
 			ReservedConcurrency: b.cfg.Relays,
 			Timeout:             burstTimeout,
 			StartLatency:        startLatency,
@@ -260,23 +234,17 @@ func (b *burst) send(payload []byte, now time.Time) {
 	b.fn.Send(payload, now)
 }
 
-// schedulePayload is what the schedule's target sends.
-var schedulePayload = []byte(`{"trigger":"schedule"}`)
-
-// schedule is the relay function's schedule: every minute from at, a
-// sweep while commits are pending. It marks the burst scaled in once
-// nothing is pending and the function has no event left to run.
-func (b *burst) schedule(at time.Time) {
-	b.sim.At(at, func(now time.Time) error {
-		if b.pending() > 0 {
-			b.send(schedulePayload, now)
-		} else if b.fn.Pending() == 0 {
-			b.scaledIn = true
-			return nil
-		}
-		b.schedule(now.Add(time.Minute))
-		return nil
-	})
+// sweep is the relay function's schedule, every minute: a sweep while
+// commits are pending. It marks the burst scaled in, and ends, once nothing
+// is pending and the function has no event left to run.
+func (b *burst) sweep(now time.Time) bool {
+	if b.pending() > 0 {
+		b.send(lab.SchedulePayload, now)
+	} else if b.fn.Pending() == 0 {
+		b.scaledIn = true
+		return false
+	}
+	return true
 }
 
 // pending counts the unpublished commits.

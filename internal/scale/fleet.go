@@ -34,12 +34,12 @@ func runStart(now time.Time) time.Time {
 
 // relay is one relay of the fleet: its own store (a store remembers its
 // heartbeats and standby state, as one relay process's does), when its
-// next round runs (the first at a seeded offset from the start) and what
-// it owned after its latest round.
+// first round runs (at a seeded offset from the start; the next ones every
+// renew interval) and what it owned after its latest round.
 type relay struct {
 	id    string
 	store *outboxddb.Store
-	next  time.Time
+	first time.Time
 	owned []int // guarded by fleet.mu
 	// rounds is what the relay carries from one round to the next: one
 	// run for the whole simulation. A seed relay carries no settled-fleet
@@ -79,25 +79,13 @@ func newFleet(cfg Config, client outboxddb.Client, table string, start time.Time
 			return nil, err
 		}
 		phase := time.Duration(rng.Int64N(int64(cfg.LeaseRenewInterval/time.Millisecond))) * time.Millisecond
-		f.relays = append(f.relays, &relay{id: id, store: store, next: start.Add(phase), seed: len(f.relays) < cfg.SeedRelays})
+		f.relays = append(f.relays, &relay{id: id, store: store, first: start.Add(phase), seed: len(f.relays) < cfg.SeedRelays})
 	}
 	return f, nil
 }
 
-// nextRelay returns the relay whose round comes first; ties go to the
-// lower index, so a seed fixes the order.
-func (f *fleet) nextRelay() *relay {
-	first := f.relays[0]
-	for _, r := range f.relays[1:] {
-		if r.next.Before(first.next) {
-			first = r
-		}
-	}
-	return first
-}
-
-// round runs r's acquisition round and schedules its next one.
-func (f *fleet) round(ctx context.Context, r *relay) (lease.Acquisition, error) {
+// round runs r's acquisition round due at now.
+func (f *fleet) round(ctx context.Context, r *relay, now time.Time) (lease.Acquisition, error) {
 	req := lease.Request{RelayID: r.id, BucketCount: f.cfg.Buckets, LeaseDuration: f.cfg.LeaseDuration}
 	if !r.seed {
 		// A seed relay runs the table contract's plain round: it keeps
@@ -113,12 +101,11 @@ func (f *fleet) round(ctx context.Context, r *relay) (lease.Acquisition, error) 
 		r.rounds.Round++
 	}
 	if err != nil {
-		return acq, fmt.Errorf("scale: round of relay %s at %s: %w", r.id, r.next.Sub(f.start), err)
+		return acq, fmt.Errorf("scale: round of relay %s at %s: %w", r.id, now.Sub(f.start), err)
 	}
 	f.mu.Lock()
 	r.owned = acq.Owned
 	f.mu.Unlock()
-	r.next = r.next.Add(f.cfg.LeaseRenewInterval)
 	return acq, nil
 }
 

@@ -52,7 +52,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if r.fleet, err = newFleet(cfg, &lab.Client{Inner: be.client(), Observe: r.readPage}, be.table(), start); err != nil {
 		return Report{}, err
 	}
-	sim.Go(r.play)
+	for _, rl := range r.fleet.relays {
+		sim.Every(rl.first, cfg.LeaseRenewInterval, func(now time.Time) bool { return r.round(sim, rl, now) })
+	}
 	rep, err := r.measure(sim)
 	return rep, errors.Join(err, sim.Stop())
 }
@@ -101,33 +103,26 @@ func (r *run) interval(sim *lab.Sim, k int) (Phase, error) {
 	return iv, nil
 }
 
-// play is the fleet's participant: it runs every relay's round at its
-// instant, in time order, and counts it. Rounds run from one goroutine
-// because the backends answer without taking simulated time: relays due at
-// the same instant (start offsets are whole milliseconds) would race for
-// the order of their writes, and a seed would not reproduce the run; ties
-// go to the lower index.
-func (r *run) play(ctx context.Context) error {
-	for {
-		next := r.fleet.nextRelay()
-		at := next.next
-		select {
-		case <-time.After(time.Until(at)):
-		case <-ctx.Done():
-			return nil
-		}
-		acq, err := r.fleet.round(ctx, next)
-		if err != nil {
-			return err
-		}
-		r.mu.Lock()
-		// Only the rounds send requests, one round at a time: what the
-		// backend counted since the last round is this round's.
-		d := r.units.charge(at, r.be.tally())
-		r.cur.add(Phase{Rounds: 1, Claims: len(acq.Claimed), Releases: len(acq.Released), Lost: len(acq.Lost),
-			Refused: d.Refused, Requests: d.Requests, ReadUnits: d.ReadUnits, WriteUnits: d.WriteUnits})
-		r.mu.Unlock()
+// round runs relay rl's round due at now and counts it. Rounds run on the
+// simulation's driver, one at a time in time order (ties in the order the
+// relays were built), because the backends answer without taking simulated
+// time: relays due at the same instant (start offsets are whole
+// milliseconds) would race for the order of their writes, and a seed would
+// not reproduce the run.
+func (r *run) round(sim *lab.Sim, rl *relay, now time.Time) (again bool) {
+	acq, err := r.fleet.round(sim.Context(), rl, now)
+	if err != nil {
+		sim.Fail(err)
+		return false
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// Only the rounds send requests, one round at a time: what the
+	// backend counted since the last round is this round's.
+	d := r.units.charge(now, r.be.tally())
+	r.cur.add(Phase{Rounds: 1, Claims: len(acq.Claimed), Releases: len(acq.Released), Lost: len(acq.Lost),
+		Refused: d.Refused, Requests: d.Requests, ReadUnits: d.ReadUnits, WriteUnits: d.WriteUnits})
+	return true
 }
 
 // readPage is the fleet's client's observer: it measures the coordination

@@ -2,12 +2,11 @@ package steady
 
 import (
 	"cmp"
-	"fmt"
 	"io"
 	"time"
 
+	"github.com/spillway-dev/spillway/internal/lab"
 	"github.com/spillway-dev/spillway/outbox"
-	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 )
 
@@ -126,7 +125,7 @@ type Config struct {
 	// phase. Default 1.
 	Seed uint64
 	// Progress receives a line per simulated minute. Optional.
-	Progress io.Writer
+	Progress io.Writer `json:"-"`
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -169,33 +168,13 @@ func (c Config) Validate() error {
 	return err
 }
 
-// functionConfig is the relay function's configuration for this run, read
-// through outboxlambda.LoadConfig from the environment the stack would set,
-// so the run uses the function's defaults and validation.
+// functionConfig is the relay function's configuration for this run, as
+// the stack's environment gives it (lab.FunctionConfig), so the run uses
+// the function's defaults and validation.
 func (c Config) functionConfig(table string) (outboxlambda.Config, error) {
-	env := map[string]string{
-		outboxconf.EnvTable:       table,
-		outboxconf.EnvBucketCount: fmt.Sprint(c.Buckets),
-	}
-	setDur := func(name string, d time.Duration) {
-		if d != 0 {
-			env[name] = d.String()
-		}
-	}
-	setDur(outboxconf.EnvPollInterval, c.Relay.PollInterval)
-	setDur(outboxconf.EnvTargetLatency, c.Relay.TargetLatency)
-	setDur(outboxconf.EnvIdleTimeout, c.Relay.IdleTimeout)
-	setDur(outboxconf.EnvMaxIdleTimeout, c.Relay.MaxIdleTimeout)
-	setDur(outboxconf.EnvLeaseDuration, c.Relay.LeaseDuration)
-	setDur(outboxconf.EnvLeaseRenewInterval, c.Relay.LeaseRenewInterval)
-	setDur(outboxconf.EnvStopMargin, c.StopMargin)
-	if c.Relay.BatchSize != 0 {
-		env[outboxconf.EnvBatchSize] = fmt.Sprint(c.Relay.BatchSize)
-	}
-	if c.Relay.Mode != "" {
-		env[outboxconf.EnvMode] = string(c.Relay.Mode)
-	}
-	return outboxlambda.LoadConfig(func(name string) string { return env[name] })
+	o := c.Relay
+	o.StopMargin = c.StopMargin
+	return lab.FunctionConfig(table, c.Buckets, o)
 }
 
 // StartBound is "one invocation start": the simulated time from a wake-up

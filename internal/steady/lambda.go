@@ -9,12 +9,6 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 )
 
-// relayFunction is the relay function's name in the simulated account.
-const relayFunction = "spillway-relay"
-
-// schedulePayload is what the schedule's target sends.
-var schedulePayload = []byte(`{"trigger":"schedule"}`)
-
 // newLambda returns the relay function on the bubble's clock: the lab's
 // driver runs its delayed steps (lab.Sim.At), each environment runs the
 // real relay handler with a store that reports to the ledger and a
@@ -23,9 +17,8 @@ var schedulePayload = []byte(`{"trigger":"schedule"}`)
 func (s *sim) newLambda() (*lambdasim.Function[*lab.RelayEnv], error) {
 	lat := s.cfg.Latency
 	return lab.NewRelayFunction(lab.RelayFunction{
+		Sim: s.lab,
 		Lambda: lambdasim.Config[*lab.RelayEnv]{
-			Scheduler:           s.lab,
-			Context:             s.ctx,
 			ReservedConcurrency: s.cfg.Buckets,
 			Timeout:             s.cfg.RelayTimeout,
 			MaxEventAge:         maxEventAge,

@@ -3,14 +3,14 @@ package steady
 import (
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
+	"github.com/spillway-dev/spillway/internal/lab"
 	"github.com/spillway-dev/spillway/internal/lambdasim"
+	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
@@ -24,23 +24,10 @@ const MaxInvocationsPerMessage = 0.1
 // Report is what a run measured. Durations are simulated time: a run is a
 // function of its Config, so two runs report the same.
 type Report struct {
-	// The scenario as run.
-	Rate                float64       `json:"rate"`
-	Buckets             int           `json:"buckets"`
-	Duration            time.Duration `json:"durationNanos"`
-	RelayTimeout        time.Duration `json:"relayTimeoutNanos"`
-	StopMargin          time.Duration `json:"stopMarginNanos"`
-	PollInterval        time.Duration `json:"pollIntervalNanos"`
-	TargetLatency       time.Duration `json:"targetLatencyNanos"`
-	IdleTimeout         time.Duration `json:"idleTimeoutNanos"`
-	MaxIdleTimeout      time.Duration `json:"maxIdleTimeoutNanos"`
-	LeaseDuration       time.Duration `json:"leaseDurationNanos"`
-	LeaseRenewInterval  time.Duration `json:"leaseRenewIntervalNanos"`
-	ReservedConcurrency int           `json:"reservedConcurrency"`
-	ScheduleInterval    time.Duration `json:"scheduleIntervalNanos"`
-	WakeUps             bool          `json:"wakeUps"`
-	Latencies           Latency       `json:"latencies"`
-	Seed                uint64        `json:"seed"`
+	// Config is the scenario as run, defaults applied; Relay the relay
+	// function's settings it ran with.
+	Config Config              `json:"config"`
+	Relay  outbox.RelayOptions `json:"relay"`
 	// Simulated is the simulated time until the last relay stopped.
 	Simulated time.Duration `json:"simulatedNanos"`
 
@@ -177,19 +164,24 @@ func (r Report) Check() error {
 	return errors.Join(errs...)
 }
 
-// Title is one line describing the scenario.
-func (r Report) Title() string {
+// Tables renders the report as one table of figures against their targets.
+func (r Report) Tables() []lab.Table {
+	return []lab.Table{{Title: r.title(), Header: []string{"figure", "value", "target"}, Rows: r.rows(), Notes: r.notes()}}
+}
+
+// title is one line describing the scenario.
+func (r Report) title() string {
 	wake := "a wake-up per commit"
-	if !r.WakeUps {
+	if r.Config.WithoutWakeUps {
 		wake = "no wake-ups"
 	}
 	return fmt.Sprintf("Steady traffic on Lambda: %g commits/s over %d buckets for %v, %s, schedule every %v, timeout %v, reserved concurrency %d, seed %d",
-		r.Rate, r.Buckets, r.Duration, wake, r.ScheduleInterval, r.RelayTimeout, r.ReservedConcurrency, r.Seed)
+		r.Config.Rate, r.Config.Buckets, r.Config.Duration, wake, scheduleInterval, r.Config.RelayTimeout, r.Config.Buckets, r.Config.Seed)
 }
 
-// Rows returns the figures as (figure, value, target) rows, targets marked
-// "ok" or "MISSED"; Table prints them.
-func (r Report) Rows() [][]string {
+// rows returns the figures as (figure, value, target) rows, targets marked
+// "ok" or "MISSED".
+func (r Report) rows() [][]string {
 	rows := [][]string{}
 	add := func(name, value, target string) { rows = append(rows, []string{name, value, target}) }
 	targets := map[string]Target{}
@@ -245,13 +237,14 @@ func (r Report) Rows() [][]string {
 	return rows
 }
 
-// Notes are the lines printed under the table.
-func (r Report) Notes() []string {
+// notes are the lines printed under the table.
+func (r Report) notes() []string {
+	l := r.Config.Latency
 	notes := []string{
 		fmt.Sprintf("relay settings: poll %v, target latency %v, idle timeout %v (%v under steady traffic), lease %v renewed every %v, stop margin %v",
-			r.PollInterval, r.TargetLatency, r.IdleTimeout, r.MaxIdleTimeout, r.LeaseDuration, r.LeaseRenewInterval, r.StopMargin),
+			r.Relay.PollInterval, r.Relay.TargetLatency, r.Relay.IdleTimeout, r.Relay.MaxIdleTimeout, r.Relay.LeaseDuration, r.Relay.LeaseRenewInterval, r.Relay.StopMargin),
 		fmt.Sprintf("latencies: DynamoDB %v, Kafka %v (first init %v), Invoke %v, start %v (+%v cold)",
-			r.Latencies.DynamoDB, r.Latencies.Kafka, r.Latencies.KafkaInit, r.Latencies.Invoke, r.Latencies.Start, r.Latencies.ColdStart),
+			l.DynamoDB, l.Kafka, l.KafkaInit, l.Invoke, l.Start, l.ColdStart),
 		fmt.Sprintf("simulated %v; DynamoDB: the embedded server; Kafka: an in-memory publisher",
 			r.Simulated.Round(time.Second)),
 	}
@@ -259,26 +252,6 @@ func (r Report) Notes() []string {
 		notes = append(notes, fmt.Sprintf("%d invocations failed; last error: %s", r.Errors, r.LastError))
 	}
 	return notes
-}
-
-// Table prints the title, the figures and the notes as an aligned table.
-func (r Report) Table(w io.Writer) error {
-	var b strings.Builder
-	b.WriteString(r.Title() + "\n")
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "figure\tvalue\ttarget")
-	fmt.Fprintln(tw, "------\t-----\t------")
-	for _, row := range r.Rows() {
-		fmt.Fprintln(tw, strings.Join(row, "\t"))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	for _, n := range r.Notes() {
-		b.WriteString("  " + n + "\n")
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 func formatCounts(m map[string]int) string {
@@ -310,13 +283,7 @@ func (s *sim) report(counts outboxlocal.Counts) Report {
 	l := s.ledger
 	lat := l.latencies()
 	r := Report{
-		Rate: s.cfg.Rate, Buckets: s.cfg.Buckets, Duration: s.cfg.Duration, RelayTimeout: s.cfg.RelayTimeout,
-		StopMargin: s.fn.StopMargin, PollInterval: s.fn.PollInterval, IdleTimeout: s.fn.IdleTimeout,
-		MaxIdleTimeout: s.fn.MaxIdleTimeout, TargetLatency: s.fn.TargetLatency,
-		LeaseDuration: s.fn.LeaseDuration, LeaseRenewInterval: s.fn.LeaseRenewInterval,
-		ReservedConcurrency: s.cfg.Buckets, ScheduleInterval: scheduleInterval,
-		WakeUps: !s.cfg.WithoutWakeUps, Latencies: s.cfg.Latency, Seed: s.cfg.Seed,
-		Counter: counts,
+		Config: s.cfg, Relay: s.fn.RelayOptions(""), Counter: counts,
 
 		Stats: s.lambda.Stats(),
 

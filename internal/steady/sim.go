@@ -15,7 +15,6 @@ import (
 
 	"github.com/spillway-dev/spillway/internal/lab"
 	"github.com/spillway-dev/spillway/internal/lambdasim"
-	"github.com/spillway-dev/spillway/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
@@ -90,7 +89,7 @@ type sim struct {
 	// (nil WithoutWakeUps).
 	writer    *outboxddb.Writer
 	notifier  *outboxlambda.Notifier
-	rng       *rand.Rand // the commit process's only
+	rng       *rand.Rand // the commits' only (on the driver)
 	commits   atomic.Int64
 	writesEnd time.Time
 	writesOn  atomic.Bool  // until writesEnd
@@ -167,7 +166,7 @@ func (s *sim) newWriterNotifier() (*outboxlambda.Notifier, error) {
 		return nil, err
 	}
 	return outboxlambda.NewNotifier(outboxlambda.NotifierConfig{
-		Client: s.lambda, FunctionName: relayFunction, Clock: s.clock, Logger: discardLogger, Timeout: lab.NotifierTimeout,
+		Client: s.lambda, FunctionName: lab.RelayFunctionName, Clock: s.clock, Logger: discardLogger, Timeout: lab.NotifierTimeout,
 		Owners: ownerReader{store}, LeaseDuration: s.fn.LeaseDuration,
 	})
 }
@@ -181,14 +180,8 @@ func (o ownerReader) ReadCoordination(ctx context.Context) (lease.Coordination, 
 }
 
 // stop cancels whatever still runs (after a failure), drops the Lambda
-// service's pending steps and waits for the processes.
-func (s *sim) stop() {
-	_ = s.lab.Stop()
-	s.lambda.Wait()
-}
-
-// now is the simulated time since the run's start.
-func (s *sim) now() time.Duration { return time.Since(s.start) }
+// service's pending steps and waits for the processes and invocations.
+func (s *sim) stop() { _ = s.lab.Stop() }
 
 // drive starts the writer's commits and the schedule, then drives the
 // run on the lab's driver (lab.Sim.Drive), which lets every instant settle
@@ -196,14 +189,20 @@ func (s *sim) now() time.Duration { return time.Since(s.start) }
 // whether the run is over: writes ended, every message published and the
 // function idle.
 func (s *sim) drive() error {
-	// Drawn before the commit process takes the generator over.
+	// Drawn before the commits take the generator over.
 	phase := time.Duration(s.rng.Int64N(int64(scheduleInterval)))
-	s.lab.Go(func(context.Context) error { s.scheduleProcess(phase); return nil })
-	s.lab.Go(s.commitProcess)
+	// The schedule's first sweep at phase, the next ones every
+	// scheduleInterval while the writes go on.
+	s.lab.Every(s.start.Add(phase), scheduleInterval, func(now time.Time) bool {
+		s.lambda.Send(lab.SchedulePayload, now)
+		return now.Add(scheduleInterval).Before(s.writesEnd)
+	})
+	s.queueCommits()
 	if s.cfg.Progress != nil {
-		done := make(chan struct{})
-		defer close(done)
-		go s.progress(done)
+		s.lab.Every(s.start.Add(time.Minute), time.Minute, func(now time.Time) bool {
+			fmt.Fprintf(s.cfg.Progress, "steady: %v simulated, %d committed, %d pending\n", now.Sub(s.start), s.commits.Load(), s.ledger.pending())
+			return true
+		})
 	}
 	over := false
 	err := s.lab.Drive(s.writesEnd.Add(s.cfg.RelayTimeout+maxEventAge+time.Minute), func(now time.Time) (bool, error) {
@@ -220,50 +219,28 @@ func (s *sim) drive() error {
 	return nil
 }
 
-// progress writes a line per simulated minute until done.
-func (s *sim) progress(done <-chan struct{}) {
-	tick := time.NewTicker(time.Minute)
-	defer tick.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case <-tick.C:
-			fmt.Fprintf(s.cfg.Progress, "steady: %v simulated, %d committed, %d pending\n", s.now().Round(time.Second), s.commits.Load(), s.ledger.pending())
-		}
-	}
-}
-
 // finished reports whether the writes are over, every message is published
 // and the function is idle.
 func (s *sim) finished() bool {
 	return !s.writesOn.Load() && s.inFlight.Load() == 0 && s.ledger.pending() == 0 && s.lambda.Pending() == 0
 }
 
-// commitProcess commits a Poisson process of rate cfg.Rate until the
-// writes end, each commit in its own goroutine, then marks their end.
-func (s *sim) commitProcess(ctx context.Context) error {
-	defer s.lab.Poke()
-	defer s.writesOn.Store(false)
-	if s.cfg.Rate > 0 {
-		for next := s.start; next.Before(s.writesEnd); {
-			if !sleepUntil(ctx, next) {
-				return nil
-			}
-			gap, err := s.commitOne()
-			if err != nil {
-				return err
-			}
-			next = next.Add(gap)
+// queueCommits queues, on the driver, the commits of a Poisson process of
+// rate cfg.Rate until the writes end (each commit then runs as a
+// participant of its own), and the writes' end.
+func (s *sim) queueCommits() {
+	var commit func(now time.Time) error
+	commit = func(now time.Time) error {
+		gap, err := s.commitOne()
+		if next := now.Add(gap); err == nil && next.Before(s.writesEnd) {
+			s.lab.At(next, commit)
 		}
+		return err
 	}
-	sleepUntil(ctx, s.writesEnd)
-	return nil
-}
-
-// sleepUntil waits until t on the bubble's clock, false if ctx ends first.
-func sleepUntil(ctx context.Context, t time.Time) bool {
-	return sleep.For(time.Until(t), ctx.Done())
+	if s.cfg.Rate > 0 {
+		s.lab.At(s.start, commit)
+	}
+	s.lab.At(s.writesEnd, func(time.Time) error { s.writesOn.Store(false); return nil })
 }
 
 // commitOne starts one commit and returns the gap to the next.
@@ -306,18 +283,4 @@ func (s *sim) commit(msg outbox.Message) error {
 	s.ledger.commit(p.Messages()[0], s.clock.Now())
 	p.Committed(s.ctx)
 	return nil
-}
-
-// scheduleProcess sends the schedule's first sweep at phase, and the next
-// ones every scheduleInterval while the writes go on.
-func (s *sim) scheduleProcess(phase time.Duration) {
-	for next := s.start.Add(phase); ; next = next.Add(scheduleInterval) {
-		if !sleepUntil(s.ctx, next) {
-			return
-		}
-		s.lambda.Send(schedulePayload, s.clock.Now())
-		if !next.Add(scheduleInterval).Before(s.writesEnd) {
-			return
-		}
-	}
 }

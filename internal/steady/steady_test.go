@@ -31,7 +31,7 @@ func runScenario(t *testing.T, cfg Config) Report {
 		t.Fatal(err)
 	}
 	var b bytes.Buffer
-	if err := rep.Table(&b); err != nil {
+	if err := rep.Tables()[0].Write(&b); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", b.String())
@@ -92,7 +92,7 @@ func TestSteady(t *testing.T) {
 		// environment, which claims the buckets again under the same relay id:
 		// every stop shows as a release and a later claim of every bucket.
 		stops := rep.InvocationsByReason["budget"]
-		if stops == 0 || rep.Continuations == 0 || rep.Claims < (stops+1)*rep.Buckets {
+		if stops == 0 || rep.Continuations == 0 || rep.Claims < (stops+1)*rep.Config.Buckets {
 			t.Errorf("budget stops %d, continuations %d, claims %d: want relays stopping at their budget and the buckets claimed again after each stop",
 				stops, rep.Continuations, rep.Claims)
 		}
