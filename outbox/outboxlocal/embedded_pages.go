@@ -1,7 +1,9 @@
 package outboxlocal
 
 import (
+	"bytes"
 	"encoding/json"
+	"slices"
 	"strconv"
 )
 
@@ -27,23 +29,33 @@ func (s *embeddedServer) capPage(table string, resp wireResponse) wireResponse {
 	if json.Unmarshal(resp.body, &page) != nil {
 		return resp
 	}
-	var items []map[string]json.RawMessage
-	if json.Unmarshal(page["Items"], &items) != nil {
+	// Decode items only up to the cut: minidyn's answer holds every match up
+	// to Limit, tens of MB with large items, and decoding all of it cost
+	// more than the query itself.
+	raw := page["Items"]
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
 		return resp
 	}
+	var last map[string]json.RawMessage
 	size, n := 0, 0
-	for n < len(items) && size < maxPageBytes {
-		size += wireItemSize(items[n])
+	for dec.More() && size < maxPageBytes {
+		last = nil
+		if dec.Decode(&last) != nil {
+			return resp
+		}
+		size += wireItemSize(last)
 		n++
 	}
-	if n == len(items) {
+	if !dec.More() {
 		return resp
 	}
-	key, ok := s.keyOf(table, items[n-1])
+	key, ok := s.keyOf(table, last)
 	if !ok {
 		return resp
 	}
-	page["Items"] = mustJSON(items[:n])
+	cut := bytes.TrimSpace(raw[:dec.InputOffset()])
+	page["Items"] = append(slices.Clip(cut), ']')
 	page["Count"] = json.RawMessage(strconv.Itoa(n))
 	page["ScannedCount"] = page["Count"]
 	page["LastEvaluatedKey"] = mustJSON(key)
