@@ -62,7 +62,11 @@ func (c *Consumer) countFailure(ctx context.Context, r *kgo.Record, rec Record, 
 	if !res.hasID || errors.Is(res.err, ErrPayloadMismatch) {
 		return n
 	}
-	stored, err := c.cfg.Inbox.countFailure(ctx, rec, res.id, res.prior, res.err)
+	// Counted also when Run's ctx ends right after the run: a graceful
+	// stop must not lose the count a restart continues.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	defer cancel()
+	stored, err := c.cfg.Inbox.countFailure(cctx, rec, res.id, res.prior, res.err)
 	if err != nil {
 		c.cfg.Logger.WarnContext(ctx, "outboxinbox: failed run not counted on the marker; counted in this process only", "error", err)
 		return n
