@@ -106,8 +106,8 @@ second run sends only dead letters added since. Kafka's authentication comes
 from SPILLWAY_KAFKA_AUTH, SPILLWAY_KAFKA_TLS and
 SPILLWAY_KAFKA_SCRAM_SECRET_ARN, as for the relay.`},
 	"run": {"run the whole system on embedded DynamoDB and Kafka with a demo workload",
-		"run [--messages N] [--keys N] [--concurrency N] [--timeout D] [--tracing off|otel] [--dynamodb-endpoint URL] [--serve] [--json]",
-		[]string{"spillway run", "spillway run --messages 20000 --concurrency 8", "spillway run --serve",
+		"run [--messages N] [--keys N] [--concurrency N] [--timeout D] [--tracing off|otel] [--dynamodb-endpoint URL] [--serve] [--topics T,...] [--json]",
+		[]string{"spillway run", "spillway run --messages 20000 --concurrency 8", "spillway run --serve", "spillway run --serve --topics shipments",
 			"spillway run --dynamodb-endpoint http://127.0.0.1:8000"}, ""},
 	"status": {"show each bucket's backlog, parked messages and lease, and the relays' heartbeats",
 		"status --table NAME [--dynamodb-endpoint URL] [--bucket-count N] [--json]",
