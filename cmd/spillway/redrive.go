@@ -100,7 +100,10 @@ func printRedrive(w io.Writer, rep outboxinbox.RedriveReport, group string) {
 	total, produced := 0, 0
 	for _, r := range rep.Routes {
 		to := r.Topic
-		if to == "" {
+		switch {
+		case r.Records == 0:
+			to = "-"
+		case to == "":
 			to = "(none named)"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", r.DeadLetterTopic, to, r.Records, r.Produced)
@@ -108,12 +111,12 @@ func printRedrive(w io.Writer, rep outboxinbox.RedriveReport, group string) {
 	}
 	tw.Flush()
 	switch {
-	case !rep.Applied && total > 0:
-		fmt.Fprintf(w, "\nDry run: nothing produced or committed. Once the cause is fixed, run again with --yes to send these %d dead letters back.\n", total)
+	case total == 0:
+		fmt.Fprintf(w, "\nNothing to re-drive: no dead letter since group %s's last re-drive.\n", group)
 	case !rep.Applied:
-		fmt.Fprintf(w, "\nDry run: no dead letter since group %s's last re-drive.\n", group)
+		fmt.Fprintf(w, "\nDry run: nothing produced or committed. Once the cause is fixed, run again with --yes to send %s back.\n", deadLetters(total))
 	default:
-		fmt.Fprintf(w, "\nRe-drove %d of %d dead letters; group %s committed past them, so a run again sends only new ones.\n", produced, total, group)
+		fmt.Fprintf(w, "\nRe-drove %d of %s; group %s committed past them, so a run again sends only new ones.\n", produced, deadLetters(total), group)
 	}
 }
 
@@ -127,4 +130,12 @@ func loadConfigWithoutTable(getenv func(string) string) (outboxlambda.Config, er
 		}
 		return "unused-by-redrive"
 	})
+}
+
+// deadLetters is "1 dead letter" or "N dead letters".
+func deadLetters(n int) string {
+	if n == 1 {
+		return "1 dead letter"
+	}
+	return fmt.Sprintf("%d dead letters", n)
 }

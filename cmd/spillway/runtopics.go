@@ -32,7 +32,7 @@ func (l *topicList) Set(v string) error {
 // [a-zA-Z0-9._-], not "." or "..".
 func checkTopicName(name string) error {
 	if len(name) > 249 || name == "." || name == ".." {
-		return fmt.Errorf("topic %q: Kafka takes 1 to 249 characters, not . or ..", name)
+		return fmt.Errorf("topic %q: Kafka takes 1 to 249 characters, and neither %q nor %q", name, ".", "..")
 	}
 	for _, c := range name {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {

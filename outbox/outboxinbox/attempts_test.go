@@ -40,8 +40,8 @@ func TestAttempts(t *testing.T) {
 		in := e.inbox(t, "billing", nil, func(o *outboxinbox.Options) { o.Logger = newTextLogger(&logs) })
 		h := func(ctx context.Context, rec outboxinbox.Record, tx *outboxinbox.Tx) error {
 			if string(rec.Value) == "k:1" {
-				var m map[string]int
-				m["boom"]++ // a nil-map write: a runtime panic
+				prices := []int{}
+				_ = prices[len(rec.Value)] // index out of range: a runtime panic
 			}
 			e.effect(rec, tx)
 			return nil

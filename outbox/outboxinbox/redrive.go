@@ -70,7 +70,8 @@ type RedriveRoute struct {
 	DeadLetterTopic string `json:"deadLetterTopic"`
 	// Topic is where they go back to: the topic in their HeaderSource,
 	// else the dead-letter topic's name without ".dlq"; empty when neither
-	// names one (such records are not re-driven).
+	// names one (such records are not re-driven), and on the one row of a
+	// dead-letter topic with nothing to re-drive.
 	Topic string `json:"topic"`
 	// Records counts the records found after the group's committed
 	// offsets; Produced those produced (Apply).

@@ -271,8 +271,8 @@ func (r *redrive) route(dlq, topic string) *RedriveRoute {
 	return r.routes[k]
 }
 
-// report returns the counts, with a zero row for every dead-letter topic
-// with nothing to re-drive.
+// report returns the counts, with a zero row (no target) for every
+// dead-letter topic with nothing to re-drive.
 func (r *redrive) report() RedriveReport {
 	seen := map[string]bool{}
 	for k := range r.routes {
@@ -281,8 +281,7 @@ func (r *redrive) report() RedriveReport {
 	for _, p := range r.plan {
 		if !seen[p.topic] {
 			seen[p.topic] = true
-			topic, _ := strings.CutSuffix(p.topic, deadLetterSuffix)
-			r.route(p.topic, topic)
+			r.route(p.topic, "")
 		}
 	}
 	rep := RedriveReport{Applied: r.cfg.Apply}
