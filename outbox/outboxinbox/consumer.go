@@ -291,14 +291,7 @@ func (c *Consumer) checkTopics(ctx context.Context) error {
 			deadLetterOf[dl] = cmp.Or(deadLetterOf[dl], t)
 		}
 	}
-	req := kmsg.NewPtrMetadataRequest()
-	req.AllowAutoTopicCreation = false
-	for _, topic := range topics {
-		rt := kmsg.NewMetadataRequestTopic()
-		rt.Topic = kmsg.StringPtr(topic)
-		req.Topics = append(req.Topics, rt)
-	}
-	resp, err := req.RequestWith(ctx, c.cl)
+	resp, err := topicMetadata(ctx, c.cl, topics)
 	if err != nil {
 		return fmt.Errorf("outboxinbox: group %s: look up topics %v: %w", c.cfg.Group, topics, err)
 	}
@@ -470,4 +463,17 @@ func fromKgo(r *kgo.Record) Record {
 		hs[i] = outbox.Header{Key: h.Key, Value: h.Value}
 	}
 	return Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Headers: hs, Timestamp: r.Timestamp}
+}
+
+// topicMetadata asks the cluster about topics (every topic when none is
+// named) without creating any.
+func topicMetadata(ctx context.Context, cl *kgo.Client, topics []string) (*kmsg.MetadataResponse, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	req.AllowAutoTopicCreation = false
+	for _, topic := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, rt)
+	}
+	return req.RequestWith(ctx, cl)
 }

@@ -164,17 +164,7 @@ func planRedrive(ctx context.Context, cl *kgo.Client, cfg RedriveConfig) ([]redr
 // unknown one is an error), or of every topic ending in ".dlq", and the
 // topics' ids.
 func deadLetterPartitions(ctx context.Context, cl *kgo.Client, topics []string) ([]topicPartition, map[string][16]byte, error) {
-	req := kmsg.NewPtrMetadataRequest()
-	req.AllowAutoTopicCreation = false
-	for _, t := range topics {
-		rt := kmsg.NewMetadataRequestTopic()
-		rt.Topic = kmsg.StringPtr(t)
-		req.Topics = append(req.Topics, rt)
-	}
-	if len(topics) == 0 {
-		req.Topics = nil // every topic
-	}
-	resp, err := req.RequestWith(ctx, cl)
+	resp, err := topicMetadata(ctx, cl, topics)
 	if err != nil {
 		return nil, nil, fmt.Errorf("outboxinbox: redrive: list topics: %w", err)
 	}

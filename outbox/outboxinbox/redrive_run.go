@@ -180,22 +180,16 @@ func firstFailed(results kgo.ProduceResults, from []*kgo.Record, tp topicPartiti
 // checkTargets makes sure every target topic of out exists before any
 // record is produced: a missing one would stall the producer.
 func (r *redrive) checkTargets(ctx context.Context, out []*kgo.Record) error {
-	req := kmsg.NewPtrMetadataRequest()
-	req.AllowAutoTopicCreation = false
-	asked := map[string]bool{}
+	var ask []string
 	for _, o := range out {
-		if r.targets[o.Topic] || asked[o.Topic] {
-			continue
+		if !r.targets[o.Topic] && !slices.Contains(ask, o.Topic) {
+			ask = append(ask, o.Topic)
 		}
-		asked[o.Topic] = true
-		rt := kmsg.NewMetadataRequestTopic()
-		rt.Topic = kmsg.StringPtr(o.Topic)
-		req.Topics = append(req.Topics, rt)
 	}
-	if len(req.Topics) == 0 {
+	if len(ask) == 0 {
 		return nil
 	}
-	resp, err := req.RequestWith(ctx, r.admin)
+	resp, err := topicMetadata(ctx, r.admin, ask)
 	if err != nil {
 		return fmt.Errorf("outboxinbox: redrive: look up target topics: %w", err)
 	}

@@ -51,11 +51,15 @@ func (c Config) ConnectOpts() ([]kgo.Opt, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	var src *scramSource
-	if c.Auth.Mechanism == AuthSCRAMSHA512 {
-		src = newSCRAMSource(c.Auth.SCRAM, c.Clock)
+	return c.connectOpts(c.scramSource())
+}
+
+// scramSource returns the SCRAM credentials' source, nil without SCRAM.
+func (c Config) scramSource() *scramSource {
+	if c.Auth.Mechanism != AuthSCRAMSHA512 {
+		return nil
 	}
-	return c.connectOpts(src)
+	return newSCRAMSource(c.Auth.SCRAM, c.Clock)
 }
 
 // connectOpts returns the options that reach the brokers.
