@@ -91,9 +91,23 @@ replayed message twice, with one message id).`},
 	"parked drop": {"delete one parked message for good",
 		"parked drop --table NAME --message-id ID --yes",
 		[]string{"spillway parked drop " + conn + " --message-id 3f2504e0-4f89-11d3-9a0c-0305e82c3301 --yes"}, ""},
+	"redrive": {"send dead letters from {topic}.dlq back to their topic once their cause is fixed (a dry run without --yes)",
+		"redrive --brokers HOST:PORT [--topics T.dlq,...] [--group G] [--yes] [--json]",
+		[]string{"spillway redrive --brokers b-1.example:9092", "spillway redrive --brokers b-1.example:9092 --topics orders.dlq --yes"},
+		`A dead letter goes back to the topic and partition it was dead-lettered
+from (its x-spillway-source header; else the dead-letter topic's name
+without .dlq), with its key, value and headers but not the dead-lettering's
+own x-spillway-* headers, a key's records in their order. Its consumer runs
+it again and, since its marker says dead-lettered, applies it once; every
+other consumer group that applied it skips it as a duplicate. The offsets of
+--group (default spillway-redrive) say how far each dead-letter partition
+was re-driven: --yes commits them after the records were acknowledged, so a
+second run sends only dead letters added since. Kafka's authentication comes
+from SPILLWAY_KAFKA_AUTH, SPILLWAY_KAFKA_TLS and
+SPILLWAY_KAFKA_SCRAM_SECRET_ARN, as for the relay.`},
 	"run": {"run the whole system on embedded DynamoDB and Kafka with a demo workload",
-		"run [--messages N] [--keys N] [--concurrency N] [--timeout D] [--tracing off|otel] [--dynamodb-endpoint URL] [--serve] [--json]",
-		[]string{"spillway run", "spillway run --messages 20000 --concurrency 8", "spillway run --serve",
+		"run [--messages N] [--keys N] [--concurrency N] [--timeout D] [--tracing off|otel] [--dynamodb-endpoint URL] [--serve] [--topics T,...] [--json]",
+		[]string{"spillway run", "spillway run --messages 20000 --concurrency 8", "spillway run --serve", "spillway run --serve --topics shipments",
 			"spillway run --dynamodb-endpoint http://127.0.0.1:8000"}, ""},
 	"status": {"show each bucket's backlog, parked messages and lease, and the relays' heartbeats",
 		"status --table NAME [--dynamodb-endpoint URL] [--bucket-count N] [--json]",

@@ -85,7 +85,7 @@ func TestHelp(t *testing.T) {
 		for _, topic := range helpTopics() {
 			_, out, _ := cli(t, append([]string{"help"}, topic...)...)
 			name := strings.Join(topic, " ")
-			wantBrokers := name == "drain" || name == "bench"
+			wantBrokers := name == "drain" || name == "bench" || name == "redrive"
 			if got := strings.Contains(out, "--brokers"); got != wantBrokers {
 				t.Errorf("help %s mentions --brokers: %v, want %v", name, got, wantBrokers)
 			}

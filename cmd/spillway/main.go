@@ -48,6 +48,7 @@ var commands = map[string]runFunc{
 		{"replay", runParkedReplay},
 		{"drop", runParkedDrop},
 	}),
+	"redrive": runRedrive,
 	"run":     runRun,
 	"status":  runStatus,
 	"version": runVersion,

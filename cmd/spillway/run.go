@@ -57,6 +57,7 @@ type runFlags struct {
 	targetLatency               time.Duration
 	emfPath, tracing            string
 	dynamoEndpoint              string
+	topics                      topicList
 	serve, asJSON, verbose      bool
 }
 
@@ -72,6 +73,7 @@ func parseRunFlags(args []string, stdout io.Writer) (runFlags, error) {
 	fs.StringVar(&f.emfPath, "emf", "", "file receiving the functions' EMF metric lines (default a new spillway-run-emf-*.jsonl in the temporary directory, so concurrent runs never share one)")
 	fs.StringVar(&f.dynamoEndpoint, "dynamodb-endpoint", "", "run on the DynamoDB at `URL` (DynamoDB Local, LocalStack) instead of the embedded one, in a table of its own deleted afterwards")
 	fs.BoolVar(&f.serve, "serve", false, "keep the embedded endpoints up after the demo and print their addresses")
+	fs.Var(&f.topics, "topics", "further `TOPICS` to create on the embedded Kafka, comma-separated, each with its dead-letter topic NAME.dlq (the demo's are always there)")
 	fs.BoolVar(&f.asJSON, "json", false, "print the summary as JSON")
 	fs.BoolVar(&f.verbose, "v", false, "log the functions' activity to stderr")
 	fs.StringVar(&f.tracing, "tracing", outboxconf.TracingOff, "off, or otel: trace the functions with OpenTelemetry into a local OTLP receiver and print its span count")
@@ -145,6 +147,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		d.printNext()
 	}
 	if flags.serve {
+		fmt.Fprintf(stdout, "\ntopics: %s (more with --topics)", strings.Join(d.flags.kafkaTopics(), ", "))
 		fmt.Fprintf(stdout, "\nserving: %s=%s %s=%s %s=%s (Ctrl-C to stop)\n",
 			outboxconf.EnvDynamoDBEndpoint, d.ddb.Endpoint, outboxconf.EnvKafkaBrokers, strings.Join(d.kafka.Brokers, ","), outboxconf.EnvTable, d.table)
 		<-ctx.Done()
@@ -194,7 +197,7 @@ func (d *demo) startBackends(ctx context.Context, stdout io.Writer) (func(), err
 		d.ddb.DeleteOnClose(d.table)
 		d.ddb.DeleteOnClose(d.ordersTable)
 	}
-	if d.kafka, err = outboxlocal.StartKafka(ctx, outboxlocal.KafkaConfig{Topics: append(slices.Clip(demoTopics), inboxDemoDeadLetters), IgnoreEnvironment: true}); err != nil {
+	if d.kafka, err = outboxlocal.StartKafka(ctx, outboxlocal.KafkaConfig{Topics: d.flags.kafkaTopics(), IgnoreEnvironment: true}); err != nil {
 		return closeAll, fmt.Errorf("start embedded Kafka: %w", err)
 	}
 	closers = append(closers, d.kafka.Close)
@@ -204,7 +207,7 @@ func (d *demo) startBackends(ctx context.Context, stdout io.Writer) (func(), err
 		outboxconf.EnvDynamoDBEndpoint: d.ddb.Endpoint,
 		outboxconf.EnvKafkaBrokers:     strings.Join(d.kafka.Brokers, ","),
 		outboxconf.EnvRelayFunction:    demoRelayFunction,
-		outboxconf.EnvTopics:           strings.Join(demoTopics, ","),
+		outboxconf.EnvTopics:           strings.Join(d.flags.relayTopics(), ","),
 		outboxconf.EnvStopMargin:       "2s",
 	}
 	if d.flags.targetLatency > 0 {

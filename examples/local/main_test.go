@@ -22,7 +22,7 @@ func TestReadmeProgram(t *testing.T) {
 		if ddb.External {
 			t.Skip("the program creates a table named orders; run it against the embedded server only")
 		}
-		kafka := outboxtest.NewKafka(t, "orders")
+		kafka := outboxtest.NewKafka(t, "orders", "orders.dlq")
 		env := map[string]string{
 			"SPILLWAY_DYNAMODB_ENDPOINT": ddb.Endpoint,
 			"SPILLWAY_KAFKA_BROKERS":     kafka.Brokers[0],

@@ -8,7 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strconv"
+	"slices"
 	"sync"
 	"time"
 
@@ -33,9 +33,17 @@ const (
 	// deadLetterSuffix makes a topic's default dead-letter topic.
 	deadLetterSuffix = ".dlq"
 	// HeaderError and HeaderAttempts are added to a dead-lettered record's
-	// own headers: the last error and how many times the record failed.
+	// own headers: the last error (at most 1 KB) and how many times the
+	// record failed.
 	HeaderError    = "x-spillway-error"
 	HeaderAttempts = "x-spillway-attempts"
+	// HeaderSource ("topic/partition@offset", the record dead-lettered)
+	// and HeaderConsumer (the inbox's Consumer name) are added too: a
+	// re-drive sends the record back to HeaderSource's topic, and the two
+	// together identify a dead letter, which may be delivered more than
+	// once.
+	HeaderSource   = "x-spillway-source"
+	HeaderConsumer = "x-spillway-consumer"
 	// commitTimeout bounds the offset commit that follows a poll's
 	// transactions, also when Run's ctx has ended: committing what was
 	// applied saves the next owner the duplicate verdicts.
@@ -64,15 +72,19 @@ type ConsumerConfig struct {
 	// before the record runs again; other partitions keep flowing.
 	// Default DefaultErrorBackoff.
 	ErrorBackoff time.Duration
-	// MaxAttempts bounds the failed runs of one record (an interruption by
-	// the end of Run's ctx is not one); the last failure hands the record
-	// to OnFailure. Default DefaultMaxAttempts.
+	// MaxAttempts bounds the failed runs of one record, a recovered panic
+	// of the handler included (an interruption by the end of Run's ctx is
+	// not one); the last failure hands the record to OnFailure. The runs
+	// are counted on the record's marker, so the count goes on across
+	// restarts and rebalances (1 write unit per failed run). Default
+	// DefaultMaxAttempts.
 	MaxAttempts int
 	// OnFailure is what becomes of a record that failed MaxAttempts times.
 	// Default DeadLetter.
 	OnFailure FailurePolicy
 	// DeadLetterTopic receives records under DeadLetter. Default the
-	// record's topic + ".dlq"; it must exist.
+	// record's topic + ".dlq". It must exist: Run checks it at start, with
+	// the consumed topics.
 	DeadLetterTopic string
 	// FailureCallback takes records under Callback, with the last error;
 	// an error from it keeps the record failed (its partition waits and
@@ -92,14 +104,20 @@ type ConsumerConfig struct {
 }
 
 // FailurePolicy says what a Consumer does with a record that failed
-// MaxAttempts times. Every policy then commits the record's marker alone
-// with Outcome dead-lettered (a record without a message id has none) and
-// moves its partition on: a delivery of the record again is a duplicate.
+// MaxAttempts times. Every policy then writes the record's marker with
+// Outcome dead-lettered (a record without a message id has none) and moves
+// its partition on. Reading the same delivery again (a crash before the
+// offset commit) is a duplicate; another delivery of the message, such as
+// a re-drive from the dead-letter topic (spillway redrive), runs the
+// handler once more, and applies it once if it succeeds.
 type FailurePolicy int
 
 const (
 	// DeadLetter produces the record (key, value, its headers plus
-	// HeaderError and HeaderAttempts) to DeadLetterTopic. The default.
+	// HeaderError, HeaderAttempts, HeaderSource and HeaderConsumer) to
+	// DeadLetterTopic, at least once: a crash between the produce and the
+	// marker write produces it again, with the same HeaderSource and
+	// HeaderConsumer. The default.
 	DeadLetter FailurePolicy = iota
 	// Callback hands the record and its last error to FailureCallback.
 	Callback
@@ -132,15 +150,17 @@ func (p FailurePolicy) String() string {
 // partition changes owner between records, never during one. A record that
 // fails stops its partition alone: the partition's fetches are paused for
 // ErrorBackoff and it is read again from that record, while the later
-// records wait, so per-key order holds; after MaxAttempts failures the
-// OnFailure policy takes the record and the partition moves on.
+// records wait, so per-key order holds; after MaxAttempts failures
+// (counted on the record's marker, so across restarts) the OnFailure policy
+// takes the record and the partition moves on. A panic in the handler is
+// a failed run.
 type Consumer struct {
 	cl  *kgo.Client
 	cfg ConsumerConfig
 
-	mu       sync.Mutex // guards attempts, which partitions update side by side
-	attempts map[topicPartition]failedRecord
-	paused   map[topicPartition]time.Time // when to resume; Run's goroutine only
+	mu       sync.Mutex                      // guards attempts, which partitions update side by side
+	attempts map[topicPartition]failedRecord // the failed record of each partition
+	paused   map[topicPartition]time.Time    // when to resume; Run's goroutine only
 
 	// beforeCommit runs after a poll's transactions and before its commit;
 	// an error ends Run there (tests use it to kill a consumer).
@@ -206,9 +226,13 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 func (c *Consumer) Close() { c.cl.Close() }
 
 // Run polls and applies records until ctx ends (then it returns nil after
-// committing what it applied), the client is closed, or the client meets
-// an error no retry cures, which it returns: a topic missing when Run
-// starts, a refused authentication or authorization.
+// committing what it applied), the client is closed, or it meets an error
+// no retry cures, which it returns: a consumed or dead-letter topic
+// missing when Run starts (a *TopicError), a refused authentication or
+// authorization, a dead-letter produce refused for good (the topic gone,
+// not authorized, the record too large), a missing table or refused
+// credentials on DynamoDB. A record that failed for such a reason is not
+// counted as a failed run and its offset is not committed.
 func (c *Consumer) Run(ctx context.Context) error {
 	if err := c.checkTopics(ctx); err != nil {
 		if ctx.Err() != nil {
@@ -250,26 +274,39 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 }
 
-// checkTopics asks the cluster for the topics once: a group consumer
-// waits for a missing topic without a word, and the first request is where
-// a refused authentication shows.
+// checkTopics asks the cluster once for the consumed topics and, under
+// DeadLetter, their dead-letter topics: a group consumer waits for a
+// missing topic without a word, a missing dead-letter topic would stop its
+// partition at the first poison record, and the first request is where a
+// refused authentication shows.
 func (c *Consumer) checkTopics(ctx context.Context) error {
-	req := kmsg.NewPtrMetadataRequest()
-	for _, topic := range c.cfg.Topics {
-		rt := kmsg.NewMetadataRequestTopic()
-		rt.Topic = kmsg.StringPtr(topic)
-		req.Topics = append(req.Topics, rt)
+	deadLetterOf := map[string]string{} // dead-letter topic → a topic it serves
+	topics := slices.Clone(c.cfg.Topics)
+	if c.cfg.OnFailure == DeadLetter {
+		for _, t := range c.cfg.Topics {
+			dl := c.deadLetterTopic(t)
+			if _, seen := deadLetterOf[dl]; !seen && !slices.Contains(topics, dl) {
+				topics = append(topics, dl)
+			}
+			deadLetterOf[dl] = cmp.Or(deadLetterOf[dl], t)
+		}
 	}
-	resp, err := req.RequestWith(ctx, c.cl)
+	resp, err := topicMetadata(ctx, c.cl, topics)
 	if err != nil {
-		return fmt.Errorf("outboxinbox: group %s: look up topics %v: %w", c.cfg.Group, c.cfg.Topics, err)
+		return fmt.Errorf("outboxinbox: group %s: look up topics %v: %w", c.cfg.Group, topics, err)
 	}
 	for _, t := range resp.Topics {
 		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
-			return fmt.Errorf("outboxinbox: group %s: topic %s: %w", c.cfg.Group, aws.ToString(t.Topic), err)
+			name := aws.ToString(t.Topic)
+			return &TopicError{Group: c.cfg.Group, Topic: name, DeadLetterFor: deadLetterOf[name], Err: err}
 		}
 	}
 	return nil
+}
+
+// deadLetterTopic is where DeadLetter produces topic's records.
+func (c *Consumer) deadLetterTopic(topic string) string {
+	return cmp.Or(c.cfg.DeadLetterTopic, topic+deadLetterSuffix)
 }
 
 // poll resumes the paused partitions whose backoff is over and polls until
@@ -324,20 +361,15 @@ type topicPartition struct {
 	partition int32
 }
 
-// failedRecord is the record a partition stopped at and its failed runs.
-type failedRecord struct {
-	offset   int64
-	attempts int
-}
-
 // apply processes a poll's partitions side by side, pauses and rewinds each
 // failed partition to its failed record and commits the records that got
-// a verdict.
+// a verdict. It returns the first error that will not heal.
 func (c *Consumer) apply(ctx context.Context, fetches kgo.Fetches) error {
 	var (
 		mu      sync.Mutex
 		wg      sync.WaitGroup
 		done    []*kgo.Record
+		fatal   error
 		rewinds = map[string]map[int32]kgo.EpochOffset{}
 		pause   = map[string][]int32{}
 	)
@@ -346,9 +378,10 @@ func (c *Consumer) apply(ctx context.Context, fetches kgo.Fetches) error {
 			return
 		}
 		wg.Go(func() {
-			last, failed := c.applyPartition(ctx, p.Records)
+			last, failed, err := c.applyPartition(ctx, p.Records)
 			mu.Lock()
 			defer mu.Unlock()
+			fatal = cmp.Or(fatal, err)
 			if last != nil {
 				done = append(done, last)
 			}
@@ -372,6 +405,11 @@ func (c *Consumer) apply(ctx context.Context, fetches kgo.Fetches) error {
 			}
 		}
 	}
+	return cmp.Or(c.commit(ctx, done), fatal)
+}
+
+// commit commits the offsets of the records that got a verdict.
+func (c *Consumer) commit(ctx context.Context, done []*kgo.Record) error {
 	if len(done) == 0 {
 		return nil
 	}
@@ -391,82 +429,31 @@ func (c *Consumer) apply(ctx context.Context, fetches kgo.Fetches) error {
 }
 
 // applyPartition processes records in order until one fails short of its
-// last attempt. It returns the last record with a verdict and the failed
-// one.
-func (c *Consumer) applyPartition(ctx context.Context, recs []*kgo.Record) (last, failed *kgo.Record) {
+// last attempt, or with an error that will not heal (returned). It returns
+// the last record with a verdict and the failed one.
+func (c *Consumer) applyPartition(ctx context.Context, recs []*kgo.Record) (last, failed *kgo.Record, fatal error) {
 	for _, r := range recs {
 		rec := fromKgo(r)
-		if _, err := c.cfg.Inbox.Process(ctx, rec, c.cfg.Handler); err != nil {
-			if ctx.Err() != nil {
-				return last, r // interrupted: read again by whoever owns it next
-			}
-			n := c.failedRun(r)
-			if n < c.cfg.MaxAttempts {
-				c.cfg.Logger.ErrorContext(ctx, "outboxinbox: record failed; its partition waits and runs it again",
-					"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "attempt", n, "max_attempts", c.cfg.MaxAttempts, "error", err)
-				return last, r
-			}
-			if verr := c.giveUp(ctx, rec, n, err); verr != nil {
-				c.cfg.Logger.ErrorContext(ctx, "outboxinbox: record failed for the last time and its failure policy failed too; its partition waits and runs it again",
-					"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "error", err, "policy_error", verr)
-				return last, r
-			}
-			c.cfg.Logger.WarnContext(ctx, "outboxinbox: record dead-lettered after its last attempt; its partition moves on",
-				"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "attempts", n, "error", err)
+		res := c.cfg.Inbox.process(ctx, rec, c.cfg.Handler, c.cfg.MaxAttempts)
+		if res.err == nil && !res.exhausted {
+			c.succeeded(r)
+			last = r
+			continue
+		}
+		if ctx.Err() != nil {
+			return last, r, nil // interrupted: read again by whoever owns it next
+		}
+		if res.err != nil && unhealable(res.err) {
+			return last, r, fmt.Errorf("outboxinbox: group %s: record %s: %w", c.cfg.Group, sourceOf(rec), res.err)
+		}
+		moveOn, err := c.settle(ctx, r, rec, res)
+		if !moveOn {
+			return last, r, err
 		}
 		c.succeeded(r)
 		last = r
 	}
-	return last, nil
-}
-
-// failedRun counts a failed run of r and returns its runs so far.
-func (c *Consumer) failedRun(r *kgo.Record) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	tp := topicPartition{r.Topic, r.Partition}
-	f := c.attempts[tp]
-	if f.offset != r.Offset {
-		f = failedRecord{offset: r.Offset}
-	}
-	f.attempts++
-	c.attempts[tp] = f
-	return f.attempts
-}
-
-// succeeded forgets the failed runs of r's partition.
-func (c *Consumer) succeeded(r *kgo.Record) {
-	c.mu.Lock()
-	delete(c.attempts, topicPartition{r.Topic, r.Partition})
-	c.mu.Unlock()
-}
-
-// giveUp applies the failure policy to rec, then commits its marker as
-// dead-lettered.
-func (c *Consumer) giveUp(ctx context.Context, rec Record, attempts int, cause error) error {
-	switch c.cfg.OnFailure {
-	case DeadLetter:
-		topic := cmp.Or(c.cfg.DeadLetterTopic, rec.Topic+deadLetterSuffix)
-		dl := &kgo.Record{Topic: topic, Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp}
-		for _, h := range rec.Headers {
-			dl.Headers = append(dl.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
-		}
-		dl.Headers = append(dl.Headers,
-			kgo.RecordHeader{Key: HeaderError, Value: []byte(cause.Error())},
-			kgo.RecordHeader{Key: HeaderAttempts, Value: []byte(strconv.Itoa(attempts))})
-		if err := c.cl.ProduceSync(ctx, dl).FirstErr(); err != nil {
-			return fmt.Errorf("outboxinbox: produce %s/%d@%d to dead-letter topic %s: %w", rec.Topic, rec.Partition, rec.Offset, topic, err)
-		}
-	case Callback:
-		if err := c.cfg.FailureCallback(ctx, rec, cause); err != nil {
-			return fmt.Errorf("outboxinbox: failure callback for %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
-		}
-	}
-	if err := c.cfg.Inbox.markDeadLettered(ctx, rec); err != nil {
-		return err
-	}
-	c.cfg.Inbox.hooks.outcome(DeadLettered)
-	return nil
+	return last, nil, nil
 }
 
 // fromKgo converts a franz-go record.
@@ -476,4 +463,17 @@ func fromKgo(r *kgo.Record) Record {
 		hs[i] = outbox.Header{Key: h.Key, Value: h.Value}
 	}
 	return Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Headers: hs, Timestamp: r.Timestamp}
+}
+
+// topicMetadata asks the cluster about topics (every topic when none is
+// named) without creating any.
+func topicMetadata(ctx context.Context, cl *kgo.Client, topics []string) (*kmsg.MetadataResponse, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	req.AllowAutoTopicCreation = false
+	for _, topic := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, rt)
+	}
+	return req.RequestWith(ctx, cl)
 }

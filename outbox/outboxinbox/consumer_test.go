@@ -149,7 +149,7 @@ func consumed(ins ...*outboxinbox.Inbox) (n, dups int64) {
 func TestConsumer(t *testing.T) {
 	t.Run("DuplicatesInTheTopic_EachEffectOnceInPartitionOrder", func(t *testing.T) {
 		e := newEnv(t)
-		k := outboxtest.NewKafka(t, "orders")
+		k := outboxtest.NewKafka(t, "orders", "orders.dlq")
 		var s stream
 		for i := range 60 {
 			s.add("orders", fmt.Sprintf("order-%d", i%6))
@@ -181,7 +181,7 @@ func TestConsumer(t *testing.T) {
 	// did: the next member of the group reads the records again and skips them.
 	t.Run("KilledBeforeOffsetCommit_NextOwnerSkipsTheApplied", func(t *testing.T) {
 		e := newEnv(t)
-		k := outboxtest.NewKafka(t, "orders")
+		k := outboxtest.NewKafka(t, "orders", "orders.dlq")
 		var s stream
 		for i := range 30 {
 			s.add("orders", fmt.Sprintf("order-%d", i%3))
@@ -217,7 +217,7 @@ func TestConsumer(t *testing.T) {
 	// hands between polls, and every effect exists once, in order.
 	t.Run("RebalanceMidRun_LosesNothingDoublesNothing", func(t *testing.T) {
 		e := newEnv(t)
-		k := outboxtest.NewKafka(t, "orders")
+		k := outboxtest.NewKafka(t, "orders", "orders.dlq")
 		var s stream
 		for i := range 150 {
 			s.add("orders", fmt.Sprintf("order-%d", i%10))
@@ -260,7 +260,7 @@ func TestConsumer(t *testing.T) {
 	// records of its keys wait, so order holds.
 	t.Run("FailedRecord_ItsPartitionWaitsAndRetries", func(t *testing.T) {
 		e := newEnv(t)
-		k := outboxtest.NewKafka(t, "orders")
+		k := outboxtest.NewKafka(t, "orders", "orders.dlq")
 		var s stream
 		for i := range 20 {
 			s.add("orders", fmt.Sprintf("order-%d", i%2))

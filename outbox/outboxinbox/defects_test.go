@@ -126,13 +126,25 @@ func TestDefects(t *testing.T) {
 			t.Fatalf("counts %+v, want 3 failures before the verdict", c)
 		}
 		assertDeadLetteredCount(t, c, 1)
-		// Delivered again, the dead-lettered record is a duplicate.
-		rec := outboxinbox.Record{Topic: "orders", Key: dlq[0].Key, Value: dlq[0].Value}
+		// Read again at its own offset (a crash before the offset commit),
+		// the dead-lettered record is a duplicate: not dead-lettered twice.
+		rec := outboxinbox.Record{Topic: "orders", Partition: dlq[0].Partition, Key: dlq[0].Key, Value: dlq[0].Value}
 		for _, h := range dlq[0].Headers {
 			rec.Headers = append(rec.Headers, outbox.Header{Key: h.Key, Value: h.Value})
+			if h.Key == outboxinbox.HeaderSource {
+				if _, err := fmt.Sscanf(string(h.Value), "orders/%d@%d", &rec.Partition, &rec.Offset); err != nil {
+					t.Fatalf("source header %q: %v", h.Value, err)
+				}
+			}
 		}
 		if out, err := in.Process(t.Context(), rec, refuses); err != nil || out != outboxinbox.Duplicate {
-			t.Fatalf("dead-lettered record delivered again: %v, %v; want duplicate", out, err)
+			t.Fatalf("dead-lettered record read again: %v, %v; want duplicate", out, err)
+		}
+		// Re-driven (another offset) while the account is still closed, it
+		// runs and fails again; nothing is applied.
+		rec.Offset += 100
+		if _, err := in.Process(t.Context(), rec, refuses); err == nil || e.applied(t, s.ids[5].String()) != 0 {
+			t.Fatalf("re-driven with the cause still there: %v, applied %d; want a failure and no effect", err, e.applied(t, s.ids[5].String()))
 		}
 	})
 
@@ -140,7 +152,7 @@ func TestDefects(t *testing.T) {
 	// keep flowing while it waits, however long its backoff.
 	t.Run("Consumer_FailedRecord_OtherPartitionsKeepFlowing", func(t *testing.T) {
 		e := newEnv(t)
-		k := outboxtest.NewKafka(t, "orders")
+		k := outboxtest.NewKafka(t, "orders", "orders.dlq")
 		cl, err := kgo.NewClient(k.ClientOpts()...)
 		if err != nil {
 			t.Fatal(err)

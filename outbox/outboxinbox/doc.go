@@ -5,13 +5,15 @@
 // delete, a lease lost during a slow delete or a replayed parked message
 // publish a record again under the same message id (the x-outbox-message-id
 // header). Inbox.Process reads that id and this consumer's marker for it
-// (one consistent read): a marker with the record's fingerprint (topic,
-// key, value) makes the record a Duplicate without running anything, one
-// with another fingerprint a *FingerprintError. Otherwise it runs the
+// (one consistent read): a marker saying the record (same fingerprint:
+// topic, key, value) was applied makes it a Duplicate without running
+// anything, one with another fingerprint a *FingerprintError; a marker
+// proving nothing was applied (failed runs, or a dead-lettering of another
+// delivery: a re-drive, see Redrive) lets it run. Otherwise too it runs the
 // consumer's Handler with a transaction under construction (Tx), adds the
-// marker conditioned on attribute_not_exists, and commits the handler's
-// writes and the marker in one TransactWriteItems: no effect is applied
-// twice, even when two processes race on one message.
+// marker, conditioned on no marker saying applied, and commits the
+// handler's writes and the marker in one TransactWriteItems: no effect is
+// applied twice, even when two processes race on one message.
 //
 // Records come from a franz-go consumer group (Consumer: records of a
 // partition in order, offsets committed only after their verdict) or from

@@ -15,6 +15,8 @@ var (
 	ErrConflicts = errors.New("outboxinbox: transaction kept conflicting")
 	// ErrPayloadMismatch matches a *FingerprintError.
 	ErrPayloadMismatch = errors.New("outboxinbox: message id reused for another record")
+	// ErrHandlerPanic matches a *PanicError.
+	ErrHandlerPanic = errors.New("outboxinbox: handler panicked")
 )
 
 // MissingIDError reports a record without a valid message id header under
@@ -114,3 +116,29 @@ func (e *FingerprintError) Error() string {
 
 // Is reports whether target is ErrPayloadMismatch.
 func (e *FingerprintError) Is(target error) bool { return target == ErrPayloadMismatch }
+
+// PanicError is a run of a record whose Handler panicked: a failed run
+// like an error returned, so the record is retried and, after a Consumer's
+// MaxAttempts, taken by its failure policy instead of crashing the process
+// again on every restart. The stack was logged when the panic was
+// recovered; Error leaves it out.
+type PanicError struct {
+	// Value is what the handler panicked with.
+	Value any
+	// Stack is the panicking goroutine's stack.
+	Stack []byte
+}
+
+// Error implements error.
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("outboxinbox: handler panicked: %v", e.Value)
+}
+
+// Unwrap returns the panic value when it is an error.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
+
+// Is reports whether target is ErrHandlerPanic.
+func (e *PanicError) Is(target error) bool { return target == ErrHandlerPanic }

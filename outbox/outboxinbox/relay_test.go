@@ -29,7 +29,7 @@ type pipeline struct {
 
 func newPipeline(t *testing.T) *pipeline {
 	t.Helper()
-	p := &pipeline{env: newEnv(t), k: outboxtest.NewKafka(t, "orders")}
+	p := &pipeline{env: newEnv(t), k: outboxtest.NewKafka(t, "orders", "orders.dlq")}
 	opts := outboxddb.Options{TableName: p.table, Logger: quiet()}
 	var err error
 	if p.writer, err = outboxddb.NewWriter(p.ddb.Client, opts); err != nil {

@@ -18,11 +18,14 @@ import (
 // publisher's guarantees rest on, so a later option of ours overrides an
 // earlier one of theirs.
 func (c Config) clientOpts(src *scramSource) ([]kgo.Opt, error) {
-	opts := make([]kgo.Opt, 0, len(c.ExtraOpts)+8)
+	conn, err := c.connectOpts(src)
+	if err != nil {
+		return nil, err
+	}
+	opts := make([]kgo.Opt, 0, len(c.ExtraOpts)+len(conn)+8)
 	opts = append(opts, c.ExtraOpts...)
+	opts = append(opts, conn...)
 	opts = append(opts,
-		kgo.SeedBrokers(c.Brokers...),
-		kgo.ClientID(c.ClientID),
 		// The relay deletes an acknowledged prefix; only acks=all makes
 		// that prefix durable.
 		kgo.RequiredAcks(kgo.AllISRAcks()),
@@ -35,6 +38,33 @@ func (c Config) clientOpts(src *scramSource) ([]kgo.Opt, error) {
 	if c.MaxBufferedBytes > 0 {
 		opts = append(opts, kgo.MaxBufferedBytes(int(c.MaxBufferedBytes)))
 	}
+	return opts, nil
+}
+
+// ConnectOpts returns the franz-go options that reach c's brokers as the
+// publisher does (seed brokers, client id, TLS, SASL, SCRAM credentials
+// re-read on every connection), without its producer settings or
+// ExtraOpts: for tools that work on the same cluster, such as spillway
+// redrive. c is validated with its defaults applied.
+func (c Config) ConnectOpts() ([]kgo.Opt, error) {
+	c = c.WithDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c.connectOpts(c.scramSource())
+}
+
+// scramSource returns the SCRAM credentials' source, nil without SCRAM.
+func (c Config) scramSource() *scramSource {
+	if c.Auth.Mechanism != AuthSCRAMSHA512 {
+		return nil
+	}
+	return newSCRAMSource(c.Auth.SCRAM, c.Clock)
+}
+
+// connectOpts returns the options that reach the brokers.
+func (c Config) connectOpts(src *scramSource) ([]kgo.Opt, error) {
+	opts := []kgo.Opt{kgo.SeedBrokers(c.Brokers...), kgo.ClientID(c.ClientID)}
 	if c.tlsEnabled() {
 		if c.TLSConfig != nil {
 			opts = append(opts, kgo.DialTLSConfig(c.TLSConfig.Clone()))

@@ -123,7 +123,8 @@ func (c *topicCheck) check(ctx context.Context, cl *kgo.Client, topic string) er
 				return ctx.Err()
 			}
 			return &outbox.PoisonError{Reason: outbox.ParkUnknownTopic,
-				Err: fmt.Errorf("the brokers' metadata has no topic %q (asked twice, %v apart): %w", topic, c.wait, kerr.ErrorForCode(code))}
+				Err: fmt.Errorf("the brokers' metadata has no topic %q (asked twice, %v apart); create it (kafka-topics.sh --create --topic %s; "+
+					"on spillway run --serve, restart it with --topics %s) or correct the message's topic: %w", topic, c.wait, topic, topic, kerr.ErrorForCode(code))}
 		default:
 			// Leader elections and the like: the produce retries them.
 			return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,6 +49,9 @@ func TestPoison(t *testing.T) {
 			t.Fatalf("acked %d, want 1 (err %v)", res.Acked, res.Err)
 		}
 		wantPoison(t, res.Err, outbox.ParkUnknownTopic)
+		if msg := res.Err.Error(); !strings.Contains(msg, "create it (kafka-topics.sh --create --topic missing") || !strings.Contains(msg, "--topics missing") {
+			t.Fatalf("error %q does not name the fix", msg)
+		}
 		// Asked once, then once more after the wait; nothing after the row
 		// was sent, so no later record of its key reached Kafka first.
 		if h := asked.Hits(); h != 2 {

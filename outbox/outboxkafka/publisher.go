@@ -38,10 +38,7 @@ func New(cfg Config) (*Publisher, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	var src *scramSource
-	if cfg.Auth.Mechanism == AuthSCRAMSHA512 {
-		src = newSCRAMSource(cfg.Auth.SCRAM, cfg.Clock)
-	}
+	src := cfg.scramSource()
 	opts, err := cfg.clientOpts(src)
 	if err != nil {
 		return nil, err
