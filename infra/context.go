@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/spillway-dev/spillway/infra/spillway"
+	"github.com/spillway-dev/spillway/internal/suggest"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 )
 
@@ -378,40 +379,17 @@ func unknownContextKeys(keys []string) error {
 		if !stackKey.MatchString(key) || slices.ContainsFunc(contextKeys, func(k contextKey) bool { return k.name == key }) {
 			continue
 		}
-		nearest, best := "", math.MaxInt
-		for _, k := range contextKeys {
-			if d := editDistance(strings.ToLower(key), strings.ToLower(k.name)); d < best {
-				nearest, best = k.name, d
-			}
+		names := make([]string, len(contextKeys))
+		for i, k := range contextKeys {
+			names[i] = k.name
 		}
-		if best <= max(2, len(key)/3) {
+		if nearest, ok := suggest.Nearest(key, names); ok {
 			errs = append(errs, fmt.Errorf("context %q is not a key of the stack; did you mean %s? (infra/README.md lists the keys)", key, nearest))
 		} else {
 			errs = append(errs, fmt.Errorf("context %q is not a key of the stack (infra/README.md lists the keys)", key))
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // mskNetworkCheck refuses an MSK cluster the relay could not reach. MSK's

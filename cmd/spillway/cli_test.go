@@ -166,6 +166,7 @@ func TestCLI(t *testing.T) {
 	t.Run("ErrorsNameTheFlag", func(t *testing.T) {
 		t.Setenv(outboxconf.EnvTable, "")
 		t.Setenv(outboxconf.EnvBucketCount, "")
+		t.Setenv("AWS_REGION", "eu-west-1") // else drain names the missing region first
 		for _, c := range []struct {
 			args []string
 			want string
@@ -175,7 +176,7 @@ func TestCLI(t *testing.T) {
 			{[]string{"parked", "list", "--table", "t", "--count", "-1"}, "spillway parked: --bucket-count -1: must be between 1 and 2147483647\n"},
 			{[]string{"bucket", "--key", "a", "--bucket-count", "0"}, "spillway bucket: --bucket-count must be at least 1, got 0\n"},
 			{[]string{"drain", "--table", "t"}, "spillway drain: --brokers is required by the relay: list the seed brokers as host:port,host:port (or set SPILLWAY_KAFKA_BROKERS)\n"},
-			{[]string{"drain", "--tablex", "t"}, "spillway drain: flag provided but not defined: -tablex (spillway help drain lists the flags)\n"},
+			{[]string{"drain", "--tablex", "t"}, "spillway drain: unknown flag --tablex; did you mean --table? (spillway help drain lists the flags)\n"},
 			{[]string{"help", "nonsense"}, "spillway help: unknown command \"nonsense\"; spillway help lists them\n"},
 		} {
 			code, _, errs := cli(t, c.args...)

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -18,11 +15,10 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go/middleware"
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
+	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 )
 
@@ -37,11 +33,14 @@ type endpointFlags struct {
 	fs     *flagSet
 }
 
-// addTableFlags registers --dynamodb-endpoint and --table.
+// addTableFlags registers --dynamodb-endpoint and --table, and --region and
+// --profile, which say where and as whom the command reaches AWS.
 func addTableFlags(fs *flagSet) *endpointFlags {
 	f := &endpointFlags{values: map[string]*string{}, names: map[string]string{}, fs: fs}
 	f.add("dynamodb-endpoint", outboxconf.EnvDynamoDBEndpoint, "DynamoDB endpoint `URL` (default: the regional endpoint)")
 	f.add("table", outboxconf.EnvTable, "the `NAME` of the outbox table")
+	f.add("region", envRegion, "the `REGION` of the table, e.g. eu-west-1")
+	f.add("profile", envProfile, "the AWS shared-config profile to sign with, by `NAME` (an SSO profile after aws sso login)")
 	return f
 }
 
@@ -87,8 +86,18 @@ func (f *endpointFlags) set() map[string]bool {
 }
 
 // config loads the functions' configuration with the flags applied. An
-// unusable value is a usage error naming the flag that sets it.
+// unusable value is a usage error naming the flag that sets it. --region
+// and --profile are set in the process environment, where every AWS client
+// the command makes (DynamoDB, the Lambda wake-up, Secrets Manager, MSK
+// IAM) reads them, as the SDK reads the variables.
 func (f *endpointFlags) config() (outboxlambda.Config, error) {
+	for _, env := range []string{envRegion, envProfile} {
+		if p := f.values[env]; p != nil && *p != "" {
+			if err := os.Setenv(env, *p); err != nil {
+				return outboxlambda.Config{}, err
+			}
+		}
+	}
 	cfg, err := outboxlambda.LoadConfig(f.getenv())
 	if err != nil {
 		return cfg, usageError{f.explain(err)}
@@ -132,12 +141,14 @@ func explainConfig(err error, names map[string]string, set map[string]bool) stri
 
 // dynamoClient returns a DynamoDB client for cfg. A loopback endpoint
 // without AWS credentials in the environment (DynamoDB Local, the embedded
-// server) gets static dummy credentials, which such endpoints accept.
+// server) gets static dummy credentials, which such endpoints accept. Its
+// requests explain a missing table or missing credentials
+// (outboxddb.ExplainErrors); runCLI says them for the operator.
 func dynamoClient(ctx context.Context, cfg outboxlambda.Config) (*dynamodb.Client, error) {
 	var opts []func(*awsconfig.LoadOptions) error
-	if isLoopback(cfg.DynamoDBEndpoint) && os.Getenv("AWS_ACCESS_KEY_ID") == "" && os.Getenv("AWS_PROFILE") == "" {
+	if outboxconf.LocalEndpoint(cfg.DynamoDBEndpoint) && os.Getenv("AWS_ACCESS_KEY_ID") == "" && os.Getenv(envProfile) == "" {
 		opts = append(opts, awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("local", "local", "")))
-		if os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
+		if os.Getenv(envRegion) == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
 			opts = append(opts, awsconfig.WithRegion("us-east-1"))
 		}
 	}
@@ -145,58 +156,14 @@ func dynamoClient(ctx context.Context, cfg outboxlambda.Config) (*dynamodb.Clien
 	if err != nil {
 		return nil, fmt.Errorf("load AWS configuration: %w", err)
 	}
-	endpoint := cfg.DynamoDBEndpoint
-	if endpoint == "" {
-		endpoint = fmt.Sprintf("the regional endpoint of %s", cmp.Or(awsCfg.Region, "(no region set)"))
+	if awsCfg.Region == "" && cfg.DynamoDBEndpoint == "" {
+		return nil, usagef("no AWS region: give --region (or set %s, or use a profile that names one)", envRegion)
 	}
 	return dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
 		if cfg.DynamoDBEndpoint != "" {
 			o.BaseEndpoint = aws.String(cfg.DynamoDBEndpoint)
 		}
-		o.APIOptions = append(o.APIOptions, tableNotFound(cfg.Table, endpoint))
-	}), nil
-}
-
-// tableNotFoundError says the command's table does not exist where the
-// client looked: the SDK's ResourceNotFoundException names neither.
-type tableNotFoundError struct {
-	table, endpoint string
-	err             error
-}
-
-func (e *tableNotFoundError) Error() string {
-	return fmt.Sprintf("table %s not found at %s; check --table (or SPILLWAY_TABLE) and --dynamodb-endpoint, or run `spillway create-table`", e.table, e.endpoint)
-}
-
-func (e *tableNotFoundError) Unwrap() error { return e.err }
-
-// tableNotFound turns every request's ResourceNotFoundException into a
-// *tableNotFoundError for table at endpoint, so that every command that
-// reaches the table explains a missing one the same way.
-func tableNotFound(table, endpoint string) func(*middleware.Stack) error {
-	return func(stack *middleware.Stack) error {
-		return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("spillwayTableNotFound",
-			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-				out, md, err := next.HandleInitialize(ctx, in)
-				if rnf := (*types.ResourceNotFoundException)(nil); errors.As(err, &rnf) {
-					err = &tableNotFoundError{table: table, endpoint: endpoint, err: err}
-				}
-				return out, md, err
-			}), middleware.After)
-	}
-}
-
-func isLoopback(endpoint string) bool {
-	u, err := url.Parse(endpoint)
-	if err != nil || u.Host == "" {
-		return false
-	}
-	host := u.Hostname()
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	}, outboxddb.ExplainErrors), nil
 }
 
 // allBuckets returns 0, 1, ..., count-1.
@@ -216,27 +183,8 @@ func bucketCountFlag(fs *flag.FlagSet) *int {
 		def = v
 	}
 	n := fs.Int("bucket-count", def, fmt.Sprintf("number of buckets (env %s)", outboxconf.EnvBucketCount))
-	fs.Var(intAlias{n}, "count", "synonym of --bucket-count")
+	addAlias(fs, "count", "bucket-count", "")
 	return n
-}
-
-// intAlias lets a second flag name set the same int.
-type intAlias struct{ p *int }
-
-func (a intAlias) String() string {
-	if a.p == nil {
-		return ""
-	}
-	return strconv.Itoa(*a.p)
-}
-
-func (a intAlias) Set(s string) error {
-	v, err := strconv.Atoi(strings.TrimSpace(s))
-	if err != nil {
-		return err
-	}
-	*a.p = v
-	return nil
 }
 
 // lockedWriter serialises writes of concurrent goroutines (invocations

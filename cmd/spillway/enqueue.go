@@ -24,7 +24,7 @@ func runEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := newFlagSet("enqueue", stdout)
 	ef := addTableFlags(fs).withOutbox()
 	file := fs.String("file", "-", "request JSON file, - for stdin (same format as the enqueue function)")
-	verbose := fs.Bool("v", false, "log the enqueue function's activity")
+	verbose := fs.verbose("log the enqueue function's activity")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -40,7 +39,7 @@ var docs = map[string]helpDoc{
 		"create-table --table NAME [--dynamodb-endpoint URL] [--wait D] [--progress D]",
 		[]string{"spillway create-table " + conn, "spillway create-table --table demo --dynamodb-endpoint http://127.0.0.1:8000"}, ""},
 	"drain": {"relay until nothing is pending or marked for replay (exit 0) or --timeout passes (exit 1)",
-		"drain --table NAME --brokers HOST:PORT [--bucket-count N] [--relays N] [--timeout D] [--json]",
+		"drain --table NAME --brokers HOST:PORT [--bucket-count N] [--relays N] [--timeout D] [--json] [-v]",
 		[]string{"spillway drain " + conn + " --brokers b-1.example:9092 --timeout 10m", "spillway drain " + conn + " --brokers localhost:9092 --relays 4 --json"},
 		`Whatever SPILLWAY_POISON_POLICY says, the relays honour the parked messages:
 a key with a parked message parks its later ones behind it, and messages
@@ -76,7 +75,7 @@ that are not marked wait for an operator and do not fail the drain.`},
 		"parked list --table NAME [--bucket B] [--json]",
 		[]string{"spillway parked list " + conn, "spillway parked list " + conn + " --bucket 3 --json"}, ""},
 	"parked replay": {"mark parked messages for replay, each key's before its later messages (a dry run without --yes)",
-		"parked replay --table NAME (--message-id ID | --key-base64 K | --all) [--topic T] [--yes]",
+		"parked replay --table NAME (--message-id ID | --key-base64 K | --all) [--topic T] [--yes] [-v]",
 		[]string{"spillway parked replay " + conn + " --all", "spillway parked replay " + conn + " --message-id 3f2504e0-4f89-11d3-9a0c-0305e82c3301 --topic orders-v2 --yes"},
 		`Replay marks parked messages; it moves nothing. The relay holding each
 bucket publishes a key's marked messages in their original order, before any
@@ -106,51 +105,15 @@ second run sends only dead letters added since. Kafka's authentication comes
 from SPILLWAY_KAFKA_AUTH, SPILLWAY_KAFKA_TLS and
 SPILLWAY_KAFKA_SCRAM_SECRET_ARN, as for the relay.`},
 	"run": {"run the whole system on embedded DynamoDB and Kafka with a demo workload",
-		"run [--messages N] [--keys N] [--concurrency N] [--timeout D] [--tracing off|otel] [--dynamodb-endpoint URL] [--serve] [--topics T,...] [--json]",
+		"run [--messages N] [--keys N] [--concurrency N] [--relay-timeout D] [--tracing off|otel] [--dynamodb-endpoint URL] [--serve] [--topics T,...] [--json] [-v]",
 		[]string{"spillway run", "spillway run --messages 20000 --concurrency 8", "spillway run --serve", "spillway run --serve --topics shipments",
 			"spillway run --dynamodb-endpoint http://127.0.0.1:8000"}, ""},
 	"status": {"show each bucket's backlog, parked messages and lease, and the relays' heartbeats",
-		"status --table NAME [--dynamodb-endpoint URL] [--bucket-count N] [--json]",
+		"status --table NAME [--dynamodb-endpoint URL] [--bucket-count N] [--json] [-v]",
 		[]string{"spillway status " + conn, "spillway status --table demo --dynamodb-endpoint http://127.0.0.1:8000 --json"}, ""},
 	"version": {"print the version of this build and the Go version",
 		"version",
 		[]string{"spillway version"}, ""},
-}
-
-// hiddenFlags are accepted but not listed: --count is the old name of
-// --bucket-count.
-var hiddenFlags = map[string]bool{"count": true}
-
-// flagSet is a command's flags: errors are returned, not printed, and -h
-// prints the command's help to out (stdout).
-type flagSet struct {
-	*flag.FlagSet
-	out io.Writer
-}
-
-// newFlagSet returns the flag set of the command or verb name (a key of
-// docs).
-func newFlagSet(name string, stdout io.Writer) *flagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	return &flagSet{FlagSet: fs, out: stdout}
-}
-
-// parse parses args: -h prints the help (flag.ErrHelp, exit 0), a flag
-// error is a usage error.
-func parse(fs *flagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			printHelp(fs.out, fs.Name(), fs.FlagSet, nil)
-			return err
-		}
-		return usagef("%v (spillway help %s lists the flags)", err, fs.Name())
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q (spillway help %s lists the flags)", fs.Arg(0), fs.Name())
-	}
-	return nil
 }
 
 // printHelp prints name's summary, usage, flags (when fs is not nil) or
@@ -164,7 +127,7 @@ func printHelp(w io.Writer, name string, fs *flag.FlagSet, verbs []string) {
 	if fs != nil {
 		var rows []string
 		fs.VisitAll(func(f *flag.Flag) {
-			if hiddenFlags[f.Name] {
+			if _, ok := f.Value.(alias); ok {
 				return
 			}
 			arg, usage := flag.UnquoteUsage(f)
@@ -178,7 +141,11 @@ func printHelp(w io.Writer, name string, fs *flag.FlagSet, verbs []string) {
 			if def := f.DefValue; def != "" && def != "0" && def != "false" && def != "0s" && def != "-1" {
 				usage += fmt.Sprintf(" (default %s)", def)
 			}
-			rows = append(rows, fmt.Sprintf("  --%s%s\t%s\n", f.Name, arg, usage))
+			name := "--" + f.Name
+			if short := shortOf(fs, f.Name); short != "" {
+				name = "-" + short + ", " + name
+			}
+			rows = append(rows, fmt.Sprintf("  %s%s\t%s\n", name, arg, usage))
 		})
 		if len(rows) > 0 {
 			fmt.Fprintln(w, "\nFlags:")
@@ -218,7 +185,7 @@ func runHelp(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	run, ok := commands[args[0]]
 	if !ok {
-		return usagef("unknown command %q; spillway help lists them", args[0])
+		return unknownCommand(args[0])
 	}
 	return run(ctx, append(slices.Clone(args[1:]), "-h"), stdout, stderr)
 }

@@ -27,6 +27,8 @@ import (
 	"strings"
 	"syscall"
 	"text/tabwriter"
+
+	"github.com/spillway-dev/spillway/internal/suggest"
 )
 
 // commands lists every subcommand in one place (their help is in docs), so
@@ -79,8 +81,12 @@ func runCLI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		run, ok = runHelp, true
 	}
 	if !ok {
-		fmt.Fprintf(stderr, "spillway: unknown command %q\n\n", args[0])
-		usage(stderr)
+		// With a suggestion, the one line says all; without, the list.
+		fmt.Fprintf(stderr, "spillway: %v\n", unknownCommand(args[0]))
+		if _, near := nearestCommand(args[0]); !near {
+			fmt.Fprintln(stderr)
+			usage(stderr)
+		}
 		return 2
 	}
 	err := run(ctx, args[1:], stdout, stderr)
@@ -93,11 +99,13 @@ func runCLI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "spillway %s: %v\n", args[0], err)
 		return 2
 	default:
-		// A missing table says only that, not the operation that met it.
-		if tnf := (*tableNotFoundError)(nil); errors.As(err, &tnf) {
-			err = tnf
+		// A missing table or missing credentials say only that and the
+		// fix, not the operation that met them.
+		msg := explainSetup(err)
+		if msg == "" {
+			msg = forOperator(err)
 		}
-		fmt.Fprintf(stderr, "spillway %s: %s\n", args[0], forOperator(err))
+		fmt.Fprintf(stderr, "spillway %s: %s\n", args[0], msg)
 		return 1
 	}
 }
@@ -159,7 +167,18 @@ func dispatch(ctx context.Context, command string, subs []subcommand, args []str
 		fmt.Fprintf(stdout, "\nRun 'spillway help %s <command>' for a command's flags and examples.\n", command)
 		return flag.ErrHelp
 	}
+	if near, ok := suggest.Nearest(args[0], names); ok {
+		return usagef("unknown %s command %q; did you mean %s? (want %s)", command, args[0], near, strings.Join(names, ", "))
+	}
 	return usagef("unknown %s command %q; want %s", command, args[0], strings.Join(names, ", "))
+}
+
+// unknownCommand refuses name, naming the nearest command.
+func unknownCommand(name string) error {
+	if near, ok := nearestCommand(name); ok {
+		return usagef("unknown command %q; did you mean %s? (spillway help lists them)", name, near)
+	}
+	return usagef("unknown command %q; spillway help lists them", name)
 }
 
 // usageError marks a bad invocation (exit code 2).
@@ -168,3 +187,10 @@ type usageError struct{ msg string }
 func (e usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+// nearestCommand returns the command name was likely meant to be.
+func nearestCommand(name string) (string, bool) {
+	names := append(slices.Collect(maps.Keys(commands)), "help")
+	slices.Sort(names)
+	return suggest.Nearest(name, names)
+}

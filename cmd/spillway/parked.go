@@ -150,7 +150,7 @@ func runParkedReplay(ctx context.Context, args []string, stdout, stderr io.Write
 	topic := fs.String("topic", "", "publish to this topic instead of the stored one")
 	yes := fs.Bool("yes", false, "replay (without it: a dry run that lists what would be replayed)")
 	function := fs.String("relay-function", "", "wake this relay function (name or ARN) once the messages are marked (env SPILLWAY_RELAY_FUNCTION; none: the relays' schedule finds them)")
-	verbose := fs.Bool("v", false, "log the wake-up's failures")
+	verbose := fs.verbose("log the wake-up's failures")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

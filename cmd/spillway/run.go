@@ -61,13 +61,15 @@ type runFlags struct {
 	serve, asJSON, verbose      bool
 }
 
-func parseRunFlags(args []string, stdout io.Writer) (runFlags, error) {
+func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, error) {
 	var f runFlags
 	fs := newFlagSet("run", stdout)
+	fs.warn = stderr
 	fs.IntVar(&f.messages, "messages", 3000, "demo messages to enqueue")
 	fs.IntVar(&f.keys, "keys", 60, "distinct message keys; each writes to both demo topics")
 	fs.IntVar(&f.concurrency, "concurrency", 4, "reserved concurrency of the relay function (execution environments)")
-	fs.DurationVar(&f.timeout, "timeout", 15*time.Second, "relay function timeout (each invocation's deadline)")
+	fs.DurationVar(&f.timeout, "relay-timeout", 15*time.Second, "the relay function's timeout: each invocation's deadline (the stack's relayTimeout)")
+	addAlias(fs.FlagSet, "timeout", "relay-timeout", "use --relay-timeout, each relay invocation's deadline (drain's --timeout bounds the whole drain)")
 	fs.DurationVar(&f.targetLatency, "target-latency", 0, "the relay function's SPILLWAY_TARGET_LATENCY: how soon a running relay looks for a message committed to a busy bucket it holds (0: the relay's default)")
 	fs.DurationVar(&f.schedule, "schedule", 5*time.Second, "interval of the schedule's sweep invocations (1 minute on AWS)")
 	fs.StringVar(&f.emfPath, "emf", "", "file receiving the functions' EMF metric lines (default a new spillway-run-emf-*.jsonl in the temporary directory, so concurrent runs never share one)")
@@ -75,11 +77,12 @@ func parseRunFlags(args []string, stdout io.Writer) (runFlags, error) {
 	fs.BoolVar(&f.serve, "serve", false, "keep the embedded endpoints up after the demo and print their addresses")
 	fs.Var(&f.topics, "topics", "further `TOPICS` to create on the embedded Kafka, comma-separated, each with its dead-letter topic NAME.dlq (the demo's are always there)")
 	fs.BoolVar(&f.asJSON, "json", false, "print the summary as JSON")
-	fs.BoolVar(&f.verbose, "v", false, "log the functions' activity to stderr")
+	verbose := fs.verbose("log the functions' activity to stderr")
 	fs.StringVar(&f.tracing, "tracing", outboxconf.TracingOff, "off, or otel: trace the functions with OpenTelemetry into a local OTLP receiver and print its span count")
 	if err := parse(fs, args); err != nil {
 		return f, err
 	}
+	f.verbose = *verbose
 	if f.messages < 1 || f.keys < 1 || f.concurrency < 1 {
 		return f, usagef("--messages, --keys and --concurrency must be >= 1")
 	}
@@ -108,7 +111,7 @@ type demo struct {
 }
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	flags, err := parseRunFlags(args, stdout)
+	flags, err := parseRunFlags(args, stdout, stderr)
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,7 @@ func TestRunTopics(t *testing.T) {
 	// embedded Kafka, next to the demo's, and lets the functions accept
 	// them.
 	t.Run("NamedTopicsAndTheirDeadLetterTopicsAreCreated", func(t *testing.T) {
-		f, err := parseRunFlags([]string{"--topics", "shipments, refunds.dlq", "--topics", "orders"}, io.Discard)
+		f, err := parseRunFlags([]string{"--topics", "shipments, refunds.dlq", "--topics", "orders"}, io.Discard, io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}

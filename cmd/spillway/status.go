@@ -58,7 +58,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newFlagSet("status", stdout)
 	ef := addTableFlags(fs).withOutbox()
 	asJSON := fs.Bool("json", false, "print JSON")
-	verbose := fs.Bool("v", false, "log the store's activity")
+	verbose := fs.verbose("log the store's activity")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

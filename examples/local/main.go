@@ -1,8 +1,8 @@
 // Command local commits an order and its message with the one-call writer,
 // then applies the message exactly once with the inbox when a relay has
-// published it: the README's "Develop locally" program, against
-// `spillway run --serve` or any DynamoDB and Kafka the SPILLWAY_* variables
-// name.
+// published it: the program of docs/local.md and the source of the
+// README's two samples, against `spillway run --serve` or any DynamoDB and
+// Kafka the SPILLWAY_* variables name.
 package main
 
 import (
@@ -46,42 +46,28 @@ func run(ctx context.Context, getenv func(string) string) error {
 		return err
 	}
 
-	// Write: the order and its message commit in one transaction.
+	// The outbox table, bucket count and topics from the SPILLWAY_*
+	// variables the stack sets; SPILLWAY_RELAY_FUNCTION makes every commit
+	// wake a relay.
 	writer, err := outboxddb.WriterFromEnv(cfg, getenv, nil)
 	if err != nil {
 		return err
 	}
 	order := "order-" + outbox.NewMessageID().String()[:8]
-	msg, err := outbox.NewMessage("orders", []byte(order), []byte("paid"), outbox.MessageOptions{})
-	if err != nil {
-		return err
-	}
-	if _, err := writer.Commit(ctx, func(ctx context.Context, tx *outboxddb.Tx) error {
-		tx.Put(types.Put{TableName: aws.String("orders"), Item: orderKey(order),
-			ConditionExpression: aws.String("attribute_not_exists(PK)")})
-		return tx.Enqueue(msg)
-	}); err != nil {
+	if err := commitOrder(ctx, writer, order); err != nil {
 		return err
 	}
 	fmt.Printf("committed %s; relay it with: spillway drain\n", order)
 
-	// Consume: each record's effect commits with the inbox's marker, so a
-	// record published twice is applied once.
-	inbox, err := outboxinbox.New(db, outboxinbox.Options{TableName: "orders", Consumer: "billing"})
-	if err != nil {
-		return err
-	}
-	consumer, err := outboxinbox.NewConsumer(outboxinbox.ConsumerConfig{
-		Inbox: inbox, Handler: setStatus, Group: "billing", Topics: []string{"orders"},
-		Brokers: strings.Split(getenv("SPILLWAY_KAFKA_BROKERS"), ","),
-	})
+	consumer, err := newConsumer(db, strings.Split(getenv("SPILLWAY_KAFKA_BROKERS"), ","))
 	if err != nil {
 		return err
 	}
 	defer consumer.Close()
 	cctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go consumer.Run(cctx)
+	ran := make(chan error, 1)
+	go func() { ran <- consumer.Run(cctx) }()
 	for {
 		item, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String("orders"), Key: orderKey(order)})
 		if err != nil {
@@ -94,9 +80,38 @@ func run(ctx context.Context, getenv func(string) string) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s not consumed (did a relay run?): %w", order, ctx.Err())
+		case err := <-ran: // a missing topic, refused credentials
+			return fmt.Errorf("consumer stopped: %w", err)
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// commitOrder writes the order and its message in one transaction.
+func commitOrder(ctx context.Context, writer *outboxddb.Writer, order string) error {
+	msg, err := outbox.NewMessage("orders", []byte(order), []byte("paid"), outbox.MessageOptions{})
+	if err != nil {
+		return err
+	}
+	_, err = writer.Commit(ctx, func(ctx context.Context, tx *outboxddb.Tx) error {
+		tx.Put(types.Put{TableName: aws.String("orders"), Item: orderKey(order),
+			ConditionExpression: aws.String("attribute_not_exists(PK)")})
+		return tx.Enqueue(msg) // the same transaction: both commit, or neither
+	})
+	return err
+}
+
+// newConsumer consumes the orders topic in the consumer group billing:
+// each record's effect commits with the inbox's marker, so a record
+// published twice is applied once.
+func newConsumer(db *dynamodb.Client, brokers []string) (*outboxinbox.Consumer, error) {
+	inbox, err := outboxinbox.New(db, outboxinbox.Options{TableName: "orders", Consumer: "billing"})
+	if err != nil {
+		return nil, err
+	}
+	return outboxinbox.NewConsumer(outboxinbox.ConsumerConfig{
+		Inbox: inbox, Handler: setStatus, Group: "billing", Topics: []string{"orders"}, Brokers: brokers,
+	})
 }
 
 // setStatus is the consumer's effect: the order's status, written in the

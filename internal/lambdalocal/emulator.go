@@ -179,14 +179,23 @@ func (e *Emulator) Invoke(ctx context.Context, payload []byte) (Response, error)
 	return r, nil
 }
 
-// Close ends the emulator and the function process.
+// Close ends the emulator and the function process, quietly: it freezes
+// the emulator, kills the function (which the emulator starts in a process
+// group of its own), then the emulator. A function that outlived its
+// emulator would log its lost connections on the way out ("WARNING!
+// Reached expected unreachable code!", "connection reset by peer").
 func (e *Emulator) Close() {
 	select {
 	case <-e.done:
 		return
 	default:
 	}
-	_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)
+	pid := e.cmd.Process.Pid
+	_ = syscall.Kill(-pid, syscall.SIGSTOP)
+	for _, fn := range children(pid) {
+		_ = syscall.Kill(-fn, syscall.SIGKILL)
+	}
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
 	<-e.done
 }
 

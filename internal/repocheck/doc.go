@@ -3,6 +3,7 @@
 // standard library, what each binary may link, the longest function
 // allowed, what git may track (no executables, no file over 1 MB), and
 // that the Markdown documentation stays true to the repository (every
-// relative link and anchor resolves, the README's figures are the lab's,
-// and its local-development program is the one the tests build and run).
+// relative link and anchor resolves, every figure of the README is the
+// lab's, and its Go samples are lines of the program the tests build and
+// run).
 package repocheck

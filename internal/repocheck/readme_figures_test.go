@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,29 +24,61 @@ func readRepoFile(t *testing.T, rel string) string {
 // the deployment and, second to last, the total per month.
 var economyRow = regexp.MustCompile(`(?m)^(\d+(?:\.\d+)?)\s+(spillway|fargate|streams)\b.*\s(\$[\d.]+)\s+\S+$`)
 
-func TestReadmeFigures(t *testing.T) {
-	// The README's cost table shows every rate of the lab's economy study with
-	// its totals exactly as docs/lab/economy.txt prints them (the unflattering
-	// 0.1 msg/s row included), and calls them simulated, which they are.
-	t.Run("CostTableIsTheLabs", func(t *testing.T) {
-		economy := readRepoFile(t, "docs/lab/economy.txt")
-		lab := map[string]map[string]string{} // rate -> deployment -> total
-		var rates []string
-		for _, m := range economyRow.FindAllStringSubmatch(economy, -1) {
-			if lab[m[1]] == nil {
-				lab[m[1]] = map[string]string{}
-				rates = append(rates, m[1])
-			}
-			lab[m[1]][m[2]] = m[3]
+// labTotals reads docs/lab/economy.txt's first table: rate -> deployment ->
+// total per month as printed ("$129.27"), and the rates in order.
+func labTotals(t *testing.T) (map[string]map[string]string, []string) {
+	t.Helper()
+	lab := map[string]map[string]string{}
+	var rates []string
+	for _, m := range economyRow.FindAllStringSubmatch(readRepoFile(t, "docs/lab/economy.txt"), -1) {
+		if lab[m[1]] == nil {
+			lab[m[1]] = map[string]string{}
+			rates = append(rates, m[1])
 		}
-		if len(rates) < 4 {
-			t.Fatalf("economy.txt rows not found: %v", rates)
+		lab[m[1]][m[2]] = m[3]
+	}
+	if len(rates) < 4 {
+		t.Fatalf("economy.txt rows not found: %v", rates)
+	}
+	return lab, rates
+}
+
+// dollars parses a total as printed ("$1,168.37").
+func dollars(t *testing.T, s string) float64 {
+	t.Helper()
+	v, err := strconv.ParseFloat(strings.NewReplacer("$", "", ",", "").Replace(s), 64)
+	if err != nil {
+		t.Fatalf("%q is not a dollar figure: %v", s, err)
+	}
+	return v
+}
+
+// ratioHead heads the README's cost table.
+const ratioHead = "| msg/s | Spillway ÷ always-on relay on Fargate | Spillway ÷ Streams → Lambda (model) |"
+
+// readmeProse is the README without its code blocks, where figures are
+// claims.
+func readmeProse(t *testing.T) string {
+	return regexp.MustCompile("(?s)```.*?```").ReplaceAllString(readRepoFile(t, "README.md"), "")
+}
+
+func TestReadmeFigures(t *testing.T) {
+	// The README's cost table gives, for every rate of the lab's economy
+	// study with traffic, Spillway's whole bill as a multiple of the
+	// always-on relay's (from the totals, two decimals) and of the Streams
+	// pattern's (as economy.txt prints that ratio), and calls the figures
+	// simulated at list prices, which they are.
+	t.Run("CostRatiosAreTheLabs", func(t *testing.T) {
+		lab, rates := labTotals(t)
+		streams := map[string]string{}
+		for _, m := range regexp.MustCompile(`(\d+(?:\.\d+)?) msg/s ([\d.]+)x`).FindAllStringSubmatch(
+			regexp.MustCompile(`Spillway / Streams pattern.*`).FindString(readRepoFile(t, "docs/lab/economy.txt")), -1) {
+			streams[m[1]] = m[2] + "×"
 		}
 		readme := readRepoFile(t, "README.md")
-		head := "| msg/s | Spillway | always-on relay on Fargate | Streams → Lambda (model) |"
-		i := strings.Index(readme, head)
+		i := strings.Index(readme, ratioHead)
 		if i < 0 {
-			t.Fatalf("README has no cost table headed %q", head)
+			t.Fatalf("README has no cost table headed %q", ratioHead)
 		}
 		before := strings.TrimRight(readme[:i], "\n")
 		intro := before[strings.LastIndex(before, "\n\n")+2:]
@@ -59,23 +92,67 @@ func TestReadmeFigures(t *testing.T) {
 			}
 			var cells []string
 			for _, c := range strings.Split(strings.Trim(line, "|"), "|") {
-				cells = append(cells, strings.ReplaceAll(strings.TrimSpace(c), ",", ""))
+				cells = append(cells, strings.TrimSpace(c))
 			}
 			rows[cells[0]] = cells[1:]
 		}
+		want := 0
 		for _, rate := range rates {
+			if dollars(t, lab[rate]["streams"]) == 0 {
+				continue // idle: no ratio to the Streams pattern's $0
+			}
+			want++
 			got, ok := rows[rate]
 			if !ok {
 				t.Errorf("README's cost table has no %s msg/s row", rate)
 				continue
 			}
-			want := []string{lab[rate]["spillway"], lab[rate]["fargate"], lab[rate]["streams"]}
-			if strings.Join(got, " ") != strings.Join(want, " ") {
-				t.Errorf("README at %s msg/s: %v, economy.txt: %v", rate, got, want)
+			fargate := fmt.Sprintf("%.2f×", dollars(t, lab[rate]["spillway"])/dollars(t, lab[rate]["fargate"]))
+			if streams[rate] == "" || strings.Join(got, " ") != fargate+" "+streams[rate] {
+				t.Errorf("README at %s msg/s: %v, economy.txt: [%s %s]", rate, got, fargate, streams[rate])
 			}
 		}
-		if len(rows) != len(rates) {
-			t.Errorf("README's cost table has %d rows, economy.txt %d rates", len(rows), len(rates))
+		if len(rows) != want {
+			t.Errorf("README's cost table has %d rows, economy.txt %d rates with traffic", len(rows), want)
+		}
+	})
+
+	// Every figure the README's prose claims is the lab's: a dollar figure
+	// is a total of economy.txt (and the idle one Spillway's at 0 msg/s), a
+	// duration in milliseconds or a percentage is printed in docs/lab, and
+	// a multiple stands only in the cost table. A figure from anywhere else
+	// (a bench run, a guess) fails here.
+	t.Run("EveryFigureIsTheLabs", func(t *testing.T) {
+		lab, _ := labTotals(t)
+		totals := map[string]bool{}
+		for _, byDeployment := range lab {
+			for _, total := range byDeployment {
+				totals[total] = true
+			}
+		}
+		var labText strings.Builder
+		for _, f := range []string{"cost.txt", "economy.txt", "idle.txt", "scale.txt", "steady.txt"} {
+			labText.WriteString(strings.ReplaceAll(readRepoFile(t, "docs/lab/"+f), " %", "%"))
+		}
+		prose := readmeProse(t)
+		for _, d := range regexp.MustCompile(`\$[\d,]+(?:\.\d+)?`).FindAllString(prose, -1) {
+			if !totals[strings.ReplaceAll(d, ",", "")] {
+				t.Errorf("README's %s is no total of docs/lab/economy.txt", d)
+			}
+		}
+		if idle := regexp.MustCompile(`Idle it costs (\$[\d.]+) a month`).FindStringSubmatch(prose); idle == nil || idle[1] != lab["0"]["spillway"] {
+			t.Errorf("README's idle cost %v, economy.txt's Spillway at 0 msg/s %s", idle, lab["0"]["spillway"])
+		}
+		for _, m := range regexp.MustCompile(`(\d+(?:\.\d+)?) (ms|%)`).FindAllStringSubmatch(prose, -1) {
+			if !strings.Contains(labText.String(), m[1]+m[2]) {
+				t.Errorf("README's %s %s is printed nowhere in docs/lab", m[1], m[2])
+			}
+		}
+		table := readRepoFile(t, "README.md")
+		table = table[strings.Index(table, ratioHead):]
+		table = table[:strings.Index(table, "\n\n")]
+		if got, inTable := strings.Count(prose, "×"), strings.Count(table, "×"); got != inTable {
+			t.Errorf("README has %d multiples outside its cost table", got-inTable)
 		}
 	})
 

@@ -6,7 +6,7 @@
 package outboxconf
 
 // Environment variables read by the functions and the CLI and set by the
-// stack. Each is documented in README's configuration table.
+// stack. Each is documented in docs/configuration.md.
 const (
 	EnvTable              = "SPILLWAY_TABLE"
 	EnvKeyPrefix          = "SPILLWAY_KEY_PREFIX"

@@ -159,6 +159,22 @@ func (p *Env) Endpoint(name string) string {
 	return v
 }
 
+// LocalEndpoint reports whether endpoint is a URL on this machine
+// (localhost or a loopback address): DynamoDB Local, LocalStack, the
+// embedded server. Such an endpoint accepts any credentials, and no
+// relay schedule runs beside it.
+func LocalEndpoint(endpoint string) bool {
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	if u.Hostname() == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(u.Hostname())
+	return ip != nil && ip.IsLoopback()
+}
+
 // list splits a comma-separated value, rejecting empty elements.
 func (p *Env) list(name string) ([]string, string, bool) {
 	v, ok := p.get(name)

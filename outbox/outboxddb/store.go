@@ -59,7 +59,7 @@ func NewStore(client Client, opts Options) (*Store, error) {
 		return nil, outbox.Misconfigured("new store", "DynamoDB client is nil")
 	}
 	return &Store{
-		client:      client,
+		client:      explain(client),
 		opts:        opts,
 		keys:        newKeys(opts),
 		tel:         newTelemetry(opts.Hooks),

@@ -58,6 +58,7 @@ func NewWriter(client Client, opts Options) (*Writer, error) {
 	if client == nil {
 		return nil, outbox.Misconfigured("new writer", "DynamoDB client is nil")
 	}
+	client = explain(client)
 	w := newWriter(client, opts)
 	if opts.PreviousKeyPrefix != "" {
 		popts := opts

@@ -21,7 +21,8 @@ import (
 // every commit and skips the wake-ups a live relay covers
 // (SPILLWAY_LEASE_DURATION, default 30s). Without SPILLWAY_RELAY_FUNCTION
 // the messages wait for the relay's schedule, and it logs a warning saying
-// so. cfg is the service's AWS SDK configuration; log receives the
+// so, unless the endpoint is local (outboxconf.LocalEndpoint), where no
+// schedule runs and the relay is whichever one the user starts. cfg is the service's AWS SDK configuration; log receives the
 // writer's warnings (nil: slog.Default()). getenv is os.Getenv outside
 // tests. The error is an *outboxconf.VariableError naming the first
 // unusable variable.
@@ -46,7 +47,13 @@ func WriterFromEnv(cfg aws.Config, getenv func(string) string, log *slog.Logger)
 		}
 	})
 	opts.Logger = log
-	if function == "" {
+	switch {
+	case function == "" && outboxconf.LocalEndpoint(endpoint):
+		// No schedule runs beside a local endpoint: the relay is the one
+		// its user runs (spillway drain), which needs no warning.
+		log.Debug("no relay function configured: committed messages wait for a relay you run", "variable", outboxconf.EnvRelayFunction)
+		return NewWriter(client, opts)
+	case function == "":
 		log.Warn("no relay function configured: committed messages wait for the relay's schedule", "variable", outboxconf.EnvRelayFunction)
 		return NewWriter(client, opts)
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 
@@ -89,6 +90,29 @@ func TestWriterEnv(t *testing.T) {
 		}
 		if _, err := w.Enqueue(t.Context(), other); !errors.Is(err, outbox.ErrInvalidMessage) {
 			t.Fatalf("enqueue to a topic outside SPILLWAY_TOPICS: %v, want outbox.ErrInvalidMessage", err)
+		}
+	})
+
+	// Without a relay function the messages wait for the schedule, and the
+	// writer warns so; beside a local endpoint no schedule runs (the user
+	// runs the relay), and it does not.
+	t.Run("FromEnvWarnsOfTheScheduleOnlyWhereOneRuns", func(t *testing.T) {
+		for endpoint, warns := range map[string]bool{
+			"": true,
+			"https://dynamodb.eu-west-1.amazonaws.com": true,
+			"http://10.0.0.5:8000":                     true,
+			"http://127.0.0.1:8000":                    false,
+			"http://localhost:4566":                    false,
+			"http://[::1]:8000":                        false,
+		} {
+			var logs strings.Builder
+			vars := map[string]string{outboxconf.EnvTable: "t", outboxconf.EnvDynamoDBEndpoint: endpoint}
+			if _, err := WriterFromEnv(testAWSConfig("http://127.0.0.1:1"), func(k string) string { return vars[k] }, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(logs.String(), "wait for the relay's schedule"); got != warns {
+				t.Errorf("endpoint %q: warned %v, want %v: %q", endpoint, got, warns, logs.String())
+			}
 		}
 	})
 

@@ -99,7 +99,7 @@ func New(client Client, opts Options) (*Inbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Inbox{client: client, opts: opts, metrics: counts, hooks: hs}, nil
+	return &Inbox{client: explaining{client}, opts: opts, metrics: counts, hooks: hs}, nil
 }
 
 // Metrics returns the inbox's counters since it was made.
