@@ -55,10 +55,10 @@ type ReadCommitted struct {
 	// Seed seeds the draws of the commits' schedules, handed to the
 	// transactions in the order the server applies them.
 	Seed uint64
-	// MaxCommit bounds a commit: each lasts a duration drawn uniformly
-	// from [0, MaxCommit), and each of its new items becomes visible at an
-	// instant drawn uniformly within it, on the time package's clock (a
-	// bubble's in a testing/synctest test).
+	// MaxCommit bounds a commit: for each, a duration is drawn uniformly
+	// from [0, MaxCommit), each of its new items becomes visible at an
+	// instant drawn uniformly within it, and the commit ends with the last,
+	// on the time package's clock (a bubble's in a testing/synctest test).
 	MaxCommit time.Duration
 	// Schedule, when set, replaces the draws: given how many new items a
 	// transaction puts, it returns when each becomes visible after the
@@ -165,9 +165,10 @@ func (c *commits) schedule(n int) (at []time.Duration, end time.Duration) {
 		}
 		return at, end
 	}
-	end = time.Duration(c.rng.Int64N(int64(c.cfg.MaxCommit)))
+	span := c.rng.Int64N(int64(c.cfg.MaxCommit))
 	for i := range at {
-		at[i] = time.Duration(c.rng.Int64N(int64(end) + 1))
+		at[i] = time.Duration(c.rng.Int64N(span + 1))
+		end = max(end, at[i])
 	}
 	return at, end
 }
