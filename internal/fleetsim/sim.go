@@ -413,10 +413,6 @@ func (s *sim) steadyAt(t time.Time) bool {
 	return false
 }
 
-func (s *sim) churnAt(t time.Time) bool {
-	return s.offset(t) < s.cfg.WriteDuration && !s.steadyAt(t)
-}
-
 // faultsAt reports whether a relay may draw a fault of its own at t (a
 // crash, a pause, a clock skew beyond the tolerance): outside the steady
 // phases and outside the last faultQuietBefore of a churn phase that a

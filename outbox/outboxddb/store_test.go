@@ -198,6 +198,39 @@ func TestStore(t *testing.T) {
 		})
 	})
 
+	t.Run("Fetch_ProbesTheRunsAnEarlierPageScanned_ForRowsOfALaterPage", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(t)
+			w, s := e.writer(t), e.store(t)
+			// 300 KB rows: a page ends with the fourth. 2 is abandoned.
+			for seq := 1; seq <= 6; seq++ {
+				m := newMessage(t, "t", "k", 0)
+				m.Value = make([]byte, 300*1024)
+				if seq == 2 {
+					if _, err := w.Prepare(t.Context(), m); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				if _, err := w.Enqueue(t.Context(), m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var got []outbox.Message
+			c := e.counts(func() {
+				var err error
+				if got, err = s.FetchBatch(t.Context(), 0, 10); err != nil {
+					t.Fatal(err)
+				}
+			})
+			wantInts(t, "sequences", sequences(got), []int64{1, 3, 4, 5, 6})
+			// Two pages, and a probe of [2, 2] for 6: the first page
+			// scanned 2, and a transaction writing 2 could complete before
+			// the second page read 6.
+			wantRequests(t, c, map[string]int{"Query": 3})
+		})
+	})
+
 	t.Run("Fetch_HonoursMaxCount_AndReadsPastTheOneMegabytePage", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(t)
