@@ -157,7 +157,7 @@ func TestIAM(t *testing.T) {
 			f.roleID(o.relay.role): {
 				f.logWrites(o.relay),
 				newStmt(xray, []any{"*"}, nil),
-				newStmt([]string{"dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:ConditionCheckItem"}, []any{table}, nil),
+				newStmt([]string{"dynamodb:Query", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:ConditionCheckItem"}, []any{table}, nil),
 				newStmt([]string{"lambda:InvokeFunction"}, []any{relayArn}, nil),
 				newStmt([]string{"kafka-cluster:Connect", "kafka-cluster:WriteDataIdempotently"}, []any{testCluster}, nil),
 				newStmt([]string{"kafka-cluster:DescribeTopic", "kafka-cluster:WriteData"}, []any{topic("orders"), topic("payments")}, nil),
@@ -195,7 +195,7 @@ func TestIAM(t *testing.T) {
 			f.roleID(o.relay.role): {
 				f.logWrites(o.relay),
 				newStmt(xray, []any{"*"}, nil),
-				newStmt([]string{"dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:ConditionCheckItem"}, []any{table}, nil),
+				newStmt([]string{"dynamodb:Query", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:ConditionCheckItem"}, []any{table}, nil),
 				newStmt([]string{"lambda:InvokeFunction"}, []any{relayArn}, nil),
 				newStmt([]string{"secretsmanager:GetSecretValue"}, []any{secret}, nil),
 				newStmt([]string{"kms:Decrypt"}, []any{key}, map[string]any{"StringEquals": map[string]any{

@@ -22,8 +22,11 @@ var (
 	// and the coordination partition, write heartbeats and leases, delete
 	// published messages.
 	// ConditionCheckItem is a park behind a key's earlier parked message,
-	// a transaction item that only checks.
-	RelayTableActions = []string{"dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:ConditionCheckItem"}
+	// a transaction item that only checks. GetItem is what a fetch's
+	// TransactGetItems needs of each row it reads: the snapshot of a
+	// transaction a query showed in part (docs/protocol.md, "Fetching a
+	// bucket in order").
+	RelayTableActions = []string{"dynamodb:Query", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:ConditionCheckItem"}
 	// WriterTableActions are what a writer does to the table: reserve a
 	// sequence (UpdateItem), put the message (PutItem, alone or in a
 	// transaction) and, while the bucket count changes, check the

@@ -334,16 +334,22 @@ func TestChecks(t *testing.T) {
 		}
 	})
 
-	t.Run("LeaseBook_CheckMixedFlagsATakeoverOfALeaseItsRoundLeftUnrenewed", func(t *testing.T) {
+	t.Run("LeaseBook_CheckMixedFlagsATakeoverOfALeaseItsRoundLeftUnrenewed_OnceTheRoundCouldSeeTheTaker", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			const interval = 5 * time.Second
 			limit := Config{LeaseDuration: testLease, RenewInterval: interval}.mixedSkewLimit()
-			run := func(left time.Duration) *leaseViolation {
+			run := func(left time.Duration, xFirst bool) *leaseViolation {
 				clock, lb, host := leaseFixture()
 				// r's round at 0 leaves bucket 1 with left of its lease; x keeps
-				// every round, its clock 12 s ahead (between L − 2I and L − I).
+				// every round, its clock 12 s ahead (between L − 2I and L − I),
+				// and had a round before r's unless xFirst.
 				r, x := host(0), host(12*time.Second)
 				lb.markPlain("x")
+				if !xFirst {
+					now := clock.Now()
+					lb.acquired("x", x, x.Now(), now, now, nil, nil)
+					clock.Advance(time.Millisecond)
+				}
 				now := clock.Now()
 				lb.acquired("r", r, r.Now().Add(left-testLease), now, now, []int{1}, nil)
 				// x claims as soon as the stored expiry has passed on its clock.
@@ -356,13 +362,18 @@ func TestChecks(t *testing.T) {
 			}
 			// Left unrenewed with 8 s: x takes it a second later, while r still
 			// trusts it for 7 s.
-			if v := run(8 * time.Second); v == nil || v.first.relay != "r" || v.second.relay != "x" {
+			if v := run(8*time.Second, false); v == nil || v.first.relay != "r" || v.second.relay != "x" {
 				t.Fatalf("checkMixed = %v, want x's takeover of r's unrenewed lease", v)
 			}
 			// Renewed (the whole lease left): x sees it expire only 8 s later,
 			// after r's next round was due; not the mixed fleet's fault.
-			if v := run(testLease); v != nil {
+			if v := run(testLease, false); v != nil {
 				t.Fatalf("checkMixed flagged %v", v)
+			}
+			// x's very first round: r's round could not see x's heartbeat,
+			// the limit docs/order.md states for relays of other languages.
+			if v := run(8*time.Second, true); v != nil {
+				t.Fatalf("checkMixed flagged a first-round claim: %v", v)
 			}
 		})
 	})

@@ -123,6 +123,13 @@ const (
 	// takes 7 s (throttled transactions retried), so a loop of parks
 	// behind a held-back key outlasts the lease.
 	FaultParkSlow OrderFault = "park-slow"
+	// FaultReadCommitted: the embedded DynamoDB commits each transaction
+	// over up to readCommitMax, its new items visible one at a time
+	// (outboxlocal.ReadCommitted, drawn from the seed), as DynamoDB's
+	// read-committed queries let a reader see it: a fetch, a count probe or
+	// a snapshot that overlaps a commit sees part of it, and a write or a
+	// snapshot naming one of its items conflicts (issue 44).
+	FaultReadCommitted OrderFault = "read-committed"
 	// FaultBlockHolds: with FaultQuarantineReplay, the steady phases' hold
 	// relays run under PoisonBlock while the relay function quarantines:
 	// a fleet switched back to block, or a drain from a shell without the
@@ -132,14 +139,20 @@ const (
 )
 
 // AllOrderFaults is the whole order menu.
-var AllOrderFaults = []OrderFault{FaultLateRound, FaultMixedSkew, FaultQuarantineReplay, FaultParkLost, FaultBlockHolds, FaultParkLate, FaultParkSlow}
+var AllOrderFaults = []OrderFault{FaultLateRound, FaultMixedSkew, FaultQuarantineReplay, FaultParkLost, FaultBlockHolds, FaultReadCommitted, FaultParkLate, FaultParkSlow}
 
 // defaultOrderFaults are the order faults of NewConfig, and so of the CI
-// seeds: each broke a key's order before the publisher, quarantine, lease
-// and poison-policy fixes. ORDER_FAULTS=all adds the lease faults of the
-// lease keeper (park-late, park-slow), which fail seed 11 on the relay
+// seeds: each broke a key's order before the publisher, quarantine, lease,
+// poison-policy and fetch fixes. ORDER_FAULTS=all adds the lease faults of
+// the lease keeper (park-late, park-slow), which fail seed 11 on the relay
 // without it.
-var defaultOrderFaults = []OrderFault{FaultLateRound, FaultMixedSkew, FaultQuarantineReplay, FaultParkLost, FaultBlockHolds}
+var defaultOrderFaults = []OrderFault{FaultLateRound, FaultMixedSkew, FaultQuarantineReplay, FaultParkLost, FaultBlockHolds, FaultReadCommitted}
+
+// readCommitMax bounds a commit under FaultReadCommitted: DynamoDB answers
+// a transaction in tens of milliseconds; the slow tail makes a relay's
+// fetch, which comes every target latency on a busy bucket, meet commits
+// in progress.
+const readCommitMax = 250 * time.Millisecond
 
 // has reports whether c injects the order fault f.
 func (c Config) has(f OrderFault) bool { return slices.Contains(c.OrderFaults, f) }

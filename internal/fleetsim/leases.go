@@ -41,10 +41,15 @@ type leaseBook struct {
 	open     map[string]map[int]*belief // relay → bucket → latest belief
 	byBucket map[int][]*belief          // ascending by start
 	plain    map[string]bool            // relays that keep every round
+	// firstRound is the true time each relay's first acquisition round
+	// started: its first heartbeat, which a peer's round sees only if it
+	// starts later.
+	firstRound map[string]time.Time
 }
 
 func newLeaseBook(lease time.Duration) *leaseBook {
-	return &leaseBook{lease: lease, open: map[string]map[int]*belief{}, byBucket: map[int][]*belief{}, plain: map[string]bool{}}
+	return &leaseBook{lease: lease, open: map[string]map[int]*belief{}, byBucket: map[int][]*belief{}, plain: map[string]bool{},
+		firstRound: map[string]time.Time{}}
 }
 
 // markPlain records a relay that keeps every lease every round.
@@ -57,12 +62,15 @@ func (lb *leaseBook) markPlain(relay string) {
 // checkMixed counts the beliefs that a relay keeping every round took
 // over while their holder, a relay on schedule, still believed in them: two
 // relays then publish one bucket. It returns the first such takeover that
-// the mixed fleet must not make: the holder's last round confirmed the
-// lease at most interval before it, and the taker's clock was ahead of the
-// holder's by at most skewLimit. Kept every round, a lease lasts L after
-// each round, so such a taker sees it expire only after the next round is
-// due: a takeover means the round left the lease unrenewed, with less than
-// the skew the mixed fleet tolerates left.
+// the mixed fleet must not make: the holder's last round started after the
+// taker's first (so it read the taker's heartbeat and keeps every lease
+// every round), confirmed the lease at most interval before the takeover,
+// and the taker's clock was ahead of the holder's by at most skewLimit.
+// Kept every round, a lease lasts L after each round, so such a taker sees
+// it expire only after the next round is due: a takeover means the round
+// left the lease unrenewed, with less than the skew the mixed fleet
+// tolerates left. A taker's claim before any holder's round could see it
+// is the limit docs/order.md states (Mixed fleets): counted, not failed.
 func (lb *leaseBook) checkMixed(interval, skewLimit time.Duration) (*leaseViolation, int) {
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
@@ -75,7 +83,8 @@ func (lb *leaseBook) checkMixed(interval, skewLimit time.Duration) (*leaseViolat
 		}
 		n++
 		skew := x.startSkew - r.clock.skewAt(x.start)
-		if v == nil && x.start.Sub(r.confirmed) <= interval && skew <= skewLimit {
+		seen := r.confirmed.After(lb.firstRound[x.relay])
+		if v == nil && seen && x.start.Sub(r.confirmed) <= interval && skew <= skewLimit {
 			v = &leaseViolation{bucket: r.bucket, first: r, second: x, overlap: overlap, allowed: 0}
 		}
 	})
@@ -124,6 +133,9 @@ func (lb *leaseBook) endOf(b *belief) time.Time {
 func (lb *leaseBook) acquired(relay string, clock *hostClock, ref, callStart, ret time.Time, owned, claimed []int) {
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
+	if _, ok := lb.firstRound[relay]; !ok {
+		lb.firstRound[relay] = callStart
+	}
 	mine := lb.mineLocked(relay)
 	for b, cur := range mine {
 		if !slices.Contains(owned, b) && cur.ended.IsZero() {

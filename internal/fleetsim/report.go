@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
 
 // Report holds the figures of one simulation.
@@ -72,6 +74,11 @@ type Report struct {
 	// re-enqueued by replays, parks whose response was lost.
 	OrderFaults []OrderFault
 	FaultsHit   map[string]int
+	// ReadCommitted is what the embedded DynamoDB's read-committed model
+	// did under FaultReadCommitted: commits held in progress, the reads
+	// that met one in part (FaultsHit counts them as the fault's hits) and
+	// the requests refused as conflicting with one.
+	ReadCommitted outboxlocal.ReadCommittedCounts
 	// Parked counts the messages the relays parked.
 	Parked int
 	// ThinPublishes counts publishes that started with less than
@@ -105,6 +112,10 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "  quiet windows %v with %d rounds, 0 refusals\n", r.QuietTime.Round(time.Second), r.QuietRounds)
 	fmt.Fprintf(&b, "  faults %s\n", render(r.Faults))
 	fmt.Fprintf(&b, "  order faults %v: hit %s; parked %d\n", r.OrderFaults, render(r.FaultsHit), r.Parked)
+	if rc := r.ReadCommitted; rc.Commits > 0 {
+		fmt.Fprintf(&b, "  read-committed commits %d: reads that met one in part %d (of them counts %d), requests refused as conflicting %d\n",
+			rc.Commits, rc.PartialReads, rc.PartialCounts, rc.Conflicts)
+	}
 	fmt.Fprintf(&b, "  causes %s\n", render(r.Causes))
 	fmt.Fprintf(&b, "  DynamoDB attempts %d, throttled %d; %d steps, simulated %v, wall %v",
 		r.Requests, r.Throttles, r.Steps, r.SimDuration.Round(time.Second), r.Wall.Round(time.Millisecond))

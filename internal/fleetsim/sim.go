@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -252,7 +253,7 @@ func newSim(parent context.Context, cfg Config, abort <-chan struct{}) (*sim, er
 func (s *sim) setup() error {
 	ctx, cfg := s.ctx, s.cfg
 	var err error
-	s.ddb, err = outboxlocal.StartDynamoDB(ctx, outboxlocal.InMemory(), outboxlocal.WithoutEnvironment(), outboxlocal.WithClientOptions(clientOptions))
+	s.ddb, err = outboxlocal.StartDynamoDB(ctx, dynamoOptions(cfg)...)
 	if err != nil {
 		return err
 	}
@@ -324,6 +325,17 @@ func (s *sim) setup() error {
 	s.logf("seed %d: %d messages in %d operations over %v; %d scheduled faults; phases %s",
 		cfg.Seed, len(s.wl.msgs), len(s.wl.ops), cfg.WriteDuration, len(s.faults), strings.Join(phases, ", "))
 	return nil
+}
+
+// dynamoOptions are the embedded DynamoDB's options: in memory, with the
+// read-committed commits of FaultReadCommitted when the run draws it.
+func dynamoOptions(cfg Config) []outboxlocal.DynamoOption {
+	opts := []outboxlocal.DynamoOption{outboxlocal.InMemory(), outboxlocal.WithoutEnvironment(), outboxlocal.WithClientOptions(clientOptions)}
+	if cfg.has(FaultReadCommitted) {
+		opts = append(opts, outboxlocal.WithReadCommitted(outboxlocal.ReadCommitted{
+			Seed: newRand(cfg.Seed, "read-committed").Uint64(), MaxCommit: readCommitMax}))
+	}
+	return opts
 }
 
 // startWriters starts the writer processes, each with its own client.
@@ -399,10 +411,6 @@ func (s *sim) steadyAt(t time.Time) bool {
 		}
 	}
 	return false
-}
-
-func (s *sim) churnAt(t time.Time) bool {
-	return s.offset(t) < s.cfg.WriteDuration && !s.steadyAt(t)
 }
 
 // faultsAt reports whether a relay may draw a fault of its own at t (a
@@ -683,6 +691,10 @@ func (s *sim) report() *Report {
 	}
 	c := s.ddb.Counter.Snapshot()
 	r.Requests, r.RequestsByOp = c.TotalRequests(), c.Requests
+	if r.ReadCommitted = s.ddb.ReadCommittedCounts(); r.ReadCommitted.PartialReads > 0 {
+		r.FaultsHit = maps.Clone(r.FaultsHit)
+		r.FaultsHit[string(FaultReadCommitted)] = r.ReadCommitted.PartialReads
+	}
 	return &r
 }
 

@@ -67,9 +67,6 @@ type writerOp struct {
 	kind   opKind
 	msgs   []*logicalMsg
 	order  string // business item id of a transaction
-	// hide injects the read-committed anomaly after the commit: the first
-	// message of a bucket with several is hidden from the next query.
-	hide bool
 }
 
 // keySpec is one record key: its topic, its optional pinned partition and
@@ -200,7 +197,6 @@ func (g *workloadGen) op() (*writerOp, error) {
 	if op.kind == opTxn || op.kind == opTxnRejected {
 		op.order = fmt.Sprintf("order-%06d", op.seq)
 	}
-	op.hide = len(op.msgs) > 1 && r.IntN(3) == 0
 	return op, nil
 }
 

@@ -52,9 +52,6 @@ func (p *writerProc) exec(ctx context.Context, op *writerOp) {
 				m.copies = append(m.copies, stored[i].Sequence())
 			}
 			s.trace.add("enqueue", fmt.Sprintf("writer-%d", p.n), -1, "op=%d %s %s", op.seq, op.kind, describe(stored))
-			if op.hide && s.churnAt(s.clock.Now()) {
-				s.hideOne(stored)
-			}
 			return
 		}
 		if op.kind == opTxnRejected && businessRefused(err) {
@@ -134,26 +131,6 @@ func businessRefused(err error) bool {
 		return false
 	}
 	return aws.ToString(tce.CancellationReasons[0].Code) == "ConditionalCheckFailed"
-}
-
-// hideOne injects the read-committed anomaly: the first message of the
-// first bucket holding several of msgs is hidden from the next query that
-// returns it, as a query overlapping the commit would miss it.
-func (s *sim) hideOne(msgs []outbox.Message) {
-	count := map[int]int{}
-	for _, m := range msgs {
-		count[m.Bucket()]++
-	}
-	for _, m := range msgs {
-		if count[m.Bucket()] > 1 {
-			pk := fmt.Sprintf("%s#MESSAGES#%d", outboxddb.DefaultKeyPrefix, m.Bucket())
-			sk := fmt.Sprintf("%019d", m.Sequence())
-			s.ddb.Faults.HideFromNextQuery(pk, sk)
-			s.count(s.rep.Faults, "read-committed", 1)
-			s.trace.add("fault", "", m.Bucket(), "read-committed: hide sequence %d from the next query", m.Sequence())
-			return
-		}
-	}
 }
 
 func describe(msgs []outbox.Message) string {

@@ -83,6 +83,11 @@ func (c *Client) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWr
 	return roundTrip(c, ctx, in, c.Inner.TransactWriteItems, optFns)
 }
 
+// TransactGetItems implements outboxddb.Client.
+func (c *Client) TransactGetItems(ctx context.Context, in *dynamodb.TransactGetItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactGetItemsOutput, error) {
+	return roundTrip(c, ctx, in, c.Inner.TransactGetItems, optFns)
+}
+
 // CreateTable is a set-up call: sent at once, not observed.
 func (c *Client) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
 	return c.Inner.CreateTable(ctx, in, optFns...)

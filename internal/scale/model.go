@@ -254,6 +254,10 @@ func (modelClient) TransactWriteItems(context.Context, *dynamodb.TransactWriteIt
 	return nil, fmt.Errorf("%w: TransactWriteItems", errNotModelled)
 }
 
+func (modelClient) TransactGetItems(context.Context, *dynamodb.TransactGetItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactGetItemsOutput, error) {
+	return nil, fmt.Errorf("%w: TransactGetItems", errNotModelled)
+}
+
 func (modelClient) CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
 	return nil, fmt.Errorf("%w: CreateTable", errNotModelled)
 }

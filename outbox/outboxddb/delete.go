@@ -45,9 +45,6 @@ func (s *Store) MarkPublished(ctx context.Context, bucket int, msgs []outbox.Mes
 		}); err != nil {
 			return err
 		}
-		s.mu.Lock()
-		s.lastDeleted[bucket] = max(s.lastDeleted[bucket], chunk[len(chunk)-1])
-		s.mu.Unlock()
 	}
 	return nil
 }

@@ -34,7 +34,10 @@
 // counter before the transaction commits, so the order of two messages in a
 // bucket is the order of their reservations. A reservation that never
 // commits leaves a gap. Queries are only read-committed against
-// transactions, so the store probes the gaps of every fetched batch.
+// transactions, so each message carries its transaction's block of numbers
+// in the bucket (TxFirst, TxCount, which relays of other languages ignore),
+// and a fetch hands out a block whole or not yet; rows without the stamp
+// have the gaps below them probed (Store.FetchBatch, docs/protocol.md).
 //
 // # Leases
 //

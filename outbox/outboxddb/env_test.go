@@ -33,11 +33,17 @@ type env struct {
 
 func newEnv(t *testing.T, edit ...func(*Options)) *env {
 	t.Helper()
+	return newEnvWith(t, nil, edit...)
+}
+
+// newEnvWith is newEnv on a DynamoDB started with dynamo as well.
+func newEnvWith(t *testing.T, dynamo []outboxlocal.DynamoOption, edit ...func(*Options)) *env {
+	t.Helper()
 	if now := time.Now(); now.After(t0) {
 		t.Fatalf("the clock reads %v, past t0: run the test in a synctest bubble", now)
 	}
 	clock := outbox.SystemClock{}
-	d := outboxtest.NewDynamoDB(t, outboxlocal.InMemory())
+	d := outboxtest.NewDynamoDB(t, append([]outboxlocal.DynamoOption{outboxlocal.InMemory()}, dynamo...)...)
 	opts := Options{TableName: d.NewTableName(), Clock: clock, Logger: testLogger(t)}
 	for _, e := range edit {
 		e(&opts)
@@ -172,4 +178,44 @@ func prepareItem(ctx context.Context, w *Writer, msg outbox.Message) (types.Tran
 		return types.TransactWriteItem{}, outbox.Message{}, err
 	}
 	return items[0], msgs[0], nil
+}
+
+// unstamping is a Client that stores messages without the reservation
+// stamp, as a writer of another language (or from before the stamp) does.
+type unstamping struct{ Client }
+
+func withoutStamp(item map[string]types.AttributeValue) map[string]types.AttributeValue {
+	item = maps.Clone(item)
+	delete(item, attrTxFirst)
+	delete(item, attrTxCount)
+	return item
+}
+
+func (c unstamping) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	cp := *in
+	cp.Item = withoutStamp(in.Item)
+	return c.Client.PutItem(ctx, &cp, optFns...)
+}
+
+func (c unstamping) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	cp := *in
+	cp.TransactItems = slices.Clone(in.TransactItems)
+	for i, it := range cp.TransactItems {
+		if it.Put != nil {
+			put := *it.Put
+			put.Item = withoutStamp(put.Item)
+			cp.TransactItems[i].Put = &put
+		}
+	}
+	return c.Client.TransactWriteItems(ctx, &cp, optFns...)
+}
+
+// unstampedWriter is a writer whose messages carry no reservation stamp.
+func (e *env) unstampedWriter(t *testing.T) *Writer {
+	t.Helper()
+	w, err := NewWriter(unstamping{e.client}, e.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }

@@ -174,6 +174,12 @@ func tablesOf(params any) []string {
 		for t := range in.RequestItems {
 			add(aws.String(t))
 		}
+	case *dynamodb.TransactGetItemsInput:
+		for _, it := range in.TransactItems {
+			if it.Get != nil {
+				add(it.Get.TableName)
+			}
+		}
 	case *dynamodb.TransactWriteItemsInput:
 		for _, it := range in.TransactItems {
 			switch {
@@ -234,6 +240,10 @@ func (c explaining) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteI
 
 func (c explaining) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
 	return c.Client.TransactWriteItems(ctx, in, with(optFns)...)
+}
+
+func (c explaining) TransactGetItems(ctx context.Context, in *dynamodb.TransactGetItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactGetItemsOutput, error) {
+	return c.Client.TransactGetItems(ctx, in, with(optFns)...)
 }
 
 func (c explaining) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {

@@ -27,6 +27,7 @@ type fakeDB struct {
 	delete   func(*dynamodb.DeleteItemInput) (*dynamodb.DeleteItemOutput, error)
 	batch    func(*dynamodb.BatchWriteItemInput) (*dynamodb.BatchWriteItemOutput, error)
 	transact func(*dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error)
+	snapshot func(*dynamodb.TransactGetItemsInput) (*dynamodb.TransactGetItemsOutput, error)
 	create   func(*dynamodb.CreateTableInput) (*dynamodb.CreateTableOutput, error)
 	describe func(*dynamodb.DescribeTableInput) (*dynamodb.DescribeTableOutput, error)
 }
@@ -109,6 +110,10 @@ func (f *fakeDB) BatchWriteItem(_ context.Context, in *dynamodb.BatchWriteItemIn
 
 func (f *fakeDB) TransactWriteItems(_ context.Context, in *dynamodb.TransactWriteItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
 	return answer(f, "TransactWriteItems", in, f.transact)
+}
+
+func (f *fakeDB) TransactGetItems(_ context.Context, in *dynamodb.TransactGetItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactGetItemsOutput, error) {
+	return answer(f, "TransactGetItems", in, f.snapshot)
 }
 
 func (f *fakeDB) CreateTable(_ context.Context, in *dynamodb.CreateTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {

@@ -2,6 +2,7 @@ package outboxddb
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -28,16 +29,30 @@ func (e *InvalidItemError) Error() string {
 // Is reports whether target is outbox.ErrInvalidItem.
 func (e *InvalidItemError) Is(target error) bool { return target == outbox.ErrInvalidItem }
 
+// reservation is the block of a bucket's sequence numbers one transaction
+// took: first..first+count-1, one message each.
+type reservation struct{ first, count int64 }
+
+// holds reports whether seq is one of r's numbers.
+func (r reservation) holds(seq int64) bool { return seq >= r.first && seq < r.first+r.count }
+
+// largestReservation sizes the stamp before the numbers are known: no stamp
+// is larger.
+var largestReservation = reservation{first: math.MaxInt64 - MaxTransactionItems, count: MaxTransactionItems}
+
 // encodeMessage builds the message item stored under (m.Bucket, m.Sequence),
-// stamped with the writer's bucket count (checkBucketCount).
+// stamped with the writer's bucket count (checkBucketCount) and with res,
+// the reservation of its transaction in the bucket (stampOf).
 // Nil payloads are absent attributes; empty ones are present, empty binaries,
 // because a reader must tell a keyless record from an empty key.
-func (k keys) encodeMessage(m outbox.Message, bucketCount int) map[string]types.AttributeValue {
+func (k keys) encodeMessage(m outbox.Message, bucketCount int, res reservation) map[string]types.AttributeValue {
 	item := k.messageKey(m.Bucket(), m.Sequence())
 	item[attrMessageID] = str(m.ID.String())
 	item[attrTopic] = str(m.Topic)
 	item[attrCreatedAt] = num(lease.Ticks(m.CreatedAt))
 	item[attrBucketCount] = num(int64(bucketCount))
+	item[attrTxFirst] = num(res.first)
+	item[attrTxCount] = num(res.count)
 	for _, b := range []struct {
 		name  string
 		value []byte
@@ -114,6 +129,29 @@ func (k keys) decodeMessage(item map[string]types.AttributeValue, bucket int) (o
 		m.Partition = &p32
 	}
 	return m, nil
+}
+
+// stampOf reads the reservation a row at seq is stamped with; ok is false
+// for a row without the stamp (a writer of another language, or from
+// before the stamp). A stamp that is not two integers naming a reservation
+// of at most MaxTransactionItems numbers that holds seq is an
+// *InvalidItemError: it cannot say which rows the row's transaction wrote.
+func (k keys) stampOf(item map[string]types.AttributeValue, seq int64) (r reservation, ok bool, err error) {
+	_, hasFirst := item[attrTxFirst]
+	_, hasCount := item[attrTxCount]
+	if !hasFirst && !hasCount {
+		return reservation{}, false, nil
+	}
+	r.first, ok = intAttr(item, attrTxFirst)
+	var okCount bool
+	r.count, okCount = intAttr(item, attrTxCount)
+	if !ok || !okCount || r.first < 1 || r.count < 1 || r.count > MaxTransactionItems || !r.holds(seq) {
+		pk, _ := stringAttr(item, k.pk)
+		sk, _ := stringAttr(item, k.sk)
+		return reservation{}, false, &InvalidItemError{PartitionKey: pk, SortKey: sk,
+			Reason: fmt.Sprintf("%s and %s must be integers naming 1 to %d numbers that hold the row's sequence %d", attrTxFirst, attrTxCount, MaxTransactionItems, seq)}
+	}
+	return r, true, nil
 }
 
 // checkBucketCount enforces the writer's stamp: a message written with

@@ -32,7 +32,7 @@ func BenchmarkEncodeMessage(b *testing.B) {
 	m := benchMessage(b)
 	b.ReportAllocs()
 	for b.Loop() {
-		if item := k.encodeMessage(m, outbox.DefaultBucketCount); len(item) == 0 {
+		if item := k.encodeMessage(m, outbox.DefaultBucketCount, reservation{first: 42, count: 1}); len(item) == 0 {
 			b.Fatal("empty item")
 		}
 	}
@@ -43,7 +43,7 @@ func BenchmarkEncodeMessage(b *testing.B) {
 func BenchmarkDecodeMessage(b *testing.B) {
 	k := newKeys(Options{}.WithDefaults())
 	m := benchMessage(b)
-	item := k.encodeMessage(m, outbox.DefaultBucketCount)
+	item := k.encodeMessage(m, outbox.DefaultBucketCount, reservation{first: 42, count: 1})
 	b.ReportAllocs()
 	for b.Loop() {
 		got, err := k.decodeMessage(item, m.Bucket())

@@ -70,7 +70,7 @@ func TestItem(t *testing.T) {
 			ID: id, Topic: "orders", Key: []byte{}, Value: []byte("v"), Headers: []byte{1, 0, 0, 0, 0},
 			Partition: &p, CreatedAt: created,
 		}, 3, 42)
-		it := k.encodeMessage(in, 8)
+		it := k.encodeMessage(in, 8, reservation{first: 41, count: 3})
 		if sk := it["SK"].(*types.AttributeValueMemberS).Value; sk != "0000000000000000042" {
 			t.Fatalf("sort key %q", sk)
 		}
@@ -99,7 +99,7 @@ func TestItem(t *testing.T) {
 
 	t.Run("NullPayloads_AreAbsentAttributes", func(t *testing.T) {
 		k := newKeys(Options{}.WithDefaults())
-		it := k.encodeMessage(outbox.Stored(outbox.Message{ID: outbox.NewMessageID(), Topic: "t"}, 0, 1), 8)
+		it := k.encodeMessage(outbox.Stored(outbox.Message{ID: outbox.NewMessageID(), Topic: "t"}, 0, 1), 8, reservation{first: 1, count: 1})
 		for _, name := range []string{"Key", "Value", "Headers", "Partition"} {
 			if _, ok := it[name]; ok {
 				t.Errorf("%s present for a nil payload", name)
@@ -117,7 +117,7 @@ func TestItem(t *testing.T) {
 	t.Run("DecodeMessage_MalformedItems_AreInvalidItemErrorsNamingTheKey", func(t *testing.T) {
 		k := newKeys(Options{}.WithDefaults())
 		good := func() map[string]types.AttributeValue {
-			return k.encodeMessage(outbox.Stored(outbox.Message{ID: outbox.NewMessageID(), Topic: "t"}, 2, 5), 8)
+			return k.encodeMessage(outbox.Stored(outbox.Message{ID: outbox.NewMessageID(), Topic: "t"}, 2, 5), 8, reservation{first: 5, count: 1})
 		}
 		for name, c := range map[string]struct {
 			edit func(map[string]types.AttributeValue)
@@ -158,7 +158,7 @@ func TestItem(t *testing.T) {
 
 	t.Run("CheckBucketCount_OnlyAStampThatDiffers", func(t *testing.T) {
 		k := newKeys(Options{}.WithDefaults())
-		it := k.encodeMessage(outbox.Stored(outbox.Message{ID: outbox.NewMessageID(), Topic: "t"}, 2, 5), 16)
+		it := k.encodeMessage(outbox.Stored(outbox.Message{ID: outbox.NewMessageID(), Topic: "t"}, 2, 5), 16, reservation{first: 5, count: 1})
 		err := k.checkBucketCount(it, 2, 8)
 		if !errors.Is(err, outbox.ErrMisconfigured) || !strings.Contains(err.Error(), "16") || !strings.Contains(err.Error(), "bucket 2") {
 			t.Fatalf("check = %v, want a misconfiguration naming bucket 2 and count 16", err)

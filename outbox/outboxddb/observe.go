@@ -18,6 +18,7 @@ const (
 	OpPendingProbe  = "pending_probe"
 	OpFetch         = "fetch"
 	OpGapProbe      = "gap_probe"
+	OpSnapshot      = "transaction_snapshot"
 	OpDelete        = "delete"
 	OpBacklog       = "backlog"
 	OpReserve       = "reserve"

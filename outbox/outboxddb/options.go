@@ -25,7 +25,7 @@ const (
 var reservedAttributes = []string{
 	attrMessageID, attrTopic, attrKey, attrValue, attrHeaders, attrPartition,
 	attrCreatedAt, attrBucketCount, attrSequence, attrOwner, attrExpiresAt,
-	attrLastSeen, attrStoppedAt, attrKeepsAhead, attrParkedReason, attrParkedError, attrAttempts,
+	attrLastSeen, attrStoppedAt, attrKeepsAhead, attrTxFirst, attrTxCount, attrParkedReason, attrParkedError, attrAttempts,
 	attrFirstFailedAt, attrParkedAt, attrGenerationState, attrSuccessorPrefix,
 	attrSuccessorBuckets, attrOpenedAt, attrSealedAt, attrDrainedAt,
 }

@@ -23,7 +23,10 @@ type Prepared struct {
 // Prepare places msgs (each in its bucket, outbox.ComputeBucket at the
 // bucket count of the generation the writer writes), reserves their
 // sequence numbers (one reservation per distinct bucket, numbers in list
-// order) and builds their Puts. Each Put carries attribute_not_exists, so a
+// order) and builds their Puts, each stamped with its bucket's block: a
+// relay hands out a block whole or not yet, so prepare all of one
+// transaction's messages in one call (two calls stamp two blocks, and the
+// second can go while the first still commits). Each Put carries attribute_not_exists, so a
 // counter someone reset fails the transaction instead of overwriting a
 // pending message. Every message is validated before any request: errors
 // match outbox.ErrInvalidMessage. No message makes no request and no item.

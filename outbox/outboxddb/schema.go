@@ -29,6 +29,14 @@ const (
 	// leases unrenewed. Relays of other languages neither read nor write
 	// it; their heartbeats replace their own record whole, without it.
 	attrKeepsAhead = "KeepsAhead"
+	// attrTxFirst and attrTxCount stamp a message with its transaction's
+	// reservation in its bucket: the first number and how many (numbers
+	// first..first+count-1, one message each, committed together). Spillway's
+	// writers write both; relays of other languages ignore them, and a row
+	// without them is relayed as an unstamped one (docs/protocol.md,
+	// "Fetching a bucket in order").
+	attrTxFirst = "TxFirst"
+	attrTxCount = "TxCount"
 )
 
 // Sort-key values and prefixes of the coordination and counter items.

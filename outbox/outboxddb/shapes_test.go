@@ -488,7 +488,7 @@ func TestRequestShapes(t *testing.T) {
 			}
 		}
 		wantShapes(t, f, "UpdateItem", reserve("5", "3"), reserve("2", "2"))
-		if got, want := canon(*items[2].Put), canon(wantMessagePut([]byte("c"), 5, "0000000000000000012")); got != want {
+		if got, want := canon(*items[2].Put), canon(wantMessagePut([]byte("c"), 5, "0000000000000000012", "11", "3")); got != want {
 			t.Fatalf("put:\n got %s\nwant %s", got, want)
 		}
 
@@ -506,7 +506,7 @@ func TestRequestShapes(t *testing.T) {
 		if err != nil || m.Sequence() != 1 {
 			t.Fatalf("enqueue = %+v, %v", m, err)
 		}
-		put := wantMessagePut([]byte("k"), 1, "0000000000000000001")
+		put := wantMessagePut([]byte("k"), 1, "0000000000000000001", "1", "1")
 		wantShapes(t, f, "PutItem", &dynamodb.PutItemInput{
 			TableName:                           put.TableName,
 			Item:                                put.Item,
@@ -518,7 +518,7 @@ func TestRequestShapes(t *testing.T) {
 		var tokens []string
 		f.transact = func(in *dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
 			tokens = append(tokens, aws.ToString(in.ClientRequestToken))
-			if len(in.TransactItems) != 2 || canon(*in.TransactItems[1].Put) != canon(wantMessagePut([]byte("k"), 1, "0000000000000000003")) {
+			if len(in.TransactItems) != 2 || canon(*in.TransactItems[1].Put) != canon(wantMessagePut([]byte("k"), 1, "0000000000000000003", "2", "2")) {
 				t.Errorf("transaction items %s", canon(in.TransactItems))
 			}
 			return &dynamodb.TransactWriteItemsOutput{}, nil
@@ -604,7 +604,7 @@ func counterAt(start map[string]int64) func(*dynamodb.UpdateItemInput) (*dynamod
 	}
 }
 
-func wantMessagePut(key []byte, bucket int, seq string) types.Put {
+func wantMessagePut(key []byte, bucket int, seq, txFirst, txCount string) types.Put {
 	return types.Put{
 		TableName: aws.String("outbox"),
 		Item: item{
@@ -618,6 +618,8 @@ func wantMessagePut(key []byte, bucket int, seq string) types.Put {
 			"Partition":    N(strconv.Itoa(bucket)),
 			"CreatedAtUtc": N(t0Ticks),
 			"BucketCount":  N("8"),
+			"TxFirst":      N(txFirst),
+			"TxCount":      N(txCount),
 		},
 		ConditionExpression:                 aws.String("attribute_not_exists(#pk)"),
 		ExpressionAttributeNames:            map[string]string{"#pk": "PK"},

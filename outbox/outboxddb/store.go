@@ -26,11 +26,10 @@ import (
 //
 // A Store reads its Clock once per call and uses that instant for every
 // request of the call. The lease protocol is the core's (lease.AcquireRound):
-// the store only sends its requests. It keeps a little state in memory per
+// the store only sends its requests. It keeps one value in memory per
 // instance: the latest heartbeat timestamp it sent (so a stopped stamp is
-// later than every heartbeat) and per bucket the last sequence number it
-// deleted (the baseline of gap probing). A Store is safe for concurrent use;
-// one relay uses one Store.
+// later than every heartbeat). A Store is safe for concurrent use; one
+// relay uses one Store.
 type Store struct {
 	client Client
 	opts   Options
@@ -40,7 +39,6 @@ type Store struct {
 
 	mu                sync.Mutex
 	lastHeartbeatSent int64 // ticks
-	lastDeleted       map[int]int64
 
 	// predecessorDrained: CheckServable saw the generation this one
 	// replaces drained, which is permanent.
@@ -59,12 +57,11 @@ func NewStore(client Client, opts Options) (*Store, error) {
 		return nil, outbox.Misconfigured("new store", "DynamoDB client is nil")
 	}
 	return &Store{
-		client:      explain(client),
-		opts:        opts,
-		keys:        newKeys(opts),
-		tel:         newTelemetry(opts.Hooks),
-		log:         opts.Logger,
-		lastDeleted: map[int]int64{},
+		client: explain(client),
+		opts:   opts,
+		keys:   newKeys(opts),
+		tel:    newTelemetry(opts.Hooks),
+		log:    opts.Logger,
 	}, nil
 }
 

@@ -49,10 +49,12 @@ func enqueueBatch(t *testing.T, w *Writer, bucket, n, size int) {
 }
 
 func TestStore(t *testing.T) {
+	// Rows without the reservation stamp (a writer of another language)
+	// are settled by probes: the next four tests.
 	t.Run("Fetch_ReadsAgain_WhenAMessageCommittedIntoAGapBehindTheQuery", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(t)
-			w, s := e.writer(t), e.store(t)
+			w, s := e.unstampedWriter(t), e.store(t)
 			msgs := enqueue(t, w, 2, 3)
 			// The read-committed anomaly: the query returns 1 and 3 but not 2.
 			e.d.Faults.HideFromNextQuery("OUTBOX#MESSAGES#2", "0000000000000000002")
@@ -78,7 +80,7 @@ func TestStore(t *testing.T) {
 	t.Run("Fetch_ProbesTheSecondReadToo_WhenAnotherTransactionCommitsDuringIt", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(t)
-			w := e.writer(t)
+			w := e.unstampedWriter(t)
 			enqueue(t, w, 2, 3)
 			hook := &commitDuringProbe{Client: e.client}
 			e.client = hook
@@ -106,12 +108,41 @@ func TestStore(t *testing.T) {
 		})
 	})
 
-	t.Run("Fetch_BoundsItsProbes_WhenManyWritersLeaveManyGaps", func(t *testing.T) {
+	t.Run("Fetch_BoundsItsProbes_AndEndsTheBatchAtTheFirstGapItCouldNotProbe", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(t)
+			w, s := e.unstampedWriter(t), e.store(t)
+			enqueueBatch(t, w, 1, 80, 0)
+			// Keep the 40 odd sequence numbers: 39 gaps.
+			for seq := int64(2); seq <= 80; seq += 2 {
+				if _, err := e.d.Client.DeleteItem(t.Context(), &dynamodb.DeleteItemInput{
+					TableName: aws.String(e.opts.TableName),
+					Key:       item{"PK": S("OUTBOX#MESSAGES#1"), "SK": S(sequenceSortKeyOf(seq))},
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var got []outbox.Message
+			c := e.counts(func() {
+				var err error
+				if got, err = s.FetchBatch(t.Context(), 1, 100); err != nil {
+					t.Fatal(err)
+				}
+			})
+			// One fetch and exactly 8 probes, of the gaps below 3 to 17: the
+			// gap below 19 is not probed, so 19 does not go.
+			wantInts(t, "sequences", sequences(got), []int64{1, 3, 5, 7, 9, 11, 13, 15, 17})
+			wantRequests(t, c, map[string]int{"Query": 9})
+		})
+	})
+
+	t.Run("Fetch_ReadsAReservationWithHolesAsOneSnapshot_AndGoesAcrossThem", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(t)
 			w, s := e.writer(t), e.store(t)
 			enqueueBatch(t, w, 1, 80, 0)
-			// Keep the 40 odd sequence numbers: 39 gaps.
+			// One transaction's 80 rows, the even ones gone (parked, or
+			// published and deleted by an earlier owner).
 			for seq := int64(2); seq <= 80; seq += 2 {
 				if _, err := e.d.Client.DeleteItem(t.Context(), &dynamodb.DeleteItemInput{
 					TableName: aws.String(e.opts.TableName),
@@ -130,47 +161,73 @@ func TestStore(t *testing.T) {
 			if len(got) != 40 || got[0].Sequence() != 1 || got[39].Sequence() != 79 {
 				t.Fatalf("fetched %d messages %v", len(got), sequences(got))
 			}
-			// One fetch and exactly 8 probes; the batch is accepted.
-			wantRequests(t, c, map[string]int{"Query": 9})
+			// The fetch, and one snapshot of the 39 missing numbers.
+			wantRequests(t, c, map[string]int{"Query": 1, "TransactGetItems": 1})
 		})
 	})
 
-	t.Run("Fetch_BaselineIsTheLastDeletedMessage_OrTheStartOfTheBucketAfterAHandover", func(t *testing.T) {
+	t.Run("Fetch_ProbesBelowAnUnstampedHead_EveryTime_AndNeverBelowAStampedOne", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(t)
-			w, owner := e.writer(t), e.store(t)
-			msgs := enqueue(t, w, 3, 8)
-			if err := owner.MarkPublished(t.Context(), 3, msgs[:5]); err != nil {
-				t.Fatal(err)
+			for _, c := range []struct {
+				bucket int
+				w      *Writer
+				probes int
+			}{{3, e.writer(t), 0}, {4, e.unstampedWriter(t), 1}} {
+				owner := e.store(t)
+				msgs := enqueue(t, c.w, c.bucket, 8)
+				if err := owner.MarkPublished(t.Context(), c.bucket, msgs[:5]); err != nil {
+					t.Fatal(err)
+				}
+				// The store that deleted 1..5, and one that took the
+				// bucket over, fetch alike: a number below the head can
+				// still be a slow transaction's. Unstamped rows have it
+				// probed ([1, 5]), each time; stamped rows say what
+				// their transaction wrote.
+				for _, s := range []*Store{owner, e.store(t), owner} {
+					counts := e.counts(func() {
+						got, err := s.FetchBatch(t.Context(), c.bucket, 10)
+						if err != nil {
+							t.Fatal(err)
+						}
+						wantInts(t, "batch", sequences(got), []int64{6, 7, 8})
+					})
+					wantRequests(t, counts, map[string]int{"Query": 1 + c.probes})
+				}
 			}
-			// The store that deleted 1..5 probes nothing below 6.
+		})
+	})
+
+	t.Run("Fetch_ProbesTheRunsAnEarlierPageScanned_ForRowsOfALaterPage", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(t)
+			w, s := e.writer(t), e.store(t)
+			// 300 KB rows: a page ends with the fourth. 2 is abandoned.
+			for seq := 1; seq <= 6; seq++ {
+				m := newMessage(t, "t", "k", 0)
+				m.Value = make([]byte, 300*1024)
+				if seq == 2 {
+					if _, err := w.Prepare(t.Context(), m); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				if _, err := w.Enqueue(t.Context(), m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var got []outbox.Message
 			c := e.counts(func() {
-				got, err := owner.FetchBatch(t.Context(), 3, 10)
-				if err != nil {
-					t.Fatal(err)
-				}
-				wantInts(t, "owner's batch", sequences(got), []int64{6, 7, 8})
-			})
-			wantRequests(t, c, map[string]int{"Query": 1})
-			// A store that took the bucket over has removed nothing: everything
-			// below the head is a gap, probed once as [1, 5].
-			successor := e.store(t)
-			c = e.counts(func() {
-				got, err := successor.FetchBatch(t.Context(), 3, 10)
-				if err != nil {
-					t.Fatal(err)
-				}
-				wantInts(t, "successor's batch", sequences(got), []int64{6, 7, 8})
-			})
-			wantRequests(t, c, map[string]int{"Query": 2})
-			// A batch fetched but not deleted is probed again on the next fetch: the
-			// baseline only moves on deletion.
-			c = e.counts(func() {
-				if _, err := successor.FetchBatch(t.Context(), 3, 10); err != nil {
+				var err error
+				if got, err = s.FetchBatch(t.Context(), 0, 10); err != nil {
 					t.Fatal(err)
 				}
 			})
-			wantRequests(t, c, map[string]int{"Query": 2})
+			wantInts(t, "sequences", sequences(got), []int64{1, 3, 4, 5, 6})
+			// Two pages, and a probe of [2, 2] for 6: the first page
+			// scanned 2, and a transaction writing 2 could complete before
+			// the second page read 6.
+			wantRequests(t, c, map[string]int{"Query": 3})
 		})
 	})
 

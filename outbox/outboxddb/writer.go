@@ -25,7 +25,10 @@ import (
 // number of its bucket's counter, outside the transaction. The order of two
 // messages in a bucket is the order of their reservations; a reservation
 // that never commits leaves a harmless gap. Build the items inside your retry
-// loop: a transaction rebuilt from fresh state must reserve again.
+// loop: a transaction rebuilt from fresh state must reserve again. Each
+// message is stamped with the block its transaction reserved in its
+// bucket (TxFirst, TxCount), so a relay never hands out part of a
+// transaction that a query overlapping its commit showed in part.
 //
 // Every method stores the caller's trace context on each message as
 // headers (traceparent/tracestate, X-Amzn-Trace-Id), so the published record
@@ -252,7 +255,7 @@ func (w *Writer) prepare(ctx context.Context, msgs []outbox.Message) ([]outbox.M
 			return nil, nil, fmt.Errorf("outboxddb: enqueue message %s: %w", m.ID, err)
 		}
 		m.Headers = headers
-		size := ItemSize(w.keys.encodeMessage(m, w.opts.BucketCount))
+		size := ItemSize(w.keys.encodeMessage(m, w.opts.BucketCount, largestReservation))
 		if size > MaxItemSize {
 			return nil, nil, &ItemTooLargeError{MessageID: m.ID, Size: size, Limit: MaxItemSize}
 		}
@@ -262,14 +265,15 @@ func (w *Writer) prepare(ctx context.Context, msgs []outbox.Message) ([]outbox.M
 	if total > MaxTransactionSize {
 		return nil, nil, &ItemTooLargeError{Size: total, Limit: MaxTransactionSize}
 	}
-	if err := w.reserve(ctx, out); err != nil {
+	reserved, err := w.reserve(ctx, out)
+	if err != nil {
 		return nil, nil, err
 	}
 	puts := make([]types.Put, len(out))
 	for i, m := range out {
 		puts[i] = types.Put{
 			TableName:                           aws.String(w.opts.TableName),
-			Item:                                w.keys.encodeMessage(m, w.opts.BucketCount),
+			Item:                                w.keys.encodeMessage(m, w.opts.BucketCount, reserved[m.Bucket()]),
 			ConditionExpression:                 aws.String(exprMessageIsNew),
 			ExpressionAttributeNames:            names("#pk", w.opts.PartitionKey),
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -330,8 +334,11 @@ func (w *Writer) validate(m outbox.Message) error {
 }
 
 // reserve takes one block of numbers per distinct bucket and hands them out
-// in list order, setting each message's sequence.
-func (w *Writer) reserve(ctx context.Context, msgs []outbox.Message) error {
+// in list order, setting each message's sequence; it returns each bucket's
+// block, which stamps the bucket's messages: every number of a block is a
+// message of the one transaction that carries them (docs/protocol.md,
+// "Fetching a bucket in order").
+func (w *Writer) reserve(ctx context.Context, msgs []outbox.Message) (map[int]reservation, error) {
 	var buckets []int
 	counts := map[int]int64{}
 	for _, m := range msgs {
@@ -347,18 +354,20 @@ func (w *Writer) reserve(ctx context.Context, msgs []outbox.Message) error {
 		return err
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
+	blocks := make(map[int]reservation, len(buckets))
 	next := make(map[int]int64, len(buckets))
 	for i, b := range buckets {
-		next[b] = last[i] - counts[b] + 1
+		blocks[b] = reservation{first: last[i] - counts[b] + 1, count: counts[b]}
+		next[b] = blocks[b].first
 	}
 	for i := range msgs {
 		b := msgs[i].Bucket()
 		msgs[i] = outbox.Stored(msgs[i], b, next[b])
 		next[b]++
 	}
-	return nil
+	return blocks, nil
 }
 
 // reserveBlock adds n to the bucket's counter and returns the new value, the

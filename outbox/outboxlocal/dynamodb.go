@@ -50,6 +50,7 @@ type dynamoConfig struct {
 	reportCapacity bool
 	inMemory       bool
 	roundTrip      RoundTrip
+	readCommitted  *ReadCommitted
 	clientOptions  []func(*dynamodb.Options)
 }
 
@@ -135,6 +136,7 @@ type DynamoDB struct {
 	External bool
 
 	cfg       dynamoConfig
+	commits   *commits // the ReadCommitted model of the embedded server; nil without
 	awsConfig aws.Config
 	transport *http.Transport
 	server    *http.Server
@@ -158,8 +160,11 @@ func StartDynamoDB(ctx context.Context, opts ...DynamoOption) (*DynamoDB, error)
 	if cfg.endpoint != "" && cfg.roundTrip.Mean > 0 {
 		return nil, fmt.Errorf("outboxlocal: a round trip of %v applies to the embedded DynamoDB only, not to %s", cfg.roundTrip, cfg.endpoint)
 	}
+	if rc := cfg.readCommitted; rc != nil && (rc.MaxCommit < 0 || (cfg.endpoint != "" && (rc.MaxCommit > 0 || rc.Schedule != nil))) {
+		return nil, fmt.Errorf("outboxlocal: read-committed commits (at most %v) apply to the embedded DynamoDB only, with a maximum >= 0, not to %q", rc.MaxCommit, cfg.endpoint)
+	}
 	book := newSchemaBook()
-	d := &DynamoDB{cfg: cfg, Counter: newCounter(book)}
+	d := &DynamoDB{cfg: cfg, Counter: newCounter(book), commits: newCommits(cfg.readCommitted)}
 	d.Faults = newFaults(book, d.Counter)
 	d.transport = http.DefaultTransport.(*http.Transport).Clone()
 	// Concurrent tests would otherwise open and close a connection per
@@ -183,13 +188,13 @@ func StartDynamoDB(ctx context.Context, opts ...DynamoOption) (*DynamoDB, error)
 		}
 	} else if cfg.inMemory {
 		d.Endpoint = inMemoryEndpoint
-		awsCfg.HTTPClient = &http.Client{Transport: inMemoryTransport{handler: cfg.embeddedHandler()}}
+		awsCfg.HTTPClient = &http.Client{Transport: inMemoryTransport{handler: cfg.embeddedHandler(d.commits)}}
 	} else {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, fmt.Errorf("outboxlocal: listen for embedded DynamoDB: %w", err)
 		}
-		d.server = &http.Server{Handler: cfg.embeddedHandler(), ReadHeaderTimeout: 10 * time.Second}
+		d.server = &http.Server{Handler: cfg.embeddedHandler(d.commits), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = d.server.Serve(ln) }()
 		d.Endpoint = "http://" + ln.Addr().String()
 	}
@@ -204,8 +209,8 @@ func StartDynamoDB(ctx context.Context, opts ...DynamoOption) (*DynamoDB, error)
 }
 
 // embeddedHandler is the embedded server, behind the configured round trip.
-func (c dynamoConfig) embeddedHandler() http.Handler {
-	var h http.Handler = newEmbeddedServer()
+func (c dynamoConfig) embeddedHandler(commits *commits) http.Handler {
+	var h http.Handler = newEmbeddedServer(commits)
 	if d := c.roundTrip.draws(); d != nil {
 		h = delayedHandler{inner: h, delays: d}
 	}

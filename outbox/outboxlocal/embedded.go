@@ -56,6 +56,9 @@ type embeddedServer struct {
 	// partitionCount numbers the partitions' tables, so a name is never
 	// reused (guarded by mu, written only exclusively).
 	partitionCount int
+
+	// commits is the ReadCommitted model; nil without it.
+	commits *commits
 }
 
 // tableInfo is what the layer remembers of a CreateTable request: the
@@ -96,6 +99,7 @@ type wireRequest struct {
 	FilterExpression                    string
 	UpdateExpression                    string
 	ExpressionAttributeNames            map[string]string
+	ExpressionAttributeValues           map[string]json.RawMessage
 	ExclusiveStartKey                   map[string]json.RawMessage
 	GlobalSecondaryIndexes              json.RawMessage
 	GlobalSecondaryIndexUpdates         json.RawMessage
@@ -117,6 +121,7 @@ type wireWriteRequest struct {
 
 type wireTransactItem struct {
 	Put, Update, Delete, ConditionCheck *wireAction
+	Get                                 *wireAction // TransactGetItems'
 }
 
 // wireAction is one action of a transaction.
@@ -140,7 +145,7 @@ func (r *wireRequest) writeRequests() map[string][]wireWriteRequest {
 
 // action returns whichever action the item carries.
 func (t wireTransactItem) action() *wireAction {
-	for _, a := range []*wireAction{t.Put, t.Update, t.Delete, t.ConditionCheck} {
+	for _, a := range []*wireAction{t.Put, t.Update, t.Delete, t.ConditionCheck, t.Get} {
 		if a != nil {
 			return a
 		}
@@ -148,11 +153,12 @@ func (t wireTransactItem) action() *wireAction {
 	return nil
 }
 
-func newEmbeddedServer() *embeddedServer {
+func newEmbeddedServer(c *commits) *embeddedServer {
 	return &embeddedServer{
-		inner:  server.NewServer(),
-		tables: map[string]*tableInfo{},
-		tokens: map[string]tokenRecord{},
+		inner:   server.NewServer(),
+		tables:  map[string]*tableInfo{},
+		tokens:  map[string]tokenRecord{},
+		commits: c,
 	}
 }
 
@@ -202,6 +208,9 @@ func (s *embeddedServer) handle(ctx context.Context, op string, body []byte, req
 	case "GetItem", "BatchGetItem", "TransactGetItems":
 		s.mu.RLock()
 		defer s.mu.RUnlock()
+		if resp, refused := s.conflict(op, req); refused {
+			return resp
+		}
 		return s.call(ctx, op, body)
 	default:
 		// The server answers unknown operations in plain text, which the

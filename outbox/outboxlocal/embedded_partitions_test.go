@@ -211,7 +211,7 @@ func TestEmbeddedPartitions(t *testing.T) {
 // a table with the default key schema on it.
 func newPartitionedTable(t *testing.T) (*embeddedServer, *dynamodb.Client, string) {
 	t.Helper()
-	s := newEmbeddedServer()
+	s := newEmbeddedServer(nil)
 	c := dynamodb.New(dynamodb.Options{
 		Region:       DefaultRegion,
 		Credentials:  credentials.NewStaticCredentialsProvider("spillway", "spillway", ""),

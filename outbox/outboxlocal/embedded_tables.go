@@ -189,6 +189,13 @@ func (s *embeddedServer) read(ctx context.Context, op string, body []byte, req *
 	if resp.status != http.StatusOK {
 		return resp
 	}
+	if s.commits != nil && (op == "Scan" || info != nil) {
+		partition := ""
+		if op == "Query" {
+			partition = s.readPartition(req)
+		}
+		s.commits.read(partition, req.Select == "COUNT")
+	}
 	if req.Select == "COUNT" {
 		return countOnly(resp)
 	}

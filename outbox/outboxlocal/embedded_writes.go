@@ -46,10 +46,16 @@ func (s *embeddedServer) putItem(ctx context.Context, body []byte, req *wireRequ
 	if !wantOld && !wantOldOnRefusal {
 		s.mu.RLock()
 		defer s.mu.RUnlock()
+		if resp, refused := s.conflict("PutItem", req); refused {
+			return resp
+		}
 		return withoutAttributes(s.call(ctx, "PutItem", body))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if resp, refused := s.conflict("PutItem", req); refused {
+		return resp
+	}
 	key, known := s.keyOf(req.TableName, req.Item)
 	var old json.RawMessage
 	if wantOld && known {
@@ -83,10 +89,16 @@ func (s *embeddedServer) writeItem(ctx context.Context, op string, body []byte, 
 	if !wantOldOnRefusal && len(removed) == 0 {
 		s.mu.RLock()
 		defer s.mu.RUnlock()
+		if resp, refused := s.conflict(op, req); refused {
+			return resp
+		}
 		return s.call(ctx, op, body)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if resp, refused := s.conflict(op, req); refused {
+		return resp
+	}
 	var resp wireResponse
 	if len(removed) > 0 {
 		resp = s.updateWithRemovals(ctx, body, req, removed)
@@ -147,6 +159,9 @@ func (s *embeddedServer) batchWriteItem(ctx context.Context, body []byte, req *w
 			seen[id] = true
 		}
 	}
+	if resp, refused := s.conflict("BatchWriteItem", req); refused {
+		return resp
+	}
 	return s.call(ctx, "BatchWriteItem", body)
 }
 
@@ -186,9 +201,32 @@ func (s *embeddedServer) transactWriteItems(ctx context.Context, body []byte, re
 	if err != nil {
 		return apiError(http.StatusBadRequest, typeValidation, err.Error())
 	}
+	resp, c := s.commitTransaction(ctx, body, req, removals)
+	if c != nil {
+		if err := s.reveal(ctx, c.commit, c.later, c.start, c.end); err != nil {
+			return apiError(http.StatusInternalServerError, typeInternalServer, err.Error())
+		}
+	}
+	return resp
+}
 
+// committing is a transaction whose new items become visible one at a
+// time (ReadCommitted).
+type committing struct {
+	commit *commit
+	later  []newPut
+	start  time.Time
+	end    time.Duration
+}
+
+// commitTransaction applies a transaction under the exclusive lock; with
+// the ReadCommitted model it also returns the commit still in progress.
+func (s *embeddedServer) commitTransaction(ctx context.Context, body []byte, req *wireRequest, removals map[int][]string) (wireResponse, *committing) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if resp, refused := s.conflict("TransactWriteItems", req); refused {
+		return resp, nil
+	}
 	now := time.Now()
 	for token, rec := range s.tokens {
 		if now.Sub(rec.at) >= TokenWindow {
@@ -200,12 +238,16 @@ func (s *embeddedServer) transactWriteItems(ctx context.Context, body []byte, re
 		hash = requestHash(body)
 		if rec, ok := s.tokens[req.ClientRequestToken]; ok {
 			if rec.hash != hash {
-				return apiError(http.StatusBadRequest, typeIdempotencyClash, messageTokenReused)
+				return apiError(http.StatusBadRequest, typeIdempotencyClash, messageTokenReused), nil
 			}
 			if rec.succeeded {
-				return wireResponse{status: http.StatusOK, body: []byte("{}")}
+				return wireResponse{status: http.StatusOK, body: []byte("{}")}, nil
 			}
 		}
+	}
+	var puts []newPut
+	if s.commits != nil {
+		puts = s.newItems(ctx, req)
 	}
 	resp := s.call(ctx, "TransactWriteItems", body)
 	if req.ClientRequestToken != "" {
@@ -220,12 +262,22 @@ func (s *embeddedServer) transactWriteItems(ctx context.Context, body []byte, re
 	switch {
 	case resp.status == http.StatusOK && len(removals) > 0:
 		if err := s.applyTransactRemovals(ctx, req.TransactItems, removals); err != nil {
-			return apiError(http.StatusInternalServerError, typeInternalServer, err.Error())
+			return apiError(http.StatusInternalServerError, typeInternalServer, err.Error()), nil
 		}
 	case errorType(resp) == typeTransactCanceled:
-		return s.completeCancellation(ctx, resp, req)
+		return s.completeCancellation(ctx, resp, req), nil
 	}
-	return resp
+	if resp.status != http.StatusOK || len(puts) == 0 {
+		return resp, nil
+	}
+	c, later, end, err := s.hideNew(ctx, req, puts)
+	if err != nil {
+		return apiError(http.StatusInternalServerError, typeInternalServer, err.Error()), nil
+	}
+	if c == nil {
+		return resp, nil
+	}
+	return resp, &committing{commit: c, later: later, start: now, end: end}
 }
 
 // completeCancellation reports every failed condition (the server stops at

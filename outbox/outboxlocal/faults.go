@@ -92,8 +92,10 @@ func (f *Faults) UnprocessedDeletes(n int) {
 }
 
 // HideFromNextQuery removes the item with partition key pk and sort key sk
-// from the next Query response that contains it, once: the read-committed
-// anomaly of a query that overlaps a transaction.
+// from the next Query response that contains it, once, on any endpoint: a
+// test's deterministic stand-in for a query that overlaps the item's
+// transaction. Counts (Select=COUNT) are left alone; WithReadCommitted
+// models the commit itself, counts included, on the embedded server.
 func (f *Faults) HideFromNextQuery(pk, sk string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

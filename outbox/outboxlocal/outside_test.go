@@ -22,7 +22,7 @@ func TestOutside(t *testing.T) {
 	// another; a client keeping no connection opens one per request.
 	t.Run("InMemoryClientOfAnExternalEndpoint_KeepsItsConnectionAcrossIdleWaits", func(t *testing.T) {
 		var opened atomic.Int32
-		host := httptest.NewUnstartedServer(newEmbeddedServer())
+		host := httptest.NewUnstartedServer(newEmbeddedServer(nil))
 		host.Config.IdleTimeout = time.Second
 		host.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 			if s == http.StateNew {

@@ -111,7 +111,7 @@ func RunStoreTests(t *testing.T, newStore NewStore) {
 		{"ParkMovesTheRow_AndQuarantinesItsKey", contractPark},
 		{"ReplayMarks_Requests_Deletes_Refusals", contractReplay},
 		{"ParkCarriesTheLease_RefusedAsLeaseLost", contractParkLease},
-		{"FetchReadsAcrossGaps_AndBoundsItsProbes", contractGaps},
+		{"FetchReadsAcrossGaps_WithoutAProbePerGap", contractGaps},
 		{"LeaseWrites_RefusedClaimsKeepsAndReleases", contractLeaseWrites},
 		{"GenerationMarker_OpenSealDrain", contractGenerations},
 	}
