@@ -90,7 +90,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(buildErr)
 	}
 	ddb := outboxtest.NewDynamoDB(t)
-	f := &fixture{ddb: ddb, kafka: outboxtest.NewKafka(t, "orders", "customers")}
+	f := &fixture{ddb: ddb, kafka: outboxtest.NewKafka(t, "orders", "payments")}
 	api, err := lambdalocal.StartInvokeAPI()
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +156,7 @@ func (f *fixture) sample(t *testing.T, name string) []byte {
 		t.Fatal(err)
 	}
 	s := string(raw)
-	for _, topic := range []string{"orders", "customers"} {
+	for _, topic := range []string{"orders", "payments"} {
 		s = strings.ReplaceAll(s, `"`+topic+`"`, `"`+f.kafka.Topic(topic)+`"`)
 	}
 	return []byte(s)

@@ -21,9 +21,13 @@ type Tracing interface {
 	// Tracer opens the relay's and the enqueue function's spans.
 	Tracer() outbox.Tracer
 	// StartInvocation opens what one invocation's spans hang under and
-	// returns the function that closes it, exporting what the mode
-	// buffers; the handler calls it before returning, because Lambda may
-	// freeze the process right after.
+	// returns the function that closes it with the invocation's error,
+	// exporting what the mode buffers, and returns the export's own error;
+	// the handler calls it before returning, because Lambda may freeze the
+	// process right after. The handlers of this package (RelayHandler,
+	// EnqueueHandler, KafkaHandler) call it so that the export's error is
+	// logged and the invocation's result stays the handler's: use one of
+	// them rather than call it from a function's main.
 	StartInvocation(ctx context.Context, name string) (context.Context, func(err error) error)
 	// TraceContext returns the trace context to store on messages
 	// enqueued under ctx: the caller's (outbox.TraceContextFrom), completed
@@ -84,23 +88,25 @@ func (offTracing) TraceContext(ctx context.Context) outbox.TraceContext {
 	return outbox.TraceContextFrom(ctx)
 }
 
-// invocationTrace opens and closes one invocation's trace; the zero value does
+// invocationTrace names one invocation's root span; the zero value traces
 // nothing.
 type invocationTrace struct {
 	tracing Tracing
 	name    string
 }
 
-// start opens the invocation's trace; the returned function closes it and
-// logs a failed export, which never fails the invocation.
-func (i invocationTrace) start(ctx context.Context, log *slog.Logger) (context.Context, func(error)) {
+// traced runs handle under the invocation's root span and returns what
+// handle returned, unchanged: the span export's own failure is logged and
+// never takes the place of the handler's result (a consumer that returned
+// the export's nil for a failed batch would have its offsets committed).
+func traced[T any](ctx context.Context, i invocationTrace, log *slog.Logger, handle func(context.Context) (T, error)) (T, error) {
 	if i.tracing == nil {
-		return ctx, func(error) {}
+		return handle(ctx)
 	}
 	ctx, end := i.tracing.StartInvocation(ctx, i.name)
-	return ctx, func(err error) {
-		if ferr := end(err); ferr != nil {
-			log.WarnContext(ctx, "exporting the invocation's spans failed", "error", ferr)
-		}
+	v, err := handle(ctx)
+	if ferr := end(err); ferr != nil {
+		log.WarnContext(ctx, "exporting the invocation's spans failed", "error", ferr)
 	}
+	return v, err
 }
