@@ -10,7 +10,6 @@ import (
 	"reflect"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambda/messages"
 	"github.com/aws/smithy-go"
 
@@ -23,18 +22,11 @@ import (
 // function's answer for a bad request without being parsed.
 const MaxPayloadBytes = 6 << 20
 
-// The functions' handlers are aws-lambda-go handlers of the raw payload:
-// they decode it themselves, so every body, however malformed, gets the
-// function's documented answer rather than the runtime library's decoding
-// error.
-var (
-	_ lambda.Handler = (*RelayHandler)(nil)
-	_ lambda.Handler = (*EnqueueHandler)(nil)
-	_ lambda.Handler = KafkaHandler{}
-)
-
 // Invoke is the relay function's entry point for aws-lambda-go
-// (lambda.Handler): Handle on the raw payload, the response as JSON. A
+// (lambda.Handler): Handle on the raw payload, the response as JSON. The
+// functions' handlers decode the raw payload themselves, so every body,
+// however malformed, gets the function's documented answer rather than
+// the runtime library's decoding error. A
 // payload that is not a relay event fails with errorType
 // InvalidEventError; other failures as FunctionErrorType names them.
 func (h *RelayHandler) Invoke(ctx context.Context, payload []byte) ([]byte, error) {

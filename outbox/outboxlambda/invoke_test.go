@@ -11,10 +11,18 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambda/messages"
 	"github.com/aws/smithy-go"
 
 	"github.com/spillway-dev/spillway/outbox"
+)
+
+// The functions' handlers are aws-lambda-go handlers of the raw payload.
+var (
+	_ lambda.Handler = (*RelayHandler)(nil)
+	_ lambda.Handler = (*EnqueueHandler)(nil)
+	_ lambda.Handler = KafkaHandler{}
 )
 
 // badBodies are payloads no function accepts: each must get the
