@@ -145,7 +145,7 @@ type EnqueuedMessage struct {
 // A refused request comes back as a response with Error and Field and no
 // function error; a DynamoDB failure is a function error.
 func (h *EnqueueHandler) Handle(ctx context.Context, payload json.RawMessage) (EnqueueResponse, error) {
-	return traced(ctx, h.invoke, h.log, func(ctx context.Context) (EnqueueResponse, error) {
+	return traced(ctx, h.invoke, func(ctx context.Context) (EnqueueResponse, error) {
 		sctx, span := outbox.StartSpan(ctx, h.tracer, outbox.SpanEnqueue)
 		resp, err := h.handle(sctx, payload)
 		outcome := "ok"

@@ -86,7 +86,7 @@ func (k KafkaHandler) Invoke(ctx context.Context, payload []byte) ([]byte, error
 	if name == "" {
 		name = "consumer"
 	}
-	_, err = traced(ctx, invocationTrace{tracing: k.Tracing, name: name}, log, func(ctx context.Context) (struct{}, error) {
+	_, err = traced(ctx, invocationTrace{tracing: k.Tracing, name: name}, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, k.Handle(ctx, ev)
 	})
 	if err != nil {

@@ -250,7 +250,7 @@ const NoHints = "no-hints"
 // logged and reported in the response, since the stream is only a hint and
 // a failed batch would be retried and block its shard.
 func (h *RelayHandler) Handle(ctx context.Context, payload json.RawMessage) (RelayResponse, error) {
-	return traced(ctx, h.invoke, h.log, func(ctx context.Context) (RelayResponse, error) { return h.handle(ctx, payload) })
+	return traced(ctx, h.invoke, func(ctx context.Context) (RelayResponse, error) { return h.handle(ctx, payload) })
 }
 
 func (h *RelayHandler) handle(ctx context.Context, payload json.RawMessage) (RelayResponse, error) {

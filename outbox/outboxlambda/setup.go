@@ -69,7 +69,7 @@ func newInit(ctx context.Context, getenv func(string) string, log *slog.Logger) 
 	if err != nil {
 		return nil, fmt.Errorf("load AWS SDK configuration: %w", err)
 	}
-	tracing, err := NewTracing(ctx, cfg.Tracing, getenv)
+	tracing, err := NewTracing(ctx, cfg.Tracing, getenv, log)
 	if err != nil {
 		return nil, err
 	}
