@@ -8,13 +8,14 @@ import (
 
 // shutdownTimeout bounds the work done on SIGTERM: Lambda allows a function
 // with only internal extensions 500 ms between SIGTERM and SIGKILL.
-const shutdownTimeout = 400 * time.Millisecond
+const shutdownTimeout = 450 * time.Millisecond
 
 // shutdownStop is the stop a SIGTERM gives a relay run in progress
 // (outbox.RunInput.StopTimeout): what is in flight settles for half of it
-// and the leases are released before three quarters of it, leaving the
-// rest of shutdownTimeout for the metrics and the Kafka client.
-const shutdownStop = 300 * time.Millisecond
+// (200 ms) and the leases are released before three quarters of it (300
+// ms), leaving the rest of shutdownTimeout for the metrics and the Kafka
+// client.
+const shutdownStop = 400 * time.Millisecond
 
 // closer is a Publisher that holds connections worth closing (the franz-go
 // publisher).
