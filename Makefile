@@ -20,7 +20,7 @@ help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: test
-test: vet ## go vet, then every test with -race (library, functions, CLI, the fleet simulation, the CDK stack), then the lab's studies and the fleet's seed replay without it.
+test: tools vet ## go vet, then every test with -race (library, functions under the Lambda emulator, CLI, the fleet simulation, the CDK stack), then the lab's studies and the fleet's seed replay without it.
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -skip '^TestStudies$$' $(PKGS)
 	# A fleet seed replays exactly only without the race detector, which
 	# perturbs the scheduler on purpose: the replay test runs once without it.
@@ -45,7 +45,7 @@ ddblocal-stop: ## Stop the DynamoDB Local that `make ddblocal` started.
 	@scripts/ddblocal stop
 
 .PHONY: test-ddblocal
-test-ddblocal: ## Every test that touches DynamoDB, against a DynamoDB Local of its own (started, then stopped); needs java and npm.
+test-ddblocal: tools ## Every test that touches DynamoDB, against a DynamoDB Local of its own (started, then stopped); needs java and npm.
 	scripts/ddblocal run $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(DDB_PKGS)
 
 .PHONY: vet
@@ -96,8 +96,10 @@ build: ## Build the Lambda functions for linux/arm64 into dist/relay.zip and dis
 	  $(GO) run ./scripts/zip -o $(DIST)/$$fn.zip $(DIST)/$$fn/bootstrap; \
 	done
 
+# The function binaries' tests run them under the emulator and fail without
+# it: `make test` installs it first.
 .PHONY: tools
-tools: $(BIN)/aws-lambda-rie ## Install the tools the tests use into ./bin (aws-lambda-rie for the function binaries' tests).
+tools: $(BIN)/aws-lambda-rie ## Install the tools the tests use into ./bin (aws-lambda-rie for the function binaries' tests; make test does it).
 
 $(BIN)/aws-lambda-rie:
 	GOBIN=$(BIN) $(GO) install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)

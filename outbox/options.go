@@ -121,8 +121,10 @@ type RelayOptions struct {
 	// the adaptation off. Default DefaultMaxIdleTimeoutFactor × IdleTimeout
 	// (10 s).
 	MaxIdleTimeout time.Duration
-	// StopMargin is reserved before the deadline for flushing, deleting and
-	// releasing; it never exceeds a third of the time left at start.
+	// StopMargin is reserved before the deadline for the stop: settling
+	// what is in flight, deleting and releasing (Run); it never exceeds a
+	// third of the time left at start. It is also the default
+	// RunInput.StopTimeout, the stop that the end of Run's context starts.
 	// Default 5 s.
 	StopMargin time.Duration
 	// MaxConcurrency bounds buckets drained in parallel. Default 8.

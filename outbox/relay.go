@@ -186,6 +186,9 @@ type RunInput struct {
 	// Join makes a woken relay take a share even when live peers hold its
 	// hinted buckets.
 	Join bool
+	// StopTimeout bounds the stop that the end of Run's ctx starts,
+	// counted from that moment (see Run). Default RelayOptions.StopMargin.
+	StopTimeout time.Duration
 }
 
 // StopReason says why a run returned.
@@ -251,11 +254,27 @@ type RunResult struct {
 // gracefully if that fits before the deadline. It returns an error only for
 // what must not be retried (misconfiguration) and for a publisher that
 // cannot start; every other failure is backed off and retried inside the run.
+//
+// The end of ctx (a cancellation, its deadline) stops the run as its budget
+// does, within in.StopTimeout of that moment, and never past in.Deadline:
+// nothing new starts, a publish in flight sends nothing more and settles
+// what it sent, the rows Kafka acknowledged are deleted and the leases are
+// released, conditionally, so peers take the buckets over at once. The
+// last part of that time is kept for the release: what is still in flight
+// then (a publish whose broker does not answer) is left to finish on its
+// own and nothing of its outcome is acted on, so its rows stay for the
+// next owner (duplicates, never loss or reordering). Run returns once
+// every goroutine it started has ended. ctx's values reach every call the
+// run makes; its end does not cut them short.
 func (r *Relay) Run(ctx context.Context, in RunInput) (RunResult, error) {
 	r.running <- struct{}{}
 	defer func() { <-r.running }()
 	run := r.newRun(ctx, in)
+	unwatch := run.watchStop()
 	err := run.execute()
+	unwatch()
+	run.drains.Wait()
+	run.cut(context.Canceled)
 	run.res.Deleted = int(run.deleted.Load())
 	run.res.Ended = r.clock.Now()
 	if !in.Deadline.IsZero() {

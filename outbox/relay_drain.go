@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 )
 
@@ -20,29 +19,70 @@ type bucketResult struct {
 
 // sweep drains the ready buckets in parallel, bounded by MaxConcurrency.
 // Each bucket drains batch after batch until it is empty, a rebalance is due,
-// the budget is reached or its head row fails.
+// the run stops or its head row fails. A drain still in flight at the
+// stop's settle point (a publish waiting for a broker that does not
+// answer) is left to finish on its own: the stop releases the leases
+// meanwhile, so nothing of its outcome is acted on, and Run waits for it
+// before it returns.
 func (u *run) sweep() (int, error) {
 	r := u.r
 	ready := u.ready
-	results := make([]bucketResult, len(ready))
+	type indexed struct {
+		i   int
+		res bucketResult
+	}
+	arrived := make(chan indexed, len(ready))
 	sem := make(chan struct{}, r.opts.MaxConcurrency)
-	var wg sync.WaitGroup
+	started := 0
 	for i, b := range ready {
-		wg.Add(1)
-		sem <- struct{}{}
+		select {
+		case sem <- struct{}{}:
+		case <-u.ctx.Done():
+		}
+		if u.ctx.Err() != nil {
+			break
+		}
+		started++
+		u.drains.Add(1)
 		go func() {
-			defer wg.Done()
+			defer u.drains.Done()
 			defer func() { <-sem }()
-			results[i] = bucketDrain{u: u, bucket: b}.drain()
+			arrived <- indexed{i, bucketDrain{u: u, bucket: b}.drain()}
 		}()
 	}
-	wg.Wait()
+	results := make([]*bucketResult, len(ready))
+	var cutErr error
+	cut, grace := u.ctx.Done(), (<-chan time.Time)(nil)
+	for got := 0; got < started; {
+		select {
+		case a := <-arrived:
+			results[a.i] = &a.res
+			got++
+			continue
+		case <-cut:
+			// Drains end promptly once their I/O is cut; one that
+			// does not within settleGrace is left behind.
+			cut = nil
+			t := time.NewTimer(settleGrace)
+			defer t.Stop()
+			grace = t.C
+			continue
+		case <-grace:
+		}
+		r.log.LogAttrs(u.ctx, slog.LevelWarn, "a write was still in flight at the stop's settle point; the stop goes on without it and acts on nothing of its outcome",
+			slog.Int("drains", started-got))
+		cutErr = u.ctx.Err()
+		break
+	}
 
 	published := 0
-	var firstErr error
+	firstErr := cutErr
 	u.ready = u.ready[:0:0]
 	now := r.clock.Now()
 	for _, res := range results {
+		if res == nil {
+			continue
+		}
 		published += res.published
 		if res.published > 0 {
 			r.worked[res.bucket] = now
@@ -79,7 +119,7 @@ func (d bucketDrain) drain() (res bucketResult) {
 	}()
 	for {
 		now := r.clock.Now()
-		if ctx.Err() != nil || u.overBudget(now) {
+		if u.stopping(now) {
 			res.more = true
 			return res
 		}

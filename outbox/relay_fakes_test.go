@@ -281,8 +281,9 @@ func (p *memPublisher) Publish(ctx context.Context, msgs []outbox.Message) (int,
 	if p.onPublish != nil {
 		p.onPublish(msgs)
 	}
-	if p.delay > 0 {
-		sleep.For(p.delay, ctx.Done())
+	if p.delay > 0 && !sleep.For(p.delay, ctx.Done()) {
+		// Cut before Kafka answered: nothing acknowledged.
+		return 0, ctx.Err()
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"context"
 	"slices"
 	"time"
 
@@ -61,7 +62,7 @@ func (u joinCheck) shouldJoin() (bool, error) {
 		// per orphaned bucket is far cheaper than joining for nothing, and
 		// unlike the eventually consistent probe it cannot miss the commit
 		// that sent the wake-up.
-		if orphans, err = u.withMessages(orphans); err != nil {
+		if orphans, err = u.withMessages(u.ctx, orphans); err != nil {
 			return false, err
 		}
 		if len(orphans) == 0 {
@@ -99,10 +100,10 @@ func (u joinCheck) stillOrphaned() (bool, error) {
 
 // withMessages returns the buckets of bs whose head holds a message, read
 // with the consistent fetch, or that have a replay request.
-func (u *run) withMessages(bs []int) ([]int, error) {
+func (u *run) withMessages(ctx context.Context, bs []int) ([]int, error) {
 	var out []int
 	for _, b := range bs {
-		msgs, err := u.r.store.FetchBatch(u.ctx, b, 1)
+		msgs, err := u.r.store.FetchBatch(ctx, b, 1)
 		if err != nil {
 			return nil, err
 		}
@@ -110,7 +111,7 @@ func (u *run) withMessages(bs []int) ([]int, error) {
 			out = append(out, b)
 		}
 	}
-	replays, err := u.r.park.replayReady(u.ctx, bs, true)
+	replays, err := u.r.park.replayReady(ctx, bs, true)
 	if err != nil {
 		return nil, err
 	}
@@ -147,8 +148,8 @@ func (u joinCheck) uncovered(bs []int) ([]int, error) {
 	if err != nil || len(cov.Uncovered) > 0 || len(cov.Claimed) == 0 {
 		return cov.Uncovered, err
 	}
-	if u.overBudget(r.clock.Now().Add(lease.ClaimWindow)) || !sleep.For(lease.ClaimWindow, u.ctx.Done()) {
-		return nil, u.ctx.Err()
+	if u.overBudget(r.clock.Now().Add(lease.ClaimWindow)) || !sleep.For(lease.ClaimWindow, u.stop.Done()) {
+		return nil, u.stop.Err()
 	}
 	return confirmClaims(u.ctx, r.store, r.clock, r.opts.RelayID, cov.Claimed)
 }

@@ -112,10 +112,11 @@ func (u *run) renewer() (stop func()) {
 // stopper is the end of a joined run.
 type stopper struct{ *run }
 
-// stop is the end of a joined run: release the leases if that fits before
-// the deadline, then look at the released buckets with a strongly
-// consistent read and send the wake-up the relay owes if work is left, so
-// no committed message waits for the schedule.
+// stop is the end of a joined run, within the stop's plan: release the
+// leases if the plan leaves time for it, then look at the released buckets
+// with a strongly consistent read and send the wake-up the relay owes if
+// work is left, so no committed message waits for the schedule. Every step
+// ends by the plan's returnBy; what does not fit is skipped.
 func (u stopper) stop() {
 	r := u.r
 	book := r.lease.snapshot()
@@ -123,29 +124,36 @@ func (u stopper) stop() {
 	if !book.attempted {
 		return
 	}
+	plan, signaled := u.plan()
 	now := r.clock.Now()
 	check := owned
-	if !u.in.Deadline.IsZero() && u.in.Deadline.Sub(now) < u.releaseReserve() {
+	if plan.bounded() && !now.Before(plan.returnBy) {
 		u.res.ReleaseSkipped = true
 		r.log.LogAttrs(u.ctx, slog.LevelWarn, "no time left to release leases; they lapse after LeaseDuration",
-			slog.Any("owned", owned), slog.Duration("left", u.in.Deadline.Sub(now)))
+			slog.Any("owned", owned), slog.Duration("left", plan.end.Sub(now)))
 		r.hooks.releaseSkipped(len(owned))
 		r.resetLease()
 		return
 	}
-	ctx, span := r.tracer.Start(u.ctx, SpanRelease)
+	ctx, cancel := u.afterSettle(plan)
+	defer cancel()
+	sctx, span := r.tracer.Start(ctx, SpanRelease)
 	span.Annotate(AnnotationRelayID, r.opts.RelayID)
 	r.lease.apply(func(b leaseBook) leaseBook {
 		b.standby = lease.Standby{}
 		return b
 	})
-	rel, err := r.store.ReleaseLeases(ctx, r.req)
+	rel, err := r.store.ReleaseLeases(sctx, r.req)
 	span.End(err)
 	r.resetLease()
 	released := 0
-	if err != nil {
+	switch {
+	case err != nil && timedOut(ctx):
+		r.log.LogAttrs(u.ctx, slog.LevelWarn, "releasing leases did not finish within the stop; they lapse after LeaseDuration",
+			slog.Any("owned", owned), slog.Any("error", err))
+	case err != nil:
 		r.log.LogAttrs(u.ctx, slog.LevelError, "releasing leases failed; they lapse after LeaseDuration", slog.Any("error", err))
-	} else {
+	default:
 		u.res.Released = rel.Released
 		u.res.ReleaseUnfinished = rel.Unfinished
 		u.res.Refused += rel.Refused
@@ -157,7 +165,7 @@ func (u stopper) stop() {
 		}
 	}
 	r.hooks.leases(0, 0, released)
-	if len(check) == 0 || u.ctx.Err() != nil {
+	if len(check) == 0 || ctx.Err() != nil {
 		return
 	}
 	slices.Sort(check)
@@ -165,17 +173,17 @@ func (u stopper) stop() {
 	// Strongly consistent: a commit that landed while this relay stopped
 	// is exactly what the eventually consistent probe can miss, and then
 	// nobody would be woken for it before the schedule.
-	pending, err := u.withMessages(check)
+	pending, err := u.withMessages(ctx, check)
 	if err != nil {
 		r.log.LogAttrs(u.ctx, slog.LevelWarn, "probing released buckets failed", slog.Any("error", err))
 		return
 	}
-	if len(pending) == 0 && len(rel.Released) > 0 {
-		pending = u.watchReleased(rel.Released, releasedAt)
+	if len(pending) == 0 && len(rel.Released) > 0 && !signaled {
+		pending = u.watchReleased(ctx, plan, rel.Released, releasedAt)
 	}
 	u.res.WorkLeft = pending
 	if len(pending) > 0 {
-		u.wake(pending)
+		u.wake(ctx, plan, pending)
 	}
 }
 
@@ -183,26 +191,26 @@ func (u stopper) stop() {
 // view read before the release showed this relay holding the buckets: it
 // probes the released buckets again lease.OwnerViewTTL after the release, when
 // no such view is trusted any more, and returns those pending. Only a
-// relay that can send the continuation watches, and only if the wait fits
-// before the deadline.
-func (u stopper) watchReleased(released []int, releasedAt time.Time) []int {
+// relay that can send the continuation watches, and only if the wait and
+// a wake-up fit before the plan's returnBy.
+func (u stopper) watchReleased(ctx context.Context, plan stopPlan, released []int, releasedAt time.Time) []int {
 	r := u.r
-	if r.notifier == nil || u.ctx.Err() != nil {
+	if r.notifier == nil || ctx.Err() != nil {
 		return nil
 	}
 	until := releasedAt.Add(lease.OwnerViewTTL)
-	if !u.in.Deadline.IsZero() && u.in.Deadline.Sub(until) < u.releaseReserve()/2 {
+	if plan.bounded() && plan.returnBy.Sub(until) < minWakeUp {
 		r.log.LogAttrs(u.ctx, slog.LevelWarn, "no time left to watch the released buckets; commits of the last second wait for the next trigger",
 			slog.Any("released", released))
 		return nil
 	}
-	if !sleep.For(until.Sub(r.clock.Now()), u.ctx.Done()) {
+	if !sleep.For(until.Sub(r.clock.Now()), ctx.Done()) {
 		return nil
 	}
 	// Strongly consistent, as the stop's first look: the commit whose
 	// wake-up was skipped is exactly what an eventually consistent probe
 	// could miss.
-	pending, err := u.withMessages(released)
+	pending, err := u.withMessages(ctx, released)
 	if err != nil {
 		r.log.LogAttrs(u.ctx, slog.LevelWarn, "looking at the released buckets after the watch failed", slog.Any("error", err))
 		return nil
@@ -210,8 +218,11 @@ func (u stopper) watchReleased(released []int, releasedAt time.Time) []int {
 	return pending
 }
 
-// wake sends the continuation wake-up, bounded by the hop limit.
-func (u stopper) wake(buckets []int) {
+// wake sends the continuation wake-up, bounded by the hop limit and by the
+// plan: it is skipped with less than minWakeUp left before returnBy, and
+// ctx ends it at returnBy (a Lambda API that never answers, as from a VPC
+// without a route to it, costs the run no more than that).
+func (u stopper) wake(ctx context.Context, plan stopPlan, buckets []int) {
 	r := u.r
 	hop := u.in.Hop + 1
 	if r.notifier == nil || hop > r.maxHops {
@@ -219,22 +230,18 @@ func (u stopper) wake(buckets []int) {
 			slog.Int("hop", hop), slog.Int("maxHops", r.maxHops))
 		return
 	}
-	err := r.notifier.Notify(u.ctx, WakeUp{Buckets: buckets, Hop: hop})
+	if left := plan.returnBy.Sub(r.clock.Now()); plan.bounded() && left < minWakeUp {
+		r.log.LogAttrs(u.ctx, slog.LevelWarn, "no time left for the continuation wake-up; the schedule finds the work",
+			slog.Any("buckets", buckets), slog.Duration("left", left))
+		return
+	}
+	err := r.notifier.Notify(ctx, WakeUp{Buckets: buckets, Hop: hop})
 	r.hooks.wakeUp(WakeUp{Buckets: buckets, Hop: hop}, err)
 	if err != nil {
 		r.log.LogAttrs(u.ctx, slog.LevelWarn, "wake-up failed; the schedule will find the work", slog.Any("error", err))
 		return
 	}
 	u.res.WakeUpSent = true
-}
-
-// releaseReserve is the least time before the deadline the stop protocol
-// needs: half the stop margin, at most a second.
-func (u stopper) releaseReserve() time.Duration {
-	if u.budgetEnd.IsZero() {
-		return 0
-	}
-	return min(u.in.Deadline.Sub(u.budgetEnd)/2, time.Second)
 }
 
 // resetLease forgets all lease state so the next run starts with a round.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -14,10 +15,20 @@ import (
 
 // run is the state of one Run call.
 type run struct {
-	r   *Relay
+	r *Relay
+	// stop is the caller's ctx: when it ends the run stops (stopPlan).
+	stop context.Context
+	// ctx is the run's I/O context: the caller's values, not its end, so
+	// what is in flight when the run stops settles; cut ends it at the
+	// stop's settle point.
 	ctx context.Context
-	in  RunInput
-	res RunResult
+	cut context.CancelCauseFunc
+	st  stopState
+	// drains counts the bucket drains running; one still in flight at the
+	// settle point outlives its sweep, never its Run.
+	drains sync.WaitGroup
+	in     RunInput
+	res    RunResult
 
 	budgetEnd time.Time // zero: no budget
 	// waitFor are hinted buckets whose holder is stopping or whose lease is
@@ -43,7 +54,8 @@ func (r *Relay) newRun(ctx context.Context, in RunInput) *run {
 		in.Trigger = TriggerDirect
 	}
 	now := r.clock.Now()
-	u := &run{r: r, ctx: ctx, in: in, forceDiscover: true, lastWork: now}
+	u := &run{r: r, stop: ctx, in: in, forceDiscover: true, lastWork: now}
+	u.ctx, u.cut = context.WithCancelCause(context.WithoutCancel(ctx))
 	u.res.Started = now
 	if !in.Deadline.IsZero() {
 		u.budgetEnd = in.Deadline.Add(-r.stopMargin(now, in.Deadline))
@@ -53,6 +65,10 @@ func (r *Relay) newRun(ctx context.Context, in RunInput) *run {
 
 func (u *run) execute() error {
 	r := u.r
+	if u.stop.Err() != nil {
+		u.res.Reason = StopCancelled
+		return nil
+	}
 	join, err := joinCheck{u}.shouldJoin()
 	if err != nil {
 		// A failed probe is no reason to strand work: join and let the
@@ -73,6 +89,10 @@ func (u *run) execute() error {
 	if err := u.initPublisher(); err != nil {
 		u.res.Reason = StopFatal
 		return err
+	}
+	if u.stop.Err() != nil {
+		u.res.Reason = StopCancelled
+		return nil
 	}
 	if still, err := (joinCheck{u}).stillOrphaned(); err != nil {
 		r.log.LogAttrs(u.ctx, slog.LevelWarn, "re-check before joining failed; joining", slog.Any("error", err))
@@ -96,7 +116,8 @@ func (u *run) overBudget(now time.Time) bool {
 // by the budget, so a relay that cannot reach the brokers leaves its share
 // to peers that can.
 func (u *run) initPublisher() error {
-	ctx := u.ctx
+	ctx, cancel := u.untilSignal(u.ctx)
+	defer cancel()
 	if !u.in.Deadline.IsZero() {
 		var cancel context.CancelFunc
 		ctx, cancel = withClockTimeout(ctx, max(u.budgetEnd.Sub(u.r.clock.Now()), time.Millisecond))
@@ -114,11 +135,11 @@ func (u *run) loop() error {
 	r := u.r
 	for {
 		now := r.clock.Now()
-		if u.ctx.Err() != nil {
+		if u.stop.Err() != nil {
 			u.res.Reason = StopCancelled
 			return nil
 		}
-		if u.overBudget(now) {
+		if u.overBudget(now) || u.ctx.Err() != nil {
 			u.res.Reason = StopBudget
 			return nil
 		}
@@ -130,7 +151,11 @@ func (u *run) loop() error {
 				return err
 			}
 			if isContextErr(err) && u.ctx.Err() != nil {
-				u.res.Reason = StopCancelled
+				// Cut at the settle point of a stop that began meanwhile.
+				u.res.Reason = StopBudget
+				if u.stop.Err() != nil {
+					u.res.Reason = StopCancelled
+				}
 				return nil
 			}
 			u.res.Errors++
@@ -360,8 +385,8 @@ func (u *run) idleExit(now time.Time) (bool, error) {
 	return false, nil
 }
 
-// wait pauses the run for d, or until ctx ends.
-func (u *run) wait(d time.Duration) { sleep.For(d, u.ctx.Done()) }
+// wait pauses the run for d, or until the caller's ctx ends.
+func (u *run) wait(d time.Duration) { sleep.For(d, u.stop.Done()) }
 
 // backlogTimeout bounds one backlog sample.
 const backlogTimeout = 5 * time.Second

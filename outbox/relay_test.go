@@ -247,8 +247,10 @@ func TestRelay(t *testing.T) {
 			e := newRelayEnv(t, 1, nil)
 			e.store.add(0, "k")
 			deadline := t0.Add(3 * time.Second)
-			// Kafka answers 100 ms before the deadline: no time to release.
-			e.pub.delay = 2900 * time.Millisecond
+			// A probe that ignores its context answers 100 ms before the
+			// deadline, past the stop's returnBy (2.75 s): no time to
+			// release. (What honours its context is cut at 2.5 s.)
+			e.store.beforePending = func() { time.Sleep(2900 * time.Millisecond) }
 			res := e.run(t, outbox.RunInput{Deadline: deadline})
 			if !res.ReleaseSkipped || len(res.Released) != 0 {
 				t.Fatalf("release skipped %v released %v", res.ReleaseSkipped, res.Released)

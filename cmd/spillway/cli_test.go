@@ -91,7 +91,7 @@ func TestCLI(t *testing.T) {
 
 	t.Run("OperatorCommandsAgainstAnEndpoint", func(t *testing.T) {
 		ddb := outboxtest.NewDynamoDB(t)
-		kafka := outboxtest.NewKafka(t, "orders", "customers")
+		kafka := outboxtest.NewKafka(t, "orders", "payments")
 		table := ddb.NewTableName()
 		ddb.DeleteOnClose(table)
 		flags := []string{"--dynamodb-endpoint", ddb.Endpoint, "--table", table}
@@ -137,7 +137,7 @@ func TestCLI(t *testing.T) {
 			t.Fatalf("drain: exit %d: %s %s", code, out, errs)
 		}
 		got := outboxtest.ConsumeAll(t, kafka, kafka.Topic("orders"))
-		got = append(got, outboxtest.ConsumeAll(t, kafka, kafka.Topic("customers"))...)
+		got = append(got, outboxtest.ConsumeAll(t, kafka, kafka.Topic("payments"))...)
 		if len(got) < n {
 			t.Fatalf("consumed %d records, want at least %d", len(got), n)
 		}

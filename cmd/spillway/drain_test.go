@@ -39,7 +39,7 @@ func newDrainEnv(t *testing.T) *drainEnv {
 	}
 	t.Setenv("AWS_ACCESS_KEY_ID", "")
 	t.Setenv("AWS_PROFILE", "")
-	e := &drainEnv{ddb: ddb, kafka: outboxtest.NewKafka(t, "orders", "customers"), table: ddb.NewTableName()}
+	e := &drainEnv{ddb: ddb, kafka: outboxtest.NewKafka(t, "orders", "payments"), table: ddb.NewTableName()}
 	e.flags = []string{"--dynamodb-endpoint", ddb.Endpoint, "--table", e.table}
 	e.brokers = strings.Join(e.kafka.Brokers, ",")
 	if code, out, errs := cli(t, append([]string{"create-table"}, e.flags...)...); code != 0 {

@@ -74,7 +74,7 @@ func TestErrors(t *testing.T) {
 	// count that relays it and the procedure that changes a count.
 	t.Run("DrainOfAnotherBucketCountNamesTheFix", func(t *testing.T) {
 		_, _, flags := cliTable(t)
-		kafka := outboxtest.NewKafka(t, "orders", "customers")
+		kafka := outboxtest.NewKafka(t, "orders", "payments")
 		if code, out, errs := cli(t, append([]string{"enqueue", "--file", filepath.Join("..", "..", "events", "enqueue.single.json"), "--bucket-count", "4"}, flags...)...); code != 0 {
 			t.Fatalf("enqueue with 4 buckets: exit %d: %s %s", code, out, errs)
 		}

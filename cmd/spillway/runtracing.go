@@ -51,7 +51,7 @@ func (t *runTracing) tracing() outboxlambda.Tracing {
 	if t.provider == nil {
 		return nil
 	}
-	return t.provider
+	return outboxlambda.OTelTracing{Provider: t.provider}
 }
 
 // spans shuts the provider down (exporting what is left) and returns how

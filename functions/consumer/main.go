@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -35,11 +34,14 @@ func main() {
 }
 
 // newHandler builds the invocation handler once per execution environment:
-// the configuration, the DynamoDB client, the tracer and the inbox.
-func newHandler(ctx context.Context, log *slog.Logger) (func(context.Context, events.KafkaEvent) error, error) {
+// the configuration, the DynamoDB client, the tracer and the inbox. The
+// handler decodes each payload itself (a payload that is not a Kafka batch
+// fails the invocation) and returns the inbox's verdict: a failed batch
+// fails the invocation, so Lambda retries it and commits no offset.
+func newHandler(ctx context.Context, log *slog.Logger) (outboxlambda.KafkaHandler, error) {
 	setup, err := outboxlambda.NewInit(ctx, os.Getenv, log)
 	if err != nil {
-		return nil, err
+		return outboxlambda.KafkaHandler{}, err
 	}
 	cfg := setup.Config
 	h, err := newInboxHandler(setup.DynamoDB(), outboxinbox.Options{
@@ -51,12 +53,9 @@ func newHandler(ctx context.Context, log *slog.Logger) (func(context.Context, ev
 		Logger:       log,
 	}, applyOrder(cfg.Table, cfg.PartitionKey, cfg.SortKey))
 	if err != nil {
-		return nil, err
+		return outboxlambda.KafkaHandler{}, err
 	}
-	return func(ctx context.Context, ev events.KafkaEvent) error {
-		ctx, end := setup.Tracing.StartInvocation(ctx, "consumer")
-		return end(h.Handle(ctx, ev))
-	}, nil
+	return outboxlambda.KafkaHandler{Handle: h.Handle, Tracing: setup.Tracing, Name: "consumer", Logger: log}, nil
 }
 
 // newInboxHandler builds the inbox and its Lambda handler, with the EMF

@@ -21,8 +21,9 @@ func main() {
 		log.Error("enqueue function cannot start", "error", err)
 		os.Exit(1)
 	}
-	// SIGTERM (sent before the environment is shut down once any extension
-	// is registered, which the option does) runs Shutdown: the last
-	// metrics are written and the clients closed.
-	lambda.StartWithOptions(h.Handle, lambda.WithEnableSIGTERM(h.Shutdown))
+	// h decodes the raw payload itself (h.Invoke), so every body gets the
+	// function's answer. SIGTERM (sent before the environment is shut down
+	// once any extension is registered, which the option does) runs
+	// Shutdown: the last metrics are written.
+	lambda.StartWithOptions(h, lambda.WithEnableSIGTERM(h.Shutdown))
 }

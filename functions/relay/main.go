@@ -24,8 +24,10 @@ func main() {
 		os.Exit(1)
 	}
 	log.Info("relay function ready", "relayId", h.RelayID())
-	// SIGTERM (sent before the environment is shut down once any extension
-	// is registered, which the option does) runs Shutdown: the last
+	// h decodes the raw payload itself (h.Invoke), so every body gets the
+	// relay's answer. SIGTERM (sent before the environment is shut down
+	// once any extension is registered, which the option does) runs
+	// Shutdown: a run in progress stops and releases its leases, the last
 	// metrics are written and the clients closed.
-	lambda.StartWithOptions(h.Handle, lambda.WithEnableSIGTERM(h.Shutdown))
+	lambda.StartWithOptions(h, lambda.WithEnableSIGTERM(h.Shutdown))
 }

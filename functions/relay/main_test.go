@@ -3,17 +3,16 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/spillway-dev/spillway/internal/lambdalocal"
+	"github.com/spillway-dev/spillway/internal/lambdalocal/lambdatest"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
@@ -21,56 +20,7 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
-// rie is where `make tools` installs the emulator.
-var rie = filepath.Join("..", "..", "bin", "aws-lambda-rie")
-
-// bins are the functions' bootstraps, built once by TestMain for the host
-// architecture (the arm64 build of `make build` only runs on Lambda);
-// buildErr is why they are missing.
-var (
-	bins     = map[string]string{}
-	buildErr error
-)
-
-func TestMain(m *testing.M) {
-	os.Exit(func() int {
-		if _, err := os.Stat(rie); err != nil {
-			return m.Run()
-		}
-		dir, err := os.MkdirTemp("", "spillway-bootstrap-")
-		if err != nil {
-			buildErr = err
-			return m.Run()
-		}
-		defer os.RemoveAll(dir)
-		for name, pkg := range map[string]string{"relay": ".", "enqueue": filepath.Join("..", "enqueue")} {
-			out := filepath.Join(dir, name, "bootstrap")
-			if buildErr = lambdalocal.Build(context.Background(), pkg, out); buildErr != nil {
-				break
-			}
-			bins[name] = out
-		}
-		return m.Run()
-	}())
-}
-
-// syncBuffer collects a process's output for the test log.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+func TestMain(m *testing.M) { lambdatest.Main(m) }
 
 // fixture is both functions' binaries under the emulator, on the embedded
 // backends, with wake-ups recorded by a stand-in Invoke API.
@@ -83,68 +33,37 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	if _, err := os.Stat(rie); err != nil {
-		t.Skipf("skipping: %s is missing (run `make tools` to install aws-lambda-rie %s)", rie, lambdalocal.RIEVersion)
-	}
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
+	lambdatest.RIE(t)
 	ddb := outboxtest.NewDynamoDB(t)
-	f := &fixture{ddb: ddb, kafka: outboxtest.NewKafka(t, "orders", "customers")}
+	f := &fixture{ddb: ddb, kafka: outboxtest.NewKafka(t, "orders", "payments")}
 	api, err := lambdalocal.StartInvokeAPI()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = api.Close() })
 	f.invoke = api
-	f.env = map[string]string{
-		outboxconf.EnvTable:            outboxtest.CreateTable(t, ddb),
-		outboxconf.EnvDynamoDBEndpoint: ddb.Endpoint,
-		outboxconf.EnvKafkaBrokers:     strings.Join(f.kafka.Brokers, ","),
-		outboxconf.EnvRelayFunction:    "outbox-relay",
-		"AWS_ENDPOINT_URL_LAMBDA":      api.URL,
-		"AWS_REGION":                   "us-east-1",
-		"AWS_ACCESS_KEY_ID":            "spillway",
-		"AWS_SECRET_ACCESS_KEY":        "spillway",
-		"AWS_EC2_METADATA_DISABLED":    "true",
-		"AWS_LAMBDA_LOG_LEVEL":         "DEBUG",
-	}
-	if ddb.External {
-		// The external endpoint's credentials come from the environment.
-		for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_PROFILE"} {
-			if v := os.Getenv(k); v != "" {
-				f.env[k] = v
-			}
-		}
-	}
+	f.env = lambdatest.Env(ddb, outboxtest.CreateTable(t, ddb), map[string]string{
+		outboxconf.EnvKafkaBrokers:  strings.Join(f.kafka.Brokers, ","),
+		outboxconf.EnvRelayFunction: "outbox-relay",
+		"AWS_ENDPOINT_URL_LAMBDA":   api.URL,
+		"AWS_LAMBDA_LOG_LEVEL":      "DEBUG",
+	})
 	return f
 }
 
-// start runs function fn under the emulator with the fixture's
-// environment plus extra.
-func (f *fixture) start(t *testing.T, fn string, extra map[string]string) *lambdalocal.Emulator {
+// start runs function fn ("relay" or "enqueue") under the emulator with
+// the fixture's environment plus extra.
+func (f *fixture) start(t *testing.T, fn string, extra map[string]string) *lambdatest.Function {
 	t.Helper()
-	vars := map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "outbox-" + fn, "PATH": os.Getenv("PATH")}
-	for k, v := range f.env {
-		vars[k] = v
-	}
-	for k, v := range extra {
-		vars[k] = v
-	}
-	var envList []string
-	for k, v := range vars {
-		envList = append(envList, k+"="+v)
-	}
-	out := &syncBuffer{}
-	em, err := lambdalocal.Start(t.Context(), lambdalocal.Options{RIE: rie, Bootstrap: bins[fn], Env: envList, Output: out})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		em.Close()
-		t.Logf("%s output:\n%s", fn, out.String())
-	})
-	return em
+	vars := map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "outbox-" + fn}
+	maps.Copy(vars, f.env)
+	maps.Copy(vars, extra)
+	return lambdatest.Start(t, bootstrap(t, fn), vars)
+}
+
+// bootstrap is function fn's binary.
+func bootstrap(t *testing.T, fn string) string {
+	return lambdatest.Bootstrap(t, filepath.Join("..", fn))
 }
 
 // sample reads events/<name> with the sample topics renamed for external
@@ -156,13 +75,13 @@ func (f *fixture) sample(t *testing.T, name string) []byte {
 		t.Fatal(err)
 	}
 	s := string(raw)
-	for _, topic := range []string{"orders", "customers"} {
+	for _, topic := range []string{"orders", "payments"} {
 		s = strings.ReplaceAll(s, `"`+topic+`"`, `"`+f.kafka.Topic(topic)+`"`)
 	}
 	return []byte(s)
 }
 
-func invoke[T any](t *testing.T, em *lambdalocal.Emulator, payload []byte) T {
+func invoke[T any](t *testing.T, em *lambdatest.Function, payload []byte) T {
 	t.Helper()
 	resp, err := em.Invoke(t.Context(), payload)
 	if err != nil {
@@ -248,21 +167,11 @@ func TestBinaries(t *testing.T) {
 	})
 
 	// RelayBinaryRefusesABadConfigurationAtInit: the function exits at
-	// init with an error naming the variable.
+	// init with an error naming the variable, with the documented prefix.
 	t.Run("RelayBinaryRefusesABadConfigurationAtInit", func(t *testing.T) {
 		f := newFixture(t)
-		out := &syncBuffer{}
-		vars := []string{"PATH=" + os.Getenv("PATH"), "AWS_LAMBDA_FUNCTION_NAME=outbox-relay"}
-		for k, v := range f.env {
-			vars = append(vars, k+"="+v)
-		}
-		vars = append(vars, outboxconf.EnvBatchSize+"=lots")
-		em, err := lambdalocal.Start(t.Context(), lambdalocal.Options{RIE: rie, Bootstrap: bins["relay"], Env: vars, Output: out})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer em.Close()
-		resp, err := em.Invoke(t.Context(), f.sample(t, "relay.schedule.json"))
+		relay := f.start(t, "relay", map[string]string{outboxconf.EnvBatchSize: "lots"})
+		resp, err := relay.Invoke(t.Context(), f.sample(t, "relay.schedule.json"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -272,9 +181,9 @@ func TestBinaries(t *testing.T) {
 		// The function's output reaches the buffer through a pipe, possibly
 		// after the invoke answered; once the emulator has exited, all of it
 		// has.
-		em.Close()
-		if logs := out.String(); !strings.Contains(logs, `SPILLWAY_BATCH_SIZE=\"lots\"`) || !strings.Contains(logs, "relay function cannot start") {
-			t.Fatalf("init error does not name the variable and its value:\n%s", logs)
+		relay.Close()
+		if logs := relay.Output(); !strings.Contains(logs, `outboxlambda: configuration: SPILLWAY_BATCH_SIZE=\"lots\"`) || !strings.Contains(logs, "relay function cannot start") {
+			t.Fatalf("init error does not name the variable and its value after outboxlambda:\n%s", logs)
 		}
 	})
 }

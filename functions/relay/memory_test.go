@@ -61,7 +61,7 @@ func TestRelayPeakMemory(t *testing.T) {
 	if res.Published != messages {
 		t.Fatalf("published %d of %d: %+v", res.Published, messages, res)
 	}
-	peak, err := peakRSS(bins["relay"])
+	peak, err := peakRSS(bootstrap(t, "relay"))
 	if err != nil {
 		t.Fatal(err)
 	}

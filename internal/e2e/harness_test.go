@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -116,7 +118,16 @@ type trackedStore struct {
 	beforeRelease func()
 	beforeRenew   func()
 	beforeCall    func() // before every call, after the call's own hook
+	// killed refuses every call: the relay's process is gone.
+	killed atomic.Bool
 }
+
+// errKilled is what a killed relay's calls return.
+var errKilled = errors.New("e2e: the relay's process was killed")
+
+// kill makes every later call of the relay fail without reaching the
+// table, as after a crash.
+func (s *trackedStore) kill() { s.killed.Store(true) }
 
 func (s *trackedStore) hook(p *func()) func() {
 	s.mu.Lock()
@@ -145,6 +156,10 @@ func (s *trackedStore) setBeforeCall(fn func()) {
 // call runs fn after the hook at points to (nil for none) and then the
 // hook for every call.
 func call[T any](s *trackedStore, at *func(), fn func() (T, error)) (T, error) {
+	if s.killed.Load() {
+		var zero T
+		return zero, errKilled
+	}
 	for _, p := range []*func(){at, &s.beforeCall} {
 		if p == nil {
 			continue

@@ -81,29 +81,39 @@ func TestLifetime(t *testing.T) {
 		})
 	})
 
-	t.Run("BudgetTooShortToRelease_LeasesLapse_PeerTakesOverOnlyAfterLeaseDuration", func(t *testing.T) {
+	// A publish that outlasts the stop's settle point: under a 9 s
+	// deadline (budget 6 s, settle point 8 s) the second 4.5 s publish is
+	// still in flight at 8 s. The stop goes on without it and releases the
+	// leases 20 ms later; the relay returns once the publish has (at 9 s),
+	// acting on nothing of it. A peer's first sweep takes the buckets over
+	// and publishes those rows again: 10 duplicates, nothing lost.
+	t.Run("APublishPastTheSettlePoint_IsLeftBehind_LeasesReleased", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			b := newSim(t)
 			l := b.enqueueBuckets(t, 1, 30, 100)
 			a := b.newRig(t, testOpts("relay-a"), nil)
-			// Publishes of 4.5 simulated seconds: the second one ends at the
-			// deadline, past the budget (6 s), with no time left to release.
 			a.pub.setLatency(4500 * time.Millisecond)
-			res := a.run(t, outbox.RunInput{Deadline: b.clock.Now().Add(9 * time.Second)})
-			if res.Reason != outbox.StopBudget || !res.ReleaseSkipped || res.Deleted != 20 {
-				t.Fatalf("run: reason %s, release skipped %v, deleted %d; want budget, skipped, 20", res.Reason, res.ReleaseSkipped, res.Deleted)
+			start := b.clock.Now()
+			var releasedAt time.Time
+			a.store.setBeforeRelease(func() { releasedAt = b.clock.Now() })
+			res := a.run(t, outbox.RunInput{Deadline: start.Add(9 * time.Second)})
+			if res.Reason != outbox.StopBudget || res.ReleaseSkipped || len(res.Released) != 8 || res.Deleted != 10 {
+				t.Fatalf("run: %+v; want budget, 8 released, 10 deleted", res)
 			}
-			if _, owners := b.tableState(t); !slices.Equal(owners, slices.Repeat([]string{"relay-a"}, 8)) {
-				t.Fatalf("leases name %v, want relay-a's 8 left to lapse", owners)
+			if at := releasedAt.Sub(start); at != 8*time.Second+20*time.Millisecond {
+				t.Fatalf("released at +%v, want +8.02 s (the settle point, then the cut drains' grace)", at)
+			}
+			if _, owners := b.tableState(t); len(owners) != 0 {
+				t.Fatalf("leases name %v after the stop, want none", owners)
 			}
 
 			peer := b.newRig(t, testOpts("relay-b"), nil)
-			took := takeOverOnSchedule(t, b, peer, 5*time.Second)
-			if took.res.Deleted != 10 {
-				t.Fatalf("peer deleted %d, want the 10 left", took.res.Deleted)
+			took := peer.run(t, outbox.RunInput{Trigger: outbox.TriggerSchedule, Deadline: b.clock.Now().Add(time.Minute)})
+			if !took.Joined || took.Deleted != 20 {
+				t.Fatalf("peer's first sweep: %+v; want it to join and delete the 20 left", took)
 			}
-			if d := b.verify(t, l); d.duplicates != 0 {
-				t.Fatalf("%d duplicates, want none", d.duplicates)
+			if d := b.verify(t, l); d.duplicates != 10 {
+				t.Fatalf("%d duplicates, want the 10 of the publish left behind", d.duplicates)
 			}
 			b.wantEmpty(t)
 		})
@@ -114,8 +124,14 @@ func TestLifetime(t *testing.T) {
 			b := newSim(t)
 			l := b.enqueueBuckets(t, 2, 30, 100)
 			a := b.newRig(t, func() outbox.RelayOptions { o := testOpts("relay-a"); o.MaxConcurrency = 1; return o }(), nil)
-			ctx, crash := context.WithCancel(t.Context())
-			defer crash()
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			// The process dies: nothing it sends reaches the table any more,
+			// and its run ends (a cancellation alone would stop it cleanly).
+			crash := func() {
+				a.store.kill()
+				cancel()
+			}
 			// The third batch reaches Kafka, then the relay dies before it hears
 			// the acknowledgement: nothing after it runs, not even the release.
 			var publishes atomic.Int32

@@ -31,8 +31,9 @@ const (
 // seed and name, so that a seed's retries wait the same whatever the
 // interleaving of the processes, and, as every client of the lab
 // (lab.Client), a round trip of its own on the bubble's clock before each
-// request reaches the endpoint; its answer pokes the driver.
-func (s *sim) newClient(name string) outboxddb.Client {
+// request reaches the endpoint; its answer pokes the driver. When gone
+// closes (a crash), a request still in its round trip never arrives.
+func (s *sim) newClient(name string, gone <-chan struct{}) outboxddb.Client {
 	latency := roundTrip(s.cfg.Seed, name)
 	sdk := s.ddb.NewClient(func(o *dynamodb.Options) {
 		o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
@@ -43,7 +44,7 @@ func (s *sim) newClient(name string) outboxddb.Client {
 		})
 	})
 	return &lab.Client{Inner: sdk, Latency: func(in any) time.Duration { return latency + requestStagger(in) },
-		Observe: func(context.Context, lab.Request) { s.lab.Poke() }}
+		Observe: func(context.Context, lab.Request) { s.lab.Poke() }, Gone: gone}
 }
 
 // roundTrip is the simulated round trip of process name's requests,

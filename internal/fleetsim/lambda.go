@@ -83,6 +83,9 @@ type env struct {
 	store     outbox.Store
 	kafka     *outboxkafka.Publisher
 	skewCause *cause
+	// stepped marks an environment a clock step left out of tolerance:
+	// its skew cause is open while it runs (stepRun).
+	stepped bool
 	// batch picks the relay's batch size.
 	batch int
 	// plain marks a relay that keeps every lease every round, as relays
@@ -97,7 +100,9 @@ type env struct {
 	// late park of it is held (FaultParkLate).
 	renewThrottled atomic.Bool
 
-	dead   atomic.Bool
+	dead atomic.Bool
+	// gone closes with the crash: the requests in flight never arrive.
+	gone   chan struct{}
 	closed atomic.Bool
 	// run is the environment's latest invocation: running until over.
 	run atomic.Pointer[runState]
@@ -144,7 +149,8 @@ func (s *sim) newEnv(function string, re *lab.RelayEnv) error {
 	if plain {
 		skew = uniform(r, s.cfg.LeaseDuration-2*s.cfg.RenewInterval, s.cfg.LeaseDuration-s.cfg.RenewInterval)
 	}
-	e := &env{sim: s, id: fmt.Sprintf("%s%04x-%03d", function[:1], r.IntN(0x10000), n), function: function, plain: plain, holdFor: hold.budget}
+	e := &env{sim: s, id: fmt.Sprintf("%s%04x-%03d", function[:1], r.IntN(0x10000), n), function: function, plain: plain, holdFor: hold.budget,
+		gone: make(chan struct{})}
 	e.clock = newHostClock(skew)
 	kp, err := outboxkafka.New(outboxkafka.Config{
 		Brokers:   s.kafka.Brokers,
@@ -157,7 +163,7 @@ func (s *sim) newEnv(function string, re *lab.RelayEnv) error {
 	}
 	e.kafka = kp
 	e.batch = r.IntN(4)
-	re.RelayID, re.Clock, re.Client, re.State = e.id, e.clock, s.newClient(e.id), e
+	re.RelayID, re.Clock, re.Client, re.State = e.id, e.clock, s.newClient(e.id, e.gone), e
 
 	switch {
 	case large:
@@ -309,6 +315,7 @@ func (s *sim) started(inv *lambdasim.Invocation[*lab.RelayEnv]) {
 	run := &runState{n: s.runSerial, plan: plan, cancel: inv.Cancel}
 	s.mu.Unlock()
 	warm := e.run.Swap(run) != nil
+	s.stepRun(e, true)
 	inv.Deadline = inv.Start.Add(plan.budget)
 	ev := decodePayload(inv.Payload)
 	s.trace.add("invoke", e.id, -1, "run=%d trigger=%s buckets=%v hop=%d join=%v budget=%v crash_at=%d/%v pause_at=%d/%v warm=%v",
@@ -329,6 +336,7 @@ func (s *sim) ended(inv *lambdasim.Invocation[*lab.RelayEnv], resp outboxlambda.
 	run := e.run.Load()
 	run.over.Store(true)
 	e.endLate(nil)
+	s.stepRun(e, false)
 	now := s.clock.Now()
 	if run.joined.Load() && !e.dead.Load() {
 		s.causes.instant(causeLeave, e.linger(), now)
@@ -379,10 +387,13 @@ func (s *sim) retire(e *env) {
 }
 
 // outOfTolerance makes c, a clock step that left e's clock further behind
-// than the tolerated skew, e's skew cause, open until e retires: peers
-// read e's heartbeats and leases as lapsed early for as long as e lives,
-// not only while the step lasts. It reports whether it did; an e already
-// out of tolerance keeps the cause it has.
+// than the tolerated skew, e's skew cause: peers read e's heartbeats and
+// leases as lapsed early whenever e writes them, not only while the step
+// lasts. The cause stays open until e's run ends and opens again with
+// each of its runs (stepRun): between runs e writes nothing, and what its
+// last run left (a lease it could not release) the cause's settle covers.
+// It reports whether it did; an e already out of tolerance keeps the
+// cause it has.
 func (s *sim) outOfTolerance(e *env, c *cause) bool {
 	if e.clock.skew() >= -s.cfg.tolerableSkew()/2 {
 		return false
@@ -392,8 +403,25 @@ func (s *sim) outOfTolerance(e *env, c *cause) bool {
 	if e.skewCause != nil {
 		return false
 	}
-	e.skewCause = c
+	e.skewCause, e.stepped = c, true
 	return true
+}
+
+// stepRun opens the skew cause of an environment a clock step left out of
+// tolerance when a run of it starts (running), and closes it when the run
+// ends.
+func (s *sim) stepRun(e *env, running bool) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case !e.stepped:
+	case running && e.skewCause == nil:
+		e.skewCause = s.causes.open(causeClockStep, e.linger(), now)
+	case !running && e.skewCause != nil:
+		s.causes.closeAt(e.skewCause, now)
+		e.skewCause = nil
+	}
 }
 
 // linger is how far e's clock ran ahead of true time at most: the
@@ -416,12 +444,15 @@ func (s *sim) joined(e *env) {
 }
 
 // crash kills e's process: no call it makes afterwards reaches a backend,
-// its run is cancelled and its Kafka client closed. The leases it holds
-// lapse after LeaseDuration.
+// nor does a DynamoDB request still in its round trip (cancelling the run
+// alone would stop it cleanly, letting those land), its run is cancelled
+// and its Kafka client closed. The leases it holds lapse after
+// LeaseDuration.
 func (s *sim) crash(e *env, run *runState, kind, why string) {
 	if !e.dead.CompareAndSwap(false, true) {
 		return
 	}
+	close(e.gone)
 	now := s.clock.Now()
 	if run.joined.Load() {
 		s.causes.instant(kind, e.linger(), now)

@@ -308,7 +308,7 @@ func (s *sim) setup() error {
 		return err
 	}
 	if cfg.quarantine() {
-		if s.replayStore, err = outboxddb.NewStore(s.newClient("operator"), writerOpts); err != nil {
+		if s.replayStore, err = outboxddb.NewStore(s.newClient("operator", nil), writerOpts); err != nil {
 			return err
 		}
 	}
@@ -341,7 +341,7 @@ func dynamoOptions(cfg Config) []outboxlocal.DynamoOption {
 // startWriters starts the writer processes, each with its own client.
 func (s *sim) startWriters(opts outboxddb.Options) error {
 	for i := range s.cfg.Writers {
-		client := s.newClient(fmt.Sprintf("writer-%d", i))
+		client := s.newClient(fmt.Sprintf("writer-%d", i), nil)
 		w, err := outboxddb.NewWriter(client, opts)
 		if err != nil {
 			return err

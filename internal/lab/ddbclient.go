@@ -2,11 +2,11 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/spillway-dev/spillway/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
 
@@ -27,7 +27,15 @@ type Client struct {
 	// answered; it runs in the sender's goroutine, before the sender sees
 	// the answer, so that time has not moved since the request was applied.
 	Observe func(ctx context.Context, r Request)
+	// Gone, when it closes, ends the process: a request still in its
+	// round trip is never sent, whatever its context (a process killed
+	// mid-request, as opposed to one that stops and lets its requests
+	// finish). Optional.
+	Gone <-chan struct{}
 }
+
+// errGone is what a request of a process that is gone returns.
+var errGone = errors.New("lab: the process is gone")
 
 // Request is one request a Client sent: its input and output (the
 // operation's, as *dynamodb.QueryInput and *dynamodb.QueryOutput), Inner's
@@ -42,15 +50,30 @@ var _ outboxddb.Client = (*Client)(nil)
 
 func roundTrip[I, O any](c *Client, ctx context.Context, in I,
 	send func(context.Context, I, ...func(*dynamodb.Options)) (O, error), optFns []func(*dynamodb.Options)) (O, error) {
-	if c.Latency != nil && !sleep.For(c.Latency(in), ctx.Done()) {
+	if d := c.latency(in); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
 		var zero O
-		return zero, context.Cause(ctx)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return zero, context.Cause(ctx)
+		case <-c.Gone:
+			return zero, errGone
+		}
 	}
 	out, err := send(ctx, in, optFns...)
 	if c.Observe != nil {
 		c.Observe(ctx, Request{In: in, Out: out, Err: err, At: time.Now()})
 	}
 	return out, err
+}
+
+func (c *Client) latency(in any) time.Duration {
+	if c.Latency == nil {
+		return 0
+	}
+	return c.Latency(in)
 }
 
 // Query implements outboxddb.Client.

@@ -32,6 +32,19 @@ type InvokeAPI struct {
 	srv *http.Server
 	mu  sync.Mutex
 	got []Invocation
+	// stall, once closed by Close, releases the invokes Stall holds.
+	stall   bool
+	closing chan struct{}
+}
+
+// Stall makes the API accept every later invoke and never answer it until
+// Close, as a Lambda endpoint the caller cannot get an answer from (a
+// relay in a VPC without a route to the Lambda API). Invocations still
+// records them.
+func (a *InvokeAPI) Stall() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.stall = true
 }
 
 // StartInvokeAPI listens on a free loopback port.
@@ -40,7 +53,7 @@ func StartInvokeAPI() (*InvokeAPI, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &InvokeAPI{URL: "http://" + l.Addr().String()}
+	a := &InvokeAPI{URL: "http://" + l.Addr().String(), closing: make(chan struct{})}
 	a.srv = &http.Server{Handler: http.HandlerFunc(a.serve)}
 	go func() { _ = a.srv.Serve(l) }()
 	return a, nil
@@ -62,10 +75,17 @@ func (a *InvokeAPI) serve(w http.ResponseWriter, r *http.Request) {
 	inv := Invocation{Function: name, Type: r.Header.Get("X-Amz-Invocation-Type"), Payload: body}
 	a.mu.Lock()
 	a.got = append(a.got, inv)
-	on := a.OnInvoke
+	on, stall := a.OnInvoke, a.stall
 	a.mu.Unlock()
 	if on != nil {
 		on(inv)
+	}
+	if stall {
+		select {
+		case <-a.closing:
+		case <-r.Context().Done():
+		}
+		return
 	}
 	w.WriteHeader(http.StatusAccepted)
 }
@@ -77,5 +97,14 @@ func (a *InvokeAPI) Invocations() []Invocation {
 	return append([]Invocation(nil), a.got...)
 }
 
-// Close stops the server.
-func (a *InvokeAPI) Close() error { return a.srv.Close() }
+// Close stops the server and releases the stalled invokes.
+func (a *InvokeAPI) Close() error {
+	a.mu.Lock()
+	select {
+	case <-a.closing:
+	default:
+		close(a.closing)
+	}
+	a.mu.Unlock()
+	return a.srv.Close()
+}

@@ -122,7 +122,7 @@ func (g *Relay) Run(ctx context.Context, in outbox.RunInput) (outbox.RunResult, 
 				served, contents = false, Contents{}
 				continue
 			}
-			res, runErr := g.cfg.Previous.Run(ctx, outbox.RunInput{Trigger: in.Trigger, Deadline: in.Deadline, Hop: in.Hop, Join: in.Join})
+			res, runErr := g.cfg.Previous.Run(ctx, outbox.RunInput{Trigger: in.Trigger, Deadline: in.Deadline, Hop: in.Hop, Join: in.Join, StopTimeout: in.StopTimeout})
 			total, served = mergeRuns(total, res, !total.Started.IsZero()), true
 			if runErr != nil {
 				return total, runErr

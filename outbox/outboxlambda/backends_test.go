@@ -23,7 +23,7 @@ import (
 )
 
 // sampleTopics are the topics the sample events in events/ use.
-var sampleTopics = []string{"orders", "customers"}
+var sampleTopics = []string{"orders", "payments"}
 
 // bundle is one outbox on the embedded backends (or the external ones named
 // by SPILLWAY_DYNAMODB_ENDPOINT and SPILLWAY_KAFKA_BROKERS, or in-memory

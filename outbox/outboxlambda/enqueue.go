@@ -145,21 +145,21 @@ type EnqueuedMessage struct {
 // A refused request comes back as a response with Error and Field and no
 // function error; a DynamoDB failure is a function error.
 func (h *EnqueueHandler) Handle(ctx context.Context, payload json.RawMessage) (EnqueueResponse, error) {
-	ctx, end := h.invoke.start(ctx, h.log)
-	sctx, span := outbox.StartSpan(ctx, h.tracer, outbox.SpanEnqueue)
-	resp, err := h.handle(sctx, payload)
-	outcome := "ok"
-	switch {
-	case err != nil:
-		outcome = "error"
-	case resp.Error != "":
-		outcome = "refused"
-	}
-	span.Annotate(outbox.AnnotationMessages, len(resp.Messages))
-	span.Annotate(outbox.AnnotationOutcome, outcome)
-	span.End(err)
-	end(err)
-	return resp, err
+	return traced(ctx, h.invoke, func(ctx context.Context) (EnqueueResponse, error) {
+		sctx, span := outbox.StartSpan(ctx, h.tracer, outbox.SpanEnqueue)
+		resp, err := h.handle(sctx, payload)
+		outcome := "ok"
+		switch {
+		case err != nil:
+			outcome = "error"
+		case resp.Error != "":
+			outcome = "refused"
+		}
+		span.Annotate(outbox.AnnotationMessages, len(resp.Messages))
+		span.Annotate(outbox.AnnotationOutcome, outcome)
+		span.End(err)
+		return resp, err
+	})
 }
 
 func (h *EnqueueHandler) handle(ctx context.Context, payload json.RawMessage) (EnqueueResponse, error) {

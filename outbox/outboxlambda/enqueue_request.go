@@ -81,6 +81,9 @@ var (
 // DynamoDB's limits before any request (EnqueueHandler turns its error into
 // a FieldError).
 func ParseEnqueueRequest(payload []byte, opts RequestOptions) ([]outbox.Message, error) {
+	if problem := payloadProblem(payload); problem != "" {
+		return nil, &FieldError{Problem: problem + `; send {"messages":[…]} or a single message object`}
+	}
 	if err := checkStrictJSON(payload); err != nil {
 		return nil, err
 	}

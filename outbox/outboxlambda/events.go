@@ -16,25 +16,35 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxwake"
 )
 
-// ErrInvalidEvent marks a relay payload that is none of the accepted shapes,
-// or a wake-up whose fields are out of range. The handler returns it as a
-// function error: retrying cannot fix it, but the caller must learn of it.
-var ErrInvalidEvent = errors.New("outboxlambda: invalid relay event")
+// ErrInvalidEvent marks a payload that is none of the accepted shapes (a
+// relay event, a Kafka batch), or a wake-up whose fields are out of range.
+// The handlers return it as a function error: retrying cannot fix it, but
+// the caller must learn of it.
+var ErrInvalidEvent = errors.New("outboxlambda: invalid event")
 
 // IsInvalidEvent reports whether err is a refused relay payload.
 func IsInvalidEvent(err error) bool { return errors.Is(err, ErrInvalidEvent) }
 
-// InvalidEventError is the error a refused relay payload returns. Lambda
-// names a function error after its Go type, so the invocation's errorType
-// reads "InvalidEventError" rather than a generic wrapper's name. It matches
+// InvalidEventError is the error a refused payload returns: a relay event
+// (RelayHandler) or a Kafka batch (DecodeKafkaEvent). The invocation's
+// errorType reads "InvalidEventError" (FunctionErrorType). It matches
 // ErrInvalidEvent under errors.Is.
 type InvalidEventError struct {
+	// Event is what the payload should have been: "relay" (when empty) or
+	// "Kafka".
+	Event string
 	// Reason says what is wrong with the payload and what is accepted.
 	Reason string
 }
 
 // Error implements error.
-func (e *InvalidEventError) Error() string { return ErrInvalidEvent.Error() + ": " + e.Reason }
+func (e *InvalidEventError) Error() string {
+	event := e.Event
+	if event == "" {
+		event = "relay"
+	}
+	return "outboxlambda: invalid " + event + " event: " + e.Reason
+}
 
 // Unwrap returns ErrInvalidEvent.
 func (e *InvalidEventError) Unwrap() error { return ErrInvalidEvent }
@@ -101,6 +111,9 @@ type EventDecoder struct {
 // Decode tells the payload's shape apart and decodes it. A stream batch
 // never fails on its records: unreadable ones are logged and counted.
 func (d EventDecoder) Decode(payload []byte) (RelayEvent, error) {
+	if problem := payloadProblem(payload); problem != "" {
+		return RelayEvent{}, invalidEvent("%s; want %s", problem, acceptedShapes)
+	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(payload, &top); err != nil || top == nil {
 		return RelayEvent{}, invalidEvent("the payload is not a JSON object; want %s", acceptedShapes)

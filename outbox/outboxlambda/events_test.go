@@ -87,7 +87,11 @@ func TestEvents(t *testing.T) {
 	t.Run("DecodeRefusesUnknownPayloads", func(t *testing.T) {
 		t.Parallel()
 		cases := map[string]struct{ payload, says string }{
-			"not json":               {`schedule`, "not a JSON object"},
+			"not json":               {`schedule`, "not valid JSON: invalid character 's' looking for beginning of value (at byte 1)"},
+			"empty":                  {``, "the payload is empty"},
+			"blank":                  {" \n", "the payload is empty"},
+			"nested 20,000 deep":     {strings.Repeat(`{"a":`, 20000), "exceeded max depth"},
+			"7 MB":                   {`{"trigger":"schedule","pad":"` + strings.Repeat("x", 7<<20) + `"}`, "over the 6291456-byte limit"},
 			"array":                  {`[{"trigger":"schedule"}]`, "not a JSON object"},
 			"null":                   {`null`, "not a JSON object"},
 			"empty object":           {`{}`, "unrecognised payload"},
@@ -100,7 +104,7 @@ func TestEvents(t *testing.T) {
 			"wake bucket negative":   {`{"trigger":"wake","buckets":[-1]}`, "bucket -1 outside"},
 			"wake bucket fractional": {`{"trigger":"wake","buckets":[1.5]}`, "wake event"},
 			"wake hop negative":      {`{"trigger":"wake","hop":-1}`, "hop -1 is negative"},
-			"wake trailing data":     {`{"trigger":"wake"} {}`, "not a JSON object"},
+			"wake trailing data":     {`{"trigger":"wake"} {}`, "not valid JSON: invalid character '{' after top-level value"},
 			"other eventbridge":      {`{"detail-type":"EC2 Instance State-change Notification","source":"aws.ec2","detail":{}}`, `source "aws.ec2"`},
 			"sqs records":            {`{"Records":[{"eventSource":"aws:sqs"}]}`, `"aws:sqs"`},
 			"records not array":      {`{"Records":{}}`, "not an array"},

@@ -93,6 +93,8 @@ type RelayHandler struct {
 	log     *slog.Logger
 	metrics metricsSink
 	invoke  invocationTrace
+	// active is the run in progress, which Shutdown stops.
+	active activeRun
 }
 
 // NewRelayHandler validates cfg and builds the relay. Errors are
@@ -248,10 +250,7 @@ const NoHints = "no-hints"
 // logged and reported in the response, since the stream is only a hint and
 // a failed batch would be retried and block its shard.
 func (h *RelayHandler) Handle(ctx context.Context, payload json.RawMessage) (RelayResponse, error) {
-	ctx, end := h.invoke.start(ctx, h.log)
-	resp, err := h.handle(ctx, payload)
-	end(err)
-	return resp, err
+	return traced(ctx, h.invoke, func(ctx context.Context) (RelayResponse, error) { return h.handle(ctx, payload) })
 }
 
 func (h *RelayHandler) handle(ctx context.Context, payload json.RawMessage) (RelayResponse, error) {
@@ -271,12 +270,15 @@ func (h *RelayHandler) handle(ctx context.Context, payload json.RawMessage) (Rel
 		h.logSummary(ctx, resp)
 		return resp, nil
 	}
-	in := outbox.RunInput{Trigger: outbox.TriggerSchedule, Deadline: h.deadline(ctx), Buckets: ev.Buckets, Hop: ev.Hop, Join: ev.Join}
+	in := outbox.RunInput{Trigger: outbox.TriggerSchedule, Deadline: h.deadline(ctx), Buckets: ev.Buckets, Hop: ev.Hop, Join: ev.Join,
+		StopTimeout: shutdownStop}
 	if ev.Source != SourceSchedule {
 		in.Trigger = outbox.TriggerWake
 	}
 	stopMetrics := h.metrics.periodic(ctx, h.log)
-	res, runErr := h.relay.Run(ctx, in)
+	runCtx, ended := h.active.begin(ctx)
+	res, runErr := h.relay.Run(runCtx, in)
+	ended()
 	stopMetrics()
 	resp.Reason = string(res.Reason)
 	resp.Joined = res.Joined

@@ -104,7 +104,7 @@ func TestRelay(t *testing.T) {
 		}
 
 		orders := byID(outboxtest.Consume(t, b.kafka, b.topic("orders"), 4))
-		customers := outboxtest.Consume(t, b.kafka, b.topic("customers"), 2)
+		payments := outboxtest.Consume(t, b.kafka, b.topic("payments"), 2)
 		r := orders["5c3e9f10-7b2a-4d6e-8f41-a2b3c4d5e6f7"]
 		if r == nil || string(r.Key) != "order-8" || string(r.Value) != `{"orderId":8,"status":"shipped"}` {
 			t.Fatalf("single message record %+v", r)
@@ -125,7 +125,7 @@ func TestRelay(t *testing.T) {
 			t.Fatalf("keyless record's traceparent %q, want the request's", tp)
 		}
 		var tombstones int
-		for _, c := range customers {
+		for _, c := range payments {
 			if c.Value == nil {
 				tombstones++
 			}
@@ -134,7 +134,7 @@ func TestRelay(t *testing.T) {
 			}
 		}
 		if tombstones != 1 {
-			t.Fatalf("%d tombstones among the customers records, want 1", tombstones)
+			t.Fatalf("%d tombstones among the payments records, want 1", tombstones)
 		}
 		// Relayed and deleted: nothing is pending any more.
 		if pending, err := b.relayStore.PendingBuckets(t.Context(), []int{0, 1, 2, 3, 4, 5, 6, 7}); err != nil || len(pending) != 0 {

@@ -39,8 +39,39 @@ func readSampleExpectations(t *testing.T) map[string]sampleExpectation {
 	return m
 }
 
+// servedTopics are the topics `spillway run --serve` creates (the demo's,
+// cmd/spillway's demoTopics): `make invoke` against it publishes the
+// enqueue samples only to these.
+var servedTopics = []string{"orders", "payments"}
+
 func TestSamples(t *testing.T) {
 	t.Parallel()
+	// EnqueueSamplesWriteTheServedTopics: a stored sample's message on a
+	// topic the local cluster lacks would block its bucket behind an
+	// unknown-topic head.
+	t.Run("EnqueueSamplesWriteTheServedTopics", func(t *testing.T) {
+		t.Parallel()
+		files, err := filepath.Glob(filepath.Join("..", "..", "events", "enqueue.*.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			raw, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			msgs, err := ParseEnqueueRequest(raw, RequestOptions{})
+			if err != nil {
+				continue // refused: nothing is stored
+			}
+			for _, m := range msgs {
+				if !slices.Contains(servedTopics, m.Topic) {
+					t.Errorf("%s writes to topic %q, which spillway run --serve does not create (it creates %v)", filepath.Base(f), m.Topic, servedTopics)
+				}
+			}
+		}
+	})
+
 	// EverySampleEventRoundTrips hands every sample event to its handler on
 	// the embedded backends: enqueue samples first (so the relay samples find
 	// messages), then relay samples.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -41,17 +42,34 @@ type Init struct {
 
 // NewInit loads the configuration through getenv and the AWS SDK
 // configuration from the process environment (region, credentials, and
-// AWS_ENDPOINT_URL_<SERVICE> overrides).
+// AWS_ENDPOINT_URL_<SERVICE> overrides). Its errors, like those of
+// NewRelayFromEnv and NewEnqueueFromEnv, start with "outboxlambda: " and
+// name what to fix (`outboxlambda: configuration:
+// SPILLWAY_BATCH_SIZE="lots": not a decimal integer`).
 func NewInit(ctx context.Context, getenv func(string) string, log *slog.Logger) (*Init, error) {
+	in, err := newInit(ctx, getenv, log)
+	return in, initError(err)
+}
+
+// initError prefixes an error that stops a function at init with the
+// package's name, unless it carries it already.
+func initError(err error) error {
+	if err == nil || strings.HasPrefix(err.Error(), "outboxlambda: ") {
+		return err
+	}
+	return fmt.Errorf("outboxlambda: %w", err)
+}
+
+func newInit(ctx context.Context, getenv func(string) string, log *slog.Logger) (*Init, error) {
 	cfg, err := LoadConfig(getenv)
 	if err != nil {
 		return nil, err
 	}
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("outboxlambda: load AWS SDK configuration: %w", err)
+		return nil, fmt.Errorf("load AWS SDK configuration: %w", err)
 	}
-	tracing, err := NewTracing(ctx, cfg.Tracing, getenv)
+	tracing, err := NewTracing(ctx, cfg.Tracing, getenv, log)
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +109,12 @@ func (in *Init) notifier(function string, hooks []outbox.Hook, owners OwnerReade
 // notifier (SPILLWAY_RELAY_FUNCTION, else the function itself), the
 // tracing of SPILLWAY_TRACING and EMF metrics.
 func NewRelayFromEnv(ctx context.Context, getenv func(string) string, log *slog.Logger) (*RelayHandler, error) {
-	in, err := NewInit(ctx, getenv, log)
+	h, err := newRelayFromEnv(ctx, getenv, log)
+	return h, initError(err)
+}
+
+func newRelayFromEnv(ctx context.Context, getenv func(string) string, log *slog.Logger) (*RelayHandler, error) {
+	in, err := newInit(ctx, getenv, log)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +175,12 @@ func NewRelayFromEnv(ctx context.Context, getenv func(string) string, log *slog.
 // (no wake-up when unset: the relay's schedule finds the messages), the
 // tracing of SPILLWAY_TRACING and EMF metrics.
 func NewEnqueueFromEnv(ctx context.Context, getenv func(string) string, log *slog.Logger) (*EnqueueHandler, error) {
-	in, err := NewInit(ctx, getenv, log)
+	h, err := newEnqueueFromEnv(ctx, getenv, log)
+	return h, initError(err)
+}
+
+func newEnqueueFromEnv(ctx context.Context, getenv func(string) string, log *slog.Logger) (*EnqueueHandler, error) {
+	in, err := newInit(ctx, getenv, log)
 	if err != nil {
 		return nil, err
 	}

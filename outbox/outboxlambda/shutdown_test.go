@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -62,4 +63,57 @@ func TestShutdown(t *testing.T) {
 			t.Errorf("enqueue metrics flushed %d times (%d bytes written), want once", enqueueMetrics.flushes.Load(), enqueueOut.Len())
 		}
 	})
+
+	// SIGTERM while an invocation runs (Lambda shuts the environment down
+	// mid-publish): the run stops, the publish in flight settles, its rows
+	// are deleted and the leases released before Shutdown returns, within
+	// the shutdown phase, instead of lapsing after LeaseDuration.
+	t.Run("StopsTheRunInProgressAndReleasesItsLeases", func(t *testing.T) {
+		t.Parallel()
+		slow := &slowPublisher{started: make(chan struct{}), delay: 100 * time.Millisecond}
+		b := setup(t, bundleOptions{publisher: slow})
+		handleEnqueue(t, b, b.sample(t, "enqueue.batch.json"))
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		done := make(chan RelayResponse, 1)
+		go func() {
+			resp, err := b.relay.Handle(ctx, b.sample(t, "relay.schedule.json"))
+			if err != nil {
+				t.Error(err)
+			}
+			done <- resp
+		}()
+		<-slow.started
+		start := time.Now()
+		b.relay.Shutdown()
+		took := time.Since(start)
+		resp := <-done
+		if took > shutdownTimeout || resp.Reason != string(outbox.StopCancelled) || len(resp.Released) == 0 || resp.ReleaseSkipped {
+			t.Fatalf("Shutdown took %v; the run answered %+v", took, resp)
+		}
+		if resp.Published == 0 || resp.Deleted != resp.Published {
+			t.Fatalf("published %d, deleted %d: the publish in flight must settle and its rows go", resp.Published, resp.Deleted)
+		}
+		for bucket, l := range b.leases(t) {
+			if l.owner != "" && l.expires.After(time.Now()) {
+				t.Fatalf("bucket %d still held by %s until %v after the shutdown", bucket, l.owner, l.expires)
+			}
+		}
+		t.Logf("SIGTERM mid-publish: run stopped and leases %v released, Shutdown returned after %v", resp.Released, took.Round(time.Millisecond))
+	})
+}
+
+// slowPublisher acknowledges every message after delay, whatever its
+// context: a broker answering a produce already sent.
+type slowPublisher struct {
+	started chan struct{}
+	once    sync.Once
+	delay   time.Duration
+}
+
+func (*slowPublisher) Init(context.Context) error { return nil }
+func (p *slowPublisher) Publish(_ context.Context, msgs []outbox.Message) (int, error) {
+	p.once.Do(func() { close(p.started) })
+	time.Sleep(p.delay)
+	return len(msgs), nil
 }

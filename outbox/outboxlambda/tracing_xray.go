@@ -4,6 +4,7 @@ package outboxlambda
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
@@ -13,7 +14,7 @@ import (
 )
 
 func init() {
-	tracingModes[outboxconf.TracingXRay] = func(context.Context, func(string) string) (Tracing, error) {
+	tracingModes[outboxconf.TracingXRay] = func(context.Context, func(string) string, *slog.Logger) (Tracing, error) {
 		return xrayTracing{}, nil
 	}
 }
@@ -25,8 +26,8 @@ type xrayTracing struct{}
 
 func (xrayTracing) InstrumentAWS(cfg *aws.Config) { xray.InstrumentAWS(cfg) }
 func (xrayTracing) Tracer() outbox.Tracer         { return xray.Tracer{} }
-func (xrayTracing) StartInvocation(ctx context.Context, _ string) (context.Context, func(error) error) {
-	return ctx, func(error) error { return nil }
+func (xrayTracing) StartInvocation(ctx context.Context, _ string) (context.Context, func(error)) {
+	return ctx, func(error) {}
 }
 func (xrayTracing) TraceContext(ctx context.Context) outbox.TraceContext {
 	return xray.TraceContext(ctx)

@@ -176,9 +176,11 @@ func (n *Notifier) Stats() NotifierStats {
 		Skipped: n.skipped.Load(), OwnerReads: n.reads.Load()}
 }
 
-// Notify implements outbox.Notifier. It returns the error of its own invoke;
-// a wake-up merged into a follow-up returns nil at once, and a follow-up's
-// failure is logged and counted only.
+// Notify implements outbox.Notifier. It returns the error of its own invoke,
+// which ends at ctx's deadline or the notifier's Timeout, whichever comes
+// first (ctx's cancellation does not end it); a wake-up merged into a
+// follow-up returns nil at once, and a follow-up's failure is logged and
+// counted only.
 func (n *Notifier) Notify(ctx context.Context, w outbox.WakeUp) error {
 	n.mu.Lock()
 	if n.skippable(w) && n.coveredLocked(w.Buckets, n.clock.Now()) {
@@ -197,10 +199,20 @@ func (n *Notifier) Notify(ctx context.Context, w outbox.WakeUp) error {
 
 	// Follow-ups go out on behalf of callers that already returned, so the
 	// first caller's cancellation must not drop them; each invoke has its
-	// own timeout instead.
+	// own timeout instead. The caller's deadline still bounds its own
+	// invoke (a relay's stop must end before its Lambda deadline, whether
+	// or not the Lambda API answers), and a caller with a deadline hands
+	// the follow-ups to a goroutine rather than wait for them.
 	base := context.WithoutCancel(ctx)
-	err := n.invoke(base, w)
-	n.followUps(base, callerFollowUps)
+	own, limit := base, callerFollowUps
+	if d, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		own, cancel = context.WithDeadline(base, d)
+		defer cancel()
+		limit = 0
+	}
+	err := n.invoke(own, w)
+	n.followUps(base, limit)
 	return err
 }
 

@@ -234,6 +234,23 @@ func TestNotifier(t *testing.T) {
 		}
 	})
 
+	// A relay's continuation wake-up to a Lambda API that accepts and never
+	// answers ends at the relay's deadline, not DefaultNotifyTimeout later.
+	t.Run("TheCallersDeadlineBoundsItsOwnInvoke", func(t *testing.T) {
+		t.Parallel()
+		synctest.Test(t, func(t *testing.T) {
+			inv := &fakeInvoker{wait: true}
+			n := newTestNotifier(t, inv, nil, 0)
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			err := n.Notify(ctx, outbox.WakeUp{Buckets: []int{7}, Hop: 1})
+			if took := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || took != 300*time.Millisecond {
+				t.Fatalf("Notify returned %v after %v, want the caller's deadline at 300 ms", err, took)
+			}
+		})
+	})
+
 	t.Run("FollowUpSurvivesTheFirstCallersCancellation", func(t *testing.T) {
 		t.Parallel()
 		inv := &fakeInvoker{started: make(chan struct{}, 4), hold: make(chan struct{})}

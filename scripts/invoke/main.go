@@ -17,7 +17,7 @@
 // The function reads the SPILLWAY_* variables of the environment. Without
 // SPILLWAY_DYNAMODB_ENDPOINT, invoke starts the embedded DynamoDB server and
 // Kafka cluster on loopback (with a fresh table and the sample topics
-// "orders" and "customers") for the run; point it at a running local system
+// "orders" and "payments", the topics `spillway run --serve` creates) for the run; point it at a running local system
 // (DynamoDB Local, `spillway run`) with SPILLWAY_DYNAMODB_ENDPOINT,
 // SPILLWAY_KAFKA_BROKERS and SPILLWAY_TABLE to act on its data. Wake-ups the
 // function sends are recorded by a stand-in Invoke API and printed, unless
@@ -147,7 +147,7 @@ func localEndpoints(ctx context.Context, vars map[string]string) (func(), error)
 		if err := ddb.CreateTable(ctx, table); err != nil {
 			return closeAll, err
 		}
-		kafka, err := outboxlocal.StartKafka(ctx, outboxlocal.KafkaConfig{Topics: []string{"orders", "customers"}, IgnoreEnvironment: true})
+		kafka, err := outboxlocal.StartKafka(ctx, outboxlocal.KafkaConfig{Topics: []string{"orders", "payments"}, IgnoreEnvironment: true})
 		if err != nil {
 			return closeAll, err
 		}
