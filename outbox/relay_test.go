@@ -334,14 +334,16 @@ func TestRelay(t *testing.T) {
 	})
 
 	t.Run("DoesNotJoinWhenAPeerClaimedTheBucketDuringItsStart", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			for _, peerStarts := range []bool{true, false} {
+		for _, peerStarts := range []bool{true, false} {
+			synctest.Test(t, func(t *testing.T) {
 				e := newRelayEnv(t, 4, nil)
 				e.store.add(2, "k")
 				if peerStarts {
 					// A relay woken a moment earlier claims every bucket while
-					// this one connects to Kafka.
+					// this one connects to Kafka, which takes a cold
+					// connection's 100 ms.
 					e.pub.onInit = func() {
+						time.Sleep(100 * time.Millisecond)
 						e.store.heartbeat("peer", false)
 						for b := range 4 {
 							e.store.hold(b, "peer", t0.Add(30*time.Second))
@@ -356,9 +358,13 @@ func TestRelay(t *testing.T) {
 					t.Fatalf("coordination reads %d, want 2 (the pre-join check and its repetition)", e.store.count("coordination"))
 				case !peerStarts && (!res.Joined || res.Published != 1):
 					t.Fatalf("no peer: joined %v published %d; want the relay to join and publish", res.Joined, res.Published)
+				case !peerStarts && e.store.count("coordination") != 1:
+					// A warm start is too short for a peer's round to
+					// land in it (secondLookDue).
+					t.Fatalf("coordination reads %d, want 1 (no second look after a warm start)", e.store.count("coordination"))
 				}
-			}
-		})
+			})
+		}
 	})
 
 	t.Run("JoinsForABucketOfAStoppedPeer", func(t *testing.T) {
@@ -604,6 +610,9 @@ func TestRelay(t *testing.T) {
 	t.Run("HoldingBucketZeroSamplesTheBacklogOncePerInterval", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newRelayEnv(t, 2, func(c *outbox.RelayConfig) { c.Options.Mode = outbox.ModeHold })
+			// The sample runs beside the cycle's sweep: the sweep's publish
+			// takes Kafka's round trip, the sample none.
+			e.pub.delay = 10 * time.Millisecond
 			e.store.add(1, "k")
 			time.Sleep(45 * time.Second)
 			e.store.add(1, "k")

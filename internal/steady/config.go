@@ -119,6 +119,12 @@ type Config struct {
 	// and the relays' continuation wake-ups start relays. A control: the
 	// latency and ownership targets must then fail.
 	WithoutWakeUps bool
+	// Doorbell makes the writer ring the doorbell after each commit and
+	// every relay listen on it for the buckets it holds (lab.Doorbell, with
+	// Kafka's latency), as the relay function does with
+	// SPILLWAY_DOORBELL_TOPIC. DoorbellDown loses every ring: the
+	// doorbell's path has failed, and the polls find the messages.
+	Doorbell, DoorbellDown bool
 	// Latency is the simulated round-trip times.
 	Latency Latency
 	// Seed fixes the commit times, keys, message ids and the schedule's

@@ -41,7 +41,12 @@ func (s *sim) newLambda() (*lambdasim.Function[*lab.RelayEnv], error) {
 		Publisher: func(*lab.RelayEnv) outbox.Publisher {
 			return &lab.Publisher{InitLatency: lat.KafkaInit, PingLatency: lat.Kafka, Latency: lat.Kafka, Acked: s.ledger.acked}
 		},
-		Store:         s.newEnvStore,
+		Store: s.newEnvStore,
+		HandlerConfig: func(_ *lab.RelayEnv, hc *outboxlambda.RelayHandlerConfig) {
+			if s.bell != nil {
+				hc.Doorbell = s.bell.Listener()
+			}
+		},
 		Continuations: true,
 	})
 }

@@ -406,6 +406,91 @@ func TestNotifier(t *testing.T) {
 		})
 	})
 
+	// A wake-up whose buckets no view or wake-up covered lately invokes
+	// first and reads the view afterwards: sparse traffic, where the read
+	// would only delay the woken relay's start. One whose coverage lapsed
+	// lately reads first and skips the invoke for a live holder.
+	t.Run("ReadsTheViewFirstOnlyWhenARelayWasSeenLately", func(t *testing.T) {
+		t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+		ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+		for _, tc := range []struct {
+			name   string
+			viewed bool
+			until  []time.Time
+			want   bool
+		}{
+			{"no view read yet", false, []time.Time{ms(-100)}, false},
+			{"never covered", true, []time.Time{{}}, false},
+			{"lapsed 100 ms ago", true, []time.Time{ms(-100)}, true},
+			{"lapsed just under a TTL ago", true, []time.Time{ms(-999)}, true},
+			{"lapsed a TTL ago", true, []time.Time{ms(-1000)}, false},
+			{"lapsed 9 s ago", true, []time.Time{ms(-9000)}, false},
+			{"one bucket seen lately", true, []time.Time{ms(-9000), ms(-200)}, true},
+		} {
+			if got := readFirst(tc.viewed, tc.until, t0); got != tc.want {
+				t.Errorf("%s: readFirst = %v, want %v", tc.name, got, tc.want)
+			}
+		}
+		synctest.Test(t, func(t *testing.T) {
+			clock := outbox.SystemClock{}
+			inv := &fakeInvoker{}
+			owners := &fakeOwners{clock: clock}
+			n, err := NewNotifier(NotifierConfig{Client: inv, FunctionName: "relay", Clock: clock, Owners: owners})
+			if err != nil {
+				t.Fatal(err)
+			}
+			owners.set(heldBy(clock.Now(), "relay-a", 1), nil)
+			_ = n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{1}}) // invoke, then the first view
+			// 9 s later the holder seen then is gone from the notifier's view:
+			// the invoke goes first, the read after it.
+			time.Sleep(9 * time.Second)
+			owners.set(lease.Coordination{}, nil)
+			reads := owners.reads
+			owners.onRead = func() {
+				if got := len(inv.invocations()); got != 2 {
+					t.Errorf("the view was read with %d invokes sent, want 2: after the invoke", got)
+				}
+			}
+			_ = n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{1}})
+			if got := len(inv.invocations()); got != 2 || owners.reads != reads+1 {
+				t.Fatalf("%d invokes, %d reads after a quiet 9 s; want 2 and one read", got, owners.reads-reads)
+			}
+		})
+	})
+
+	// Every writer's wake-up with named buckets rings the doorbell, whether
+	// or not a live holder covers it and the invoke is skipped; a relay's
+	// continuation or an unknown bucket set does not. A ring's failure
+	// fails nothing.
+	t.Run("RingsTheDoorbellForWritersWakeUps", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			clock := outbox.SystemClock{}
+			inv := &fakeInvoker{}
+			owners := &fakeOwners{clock: clock}
+			bell := &fakeRinger{}
+			n, err := NewNotifier(NotifierConfig{Client: inv, FunctionName: "relay", Clock: clock, Owners: owners, Doorbell: bell})
+			if err != nil {
+				t.Fatal(err)
+			}
+			owners.set(heldBy(clock.Now(), "relay-a", 1, 2), nil)
+			for _, w := range []outbox.WakeUp{{Buckets: []int{1}}, {Buckets: []int{2}}, {Buckets: []int{1}, Hop: 1}, {}} {
+				if err := n.Notify(t.Context(), w); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got, want := bell.all(), [][]int{{1}, {2}}; !reflect.DeepEqual(got, want) {
+				t.Errorf("rang %v, want %v (the writer's wake-ups, skipped or not)", got, want)
+			}
+			bell.err = errors.New("kafka: not leader")
+			if err := n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{2}}); err != nil {
+				t.Errorf("a failed ring failed the notify: %v", err)
+			}
+			if st := n.Stats(); st.Rang != 2 || st.RingFailed != 1 || st.Skipped != 2 {
+				t.Errorf("stats %+v, want 2 rung, 1 ring failed, 2 skipped", st)
+			}
+		})
+	})
+
 	t.Run("CoverageEndsWithTheHoldersLease", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			clock := outbox.SystemClock{}
@@ -447,11 +532,16 @@ type fakeOwners struct {
 	view  lease.Coordination
 	err   error
 	reads int
+	// onRead runs at every read.
+	onRead func()
 }
 
 func (f *fakeOwners) ReadCoordination(context.Context) (lease.Coordination, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.onRead != nil {
+		f.onRead()
+	}
 	f.reads++
 	v := f.view
 	v.ReadAt = f.clock.Now()
@@ -475,3 +565,26 @@ func heldBy(now time.Time, relay string, buckets ...int) lease.Coordination {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// fakeRinger records the rings, or fails them with err.
+type fakeRinger struct {
+	mu    sync.Mutex
+	rings [][]int
+	err   error
+}
+
+func (f *fakeRinger) Ring(_ context.Context, buckets []int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return f.err
+	}
+	f.rings = append(f.rings, slices.Clone(buckets))
+	return nil
+}
+
+func (f *fakeRinger) all() [][]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.rings)
+}
