@@ -330,7 +330,12 @@ func (l *Listener) partitionCount(ctx context.Context) (int, error) {
 func (l *Listener) fetch(ctx context.Context) {
 	for {
 		fs := l.cl.PollFetches(ctx)
-		if ctx.Err() != nil || fs.IsClientClosed() {
+		if fs.IsClientClosed() {
+			// The publisher closed: nothing more to subscribe to.
+			l.stop()
+			return
+		}
+		if ctx.Err() != nil {
 			return
 		}
 		fs.EachError(func(topic string, p int32, err error) {
