@@ -243,14 +243,11 @@ func (u *run) cycle(now time.Time) (int, error) {
 	if len(owned) == 0 {
 		return 0, nil
 	}
-	// Beside the probe and the sweep: a backlog count is housekeeping,
-	// not on a message's path to its publish.
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
+	if len(firstSweep(u.forceDiscover, u.knownPending, owned)) == 0 {
+		// Not before a woken relay's first sweep: a backlog count is
+		// housekeeping, not on the wake-up's path to its publish.
 		u.sampleBacklog(owned)
-	}()
-	defer func() { <-sampled }()
+	}
 	if err := u.discover(owned); err != nil {
 		return 0, err
 	}

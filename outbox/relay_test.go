@@ -610,9 +610,6 @@ func TestRelay(t *testing.T) {
 	t.Run("HoldingBucketZeroSamplesTheBacklogOncePerInterval", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newRelayEnv(t, 2, func(c *outbox.RelayConfig) { c.Options.Mode = outbox.ModeHold })
-			// The sample runs beside the cycle's sweep: the sweep's publish
-			// takes Kafka's round trip, the sample none.
-			e.pub.delay = 10 * time.Millisecond
 			e.store.add(1, "k")
 			time.Sleep(45 * time.Second)
 			e.store.add(1, "k")

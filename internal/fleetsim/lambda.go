@@ -215,6 +215,7 @@ func (s *sim) newFunctions(cfg outboxlambda.Config) error {
 		HandlerConfig: func(re *lab.RelayEnv, hc *outboxlambda.RelayHandlerConfig) {
 			hc.Config.BatchSize = []int{5, 20, 50, 100}[envOf(re).batch]
 			hc.Notifier = s
+			hc.Doorbell = s.bell.Listener()
 		},
 	}
 	hold := relay

@@ -134,6 +134,9 @@ type sim struct {
 	replayStore *outboxddb.Store
 
 	kafkaDown atomic.Bool
+	// bell is the doorbell the writers ring and the relays listen on
+	// (doorbell.go).
+	bell *lab.Doorbell
 
 	mu      sync.Mutex
 	relayFn *lambdasim.Function[*lab.RelayEnv]
@@ -260,10 +263,14 @@ func (s *sim) setup() error {
 	s.raw = rawClient(s.ddb)
 	// The relays' configuration, whose store options the writers share, as
 	// the deployed functions read one configuration.
+	// With the doorbell (doorbell.go), as LoadConfig reads
+	// SPILLWAY_DOORBELL_TOPIC: busy buckets probed at the poll.
 	fn := outboxlambda.Config{
 		Table: outboxTable, BucketCount: cfg.BucketCount, LeaseDuration: cfg.LeaseDuration, LeaseRenewInterval: cfg.RenewInterval,
-		PollInterval: pollInterval, IdleTimeout: idleTimeout, StopMargin: stopMargin, Mode: outbox.ModeDrain, MaxHops: maxHops,
+		PollInterval: pollInterval, TargetLatency: pollInterval, IdleTimeout: idleTimeout, StopMargin: stopMargin, Mode: outbox.ModeDrain, MaxHops: maxHops,
+		DoorbellTopic: "spillway-doorbell",
 	}
+	s.bell = s.newDoorbell()
 	if cfg.quarantine() {
 		fn.PoisonPolicy = outbox.PoisonQuarantine
 	}
@@ -691,6 +698,7 @@ func (s *sim) report() *Report {
 	}
 	c := s.ddb.Counter.Snapshot()
 	r.Requests, r.RequestsByOp = c.TotalRequests(), c.Requests
+	r.Doorbell.Delivered = s.bell.Stats().Delivered
 	if r.ReadCommitted = s.ddb.ReadCommittedCounts(); r.ReadCommitted.PartialReads > 0 {
 		r.FaultsHit = maps.Clone(r.FaultsHit)
 		r.FaultsHit[string(FaultReadCommitted)] = r.ReadCommitted.PartialReads

@@ -116,9 +116,13 @@ type Notifier struct {
 	inFlight bool
 	pending  *outbox.WakeUp
 	// covered maps a bucket to when the notifier stops trusting that a
-	// relay looks at it; viewed reports a view was read at least once.
+	// relay looks at it; viewed reports a view was read at least once,
+	// held the buckets the last one showed a live relay holding.
 	covered map[int]time.Time
 	viewed  bool
+	held    map[int]bool
+	// lastSent is when the last wake-up went out.
+	lastSent time.Time
 
 	sent, failed, merged, skipped, reads, rang, ringFailed atomic.Int64
 }
@@ -280,7 +284,7 @@ func (n *Notifier) invoke(ctx context.Context, w outbox.WakeUp) error {
 		return n.send(ctx, w)
 	}
 	n.mu.Lock()
-	first := readFirst(n.viewed, n.coverageLocked(w.Buckets), n.clock.Now())
+	first := readFirst(n.viewed, n.heldAtViewLocked(w.Buckets), n.lastSent, n.clock.Now())
 	n.mu.Unlock()
 	if first {
 		// The coverage just lapsed: one read decides whether a relay
@@ -296,7 +300,11 @@ func (n *Notifier) invoke(ctx context.Context, w outbox.WakeUp) error {
 	}
 	err := n.send(ctx, w)
 	if err == nil {
-		n.cover(w.Buckets, n.clock.Now().Add(lease.OwnerViewTTL))
+		now := n.clock.Now()
+		n.cover(w.Buckets, now.Add(lease.OwnerViewTTL))
+		n.mu.Lock()
+		n.lastSent = now
+		n.mu.Unlock()
 	}
 	if !first {
 		n.refresh(ctx)
@@ -307,32 +315,28 @@ func (n *Notifier) invoke(ctx context.Context, w outbox.WakeUp) error {
 // readFirst decides whether a wake-up whose buckets are not covered reads
 // the owners' view before it invokes (and skips the invoke if the view
 // covers them) or invokes first and reads the view afterwards, for the
-// wake-ups that follow. It reads first when a view or a wake-up covered
-// one of the buckets less than lease.OwnerViewTTL before now (until holds
-// each bucket's end of coverage): the relay seen then is likely still
-// there, as under steady traffic, where the read saves an invocation per
-// lapse. A notifier that has not read a view yet, or whose buckets were
-// last covered longer ago, has seen no relay lately, as under sparse
-// traffic: the invoke goes first, so the woken relay's start is not
-// delayed by the read.
-func readFirst(viewed bool, until []time.Time, now time.Time) bool {
+// wake-ups that follow. It reads first when the last view read showed a
+// live relay holding one of the buckets (heldAtView): that relay is
+// likely still there, lingering between messages; or when this notifier
+// woke a relay less than lease.OwnerViewTTL before now (lastSent), which
+// is claiming every bucket meanwhile: either way the read may save an
+// invocation. Before any view, or when the last one showed no relay
+// holding them and nothing was sent lately (the relay stopped, as between
+// the messages of sparse traffic), the invoke goes first, so the woken
+// relay's start is not delayed by the read.
+func readFirst(viewed bool, heldAtView []bool, lastSent, now time.Time) bool {
 	if !viewed {
 		return false
 	}
-	for _, u := range until {
-		if now.Sub(u) < lease.OwnerViewTTL {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(heldAtView, true) || (!lastSent.IsZero() && now.Sub(lastSent) < lease.OwnerViewTTL)
 }
 
-// coverageLocked returns when the coverage of each bucket ends (zero:
-// never covered).
-func (n *Notifier) coverageLocked(buckets []int) []time.Time {
-	out := make([]time.Time, len(buckets))
+// heldAtViewLocked reports, for each bucket, whether the last view read
+// showed a live relay holding it.
+func (n *Notifier) heldAtViewLocked(buckets []int) []bool {
+	out := make([]bool, len(buckets))
 	for i, b := range buckets {
-		out[i] = n.covered[b]
+		out[i] = n.held[b]
 	}
 	return out
 }
@@ -380,10 +384,15 @@ func (n *Notifier) refresh(ctx context.Context) {
 		return
 	}
 	trustUntil := view.ReadAt.Add(lease.OwnerViewTTL)
+	heldUntil := view.HeldUntil(view.ReadAt, n.lease)
 	n.mu.Lock()
 	n.viewed = true
+	n.held = map[int]bool{}
+	for b := range heldUntil {
+		n.held[b] = true
+	}
 	n.mu.Unlock()
-	for b, until := range view.HeldUntil(view.ReadAt, n.lease) {
+	for b, until := range heldUntil {
 		if until.After(trustUntil) {
 			until = trustUntil
 		}
