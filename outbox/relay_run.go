@@ -54,7 +54,14 @@ func (r *Relay) newRun(ctx context.Context, in RunInput) *run {
 func (u *run) execute() error {
 	r := u.r
 	join, err := joinCheck{u}.shouldJoin()
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrMisconfigured):
+		// The table says this relay cannot serve it (another bucket count):
+		// stop before the heartbeat.
+		u.res.Reason = StopFatal
+		r.log.LogAttrs(u.ctx, slog.LevelError, "relay misconfigured; claiming nothing", slog.Any("error", err))
+		return err
+	case err != nil:
 		// A failed probe is no reason to strand work: join and let the
 		// acquisition loop decide.
 		r.log.LogAttrs(u.ctx, slog.LevelWarn, "pre-join check failed; joining", slog.Any("error", err))

@@ -27,7 +27,7 @@ var reservedAttributes = []string{
 	attrCreatedAt, attrBucketCount, attrSequence, attrOwner, attrExpiresAt,
 	attrLastSeen, attrStoppedAt, attrKeepsAhead, attrParkedReason, attrParkedError, attrAttempts,
 	attrFirstFailedAt, attrParkedAt, attrGenerationState, attrSuccessorPrefix,
-	attrSuccessorBuckets, attrOpenedAt, attrSealedAt, attrDrainedAt,
+	attrSuccessorBuckets, attrOpenedAt, attrSealedAt, attrDrainedAt, attrRecordedAt, attrRecordedBy,
 }
 
 // Options configure a Store, a Writer and the table helpers. The zero value
@@ -39,8 +39,9 @@ var reservedAttributes = []string{
 //   - Store only: PendingCountLimit, CountParked;
 //   - Writer only: Getenv, Notifier, Topics, MaxCommitAttempts,
 //     GenerationCheck, PreviousKeyPrefix, PreviousBucketCount;
-//   - CreateTableInput and CreateIfNotExists: TableName, PartitionKey,
-//     SortKey.
+//   - CreateTableInput: TableName, PartitionKey, SortKey;
+//   - CreateIfNotExists, ReadLayout and RecordLayout: those, KeyPrefix,
+//     BucketCount, Clock and Hooks (the layout record).
 //
 // Validate checks every field whatever reads it, so one Options value
 // serves a process's writer and store alike.

@@ -34,6 +34,9 @@ import (
 // outbox.InvocationTraceContext). Trace headers a message already carries
 // win; a message with no trace context to add keeps its headers unchanged.
 //
+// Before its first write a Writer reads the table's layout record once and
+// refuses to write with another bucket count (CheckLayout).
+//
 // A Writer is safe for concurrent use.
 type Writer struct {
 	client Client
@@ -47,6 +50,8 @@ type Writer struct {
 	// switched: the writer saw the previous generation sealed. Sealed is
 	// permanent, so it never goes back.
 	switched atomic.Bool
+	// layout is the check of the table's layout record (CheckLayout).
+	layout layoutGate
 }
 
 // NewWriter returns a writer for the outbox described by opts.
@@ -260,6 +265,9 @@ func (w *Writer) prepare(ctx context.Context, msgs []outbox.Message) ([]outbox.M
 	}
 	if total > MaxTransactionSize {
 		return nil, nil, &ItemTooLargeError{Size: total, Limit: MaxTransactionSize}
+	}
+	if err := w.checkLayout(ctx); err != nil {
+		return nil, nil, err
 	}
 	if err := w.reserve(ctx, out); err != nil {
 		return nil, nil, err
