@@ -406,4 +406,37 @@ func (u *run) sampleBacklog(owned []int) {
 	if r.park.poison {
 		r.hooks.parkedBacklog(bl.Parked)
 	}
+	u.sampleStranded(now)
+}
+
+// StrandedEvery is how many backlog intervals pass between two stranded
+// counts (StrandedCounter) of the holder of bucket 0, starting from the
+// relay's creation: a count probes as many buckets again as the backlog
+// sample, for messages that only a writer ignoring the table's layout
+// record can leave there, so it runs at a tenth of the sample's rate
+// (every 5 minutes with the default BacklogInterval).
+const StrandedEvery = 10
+
+// sampleStranded counts the stranded messages when the last count is
+// StrandedEvery backlog intervals old. A failed count is logged and
+// skipped, as a failed sample is.
+func (u *run) sampleStranded(now time.Time) {
+	r := u.r
+	sc, ok := r.store.(StrandedCounter)
+	if !ok || now.Sub(r.strandedAt) < StrandedEvery*r.opts.BacklogInterval {
+		return
+	}
+	r.strandedAt = now
+	ctx, cancel := withClockTimeout(u.ctx, backlogTimeout)
+	st, err := sc.Stranded(ctx)
+	cancel()
+	if err != nil {
+		r.log.LogAttrs(u.ctx, slog.LevelWarn, "stranded count failed", slog.Any("error", err))
+		return
+	}
+	if st.Messages > 0 {
+		r.log.LogAttrs(u.ctx, slog.LevelError, "messages wait in buckets beyond the bucket count, where no relay reads them: a writer uses another bucket count",
+			slog.Int64("stranded", st.Messages), slog.Any("buckets", st.Buckets), slog.Int("bucketCount", r.opts.BucketCount))
+	}
+	r.hooks.stranded(st.Messages)
 }

@@ -1,0 +1,103 @@
+package outboxddb
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/spillway-dev/spillway/outbox/lease"
+)
+
+func TestBeyond(t *testing.T) {
+	// A table created before the layout record, where a writer with 16
+	// buckets wrote beside writers of 8: its messages in buckets 8-15 wait
+	// where no relay of 8 looks.
+	t.Run("Stranded_CountsTheMessagesBeyondTheCount", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(t)
+			e.withoutLayout(t)
+			w := e.writer(t, func(o *Options) { o.BucketCount = 16 })
+			enqueue(t, w, 3, 1)
+			enqueue(t, w, 10, 2)
+			enqueue(t, w, 12, 1)
+			s := e.store(t)
+			c := e.counts(func() {
+				got, err := s.Stranded(t.Context())
+				if err != nil || got.Messages != 3 {
+					t.Fatalf("stranded %+v, %v; want 3 messages in buckets 10 and 12", got, err)
+				}
+				wantInts(t, "stranded buckets", got.Buckets, []int{10, 12})
+			})
+			// A head probe of each of buckets 8-15, a count of the two that
+			// hold something.
+			wantRequests(t, c, map[string]int{"Query": 10})
+			got, err := s.StrandedIn(t.Context(), []int{2, 12, 40})
+			if err != nil || got.Messages != 1 {
+				t.Fatalf("stranded in 2, 12, 40: %+v, %v; want bucket 12's one message (2 is within the count)", got, err)
+			}
+			wantInts(t, "stranded buckets", got.Buckets, []int{12})
+		})
+	})
+
+	t.Run("Stranded_OnAHealthyTable_IsNothingForHalfAReadUnitPerBucket", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(t)
+			enqueue(t, e.writer(t), 3, 2)
+			s := e.store(t)
+			c := e.counts(func() {
+				got, err := s.Stranded(t.Context())
+				if err != nil || got.Messages != 0 || len(got.Buckets) != 0 {
+					t.Fatalf("stranded %+v, %v; want none", got, err)
+				}
+			})
+			wantRequests(t, c, map[string]int{"Query": 8})
+			wantUnits(t, "stranded count", c, 4, 0)
+		})
+	})
+
+	// The second reproduction, at the store: a drain with 16 buckets
+	// on a table of 8 left lease items for buckets 8-15, held by the drain's
+	// relay until they lapse. Every check ignores them; once free they are
+	// removed.
+	t.Run("StaleLeases_AreIgnored_AndRemovedOnceFree", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(t)
+			e.withoutLayout(t)
+			big := e.store(t, func(o *Options) { o.BucketCount = 16 })
+			if _, err := big.AcquireLeases(t.Context(), lease.Request{RelayID: "drain-16", BucketCount: 16, LeaseDuration: fleetLease}, lease.RoundState{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := RecordLayout(t.Context(), e.client, e.opts, "operator", "test"); err != nil {
+				t.Fatal(err)
+			}
+			s := e.store(t)
+			stale, err := s.StaleLeases(t.Context())
+			if err != nil || len(stale) != 8 || stale[0].Bucket != 8 || stale[0].Owner != "drain-16" {
+				t.Fatalf("stale leases %+v, %v; want buckets 8-15 held by drain-16", stale, err)
+			}
+			view, err := s.ReadCoordination(t.Context())
+			if err != nil || len(view.Leases) != 8 {
+				t.Fatalf("coordination view %+v, %v; want the 8 leases below the count", view.Leases, err)
+			}
+			buckets := []int{3, 8, 9, 10, 11, 12, 13, 14, 15}
+			removed, held, err := s.RemoveStaleLeases(t.Context(), buckets)
+			if err != nil || len(removed) != 0 || len(held) != 8 {
+				t.Fatalf("while held: removed %v, held %v, %v; want all 8 held", removed, held, err)
+			}
+			time.Sleep(fleetLease)
+			c := e.counts(func() { removed, held, err = s.RemoveStaleLeases(t.Context(), buckets) })
+			if err != nil || len(removed) != 8 || len(held) != 0 {
+				t.Fatalf("once lapsed: removed %v, held %v, %v; want all 8 removed", removed, held, err)
+			}
+			wantRequests(t, c, map[string]int{"DeleteItem": 8})
+			if stale, err := s.StaleLeases(t.Context()); err != nil || len(stale) != 0 {
+				t.Fatalf("stale leases after removal %+v, %v", stale, err)
+			}
+			// Removing again (an interrupted run repeated) refuses nothing.
+			c = e.counts(func() { removed, held, err = s.RemoveStaleLeases(t.Context(), buckets) })
+			if err != nil || len(held) != 0 || c.Refused != 0 {
+				t.Fatalf("again: held %v, %d refused, %v", held, c.Refused, err)
+			}
+		})
+	})
+}
