@@ -43,6 +43,11 @@ var commands = map[string]runFunc{
 		{"seal", runGenerationSeal},
 		{"finish", runGenerationFinish},
 	}),
+	"layout": verbs("layout", []subcommand{
+		{"record", runLayoutRecord},
+		{"prune", runLayoutPrune},
+		{"rehome", runLayoutRehome},
+	}),
 	"parked": verbs("parked", []subcommand{
 		{"list", runParkedList},
 		{"replay", runParkedReplay},

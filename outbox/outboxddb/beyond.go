@@ -2,6 +2,7 @@ package outboxddb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -139,4 +140,84 @@ func (s *Store) RemoveStaleLeases(ctx context.Context, buckets []int) (removed, 
 		}
 	}
 	return removed, held, err
+}
+
+// rehomeBatch bounds the messages of one rehome step: one read, one
+// EnqueueBatch transaction, one delete chunk.
+const rehomeBatch = 25
+
+// Rehome moves the stranded messages of bucket (at or beyond the bucket
+// count) into the buckets the store's count gives them, in their order,
+// with w, a writer of the same table, key prefix and count. Each step reads
+// up to 25 of them (one strongly consistent Query), enqueues them with their
+// ids, topics, keys, values, headers, partitions and creation times in one
+// transaction (w.EnqueueBatch: a reservation per bucket and the puts),
+// then deletes them (one BatchWriteItem). A step cut short between the
+// enqueue and the delete leaves them in both places; running Rehome again
+// enqueues them again under the same ids, which consumers deduplicate:
+// nothing is lost. No relay of the table reads a bucket beyond the count,
+// so the move needs no lease; the caller leaves alone a bucket whose stale
+// lease a relay with a larger count holds (RemoveStaleLeases says which).
+// It returns how many messages moved; an unreadable row stops it there.
+func (s *Store) Rehome(ctx context.Context, bucket int, w *Writer) (int, error) {
+	const op = "rehome stranded messages"
+	if bucket < s.opts.BucketCount || bucket > maxInt32 {
+		return 0, outbox.Misconfigured(op, "bucket %d is not beyond the bucket count %d", bucket, s.opts.BucketCount)
+	}
+	if w.opts.TableName != s.opts.TableName || w.opts.KeyPrefix != s.opts.KeyPrefix || w.opts.BucketCount != s.opts.BucketCount {
+		return 0, outbox.Misconfigured(op, "the writer writes %s/%s/%d, not this store's %s/%s/%d",
+			w.opts.TableName, w.opts.KeyPrefix, w.opts.BucketCount, s.opts.TableName, s.opts.KeyPrefix, s.opts.BucketCount)
+	}
+	moved := 0
+	for {
+		out, err := s.client.Query(ctx, &dynamodb.QueryInput{
+			TableName:                 aws.String(s.opts.TableName),
+			KeyConditionExpression:    aws.String(exprPartitionIs),
+			ExpressionAttributeNames:  names("#pk", s.opts.PartitionKey),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(s.keys.messagePartition(bucket))},
+			ConsistentRead:            aws.Bool(true),
+			Limit:                     aws.Int32(rehomeBatch),
+		})
+		if err != nil {
+			s.tel.failed("", OpStranded, bucket, err)
+			return moved, fmt.Errorf("outboxddb: %s of bucket %d: %w", op, bucket, err)
+		}
+		if len(out.Items) == 0 {
+			return moved, nil
+		}
+		msgs := make([]outbox.Message, 0, len(out.Items))
+		for _, item := range out.Items {
+			m, err := s.keys.decodeMessage(item, bucket)
+			if err != nil {
+				return moved, fmt.Errorf("outboxddb: %s of bucket %d: %w", op, bucket, err)
+			}
+			msgs = append(msgs, m)
+		}
+		if err := s.moveMessages(ctx, bucket, msgs, w); err != nil {
+			return moved, err
+		}
+		moved += len(msgs)
+	}
+}
+
+// moveMessages enqueues msgs anew with w and then deletes them from
+// bucket; a transaction over DynamoDB's 4 MB limit is split in halves.
+func (s *Store) moveMessages(ctx context.Context, bucket int, msgs []outbox.Message, w *Writer) error {
+	fresh := make([]outbox.Message, len(msgs))
+	for i, m := range msgs {
+		fresh[i] = outbox.Message{ID: m.ID, Topic: m.Topic, Key: m.Key, Value: m.Value, Headers: m.Headers, Partition: m.Partition, CreatedAt: m.CreatedAt}
+	}
+	_, err := w.EnqueueBatch(ctx, fresh)
+	var tooLarge *ItemTooLargeError
+	if errors.As(err, &tooLarge) && tooLarge.MessageID.IsZero() && len(msgs) > 1 {
+		half := len(msgs) / 2
+		if err := s.moveMessages(ctx, bucket, msgs[:half], w); err != nil {
+			return err
+		}
+		return s.moveMessages(ctx, bucket, msgs[half:], w)
+	}
+	if err != nil {
+		return fmt.Errorf("outboxddb: rehome the messages of bucket %d (first %s): %w", bucket, msgs[0].ID, err)
+	}
+	return s.MarkPublished(ctx, bucket, msgs)
 }

@@ -1,10 +1,13 @@
 package outboxddb
 
 import (
+	"errors"
+	"strconv"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
@@ -97,6 +100,47 @@ func TestBeyond(t *testing.T) {
 			c = e.counts(func() { removed, held, err = s.RemoveStaleLeases(t.Context(), buckets) })
 			if err != nil || len(held) != 0 || c.Refused != 0 {
 				t.Fatalf("again: held %v, %d refused, %v", held, c.Refused, err)
+			}
+		})
+	})
+
+	// Stranded messages move to the buckets the table's count gives them,
+	// in their order, with their ids.
+	t.Run("Rehome_MovesStrandedMessagesInOrder", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(t)
+			e.withoutLayout(t)
+			big := e.writer(t, func(o *Options) { o.BucketCount = 16 })
+			var ids []outbox.MessageID
+			for i := range 30 {
+				m, err := big.Enqueue(t.Context(), newMessage(t, "t", "k"+strconv.Itoa(i), 10))
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, m.ID)
+			}
+			if _, err := RecordLayout(t.Context(), e.client, e.opts, "operator", "test"); err != nil {
+				t.Fatal(err)
+			}
+			s, w := e.store(t), e.writer(t)
+			if _, err := s.Rehome(t.Context(), 3, w); !errors.Is(err, outbox.ErrMisconfigured) {
+				t.Fatalf("rehome of bucket 3 = %v, want a misconfiguration: it is within the count", err)
+			}
+			moved, err := s.Rehome(t.Context(), 10, w)
+			if err != nil || moved != 30 {
+				t.Fatalf("moved %d, %v; want 30", moved, err)
+			}
+			if st, err := s.Stranded(t.Context()); err != nil || st.Messages != 0 {
+				t.Fatalf("stranded after the move: %+v, %v", st, err)
+			}
+			got, err := s.FetchBatch(t.Context(), 2, 100)
+			if err != nil || len(got) != 30 {
+				t.Fatalf("bucket 2 holds %d, %v; want the 30 moved there (partition 10 mod 8)", len(got), err)
+			}
+			for i, m := range got {
+				if m.ID != ids[i] || string(m.Key) != "k"+strconv.Itoa(i) || m.Partition == nil || *m.Partition != 10 || !m.CreatedAt.Equal(t0) {
+					t.Fatalf("message %d is %s key %q; want %s key k%d, partition 10, created at t0, in the old order", i, m.ID, m.Key, ids[i], i)
+				}
 			}
 		})
 	})
