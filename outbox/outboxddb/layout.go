@@ -12,6 +12,7 @@ import (
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/generation"
 	"github.com/spillway-dev/spillway/outbox/lease"
+	"github.com/spillway-dev/spillway/outbox/outboxconf"
 )
 
 // The layout record states the bucket count of one key prefix (one
@@ -23,15 +24,15 @@ import (
 // a new count is a new generation, under a new key prefix, with a record
 // of its own.
 const (
-	layoutSortKey  = "LAYOUT"
-	attrRecordedAt = "RecordedAtUtc"
-	attrRecordedBy = "RecordedBy"
+	layoutSortKey  = outboxconf.LayoutSortKey
+	attrRecordedAt = outboxconf.LayoutRecordedAt
+	attrRecordedBy = outboxconf.LayoutRecordedBy
 	// exprRecordLayout sets each attribute only where it is absent, so
 	// recording never changes an existing record and is never refused:
 	// the caller compares the returned count with its own.
-	exprRecordLayout = "SET #count = if_not_exists(#count, :count), #at = if_not_exists(#at, :now), #by = if_not_exists(#by, :by)"
+	exprRecordLayout = outboxconf.LayoutUpdate
 	// exprLayoutFits accepts no record or one with the same count.
-	exprLayoutFits = "attribute_not_exists(#count) OR #count = :count"
+	exprLayoutFits = outboxconf.LayoutFits
 )
 
 // Operation names of the layout requests, for telemetry.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/lease"
+	"github.com/spillway-dev/spillway/outbox/outboxconf"
 )
 
 // wantLayoutError checks err is the typed refusal naming both counts and
@@ -299,6 +300,36 @@ func TestLayout(t *testing.T) {
 		})
 	})
 
+	// The CDK stack writes the record at deployment with
+	// outboxconf.LayoutRecordCall: what it writes is what the library
+	// reads, and a deployment with another count is refused.
+	t.Run("TheStacksRecord_IsTheLibrarys", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(t)
+			e.withoutLayout(t)
+			call := func(count int) error {
+				_, err := e.client.UpdateItem(t.Context(), stackCall(outboxconf.LayoutRecordCall(e.opts.TableName, DefaultPartitionKey, DefaultSortKey, DefaultKeyPrefix, count, "CDK stack Spillway")))
+				return err
+			}
+			if err := call(8); err != nil {
+				t.Fatal(err)
+			}
+			l, found, err := ReadLayout(t.Context(), e.client, e.opts)
+			if err != nil || !found || l.BucketCount != 8 || l.RecordedBy != "CDK stack Spillway" || !l.RecordedAt.IsZero() {
+				t.Fatalf("layout %+v, %v, %v; want 8 buckets recorded by the stack, undated", l, found, err)
+			}
+			if err := call(8); err != nil {
+				t.Fatalf("a deployment with the same count: %v", err)
+			}
+			if err := call(16); !isConditionFailed(err) {
+				t.Fatalf("a deployment with 16: %v, want the condition to fail", err)
+			}
+			if attrBucketCount != outboxconf.LayoutBucketCount {
+				t.Fatalf("the record's count attribute %q is not the messages' stamp %q", outboxconf.LayoutBucketCount, attrBucketCount)
+			}
+		})
+	})
+
 	t.Run("RecordShape", func(t *testing.T) {
 		f := &fakeDB{update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
 			return &dynamodb.UpdateItemOutput{Attributes: map[string]types.AttributeValue{attrBucketCount: num(8)}}, nil
@@ -326,4 +357,33 @@ func allBucketsUpTo(n int) []int {
 		out[i] = i
 	}
 	return out
+}
+
+// stackCall turns a call in the AWS SDK for JavaScript's parameter form
+// (strings and numbers as {"S": …} and {"N": …}) into the Go SDK's input.
+func stackCall(p map[string]any) *dynamodb.UpdateItemInput {
+	values := func(m any) map[string]types.AttributeValue {
+		out := map[string]types.AttributeValue{}
+		for k, v := range m.(map[string]any) {
+			av := v.(map[string]any)
+			if s, ok := av["S"]; ok {
+				out[k] = str(s.(string))
+			} else {
+				out[k] = &types.AttributeValueMemberN{Value: av["N"].(string)}
+			}
+		}
+		return out
+	}
+	names := map[string]string{}
+	for k, v := range p["ExpressionAttributeNames"].(map[string]any) {
+		names[k] = v.(string)
+	}
+	return &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(p["TableName"].(string)),
+		Key:                       values(p["Key"]),
+		UpdateExpression:          aws.String(p["UpdateExpression"].(string)),
+		ConditionExpression:       aws.String(p["ConditionExpression"].(string)),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values(p["ExpressionAttributeValues"]),
+	}
 }
