@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -99,6 +100,17 @@ func TestErrors(t *testing.T) {
 		if code != 1 || !strings.Contains(errs, "written with bucket count 16 at sequence number 1 but this relay uses 8") ||
 			!strings.Contains(errs, "a-message-written-with-another-bucket-count") || strings.Contains(errs, "--bucket-count 16") {
 			t.Errorf("drain: exit %d, stderr %q; want 1, the sequence number, both counts, the procedure and no drain advice", code, errs)
+		}
+		// The fix: restamp, then the drain publishes it where it is.
+		code, out, _ := cli(t, append([]string{"layout", "restamp"}, flags...)...)
+		if code != 0 || !strings.Contains(out, fmt.Sprintf("the head messages of buckets [%d] were written with bucket count 16", b)) {
+			t.Fatalf("restamp dry run: exit %d, %q", code, out)
+		}
+		if code, out, errs := cli(t, append([]string{"layout", "restamp", "--yes"}, flags...)...); code != 0 || !strings.Contains(out, "restamped 1 message(s) to bucket count 8\n") {
+			t.Fatalf("restamp: exit %d, %q %q", code, out, errs)
+		}
+		if code, out, errs := cli(t, append([]string{"drain", "--brokers", strings.Join(kafka.Brokers, ","), "--timeout", "20s"}, flags...)...); code != 0 || !strings.Contains(out, "published 1") {
+			t.Fatalf("drain after the restamp: exit %d, %q %q", code, out, errs)
 		}
 	})
 }

@@ -73,8 +73,8 @@ that are not marked wait for an operator and do not fail the drain.`},
 	"help": {"show the commands, or a command's flags and examples",
 		"help [command [verb]]",
 		[]string{"spillway help drain", "spillway help parked replay"}, ""},
-	"layout": {"record a table's bucket count, remove lease items beyond it, move messages stranded beyond it",
-		"layout record|prune|rehome [flags]",
+	"layout": {"record a table's bucket count, remove lease items beyond it, move messages stranded beyond it, restamp messages of another count",
+		"layout record|prune|rehome|restamp [flags]",
 		[]string{"spillway layout record " + conn + " --bucket-count 8", "spillway layout prune " + conn + " --yes"},
 		`A table's layout record states the bucket count of each key prefix; every
 Spillway writer, relay and command checks its count against it before it
@@ -101,6 +101,16 @@ that does not check it) leaves messages in buckets no relay reads. Rehome
 enqueues them again, in their order and with their ids, into the buckets the
 recorded count gives them, then deletes them; run again after an
 interruption (consumers drop the repeats on the message id).`},
+	"layout restamp": {"let relays publish messages written with another bucket count within the recorded one (a dry run without --yes)",
+		"layout restamp --table NAME [--key-prefix P] [--yes]",
+		[]string{"spillway layout restamp " + conn, "spillway layout restamp " + conn + " --yes"},
+		`A relay stops at a message stamped with another bucket count than its own.
+Restamp rewrites the stamp of every such message of the table's buckets to the
+recorded count (reading each bucket whole, one conditional update per message):
+relays then publish them where they are, in their bucket's order. A writer
+whose count is a multiple of the table's (16 of 8) put each of them where the
+table's count puts it, so their keys keep their order; the command counts
+those it finds elsewhere. Fix the writer first.`},
 	"parked": {"list, replay or drop messages quarantined under SPILLWAY_POISON_POLICY=quarantine",
 		"parked list|replay|drop [flags]",
 		[]string{"spillway parked list " + conn, "spillway parked replay " + conn + " --all"}, ""},

@@ -229,3 +229,52 @@ func runLayoutRehome(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	return nil
 }
+
+// runLayoutRestamp rewrites the stamp of messages written with another
+// bucket count within the recorded one, so relays publish them in place.
+func runLayoutRestamp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("layout restamp", stdout)
+	ef := addTableFlags(fs).withOutbox()
+	yes := fs.Bool("yes", false, "restamp them (without it: a dry run that names the buckets whose head is stamped otherwise)")
+	e, err := openLayout(ctx, fs, ef, args, true)
+	if err != nil {
+		return err
+	}
+	n := e.cfg.BucketCount
+	if !*yes {
+		pending, err := e.store.PendingBuckets(ctx, allBuckets(n))
+		if err != nil {
+			return err
+		}
+		f, err := findCounts(ctx, e.store, pending)
+		if err != nil {
+			return err
+		}
+		if len(f.Stamped) == 0 {
+			_, err := fmt.Fprintf(stdout, "no bucket's head message is stamped with another count than %d\n", n)
+			return err
+		}
+		_, err = fmt.Fprintf(stdout, "dry run: nothing was restamped; the head messages of buckets %v were written with bucket count %s: add --yes to restamp every message of the table's %d buckets stamped otherwise, so relays publish them where they are\n",
+			f.Stamped, joinInts(f.StampedCounts), n)
+		return err
+	}
+	total, misplaced := 0, 0
+	for b := range n {
+		r, m, err := e.store.Restamp(ctx, b)
+		total, misplaced = total+r, misplaced+m
+		if r > 0 {
+			fmt.Fprintf(stdout, "bucket %d: restamped %d message(s)\n", b, r)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	_, err = fmt.Fprintf(stdout, "restamped %d message(s) to bucket count %d", total, n)
+	if err == nil && misplaced > 0 {
+		_, err = fmt.Fprintf(stdout, "; %d of them sit in another bucket than %d buckets give their key, so their key's messages were already split between two buckets", misplaced, n)
+	}
+	if err == nil {
+		_, err = fmt.Fprintln(stdout)
+	}
+	return err
+}

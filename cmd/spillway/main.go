@@ -47,6 +47,7 @@ var commands = map[string]runFunc{
 		{"record", runLayoutRecord},
 		{"prune", runLayoutPrune},
 		{"rehome", runLayoutRehome},
+		{"restamp", runLayoutRestamp},
 	}),
 	"parked": verbs("parked", []subcommand{
 		{"list", runParkedList},

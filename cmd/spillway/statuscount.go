@@ -86,8 +86,8 @@ func (f countFindings) warnings() []string {
 			"fix it, then move them with `spillway layout rehome --yes` (docs/operations.md#stranded-messages)", f.Stranded, f.StrandedBuckets, f.BucketCount))
 	}
 	if len(f.Stamped) > 0 {
-		out = append(out, fmt.Sprintf("the head messages of buckets %v were written with bucket count %v, not %d, so relays stop at them: a writer uses the wrong count "+
-			"(docs/operations.md#a-message-written-with-another-bucket-count)", f.Stamped, joinInts(f.StampedCounts), f.BucketCount))
+		out = append(out, fmt.Sprintf("the head messages of buckets %v were written with bucket count %v, not %d, so relays stop at them: a writer uses the wrong count; "+
+			"fix it, then `spillway layout restamp --yes` (docs/operations.md#a-message-written-with-another-bucket-count)", f.Stamped, joinInts(f.StampedCounts), f.BucketCount))
 	}
 	if len(f.StaleLeases) > 0 {
 		held := ""

@@ -221,3 +221,64 @@ func (s *Store) moveMessages(ctx context.Context, bucket int, msgs []outbox.Mess
 	}
 	return s.MarkPublished(ctx, bucket, msgs)
 }
+
+// exprRestampable: the message is still there, with the stamp read.
+const exprRestampable = "#id = :id AND #count = :old"
+
+// Restamp rewrites, in bucket (within the bucket count), the stamp of every
+// message written with another bucket count to the store's count, so relays
+// publish them where they are instead of stopping at them (StampError).
+// It reads the whole bucket with one strongly consistent Query (pages
+// followed) that filters the stamped messages, and sends one conditional
+// UpdateItem each (the message is still there with that stamp: a message a
+// relay deleted meanwhile is skipped). Only the stamp changes: the sequence
+// number, so the bucket's order, stays. misplaced counts the restamped
+// messages whose key the store's count puts in another bucket (a writer's
+// count that is not a multiple of the table's): their key's messages are
+// already split between two buckets, and publishing them from here is the
+// only way they leave.
+func (s *Store) Restamp(ctx context.Context, bucket int) (restamped, misplaced int, err error) {
+	const op = "restamp messages"
+	if bucket < 0 || bucket >= s.opts.BucketCount {
+		return 0, 0, outbox.Misconfigured(op, "bucket %d is outside [0, %d)", bucket, s.opts.BucketCount)
+	}
+	n := num(int64(s.opts.BucketCount))
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(s.opts.TableName),
+		KeyConditionExpression:    aws.String(exprPartitionIs),
+		FilterExpression:          aws.String("attribute_exists(#count) AND #count <> :n"),
+		ExpressionAttributeNames:  names("#pk", s.opts.PartitionKey, "#count", attrBucketCount),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(s.keys.messagePartition(bucket)), ":n": n},
+		ConsistentRead:            aws.Bool(true),
+	}
+	items, err := s.queryAll(ctx, OpStranded, in)
+	if err != nil {
+		return 0, 0, fmt.Errorf("outboxddb: %s of bucket %d: %w", op, bucket, err)
+	}
+	for _, item := range items {
+		old, ok := item[attrBucketCount].(*types.AttributeValueMemberN)
+		m, decodeErr := s.keys.decodeMessage(item, bucket)
+		if !ok || decodeErr != nil {
+			return restamped, misplaced, fmt.Errorf("outboxddb: %s of bucket %d: %w", op, bucket, decodeErr)
+		}
+		_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                 aws.String(s.opts.TableName),
+			Key:                       s.keys.messageKey(bucket, m.Sequence()),
+			UpdateExpression:          aws.String("SET #count = :n"),
+			ConditionExpression:       aws.String(exprRestampable),
+			ExpressionAttributeNames:  names("#id", attrMessageID, "#count", attrBucketCount),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":id": item[attrMessageID], ":old": old, ":n": n},
+		})
+		switch {
+		case isConditionFailed(err):
+			continue
+		case err != nil:
+			return restamped, misplaced, fmt.Errorf("outboxddb: %s: sequence number %d of bucket %d: %w", op, m.Sequence(), bucket, err)
+		}
+		restamped++
+		if b, err := outbox.ComputeBucket(m.Key, m.ID, s.opts.BucketCount, m.Partition); err == nil && b != bucket {
+			misplaced++
+		}
+	}
+	return restamped, misplaced, nil
+}

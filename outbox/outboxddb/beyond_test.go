@@ -144,4 +144,40 @@ func TestBeyond(t *testing.T) {
 			}
 		})
 	})
+
+	// Messages a writer of 16 buckets stamped in buckets within 8 stop the
+	// relay; restamped, they are published where they are, in their
+	// order. With 16 of 8 every such message is where 8 buckets put it.
+	t.Run("Restamp_LetsTheRelayPublishThemInPlace", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(t)
+			e.withoutLayout(t)
+			eight, sixteen := e.writer(t), e.writer(t, func(o *Options) { o.BucketCount = 16 })
+			enqueue(t, eight, 3, 1)
+			enqueue(t, sixteen, 3, 2)
+			enqueue(t, eight, 3, 1)
+			if _, err := RecordLayout(t.Context(), e.client, e.opts, "operator", "test"); err != nil {
+				t.Fatal(err)
+			}
+			s := e.store(t)
+			got, err := s.FetchBatch(t.Context(), 3, 10)
+			if !errors.As(err, new(*StampError)) || len(got) != 1 {
+				t.Fatalf("fetch = %d messages, %v; want the first and a StampError", len(got), err)
+			}
+			restamped, misplaced, err := s.Restamp(t.Context(), 3)
+			if err != nil || restamped != 2 || misplaced != 0 {
+				t.Fatalf("restamp: %d (%d misplaced), %v; want 2, none misplaced", restamped, misplaced, err)
+			}
+			if got, err = s.FetchBatch(t.Context(), 3, 10); err != nil || len(got) != 4 {
+				t.Fatalf("fetch after the restamp: %d messages, %v; want all 4", len(got), err)
+			}
+			wantInts(t, "sequences", sequences(got), []int64{1, 2, 3, 4})
+			if restamped, _, err := s.Restamp(t.Context(), 3); err != nil || restamped != 0 {
+				t.Fatalf("restamp again: %d, %v; want nothing left", restamped, err)
+			}
+			if _, _, err := s.Restamp(t.Context(), 8); !errors.Is(err, outbox.ErrMisconfigured) {
+				t.Fatalf("restamp of bucket 8: %v, want a misconfiguration", err)
+			}
+		})
+	})
 }

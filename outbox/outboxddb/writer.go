@@ -75,7 +75,7 @@ func NewWriter(client Client, opts Options) (*Writer, error) {
 }
 
 func newWriter(client Client, opts Options) *Writer {
-	return &Writer{client: client, opts: opts, keys: newKeys(opts), tel: newTelemetry(opts.Hooks)}
+	return &Writer{client: client, opts: opts, keys: newKeys(opts), tel: newTelemetry(opts.Hooks), layout: newLayoutGate()}
 }
 
 // Enqueue stores one message that has no business write, with one PutItem,

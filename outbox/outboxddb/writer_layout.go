@@ -2,17 +2,21 @@ package outboxddb
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 )
 
 // layoutGate is a writer's check of the table's layout record: read at the
 // writer's first write and remembered, since a record never changes.
 type layoutGate struct {
-	mu      sync.Mutex
+	// turn is held by the one call reading the record. A channel, not a
+	// mutex: a wait on it is durable in a synctest bubble, whose clock the
+	// read's round trip moves.
+	turn    chan struct{}
 	checked atomic.Bool
 	err     error // a *LayoutError, permanent; nil once checked otherwise
 }
+
+func newLayoutGate() layoutGate { return layoutGate{turn: make(chan struct{}, 1)} }
 
 // CheckLayout checks the writer's bucket count against the table's layout
 // record for its key prefix and returns a *LayoutError (matching
@@ -38,8 +42,12 @@ func (w *Writer) checkLayout(ctx context.Context) error {
 	if g.checked.Load() {
 		return g.err
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	select {
+	case g.turn <- struct{}{}:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	defer func() { <-g.turn }()
 	if g.checked.Load() {
 		return g.err
 	}
