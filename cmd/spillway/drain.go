@@ -133,12 +133,12 @@ func newDrainFleet(ctx context.Context, o *drainOptions, stderr io.Writer) (*dra
 	if err != nil {
 		return nil, err
 	}
-	note, err := checkLayout(ctx, client, o.cfg.StoreOptions(), &o.cfg.BucketCount, o.count, true)
+	lay, err := checkLayout(ctx, client, o.cfg.StoreOptions(), &o.cfg.BucketCount, o.count, true)
 	if err != nil {
 		return nil, err
 	}
-	if note != "" {
-		fmt.Fprintf(stderr, "warning: %s\n", note)
+	if lay.note != "" {
+		fmt.Fprintf(stderr, "warning: %s\n", lay.note)
 	}
 	sopts := o.cfg.StoreOptions()
 	sopts.Logger = o.log

@@ -59,15 +59,15 @@ func runEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	} else {
 		log = slog.New(slog.DiscardHandler)
 	}
-	note, err := checkLayout(ctx, client, cfg.StoreOptions(), &cfg.BucketCount, ef.bucketCountSource(), true)
+	lay, err := checkLayout(ctx, client, cfg.StoreOptions(), &cfg.BucketCount, ef.bucketCountSource(), true)
 	if err != nil {
 		return err
 	}
 	opts := cfg.StoreOptions()
 	opts.Logger = log
-	if note != "" {
+	if !lay.found {
 		// No record to check against: what the items show stands in.
-		fmt.Fprintf(stderr, "warning: %s\n", note)
+		fmt.Fprintf(stderr, "warning: %s\n", lay.note)
 		if err := refuseOtherBucketCount(ctx, client, opts); err != nil {
 			return err
 		}

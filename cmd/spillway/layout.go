@@ -40,12 +40,11 @@ func openLayout(ctx context.Context, fs *flagSet, ef *endpointFlags, args []stri
 		return nil, err
 	}
 	e := &layoutEnv{cfg: cfg, client: client}
-	if _, err := checkLayout(ctx, client, cfg.StoreOptions(), &e.cfg.BucketCount, ef.bucketCountSource(), true); err != nil {
+	lay, err := checkLayout(ctx, client, cfg.StoreOptions(), &e.cfg.BucketCount, ef.bucketCountSource(), true)
+	if err != nil {
 		return nil, err
 	}
-	if e.layout, e.found, err = outboxddb.ReadLayout(ctx, client, e.cfg.StoreOptions()); err != nil {
-		return nil, err
-	}
+	e.layout, e.found = lay.Layout, lay.found
 	if recorded && !e.found {
 		return nil, fmt.Errorf("table %s has no layout record for key prefix %s, so nothing says which buckets lie beyond its count: record it first with `spillway layout record --bucket-count N --yes`",
 			cfg.Table, cfg.KeyPrefix)

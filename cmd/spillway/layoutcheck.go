@@ -50,37 +50,45 @@ func (f *endpointFlags) bucketCountSource() countFlag {
 		flagSet: set["bucket-count"] || set["count"], envSet: os.Getenv(outboxconf.EnvBucketCount) != ""}
 }
 
+// tableLayout is what checkLayout read: the record, when found, or the
+// note a command prints on a table without one.
+type tableLayout struct {
+	outboxddb.Layout
+	found bool
+	note  string
+}
+
 // checkLayout checks a command's bucket count for one key prefix against
 // the table's layout record (one strongly consistent read), before the
 // command reads or writes anything else. A count that was given must be the
 // recorded one, else a *layoutRefusal; a count that was not given becomes
-// the recorded one. A table without a record keeps *count, and note says
-// so, for the caller to print.
-func checkLayout(ctx context.Context, client outboxddb.Client, opts outboxddb.Options, count *int, src countFlag, writes bool) (note string, err error) {
+// the recorded one. A table without a record keeps *count.
+func checkLayout(ctx context.Context, client outboxddb.Client, opts outboxddb.Options, count *int, src countFlag, writes bool) (tableLayout, error) {
 	opts.BucketCount = *count
 	l, found, err := outboxddb.ReadLayout(ctx, client, opts)
 	if err != nil {
-		return "", err
+		return tableLayout{}, err
 	}
 	if !found {
-		return noRecordNote(opts.TableName, opts.KeyPrefix, *count), nil
+		return tableLayout{note: noRecordNote(opts.TableName, opts.KeyPrefix, *count)}, nil
 	}
+	lay := tableLayout{Layout: l, found: true}
 	var le *outboxddb.LayoutError
 	if !errors.As(l.Check(opts.TableName, "command", *count), &le) {
-		return "", nil
+		return lay, nil
 	}
 	switch {
 	case src.flagSet:
-		return "", &layoutRefusal{LayoutError: le, writes: writes,
+		return lay, &layoutRefusal{LayoutError: le, writes: writes,
 			source: fmt.Sprintf("--%s is %d", src.flag, *count),
 			fix:    fmt.Sprintf("pass --%s %d or leave it out", src.flag, l.BucketCount)}
 	case src.envSet:
-		return "", &layoutRefusal{LayoutError: le, writes: writes,
+		return lay, &layoutRefusal{LayoutError: le, writes: writes,
 			source: fmt.Sprintf("%s is %d", src.env, *count),
 			fix:    fmt.Sprintf("set %s=%d or unset it", src.env, l.BucketCount)}
 	}
 	*count = l.BucketCount
-	return "", nil
+	return lay, nil
 }
 
 // noRecordNote is the warning of a command on a table without a layout
@@ -94,9 +102,9 @@ func noRecordNote(table, prefix string, count int) string {
 // the recorded count when none was given, and the note goes to stderr as a
 // warning.
 func (f *endpointFlags) applyLayout(ctx context.Context, client outboxddb.Client, cfg *outboxlambda.Config, writes bool, stderr io.Writer) error {
-	note, err := checkLayout(ctx, client, cfg.StoreOptions(), &cfg.BucketCount, f.bucketCountSource(), writes)
-	if note != "" {
-		fmt.Fprintf(stderr, "warning: %s\n", note)
+	lay, err := checkLayout(ctx, client, cfg.StoreOptions(), &cfg.BucketCount, f.bucketCountSource(), writes)
+	if lay.note != "" {
+		fmt.Fprintf(stderr, "warning: %s\n", lay.note)
 	}
 	return err
 }

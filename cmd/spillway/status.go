@@ -78,7 +78,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	note, err := checkLayout(ctx, client, cfg.StoreOptions(), &cfg.BucketCount, ef.bucketCountSource(), false)
+	lay, err := checkLayout(ctx, client, cfg.StoreOptions(), &cfg.BucketCount, ef.bucketCountSource(), false)
 	if err != nil {
 		return err
 	}
@@ -96,11 +96,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	layout, found, err := outboxddb.ReadLayout(ctx, client, opts)
-	if err != nil {
-		return err
-	}
-	view.Layout = viewOfLayout(layout, found)
+	view.Layout = viewOfLayout(lay.Layout, lay.found)
 	var pending []int
 	for _, b := range view.Buckets {
 		if b.Pending > 0 {
@@ -110,8 +106,8 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if view.countFindings, err = findCounts(ctx, store, pending); err != nil {
 		return err
 	}
-	if note != "" {
-		view.Warnings = append(view.Warnings, note)
+	if lay.note != "" {
+		view.Warnings = append(view.Warnings, lay.note)
 	}
 	view.Warnings = append(view.Warnings, view.countFindings.warnings()...)
 	for _, w := range view.Warnings {
