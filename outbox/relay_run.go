@@ -406,7 +406,9 @@ func (u *run) sampleBacklog(owned []int) {
 	if r.park.poison {
 		r.hooks.parkedBacklog(bl.Parked)
 	}
-	u.sampleStranded(now)
+	if bl.Pending > 0 {
+		u.sampleStranded(now)
+	}
 }
 
 // StrandedEvery is how many backlog intervals pass between two stranded
@@ -414,7 +416,10 @@ func (u *run) sampleBacklog(owned []int) {
 // relay's creation: a count probes as many buckets again as the backlog
 // sample, for messages that only a writer ignoring the table's layout
 // record can leave there, so it runs at a tenth of the sample's rate
-// (every 5 minutes with the default BacklogInterval).
+// (every 5 minutes with the default BacklogInterval), and only after a
+// sample that found messages pending: such a writer puts most of its
+// messages within the count, and an idle outbox pays nothing for the
+// count (the alarm keeps the last one).
 const StrandedEvery = 10
 
 // sampleStranded counts the stranded messages when the last count is

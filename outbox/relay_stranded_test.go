@@ -11,12 +11,17 @@ import (
 )
 
 // strandingStore is a memStore that counts messages beyond the bucket
-// count.
+// count, and whose backlog samples report pending messages.
 type strandingStore struct {
 	*memStore
-	mu     sync.Mutex
-	calls  int
-	counts outbox.Stranded
+	mu      sync.Mutex
+	calls   int
+	counts  outbox.Stranded
+	pending int64
+}
+
+func (s *strandingStore) Backlog(context.Context) (outbox.Backlog, error) {
+	return outbox.Backlog{Pending: s.pending}, nil
 }
 
 func (s *strandingStore) Stranded(context.Context) (outbox.Stranded, error) {
@@ -27,9 +32,9 @@ func (s *strandingStore) Stranded(context.Context) (outbox.Stranded, error) {
 }
 
 func TestRelayStranded(t *testing.T) {
-	// The holder of bucket 0 counts the stranded messages with its backlog
-	// sample, every StrandedEvery-th interval from its creation, and
-	// reports the count.
+	// The holder of bucket 0 counts the stranded messages with a backlog
+	// sample that found messages pending, every StrandedEvery-th interval
+	// from its creation, and reports the count.
 	run := func(t *testing.T, budget time.Duration, store func(*memStore) outbox.Store) *relayEnv {
 		e := newRelayEnv(t, 2, func(c *outbox.RelayConfig) {
 			c.Options.Mode, c.Options.BacklogInterval = outbox.ModeHold, time.Second
@@ -45,7 +50,7 @@ func TestRelayStranded(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			var s *strandingStore
 			e := run(t, 36*time.Second, func(m *memStore) outbox.Store {
-				s = &strandingStore{memStore: m, counts: outbox.Stranded{Messages: 3, Buckets: []int{2, 3}}}
+				s = &strandingStore{memStore: m, counts: outbox.Stranded{Messages: 3, Buckets: []int{2, 3}}, pending: 7}
 				return s
 			})
 			// Counts at 10 s, 20 s and 30 s of a 35 s budget.
@@ -61,11 +66,24 @@ func TestRelayStranded(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			var s *strandingStore
 			e := run(t, 9*time.Second, func(m *memStore) outbox.Store {
-				s = &strandingStore{memStore: m}
+				s = &strandingStore{memStore: m, pending: 7}
 				return s
 			})
 			if n, _ := e.obs.count("stranded"); n != 0 || s.calls != 0 {
 				t.Fatalf("%d reports, %d counts within the first 10 intervals; want none", n, s.calls)
+			}
+		})
+	})
+	// An idle outbox pays nothing for the count.
+	t.Run("NoCountWhileNothingIsPending", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			var s *strandingStore
+			e := run(t, 36*time.Second, func(m *memStore) outbox.Store {
+				s = &strandingStore{memStore: m}
+				return s
+			})
+			if n, _ := e.obs.count("stranded"); n != 0 || s.calls != 0 {
+				t.Fatalf("%d reports, %d counts with nothing pending; want none", n, s.calls)
 			}
 		})
 	})
