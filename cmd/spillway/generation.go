@@ -36,8 +36,7 @@ func openGenerations(ctx context.Context, name string, args []string, stdout io.
 	if err != nil {
 		return nil, usagef("%v", err)
 	}
-	previous, ok := cfg.Previous()
-	if !ok {
+	if _, ok := cfg.Previous(); !ok {
 		return nil, usagef("name the generation being retired with --previous-key-prefix and --previous-bucket-count (or set %s and %s)",
 			outboxconf.EnvPreviousKeyPrefix, outboxconf.EnvPreviousBucketCount)
 	}
@@ -56,7 +55,7 @@ func openGenerations(ctx context.Context, name string, args []string, stdout io.
 	if _, err := checkLayout(ctx, client, cfg.StoreOptions(), &cfg.BucketCount, ef.bucketCountSource(), writes); err != nil {
 		return nil, err
 	}
-	previous, _ = cfg.Previous()
+	previous, _ := cfg.Previous()
 	e := &generationEnv{previous: previous, successor: cfg.Current()}
 	popts, copts := cfg.PreviousStoreOptions(), cfg.StoreOptions()
 	popts.CountParked, copts.CountParked = true, true
