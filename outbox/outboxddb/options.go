@@ -57,9 +57,10 @@ type Options struct {
 	// prefixes keep several outboxes, or the outbox and other items, apart in
 	// one table. Default "OUTBOX".
 	KeyPrefix string
-	// BucketCount must equal the relays' count. A Writer computes each
-	// message's bucket for it and stamps it on every message item, so it is
-	// given once, here. Default 8.
+	// BucketCount must equal the relays' count and the table's layout
+	// record (which writers and stores check before they write; see
+	// ReadLayout). A Writer computes each message's bucket for it and
+	// stamps it on every message item, so it is given once, here. Default 8.
 	BucketCount int
 	// MaxConcurrency bounds the DynamoDB requests one store or writer call
 	// keeps in flight (lease writes, probes, counter reservations). Default 8.
