@@ -62,7 +62,10 @@ type Store interface {
 	// row it cannot read, it returns the messages before that row and an
 	// *UnreadableRowError (or, for a row stamped with another bucket count,
 	// a misconfiguration), so the valid prefix is relayed and the bad row
-	// becomes the bucket's head.
+	// becomes the bucket's head. A batch of fewer than max messages with no
+	// error says the bucket held nothing more to hand out now; one the
+	// store ended earlier, with messages behind it, comes with ErrBatchCut,
+	// and never empty (an empty batch always waits).
 	FetchBatch(ctx context.Context, bucket, max int) ([]Message, error)
 	// MarkPublished deletes a contiguous prefix of a fetched batch, in order.
 	MarkPublished(ctx context.Context, bucket int, msgs []Message) error

@@ -125,8 +125,8 @@ func TestStore(t *testing.T) {
 			var got []outbox.Message
 			c := e.counts(func() {
 				var err error
-				if got, err = s.FetchBatch(t.Context(), 1, 100); err != nil {
-					t.Fatal(err)
+				if got, err = s.FetchBatch(t.Context(), 1, 100); !errors.Is(err, outbox.ErrBatchCut) {
+					t.Fatalf("fetch: %v, want outbox.ErrBatchCut: rows lie past the cut", err)
 				}
 			})
 			// One fetch and exactly 8 probes, of the gaps below 3 to 17: the
