@@ -83,7 +83,8 @@ var contractLease = lease.Request{BucketCount: 4, LeaseDuration: outbox.DefaultL
 // the in-memory one of outboxmem — as subtests of t: the lease round
 // (claims, keeps, shares, refusals and their causes, renewals, releases,
 // the prune), the messages (fetch in order, pending probes, deletes,
-// backlog), the typed errors, and, where the store offers them, the
+// backlog, a batch cut short with messages behind it), the typed errors,
+// and, where the store offers them, the
 // requests the cost model counts (StoreUnderTest.Requests), the
 // quarantine's parks (with the lease they carry), replay marks and
 // requests (StoreUnderTest.MarkReplay), fetches across gaps
@@ -112,6 +113,7 @@ func RunStoreTests(t *testing.T, newStore NewStore) {
 		{"ReplayMarks_Requests_Deletes_Refusals", contractReplay},
 		{"ParkCarriesTheLease_RefusedAsLeaseLost", contractParkLease},
 		{"FetchReadsAcrossGaps_WithoutAProbePerGap", contractGaps},
+		{"ABatchEndedShort_IsCutOnlyWithMessagesBehindIt", contractBatchCut},
 		{"LeaseWrites_RefusedClaimsKeepsAndReleases", contractLeaseWrites},
 		{"GenerationMarker_OpenSealDrain", contractGenerations},
 	}
