@@ -120,15 +120,8 @@ func TestRedrive(t *testing.T) {
 		produce(t, k, s.recs)
 		var broken atomic.Bool
 		broken.Store(true)
-		h := func(ctx context.Context, rec outboxinbox.Record, tx *outboxinbox.Tx) error {
-			if string(rec.Key) != "key-0" && broken.Load() {
-				return errors.New("downstream refuses")
-			}
-			e.effect(rec, tx)
-			return nil
-		}
 		in := e.inbox(t, "billing", nil)
-		stop := running(e.consumer(t, k, in, h, deadLetterAfter(1)))
+		stop := running(e.consumer(t, k, in, refusingAllBut(e, "key-0", &broken), deadLetterAfter(1)))
 		waitFor(t, "8 dead letters", func() bool { return in.Metrics().Snapshot().DeadLettered == 8 })
 		broken.Store(false)
 		if rep, err := redrive(t, k, true, "orders.dlq"); err != nil || routes(rep) != "orders.dlq→orders 8/8" {
@@ -163,15 +156,10 @@ func TestRedrive(t *testing.T) {
 			own = append(own, &kgo.Record{Topic: "orders-v2", Key: []byte(key), Value: []byte(key + ":own")})
 		}
 		produce(t, k, own)
-		h := func(ctx context.Context, rec outboxinbox.Record, tx *outboxinbox.Tx) error {
-			if string(rec.Key) != "key-0" {
-				return errors.New("downstream refuses")
-			}
-			e.effect(rec, tx)
-			return nil
-		}
+		var broken atomic.Bool
+		broken.Store(true)
 		in := e.inbox(t, "billing", nil)
-		stop := running(e.consumer(t, k, in, h, deadLetterAfter(1)))
+		stop := running(e.consumer(t, k, in, refusingAllBut(e, "key-0", &broken), deadLetterAfter(1)))
 		waitFor(t, "8 dead letters", func() bool { return in.Metrics().Snapshot().DeadLettered == 8 })
 		if err := stop(); err != nil {
 			t.Fatal(err)
@@ -238,6 +226,18 @@ func TestRedrive(t *testing.T) {
 			t.Fatalf("after a failed re-drive the dead letter is still to re-drive: %s", routes(rep))
 		}
 	})
+}
+
+// refusingAllBut is a handler that applies the records of key and, while
+// broken is set, refuses every other.
+func refusingAllBut(e *env, key string, broken *atomic.Bool) outboxinbox.Handler {
+	return func(ctx context.Context, rec outboxinbox.Record, tx *outboxinbox.Tx) error {
+		if string(rec.Key) != key && broken.Load() {
+			return errors.New("downstream refuses")
+		}
+		e.effect(rec, tx)
+		return nil
+	}
 }
 
 func headers(r *kgo.Record) []outbox.Header {

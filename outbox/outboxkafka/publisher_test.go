@@ -377,24 +377,7 @@ func TestPublisher(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				c := newCluster(t, kfake.SeedTopics(1, "orders"))
-				var mu sync.Mutex
-				var carried []int // records per produce request
-				c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
-					c.KeepControl()
-					n := 0
-					for _, tp := range r.(*kmsg.ProduceRequest).Topics {
-						for _, p := range tp.Partitions {
-							var b kmsg.RecordBatch
-							if err := b.ReadFrom(p.Records); err == nil {
-								n += int(b.NumRecords)
-							}
-						}
-					}
-					mu.Lock()
-					carried = append(carried, n)
-					mu.Unlock()
-					return nil, nil, false
-				})
+				produced := countProduced(c)
 				p := newPublisher(t, c, limit)
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
@@ -402,7 +385,7 @@ func TestPublisher(t *testing.T) {
 				if res.Acked != 5 || res.Err != nil || len(res.AckedAt) != 5 {
 					t.Fatalf("acked %d (%d times), error %v; want 5, nil", res.Acked, len(res.AckedAt), res.Err)
 				}
-				mu.Lock()
+				carried := produced.take()
 				sent, most := 0, 0
 				for _, n := range carried {
 					sent, most = sent+n, max(most, n)
@@ -410,7 +393,6 @@ func TestPublisher(t *testing.T) {
 				if sent != 5 || most > 2 {
 					t.Fatalf("produce requests carried %v records; want the 5 records, at most two a request", carried)
 				}
-				mu.Unlock()
 				var got []string
 				for _, r := range consume(t, c.ListenAddrs(), "orders", 5) {
 					got = append(got, string(r.Value))
