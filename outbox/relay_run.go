@@ -76,6 +76,9 @@ func (u *run) execute() error {
 		return nil
 	}
 	initialised := u.startInit()
+	// Every way out that does not join cuts the initialisation short and
+	// waits for it: Run leaves no goroutine behind.
+	defer initialised(false)
 	join, err := joinCheck{u}.shouldJoin()
 	switch {
 	case errors.Is(err, ErrMisconfigured):
@@ -91,12 +94,10 @@ func (u *run) execute() error {
 		join = true
 	}
 	if !join {
-		_ = initialised(false)
 		return nil
 	}
 	if r.gate != nil {
 		if err := r.gate.CheckServable(u.ctx); err != nil {
-			_ = initialised(false)
 			u.res.Reason = StopFatal
 			r.log.LogAttrs(u.ctx, slog.LevelError, "relay may not serve its generation; claiming nothing", slog.Any("error", err))
 			return err
@@ -130,32 +131,38 @@ func (u *run) overBudget(now time.Time) bool {
 
 // startInit starts the publisher's initialisation and returns the wait
 // for it: its error when the run joins, nothing (the initialisation cut
-// short) when it does not. A wake-up's run connects to Kafka while its
-// join check reads the table, as both stand on the path from a commit to
-// its publish; a schedule sweep, which seldom joins, connects only once it
-// joins.
+// short) when it does not; calls after the first return the first's
+// answer. A wake-up's run connects to Kafka while its join check reads
+// the table, as both stand on the path from a commit to its publish; a
+// schedule sweep, which seldom joins, connects only once it joins.
 func (u *run) startInit() (wait func(join bool) error) {
+	var err error
+	waited := false
 	if u.in.Trigger != TriggerWake {
 		return func(join bool) error {
-			if !join {
-				return nil
+			if !waited && join {
+				err = u.initPublisher(u.ctx)
 			}
-			return u.initPublisher(u.ctx)
+			waited = true
+			return err
 		}
 	}
 	ctx, cancel := context.WithCancel(u.ctx)
-	var err error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		err = u.initPublisher(ctx)
 	}()
 	return func(join bool) error {
+		if waited {
+			return err
+		}
 		if !join {
 			cancel()
 		}
 		<-done
 		cancel()
+		waited = true
 		return err
 	}
 }
