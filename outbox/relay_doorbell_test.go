@@ -204,4 +204,54 @@ func TestRelayDoorbell(t *testing.T) {
 			}
 		})
 	})
+
+	// The woken path's first sweep fetches the woken bucket on the join
+	// check's word and skips the probe once: each key still goes out in
+	// commit order, once, across batches, a failed publish, commits made
+	// while the run sweeps, and rings for a bucket the relay has not
+	// claimed yet.
+	t.Run("WokenPathKeepsEachKeysOrder", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			bell := newTestBell()
+			e := newRelayEnv(t, 4, func(c *outbox.RelayConfig) {
+				c.Options.BatchSize = 3
+				c.Doorbell = bell
+			})
+			want := map[string][]outbox.MessageID{}
+			add := func(b int, key string) outbox.Message {
+				m := e.store.add(b, key)
+				want[key] = append(want[key], m.ID)
+				return m
+			}
+			for i := range 7 {
+				add(2, []string{"a", "b"}[i%2])
+			}
+			add(1, "c")
+			e.pub.failures[want["a"][1]] = 2
+			bell.Deliver(2) // before the claim: not listened for, dropped
+			var once sync.Once
+			e.pub.onPublish = func([]outbox.Message) {
+				once.Do(func() {
+					// Commits behind the first publish, one rung, one not.
+					add(2, "a")
+					add(2, "b")
+					bell.Deliver(2)
+					add(1, "c")
+				})
+			}
+			res := e.run(t, outbox.RunInput{Trigger: outbox.TriggerWake, Buckets: []int{2}, Deadline: t0.Add(time.Minute)})
+			if !res.Joined || e.store.pending() != 0 {
+				t.Fatalf("joined %v, %d left", res.Joined, e.store.pending())
+			}
+			got := map[string][]outbox.MessageID{}
+			for _, m := range e.pub.sent() {
+				got[string(m.Key)] = append(got[string(m.Key)], m.ID)
+			}
+			for key, ids := range want {
+				if !slices.Equal(got[key], ids) {
+					t.Errorf("key %s: published %v, want %v (commit order, once each)", key, got[key], ids)
+				}
+			}
+		})
+	})
 }
