@@ -275,14 +275,14 @@ func (l *Listener) reconcile(ctx context.Context) bool {
 		want[int32(murmur2.Partition(l.cfg.ringKey(b), n))] = true
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.partitions, l.missing = n, false
-	from := kgo.NewOffset().AfterMilli(l.since.Add(-outbox.DoorbellLookBack).UnixMilli())
+	since := l.since.Add(-outbox.DoorbellLookBack)
 	l.since = time.Time{}
-	add, remove := map[int32]kgo.Offset{}, map[string][]int32{}
+	var add []int32
+	remove := map[string][]int32{}
 	for p := range want {
 		if !l.fetching[p] {
-			add[p] = from
+			add = append(add, p)
 		}
 	}
 	for p := range l.fetching {
@@ -290,14 +290,80 @@ func (l *Listener) reconcile(ctx context.Context) bool {
 			remove[l.cfg.Topic] = append(remove[l.cfg.Topic], p)
 		}
 	}
+	// Only this goroutine reconciles: the lock guards what Listen and
+	// Close read, and is not held across the offset lookups.
+	l.fetching = want
+	l.mu.Unlock()
 	if len(remove) > 0 {
 		l.cl.RemoveConsumePartitions(remove)
 	}
 	if len(add) > 0 {
-		l.cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{l.cfg.Topic: add})
+		l.cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{l.cfg.Topic: l.startOffsets(ctx, add, since)})
 	}
-	l.fetching = want
 	return true
+}
+
+// startOffsets returns where each partition's fetch starts: at its first
+// ring stamped at or after since, or at its end when there is none. The
+// end is listed before the ring by time, so a ring produced between the two
+// lookups is found by the second; the client's own AfterMilli lists them
+// the other way round, and such a ring fell between its by-time answer (no
+// ring yet) and the end it then took. A failed lookup falls back to
+// AfterMilli: what that misses costs a poll's wait, as a lost ring does.
+func (l *Listener) startOffsets(ctx context.Context, partitions []int32, since time.Time) map[int32]kgo.Offset {
+	starts := make(map[int32]kgo.Offset, len(partitions))
+	ends, err := l.listOffsets(ctx, partitions, -1)
+	var byTime map[int32]int64
+	if err == nil {
+		byTime, err = l.listOffsets(ctx, partitions, since.UnixMilli())
+	}
+	for _, p := range partitions {
+		end, ok := ends[p]
+		at, found := byTime[p]
+		switch {
+		case err != nil || !ok || !found:
+			starts[p] = kgo.NewOffset().AfterMilli(since.UnixMilli())
+		case at >= 0 && at < end:
+			starts[p] = kgo.NewOffset().At(at)
+		default:
+			starts[p] = kgo.NewOffset().At(end)
+		}
+	}
+	if err != nil && ctx.Err() == nil {
+		l.cfg.Logger.Debug("listing the doorbell's offsets failed; its fetch starts from the client's lookup", "topic", l.cfg.Topic, "error", err)
+	}
+	return starts
+}
+
+// listOffsets lists the offset of each partition at timestamp (-1: the
+// end; otherwise the first record stamped at or after it, -1 when none is).
+// A partition the answer leaves out or fails is left out.
+func (l *Listener) listOffsets(ctx context.Context, partitions []int32, timestamp int64) (map[int32]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -1
+	t := kmsg.NewListOffsetsRequestTopic()
+	t.Topic = l.cfg.Topic
+	for _, p := range partitions {
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.CurrentLeaderEpoch, rp.Timestamp = p, -1, timestamp
+		t.Partitions = append(t.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, t)
+	resp, err := req.RequestWith(ctx, l.cl)
+	if err != nil {
+		return nil, err
+	}
+	offsets := map[int32]int64{}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if rt.Topic == l.cfg.Topic && kerr.ErrorForCode(rp.ErrorCode) == nil {
+				offsets[rp.Partition] = rp.Offset
+			}
+		}
+	}
+	return offsets, nil
 }
 
 // partitionCount asks the brokers for the topic's partitions.

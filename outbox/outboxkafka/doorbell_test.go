@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/spillway-dev/spillway/outbox"
 )
@@ -77,6 +78,35 @@ func TestDoorbell(t *testing.T) {
 		}
 		if err := r.Flush(t.Context()); err != nil || r.Failed() != 0 {
 			t.Fatalf("flush %v, %d rings failed", err, r.Failed())
+		}
+	})
+
+	// A ring produced while the listener looks up where to start (between
+	// its two offset lookups) is fetched: the end is listed before the
+	// ring by time, so the later lookup finds it. Listed the other way
+	// round, the by-time lookup found no ring and the end came after it.
+	t.Run("RingBetweenTheOffsetLookupsIsFetched", func(t *testing.T) {
+		t.Parallel()
+		c := newCluster(t, kfake.SeedTopics(1, topic))
+		l, r := setup(t, c, "OUTBOX", nil)
+		lookups := 0
+		c.ControlKey(int16(kmsg.ListOffsets), func(kmsg.Request) (kmsg.Response, error, bool) {
+			c.KeepControl()
+			if lookups++; lookups == 2 {
+				c.SleepControl(func() {
+					if err := r.Ring(t.Context(), []int{4}); err != nil {
+						t.Error(err)
+					}
+					if err := r.Flush(t.Context()); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			return nil, nil, false
+		})
+		l.Listen([]int{4})
+		if got := rung(t, l); !slices.Equal(got, []int{4}) {
+			t.Fatalf("took %v, want [4]", got)
 		}
 	})
 
