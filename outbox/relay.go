@@ -132,15 +132,10 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	book := newParkedBook()
 	r.heads = newHeadRows(book, opts.RelayID)
 	r.park = &parking{r: r, store: q, poison: opts.PoisonPolicy == PoisonQuarantine, book: book}
-	timing := leaseTiming{lease: opts.LeaseDuration, interval: opts.LeaseRenewInterval,
-		margin: lease.KeepMargin(opts.LeaseDuration, opts.LeaseRenewInterval)}
-	if opts.KeepEveryRound {
-		timing.margin = opts.LeaseDuration - opts.LeaseRenewInterval
-	}
 	if r.clock == nil {
 		r.clock = SystemClock{}
 	}
-	r.lease = newLeaseKeeper(r.clock, leaseBook{timing: timing, owner: opts.RelayID}, opts.ErrorBackoff, r.leaseLost)
+	r.lease = newLeaseKeeper(r.clock, lease.NewBook(r.req), opts.ErrorBackoff, r.leaseLost)
 	if r.tracer == nil {
 		r.tracer = NoopTracer{}
 	}
