@@ -71,7 +71,7 @@ func (g *memGenerations) FinishGeneration(context.Context, generation.Generation
 }
 
 func (g *memGenerations) GenerationContents(ctx context.Context) (generation.Contents, error) {
-	pending, err := g.prev.PendingBuckets(ctx, []int{0, 1})
+	pending, err := g.prev.observed.PendingBuckets(ctx, []int{0, 1})
 	return generation.Contents{Checked: true, Messages: pending}, err
 }
 
@@ -102,7 +102,7 @@ func newGenEnv(t *testing.T, mode outbox.Mode) *genEnv {
 	log := slog.New(slog.DiscardHandler)
 	relay := func(s *memStore, g generation.Generation, mode outbox.Mode) *outbox.Relay {
 		r, err := outbox.NewRelay(outbox.RelayConfig{Options: outbox.RelayOptions{RelayID: "relay-a", BucketCount: g.BucketCount, Mode: mode},
-			Store: s, Publisher: e.pub, Clock: clk, Logger: log})
+			Store: s.observed, Publisher: e.pub, Clock: clk, Logger: log})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -221,7 +221,7 @@ func TestGenerationRelay(t *testing.T) {
 		clk := outbox.SystemClock{}
 		relay := func(count int, mode outbox.Mode) *outbox.Relay {
 			r, err := outbox.NewRelay(outbox.RelayConfig{Options: outbox.RelayOptions{RelayID: "r", BucketCount: count, Mode: mode},
-				Store: newMemStore(clk, count), Publisher: newMemPublisher(), Clock: clk})
+				Store: newMemStore(clk, count).observed, Publisher: newMemPublisher(), Clock: clk})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -145,7 +145,7 @@ func TestRelayHooks(t *testing.T) {
 	t.Run("a hook implementing none of the interfaces is a misconfiguration", func(t *testing.T) {
 		clk := outbox.SystemClock{}
 		_, err := outbox.NewRelay(outbox.RelayConfig{Options: outbox.RelayOptions{RelayID: "relay-a", BucketCount: 1},
-			Store: newMemStore(clk, 1), Publisher: newMemPublisher(), Clock: clk, Hooks: []outbox.Hook{&recorder{}, struct{}{}}})
+			Store: newMemStore(clk, 1).observed, Publisher: newMemPublisher(), Clock: clk, Hooks: []outbox.Hook{&recorder{}, struct{}{}}})
 		if !errors.Is(err, outbox.ErrMisconfigured) {
 			t.Fatalf("NewRelay with a hook implementing nothing: %v, want a misconfiguration", err)
 		}

@@ -39,7 +39,7 @@ func newRelayEnv(t *testing.T, buckets int, tweak func(*outbox.RelayConfig)) *re
 	e := &relayEnv{clock: clk, store: newMemStore(clk, buckets), pub: newMemPublisher(), obs: &recorder{}, wakes: &notifications{}}
 	cfg := outbox.RelayConfig{
 		Options:   outbox.RelayOptions{RelayID: "relay-a", BucketCount: buckets, BatchSize: 10},
-		Store:     e.store,
+		Store:     e.store.observed,
 		Publisher: e.pub,
 		Clock:     clk,
 		Notifier:  e.wakes,
@@ -275,7 +275,7 @@ func TestRelay(t *testing.T) {
 				t.Fatalf("reason %s joined %v", res.Reason, res.Joined)
 			}
 			if e.store.count("coordination") != 1 || e.store.count("acquire") != 0 || e.store.count("pending") != 0 {
-				t.Fatalf("calls %v: want one coordination read and nothing else", e.store.Calls())
+				t.Fatalf("calls %v: want one coordination read and nothing else", e.store.mem.Calls())
 			}
 		})
 	})
@@ -308,7 +308,7 @@ func TestRelay(t *testing.T) {
 			t.Run(c.name, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					e := newRelayEnv(t, 4, nil)
-					e.store.SetHeartbeat("peer", t0.Add(-c.heartbeat), false)
+					e.store.mem.SetHeartbeat("peer", t0.Add(-c.heartbeat), false)
 					if c.freed > 0 {
 						e.store.hold(2, "", t0.Add(-c.freed))
 					}
@@ -383,7 +383,7 @@ func TestRelay(t *testing.T) {
 				t.Fatalf("reason %s joined %v", res.Reason, res.Joined)
 			}
 			if e.store.count("pending") != 1 || e.store.count("acquire") != 0 || e.store.count("coordination") != 0 {
-				t.Fatalf("calls %v", e.store.Calls())
+				t.Fatalf("calls %v", e.store.mem.Calls())
 			}
 		})
 	})
@@ -493,7 +493,7 @@ func TestRelay(t *testing.T) {
 			e := newRelayEnv(t, 2, nil)
 			e.store.add(1, "first")
 			rb, err := outbox.NewRelay(outbox.RelayConfig{Options: outbox.RelayOptions{RelayID: "relay-b", BucketCount: 2},
-				Store: e.store, Publisher: e.pub, Clock: e.clock, Notifier: e.wakes, Logger: slog.New(slog.DiscardHandler), MaxHops: 3})
+				Store: e.store.observed, Publisher: e.pub, Clock: e.clock, Notifier: e.wakes, Logger: slog.New(slog.DiscardHandler), MaxHops: 3})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -591,7 +591,7 @@ func TestRelay(t *testing.T) {
 				t.Fatalf("joined %v reason %s", res.Joined, res.Reason)
 			}
 			if e.store.count("acquire") != 0 || e.store.count("fetch") != 1 {
-				t.Fatalf("calls %v: want one coordination read and one consistent fetch", e.store.Calls())
+				t.Fatalf("calls %v: want one coordination read and one consistent fetch", e.store.mem.Calls())
 			}
 			// Positive control: the same wake-up with a message joins.
 			e.store.add(1, "k")
@@ -668,7 +668,7 @@ func TestRelay(t *testing.T) {
 			e.store.add(0, "k")
 			e.store.markDelay = 45 * time.Second // past the 30 s lease
 			rb, err := outbox.NewRelay(outbox.RelayConfig{Options: outbox.RelayOptions{RelayID: "relay-b", BucketCount: 1},
-				Store: e.store, Publisher: e.pub, Clock: e.clock, Notifier: e.wakes, Logger: slog.New(slog.DiscardHandler)})
+				Store: e.store.observed, Publisher: e.pub, Clock: e.clock, Notifier: e.wakes, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -707,7 +707,7 @@ func TestRelay(t *testing.T) {
 			var lapsed []time.Duration
 			e.store.beforePending = func() {
 				now := e.clock.Now()
-				l := e.store.Lease(0)
+				l := e.store.mem.Lease(0)
 				if !l.ExpiresAt.After(now) {
 					lapsed = append(lapsed, now.Sub(t0))
 				}

@@ -78,9 +78,8 @@ type env struct {
 	id       string
 	function string
 	clock    *hostClock
-	// store is the environment's outboxddb.Store, kafka its Kafka client:
-	// the environment's own calls wrap them (relayio.go).
-	store     outbox.Store
+	// kafka is the environment's Kafka client, whose calls the
+	// environment's own wrap (relayio.go).
 	kafka     *outboxkafka.Publisher
 	skewCause *cause
 	// stepped marks an environment a clock step left out of tolerance:
@@ -202,14 +201,8 @@ func (s *sim) newFunctions(cfg outboxlambda.Config) error {
 		},
 		Config: cfg,
 		Hooks:  []outbox.Hook{observer{s}},
-		// The quarantine side is the environment's outboxddb.Store itself.
 		Store: func(re *lab.RelayEnv, store *outboxddb.Store) outbox.Store {
-			e := envOf(re)
-			e.store = store
-			if s.cfg.quarantine() {
-				return quarantineStore{env: e, Quarantine: store}
-			}
-			return e
+			return envOf(re).storeOf(store, s.cfg.quarantine())
 		},
 		Publisher: func(re *lab.RelayEnv) outbox.Publisher { return envOf(re) },
 		HandlerConfig: func(re *lab.RelayEnv, hc *outboxlambda.RelayHandlerConfig) {

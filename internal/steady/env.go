@@ -8,6 +8,7 @@ import (
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
 // env is what the ledger tracks of one execution environment of the relay
@@ -28,70 +29,54 @@ type env struct {
 func envOf(re *lab.RelayEnv) *env { return re.State.(*env) }
 
 // newEnvStore is the relay function's store hook: environment re's store
-// reports to the ledger through an envStore.
+// (an outboxtest.ObservedStore) names the store call in the context of its
+// requests (for the classifier) and tells the ledger what the relay now
+// believes it owns, as the engine does: from the start of a successful
+// round or renewal, until a release starts, a round fails or a renewal is
+// refused. It serves the outboxddb.Store's trust-check reads
+// (outbox.CoverageReader, outbox.LeaseReader) as the relay function's
+// store does, so a trust check reads what it reads when deployed.
 func (s *sim) newEnvStore(re *lab.RelayEnv, store *outboxddb.Store) outbox.Store {
 	e := &env{relayID: re.RelayID}
 	re.State = e
-	return &envStore{Store: store, ddb: store, env: e, s: s}
+	return outboxtest.Observe(outboxtest.ObservedStore{
+		Store: struct {
+			outbox.Store
+			outbox.CoverageReader
+			outbox.LeaseReader
+		}{store, store, store},
+		Call: func(ctx context.Context, c outboxtest.StoreCall, next func(context.Context) error) error {
+			if m, ok := storeMethods[c.Method]; ok {
+				ctx = withMethod(ctx, m)
+			}
+			return next(ctx)
+		},
+		AcquireLeasesFunc: func(ctx context.Context, req lease.Request, rs lease.RoundState, next func(context.Context, lease.Request, lease.RoundState) (lease.Acquisition, error)) (lease.Acquisition, error) {
+			start := s.clock.Now()
+			acq, err := next(ctx, req, rs)
+			s.ledger.acquired(e, start, s.clock.Now(), acq, err)
+			return acq, err
+		},
+		RenewLeasesFunc: func(ctx context.Context, req lease.Request, buckets []int, next func(context.Context, lease.Request, []int) (bool, error)) (bool, error) {
+			start := s.clock.Now()
+			ok, err := next(ctx, req, buckets)
+			s.ledger.renewed(e, start, s.clock.Now(), ok, err)
+			return ok, err
+		},
+		ReleaseLeasesFunc: func(ctx context.Context, req lease.Request, next func(context.Context, lease.Request) (lease.Release, error)) (lease.Release, error) {
+			s.ledger.releasing(e, s.clock.Now())
+			return next(ctx, req)
+		},
+	})
 }
 
-// envStore is an environment's outbox.Store: it names the store call in the
-// context of its requests (for the classifier) and tells the ledger what
-// the relay now believes it owns, as the engine does: from the
-// start of a successful round or renewal, until a release starts, a round
-// fails or a renewal is refused. It serves the outboxddb.Store's optional
-// interfaces (outbox.CoverageReader, outbox.LeaseReader) as the relay
-// function's store does, so a trust check reads what it reads when
-// deployed.
-type envStore struct {
-	// Store is the environment's outboxddb.Store, whose message calls
-	// (fetch, delete, backlog) pass through as they are.
-	outbox.Store
-	ddb *outboxddb.Store
-	env *env
-	s   *sim
-}
-
-var (
-	_ outbox.Store          = (*envStore)(nil)
-	_ outbox.CoverageReader = (*envStore)(nil)
-	_ outbox.LeaseReader    = (*envStore)(nil)
-)
-
-func (st *envStore) AcquireLeases(ctx context.Context, req lease.Request, rs lease.RoundState) (lease.Acquisition, error) {
-	start := st.s.clock.Now()
-	acq, err := st.Store.AcquireLeases(withMethod(ctx, methodAcquire), req, rs)
-	st.s.ledger.acquired(st.env, start, st.s.clock.Now(), acq, err)
-	return acq, err
-}
-
-func (st *envStore) RenewLeases(ctx context.Context, req lease.Request, buckets []int) (bool, error) {
-	start := st.s.clock.Now()
-	ok, err := st.Store.RenewLeases(withMethod(ctx, methodRenew), req, buckets)
-	st.s.ledger.renewed(st.env, start, st.s.clock.Now(), ok, err)
-	return ok, err
-}
-
-func (st *envStore) ReleaseLeases(ctx context.Context, req lease.Request) (lease.Release, error) {
-	st.s.ledger.releasing(st.env, st.s.clock.Now())
-	return st.Store.ReleaseLeases(withMethod(ctx, methodRelease), req)
-}
-
-func (st *envStore) ReadCoordination(ctx context.Context) (lease.Coordination, error) {
-	return st.Store.ReadCoordination(withMethod(ctx, methodRead))
-}
-
-// ReadCoverage passes the trust check's read of the hinted buckets'
-// leases and the heartbeats through to the store (outbox.CoverageReader).
-// With the study's 8 buckets it is the whole coordination partition: a
-// narrower read would cost as much.
-func (st *envStore) ReadCoverage(ctx context.Context, buckets []int) (lease.Coordination, bool, error) {
-	return st.ddb.ReadCoverage(withMethod(ctx, methodRead), buckets)
-}
-
-// ReadLeases passes the trust check's second look at a bucket left to a
-// claiming peer through to the store (outbox.LeaseReader), as the relay
-// function's store serves it.
-func (st *envStore) ReadLeases(ctx context.Context, buckets []int) ([]lease.State, error) {
-	return st.ddb.ReadLeases(withMethod(ctx, methodRead), buckets)
+// storeMethods names the store calls whose requests the classifier sorts;
+// the message calls (fetch, delete, backlog, probes) are left unnamed.
+var storeMethods = map[string]storeMethod{
+	"AcquireLeases":    methodAcquire,
+	"RenewLeases":      methodRenew,
+	"ReleaseLeases":    methodRelease,
+	"ReadCoordination": methodRead,
+	"ReadCoverage":     methodRead,
+	"ReadLeases":       methodRead,
 }

@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/spillway-dev/spillway/internal/lab"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
@@ -130,12 +131,12 @@ func testRequestsAreClassifiedByKind(t *testing.T) {
 	}
 	t.Cleanup(s.stop)
 	before := ddb.Counter.Snapshot()
-	relay := func(id string) *envStore {
+	relay := func(id string) outbox.Store {
 		store, err := outboxddb.NewStore(s.client, outboxddb.Options{TableName: table, Clock: s.clock})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &envStore{Store: store, ddb: store, env: &env{relayID: id}, s: s}
+		return s.newEnvStore(&lab.RelayEnv{RelayID: id}, store)
 	}
 	req := func(id string) lease.Request {
 		return lease.Request{RelayID: id, BucketCount: 8, LeaseDuration: 30 * time.Second}
