@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/spillway-dev/spillway/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxmem"
 	"github.com/spillway-dev/spillway/outbox/outboxtest"

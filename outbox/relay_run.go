@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/spillway-dev/spillway/internal/sleep"
+	"github.com/spillway-dev/spillway/outbox/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
