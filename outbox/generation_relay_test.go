@@ -150,8 +150,8 @@ func TestGenerationRelay(t *testing.T) {
 			if res.Published != 2 || e.gens.phase() != generation.PhaseOpen || e.cur.pending() != 1 {
 				t.Fatalf("%+v, phase %q, %d current pending; want the 2 old messages only", res, e.gens.phase(), e.cur.pending())
 			}
-			if e.cur.count("fetch") != 0 || e.cur.count("acquire") != 0 {
-				t.Fatalf("the current generation was touched: %d fetches, %d acquisitions", e.cur.count("fetch"), e.cur.count("acquire"))
+			if e.cur.count("fetch") != 0 || e.cur.count("heartbeat") != 0 {
+				t.Fatalf("the current generation was touched: %d fetches, %d acquisitions", e.cur.count("fetch"), e.cur.count("heartbeat"))
 			}
 			// One read before the pass; the marker is not read again after it.
 			if e.gens.reads != 1 {

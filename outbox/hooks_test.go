@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // event is one hook call as the recorder keeps it: the method's name and
@@ -44,7 +45,7 @@ func (r *recorder) add(e event) {
 	r.events = append(r.events, e)
 }
 
-func (r *recorder) OnRound(id string, took time.Duration, err error) {
+func (r *recorder) OnRound(id string, took time.Duration, _ lease.Acquisition, err error) {
 	r.add(event{kind: "round", relayID: id, dur: took, err: err})
 }
 

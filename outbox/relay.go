@@ -68,6 +68,7 @@ type Relay struct {
 	hooks    hooks
 	tracer   Tracer
 	log      *slog.Logger
+	roundLog *slog.Logger
 	maxHops  int
 	gate     GenerationGate
 	req      lease.Request
@@ -108,6 +109,10 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
+	if n := cfg.Store.BucketCount(); n != opts.BucketCount {
+		return nil, Misconfigured("new relay",
+			"the relay's bucket count %d differs from the store's %d; writers, store and relays must use one count", opts.BucketCount, n)
+	}
 	q, _ := cfg.Store.(Quarantine)
 	if opts.PoisonPolicy == PoisonQuarantine && q == nil {
 		return nil, Misconfigured("new relay", "PoisonPolicy %q needs a store that implements outbox.Quarantine; %T does not", PoisonQuarantine, cfg.Store)
@@ -142,6 +147,8 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	if r.log == nil {
 		r.log = slog.Default()
 	}
+	// The lease protocol names the relay in its own messages.
+	r.roundLog = r.log
 	r.log = r.log.With("relayId", opts.RelayID)
 	return r, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -39,7 +38,6 @@ type memStore struct {
 	// just after the look.
 	afterFetch   func(bucket int)
 	deletedOrder map[int][]int64
-	rounds       []int // RoundState.Round of every acquisition
 	// markDelay is how long a delete takes (a throttled BatchWriteItem
 	// retried with backoff); onMark runs after that wait, before the rows
 	// go: what peers do while the relay still deletes.
@@ -63,7 +61,7 @@ type memStore struct {
 }
 
 func newMemStore(clock outbox.Clock, buckets int) *memStore {
-	mem, err := outboxmem.New(outboxmem.Options{BucketCount: buckets, Clock: clock, Logger: slog.New(slog.DiscardHandler)})
+	mem, err := outboxmem.New(outboxmem.Options{BucketCount: buckets, Clock: clock})
 	if err != nil {
 		panic(err)
 	}
@@ -71,8 +69,7 @@ func newMemStore(clock outbox.Clock, buckets int) *memStore {
 		deletedOrder: map[int][]int64{}, unreadable: map[int]map[int64]bool{}}
 	s.observed = outboxtest.Observe(outboxtest.ObservedStore{
 		Store:              mem,
-		AcquireLeasesFunc:  s.acquireLeases,
-		RenewLeasesFunc:    s.renewLeases,
+		WriteLeasesFunc:    s.writeLeases,
 		ReleaseLeasesFunc:  s.releaseLeases,
 		PendingBucketsFunc: s.pendingBuckets,
 		FetchBatchFunc:     s.fetchBatch,
@@ -118,31 +115,33 @@ func (s *memStore) leaseOwner(b int) string {
 	return ""
 }
 
-func (s *memStore) acquireLeases(ctx context.Context, req lease.Request, st lease.RoundState, next func(context.Context, lease.Request, lease.RoundState) (lease.Acquisition, error)) (lease.Acquisition, error) {
-	s.mu.Lock()
-	s.rounds = append(s.rounds, st.Round)
-	s.mu.Unlock()
-	return next(ctx, req, st)
-}
-
-func (s *memStore) renewLeases(ctx context.Context, req lease.Request, buckets []int, next func(context.Context, lease.Request, []int) (bool, error)) (bool, error) {
+// writeLeases scripts the renewals (lease.OpRenew): a delay, a failure, a
+// refusal of every bucket.
+func (s *memStore) writeLeases(ctx context.Context, relayID string, op lease.Op, writes []lease.Write, next func(context.Context, string, lease.Op, []lease.Write) ([]int, []int, error)) ([]int, []int, error) {
+	if op != lease.OpRenew {
+		return next(ctx, relayID, op, writes)
+	}
 	if s.renewDelay > 0 && !sleep.For(s.renewDelay, ctx.Done()) {
-		return false, ctx.Err()
+		return nil, nil, ctx.Err()
 	}
 	if s.renewErr != nil {
-		return false, s.renewErr
+		return nil, nil, s.renewErr
 	}
 	if s.refuseRenew {
-		return false, nil
+		refused := make([]int, len(writes))
+		for i, w := range writes {
+			refused[i] = w.Bucket
+		}
+		return nil, refused, nil
 	}
-	return next(ctx, req, buckets)
+	return next(ctx, relayID, op, writes)
 }
 
-func (s *memStore) releaseLeases(ctx context.Context, req lease.Request, next func(context.Context, lease.Request) (lease.Release, error)) (lease.Release, error) {
+func (s *memStore) releaseLeases(ctx context.Context, relayID string, next func(context.Context, string) (lease.Release, error)) (lease.Release, error) {
 	if s.onRelease != nil {
 		s.onRelease()
 	}
-	return next(ctx, req)
+	return next(ctx, relayID)
 }
 
 func (s *memStore) pendingBuckets(ctx context.Context, buckets []int, next func(context.Context, []int) ([]int, error)) ([]int, error) {

@@ -147,7 +147,7 @@ func TestRelayGrant(t *testing.T) {
 			if res.Deleted != 4 {
 				t.Fatalf("deleted %d, want the four messages deleted under the renewed lease", res.Deleted)
 			}
-			if n := e.store.count("renew"); n != 2 {
+			if n := e.store.count("write renew"); n != 2 {
 				t.Fatalf("renewals during the 25 s publishes = %d, want 2 (at 10 s and 20 s), shared by the four buckets", n)
 			}
 		})

@@ -41,13 +41,13 @@ func (u *run) acquire() error {
 
 	ctx, span := r.tracer.Start(u.ctx, SpanAcquire)
 	span.Annotate(AnnotationRelayID, r.opts.RelayID)
-	acq, err := r.store.AcquireLeases(ctx, r.req, st)
+	acq, err := lease.AcquireRound(ctx, r.store, r.roundLog, start, r.req, st)
 	u.res.Rounds++
 	elapsed := r.clock.Now().Sub(start)
 	if err != nil {
 		span.Annotate(AnnotationOutcome, "error")
 		span.End(err)
-		r.hooks.round(elapsed, err)
+		r.hooks.round(elapsed, acq, err)
 		if errors.Is(err, ErrMisconfigured) {
 			r.lease.apply(func(b lease.Book) lease.Book { return b.Refused(acq) })
 			return err
@@ -76,7 +76,7 @@ func (u *run) acquire() error {
 	span.Annotate("owned", len(acq.Owned))
 	span.Annotate(AnnotationOutcome, "ok")
 	span.End(nil)
-	r.hooks.round(elapsed, nil)
+	r.hooks.round(elapsed, acq, nil)
 	if n := len(acq.Lost); n > 0 {
 		r.hooks.leaseLost(n, LossKeepRefused)
 	}
@@ -97,7 +97,7 @@ func (u *run) renewer() (stop func()) {
 	go func() {
 		defer close(done)
 		r.lease.renewer(ctx, func(ctx context.Context, owned []int) (bool, error) {
-			return r.store.RenewLeases(ctx, r.req, owned)
+			return lease.Renew(ctx, r.store, r.clock.Now(), r.req, owned)
 		})
 	}()
 	return func() {
@@ -137,7 +137,7 @@ func (u stopper) stop() {
 	sctx, span := r.tracer.Start(ctx, SpanRelease)
 	span.Annotate(AnnotationRelayID, r.opts.RelayID)
 	r.lease.apply(lease.Book.Stopping)
-	rel, err := r.store.ReleaseLeases(sctx, r.req)
+	rel, err := r.store.ReleaseLeases(sctx, r.opts.RelayID)
 	span.End(err)
 	r.resetLease()
 	released := 0

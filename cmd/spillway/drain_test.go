@@ -78,7 +78,7 @@ func TestDrain(t *testing.T) {
 		// reports them.
 		t.Setenv(outboxconf.EnvIdleTimeout, "300ms")
 		dead := e.store(t, "dead")
-		acq, err := dead.AcquireLeases(t.Context(), lease.Request{RelayID: "dead-relay", BucketCount: 8, LeaseDuration: 4 * time.Second}, lease.RoundState{})
+		acq, err := lease.AcquireRound(t.Context(), dead, nil, time.Now(), lease.Request{RelayID: "dead-relay", BucketCount: 8, LeaseDuration: 4 * time.Second}, lease.RoundState{})
 		if err != nil || len(acq.Owned) != 8 {
 			t.Fatalf("the dead relay holds %v, %v; want every bucket", acq.Owned, err)
 		}
@@ -157,7 +157,7 @@ func TestDrain(t *testing.T) {
 		e := newDrainEnv(t)
 		e.enqueue(t)
 		s := e.store(t, "peer")
-		acq, err := s.AcquireLeases(t.Context(), lease.Request{RelayID: "peer-relay", BucketCount: 8, LeaseDuration: time.Minute}, lease.RoundState{})
+		acq, err := lease.AcquireRound(t.Context(), s, nil, time.Now(), lease.Request{RelayID: "peer-relay", BucketCount: 8, LeaseDuration: time.Minute}, lease.RoundState{})
 		if err != nil || len(acq.Owned) != 8 {
 			t.Fatalf("peer holds %v, %v", acq.Owned, err)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spillway-dev/spillway/internal/relayproc"
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
 
@@ -160,9 +161,9 @@ func (o ownedObserver) OnLeases(_ string, owned, _, _ int) {
 	}
 }
 
-func (ownedObserver) OnRound(string, time.Duration, error)       {}
-func (ownedObserver) OnLeaseLost(string, int, outbox.LossReason) {}
-func (ownedObserver) OnReleaseSkipped(string, int)               {}
+func (ownedObserver) OnRound(string, time.Duration, lease.Acquisition, error) {}
+func (ownedObserver) OnLeaseLost(string, int, outbox.LossReason)              {}
+func (ownedObserver) OnReleaseSkipped(string, int)                            {}
 
 // wakeInvoker stands in for Lambda's asynchronous invoke of the relay
 // function: a wake-up starts a run of the warm relay with the hinted

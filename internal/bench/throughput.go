@@ -16,6 +16,7 @@ import (
 
 	"github.com/spillway-dev/spillway/internal/relayproc"
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
 
@@ -323,13 +324,13 @@ func (o *throughputObserver) OnDelete(_ string, _, deleted int) {
 	}
 }
 
-func (o *throughputObserver) OnRound(string, time.Duration, error)               {}
-func (o *throughputObserver) OnLeaseLost(string, int, outbox.LossReason)         {}
-func (o *throughputObserver) OnReleaseSkipped(string, int)                       {}
-func (o *throughputObserver) OnFetch(string, int, int)                           {}
-func (o *throughputObserver) OnPublish(string, int, int, []time.Duration, error) {}
-func (o *throughputObserver) OnBackoff(string, int, time.Duration, error)        {}
-func (o *throughputObserver) OnHeadRowRetry(string, int)                         {}
+func (o *throughputObserver) OnRound(string, time.Duration, lease.Acquisition, error) {}
+func (o *throughputObserver) OnLeaseLost(string, int, outbox.LossReason)              {}
+func (o *throughputObserver) OnReleaseSkipped(string, int)                            {}
+func (o *throughputObserver) OnFetch(string, int, int)                                {}
+func (o *throughputObserver) OnPublish(string, int, int, []time.Duration, error)      {}
+func (o *throughputObserver) OnBackoff(string, int, time.Duration, error)             {}
+func (o *throughputObserver) OnHeadRowRetry(string, int)                              {}
 
 // timing returns the elapsed time, when the leases settled (relative to
 // the start) and the delete rate after that.

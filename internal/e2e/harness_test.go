@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxkafka"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
@@ -129,8 +130,16 @@ func newTrackedStore(s *outboxddb.Store) *trackedStore {
 	t.Store = outboxtest.Observe(outboxtest.ObservedStore{Store: struct {
 		outbox.Store
 		outbox.Quarantine
-	}{s, s}, Call: t.call})
+	}{s, s}, Call: t.call, WriteLeasesFunc: t.writeLeases})
 	return t
+}
+
+// writeLeases runs a renewal's hook before its writes.
+func (s *trackedStore) writeLeases(ctx context.Context, relayID string, op lease.Op, writes []lease.Write, next func(context.Context, string, lease.Op, []lease.Write) ([]int, []int, error)) ([]int, []int, error) {
+	if h := s.hook(&s.beforeRenew); op == lease.OpRenew && h != nil {
+		h()
+	}
+	return next(ctx, relayID, op, writes)
 }
 
 // errKilled is what a killed relay's calls return.
@@ -164,18 +173,16 @@ func (s *trackedStore) setBeforeCall(fn func()) {
 	s.mu.Unlock()
 }
 
-// call runs a call after its own hook (a release's, a renewal's) and then
-// the hook for every call.
+// call runs a call after a release's own hook and then the hook for every
+// call; a renewal's hook runs after those, before its writes
+// (writeLeases).
 func (s *trackedStore) call(ctx context.Context, c outboxtest.StoreCall, next func(context.Context) error) error {
 	if s.killed.Load() {
 		return errKilled
 	}
 	var at *func()
-	switch c.Method {
-	case "ReleaseLeases":
+	if c.Method == "ReleaseLeases" {
 		at = &s.beforeRelease
-	case "RenewLeases":
-		at = &s.beforeRenew
 	}
 	for _, p := range []*func(){at, &s.beforeCall} {
 		if p == nil {
@@ -272,9 +279,9 @@ type eventWaiter struct {
 	ch    chan struct{}
 }
 
-func (r *recorder) OnRound(string, time.Duration, error) {}
-func (r *recorder) OnReleaseSkipped(string, int)         {}
-func (r *recorder) OnFetch(string, int, int)             {}
+func (r *recorder) OnRound(string, time.Duration, lease.Acquisition, error) {}
+func (r *recorder) OnReleaseSkipped(string, int)                            {}
+func (r *recorder) OnFetch(string, int, int)                                {}
 
 func (r *recorder) OnLeases(_ string, _, claimed, _ int) {
 	if claimed > 0 {

@@ -19,6 +19,7 @@ import (
 	"github.com/spillway-dev/spillway/internal/lab"
 	"github.com/spillway-dev/spillway/internal/relayproc"
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
@@ -462,7 +463,7 @@ type costObserver struct {
 }
 
 // OnRound implements outbox.HookLease.
-func (o *costObserver) OnRound(string, time.Duration, error) { o.first(&o.atJoin) }
+func (o *costObserver) OnRound(string, time.Duration, lease.Acquisition, error) { o.first(&o.atJoin) }
 
 // OnBacklog implements outbox.HookRun.
 func (o *costObserver) OnBacklog(string, int64, time.Duration) { o.first(&o.atSample) }

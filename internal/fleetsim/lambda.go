@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -95,6 +96,11 @@ type env struct {
 
 	// The order menu's faults aimed at this environment.
 	late atomic.Pointer[lateCalls]
+	// mu guards round and renewal, what the environment remembers of its
+	// relay's lease round and renewal in progress (relayio.go).
+	mu      sync.Mutex
+	round   leaseRound
+	renewal leaseRenewal
 	// renewThrottled throttles the relay's in-flight renewals while a
 	// late park of it is held (FaultParkLate).
 	renewThrottled atomic.Bool
@@ -206,8 +212,14 @@ func (s *sim) newFunctions(cfg outboxlambda.Config) error {
 		},
 		Publisher: func(re *lab.RelayEnv) outbox.Publisher { return envOf(re) },
 		HandlerConfig: func(re *lab.RelayEnv, hc *outboxlambda.RelayHandlerConfig) {
-			hc.Config.BatchSize = []int{5, 20, 50, 100}[envOf(re).batch]
+			e := envOf(re)
+			hc.Config.BatchSize = []int{5, 20, 50, 100}[e.batch]
+			// A relay of another language's habits (FaultMixedSkew) keeps
+			// every owned lease every round and heartbeats without the
+			// keep-ahead mark.
+			hc.Config.KeepEveryRound = e.plain
 			hc.Notifier = s
+			hc.Hooks = append(hc.Hooks, envHook{e})
 		},
 	}
 	hold := relay

@@ -85,8 +85,11 @@ func (e *env) storeOf(store *outboxddb.Store, quarantine bool) outbox.Store {
 	return outboxtest.Observe(outboxtest.ObservedStore{
 		Store:              inner,
 		Call:               e.storeCall,
-		AcquireLeasesFunc:  e.acquireLeases,
-		RenewLeasesFunc:    e.renewLeases,
+		HeartbeatFunc:      e.heartbeat,
+		SnapshotFunc:       e.snapshot,
+		HeartbeatsFunc:     e.heartbeats,
+		WriteLeasesFunc:    e.writeLeases,
+		PruneFunc:          e.prune,
 		ReleaseLeasesFunc:  e.releaseLeases,
 		PendingBucketsFunc: e.pendingBuckets,
 		FetchBatchFunc:     e.fetchBatch,
@@ -99,11 +102,11 @@ func (e *env) storeOf(store *outboxddb.Store, quarantine bool) outbox.Store {
 }
 
 // storeOps names the store calls that take part in the run's crash and
-// pause plan (call); the quarantine's calls other than Park, which runs it
-// itself (park), go to the store directly.
+// pause plan (call) as they are. A lease round and a renewal take part as
+// one call each, which their first request carries (heartbeat, renew), and
+// the quarantine's calls other than Park, which runs it itself (park), go
+// to the store directly.
 var storeOps = map[string]string{
-	"AcquireLeases":    "acquire",
-	"RenewLeases":      "renew",
 	"ReleaseLeases":    "release",
 	"ReadCoordination": "read-coordination",
 	"PendingBuckets":   "pending",
@@ -128,55 +131,164 @@ func (e *env) storeCall(ctx context.Context, c outboxtest.StoreCall, next func(c
 	return err
 }
 
-func (e *env) acquireLeases(ctx context.Context, req lease.Request, st lease.RoundState, next func(context.Context, lease.Request, lease.RoundState) (lease.Acquisition, error)) (lease.Acquisition, error) {
-	ref, start := e.clock.Now(), e.sim.clock.Now()
-	e.sim.joined(e)
-	acq, err := next(ctx, e.leaseRequest(req), st)
-	ret := e.sim.clock.Now()
-	if err != nil {
-		e.sim.leases.dropped(e.id, start)
-		e.sim.trace.add("acquire-error", e.id, -1, "%v", err)
-		return acq, err
+// leaseRound is what e remembers of its relay's lease round in progress,
+// from its heartbeat to the relay's report of it (roundEnded).
+type leaseRound struct {
+	active     bool
+	ref, start time.Time // the relay's clock and the simulation's at its start
+}
+
+// leaseRenewal is a renewal whose writes were accepted, until its
+// heartbeat.
+type leaseRenewal struct {
+	pending    bool
+	ref, start time.Time
+	buckets    []int
+}
+
+// heartbeat is a lease round's first request, its one call in the run's
+// plan, or the end of a renewal.
+func (e *env) heartbeat(ctx context.Context, relayID string, now time.Time, keepsAhead bool, next func(context.Context, string, time.Time, bool) (bool, error)) (bool, error) {
+	e.mu.Lock()
+	rn := e.renewal
+	e.renewal = leaseRenewal{}
+	e.mu.Unlock()
+	if rn.pending {
+		if e.dead.Load() {
+			return false, errCrashed
+		}
+		recorded, err := next(ctx, relayID, now, keepsAhead)
+		ret := e.sim.clock.Now()
+		if err != nil {
+			e.sim.trace.add("renew-error", e.id, -1, "buckets=%v: %v", rn.buckets, err)
+		} else {
+			e.sim.leases.renewed(e.id, rn.ref, ret, rn.buckets)
+			e.sim.trace.add("renew", e.id, -1, "host=%s buckets=%v", e.sim.hostOffset(rn.ref), rn.buckets)
+		}
+		return recorded, err
 	}
-	if u := acq.UnrenewedExpiry; !u.IsZero() && u.Add(-req.LeaseDuration).Before(ref) {
+	return call(e, "acquire", func() (bool, error) {
+		e.mu.Lock()
+		e.round = leaseRound{active: true, ref: e.clock.Now(), start: e.sim.clock.Now()}
+		e.mu.Unlock()
+		e.sim.joined(e)
+		return next(ctx, relayID, now, keepsAhead)
+	})
+}
+
+// roundEnded is the relay's report of a lease round (envHook): what its
+// relay now believes it holds, from the round's start.
+func (e *env) roundEnded(acq lease.Acquisition, err error) {
+	e.mu.Lock()
+	r := e.round
+	e.round = leaseRound{}
+	e.mu.Unlock()
+	if !r.active {
+		return // refused before its heartbeat: the process is gone
+	}
+	if err != nil {
+		e.sim.leases.dropped(e.id, r.start)
+		e.sim.trace.add("acquire-error", e.id, -1, "%v", err)
+		return
+	}
+	ref, ret := r.ref, e.sim.clock.Now()
+	if u := acq.UnrenewedExpiry; !u.IsZero() && u.Add(-e.sim.cfg.LeaseDuration).Before(ref) {
 		// Leases the round left unrenewed last only until their stored
 		// expiry: the relay trusts them that long, no longer.
-		ref = u.Add(-req.LeaseDuration)
+		ref = u.Add(-e.sim.cfg.LeaseDuration)
 	}
-	e.sim.leases.acquired(e.id, e.clock, ref, start, ret, acq.Owned, acq.Claimed)
-	e.sim.noteRound(start)
+	e.sim.leases.acquired(e.id, e.clock, ref, r.start, ret, acq.Owned, acq.Claimed)
+	e.sim.noteRound(r.start)
 	e.sim.trace.add("acquire", e.id, -1, "host=%s owned=%v claimed=%v released=%v lost=%v refused=%d heartbeat_refused=%v",
 		e.sim.hostOffset(ref), acq.Owned, acq.Claimed, acq.Released, acq.Lost, acq.Refused, acq.HeartbeatRefused)
-	return acq, nil
 }
 
-func (e *env) renewLeases(ctx context.Context, req lease.Request, buckets []int, next func(context.Context, lease.Request, []int) (bool, error)) (bool, error) {
-	if e.renewThrottled.Load() {
-		e.sim.trace.add("renew-error", e.id, -1, "buckets=%v: throttled while a late park is held", buckets)
-		return false, errThrottledRenewal
+// snapshot, heartbeats and prune are a round's requests after its
+// heartbeat: refused once the process is gone.
+func (e *env) snapshot(ctx context.Context, next func(context.Context) (lease.Coordination, error)) (lease.Coordination, error) {
+	if e.dead.Load() {
+		return lease.Coordination{}, errCrashed
 	}
-	ref, start := e.clock.Now(), e.sim.clock.Now()
-	ok, err := next(ctx, e.leaseRequest(req), buckets)
-	ret := e.sim.clock.Now()
-	switch {
-	case err != nil:
-		e.sim.trace.add("renew-error", e.id, -1, "buckets=%v: %v", buckets, err)
-	case ok:
-		e.sim.leases.renewed(e.id, ref, ret, buckets)
-		e.sim.trace.add("renew", e.id, -1, "host=%s buckets=%v", e.sim.hostOffset(ref), buckets)
-	default:
-		e.sim.leases.dropped(e.id, start)
-		e.sim.trace.add("renew-refused", e.id, -1, "buckets=%v", buckets)
-	}
-	return ok, err
+	return next(ctx)
 }
 
-func (e *env) releaseLeases(ctx context.Context, req lease.Request, next func(context.Context, lease.Request) (lease.Release, error)) (lease.Release, error) {
+func (e *env) heartbeats(ctx context.Context, next func(context.Context) ([]lease.RelayState, error)) ([]lease.RelayState, error) {
+	if e.dead.Load() {
+		return nil, errCrashed
+	}
+	return next(ctx)
+}
+
+func (e *env) prune(ctx context.Context, relayID string, p lease.PruneWrite, next func(context.Context, string, lease.PruneWrite) int) int {
+	if e.dead.Load() {
+		return 0
+	}
+	return next(ctx, relayID, p)
+}
+
+// writeLeases is a round's lease writes, or a renewal's, which is its one
+// call in the run's plan.
+func (e *env) writeLeases(ctx context.Context, relayID string, op lease.Op, writes []lease.Write, next func(context.Context, string, lease.Op, []lease.Write) ([]int, []int, error)) (accepted, refused []int, err error) {
+	if op != lease.OpRenew {
+		if e.dead.Load() {
+			return nil, nil, errCrashed
+		}
+		return next(ctx, relayID, op, writes)
+	}
+	buckets := make([]int, len(writes))
+	for i, w := range writes {
+		buckets[i] = w.Bucket
+	}
+	_, err = call(e, "renew", func() (struct{}, error) {
+		if e.renewThrottled.Load() {
+			e.sim.trace.add("renew-error", e.id, -1, "buckets=%v: throttled while a late park is held", buckets)
+			return struct{}{}, errThrottledRenewal
+		}
+		ref, start := e.clock.Now(), e.sim.clock.Now()
+		var err error
+		accepted, refused, err = next(ctx, relayID, op, writes)
+		switch {
+		case err != nil:
+			e.sim.trace.add("renew-error", e.id, -1, "buckets=%v: %v", buckets, err)
+		case len(refused) > 0:
+			e.sim.leases.dropped(e.id, start)
+			e.sim.trace.add("renew-refused", e.id, -1, "buckets=%v", buckets)
+		default:
+			e.mu.Lock()
+			e.renewal = leaseRenewal{pending: true, ref: ref, start: start, buckets: buckets}
+			e.mu.Unlock()
+		}
+		return struct{}{}, err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return accepted, refused, nil
+}
+
+func (e *env) releaseLeases(ctx context.Context, relayID string, next func(context.Context, string) (lease.Release, error)) (lease.Release, error) {
 	e.sim.leases.dropped(e.id, e.sim.clock.Now())
-	rel, err := next(ctx, req)
+	rel, err := next(ctx, relayID)
 	e.sim.trace.add("release", e.id, -1, "released=%v refused=%d unfinished=%v err=%v", rel.Released, rel.Refused, rel.Unfinished, err)
 	return rel, err
 }
+
+// envHook is e's relay's hook: the end of its lease rounds.
+type envHook struct{ e *env }
+
+// OnRound implements outbox.HookLease.
+func (h envHook) OnRound(_ string, _ time.Duration, acq lease.Acquisition, err error) {
+	h.e.roundEnded(acq, err)
+}
+
+// OnLeases implements outbox.HookLease.
+func (envHook) OnLeases(string, int, int, int) {}
+
+// OnLeaseLost implements outbox.HookLease.
+func (envHook) OnLeaseLost(string, int, outbox.LossReason) {}
+
+// OnReleaseSkipped implements outbox.HookLease.
+func (envHook) OnReleaseSkipped(string, int) {}
 
 // pendingBuckets, fetchBatch and backlog are the calls an armed late
 // round delays (runLate).
@@ -213,16 +325,6 @@ func (e *env) leaseLeft(op string, bucket int, msgs []outbox.Message) (time.Dura
 		e.sim.trace.add("late-"+op, e.id, bucket, "%s of %s outside the relay's lease", op, seqRange(msgs))
 	}
 	return left, held
-}
-
-// leaseRequest is req as e's relay sends it: a relay that keeps every
-// round (FaultMixedSkew) keeps every owned lease each round and
-// heartbeats without the keep-ahead mark, as a relay of another language.
-func (e *env) leaseRequest(req lease.Request) lease.Request {
-	if e.plain {
-		req.KeepEveryRound = true
-	}
-	return req
 }
 
 // park runs a park through the run's crash and pause plan (call); an

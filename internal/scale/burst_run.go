@@ -197,6 +197,9 @@ func (b *burst) newFunction() (*lambdasim.Function[*lab.RelayEnv], error) {
 		Store: func(env *lab.RelayEnv, store *outboxddb.Store) outbox.Store {
 			return b.relayStore(env.RelayID, store)
 		},
+		HandlerConfig: func(env *lab.RelayEnv, hc *outboxlambda.RelayHandlerConfig) {
+			hc.Hooks = append(hc.Hooks, roundNotes{b})
+		},
 		// Invocations the emulator starts together (wake-ups retried at
 		// the same instant) would otherwise send their requests at the
 		// same instants, where the bubble runs them in any order.
@@ -338,8 +341,9 @@ func (b *burst) countLeftOwned(ctx context.Context) error {
 }
 
 // relayStore is environment id's store, observed (outboxtest.ObservedStore):
-// its lease calls go to its outboxddb.Store on the backend, and rounds,
-// releases and claim checks are noted for the report; its messages are the
+// its lease calls go to its outboxddb.Store on the backend, and releases
+// and claim checks are noted for the report (rounds through the relay's
+// hook, roundNotes); its messages are the
 // burst's in memory, read and deleted at once and not charged: the burst
 // measures the coordination partition, not the message partitions. It
 // serves the trust check's narrower reads as the relay function's store
@@ -351,15 +355,8 @@ func (b *burst) relayStore(id string, ddb *outboxddb.Store) outbox.Store {
 			outbox.CoverageReader
 			outbox.LeaseReader
 		}{ddb, ddb, ddb},
-		AcquireLeasesFunc: func(ctx context.Context, req lease.Request, rs lease.RoundState, next func(context.Context, lease.Request, lease.RoundState) (lease.Acquisition, error)) (lease.Acquisition, error) {
-			acq, err := next(ctx, req, rs)
-			if err == nil {
-				b.noteRound(id, acq)
-			}
-			return acq, err
-		},
-		ReleaseLeasesFunc: func(ctx context.Context, req lease.Request, next func(context.Context, lease.Request) (lease.Release, error)) (lease.Release, error) {
-			rel, err := next(ctx, req)
+		ReleaseLeasesFunc: func(ctx context.Context, relayID string, next func(context.Context, string) (lease.Release, error)) (lease.Release, error) {
+			rel, err := next(ctx, relayID)
 			b.noteRelease(id, rel)
 			return rel, err
 		},
@@ -385,3 +382,23 @@ func (b *burst) relayStore(id string, ddb *outboxddb.Store) outbox.Store {
 		},
 	})
 }
+
+// roundNotes notes each relay's rounds for the report, as the relay
+// installs them.
+type roundNotes struct{ b *burst }
+
+// OnRound implements outbox.HookLease.
+func (n roundNotes) OnRound(relayID string, _ time.Duration, acq lease.Acquisition, err error) {
+	if err == nil {
+		n.b.noteRound(relayID, acq)
+	}
+}
+
+// OnLeases implements outbox.HookLease.
+func (roundNotes) OnLeases(string, int, int, int) {}
+
+// OnLeaseLost implements outbox.HookLease.
+func (roundNotes) OnLeaseLost(string, int, outbox.LossReason) {}
+
+// OnReleaseSkipped implements outbox.HookLease.
+func (roundNotes) OnReleaseSkipped(string, int) {}

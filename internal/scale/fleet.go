@@ -84,6 +84,14 @@ func newFleet(cfg Config, client outboxddb.Client, table string, start time.Time
 	return f, nil
 }
 
+// acquire runs one lease round of req over store as a relay runs it
+// (lease.AcquireRound), at the store clock's now, logging to the store's
+// logger.
+func acquire(ctx context.Context, store *outboxddb.Store, req lease.Request, st lease.RoundState) (lease.Acquisition, error) {
+	o := store.Options()
+	return lease.AcquireRound(ctx, store, o.Logger, o.Clock.Now(), req, st)
+}
+
 // round runs r's acquisition round due at now.
 func (f *fleet) round(ctx context.Context, r *relay, now time.Time) (lease.Acquisition, error) {
 	req := lease.Request{RelayID: r.id, BucketCount: f.cfg.Buckets, LeaseDuration: f.cfg.LeaseDuration}
@@ -92,7 +100,7 @@ func (f *fleet) round(ctx context.Context, r *relay, now time.Time) (lease.Acqui
 		// every owned lease every round.
 		req.RenewInterval = f.cfg.LeaseRenewInterval
 	}
-	acq, err := r.store.AcquireLeases(ctx, req, r.rounds)
+	acq, err := acquire(ctx, r.store, req, r.rounds)
 	r.rounds.Standby, r.rounds.Settled = acq.Standby, acq.Settled
 	if r.seed {
 		r.rounds.Settled = lease.Settled{}

@@ -2,6 +2,7 @@ package steady
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/spillway-dev/spillway/internal/lab"
@@ -23,6 +24,26 @@ type env struct {
 	running bool
 	owned   []int
 	leaseAt time.Time
+
+	// renewal is the start of a renewal whose writes were accepted and
+	// whose heartbeat is to come; renewing says one is.
+	mu       sync.Mutex
+	renewal  time.Time
+	renewing bool
+}
+
+func (e *env) renewalStarted(start time.Time) {
+	e.mu.Lock()
+	e.renewal, e.renewing = start, true
+	e.mu.Unlock()
+}
+
+func (e *env) renewalEnded() (start time.Time, renewing bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	start, renewing = e.renewal, e.renewing
+	e.renewing = false
+	return start, renewing
 }
 
 // envOf returns the ledger's record of a relay function's environment.
@@ -30,10 +51,9 @@ func envOf(re *lab.RelayEnv) *env { return re.State.(*env) }
 
 // newEnvStore is the relay function's store hook: environment re's store
 // (an outboxtest.ObservedStore) names the store call in the context of its
-// requests (for the classifier) and tells the ledger what the relay now
-// believes it owns, as the engine does: from the start of a successful
-// round or renewal, until a release starts, a round fails or a renewal is
-// refused. It serves the outboxddb.Store's trust-check reads
+// requests (for the classifier) and tells the ledger of the relay's
+// renewals and releases; its rounds reach the ledger through the relay's
+// hook (roundHook). It serves the outboxddb.Store's trust-check reads
 // (outbox.CoverageReader, outbox.LeaseReader) as the relay function's
 // store does, so a trust check reads what it reads when deployed.
 func (s *sim) newEnvStore(re *lab.RelayEnv, store *outboxddb.Store) outbox.Store {
@@ -51,32 +71,69 @@ func (s *sim) newEnvStore(re *lab.RelayEnv, store *outboxddb.Store) outbox.Store
 			}
 			return next(ctx)
 		},
-		AcquireLeasesFunc: func(ctx context.Context, req lease.Request, rs lease.RoundState, next func(context.Context, lease.Request, lease.RoundState) (lease.Acquisition, error)) (lease.Acquisition, error) {
+		WriteLeasesFunc: func(ctx context.Context, relayID string, op lease.Op, writes []lease.Write, next func(context.Context, string, lease.Op, []lease.Write) ([]int, []int, error)) ([]int, []int, error) {
+			if op != lease.OpRenew {
+				return next(ctx, relayID, op, writes)
+			}
 			start := s.clock.Now()
-			acq, err := next(ctx, req, rs)
-			s.ledger.acquired(e, start, s.clock.Now(), acq, err)
-			return acq, err
+			accepted, refused, err := next(withMethod(ctx, methodRenew), relayID, op, writes)
+			if err != nil || len(refused) > 0 {
+				s.ledger.renewed(e, start, s.clock.Now(), false, err)
+			} else {
+				e.renewalStarted(start)
+			}
+			return accepted, refused, err
 		},
-		RenewLeasesFunc: func(ctx context.Context, req lease.Request, buckets []int, next func(context.Context, lease.Request, []int) (bool, error)) (bool, error) {
-			start := s.clock.Now()
-			ok, err := next(ctx, req, buckets)
-			s.ledger.renewed(e, start, s.clock.Now(), ok, err)
-			return ok, err
+		// The heartbeat that ends a renewal (lease.Renew) ends it for the
+		// ledger too.
+		HeartbeatFunc: func(ctx context.Context, relayID string, now time.Time, keepsAhead bool, next func(context.Context, string, time.Time, bool) (bool, error)) (bool, error) {
+			start, renewing := e.renewalEnded()
+			recorded, err := next(ctx, relayID, now, keepsAhead)
+			if renewing {
+				s.ledger.renewed(e, start, s.clock.Now(), err == nil, err)
+			}
+			return recorded, err
 		},
-		ReleaseLeasesFunc: func(ctx context.Context, req lease.Request, next func(context.Context, lease.Request) (lease.Release, error)) (lease.Release, error) {
+		ReleaseLeasesFunc: func(ctx context.Context, relayID string, next func(context.Context, string) (lease.Release, error)) (lease.Release, error) {
 			s.ledger.releasing(e, s.clock.Now())
-			return next(ctx, req)
+			return next(ctx, relayID)
 		},
 	})
 }
 
-// storeMethods names the store calls whose requests the classifier sorts;
-// the message calls (fetch, delete, backlog, probes) are left unnamed.
+// storeMethods names the store calls whose requests the classifier sorts:
+// a round's reads and lease writes (a renewal's writes are named apart),
+// the stop, the trust check's reads; the message calls (fetch, delete,
+// backlog, probes) are left unnamed.
 var storeMethods = map[string]storeMethod{
-	"AcquireLeases":    methodAcquire,
-	"RenewLeases":      methodRenew,
+	"Snapshot":         methodAcquire,
+	"Heartbeats":       methodAcquire,
+	"WriteLeases":      methodAcquire,
 	"ReleaseLeases":    methodRelease,
 	"ReadCoordination": methodRead,
 	"ReadCoverage":     methodRead,
 	"ReadLeases":       methodRead,
 }
+
+// roundHook tells the ledger of environment e's rounds: what the relay
+// believes it owns from the start of a successful round, nothing after a
+// failed one.
+type roundHook struct {
+	s *sim
+	e *env
+}
+
+// OnRound implements outbox.HookLease.
+func (h roundHook) OnRound(_ string, took time.Duration, acq lease.Acquisition, err error) {
+	now := h.s.clock.Now()
+	h.s.ledger.acquired(h.e, now.Add(-took), now, acq, err)
+}
+
+// OnLeases implements outbox.HookLease.
+func (roundHook) OnLeases(string, int, int, int) {}
+
+// OnLeaseLost implements outbox.HookLease.
+func (roundHook) OnLeaseLost(string, int, outbox.LossReason) {}
+
+// OnReleaseSkipped implements outbox.HookLease.
+func (roundHook) OnReleaseSkipped(string, int) {}

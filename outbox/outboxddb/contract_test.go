@@ -62,7 +62,6 @@ func TestStoreContract(t *testing.T) {
 					return fmt.Errorf("a commit whose business condition fails: %v; want a conflict", err)
 				}
 				return nil
-			},
-			LeaseIO: store.LeaseIO()}
+			}}
 	})
 }

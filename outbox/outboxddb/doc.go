@@ -41,9 +41,10 @@
 //
 // # Leases
 //
-// The lease protocol is package lease's (lease.AcquireRound, explained in
-// docs/protocol.md); Store.AcquireLeases only sends what it
-// plans. Each acquisition round writes a heartbeat, reads every lease and
+// The lease protocol is package lease's (lease.AcquireRound, lease.Renew,
+// explained in docs/protocol.md), which the relay runs over the store's
+// primitives (lease.IO: Heartbeat, Snapshot, Heartbeats, WriteLeases,
+// Prune); the store only sends what the protocol plans. Each acquisition round writes a heartbeat, reads every lease and
 // heartbeat with one strongly consistent query, and writes only the
 // relay's own part of the shared plan: relays that read the same state
 // write disjoint leases, so a healthy fleet makes no refused conditional

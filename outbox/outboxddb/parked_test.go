@@ -217,7 +217,7 @@ func TestParked(t *testing.T) {
 			e := newEnv(t)
 			w, s := e.writer(t), e.store(t)
 			enqueue(t, w, 5, 3)
-			if _, err := s.AcquireLeases(t.Context(), lease.Request{RelayID: "relay-a", BucketCount: 8, LeaseDuration: fleetLease}, lease.RoundState{}); err != nil {
+			if _, err := s.acquire(t.Context(), lease.Request{RelayID: "relay-a", BucketCount: 8, LeaseDuration: fleetLease}, lease.RoundState{}); err != nil {
 				t.Fatal(err)
 			}
 			now := time.Now()

@@ -157,7 +157,7 @@ func TestRequestShapes(t *testing.T) {
 				relayItem("relay-stopped", ticksAt(-2*30*time.Second), true),
 			}}, nil
 		}
-		acq, err := s.AcquireLeases(context.Background(), testLease, lease.RoundState{})
+		acq, err := s.acquire(context.Background(), testLease, lease.RoundState{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,7 +200,7 @@ func TestRequestShapes(t *testing.T) {
 			// Bucket 1 names a relay but has no expiry: free, whatever it names.
 			return &dynamodb.QueryOutput{Items: []item{leaseItem(1, "relay-x", "")}}, nil
 		}
-		acq, err := s.AcquireLeases(context.Background(), lease.Request{RelayID: "relay-a", BucketCount: 2, LeaseDuration: 30 * time.Second}, lease.RoundState{})
+		acq, err := s.acquire(context.Background(), lease.Request{RelayID: "relay-a", BucketCount: 2, LeaseDuration: 30 * time.Second}, lease.RoundState{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -222,7 +222,7 @@ func TestRequestShapes(t *testing.T) {
 
 	t.Run("Renewal", func(t *testing.T) {
 		s, f, _ := shapeStore(t, 4)
-		ok, err := s.RenewLeases(context.Background(), testLease, []int{1, 3})
+		ok, err := s.renew(context.Background(), testLease, []int{1, 3})
 		if err != nil || !ok {
 			t.Fatalf("renew = %v, %v", ok, err)
 		}
@@ -256,13 +256,13 @@ func TestRequestShapes(t *testing.T) {
 		}
 		// The stopped stamp is later than every heartbeat this store sent, even
 		// with the clock set back after it.
-		if _, err := s.AcquireLeases(context.Background(), testLease, lease.RoundState{}); err != nil {
+		if _, err := s.acquire(context.Background(), testLease, lease.RoundState{}); err != nil {
 			t.Fatal(err)
 		}
 		f.reset()
 		reads = 0
 		clock.Set(t0.Add(-time.Minute))
-		rel, err := s.ReleaseLeases(context.Background(), testLease)
+		rel, err := s.ReleaseLeases(context.Background(), testLease.RelayID)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -71,9 +71,6 @@ func (s *Store) Options() Options { return s.opts }
 // now reads the clock once, in ticks.
 func (s *Store) now() int64 { return lease.Ticks(s.opts.Clock.Now()) }
 
-// durationTicks converts a duration to .NET ticks (100 ns).
-func durationTicks(d time.Duration) int64 { return int64(d / 100) }
-
 // queryAll runs in and follows LastEvaluatedKey until the result is
 // complete, collecting every item. The pages are read one after another.
 func (s *Store) queryAll(ctx context.Context, op string, in *dynamodb.QueryInput) ([]map[string]types.AttributeValue, error) {
@@ -172,9 +169,6 @@ const (
 	outcomeRefused
 )
 
-// leaseRenew is the in-flight renewal, a lease write outside the round.
-const leaseRenew lease.Op = OpRenew
-
 // updateLeases sends one conditional UpdateItem per write, up to
 // MaxConcurrency at once, and splits the buckets into accepted and refused.
 // A refusal is reported to the observer; any other error fails the call.
@@ -229,7 +223,7 @@ func (s *Store) leaseUpdate(relayID string, op lease.Op, w lease.Write) (*dynamo
 	case lease.OpClaim:
 		update, condition = exprClaim, exprClaimCondition
 		values = map[string]types.AttributeValue{":me": me, ":now": num(lease.Ticks(w.Now)), ":expiry": num(lease.Ticks(w.Expiry))}
-	case leaseRenew:
+	case lease.OpRenew:
 		update, condition = exprSetExpiry, exprRenewCondition
 		values = map[string]types.AttributeValue{":me": me, ":now": num(lease.Ticks(w.Now)), ":expiry": num(lease.Ticks(w.Expiry))}
 	default:
@@ -275,16 +269,6 @@ func (s *Store) heartbeat(ctx context.Context, relayID string, now int64, keepsA
 		s.tel.failed(relayID, OpHeartbeat, noBucket, err)
 		return false, fmt.Errorf("outboxddb: heartbeat of relay %q: %w", relayID, err)
 	}
-}
-
-func checkLeaseRequest(op string, req lease.Request) error {
-	if err := outbox.ValidateRelayID(req.RelayID); err != nil {
-		return err
-	}
-	if req.LeaseDuration <= 0 {
-		return outbox.Misconfigured(op, "lease duration must be > 0, got %v", req.LeaseDuration)
-	}
-	return nil
 }
 
 // leaseItemsPerReadUnit is about how many lease items one read unit of a

@@ -521,7 +521,7 @@ func TestStore(t *testing.T) {
 			}
 			req := lease.Request{RelayID: "relay-a", BucketCount: 8, LeaseDuration: fleetLease}
 			for name, s := range map[string]*Store{"orders": orders, "billing": billing} {
-				acq, err := s.AcquireLeases(t.Context(), req, lease.RoundState{})
+				acq, err := s.acquire(t.Context(), req, lease.RoundState{})
 				if err != nil || len(acq.Owned) != 8 || acq.Refused != 0 {
 					t.Fatalf("%s acquisition %+v, %v: each outbox has its own leases", name, acq, err)
 				}
@@ -533,14 +533,15 @@ func TestStore(t *testing.T) {
 		})
 	})
 
-	t.Run("Acquisition_BucketCountsThatDiffer_AreAMisconfiguration_WithoutARequest", func(t *testing.T) {
+	t.Run("Acquisition_ARelayOfAnotherBucketCount_IsAMisconfiguration_WithoutARequest", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(t)
 			s := e.store(t)
 			c := e.counts(func() {
-				_, err := s.AcquireLeases(t.Context(), lease.Request{RelayID: "relay-a", BucketCount: 16, LeaseDuration: fleetLease}, lease.RoundState{})
+				_, err := outbox.NewRelay(outbox.RelayConfig{Store: s, Publisher: &countingPublisher{},
+					Options: outbox.RelayOptions{RelayID: "relay-a", BucketCount: 16, LeaseDuration: fleetLease}})
 				if !errors.Is(err, outbox.ErrMisconfigured) || !strings.Contains(err.Error(), "16") {
-					t.Fatalf("acquire = %v", err)
+					t.Fatalf("new relay = %v", err)
 				}
 			})
 			if c.TotalRequests() != 0 {
@@ -562,7 +563,7 @@ func TestStore(t *testing.T) {
 			time.Sleep(fleetRenew)
 			var acq lease.Acquisition
 			c := f.e.counts(func() {
-				acq, err = small.AcquireLeases(t.Context(), lease.Request{RelayID: "relay-a", BucketCount: 4, LeaseDuration: fleetLease}, lease.RoundState{})
+				acq, err = small.acquire(t.Context(), lease.Request{RelayID: "relay-a", BucketCount: 4, LeaseDuration: fleetLease}, lease.RoundState{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -588,7 +589,7 @@ func TestStore(t *testing.T) {
 			var ok bool
 			c := f.e.counts(func() {
 				var err error
-				if ok, err = s.RenewLeases(t.Context(), f.request("relay-a"), []int{0, 1}); err != nil {
+				if ok, err = s.renew(t.Context(), f.request("relay-a"), []int{0, 1}); err != nil {
 					t.Fatal(err)
 				}
 			})
@@ -602,10 +603,10 @@ func TestStore(t *testing.T) {
 			}
 			// Outside the range: refused without a request.
 			c = f.e.counts(func() {
-				if ok, err := s.RenewLeases(t.Context(), f.request("relay-a"), []int{1, 2}); ok || err != nil {
+				if ok, err := s.renew(t.Context(), f.request("relay-a"), []int{1, 2}); ok || err != nil {
 					t.Fatalf("renewal outside the range = %v, %v", ok, err)
 				}
-				if ok, err := s.RenewLeases(t.Context(), f.request("relay-a"), nil); !ok || err != nil {
+				if ok, err := s.renew(t.Context(), f.request("relay-a"), nil); !ok || err != nil {
 					t.Fatalf("renewal of nothing = %v, %v", ok, err)
 				}
 			})
@@ -628,7 +629,7 @@ func TestStore(t *testing.T) {
 			stale := f.relay("relay-b")
 			cancelledRound := f.e.clock.Now()
 			time.Sleep(20 * time.Microsecond)
-			if _, err := stale.ReleaseLeases(t.Context(), f.request("relay-b")); err != nil {
+			if _, err := stale.ReleaseLeases(t.Context(), "relay-b"); err != nil {
 				t.Fatal(err)
 			}
 			ok, err := stale.heartbeat(t.Context(), "relay-b", lease.Ticks(cancelledRound), true)
@@ -644,7 +645,7 @@ func TestStore(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			f := newFleet(t, 2)
 			f.round("relay-a", "relay-b", "relay-c")
-			if _, err := f.relay("relay-c").ReleaseLeases(t.Context(), f.request("relay-c")); err != nil {
+			if _, err := f.relay("relay-c").ReleaseLeases(t.Context(), "relay-c"); err != nil {
 				t.Fatal(err)
 			}
 			relays := func() []string {

@@ -108,6 +108,12 @@ type Config struct {
 	// PoisonMaxAttempts parks a message under quarantine after that many
 	// failed attempts (SPILLWAY_POISON_MAX_ATTEMPTS). Default 10.
 	PoisonMaxAttempts int
+	// KeepEveryRound makes the relay keep every owned lease in every round
+	// and heartbeat without the keep-ahead mark, as relays of other
+	// languages do (outbox.RelayOptions.KeepEveryRound). It is not read
+	// from the environment: a deployed relay keeps every round by itself
+	// while such a relay is around. Default false.
+	KeepEveryRound bool
 	// PreviousKeyPrefix and PreviousBucketCount name the previous
 	// generation while the bucket count changes
 	// (SPILLWAY_PREVIOUS_KEY_PREFIX, SPILLWAY_PREVIOUS_BUCKET_COUNT; both or
@@ -306,5 +312,6 @@ func (c Config) RelayOptions(relayID string) outbox.RelayOptions {
 		MaxHeldBytes:       outbox.MemoryBudgetFor(int64(c.MemoryMB) << 20).MaxHeldBytes,
 		PoisonPolicy:       c.PoisonPolicy,
 		PoisonMaxAttempts:  c.PoisonMaxAttempts,
+		KeepEveryRound:     c.KeepEveryRound,
 	}.WithDefaults()
 }

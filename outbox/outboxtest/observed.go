@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/lease"
@@ -33,10 +34,14 @@ type ObservedStore struct {
 	// Call runs around every call (see StoreCall).
 	Call func(ctx context.Context, c StoreCall, next func(context.Context) error) error
 
-	// outbox.Store's calls.
-	AcquireLeasesFunc    func(ctx context.Context, req lease.Request, st lease.RoundState, next func(context.Context, lease.Request, lease.RoundState) (lease.Acquisition, error)) (lease.Acquisition, error)
-	RenewLeasesFunc      func(ctx context.Context, req lease.Request, buckets []int, next func(context.Context, lease.Request, []int) (bool, error)) (bool, error)
-	ReleaseLeasesFunc    func(ctx context.Context, req lease.Request, next func(context.Context, lease.Request) (lease.Release, error)) (lease.Release, error)
+	// outbox.Store's calls: the lease primitives (lease.IO), the release,
+	// and the message calls. BucketCount is not observed.
+	HeartbeatFunc        func(ctx context.Context, relayID string, now time.Time, keepsAhead bool, next func(context.Context, string, time.Time, bool) (bool, error)) (bool, error)
+	SnapshotFunc         func(ctx context.Context, next func(context.Context) (lease.Coordination, error)) (lease.Coordination, error)
+	HeartbeatsFunc       func(ctx context.Context, next func(context.Context) ([]lease.RelayState, error)) ([]lease.RelayState, error)
+	WriteLeasesFunc      func(ctx context.Context, relayID string, op lease.Op, writes []lease.Write, next func(context.Context, string, lease.Op, []lease.Write) ([]int, []int, error)) (accepted, refused []int, err error)
+	PruneFunc            func(ctx context.Context, relayID string, p lease.PruneWrite, next func(context.Context, string, lease.PruneWrite) int) int
+	ReleaseLeasesFunc    func(ctx context.Context, relayID string, next func(context.Context, string) (lease.Release, error)) (lease.Release, error)
 	ReadCoordinationFunc func(ctx context.Context, next func(context.Context) (lease.Coordination, error)) (lease.Coordination, error)
 	PendingBucketsFunc   func(ctx context.Context, buckets []int, next func(context.Context, []int) ([]int, error)) ([]int, error)
 	FetchBatchFunc       func(ctx context.Context, bucket, max int, next func(context.Context, int, int) ([]outbox.Message, error)) ([]outbox.Message, error)
@@ -146,36 +151,77 @@ func (s *observed) run(ctx context.Context, c StoreCall, do func(context.Context
 	return err
 }
 
-func (s *observed) AcquireLeases(ctx context.Context, req lease.Request, st lease.RoundState) (acq lease.Acquisition, err error) {
-	err = s.run(ctx, StoreCall{Method: "AcquireLeases", Bucket: -1}, func(ctx context.Context) (err error) {
-		if f := s.o.AcquireLeasesFunc; f != nil {
-			acq, err = f(ctx, req, st, s.o.Store.AcquireLeases)
+// BucketCount is the store's.
+func (s *observed) BucketCount() int { return s.o.Store.BucketCount() }
+
+func (s *observed) Heartbeat(ctx context.Context, relayID string, now time.Time, keepsAhead bool) (recorded bool, err error) {
+	err = s.run(ctx, StoreCall{Method: "Heartbeat", Bucket: -1}, func(ctx context.Context) (err error) {
+		if f := s.o.HeartbeatFunc; f != nil {
+			recorded, err = f(ctx, relayID, now, keepsAhead, s.o.Store.Heartbeat)
 		} else {
-			acq, err = s.o.Store.AcquireLeases(ctx, req, st)
+			recorded, err = s.o.Store.Heartbeat(ctx, relayID, now, keepsAhead)
 		}
 		return err
-	}, func() { acq = lease.Acquisition{} })
-	return acq, err
+	}, func() { recorded = false })
+	return recorded, err
 }
 
-func (s *observed) RenewLeases(ctx context.Context, req lease.Request, buckets []int) (ok bool, err error) {
-	err = s.run(ctx, StoreCall{Method: "RenewLeases", Bucket: -1}, func(ctx context.Context) (err error) {
-		if f := s.o.RenewLeasesFunc; f != nil {
-			ok, err = f(ctx, req, buckets, s.o.Store.RenewLeases)
+func (s *observed) Snapshot(ctx context.Context) (view lease.Coordination, err error) {
+	err = s.run(ctx, StoreCall{Method: "Snapshot", Bucket: -1}, func(ctx context.Context) (err error) {
+		if f := s.o.SnapshotFunc; f != nil {
+			view, err = f(ctx, s.o.Store.Snapshot)
 		} else {
-			ok, err = s.o.Store.RenewLeases(ctx, req, buckets)
+			view, err = s.o.Store.Snapshot(ctx)
 		}
 		return err
-	}, func() { ok = false })
-	return ok, err
+	}, func() { view = lease.Coordination{} })
+	return view, err
 }
 
-func (s *observed) ReleaseLeases(ctx context.Context, req lease.Request) (rel lease.Release, err error) {
+func (s *observed) Heartbeats(ctx context.Context) (relays []lease.RelayState, err error) {
+	err = s.run(ctx, StoreCall{Method: "Heartbeats", Bucket: -1}, func(ctx context.Context) (err error) {
+		if f := s.o.HeartbeatsFunc; f != nil {
+			relays, err = f(ctx, s.o.Store.Heartbeats)
+		} else {
+			relays, err = s.o.Store.Heartbeats(ctx)
+		}
+		return err
+	}, func() { relays = nil })
+	return relays, err
+}
+
+func (s *observed) WriteLeases(ctx context.Context, relayID string, op lease.Op, writes []lease.Write) (accepted, refused []int, err error) {
+	err = s.run(ctx, StoreCall{Method: "WriteLeases", Bucket: -1}, func(ctx context.Context) (err error) {
+		if f := s.o.WriteLeasesFunc; f != nil {
+			accepted, refused, err = f(ctx, relayID, op, writes, s.o.Store.WriteLeases)
+		} else {
+			accepted, refused, err = s.o.Store.WriteLeases(ctx, relayID, op, writes)
+		}
+		return err
+	}, func() { accepted, refused = nil, nil })
+	return accepted, refused, err
+}
+
+// Prune answers with no refused delete when Call refuses it: pruning is
+// housekeeping, whose failures a store logs and never returns.
+func (s *observed) Prune(ctx context.Context, relayID string, p lease.PruneWrite) (refused int) {
+	_ = s.run(ctx, StoreCall{Method: "Prune", Bucket: -1}, func(ctx context.Context) error {
+		if f := s.o.PruneFunc; f != nil {
+			refused = f(ctx, relayID, p, s.o.Store.Prune)
+		} else {
+			refused = s.o.Store.Prune(ctx, relayID, p)
+		}
+		return nil
+	}, func() { refused = 0 })
+	return refused
+}
+
+func (s *observed) ReleaseLeases(ctx context.Context, relayID string) (rel lease.Release, err error) {
 	err = s.run(ctx, StoreCall{Method: "ReleaseLeases", Bucket: -1}, func(ctx context.Context) (err error) {
 		if f := s.o.ReleaseLeasesFunc; f != nil {
-			rel, err = f(ctx, req, s.o.Store.ReleaseLeases)
+			rel, err = f(ctx, relayID, s.o.Store.ReleaseLeases)
 		} else {
-			rel, err = s.o.Store.ReleaseLeases(ctx, req)
+			rel, err = s.o.Store.ReleaseLeases(ctx, relayID)
 		}
 		return err
 	}, func() { rel = lease.Release{} })

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/lease"
@@ -120,14 +121,15 @@ func TestObservedStore(t *testing.T) {
 			},
 		})
 		ctx := t.Context()
-		req := lease.Request{RelayID: "relay-a", BucketCount: 2, LeaseDuration: 30e9}
+		now := time.Now()
+		claim := []lease.Write{{Bucket: 0, Now: now, Expiry: now.Add(30 * time.Second)}}
 		mode = "refuse"
-		if acq, err := s.AcquireLeases(ctx, req, lease.RoundState{}); !errors.Is(err, crashed) || len(acq.Owned) != 0 || mem.Lease(0).Owner != "" {
-			t.Fatalf("refused round: %+v, %v, lease %+v; want nothing sent", acq, err, mem.Lease(0))
+		if acc, _, err := s.WriteLeases(ctx, "relay-a", lease.OpClaim, claim); !errors.Is(err, crashed) || acc != nil || mem.Lease(0).Owner != "" {
+			t.Fatalf("refused claim: %v, %v, lease %+v; want nothing sent", acc, err, mem.Lease(0))
 		}
 		mode = "lose"
-		if acq, err := s.AcquireLeases(ctx, req, lease.RoundState{}); !errors.Is(err, crashed) || len(acq.Owned) != 0 || mem.Lease(0).Owner != "relay-a" {
-			t.Fatalf("lost round: %+v, %v, lease %+v; want the claims made and no answer", acq, err, mem.Lease(0))
+		if acc, _, err := s.WriteLeases(ctx, "relay-a", lease.OpClaim, claim); !errors.Is(err, crashed) || acc != nil || mem.Lease(0).Owner != "relay-a" {
+			t.Fatalf("lost claim: %v, %v, lease %+v; want the claim made and no answer", acc, err, mem.Lease(0))
 		}
 		mode = ""
 		if msgs, err := s.FetchBatch(ctx, 0, 10); err != nil || len(msgs)+len(mem.Pending(1)) != 3 {
