@@ -37,7 +37,7 @@ var contextKeys = []contextKey{
 	{"partitionKey", "partition key attribute (default PK)"},
 	{"sortKey", "sort key attribute (default SK)"},
 	{"keyPrefix", "prefix of every partition-key value (default OUTBOX)"},
-	{"bucketCount", "number of buckets; writers and relays must agree (default 8)"},
+	{"bucketCount", "number of buckets, 1 to 1024; writers and relays must agree, and the table's layout record checks it (default 8)"},
 	{"previousKeyPrefix", "key prefix of the generation the relay drains first while the bucket count changes (default none)"},
 	{"previousBucketCount", "bucket count of that generation (with previousKeyPrefix)"},
 	{"generationCheck", "enqueue function refuses writes once its generation is sealed (default false)"},
@@ -174,6 +174,22 @@ func (r *contextReader) integer(key string) int {
 	return int(f)
 }
 
+// bucketCount reads a bucket count: absent is 0 (the default), present
+// must be from 1 to outboxconf.MaxBucketCount. An explicit 0 is refused
+// rather than read as the default.
+func (r *contextReader) bucketCount(key string) int {
+	if r.get(key) == nil {
+		return 0
+	}
+	before := len(r.errs)
+	n := r.integer(key)
+	if len(r.errs) == before && (n < 1 || n > outboxconf.MaxBucketCount) {
+		r.fail(key, r.get(key), fmt.Sprintf("a bucket count from 1 to %d (the largest the scale study covers)", outboxconf.MaxBucketCount))
+		return 0
+	}
+	return n
+}
+
 func (r *contextReader) duration(key string) time.Duration {
 	s := r.str(key, "")
 	if s == "" {
@@ -235,9 +251,9 @@ func configFromContext(get func(string) any) (appConfig, error) {
 		PartitionKey:        r.str("partitionKey", ""),
 		SortKey:             r.str("sortKey", ""),
 		KeyPrefix:           r.str("keyPrefix", ""),
-		BucketCount:         r.integer("bucketCount"),
+		BucketCount:         r.bucketCount("bucketCount"),
 		PreviousKeyPrefix:   r.str("previousKeyPrefix", ""),
-		PreviousBucketCount: r.integer("previousBucketCount"),
+		PreviousBucketCount: r.bucketCount("previousBucketCount"),
 		GenerationCheck:     r.boolean("generationCheck", false),
 		DeletionProtection:  &deletionProtection,
 		OutboxName:          r.str("outboxName", ""),

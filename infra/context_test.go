@@ -172,6 +172,24 @@ func TestContext(t *testing.T) {
 		}
 	})
 
+	// A bucket count outside what the project supports is refused, not
+	// turned into the default: 0, negative, beyond the 1,024 buckets the
+	// scale study covers.
+	t.Run("BucketCountOutsideTheStudiedRange_IsRefused", func(t *testing.T) {
+		for _, v := range []any{0.0, "0", -8.0, 1025.0, "100000"} {
+			_, err := configFromContext(fromMap(map[string]any{"bucketCount": v, "previousBucketCount": v, "previousKeyPrefix": "OLD"}, nil))
+			for _, key := range []string{"bucketCount", "previousBucketCount"} {
+				if err == nil || !strings.Contains(err.Error(), `context "`+key+`": `) {
+					t.Errorf("%s=%v: %v; want it refused", key, v, err)
+				}
+			}
+		}
+		c, err := configFromContext(fromMap(map[string]any{"bucketCount": 1024.0, "alarms": "none"}, nil))
+		if err != nil || c.outbox.BucketCount != 1024 {
+			t.Errorf("1024 buckets: %v, %d", err, c.outbox.BucketCount)
+		}
+	})
+
 	t.Run("ReadmeDocumentsEveryContextKey", func(t *testing.T) {
 		readme, err := os.ReadFile("README.md")
 		if err != nil {

@@ -31,6 +31,15 @@ var (
 	// ErrInvalidItem marks a stored item that does not follow the table
 	// layout (malformed sort key, missing attribute, number out of range).
 	ErrInvalidItem = errors.New("outbox: invalid item")
+
+	// ErrBatchCut is no failure: a Store's FetchBatch returns it with a
+	// batch it ended short of max although the bucket holds later messages
+	// it will hand out once that batch is deleted (the store's order rule
+	// stopped it before a transaction the limit would have split, or before
+	// a row it could not settle within its reads). The relay fetches again at
+	// once, as after a full batch. A short batch without it means nothing
+	// more of the bucket was ready, so the relay waits for its next probe.
+	ErrBatchCut = errors.New("outbox: batch cut short with messages behind it")
 )
 
 // MisconfigurationError reports a configuration that cannot work. It matches

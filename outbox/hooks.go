@@ -7,7 +7,8 @@ import (
 )
 
 // Hook is a value that receives a relay's reports. It implements one or
-// more of HookLease, HookBatch, HookPark, HookRun and HookWakeUp, and is
+// more of HookLease, HookBatch, HookPark, HookRun, HookStranded and
+// HookWakeUp, and is
 // called only through those. NewRelay sorts RelayConfig.Hooks once, so a
 // report costs one call per hook that wants it; a hook implementing none of
 // them is a misconfiguration. Hooks run synchronously on the relay's
@@ -107,6 +108,13 @@ type HookRun interface {
 	OnRunEnd(relayID string, res RunResult)
 }
 
+// HookStranded receives the samples of stranded messages.
+type HookStranded interface {
+	// OnStranded: a sample of the messages in buckets beyond the bucket
+	// count (StrandedCounter), which no relay of the table publishes.
+	OnStranded(relayID string, stranded int64)
+}
+
 // HookWakeUp receives the wake-ups sent: a relay's continuation, or a
 // writer's through outboxwake.Notifier; err is the send's failure.
 type HookWakeUp interface {
@@ -115,12 +123,13 @@ type HookWakeUp interface {
 
 // hooks are a relay's hooks sorted by interface, with the relay's id.
 type hooks struct {
-	id    string
-	lease []HookLease
-	batch []HookBatch
-	park  []HookPark
-	run   []HookRun
-	wake  []HookWakeUp
+	id     string
+	lease  []HookLease
+	batch  []HookBatch
+	park   []HookPark
+	run    []HookRun
+	strand []HookStranded
+	wake   []HookWakeUp
 }
 
 func newHooks(id string, hs []Hook) (hooks, error) {
@@ -139,11 +148,14 @@ func newHooks(id string, hs []Hook) (hooks, error) {
 		if v, ok := x.(HookRun); ok {
 			h.run, n = append(h.run, v), n+1
 		}
+		if v, ok := x.(HookStranded); ok {
+			h.strand, n = append(h.strand, v), n+1
+		}
 		if v, ok := x.(HookWakeUp); ok {
 			h.wake, n = append(h.wake, v), n+1
 		}
 		if n == 0 {
-			return hooks{}, Misconfigured("new relay", "hook %d (%T) implements none of HookLease, HookBatch, HookPark, HookRun and HookWakeUp", i, x)
+			return hooks{}, Misconfigured("new relay", "hook %d (%T) implements none of HookLease, HookBatch, HookPark, HookRun, HookStranded and HookWakeUp", i, x)
 		}
 	}
 	return h, nil
@@ -224,6 +236,12 @@ func (h *hooks) parkedBacklog(parked int64) {
 func (h *hooks) backlog(pending int64, oldest time.Duration) {
 	for _, k := range h.run {
 		k.OnBacklog(h.id, pending, oldest)
+	}
+}
+
+func (h *hooks) stranded(n int64) {
+	for _, k := range h.strand {
+		k.OnStranded(h.id, n)
 	}
 }
 

@@ -32,11 +32,12 @@ type recorder struct {
 }
 
 var (
-	_ outbox.HookLease  = (*recorder)(nil)
-	_ outbox.HookBatch  = (*recorder)(nil)
-	_ outbox.HookPark   = (*recorder)(nil)
-	_ outbox.HookRun    = (*recorder)(nil)
-	_ outbox.HookWakeUp = (*recorder)(nil)
+	_ outbox.HookLease    = (*recorder)(nil)
+	_ outbox.HookBatch    = (*recorder)(nil)
+	_ outbox.HookPark     = (*recorder)(nil)
+	_ outbox.HookRun      = (*recorder)(nil)
+	_ outbox.HookStranded = (*recorder)(nil)
+	_ outbox.HookWakeUp   = (*recorder)(nil)
 )
 
 func (r *recorder) add(e event) {
@@ -101,6 +102,10 @@ func (r *recorder) OnParkedBacklog(id string, parked int64) {
 
 func (r *recorder) OnBacklog(id string, pending int64, oldest time.Duration) {
 	r.add(event{kind: "backlog", relayID: id, count: int(pending), dur: oldest})
+}
+
+func (r *recorder) OnStranded(id string, stranded int64) {
+	r.add(event{kind: "stranded", relayID: id, count: int(stranded)})
 }
 
 func (r *recorder) OnRetry(id string, wait time.Duration, err error) {

@@ -86,6 +86,9 @@ type Relay struct {
 	// of the traffic and samples the backlog once per interval.
 	work      recentWork
 	sampledAt time.Time
+	// strandedAt is when the last stranded count was taken (the relay's
+	// creation before the first).
+	strandedAt time.Time
 	// worked is when each bucket last had work (probeTimes.worked).
 	worked []time.Time
 
@@ -140,6 +143,7 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	if r.clock == nil {
 		r.clock = SystemClock{}
 	}
+	r.strandedAt = r.clock.Now()
 	r.lease = newLeaseKeeper(r.clock, lease.NewBook(r.req), opts.ErrorBackoff, r.leaseLost)
 	if r.tracer == nil {
 		r.tracer = NoopTracer{}

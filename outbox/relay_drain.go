@@ -174,6 +174,12 @@ func (d bucketDrain) relayBatch(ctx context.Context, g *grant, head *headRow) (p
 	r, bucket := d.u.r, d.bucket
 	size := g.count
 	msgs, ferr := r.store.FetchBatch(ctx, bucket, size)
+	// A batch the store cut short has more behind it, like a full one; an
+	// empty answer waits all the same (a transaction still committing).
+	cut := errors.Is(ferr, ErrBatchCut)
+	if cut {
+		ferr = nil
+	}
 	// A fetch that stopped at a bad row still returns the rows before it:
 	// they are relayed first and the bad row becomes the head.
 	if ferr != nil && len(msgs) == 0 {
@@ -236,7 +242,7 @@ func (d bucketDrain) relayBatch(ctx context.Context, g *grant, head *headRow) (p
 		return acked, true, nil
 	}
 	r.heads.clear(bucket)
-	return acked, fetched == size || ferr != nil, nil
+	return acked, fetched == size || cut || ferr != nil, nil
 }
 
 // unreadableHead handles a bucket whose head row cannot be read: backed off

@@ -71,7 +71,14 @@ func (u *run) execute() error {
 		return nil
 	}
 	join, err := joinCheck{u}.shouldJoin()
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrMisconfigured):
+		// The table says this relay cannot serve it (another bucket count):
+		// stop before the heartbeat.
+		u.res.Reason = StopFatal
+		r.log.LogAttrs(u.ctx, slog.LevelError, "relay misconfigured; claiming nothing", slog.Any("error", err))
+		return err
+	case err != nil:
 		// A failed probe is no reason to strand work: join and let the
 		// acquisition loop decide.
 		r.log.LogAttrs(u.ctx, slog.LevelWarn, "pre-join check failed; joining", slog.Any("error", err))
@@ -425,4 +432,42 @@ func (u *run) sampleBacklog(owned []int) {
 	if r.park.poison {
 		r.hooks.parkedBacklog(bl.Parked)
 	}
+	if bl.Pending > 0 {
+		u.sampleStranded(now)
+	}
+}
+
+// StrandedEvery is how many backlog intervals pass between two stranded
+// counts (StrandedCounter) of the holder of bucket 0, starting from the
+// relay's creation: a count probes as many buckets again as the backlog
+// sample, for messages that only a writer ignoring the table's layout
+// record can leave there, so it runs at a tenth of the sample's rate
+// (every 5 minutes with the default BacklogInterval), and only after a
+// sample that found messages pending: such a writer puts most of its
+// messages within the count, and an idle outbox pays nothing for the
+// count (the alarm keeps the last one).
+const StrandedEvery = 10
+
+// sampleStranded counts the stranded messages when the last count is
+// StrandedEvery backlog intervals old. A failed count is logged and
+// skipped, as a failed sample is.
+func (u *run) sampleStranded(now time.Time) {
+	r := u.r
+	sc, ok := r.store.(StrandedCounter)
+	if !ok || now.Sub(r.strandedAt) < StrandedEvery*r.opts.BacklogInterval {
+		return
+	}
+	r.strandedAt = now
+	ctx, cancel := withClockTimeout(u.ctx, backlogTimeout)
+	st, err := sc.Stranded(ctx)
+	cancel()
+	if err != nil {
+		r.log.LogAttrs(u.ctx, slog.LevelWarn, "stranded count failed", slog.Any("error", err))
+		return
+	}
+	if st.Messages > 0 {
+		r.log.LogAttrs(u.ctx, slog.LevelError, "messages wait in buckets beyond the bucket count, where no relay reads them: a writer uses another bucket count",
+			slog.Int64("stranded", st.Messages), slog.Any("buckets", st.Buckets), slog.Int("bucketCount", r.opts.BucketCount))
+	}
+	r.hooks.stranded(st.Messages)
 }

@@ -20,6 +20,24 @@ type Backlog struct {
 	Parked int64
 }
 
+// Stranded is one count of the messages in buckets beyond the bucket
+// count: buckets no relay of the table reads, which only a writer with
+// another bucket count fills.
+type Stranded struct {
+	// Messages counts them, each bucket capped as Backlog caps it.
+	Messages int64
+	// Buckets lists the buckets holding them, ascending.
+	Buckets []int
+}
+
+// StrandedCounter is the optional Store capability of counting stranded
+// messages. The holder of bucket 0 asks it with every StrandedEvery-th
+// backlog interval and reports the count (HookStranded), so an alarm fires
+// on messages no relay will ever publish. outboxddb.Store implements it.
+type StrandedCounter interface {
+	Stranded(ctx context.Context) (Stranded, error)
+}
+
 // Store is what the relay needs from the table holding the outbox. It is
 // implemented by outboxddb.Store (DynamoDB) and outboxmem.Store (memory),
 // and outboxtest.RunStoreTests is the contract both keep, which another
@@ -50,7 +68,10 @@ type Store interface {
 	// row it cannot read, it returns the messages before that row and an
 	// *UnreadableRowError (or, for a row stamped with another bucket count,
 	// a misconfiguration), so the valid prefix is relayed and the bad row
-	// becomes the bucket's head.
+	// becomes the bucket's head. A batch of fewer than max messages with no
+	// error says the bucket held nothing more to hand out now; one the
+	// store ended earlier, with messages behind it, comes with ErrBatchCut,
+	// and never empty (an empty batch always waits).
 	FetchBatch(ctx context.Context, bucket, max int) ([]Message, error)
 	// MarkPublished deletes a contiguous prefix of a fetched batch, in order.
 	MarkPublished(ctx context.Context, bucket int, msgs []Message) error

@@ -24,10 +24,10 @@ func cli(t *testing.T, args ...string) (code int, stdout, stderr string) {
 }
 
 // cliTable starts an embedded DynamoDB, creates a table on it through the
-// CLI and returns the server, the table and the connection flags. The CLI
-// tests need the embedded server (external endpoints are covered by the
-// store tests).
-func cliTable(t *testing.T) (*outboxlocal.DynamoDB, string, []string) {
+// CLI (create-table given extra, such as --bucket-count) and returns the
+// server, the table and the connection flags. The CLI tests need the
+// embedded server (external endpoints are covered by the store tests).
+func cliTable(t *testing.T, extra ...string) (*outboxlocal.DynamoDB, string, []string) {
 	t.Helper()
 	ddb := outboxtest.NewDynamoDB(t)
 	if ddb.External {
@@ -38,7 +38,7 @@ func cliTable(t *testing.T) (*outboxlocal.DynamoDB, string, []string) {
 	t.Setenv("AWS_ACCESS_KEY_ID", "")
 	t.Setenv("AWS_PROFILE", "")
 	flags := []string{"--dynamodb-endpoint", ddb.Endpoint, "--table", table}
-	if code, out, errs := cli(t, append([]string{"create-table"}, flags...)...); code != 0 {
+	if code, out, errs := cli(t, append(append([]string{"create-table"}, flags...), extra...)...); code != 0 {
 		t.Fatalf("create-table: exit %d: %s %s", code, out, errs)
 	}
 	return ddb, table, flags
@@ -197,7 +197,7 @@ func TestCLI(t *testing.T) {
 		t.Setenv("AWS_ACCESS_KEY_ID", "")
 		t.Setenv("AWS_PROFILE", "")
 		code, _, errs := cli(t, "status", "--table", "t", "--dynamodb-endpoint", "http://127.0.0.1:1")
-		if code != 1 || !strings.HasPrefix(errs, "spillway status: read coordination partition") {
+		if code != 1 || !strings.HasPrefix(errs, "spillway status: read LAYOUT of \"OUTBOX#COORDINATION\"") {
 			t.Errorf("status against a closed port: exit %d, %q; want 1 and what failed, without the package", code, errs)
 		}
 	})

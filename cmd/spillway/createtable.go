@@ -15,7 +15,7 @@ import (
 
 func runCreateTable(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("create-table", stdout)
-	ef := addTableFlags(fs)
+	ef := addTableFlags(fs).withOutbox()
 	wait := fs.Duration("wait", 5*time.Minute, "give up when the table is not active after this long")
 	progress := fs.Duration("progress", 5*time.Second, "interval between lines saying what the table is waiting for (0: none)")
 	if err := parse(fs, args); err != nil {
@@ -36,13 +36,30 @@ func runCreateTable(ctx context.Context, args []string, stdout, stderr io.Writer
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- outboxddb.CreateIfNotExists(wctx, client, cfg.StoreOptions()) }()
-	if err := awaitTable(wctx, client, cfg.Table, done, *progress, stdout); err != nil {
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			return fmt.Errorf("table %s is not active after %s (--wait): %w", cfg.Table, *wait, err)
+	err = awaitTable(wctx, client, cfg.Table, done, *progress, stdout)
+	var le *outboxddb.LayoutError
+	switch {
+	case errors.As(err, &le):
+		// An existing table that records another count: refused when a
+		// count was given, shown otherwise.
+		if src := ef.bucketCountSource(); src.flagSet || src.envSet {
+			_, err := checkLayout(ctx, client, cfg.StoreOptions(), &cfg.BucketCount, src, true)
+			return err
 		}
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		return fmt.Errorf("table %s is not active after %s (--wait): %w", cfg.Table, *wait, err)
+	case err != nil:
 		return err
 	}
-	_, err = fmt.Fprintf(stdout, "table %s is active\n", cfg.Table)
+	l, found, err := outboxddb.ReadLayout(ctx, client, cfg.StoreOptions())
+	switch {
+	case err != nil:
+		return err
+	case !found:
+		_, err = fmt.Fprintf(stdout, "table %s is active; warning: %s\n", cfg.Table, noRecordNote(cfg.Table, cfg.KeyPrefix, cfg.BucketCount))
+	default:
+		_, err = fmt.Fprintf(stdout, "table %s is active; its layout record gives key prefix %s %d buckets (recorded by %s)\n", cfg.Table, l.KeyPrefix, l.BucketCount, l.RecordedBy)
+	}
 	return err
 }
 

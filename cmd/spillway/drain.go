@@ -39,6 +39,8 @@ type drainOptions struct {
 	retry    time.Duration
 	log      *slog.Logger
 	asJSON   bool
+	// count says whether --bucket-count was given (checkLayout).
+	count countFlag
 }
 
 func runDrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -46,7 +48,7 @@ func runDrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	f, err := newDrainFleet(ctx, o)
+	f, err := newDrainFleet(ctx, &o, stderr)
 	if err != nil {
 		return err
 	}
@@ -95,7 +97,7 @@ func parseDrainFlags(args []string, stdout, stderr io.Writer) (drainOptions, err
 	}
 	limitMemory(cfg.MemoryMB)
 	return drainOptions{cfg: cfg, relays: *relays, timeout: *timeout, progress: *progress, retry: *retry,
-		log: cliLogger(stderr, *verbose), asJSON: *asJSON}, nil
+		log: cliLogger(stderr, *verbose), asJSON: *asJSON, count: ef.bucketCountSource()}, nil
 }
 
 // cliLogger is the log handler of the commands: warnings only, everything
@@ -118,9 +120,11 @@ type drainFleet struct {
 	waits   waitReporter
 }
 
-// newDrainFleet builds the store and the relays, and samples the backlog
-// once, which also fails at once on a table that does not exist.
-func newDrainFleet(ctx context.Context, o drainOptions) (*drainFleet, error) {
+// newDrainFleet checks the bucket count against the table's layout record
+// (o takes the recorded count when none was given), builds the store and
+// the relays, and samples the backlog once, which also fails at once on a
+// table that does not exist.
+func newDrainFleet(ctx context.Context, o *drainOptions, stderr io.Writer) (*drainFleet, error) {
 	client, err := dynamoClient(ctx, o.cfg)
 	if err != nil {
 		return nil, err
@@ -128,6 +132,13 @@ func newDrainFleet(ctx context.Context, o drainOptions) (*drainFleet, error) {
 	kcfg, err := kafkaConfig(ctx, o.cfg)
 	if err != nil {
 		return nil, err
+	}
+	lay, err := checkLayout(ctx, client, o.cfg.StoreOptions(), &o.cfg.BucketCount, o.count, true)
+	if err != nil {
+		return nil, err
+	}
+	if lay.note != "" {
+		fmt.Fprintf(stderr, "warning: %s\n", lay.note)
 	}
 	sopts := o.cfg.StoreOptions()
 	sopts.Logger = o.log

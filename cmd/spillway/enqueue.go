@@ -11,7 +11,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 )
@@ -60,10 +59,18 @@ func runEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	} else {
 		log = slog.New(slog.DiscardHandler)
 	}
+	lay, err := checkLayout(ctx, client, cfg.StoreOptions(), &cfg.BucketCount, ef.bucketCountSource(), true)
+	if err != nil {
+		return err
+	}
 	opts := cfg.StoreOptions()
 	opts.Logger = log
-	if err := refuseOtherBucketCount(ctx, client, opts, ef.names[outboxconf.EnvBucketCount]); err != nil {
-		return err
+	if !lay.found {
+		// No record to check against: what the items show stands in.
+		fmt.Fprintf(stderr, "warning: %s\n", lay.note)
+		if err := refuseOtherBucketCount(ctx, client, opts); err != nil {
+			return err
+		}
 	}
 	writer, err := outboxddb.NewWriter(client, opts)
 	if err != nil {
@@ -110,11 +117,12 @@ func checkJSON(payload []byte) error {
 	return fmt.Errorf("is not valid JSON at line %d, column %d (byte %d of %d): %v", line, col, syn.Offset, len(payload), syn)
 }
 
-// refuseOtherBucketCount refuses to write with a bucket count the table's
-// items contradict, as status warns about it: a message hashed over another
-// count lands in a bucket the relays do not drain in its key's order. It
-// costs the queries of countWarnings on the pending buckets.
-func refuseOtherBucketCount(ctx context.Context, client outboxddb.Client, opts outboxddb.Options, flagName string) error {
+// refuseOtherBucketCount refuses, on a table without a layout record, a
+// bucket count its items contradict: messages beyond the count or stamped
+// with another one, as status reports them (stale lease items say nothing
+// about writers and are ignored). It costs a pending probe per bucket and
+// what findCounts costs.
+func refuseOtherBucketCount(ctx context.Context, client outboxddb.Client, opts outboxddb.Options) error {
 	store, err := outboxddb.NewStore(client, opts)
 	if err != nil {
 		return err
@@ -123,16 +131,18 @@ func refuseOtherBucketCount(ctx context.Context, client outboxddb.Client, opts o
 	if err != nil {
 		return err
 	}
-	v := statusView{}
-	for _, b := range pending {
-		v.Buckets = append(v.Buckets, bucketStatus{Bucket: b, Pending: 1})
-	}
-	warnings, err := countWarnings(ctx, client, opts, v)
-	if err != nil || len(warnings) == 0 {
+	f, err := findCounts(ctx, store, pending)
+	if err != nil || !f.writersDisagree() {
 		return err
 	}
-	return fmt.Errorf("refused, nothing was written: the table is used with another bucket count than %d (%s). "+
-		"Give --%s the count every writer and relay of the table uses (or set %s); "+
-		"`spillway status --%s N` shows no such warning with the right N. A new count needs a new generation: docs/operations.md#changing-the-bucket-count",
-		opts.BucketCount, strings.Join(warnings, "; "), flagName, outboxconf.EnvBucketCount, flagName)
+	var seen []string
+	if len(f.Stamped) > 0 {
+		seen = append(seen, fmt.Sprintf("messages written with bucket count %s head buckets %v", joinInts(f.StampedCounts), f.Stamped))
+	}
+	if f.Stranded > 0 {
+		seen = append(seen, fmt.Sprintf("messages wait in buckets %v beyond it", f.StrandedBuckets))
+	}
+	return fmt.Errorf("refused, nothing was written: the table's items show writers with another bucket count than %d (%s); "+
+		"pass the count the table's relays use with --bucket-count and record it once with `spillway layout record --bucket-count N --yes` (docs/operations.md#the-layout-record)",
+		opts.BucketCount, strings.Join(seen, ", and "))
 }

@@ -36,8 +36,7 @@ func openGenerations(ctx context.Context, name string, args []string, stdout io.
 	if err != nil {
 		return nil, usagef("%v", err)
 	}
-	previous, ok := cfg.Previous()
-	if !ok {
+	if _, ok := cfg.Previous(); !ok {
 		return nil, usagef("name the generation being retired with --previous-key-prefix and --previous-bucket-count (or set %s and %s)",
 			outboxconf.EnvPreviousKeyPrefix, outboxconf.EnvPreviousBucketCount)
 	}
@@ -45,6 +44,18 @@ func openGenerations(ctx context.Context, name string, args []string, stdout io.
 	if err != nil {
 		return nil, err
 	}
+	// Each generation's count against its layout record: the previous one
+	// was given (required), the new one becomes the recorded one when it
+	// was not (its record is written when it opens).
+	writes := name != "status"
+	if _, err := checkLayout(ctx, client, cfg.PreviousStoreOptions(), &cfg.PreviousBucketCount,
+		countFlag{flag: "previous-bucket-count", env: outboxconf.EnvPreviousBucketCount, flagSet: ef.set()["previous-bucket-count"], envSet: true}, writes); err != nil {
+		return nil, err
+	}
+	if _, err := checkLayout(ctx, client, cfg.StoreOptions(), &cfg.BucketCount, ef.bucketCountSource(), writes); err != nil {
+		return nil, err
+	}
+	previous, _ := cfg.Previous()
 	e := &generationEnv{previous: previous, successor: cfg.Current()}
 	popts, copts := cfg.PreviousStoreOptions(), cfg.StoreOptions()
 	popts.CountParked, copts.CountParked = true, true

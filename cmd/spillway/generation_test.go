@@ -18,7 +18,7 @@ func TestGeneration(t *testing.T) {
 	// a seal that needs --yes, a finish refused while messages are left, then
 	// accepted once the old generation is empty.
 	t.Run("StatusSealFinish", func(t *testing.T) {
-		ddb, table, conn := cliTable(t)
+		ddb, table, conn := cliTable(t, "--bucket-count", "4")
 		flags := append([]string{"--previous-key-prefix", "OUTBOX", "--previous-bucket-count", "4", "--key-prefix", "OUTBOX2", "--bucket-count", "16"}, conn...)
 		gen := func(args ...string) (int, string, string) {
 			return cli(t, append(append([]string{"generation"}, args...), flags...)...)

@@ -35,9 +35,12 @@ var docs = map[string]helpDoc{
 	"bucket": {"print the bucket a message lands in",
 		"bucket (--key K | --key-base64 B | --message-id UUID | --partition P) [--bucket-count N] [--json]",
 		[]string{"spillway bucket --key customer-42 --bucket-count 16", "spillway bucket --message-id 3f2504e0-4f89-11d3-9a0c-0305e82c3301"}, ""},
-	"create-table": {"create the outbox table if it does not exist and wait until it is active",
-		"create-table --table NAME [--dynamodb-endpoint URL] [--wait D] [--progress D]",
-		[]string{"spillway create-table " + conn, "spillway create-table --table demo --dynamodb-endpoint http://127.0.0.1:8000"}, ""},
+	"create-table": {"create the outbox table if it does not exist, record its layout and wait until it is active",
+		"create-table --table NAME [--dynamodb-endpoint URL] [--key-prefix P] [--bucket-count N] [--wait D] [--progress D]",
+		[]string{"spillway create-table " + conn, "spillway create-table " + conn + " --bucket-count 32", "spillway create-table --table demo --dynamodb-endpoint http://127.0.0.1:8000"},
+		`A new table gets a layout record of its key prefix and bucket count, which
+every Spillway writer, relay and command checks its count against. On an
+existing table the command checks the record, and says when there is none.`},
 	"drain": {"relay until nothing is pending or marked for replay (exit 0) or --timeout passes (exit 1)",
 		"drain --table NAME --brokers HOST:PORT [--bucket-count N] [--relays N] [--timeout D] [--json] [-v]",
 		[]string{"spillway drain " + conn + " --brokers b-1.example:9092 --timeout 10m", "spillway drain " + conn + " --brokers localhost:9092 --relays 4 --json"},
@@ -52,7 +55,8 @@ that are not marked wait for an operator and do not fail the drain.`},
 		"enqueue --table NAME [--file FILE] [--bucket-count N] [-v]",
 		[]string{"spillway enqueue " + conn + " --file events/enqueue.single.json", `echo '{"topic":"orders","key":"o-1","value":"hi"}' | spillway enqueue ` + conn},
 		"Prints the function's response. Writes nothing when the request is not valid JSON (the error says where it breaks), " +
-			"when the function refuses it (the response names the field), or when the table's items show another bucket count than --bucket-count, as status warns."},
+			"when the function refuses it (the response names the field), or when --bucket-count is not the count the table's layout record states " +
+			"(without --bucket-count the command uses that count; on a table without a record, when the table's items show another count, as status warns)."},
 	"generation": {"show, seal or finish the retirement of a generation (key prefix and bucket count)",
 		"generation status|seal|finish --previous-key-prefix P --previous-bucket-count N [--key-prefix P] [--bucket-count N]",
 		[]string{"spillway generation status " + conn + " --previous-key-prefix OUTBOX --previous-bucket-count 8 --key-prefix OUTBOX2 --bucket-count 32"}, ""},
@@ -68,6 +72,44 @@ that are not marked wait for an operator and do not fail the drain.`},
 	"help": {"show the commands, or a command's flags and examples",
 		"help [command [verb]]",
 		[]string{"spillway help drain", "spillway help parked replay"}, ""},
+	"layout": {"record a table's bucket count, remove lease items beyond it, move messages stranded beyond it, restamp messages of another count",
+		"layout record|prune|rehome|restamp [flags]",
+		[]string{"spillway layout record " + conn + " --bucket-count 8", "spillway layout prune " + conn + " --yes"},
+		`A table's layout record states the bucket count of each key prefix; every
+Spillway writer, relay and command checks its count against it before it
+writes (docs/operations.md#the-layout-record). create-table and the CDK stack
+write it; a table created before it gets it from layout record.`},
+	"layout record": {"state the bucket count of a table created before the layout record (a dry run without --yes)",
+		"layout record --table NAME --bucket-count N [--key-prefix P] [--yes]",
+		[]string{"spillway layout record " + conn + " --bucket-count 8", "spillway layout record " + conn + " --bucket-count 8 --yes"},
+		`State the count the table's relays use. The dry run shows what the table's
+items say (messages beyond the count or stamped with another one, lease items
+beyond it); a count the running relays contradict is refused. A record never
+changes: a new count needs a new generation.`},
+	"layout prune": {"remove the lease items beyond the recorded bucket count (a dry run without --yes)",
+		"layout prune --table NAME [--key-prefix P] [--yes]",
+		[]string{"spillway layout prune " + conn, "spillway layout prune " + conn + " --yes"},
+		`A relay or drain run with a larger count leaves lease items beyond the
+table's count; every check ignores them. Each is removed only while no relay
+holds it: one a running relay with a larger count holds is named (exit 1).`},
+	"layout rehome": {"move messages stranded beyond the recorded bucket count into their buckets (a dry run without --yes)",
+		"layout rehome --table NAME [--key-prefix P] [--up-to B] [--yes]",
+		[]string{"spillway layout rehome " + conn, "spillway layout rehome " + conn + " --yes"},
+		`A writer with a larger count (before the table had a layout record, or one
+that does not check it) leaves messages in buckets no relay reads. Rehome
+enqueues them again, in their order and with their ids, into the buckets the
+recorded count gives them, then deletes them; run again after an
+interruption (consumers drop the repeats on the message id).`},
+	"layout restamp": {"let relays publish messages written with another bucket count within the recorded one (a dry run without --yes)",
+		"layout restamp --table NAME [--key-prefix P] [--yes]",
+		[]string{"spillway layout restamp " + conn, "spillway layout restamp " + conn + " --yes"},
+		`A relay stops at a message stamped with another bucket count than its own.
+Restamp rewrites the stamp of every such message of the table's buckets to the
+recorded count (reading each bucket whole, one conditional update per message):
+relays then publish them where they are, in their bucket's order. A writer
+whose count is a multiple of the table's (16 of 8) put each of them where the
+table's count puts it, so their keys keep their order; the command counts
+those it finds elsewhere. Fix the writer first.`},
 	"parked": {"list, replay or drop messages quarantined under SPILLWAY_POISON_POLICY=quarantine",
 		"parked list|replay|drop [flags]",
 		[]string{"spillway parked list " + conn, "spillway parked replay " + conn + " --all"}, ""},

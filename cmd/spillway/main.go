@@ -45,6 +45,12 @@ var commands = map[string]runFunc{
 		{"seal", runGenerationSeal},
 		{"finish", runGenerationFinish},
 	}),
+	"layout": verbs("layout", []subcommand{
+		{"record", runLayoutRecord},
+		{"prune", runLayoutPrune},
+		{"rehome", runLayoutRehome},
+		{"restamp", runLayoutRestamp},
+	}),
 	"parked": verbs("parked", []subcommand{
 		{"list", runParkedList},
 		{"replay", runParkedReplay},

@@ -27,13 +27,16 @@ type parkedEnv struct {
 	store *outboxddb.Store
 }
 
-func openParked(ctx context.Context, ef *endpointFlags) (*parkedEnv, error) {
+func openParked(ctx context.Context, ef *endpointFlags, writes bool, stderr io.Writer) (*parkedEnv, error) {
 	cfg, err := ef.config()
 	if err != nil {
 		return nil, usagef("%v", err)
 	}
 	client, err := dynamoClient(ctx, cfg)
 	if err != nil {
+		return nil, err
+	}
+	if err := ef.applyLayout(ctx, client, &cfg, writes, stderr); err != nil {
 		return nil, err
 	}
 	opts := cfg.StoreOptions()
@@ -88,7 +91,7 @@ func runParkedList(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	env, err := openParked(ctx, ef)
+	env, err := openParked(ctx, ef, false, stderr)
 	if err != nil {
 		return err
 	}
@@ -158,7 +161,7 @@ func runParkedReplay(ctx context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
-	env, err := openParked(ctx, ef)
+	env, err := openParked(ctx, ef, *yes, stderr)
 	if err != nil {
 		return err
 	}
@@ -274,7 +277,7 @@ func runParkedDrop(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if !*yes {
 		return usagef("dropping deletes the message for good: add --yes")
 	}
-	env, err := openParked(ctx, ef)
+	env, err := openParked(ctx, ef, true, stderr)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -27,7 +28,14 @@ type statusView struct {
 	Buckets      []bucketStatus `json:"buckets"`
 	Relays       []relayStatus  `json:"relays"`
 	CountCap     int            `json:"countCap"`
-	// Warnings say what suggests another bucket count is in use.
+	// Layout is the table's layout record for the key prefix; nil when it
+	// has none.
+	Layout *layoutView `json:"layout"`
+	// countFindings say what lies beyond the bucket count and what was
+	// written with another one.
+	countFindings
+	// Warnings say the findings, and a missing layout record, in
+	// sentences.
 	Warnings []string `json:"warnings,omitempty"`
 }
 
@@ -70,6 +78,10 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	lay, err := checkLayout(ctx, client, cfg.StoreOptions(), &cfg.BucketCount, ef.bucketCountSource(), false)
+	if err != nil {
+		return err
+	}
 	opts := cfg.StoreOptions()
 	opts.Logger = cliLogger(stderr, *verbose)
 	// Parked messages wait for an operator, so status always counts them,
@@ -84,9 +96,20 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	if view.Warnings, err = countWarnings(ctx, client, opts, view); err != nil {
+	view.Layout = viewOfLayout(lay.Layout, lay.found)
+	var pending []int
+	for _, b := range view.Buckets {
+		if b.Pending > 0 {
+			pending = append(pending, b.Bucket)
+		}
+	}
+	if view.countFindings, err = findCounts(ctx, store, pending); err != nil {
 		return err
 	}
+	if lay.note != "" {
+		view.Warnings = append(view.Warnings, lay.note)
+	}
+	view.Warnings = append(view.Warnings, view.countFindings.warnings()...)
 	for _, w := range view.Warnings {
 		opts.Logger.Warn(w)
 	}
@@ -144,8 +167,17 @@ func readStatus(ctx context.Context, store *outboxddb.Store, table string, lease
 
 func printStatus(w io.Writer, v statusView) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "table %s at %s: %d pending, %d parked, %d marked for replay, %s held back (per-bucket counts capped at %d)\n\n",
+	fmt.Fprintf(tw, "table %s at %s: %d pending, %d parked, %d marked for replay, %s held back (per-bucket counts capped at %d)\n",
 		v.Table, v.ReadAt.Format(time.RFC3339), v.Pending, v.Parked, v.Marked, plural(v.HeldBackKeys, "key"), v.CountCap)
+	if l := v.Layout; l != nil {
+		fmt.Fprintf(tw, "layout: key prefix %s, %d buckets (recorded by %s)\n", l.KeyPrefix, l.BucketCount, cmp.Or(l.RecordedBy, "unknown"))
+	} else {
+		fmt.Fprintf(tw, "layout: no record; %d buckets assumed\n", v.BucketCount)
+	}
+	if v.Stranded > 0 {
+		fmt.Fprintf(tw, "stranded: %d message(s) in buckets %v, beyond the bucket count, where no relay reads them\n", v.Stranded, v.StrandedBuckets)
+	}
+	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "BUCKET\tPENDING\tPARKED\tMARKED\tOLDEST\tOWNER\tLEASE EXPIRES")
 	for _, b := range v.Buckets {
 		oldest, owner, expires := "-", "-", "-"

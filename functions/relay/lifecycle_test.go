@@ -27,7 +27,11 @@ func TestRelayLifecycle(t *testing.T) {
 	// A Lambda API that accepts the continuation wake-up and never answers
 	// (a relay in a VPC without a route to it): the invocation still
 	// returns its response before the deadline, with its leases released
-	// and the work left listed, under every timeout and stop margin.
+	// and the work left listed, under every timeout and stop margin. The
+	// emulator is the judge of the deadline, as Lambda is: past it, it
+	// answers Task timed out, which invoke fails on. The test's own clock
+	// would add the emulator's HTTP round trips, which a loaded machine
+	// under -race makes long, to the function's time.
 	t.Run("TheWakeUpNeverOutlivesTheDeadline", func(t *testing.T) {
 		for _, tc := range []struct {
 			name, timeout, margin string
@@ -46,9 +50,8 @@ func TestRelayLifecycle(t *testing.T) {
 				start := time.Now()
 				resp := invoke[outboxlambda.RelayResponse](t, relay, f.sample(t, "relay.schedule.json"))
 				took := time.Since(start)
-				timeout, _ := strconv.Atoi(tc.timeout)
-				if took >= time.Duration(timeout)*time.Second || resp.Reason != string(outbox.StopBudget) {
-					t.Fatalf("answered after %v of %ss: %+v", took, tc.timeout, resp)
+				if resp.Reason != string(outbox.StopBudget) {
+					t.Fatalf("answered after %v of %ss: %+v; want the budget to end the run", took, tc.timeout, resp)
 				}
 				if resp.WakeUpSent || len(resp.WorkLeft) == 0 || resp.ReleaseSkipped || len(resp.Released) == 0 {
 					t.Fatalf("response %+v: want the work left listed, the leases released, no wake-up sent", resp)
@@ -67,10 +70,15 @@ func TestRelayLifecycle(t *testing.T) {
 
 	// SIGTERM while a publish is in flight (Lambda shuts the environment
 	// down): the publish settles, its rows are deleted, no new batch starts
-	// and every lease is released within Lambda's 500 ms shutdown phase,
-	// so peers take the buckets over at once instead of after the 30 s
-	// lease. The emulator drops the invocation (as Lambda reports a
-	// shutdown to the caller) and kills the process 600 ms after SIGTERM.
+	// and every lease is released by the function before its kill, so
+	// peers take the buckets over at once instead of after the 30 s lease.
+	// The emulator drops the invocation (as Lambda reports a shutdown to
+	// the caller) and kills the process 600 ms after SIGTERM, so leases
+	// seen released within 2 s were released by the function's shutdown:
+	// a lease left to lapse stays 30 s. That the release comes within the
+	// 500 ms phase is outboxlambda's TestShutdown, in simulated time; here
+	// the test's polls (reads of the coordination partition on a loaded
+	// machine, under -race) would add their own time to the verdict.
 	t.Run("SIGTERMMidPublishReleasesTheLeasesWithinTheShutdownPhase", func(t *testing.T) {
 		f := newFixture(t)
 		producing := make(chan struct{})
@@ -93,12 +101,8 @@ func TestRelayLifecycle(t *testing.T) {
 			}
 			exited <- took
 		}()
-		released := f.waitReleased(t, 2*time.Second)
-		releasedAfter := released.Sub(sigterm)
+		releasedAfter := f.waitReleased(t, 2*time.Second).Sub(sigterm)
 		exitAfter := <-exited
-		if releasedAfter > 500*time.Millisecond {
-			t.Fatalf("leases released %v after SIGTERM, past the 500 ms shutdown phase", releasedAfter)
-		}
 		if logs := relay.Output(); !strings.Contains(logs, "relay function shutting down") {
 			t.Fatalf("no shutdown in the function's output:\n%s", logs)
 		}
@@ -122,7 +126,9 @@ func TestRelayLifecycle(t *testing.T) {
 	// A 1 s timeout, and the head of a bucket on a topic the cluster does
 	// not have: the publish's metadata re-check (UnknownTopicWait, 1 s) is
 	// cut by the stop, the leases are released and the response reaches
-	// the runtime before the deadline; the poison head stays in the table.
+	// the runtime before the deadline, which the emulator enforces (Task
+	// timed out, which invoke fails on); the poison head stays in the
+	// table.
 	t.Run("APoisonHeadOnAnUnknownTopicUnderAOneSecondTimeout", func(t *testing.T) {
 		f := newFixture(t)
 		w := f.writer(t)
@@ -143,7 +149,7 @@ func TestRelayLifecycle(t *testing.T) {
 		start := time.Now()
 		resp := invoke[outboxlambda.RelayResponse](t, relay, f.sample(t, "relay.schedule.json"))
 		took := time.Since(start)
-		if took >= time.Second || resp.ReleaseSkipped || len(resp.Released) == 0 {
+		if resp.ReleaseSkipped || len(resp.Released) == 0 {
 			t.Fatalf("answered after %v: %+v; want the leases released before the 1 s deadline", took, resp)
 		}
 		f.leasesReleased(t)

@@ -112,6 +112,12 @@ const (
 	// them, not a burst.
 	relayThrottleThreshold = 0
 	relayThrottlePeriods   = 5
+	// strandedPeriod: the holder of bucket 0 counts the stranded messages
+	// every tenth backlog interval (5 minutes by default) of the runs that
+	// join, so 15 minutes hold a count while relays work; without one the
+	// alarm keeps its state (an idle outbox counts nothing), and a count
+	// of 0 after `spillway layout rehome` returns it to OK.
+	strandedPeriod = 15 * minute
 )
 
 // alarmDef is one alarm: what it watches, when it fires, and how missing
@@ -123,6 +129,7 @@ type alarmDef struct {
 	periods, datapoints float64
 	below               bool // fire below the threshold instead of above
 	missingBreaches     bool
+	missingIgnored      bool // keep the state while no data arrives
 }
 
 // newAlarms creates the alarms. Missing data is not breaching, except for
@@ -149,6 +156,9 @@ func newAlarms(scope constructs.Construct, in alarmInputs) []awscloudwatch.Alarm
 		}
 		if s.missingBreaches {
 			missing = awscloudwatch.TreatMissingData_BREACHING
+		}
+		if s.missingIgnored {
+			missing = awscloudwatch.TreatMissingData_IGNORE
 		}
 		alarm := awscloudwatch.NewAlarm(group, jsii.String(s.id), &awscloudwatch.AlarmProps{
 			Metric:             s.metric,
@@ -195,6 +205,13 @@ func relayAlarms(in alarmInputs) []alarmDef {
 			description: "Messages are parked (SPILLWAY_POISON_POLICY=quarantine): list them with spillway parked list",
 			metric:      in.emf.metric(in.relayName, outboxconf.MetricParkedMessages, statMaximum, fiveMinutes),
 			periods:     1, datapoints: 1,
+		},
+		{
+			id:          "StrandedMessages",
+			description: "Messages wait in buckets beyond the bucket count, where no relay reads them: a writer uses another count. Fix it, then run spillway layout rehome",
+			metric:      in.emf.metric(in.relayName, outboxconf.MetricStrandedMessages, statMaximum, strandedPeriod),
+			periods:     1, datapoints: 1,
+			missingIgnored: true,
 		},
 		{
 			id:          "RelayNotRunning",

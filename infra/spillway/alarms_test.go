@@ -37,8 +37,13 @@ func TestAlarms(t *testing.T) {
 			// Only the liveness alarm fires below its threshold and counts
 			// missing data (a silent fleet) as breaching.
 			op, missing := "GreaterThanThreshold", "notBreaching"
-			if name == "RelayNotRunning" {
+			switch name {
+			case "RelayNotRunning":
 				op, missing = "LessThanThreshold", "breaching"
+			case "StrandedMessages":
+				// Counted every 5 minutes by working relays only: an idle
+				// outbox keeps the alarm's state.
+				missing = "ignore"
 			}
 			assertJSON(t, name+" comparison", a["ComparisonOperator"], op)
 			assertJSON(t, name+" missing data", a["TreatMissingData"], missing)
@@ -78,6 +83,9 @@ func TestAlarms(t *testing.T) {
 			// Failures in 2 of the last 5 minutes.
 			"PublishFailures": {outboxconf.MetricPublishFailures, "Spillway", "Sum", 60, 0, 5, 2},
 			"ParkedMessages":  {outboxconf.MetricParkedMessages, "Spillway", "Maximum", 300, 0, 1, 1},
+			// Any message beyond the bucket count, in a 15-minute window
+			// holding three of the relays' counts.
+			"StrandedMessages": {outboxconf.MetricStrandedMessages, "Spillway", "Maximum", 900, 0, 1, 1},
 			// No run completed (no end-of-run document) in 10 minutes.
 			"RelayNotRunning":         {outboxconf.MetricBudgetUsed, "Spillway", "SampleCount", 600, 1, 1, 1},
 			"ReleasesSkipped":         {outboxconf.MetricReleasesSkipped, "Spillway", "Sum", 300, 0, 1, 1},
@@ -164,8 +172,8 @@ func TestAlarms(t *testing.T) {
 
 	t.Run("NoAlarmActionsWithoutATopic", func(t *testing.T) {
 		f := synth(t, nil)
-		if n := len(f.ofType("AWS::CloudWatch::Alarm")); n != 13 {
-			t.Errorf("want 13 alarms, got %d", n)
+		if n := len(f.ofType("AWS::CloudWatch::Alarm")); n != 14 {
+			t.Errorf("want 14 alarms, got %d", n)
 		}
 		for _, id := range f.ofType("AWS::CloudWatch::Alarm") {
 			if actions, ok := f.props(id)["AlarmActions"]; ok {
@@ -226,7 +234,7 @@ func TestAlarms(t *testing.T) {
 			}
 		}
 		r := "@" + f.functionID(f.outbox.relay.fn) + "@"
-		has("Backlog", emfMetric(outboxconf.MetricPendingMessages, r), emfMetric(outboxconf.MetricOldestPendingAge, r))
+		has("Backlog", emfMetric(outboxconf.MetricPendingMessages, r), emfMetric(outboxconf.MetricStrandedMessages, r), emfMetric(outboxconf.MetricOldestPendingAge, r))
 		has("Throughput", emfMetric(outboxconf.MetricMessagesPublished, r), emfMetric(outboxconf.MetricMessagesEnqueued, enqueue), emfMetric(outboxconf.MetricPublishFailures, r))
 		has("Publish latency (commit to ack)", emfMetric(outboxconf.MetricPublishLatency, r), `"stat":"p50"`, `"stat":"p99"`)
 		has("Leases", emfMetric(outboxconf.MetricOwnedBuckets, r), emfMetric(outboxconf.MetricLeaseClaims, r),

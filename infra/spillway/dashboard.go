@@ -67,7 +67,7 @@ func newDashboard(scope constructs.Construct, in dashboardInputs) awscloudwatch.
 	dashboard := awscloudwatch.NewDashboard(scope, jsii.String("Dashboard"), nil)
 	dashboard.AddWidgets(
 		graph("Backlog",
-			[]awscloudwatch.IMetric{relay(outboxconf.MetricPendingMessages, statMaximum)},
+			[]awscloudwatch.IMetric{relay(outboxconf.MetricPendingMessages, statMaximum), relay(outboxconf.MetricStrandedMessages, statMaximum)},
 			[]awscloudwatch.IMetric{relay(outboxconf.MetricOldestPendingAge, statMaximum)}),
 		graph("Throughput",
 			[]awscloudwatch.IMetric{published, enqueue(outboxconf.MetricMessagesEnqueued, statSum)},

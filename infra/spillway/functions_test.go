@@ -121,7 +121,7 @@ func TestFunctions(t *testing.T) {
 		// No SPILLWAY_RELAY_FUNCTION: the relay wakes itself under
 		// AWS_LAMBDA_FUNCTION_NAME.
 		relayEnv := map[string]any{
-			outboxconf.EnvKafkaBrokers: map[string]any{"Fn::GetAtt": []any{f.ofType("Custom::AWS")[0], "BootstrapBrokerStringSaslIam"}},
+			outboxconf.EnvKafkaBrokers: map[string]any{"Fn::GetAtt": []any{f.brokerLookups()[0], "BootstrapBrokerStringSaslIam"}},
 			outboxconf.EnvKafkaAuth:    outboxconf.KafkaAuthIAM,
 			outboxconf.EnvKafkaTLS:     "true",
 			outboxconf.EnvMode:         "hold",
@@ -148,7 +148,7 @@ func TestFunctions(t *testing.T) {
 				ScramSecretArn: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:AmazonMSK_spillway-AbCdEf",
 			}
 		})
-		if ids := f.ofType("Custom::AWS"); len(ids) != 0 {
+		if ids := f.brokerLookups(); len(ids) != 0 {
 			t.Errorf("looked the brokers up although they were given: %v", ids)
 		}
 		env := f.props(f.functionID(f.outbox.relay.fn))["Environment"].(map[string]any)["Variables"].(map[string]any)
@@ -176,14 +176,18 @@ func TestFunctions(t *testing.T) {
 			{KafkaProps{ClusterArn: testCluster, ScramSecretArn: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:AmazonMSK_x-AbCdEf"}, "BootstrapBrokerStringSaslScram"},
 		} {
 			f := synth(t, func(p *OutboxProps) { p.Kafka = c.kafka })
-			lookup := f.only("Custom::AWS")
+			lookups := f.brokerLookups()
+			if len(lookups) != 1 {
+				t.Fatalf("broker lookups %v, want one", lookups)
+			}
+			lookup := f.props(lookups[0])
 			for _, phase := range []string{"Create", "Update"} {
 				mustContain(t, lookup[phase].(string),
 					`"action":"getBootstrapBrokers"`, `"service":"Kafka"`,
 					`"outputPaths":["`+c.field+`"]`, `"ClusterArn":"`+testCluster+`"`)
 			}
 			env := f.props(f.functionID(f.outbox.relay.fn))["Environment"].(map[string]any)["Variables"].(map[string]any)
-			assertJSON(t, "brokers", env[outboxconf.EnvKafkaBrokers], map[string]any{"Fn::GetAtt": []any{f.ofType("Custom::AWS")[0], c.field}})
+			assertJSON(t, "brokers", env[outboxconf.EnvKafkaBrokers], map[string]any{"Fn::GetAtt": []any{lookups[0], c.field}})
 		}
 	})
 

@@ -147,6 +147,18 @@ func (f *fixture) ofType(typ string) []string {
 	return ids
 }
 
+// brokerLookups returns the ids of the MSK bootstrap-broker lookups, the
+// Custom::AWS resources beside the layout record.
+func (f *fixture) brokerLookups() []string {
+	var ids []string
+	for _, id := range f.ofType("Custom::AWS") {
+		if strings.Contains(id, "BootstrapBrokers") {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
 // only returns the properties of the single resource of a type.
 func (f *fixture) only(typ string) map[string]any {
 	f.t.Helper()

@@ -148,9 +148,9 @@ func TestIAM(t *testing.T) {
 		topic := func(name string) any {
 			return "arn:aws:kafka:eu-west-1:123456789012:topic/orders/1a2b3c4d-5e6f-7a8b-9c0d-1e2f3a4b5c6d-3/" + name
 		}
-		lookup := o.Node().FindChild(jsii.String("BootstrapBrokers"))
-		lookupRole := lookup.Node().FindChild(jsii.String("Role")).(awsiam.Role)
-		lookupLogs := lookup.Node().FindChild(jsii.String("Logs"))
+		calls := o.Node().FindChild(jsii.String("SdkCalls"))
+		callsRole := calls.Node().FindChild(jsii.String("Role")).(awsiam.Role)
+		callsLogs := calls.Node().FindChild(jsii.String("Logs"))
 		scheduleRole := o.Node().FindChild(jsii.String("Schedule")).Node().FindChild(jsii.String("Role")).(awsiam.Role)
 		writers := writerGrants(table, relayArn, "OUTBOX#COORDINATION", "OUTBOX#GENERATION")
 		f.expectGrants(map[string][]stmt{
@@ -165,8 +165,11 @@ func TestIAM(t *testing.T) {
 			f.roleID(o.enqueue.role): append([]stmt{f.logWrites(o.enqueue), newStmt(xray, []any{"*"}, nil)}, writers...),
 			"managed:" + f.logicalID(o.writers.Node().DefaultChild().(awscdk.CfnElement)): writers,
 			f.roleID(scheduleRole): {newStmt([]string{"lambda:InvokeFunction"}, []any{relayArn}, nil)},
-			f.roleID(lookupRole): {
-				newStmt([]string{"logs:CreateLogStream", "logs:PutLogEvents"}, []any{map[string]any{"Fn::GetAtt": []any{f.logicalID(lookupLogs.Node().DefaultChild().(awscdk.CfnElement)), "Arn"}}}, nil),
+			// The deploy-time calls: the layout record of the key prefix
+			// only, and the broker lookup.
+			f.roleID(callsRole): {
+				newStmt([]string{"logs:CreateLogStream", "logs:PutLogEvents"}, []any{map[string]any{"Fn::GetAtt": []any{f.logicalID(callsLogs.Node().DefaultChild().(awscdk.CfnElement)), "Arn"}}}, nil),
+				newStmt([]string{"dynamodb:UpdateItem"}, []any{table}, map[string]any{"ForAllValues:StringEquals": map[string]any{"dynamodb:LeadingKeys": []any{"OUTBOX#COORDINATION"}}}),
 				newStmt([]string{"kafka:GetBootstrapBrokers"}, []any{testCluster}, nil),
 			},
 		})
@@ -190,8 +193,14 @@ func TestIAM(t *testing.T) {
 		table := f.resolved(o.table.TableArn())
 		relayArn := f.resolved(o.relay.fn.FunctionArn())
 		scheduleRole := o.Node().FindChild(jsii.String("Schedule")).Node().FindChild(jsii.String("Role")).(awsiam.Role)
+		calls := o.Node().FindChild(jsii.String("SdkCalls"))
 		writers := writerGrants(table, relayArn, "OUTBOX#COORDINATION", "OUTBOX#GENERATION")
 		f.expectGrants(map[string][]stmt{
+			// Given brokers: the deploy-time calls are the layout record's.
+			f.roleID(calls.Node().FindChild(jsii.String("Role")).(awsiam.Role)): {
+				newStmt([]string{"logs:CreateLogStream", "logs:PutLogEvents"}, []any{map[string]any{"Fn::GetAtt": []any{f.logicalID(calls.Node().FindChild(jsii.String("Logs")).Node().DefaultChild().(awscdk.CfnElement)), "Arn"}}}, nil),
+				newStmt([]string{"dynamodb:UpdateItem"}, []any{table}, map[string]any{"ForAllValues:StringEquals": map[string]any{"dynamodb:LeadingKeys": []any{"OUTBOX#COORDINATION"}}}),
+			},
 			f.roleID(o.relay.role): {
 				f.logWrites(o.relay),
 				newStmt(xray, []any{"*"}, nil),

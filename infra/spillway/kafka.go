@@ -6,7 +6,6 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/customresources"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
@@ -64,7 +63,7 @@ func mskStatements(k KafkaProps) []awsiam.PolicyStatement {
 // string for the auth mode, read at deploy time with
 // kafka:GetBootstrapBrokers (the only way to learn it without credentials
 // at synth).
-func bootstrapBrokers(scope constructs.Construct, k KafkaProps, retention awslogs.RetentionDays) *string {
+func bootstrapBrokers(scope constructs.Construct, k KafkaProps, calls sdkCalls) *string {
 	if len(k.Brokers) > 0 {
 		return jsii.String(strings.Join(k.Brokers, ","))
 	}
@@ -80,22 +79,11 @@ func bootstrapBrokers(scope constructs.Construct, k KafkaProps, retention awslog
 		OutputPaths:        &[]*string{jsii.String(field)},
 	}
 	lookup := constructs.NewConstruct(scope, jsii.String("BootstrapBrokers"))
-	logs := awslogs.NewLogGroup(lookup, jsii.String("Logs"), &awslogs.LogGroupProps{
-		Retention:     retention,
-		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
-	})
-	// An explicit role with logs scoped to the lookup's own log group keeps
-	// AWSLambdaBasicExecutionRole (a managed policy with logs on *) away.
-	role := awsiam.NewRole(lookup, jsii.String("Role"), &awsiam.RoleProps{
-		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
-		Description: jsii.String("Reads the MSK bootstrap brokers at deploy time"),
-	})
-	role.AddToPrincipalPolicy(statement([]string{"logs:CreateLogStream", "logs:PutLogEvents"}, logs.LogGroupArn()))
 	cr := customresources.NewAwsCustomResource(lookup, jsii.String("Lookup"), &customresources.AwsCustomResourceProps{
 		OnCreate:            call,
 		OnUpdate:            call,
-		Role:                role,
-		LogGroup:            logs,
+		Role:                calls.role,
+		LogGroup:            calls.logs,
 		InstallLatestAwsSdk: jsii.Bool(false),
 		Policy: customresources.AwsCustomResourcePolicy_FromStatements(&[]awsiam.PolicyStatement{
 			statement([]string{"kafka:GetBootstrapBrokers"}, jsii.String(k.ClusterArn)),

@@ -12,12 +12,12 @@ import (
 // finding it covers.
 const (
 	reasonXRay            = "X-Ray PutTraceSegments and PutTelemetryRecords support no resource-level permissions; AWS requires Resource \"*\" for active tracing."
-	reasonProviderRuntime = "CDK's own AwsCustomResource provider (reads the MSK bootstrap brokers at deploy time); CDK picks the newest Node.js runtime it knows to exist in every region (nodejs24.x), while the rule wants the newest one in its catalogue."
+	reasonProviderRuntime = "CDK's own AwsCustomResource provider (writes the table's layout record and reads the MSK bootstrap brokers at deploy time); CDK picks the newest Node.js runtime it knows to exist in every region (nodejs24.x), while the rule wants the newest one in its catalogue."
 	reasonWakeUpsAreHints = "Wake-ups are hints: the relay's asynchronous invocations are not retried and expire after a minute, because the schedule sweeps every bucket anyway; a failed or dropped wake-up delays messages by at most one schedule interval and loses none, so a dead-letter queue or failure destination would only collect events nobody needs to replay."
 	reasonSynchronous     = "The enqueue function is invoked synchronously by producers, which receive every error in the response; it has no asynchronous events to keep."
 	reasonStreamHints     = "Stream records are only wake-up hints: the handler never fails a batch and the schedule finds every message, so a failed batch needs no destination."
 	reasonEmailAlarms     = "The e-mail subscription only forwards alarm notifications; the alarms' state and history stay in CloudWatch, so an undeliverable e-mail loses nothing a dead-letter queue would need to keep."
-	reasonProvider        = "CDK's own AwsCustomResource provider, run at deployment to look up the MSK bootstrap brokers; its memory, runtime, tracing and error handling are CDK's, and a failed lookup fails the deployment."
+	reasonProvider        = "CDK's own AwsCustomResource provider, run at deployment to write the table's layout record and look up the MSK bootstrap brokers; its memory, runtime, tracing and error handling are CDK's, and a failed call fails the deployment."
 	reasonENI             = "Lambda creates, describes and deletes the relay's VPC network interfaces before they exist; the EC2 network-interface actions (AWSLambdaVPCAccessExecutionRole's) require Resource \"*\"."
 )
 

@@ -106,6 +106,8 @@ func NewOutbox(scope constructs.Construct, id string, props *OutboxProps) Outbox
 	// wherever a construct is expected (scopes, cdk-nag, Stack_Of).
 	constructs.NewConstruct_Override(o, scope, jsii.String(id))
 	o.table = newTable(o, p)
+	calls := newSdkCalls(o, p.LogRetention)
+	newLayoutRecord(o, p, o.table, calls)
 	var streamArn *string
 	if p.StreamsTrigger {
 		streamArn = o.table.TableStreamArn()
@@ -120,7 +122,7 @@ func NewOutbox(scope constructs.Construct, id string, props *OutboxProps) Outbox
 		network = &rn
 		o.securityGroup = rn.securityGroup
 	}
-	brokers := bootstrapBrokers(o, p.Kafka, p.LogRetention)
+	brokers := bootstrapBrokers(o, p.Kafka, calls)
 	tracing := newFunctionTracing(o, p)
 	o.relay = newGoFunction(o, "Relay", goFunctionProps{
 		description: "Spillway relay: publishes outbox messages to Kafka",

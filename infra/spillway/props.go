@@ -369,8 +369,11 @@ func (p OutboxProps) Validate() error {
 	if strings.TrimSpace(p.KeyPrefix) == "" {
 		bad("key prefix is blank")
 	}
-	if p.BucketCount < 1 {
-		bad("bucket count must be >= 1, got %d", p.BucketCount)
+	if p.BucketCount < 1 || p.BucketCount > outboxconf.MaxBucketCount {
+		bad("bucket count must be from 1 to %d, the largest the scale study covers (docs/benchmarks.md#the-coordination-partition-at-scale), got %d", outboxconf.MaxBucketCount, p.BucketCount)
+	}
+	if p.PreviousBucketCount > outboxconf.MaxBucketCount {
+		bad("previous bucket count must be at most %d, got %d", outboxconf.MaxBucketCount, p.PreviousBucketCount)
 	}
 	if (p.PreviousKeyPrefix == "") != (p.PreviousBucketCount == 0) || p.PreviousBucketCount < 0 || (p.PreviousKeyPrefix != "" && p.PreviousKeyPrefix == p.KeyPrefix) {
 		bad("previous key prefix %q and previous bucket count %d go together (both or neither), the count >= 1, the prefix other than key prefix %q",

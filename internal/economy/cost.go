@@ -176,6 +176,11 @@ func measureCost(ctx context.Context, env lab.Config, b *bench.Backends, cfg Cos
 	if err != nil {
 		return SizeCost{}, err
 	}
+	// The writer's one read of the table's layout record, a cost per
+	// writer, not per message (docs/protocol.md#the-layout-record).
+	if err := writer.CheckLayout(ctx); err != nil {
+		return SizeCost{}, err
+	}
 	c := &costRun{env: env, cfg: cfg, b: b, opts: opts, writer: writer, work: bench.NewWorkload(b.Topic, valueSize, cfg.BucketCount)}
 	sc := SizeCost{ValueSize: valueSize}
 	single, err := c.enqueueSingle(ctx)

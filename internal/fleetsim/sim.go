@@ -346,6 +346,11 @@ func (s *sim) startWriters(opts outboxddb.Options) error {
 		if err != nil {
 			return err
 		}
+		// A writer process reads the table's layout record once, as it
+		// starts: set-up, not the traffic the seeds replay.
+		if err := w.CheckLayout(lab.SetUp(s.ctx)); err != nil {
+			return err
+		}
 		p := &writerProc{sim: s, n: i, w: w, client: client, ops: make(chan *writerOp, len(s.wl.ops))}
 		s.writers = append(s.writers, p)
 		s.wgWrite.Go(func() { p.loop(s.ctx) })

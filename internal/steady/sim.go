@@ -151,8 +151,13 @@ func (s *sim) build(ddb *outboxlocal.DynamoDB) error {
 		}
 		opts.Notifier = s.notifier
 	}
-	s.writer, err = outboxddb.NewWriter(s.client, opts)
-	return err
+	if s.writer, err = outboxddb.NewWriter(s.client, opts); err != nil {
+		return err
+	}
+	// A service's writer reads the table's layout record once, before its
+	// traffic (as the enqueue function does at init): a set-up call, not
+	// the steady traffic this study measures.
+	return s.writer.CheckLayout(lab.SetUp(s.ctx))
 }
 
 // newWriterNotifier returns a writer's wake-up notifier: it reads the

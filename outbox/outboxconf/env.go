@@ -78,3 +78,9 @@ const (
 
 // DefaultMaxHops bounds a chain of continuation wake-ups.
 const DefaultMaxHops = 10
+
+// MaxBucketCount is the largest bucket count the stack accepts: the
+// largest the scale study measured the coordination partition at (1,024
+// buckets and up to 128 relays, docs/benchmarks.md), where one lease round's
+// read is already about 23 read units.
+const MaxBucketCount = 1024

@@ -35,6 +35,9 @@ const (
 	// MetricMessagesReplayed counts parked messages published on an
 	// operator's replay (they count in MessagesPublished too).
 	MetricMessagesReplayed = "MessagesReplayed"
+	// MetricStrandedMessages is the gauge of messages in buckets beyond
+	// the bucket count, where no relay reads them (outbox.StrandedCounter).
+	MetricStrandedMessages = "StrandedMessages"
 )
 
 // CloudWatch units used by the metrics above.
@@ -70,4 +73,5 @@ var MetricUnits = map[string]string{
 	MetricMessagesParked:           UnitCount,
 	MetricParkedMessages:           UnitCount,
 	MetricMessagesReplayed:         UnitCount,
+	MetricStrandedMessages:         UnitCount,
 }

@@ -19,7 +19,7 @@ import (
 // commitEnv is an outbox table and a writer with a recording notifier.
 func commitEnv(t *testing.T, edit ...func(*Options)) (*env, *Writer, *recordingNotifier) {
 	t.Helper()
-	e := newEnv(t)
+	e := newEnv(t, edit...)
 	notifier := &recordingNotifier{}
 	w := e.writer(t, append([]func(*Options){func(o *Options) {
 		o.Notifier, o.Topics = notifier, []string{"orders"}

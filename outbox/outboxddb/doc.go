@@ -13,6 +13,13 @@
 //	Sequence counter  {P}#SEQUENCE#{bucket}   SEQUENCE
 //	Lease             {P}#COORDINATION        LEASE#{bucket, 10 digits}
 //	Relay heartbeat   {P}#COORDINATION        RELAY#{relay id}
+//	Layout record     {P}#COORDINATION        LAYOUT
+//
+// The layout record states the prefix's bucket count (ReadLayout,
+// RecordLayout): writers check it once (Writer.CheckLayout), relays in
+// every full lease round's read, and both refuse another count with a
+// *LayoutError. Relays of other languages read the coordination partition
+// but take only LEASE# and RELAY# sort keys, so they skip it.
 //
 // Two partition families are Spillway's own, invisible to writers and
 // relays of other languages, which read only the three above: parked

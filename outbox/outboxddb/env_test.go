@@ -115,7 +115,24 @@ func (e *env) writer(t *testing.T, edit ...func(*Options)) *Writer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The writer's one read of the layout record, before the test counts
+	// its requests: tests measure writes in steady use
+	// (TestWriterLayout measures the first one).
+	if err := w.CheckLayout(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	return w
+}
+
+// withoutLayout deletes the table's layout record: the table as created
+// before the record existed, where nothing stops a writer or relay with
+// another bucket count.
+func (e *env) withoutLayout(t *testing.T) {
+	t.Helper()
+	_, err := e.client.DeleteItem(t.Context(), &dynamodb.DeleteItemInput{TableName: aws.String(e.opts.TableName), Key: newKeys(e.opts.WithDefaults()).layoutKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // counts runs fn and returns the requests it made.

@@ -35,7 +35,8 @@ func TestExplain(t *testing.T) {
 
 	// The writer and the store name the table they missed, where they
 	// looked, and the command that creates it; the operation and the
-	// bucket stay in front.
+	// bucket or item stay in front. A writer's first request reads the
+	// table's layout record.
 	t.Run("AMissingTableIsNamedWithItsEndpointAndTheFix", func(t *testing.T) {
 		db := outboxtest.NewDynamoDB(t)
 		missing := db.NewTableName()
@@ -45,7 +46,7 @@ func TestExplain(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = w.Commit(t.Context(), func(ctx context.Context, tx *Tx) error { return tx.Enqueue(msg) })
-		missingTable(t, err, "outboxddb: reserve 1 sequence number(s) in bucket 6: operation error DynamoDB: UpdateItem, "+fix)
+		missingTable(t, err, `outboxddb: read LAYOUT of "OUTBOX#COORDINATION": operation error DynamoDB: Query, `+fix)
 		s, err := NewStore(db.Client, Options{TableName: missing, BucketCount: 1})
 		if err != nil {
 			t.Fatal(err)

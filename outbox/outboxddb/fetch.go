@@ -78,7 +78,11 @@ func (s *Store) headQuery(bucket int, projected string) *dynamodb.QueryInput {
 // stamped row needs no probe of what its own page scanned, are in
 // docs/protocol.md ("Fetching a bucket in order") and docs/order.md. The
 // store keeps no state between fetches, so a start or a handover changes
-// nothing.
+// nothing. A batch cut before rows the fetch read (a block that goes
+// whole next time, a row not settled within the reads) comes with
+// outbox.ErrBatchCut, so the relay fetches again at once rather than wait
+// for its next probe; a fetch with nothing to hand out yet (the head's
+// transaction still committing) returns no messages and no error.
 //
 // The batch stops at the first row it cannot use: it returns the messages
 // before that row with an *outbox.UnreadableRowError for a malformed row
@@ -107,10 +111,14 @@ func (s *Store) FetchBatch(ctx context.Context, bucket, maxCount int) ([]outbox.
 			continue
 		}
 		step := planFetch(v)
-		if step.accept < len(batch) {
-			return batch[:step.accept], nil
+		switch {
+		case step.accept == len(batch):
+			return batch, rowErr
+		case step.accept == 0:
+			return batch[:0], nil
+		default:
+			return batch[:step.accept], outbox.ErrBatchCut
 		}
-		return batch, rowErr
 	}
 }
 

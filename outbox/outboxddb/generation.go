@@ -40,7 +40,8 @@ const (
 	exprGenerationWritable = "attribute_not_exists(#pk) OR #state = :open"
 	exprGenerationMove     = "#state = :from AND #count = :count AND #succ = :succ AND #succCount = :succCount"
 	exprGenerationSet      = "SET #state = :to, #at = :now"
-	exprGenerationItem     = "#pk = :pk AND #sk = :sk"
+	// exprItemKey reads one item by its key.
+	exprItemKey = "#pk = :pk AND #sk = :sk"
 )
 
 // generationPartition is {P}#GENERATION, the marker's own partition. Relays
@@ -84,21 +85,7 @@ func (s *Store) readGenerationItem(ctx context.Context, k keys, sk string) (map[
 }
 
 func readGenerationItem(ctx context.Context, client Client, opts Options, tel telemetry, k keys, sk string) (map[string]types.AttributeValue, error) {
-	out, err := client.Query(ctx, &dynamodb.QueryInput{
-		TableName:                 aws.String(opts.TableName),
-		KeyConditionExpression:    aws.String(exprGenerationItem),
-		ExpressionAttributeNames:  names("#pk", opts.PartitionKey, "#sk", opts.SortKey),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(k.generationPartition()), ":sk": str(sk)},
-		ConsistentRead:            aws.Bool(true),
-	})
-	if err != nil {
-		tel.failed("", OpGenerationRead, noBucket, err)
-		return nil, fmt.Errorf("outboxddb: read %s of %q: %w", sk, k.generationPartition(), err)
-	}
-	if len(out.Items) == 0 {
-		return nil, nil
-	}
-	return out.Items[0], nil
+	return readItem(ctx, client, opts, tel, OpGenerationRead, k.generationPartition(), sk)
 }
 
 // keysOf returns the keys of the generation under prefix in this table.
@@ -133,14 +120,17 @@ func decodeMarker(k keys, prefix string, item map[string]types.AttributeValue) (
 }
 
 // OpenGeneration writes the marker — open, this generation's bucket count,
-// the successor — and the successor's predecessor marker naming this
-// generation, in one TransactWriteItems (two puts, four write units): the
+// the successor — the successor's predecessor marker naming this
+// generation and the successor's layout record (RecordLayout), in one
+// TransactWriteItems (two puts and an update, six write units): the
 // marker conditioned on no marker existing, the predecessor marker on none
-// naming another generation. It returns the marker as stored (the existing
+// naming another generation, the layout record on none stating another
+// count. It returns the marker as stored (the existing
 // one when the marker's put is refused: another relay opened it first,
 // perhaps naming another successor, which generation.Plan then
 // reports). A successor that already names another predecessor is a
-// misconfiguration.
+// misconfiguration, and one whose layout record states another bucket
+// count a *LayoutError.
 func (s *Store) OpenGeneration(ctx context.Context, successor generation.Generation) (generation.Marker, error) {
 	if err := s.checkSuccessor("open generation", successor); err != nil {
 		return generation.Marker{}, err
@@ -161,6 +151,7 @@ func (s *Store) OpenGeneration(ctx context.Context, successor generation.Generat
 				ExpressionAttributeNames: names("#pk", s.opts.PartitionKey),
 			}},
 			{Put: s.predecessorPut(successor, now)},
+			{Update: s.successorLayout(successor, now)},
 		},
 		ClientRequestToken: aws.String(newRequestToken()),
 	})
@@ -173,7 +164,15 @@ func (s *Store) OpenGeneration(ctx context.Context, successor generation.Generat
 		return generation.Marker{}, fmt.Errorf("outboxddb: open generation %s for successor %s: %w", s.Generation(), successor, err)
 	}
 	s.tel.refused("", OpGenerationOpen, noBucket)
-	if r := tce.CancellationReasons; len(r) == 2 && aws.ToString(r[1].Code) == "ConditionalCheckFailed" {
+	if r := tce.CancellationReasons; len(r) == 3 && aws.ToString(r[2].Code) == "ConditionalCheckFailed" {
+		k := s.keysOf(successor.KeyPrefix)
+		l, err := k.decodeLayout(r[2].Item)
+		if err != nil {
+			return generation.Marker{}, err
+		}
+		return generation.Marker{}, l.Check(s.opts.TableName, "relay opening generation "+successor.String(), successor.BucketCount)
+	}
+	if r := tce.CancellationReasons; len(r) == 3 && aws.ToString(r[1].Code) == "ConditionalCheckFailed" {
 		prefix, _ := stringAttr(r[1].Item, attrPredecessorPrefix)
 		count, _ := intAttr(r[1].Item, attrPredecessorBuckets)
 		return generation.Marker{}, outbox.Misconfigured("open generation", "generation %s already replaces %s/%d; it cannot also replace %s",

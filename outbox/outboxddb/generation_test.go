@@ -44,10 +44,17 @@ func TestGeneration(t *testing.T) {
 			if err != nil || m.Phase != generation.PhaseOpen || m.Successor != successor || !m.OpenedAt.Equal(t0) {
 				t.Fatalf("open: %+v, %v", m, err)
 			}
-			// The marker and the successor's predecessor marker, in one
-			// transaction.
+			// The marker, the successor's predecessor marker and its layout
+			// record, in one transaction.
 			wantRequests(t, c, map[string]int{"TransactWriteItems": 1})
-			wantUnits(t, "open", c, 0, 4)
+			wantUnits(t, "open", c, 0, 6)
+			if l, found, err := ReadLayout(t.Context(), e.client, func() Options {
+				o := e.opts
+				o.KeyPrefix, o.BucketCount = successor.KeyPrefix, successor.BucketCount
+				return o
+			}()); err != nil || !found || l.BucketCount != successor.BucketCount {
+				t.Fatalf("the successor's layout record: %+v, %v, %v; want %d buckets", l, found, err, successor.BucketCount)
+			}
 			// A second relay opening with another successor gets the stored one.
 			other := generation.Generation{KeyPrefix: "OTHER", BucketCount: 4}
 			c = e.counts(func() { m, err = s.OpenGeneration(t.Context(), other) })

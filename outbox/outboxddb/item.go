@@ -154,6 +154,27 @@ func (k keys) stampOf(item map[string]types.AttributeValue, seq int64) (r reserv
 	return r, true, nil
 }
 
+// StampError reports a message stamped with another bucket count than the
+// reader's: its writer hashed keys over another count, so a relay stops at
+// it. It matches outbox.ErrMisconfigured.
+type StampError struct {
+	// Bucket and Sequence locate the message.
+	Bucket   int
+	Sequence int64
+	// Stamped is the writer's count, BucketCount the reader's.
+	Stamped, BucketCount int
+}
+
+// Error implements error: one sentence naming both counts and the fix.
+func (e *StampError) Error() string {
+	return fmt.Sprintf("outboxddb: bucket %d holds a message written with bucket count %d at sequence number %d but this relay uses %d, so the relay stops there: "+
+		"a writer of the table uses the wrong count; set it to %d, then see docs/operations.md#a-message-written-with-another-bucket-count",
+		e.Bucket, e.Stamped, e.Sequence, e.BucketCount, e.BucketCount)
+}
+
+// Is reports whether target is outbox.ErrMisconfigured.
+func (e *StampError) Is(target error) bool { return target == outbox.ErrMisconfigured }
+
 // checkBucketCount enforces the writer's stamp: a message written with
 // another bucket count means writers and relays hash keys to different
 // buckets, which breaks per-key order and strands buckets no relay claims.
@@ -165,11 +186,8 @@ func (k keys) checkBucketCount(item map[string]types.AttributeValue, bucket, buc
 		return nil
 	}
 	sk, _ := stringAttr(item, k.sk)
-	return outbox.Misconfigured("fetch batch",
-		"message %q in bucket %d was written with bucket count %d but this store uses %d; every writer and relay of a table must use the same bucket count: "+
-			"relay these messages with bucket count %d (SPILLWAY_BUCKET_COUNT, spillway drain --bucket-count %d), "+
-			"and change a count only through a new generation (docs/operations.md, Changing the bucket count)",
-		sk, bucket, stamped, bucketCount, stamped, stamped)
+	seq, _ := parseDigits(sk)
+	return &StampError{Bucket: bucket, Sequence: seq, Stamped: int(min(stamped, maxInt32)), BucketCount: bucketCount}
 }
 
 // leaseRecord is one lease item as read from the coordination partition.

@@ -163,6 +163,14 @@ func TestItem(t *testing.T) {
 		if !errors.Is(err, outbox.ErrMisconfigured) || !strings.Contains(err.Error(), "16") || !strings.Contains(err.Error(), "bucket 2") {
 			t.Fatalf("check = %v, want a misconfiguration naming bucket 2 and count 16", err)
 		}
+		// One sentence: the sequence number is not called a message, and
+		// no advice to relay with the writer's count (a drain with another
+		// count leaves lease items beyond the table's).
+		var se *StampError
+		if !errors.As(err, &se) || *se != (StampError{Bucket: 2, Sequence: 5, Stamped: 16, BucketCount: 8}) ||
+			!strings.Contains(err.Error(), "sequence number 5") || strings.Contains(err.Error(), "--bucket-count") || strings.Count(err.Error(), ". ") > 0 {
+			t.Fatalf("check = %#v (%v), want the StampError of bucket 2, sequence number 5, in one sentence", err, err)
+		}
 		for _, stamp := range []types.AttributeValue{nil, N("8"), N("eight"), S("16")} {
 			delete(it, "BucketCount")
 			if stamp != nil {

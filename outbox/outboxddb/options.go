@@ -27,7 +27,7 @@ var reservedAttributes = []string{
 	attrCreatedAt, attrBucketCount, attrSequence, attrOwner, attrExpiresAt,
 	attrLastSeen, attrStoppedAt, attrKeepsAhead, attrTxFirst, attrTxCount, attrParkedReason, attrParkedError, attrAttempts,
 	attrFirstFailedAt, attrParkedAt, attrGenerationState, attrSuccessorPrefix,
-	attrSuccessorBuckets, attrOpenedAt, attrSealedAt, attrDrainedAt,
+	attrSuccessorBuckets, attrOpenedAt, attrSealedAt, attrDrainedAt, attrRecordedAt, attrRecordedBy,
 }
 
 // Options configure a Store, a Writer and the table helpers. The zero value
@@ -39,8 +39,9 @@ var reservedAttributes = []string{
 //   - Store only: PendingCountLimit, CountParked;
 //   - Writer only: Getenv, Notifier, Topics, MaxCommitAttempts,
 //     GenerationCheck, PreviousKeyPrefix, PreviousBucketCount;
-//   - CreateTableInput and CreateIfNotExists: TableName, PartitionKey,
-//     SortKey.
+//   - CreateTableInput: TableName, PartitionKey, SortKey;
+//   - CreateIfNotExists, ReadLayout and RecordLayout: those, KeyPrefix,
+//     BucketCount, Clock and Hooks (the layout record).
 //
 // Validate checks every field whatever reads it, so one Options value
 // serves a process's writer and store alike.
@@ -56,9 +57,10 @@ type Options struct {
 	// prefixes keep several outboxes, or the outbox and other items, apart in
 	// one table. Default "OUTBOX".
 	KeyPrefix string
-	// BucketCount must equal the relays' count. A Writer computes each
-	// message's bucket for it and stamps it on every message item, so it is
-	// given once, here. Default 8.
+	// BucketCount must equal the relays' count and the table's layout
+	// record (which writers and stores check before they write; see
+	// ReadLayout). A Writer computes each message's bucket for it and
+	// stamps it on every message item, so it is given once, here. Default 8.
 	BucketCount int
 	// MaxConcurrency bounds the DynamoDB requests one store or writer call
 	// keeps in flight (lease writes, probes, counter reservations). Default 8.

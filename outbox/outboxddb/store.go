@@ -115,6 +115,7 @@ func (s *Store) readCoordinationItems(ctx context.Context, prefix string) ([]map
 // ReadCoordination returns one consistent view of the leases (buckets below
 // the bucket count) and the heartbeats, without writing anything. A relay
 // woken for some buckets uses it to decide whether a live peer holds them.
+// A layout record with another bucket count is a *LayoutError.
 func (s *Store) ReadCoordination(ctx context.Context) (lease.Coordination, error) {
 	now := s.opts.Clock.Now()
 	view, err := s.coordination(ctx)
@@ -123,10 +124,16 @@ func (s *Store) ReadCoordination(ctx context.Context) (lease.Coordination, error
 }
 
 // coordination reads the coordination partition into a view without
-// reading the clock (ReadAt stays zero).
+// reading the clock (ReadAt stays zero). The read carries the layout
+// record: a bucket count other than the recorded one is a *LayoutError,
+// so a relay with another count stops at its round's read, before any
+// lease write.
 func (s *Store) coordination(ctx context.Context) (lease.Coordination, error) {
 	items, err := s.readCoordinationItems(ctx, "")
 	if err != nil {
+		return lease.Coordination{}, err
+	}
+	if err := s.keys.layoutIn(items, s.opts.TableName, "relay", s.opts.BucketCount); err != nil {
 		return lease.Coordination{}, err
 	}
 	return s.coordinationView(items), nil

@@ -44,23 +44,39 @@ func CreateTableInput(opts Options) (*dynamodb.CreateTableInput, error) {
 // CreateIfNotExists creates the table of CreateTableInput unless it exists,
 // waits until it is active (asking every 250 ms, for as long
 // as ctx allows), and verifies its key schema. Several instances may call it
-// at once. A table whose keys differ from opts is a misconfiguration. For
-// development, tests and samples; provision production tables with your
-// infrastructure code.
+// at once. A table whose keys differ from opts is a misconfiguration.
+//
+// It also keeps the table's layout record (RecordLayout): a table it
+// creates, or finds being created, gets a record of opts' key prefix and
+// bucket count; an existing table's record is checked, and one stating
+// another count is a *LayoutError. An existing table without a record
+// (created before the record existed) is left as it is: stating its
+// count is an operator's step, `spillway layout record`.
+//
+// For development, tests and samples; provision production tables with your
+// infrastructure code (the CDK stack records the layout itself).
 func CreateIfNotExists(ctx context.Context, client Client, opts Options) error {
 	in, err := CreateTableInput(opts)
 	if err != nil {
 		return err
 	}
 	opts = opts.WithDefaults()
-	if _, err := client.CreateTable(ctx, in); err != nil && !isResourceInUse(err) {
+	_, err = client.CreateTable(ctx, in)
+	if err != nil && !isResourceInUse(err) {
 		return fmt.Errorf("outboxddb: create table %q: %w", opts.TableName, err)
 	}
+	created := err == nil
 	for {
 		out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: in.TableName})
 		switch {
 		case err == nil && out.Table != nil && out.Table.TableStatus == types.TableStatusActive:
-			return checkKeySchema(opts, out.Table)
+			if err := checkKeySchema(opts, out.Table); err != nil {
+				return err
+			}
+			return keepLayout(ctx, client, opts, created)
+		case err == nil && out.Table != nil && out.Table.TableStatus == types.TableStatusCreating:
+			// Another instance is creating it: record as its creator does.
+			created = true
 		case err != nil && !isResourceNotFound(err):
 			return fmt.Errorf("outboxddb: describe table %q: %w", opts.TableName, err)
 		}
@@ -69,6 +85,21 @@ func CreateIfNotExists(ctx context.Context, client Client, opts Options) error {
 			return fmt.Errorf("outboxddb: wait for table %q to become active: %w", opts.TableName, context.Cause(ctx))
 		}
 	}
+}
+
+// keepLayout records the layout of a new table, or checks the record of
+// an existing one.
+func keepLayout(ctx context.Context, client Client, opts Options, created bool) error {
+	const role = "CreateIfNotExists call"
+	if created {
+		_, err := RecordLayout(ctx, client, opts, RecordedByCreateTable, role)
+		return err
+	}
+	l, found, err := ReadLayout(ctx, client, opts)
+	if err != nil || !found {
+		return err
+	}
+	return l.Check(opts.TableName, role, opts.BucketCount)
 }
 
 // checkKeySchema verifies that the table's hash and range keys are the

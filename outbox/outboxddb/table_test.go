@@ -123,6 +123,10 @@ func testCreateIfNotExistsWaits(t *testing.T) {
 		create: func(*dynamodb.CreateTableInput) (*dynamodb.CreateTableOutput, error) {
 			return nil, &types.ResourceInUseException{Message: aws.String("another instance creates it")}
 		},
+		// The record as the other instance's update left it.
+		update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+			return &dynamodb.UpdateItemOutput{Attributes: map[string]types.AttributeValue{attrBucketCount: in.ExpressionAttributeValues[":count"]}}, nil
+		},
 	}
 	f.describe = func(*dynamodb.DescribeTableInput) (*dynamodb.DescribeTableOutput, error) {
 		describedAt = append(describedAt, time.Now())
@@ -133,7 +137,9 @@ func testCreateIfNotExistsWaits(t *testing.T) {
 	if err := CreateIfNotExists(context.Background(), f, Options{TableName: "outbox", Clock: newStepClock(t0)}); err != nil {
 		t.Fatal(err)
 	}
-	wantOps(t, f, "CreateTable", "DescribeTable", "DescribeTable", "DescribeTable")
+	// A table seen being created gets the layout record, as its creator
+	// writes it.
+	wantOps(t, f, "CreateTable", "DescribeTable", "DescribeTable", "DescribeTable", "UpdateItem")
 	describe := &dynamodb.DescribeTableInput{TableName: aws.String("outbox")}
 	wantShapes(t, f, "DescribeTable", describe, describe, describe)
 	create, err := CreateTableInput(Options{TableName: "outbox"})

@@ -37,6 +37,9 @@ import (
 // outbox.InvocationTraceContext). Trace headers a message already carries
 // win; a message with no trace context to add keeps its headers unchanged.
 //
+// Before its first write a Writer reads the table's layout record once and
+// refuses to write with another bucket count (CheckLayout).
+//
 // A Writer is safe for concurrent use.
 type Writer struct {
 	client Client
@@ -50,6 +53,8 @@ type Writer struct {
 	// switched: the writer saw the previous generation sealed. Sealed is
 	// permanent, so it never goes back.
 	switched atomic.Bool
+	// layout is the check of the table's layout record (CheckLayout).
+	layout layoutGate
 }
 
 // NewWriter returns a writer for the outbox described by opts.
@@ -74,7 +79,7 @@ func NewWriter(client Client, opts Options) (*Writer, error) {
 }
 
 func newWriter(client Client, opts Options) *Writer {
-	return &Writer{client: client, opts: opts, keys: newKeys(opts), tel: newTelemetry(opts.Hooks)}
+	return &Writer{client: client, opts: opts, keys: newKeys(opts), tel: newTelemetry(opts.Hooks), layout: newLayoutGate()}
 }
 
 // Enqueue stores one message that has no business write, with one PutItem,
@@ -264,6 +269,9 @@ func (w *Writer) prepare(ctx context.Context, msgs []outbox.Message) ([]outbox.M
 	}
 	if total > MaxTransactionSize {
 		return nil, nil, &ItemTooLargeError{Size: total, Limit: MaxTransactionSize}
+	}
+	if err := w.checkLayout(ctx); err != nil {
+		return nil, nil, err
 	}
 	reserved, err := w.reserve(ctx, out)
 	if err != nil {

@@ -124,6 +124,10 @@ func setup(t *testing.T, o bundleOptions) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The writer's one read of the layout record, as the function's init
+	// does it (NewEnqueueFromEnv), before the tests count requests; a
+	// failed read (a missing table) is the first request's, as there.
+	_ = writer.CheckLayout(t.Context())
 	b.enqueue, err = NewEnqueueHandler(EnqueueHandlerConfig{Config: cfg, Writer: writer, Clock: clock, Logger: log, Getenv: env(nil)})
 	if err != nil {
 		t.Fatal(err)

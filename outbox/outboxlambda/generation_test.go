@@ -295,11 +295,12 @@ func TestGenerations(t *testing.T) {
 	t.Run("SweepCostPerPhase_AndACrashBeforeTheFinish", func(t *testing.T) {
 		g := setupGenerations(t)
 		_, c := g.sweepCounting(t)
-		// Marker read, the open (marker and predecessor marker in one
-		// transaction), 4 eventually consistent probes, and in every sweep
-		// the replay requests (a relay of either poison policy carries marked
-		// replays out): one consistent single-item read.
-		wantCost(t, "first sweep (opens the marker)", c, map[string]int{"Query": 5 + 1, "TransactWriteItems": 1}, 3+1, 4)
+		// Marker read, the open (marker, predecessor marker and the new
+		// generation's layout record in one transaction), 4 eventually
+		// consistent probes, and in every sweep the replay requests (a relay
+		// of either poison policy carries marked replays out): one
+		// consistent single-item read.
+		wantCost(t, "first sweep (opens the marker)", c, map[string]int{"Query": 5 + 1, "TransactWriteItems": 1}, 3+1, 6)
 		_, c = g.sweepCounting(t)
 		wantCost(t, "open sweep", c, map[string]int{"Query": 5 + 1}, 3+1, 0)
 		if _, err := g.prev.SealGeneration(t.Context(), g.cfg.Current()); err != nil {

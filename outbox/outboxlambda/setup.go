@@ -3,6 +3,7 @@ package outboxlambda
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -202,6 +203,11 @@ func newEnqueueFromEnv(ctx context.Context, getenv func(string) string, log *slo
 	}
 	writer, err := outboxddb.NewWriter(in.DynamoDB(), opts)
 	if err != nil {
+		return nil, err
+	}
+	// Another bucket count than the table's layout record fails the init;
+	// a failed read is the first request's to retry.
+	if err := writer.CheckLayout(ctx); errors.Is(err, outbox.ErrMisconfigured) {
 		return nil, err
 	}
 	return NewEnqueueHandler(EnqueueHandlerConfig{

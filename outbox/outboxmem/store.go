@@ -149,7 +149,8 @@ func (s *Store) PendingBuckets(_ context.Context, buckets []int) ([]int, error) 
 }
 
 // FetchBatch implements outbox.Store: up to limit messages of bucket in
-// sequence order.
+// sequence order. A commit is never half-visible here, so a batch ends
+// only at the limit or at the bucket's end: never with outbox.ErrBatchCut.
 func (s *Store) FetchBatch(_ context.Context, bucket, limit int) ([]outbox.Message, error) {
 	if bucket < 0 || bucket >= s.buckets {
 		return nil, outbox.Misconfigured("fetch", "bucket %d outside [0, %d)", bucket, s.buckets)

@@ -93,12 +93,13 @@ var contractLease = lease.Request{BucketCount: 4, LeaseDuration: outbox.DefaultL
 // run over the store's primitives as a relay runs it (lease.AcquireRound,
 // lease.Renew: claims, keeps, shares, refusals and their causes, renewals,
 // releases, the prune), each conditional lease write alone, the messages
-// (fetch in order, pending probes, deletes, backlog), the typed errors,
-// and, where the store offers them, the requests the cost model counts
-// (StoreUnderTest.Requests), the quarantine's parks (with the lease they
-// carry), replay marks and requests (StoreUnderTest.MarkReplay), fetches
-// across gaps (StoreUnderTest.Abandon) and the generation marker (a store
-// that is a generation.Store). Each case builds its own store with newStore,
+// (fetch in order, pending probes, deletes, backlog, a batch cut short
+// with messages behind it), the typed errors, and, where the store offers
+// them, the requests the cost model counts (StoreUnderTest.Requests), the
+// quarantine's parks (with the lease they carry), replay marks and
+// requests (StoreUnderTest.MarkReplay), fetches across gaps
+// (StoreUnderTest.Abandon) and the generation marker (a store that is a
+// generation.Store). Each case builds its own store with newStore,
 // on a StepClock it moves itself.
 func RunStoreTests(t *testing.T, newStore NewStore) {
 	cases := []struct {
@@ -121,6 +122,7 @@ func RunStoreTests(t *testing.T, newStore NewStore) {
 		{"ReplayMarks_Requests_Deletes_Refusals", contractReplay},
 		{"ParkCarriesTheLease_RefusedAsLeaseLost", contractParkLease},
 		{"FetchReadsAcrossGaps_WithoutAProbePerGap", contractGaps},
+		{"ABatchEndedShort_IsCutOnlyWithMessagesBehindIt", contractBatchCut},
 		{"LeaseWrites_RefusedClaimsKeepsAndReleases", contractLeaseWrites},
 		{"GenerationMarker_OpenSealDrain", contractGenerations},
 	}

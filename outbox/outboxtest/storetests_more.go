@@ -106,6 +106,43 @@ func contractGaps(t *testing.T, c *contract) {
 	}
 }
 
+// contractBatchCut: a batch of fewer than max messages without an error
+// leaves nothing of the bucket to fetch now; one the store ends earlier
+// (before a transaction its limit would split, say) comes with
+// outbox.ErrBatchCut and at least one message, and the next fetch goes on
+// from it. The relay fetches again at once only after a full or cut batch.
+func contractBatchCut(t *testing.T, c *contract) {
+	const limit = 4
+	want := append(c.enqueue(1, "a", "a"), c.enqueue(1, "b", "b", "b")...)
+	var got []outbox.Message
+	for range len(want) + 1 {
+		msgs, err := c.Store.FetchBatch(t.Context(), 1, limit)
+		cut := errors.Is(err, outbox.ErrBatchCut)
+		switch {
+		case err != nil && !cut:
+			t.Fatalf("fetch after %s: %v", keys(got), err)
+		case cut && (len(msgs) == 0 || len(msgs) >= limit):
+			t.Fatalf("fetch after %s: %d messages with ErrBatchCut; want 1 to %d", keys(got), len(msgs), limit-1)
+		case len(msgs) == 0:
+			if keys(got) != keys(want) || !slices.Equal(sequences(got), sequences(want)) {
+				t.Fatalf("fetched %s at %v; want %s at %v", keys(got), sequences(got), keys(want), sequences(want))
+			}
+			return
+		}
+		if err := c.Store.MarkPublished(t.Context(), 1, msgs); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, msgs...)
+		if len(msgs) == limit || cut {
+			continue
+		}
+		if left := c.fetch(1, limit); len(left) > 0 {
+			t.Fatalf("a batch of %d under the limit %d without ErrBatchCut, then %s fetched: the relay would wait for it", len(msgs), limit, keys(left))
+		}
+	}
+	t.Fatalf("fetches never ended: %s", keys(got))
+}
+
 func sequences(msgs []outbox.Message) []int64 {
 	out := make([]int64, len(msgs))
 	for i, m := range msgs {

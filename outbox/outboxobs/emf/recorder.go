@@ -79,6 +79,7 @@ const (
 	mParked
 	mParkedGauge
 	mReplayed
+	mStranded
 	numMetrics
 )
 
@@ -106,6 +107,7 @@ var metricNames = [numMetrics]string{
 	mParked:          outboxconf.MetricMessagesParked,
 	mParkedGauge:     outboxconf.MetricParkedMessages,
 	mReplayed:        outboxconf.MetricMessagesReplayed,
+	mStranded:        outboxconf.MetricStrandedMessages,
 }
 
 // Counters written as 0 when their side was active but saw none, so alarms
@@ -120,7 +122,7 @@ var (
 // Recorder is a hook (outbox.Hook) that aggregates the reports of one
 // invocation and writes them as EMF on Flush. It implements every hook
 // interface of the relay (outbox.HookLease, HookBatch, HookPark, HookRun,
-// HookWakeUp), of the DynamoDB store (outboxddb.HookRequest) and of the
+// HookStranded, HookWakeUp), of the DynamoDB store (outboxddb.HookRequest) and of the
 // enqueue function (outboxlambda.HookEnqueue). It is safe for concurrent
 // use; each report takes one short lock.
 type Recorder struct {
@@ -147,6 +149,7 @@ var (
 	_ outbox.HookBatch      = (*Recorder)(nil)
 	_ outbox.HookPark       = (*Recorder)(nil)
 	_ outbox.HookRun        = (*Recorder)(nil)
+	_ outbox.HookStranded   = (*Recorder)(nil)
 	_ outbox.HookWakeUp     = (*Recorder)(nil)
 	_ outboxddb.HookRequest = (*Recorder)(nil)
 )
@@ -313,6 +316,13 @@ func (r *Recorder) OnBacklog(relayID string, pending int64, oldest time.Duration
 	defer r.mu.Unlock()
 	st.set(mPending, float64(max(pending, 0)))
 	st.set(mOldestAge, max(oldest.Seconds(), 0))
+}
+
+// OnStranded implements outbox.HookStranded.
+func (r *Recorder) OnStranded(relayID string, stranded int64) {
+	st := r.relayEvent(relayID)
+	defer r.mu.Unlock()
+	st.set(mStranded, float64(max(stranded, 0)))
 }
 
 // OnRetry implements outbox.HookRun.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -104,6 +105,26 @@ func TestRecorder(t *testing.T) {
 			t.Fatal(err)
 		}
 		assertGolden(t, "latency_overflow.golden.json", out.Bytes())
+	})
+
+	// A stranded count is a gauge: the last count of the invocation, zero
+	// included, so the stack's alarm returns to OK once they are gone.
+	t.Run("StrandedMessagesGauge", func(t *testing.T) {
+		r := newRecorder(t, Config{Outbox: "orders", FunctionName: "spillway-relay"})
+		r.OnStranded("r-1", 5)
+		r.OnStranded("r-1", 3)
+		var out bytes.Buffer
+		if err := r.Flush(&out, goldenTime); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), `"StrandedMessages":3`) || !strings.Contains(out.String(), `{"Name":"StrandedMessages","Unit":"Count"}`) {
+			t.Fatalf("flushed %s; want StrandedMessages 3 (Count)", out.String())
+		}
+		r.OnStranded("r-1", 0)
+		out.Reset()
+		if err := r.Flush(&out, goldenTime); err != nil || !strings.Contains(out.String(), `"StrandedMessages":0`) {
+			t.Fatalf("flushed %s, %v; want StrandedMessages 0", out.String(), err)
+		}
 	})
 
 	t.Run("WritesNothingWhenIdle", func(t *testing.T) {
@@ -325,6 +346,7 @@ func TestRecorder(t *testing.T) {
 			},
 			func(r *Recorder, n int, _ time.Duration, _ error) { r.OnReplay(id, n%64, n) },
 			func(r *Recorder, n int, _ time.Duration, _ error) { r.OnParkedBacklog(id, int64(n)) },
+			func(r *Recorder, n int, _ time.Duration, _ error) { r.OnStranded(id, int64(n)) },
 			func(r *Recorder, n int, d time.Duration, _ error) { r.OnBacklog(id, int64(n), d) },
 			func(r *Recorder, _ int, d time.Duration, err error) { r.OnRetry(id, d, err) },
 			func(r *Recorder, _ int, d time.Duration, _ error) {
