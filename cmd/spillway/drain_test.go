@@ -58,7 +58,7 @@ func (e *drainEnv) enqueue(t *testing.T) {
 
 func (e *drainEnv) store(t *testing.T, relayID string) *outboxddb.Store {
 	t.Helper()
-	s, err := outboxddb.NewStore(e.ddb.Client, outboxddb.Options{TableName: e.table})
+	s, err := outboxddb.NewStore(e.ddb.Client, outboxddb.StoreOptions{Options: outboxddb.Options{TableName: e.table}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestDrain(t *testing.T) {
 	// message's bucket and error, not the leases.
 	t.Run("StuckOnAPoisonHead_NamesTheBucketAndTheError", func(t *testing.T) {
 		e := newDrainEnv(t)
-		w, err := outboxddb.NewWriter(e.ddb.Client, outboxddb.Options{TableName: e.table})
+		w, err := outboxddb.NewWriter(e.ddb.Client, outboxddb.WriterOptions{Options: outboxddb.Options{TableName: e.table}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -181,7 +181,7 @@ func relayAll(ctx context.Context, env lab.Config, cfg ThroughputConfig, c Throu
 	relays := make([]*outbox.Relay, c.Relays)
 	for i := range relays {
 		// One publisher per relay, as one per execution environment.
-		p, err := b.NewRelay(ctx, relayproc.Config{Store: opts, Relay: outbox.RelayOptions{
+		p, err := b.NewRelay(ctx, relayproc.Config{Store: outboxddb.StoreOptions{Options: opts}, Relay: outbox.RelayOptions{
 			RelayID: fmt.Sprintf("relay-%d", i), BucketCount: c.Buckets, Mode: outbox.ModeHold,
 			LeaseRenewInterval: cfg.RenewInterval, LeaseDuration: cfg.LeaseDuration, BatchSize: cfg.BatchSize,
 		}, Clock: outbox.SystemClock{}, Hooks: []outbox.Hook{obs}})
@@ -238,7 +238,7 @@ func relayAll(ctx context.Context, env lab.Config, cfg ThroughputConfig, c Throu
 
 // prefill enqueues n messages in lists of 100 (one transaction each).
 func prefill(ctx context.Context, b *Backends, opts outboxddb.Options, c ThroughputCase, n int) error {
-	writer, err := outboxddb.NewWriter(b.DynamoDB.Client, opts)
+	writer, err := outboxddb.NewWriter(b.DynamoDB.Client, outboxddb.WriterOptions{Options: opts})
 	if err != nil {
 		return err
 	}

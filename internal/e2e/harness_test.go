@@ -55,7 +55,7 @@ func newBackend(t testing.TB, inMemory bool, topics ...string) *backend {
 	b.ddb = outboxtest.NewDynamoDB(t, ddbOpts...)
 	b.kafka = outboxtest.NewKafkaWith(t, outboxlocal.KafkaConfig{Topics: append([]string{topic}, topics...), InMemory: inMemory})
 	b.opts = outboxddb.Options{TableName: outboxtest.CreateTable(t, b.ddb), Clock: b.clock, Logger: quiet()}
-	w, err := outboxddb.NewWriter(b.ddb.Client, b.opts)
+	w, err := outboxddb.NewWriter(b.ddb.Client, outboxddb.WriterOptions{Options: b.opts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ type rig struct {
 // newRig builds relay id with opts; tweak edits the config last.
 func (b *backend) newRig(t testing.TB, opts outbox.RelayOptions, tweak func(*outbox.RelayConfig)) *rig {
 	t.Helper()
-	s, err := outboxddb.NewStore(b.ddb.Client, b.opts)
+	s, err := outboxddb.NewStore(b.ddb.Client, outboxddb.StoreOptions{Options: b.opts})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -172,7 +172,7 @@ func measureCost(ctx context.Context, env lab.Config, b *bench.Backends, cfg Cos
 	if err != nil {
 		return SizeCost{}, err
 	}
-	writer, err := outboxddb.NewWriter(b.DynamoDB.Client, opts)
+	writer, err := outboxddb.NewWriter(b.DynamoDB.Client, outboxddb.WriterOptions{Options: opts})
 	if err != nil {
 		return SizeCost{}, err
 	}
@@ -394,7 +394,7 @@ func (c *costRun) relay(ctx context.Context) (join, backlog, drain, stop PathCos
 		return
 	}
 	proc, err := c.b.NewRelay(sim.Context(), relayproc.Config{
-		Store: c.opts, Publisher: kp, Hooks: []outbox.Hook{obs},
+		Store: outboxddb.StoreOptions{Options: c.opts}, Publisher: kp, Hooks: []outbox.Hook{obs},
 		Relay: outbox.RelayOptions{RelayID: "cost", BucketCount: c.cfg.BucketCount, Mode: outbox.ModeDrain},
 	})
 	if err != nil {

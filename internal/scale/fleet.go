@@ -70,11 +70,11 @@ func newFleet(cfg Config, client outboxddb.Client, table string, start time.Time
 			continue
 		}
 		seen[id] = true
-		store, err := outboxddb.NewStore(client, outboxddb.Options{
+		store, err := outboxddb.NewStore(client, outboxddb.StoreOptions{Options: outboxddb.Options{
 			TableName:   table,
 			BucketCount: cfg.Buckets,
 			Logger:      slog.New(slog.DiscardHandler),
-		})
+		}})
 		if err != nil {
 			return nil, err
 		}

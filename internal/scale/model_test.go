@@ -92,7 +92,7 @@ func testModelChargesRefusalsPrunesAndReleases(t *testing.T) {
 	for i, be := range backends {
 		stores[i] = map[string]*outboxddb.Store{}
 		for _, id := range []string{"relay-a", "relay-b", "relay-c"} {
-			s, err := outboxddb.NewStore(be.client(), outboxddb.Options{TableName: be.table(), BucketCount: 8, Clock: clock, Logger: slog.New(slog.DiscardHandler)})
+			s, err := outboxddb.NewStore(be.client(), outboxddb.StoreOptions{Options: outboxddb.Options{TableName: be.table(), BucketCount: 8, Clock: clock, Logger: slog.New(slog.DiscardHandler)}})
 			if err != nil {
 				t.Fatal(err)
 			}

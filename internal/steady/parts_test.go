@@ -136,7 +136,7 @@ func testRequestsAreClassifiedByKind(t *testing.T) {
 		hook roundHook
 	}
 	relay := func(id string) relayStore {
-		store, err := outboxddb.NewStore(s.client, outboxddb.Options{TableName: table, Clock: s.clock})
+		store, err := outboxddb.NewStore(s.client, outboxddb.StoreOptions{Options: outboxddb.Options{TableName: table, Clock: s.clock}})
 		if err != nil {
 			t.Fatal(err)
 		}

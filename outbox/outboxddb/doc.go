@@ -28,8 +28,8 @@
 // bucket count while the bucket count changes (Store.OpenGeneration,
 // SealGeneration, FinishGeneration), sort key PREDECESSOR names the
 // generation a new one replaces (Store.CheckServable). Writers switch at
-// the seal with Options.PreviousKeyPrefix, or are refused after it with
-// Options.GenerationCheck.
+// the seal with WriterOptions.PreviousKeyPrefix, or are refused after it with
+// WriterOptions.GenerationCheck.
 //
 // Timestamps are .NET UTC ticks. The layout, the attribute names and the
 // condition expressions are a contract shared with writers and relays in

@@ -79,7 +79,7 @@ func (f *fleet) restart(id string) *Store {
 		clock = &skewClock{base: f.e.clock}
 		f.skews[id] = clock
 	}
-	s := f.e.store(f.t, func(o *Options) { o.Clock = clock })
+	s := f.e.store(f.t, func(o *StoreOptions) { o.Clock = clock })
 	f.stores[id] = s
 	f.runs[id] = &relayRun{s: s}
 	return s

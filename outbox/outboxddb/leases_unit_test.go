@@ -84,7 +84,7 @@ func TestLeases(t *testing.T) {
 	t.Run("Acquisition_RefusedKeepsAndClaims_AreNotOwned_AndAreCounted", func(t *testing.T) {
 		obs := &recordingObserver{}
 		f := &fakeDB{}
-		s, err := NewStore(f, Options{TableName: "outbox", BucketCount: 4, Clock: newStepClock(t0), Hooks: []outbox.Hook{obs}})
+		s, err := NewStore(f, StoreOptions{Options: Options{TableName: "outbox", BucketCount: 4, Clock: newStepClock(t0), Hooks: []outbox.Hook{obs}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,8 +116,8 @@ func TestLeases(t *testing.T) {
 		var logs bytes.Buffer
 		obs := &recordingObserver{}
 		f := &fakeDB{}
-		s, err := NewStore(f, Options{TableName: "outbox", BucketCount: 4, Clock: newStepClock(t0), Hooks: []outbox.Hook{obs},
-			Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		s, err := NewStore(f, StoreOptions{Options: Options{TableName: "outbox", BucketCount: 4, Clock: newStepClock(t0), Hooks: []outbox.Hook{obs},
+			Logger: slog.New(slog.NewTextHandler(&logs, nil))}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,7 +171,7 @@ func TestLeases(t *testing.T) {
 				obs := &recordingObserver{}
 				f := &fakeDB{}
 				c.setup(f)
-				s, err := NewStore(f, Options{TableName: "outbox", BucketCount: 4, MaxConcurrency: 1, Clock: newStepClock(t0), Hooks: []outbox.Hook{obs}})
+				s, err := NewStore(f, StoreOptions{Options: Options{TableName: "outbox", BucketCount: 4, MaxConcurrency: 1, Clock: newStepClock(t0), Hooks: []outbox.Hook{obs}}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -192,7 +192,7 @@ func TestLeases(t *testing.T) {
 		var logs bytes.Buffer
 		clock := newStepClock(t0)
 		f := &fakeDB{}
-		s, err := NewStore(f, Options{TableName: "outbox", BucketCount: 1, Clock: clock, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		s, err := NewStore(f, StoreOptions{Options: Options{TableName: "outbox", BucketCount: 1, Clock: clock, Logger: slog.New(slog.NewTextHandler(&logs, nil))}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -230,7 +230,7 @@ func TestLeases(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				clock := newStepClock(t0)
 				f := &fakeDB{}
-				s, err := NewStore(f, Options{TableName: "outbox", BucketCount: 1, Clock: clock})
+				s, err := NewStore(f, StoreOptions{Options: Options{TableName: "outbox", BucketCount: 1, Clock: clock}})
 				if err != nil {
 					t.Fatal(err)
 				}

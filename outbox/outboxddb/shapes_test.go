@@ -47,7 +47,7 @@ func shapeStore(t *testing.T, bucketCount int) (*Store, *fakeDB, *stepClock) {
 	t.Helper()
 	f := &fakeDB{}
 	clock := newStepClock(t0)
-	s, err := NewStore(f, Options{TableName: "outbox", BucketCount: bucketCount, MaxConcurrency: 1, Clock: clock})
+	s, err := NewStore(f, StoreOptions{Options: Options{TableName: "outbox", BucketCount: bucketCount, MaxConcurrency: 1, Clock: clock}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,7 +464,7 @@ func TestRequestShapes(t *testing.T) {
 
 	t.Run("Writer_ReserveOncePerBucket_AndNumberInListOrder", func(t *testing.T) {
 		f := &fakeDB{update: counterAt(map[string]int64{"OUTBOX#SEQUENCE#5": 10})}
-		w := writerOn(t, f, Options{MaxConcurrency: 1})
+		w := writerOn(t, f, WriterOptions{Options: Options{MaxConcurrency: 1}})
 		in := []outbox.Message{testMessage(t, 5, "a"), testMessage(t, 2, "b"), testMessage(t, 5, "c"), testMessage(t, 5, "d"), testMessage(t, 2, "e")}
 		items, msgs, err := prepareItems(context.Background(), w, in)
 		if err != nil {
@@ -501,7 +501,7 @@ func TestRequestShapes(t *testing.T) {
 
 	t.Run("Enqueue_PutItemForOne_TransactionWithAFreshTokenForSeveral", func(t *testing.T) {
 		f := &fakeDB{update: counterAt(map[string]int64{})}
-		w := writerOn(t, f, Options{})
+		w := writerOn(t, f, WriterOptions{})
 		m, err := w.Enqueue(context.Background(), testMessage(t, 1, "k"))
 		if err != nil || m.Sequence() != 1 {
 			t.Fatalf("enqueue = %+v, %v", m, err)
@@ -568,7 +568,7 @@ func messageItem(bucket int, seq int64, id string) item {
 	}
 }
 
-func writerOn(t *testing.T, f *fakeDB, opts Options) *Writer {
+func writerOn(t *testing.T, f *fakeDB, opts WriterOptions) *Writer {
 	t.Helper()
 	opts.TableName = "outbox"
 	if opts.Clock == nil {

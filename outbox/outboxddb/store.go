@@ -32,7 +32,7 @@ import (
 // relay uses one Store.
 type Store struct {
 	client Client
-	opts   Options
+	opts   StoreOptions
 	keys   keys
 	tel    telemetry
 	log    *slog.Logger
@@ -48,7 +48,7 @@ type Store struct {
 var _ outbox.Store = (*Store)(nil)
 
 // NewStore returns a store for the outbox described by opts.
-func NewStore(client Client, opts Options) (*Store, error) {
+func NewStore(client Client, opts StoreOptions) (*Store, error) {
 	opts, err := opts.resolve()
 	if err != nil {
 		return nil, err
@@ -59,14 +59,14 @@ func NewStore(client Client, opts Options) (*Store, error) {
 	return &Store{
 		client: explain(client),
 		opts:   opts,
-		keys:   newKeys(opts),
+		keys:   newKeys(opts.Options),
 		tel:    newTelemetry(opts.Hooks),
 		log:    opts.Logger,
 	}, nil
 }
 
 // Options returns the store's options with defaults applied.
-func (s *Store) Options() Options { return s.opts }
+func (s *Store) Options() StoreOptions { return s.opts }
 
 // now reads the clock once, in ticks.
 func (s *Store) now() int64 { return lease.Ticks(s.opts.Clock.Now()) }

@@ -262,7 +262,7 @@ func TestStore(t *testing.T) {
 			e := newEnv(t)
 			e.withoutLayout(t)
 			s := e.store(t)
-			w := e.writer(t, func(o *Options) { o.BucketCount = 16 })
+			w := e.writer(t, func(o *WriterOptions) { o.BucketCount = 16 })
 			enqueue(t, w, 3, 1)
 			_, err := s.FetchBatch(t.Context(), 3, 10)
 			if !errors.Is(err, outbox.ErrMisconfigured) || !strings.Contains(err.Error(), "16") || !strings.Contains(err.Error(), "bucket 3") {
@@ -391,7 +391,7 @@ func TestStore(t *testing.T) {
 			e := newEnv(t)
 			bw := &batchWrites{Client: e.client}
 			w := e.writer(t)
-			s, err := NewStore(bw, e.opts)
+			s, err := NewStore(bw, StoreOptions{Options: e.opts})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -428,7 +428,7 @@ func TestStore(t *testing.T) {
 			// Every attempt of the retry loop meets the fault.
 			bw := &batchWrites{Client: e.client, before: func() { e.d.Faults.UnprocessedDeletes(3) }}
 			w := e.writer(t)
-			s, err := NewStore(bw, e.opts)
+			s, err := NewStore(bw, StoreOptions{Options: e.opts})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -466,7 +466,7 @@ func TestStore(t *testing.T) {
 	t.Run("Backlog_CountsUpToTheLimit_AndReportsTheOldestHead", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(t)
-			w, s := e.writer(t), e.store(t, func(o *Options) { o.PendingCountLimit = 10 })
+			w, s := e.writer(t), e.store(t, func(o *StoreOptions) { o.PendingCountLimit = 10 })
 			if got, err := s.Backlog(t.Context()); err != nil || got.Pending != 0 || !got.Oldest.IsZero() {
 				t.Fatalf("empty backlog = %+v, %v", got, err)
 			}
@@ -499,10 +499,9 @@ func TestStore(t *testing.T) {
 	t.Run("TwoOutboxes_ShareATableWithCustomKeyNames_WithoutSeeingEachOther", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(t, func(o *Options) { o.PartitionKey, o.SortKey, o.KeyPrefix = "pk", "sk", "ORDERS" })
-			billingOpts := func(o *Options) { o.KeyPrefix = "BILLING" }
-			orders, billing := e.store(t), e.store(t, billingOpts)
+			orders, billing := e.store(t), e.store(t, func(o *StoreOptions) { o.KeyPrefix = "BILLING" })
 			enqueue(t, e.writer(t), 3, 2)
-			enqueue(t, e.writer(t, billingOpts), 3, 1)
+			enqueue(t, e.writer(t, func(o *WriterOptions) { o.KeyPrefix = "BILLING" }), 3, 1)
 
 			for name, c := range map[string]struct {
 				s    *Store
@@ -561,7 +560,7 @@ func TestStore(t *testing.T) {
 			// buckets 0-3 only and writes no lease beyond them. (With a record,
 			// the relay is refused: TestLayout.)
 			f.e.withoutLayout(t)
-			small, err := NewStore(f.e.client, func() Options { o := f.e.opts; o.BucketCount = 4; return o }())
+			small, err := NewStore(f.e.client, StoreOptions{Options: func() Options { o := f.e.opts; o.BucketCount = 4; return o }()})
 			if err != nil {
 				t.Fatal(err)
 			}

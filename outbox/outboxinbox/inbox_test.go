@@ -82,7 +82,7 @@ func TestInbox(t *testing.T) {
 
 		// Consume-transform-produce: one outbox message adds its sequence
 		// reservation (1 unit) and its transactional put (2).
-		w, err := outboxddb.NewWriter(e.ddb.Client, outboxddb.Options{TableName: e.table, Logger: quiet()})
+		w, err := outboxddb.NewWriter(e.ddb.Client, outboxddb.WriterOptions{Options: outboxddb.Options{TableName: e.table, Logger: quiet()}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,7 +109,7 @@ func TestInbox(t *testing.T) {
 
 	t.Run("Process_ConsumeTransformProduce_DuplicateEnqueuesNothing", func(t *testing.T) {
 		e := newEnv(t)
-		w, err := outboxddb.NewWriter(e.ddb.Client, outboxddb.Options{TableName: e.table, Logger: quiet()})
+		w, err := outboxddb.NewWriter(e.ddb.Client, outboxddb.WriterOptions{Options: outboxddb.Options{TableName: e.table, Logger: quiet()}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -336,7 +336,7 @@ func TestInbox(t *testing.T) {
 
 	t.Run("TxEnqueue_RefusesABadMessageAtOnce_AndMergesItsCalls", func(t *testing.T) {
 		e := newEnv(t)
-		w, err := outboxddb.NewWriter(e.ddb.Client, outboxddb.Options{TableName: e.table, Topics: []string{"invoices"}, Logger: quiet()})
+		w, err := outboxddb.NewWriter(e.ddb.Client, outboxddb.WriterOptions{Options: outboxddb.Options{TableName: e.table, Logger: quiet()}, Topics: []string{"invoices"}})
 		if err != nil {
 			t.Fatal(err)
 		}

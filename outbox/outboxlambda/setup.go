@@ -196,12 +196,14 @@ func newEnqueueFromEnv(ctx context.Context, getenv func(string) string, log *slo
 	if err != nil {
 		return nil, err
 	}
+	wopts := cfg.WriterOptions()
+	wopts.Hooks, wopts.Logger = opts.Hooks, log
 	if notifier != nil {
-		opts.Notifier = notifier
+		wopts.Notifier = notifier
 	} else {
 		log.Warn("no relay function configured: enqueued messages wait for the relay's schedule", "variable", outboxconf.EnvRelayFunction)
 	}
-	writer, err := outboxddb.NewWriter(in.DynamoDB(), opts)
+	writer, err := outboxddb.NewWriter(in.DynamoDB(), wopts)
 	if err != nil {
 		return nil, err
 	}
