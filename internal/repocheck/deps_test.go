@@ -75,8 +75,9 @@ func TestDependencies(t *testing.T) {
 	// embedded backends for its local commands (run, bench) but never the
 	// testing package nor the lab's simulated studies, which run only inside
 	// testing/synctest bubbles; the Lambda functions link neither test code nor the embedded servers; a
-	// service's writer with wake-ups (outboxddb with outboxwake) links neither
-	// Kafka nor a tracing SDK; the in-memory store (outboxmem) links neither testing nor
+	// service's writer with wake-ups (outboxwake, which builds it) links neither
+	// Kafka nor a tracing SDK, and a store-only user of outboxddb links no
+	// Lambda client either; the in-memory store (outboxmem) links neither testing nor
 	// an AWS SDK, so services may link it.
 	t.Run("BinaryDependencies", func(t *testing.T) {
 		t.Parallel()
@@ -99,7 +100,8 @@ func TestDependencies(t *testing.T) {
 			{"../../outbox/outboxwake", "", append([]string{"github.com/twmb/franz-go/pkg/kgo", "github.com/aws/aws-xray-sdk-go/xray",
 				"go.opentelemetry.io/otel", module + "/outbox/outboxlambda"}, embedded...), "github.com/aws/aws-sdk-go-v2/service/lambda"},
 			{"../../outbox/outboxddb", "", append([]string{"github.com/twmb/franz-go/pkg/kgo", "github.com/aws/aws-xray-sdk-go/xray",
-				"go.opentelemetry.io/otel", module + "/outbox/outboxlambda"}, embedded...), module + "/outbox/outboxwake"},
+				"go.opentelemetry.io/otel", module + "/outbox/outboxlambda", module + "/outbox/outboxwake",
+				"github.com/aws/aws-sdk-go-v2/service/lambda"}, embedded...), "github.com/aws/aws-sdk-go-v2/service/dynamodb"},
 		} {
 			t.Run(c.dir+" "+c.tags, func(t *testing.T) {
 				t.Parallel()
