@@ -18,8 +18,8 @@ import (
 )
 
 // contextKey documents one CDK context key (`cdk deploy -c key=value` or the
-// "context" object of cdk.json). README's deploy section lists them all; a
-// test keeps the two in step.
+// "context" object of cdk.json). infra/README.md's "Context keys" lists
+// them all; a test keeps the two in step.
 type contextKey struct {
 	name, doc string
 }

@@ -8,7 +8,9 @@ import (
 
 // noCredentials leaves the SDK's credential chain nothing to find: no
 // variables, no shared files, and an instance-metadata endpoint that
-// refuses connections, as on a laptop without AWS set up.
+// refuses connections, as on a laptop without AWS set up. It also clears
+// the endpoint `make test-ddblocal` exports, so the regional endpoint is
+// the one the commands resolve.
 func noCredentials(t *testing.T) {
 	dir := t.TempDir()
 	for k, v := range map[string]string{
@@ -17,6 +19,7 @@ func noCredentials(t *testing.T) {
 		"AWS_CONFIG_FILE": filepath.Join(dir, "config"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(dir, "credentials"),
 		"AWS_CONTAINER_CREDENTIALS_FULL_URI": "", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "", "AWS_WEB_IDENTITY_TOKEN_FILE": "",
 		"AWS_EC2_METADATA_SERVICE_ENDPOINT": "http://127.0.0.1:1", "AWS_EC2_METADATA_DISABLED": "",
+		"SPILLWAY_DYNAMODB_ENDPOINT": "",
 	} {
 		t.Setenv(k, v)
 	}

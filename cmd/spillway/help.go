@@ -72,6 +72,27 @@ that are not marked wait for an operator and do not fail the drain.`},
 	"help": {"show the commands, or a command's flags and examples",
 		"help [command [verb]]",
 		[]string{"spillway help drain", "spillway help parked replay"}, ""},
+	"inbox": {"re-drive an inbox consumer's dead letters once their cause is fixed",
+		"inbox redrive [flags]",
+		[]string{"spillway inbox redrive --brokers b-1.example:9092", "spillway inbox redrive --brokers b-1.example:9092 --topic orders.dlq --yes"}, ""},
+	"inbox redrive": {"send dead letters from {topic}.dlq back to their topic, or to another, once their cause is fixed (a dry run without --yes)",
+		"inbox redrive --brokers HOST:PORT [--topic T.dlq,...] [--to T] [--group G] [--yes] [--json]",
+		[]string{"spillway inbox redrive --brokers b-1.example:9092", "spillway inbox redrive --brokers b-1.example:9092 --topic orders.dlq --yes",
+			"spillway inbox redrive --brokers b-1.example:9092 --topic orders.dlq --to orders-v2 --yes"},
+		`A dead letter goes back to the topic and partition it was dead-lettered
+from (its x-spillway-source header; else the dead-letter topic's name
+without .dlq), with its key, value and headers but not the dead-lettering's
+own x-spillway-* headers, a key's records in their order. Its consumer runs
+it again and, since its marker says dead-lettered, applies it once; every
+other consumer group that applied it skips it as a duplicate. With --to,
+the one --topic's records go to that topic instead, each to its key's
+partition there (where Kafka's default partitioner and the relay put the
+key), so a key's records stay in one partition, behind those already there.
+The offsets of --group (default spillway-redrive) say how far each
+dead-letter partition was re-driven: --yes commits them after the records
+were acknowledged, so a second run sends only dead letters added since.
+Kafka's authentication comes from SPILLWAY_KAFKA_AUTH, SPILLWAY_KAFKA_TLS and
+SPILLWAY_KAFKA_SCRAM_SECRET_ARN, as for the relay.`},
 	"layout": {"record a table's bucket count, remove lease items beyond it, move messages stranded beyond it, restamp messages of another count",
 		"layout record|prune|rehome|restamp [flags]",
 		[]string{"spillway layout record " + conn + " --bucket-count 8", "spillway layout prune " + conn + " --yes"},
@@ -132,20 +153,6 @@ replayed message twice, with one message id).`},
 	"parked drop": {"delete one parked message for good",
 		"parked drop --table NAME --message-id ID --yes",
 		[]string{"spillway parked drop " + conn + " --message-id 3f2504e0-4f89-11d3-9a0c-0305e82c3301 --yes"}, ""},
-	"redrive": {"send dead letters from {topic}.dlq back to their topic once their cause is fixed (a dry run without --yes)",
-		"redrive --brokers HOST:PORT [--topics T.dlq,...] [--group G] [--yes] [--json]",
-		[]string{"spillway redrive --brokers b-1.example:9092", "spillway redrive --brokers b-1.example:9092 --topics orders.dlq --yes"},
-		`A dead letter goes back to the topic and partition it was dead-lettered
-from (its x-spillway-source header; else the dead-letter topic's name
-without .dlq), with its key, value and headers but not the dead-lettering's
-own x-spillway-* headers, a key's records in their order. Its consumer runs
-it again and, since its marker says dead-lettered, applies it once; every
-other consumer group that applied it skips it as a duplicate. The offsets of
---group (default spillway-redrive) say how far each dead-letter partition
-was re-driven: --yes commits them after the records were acknowledged, so a
-second run sends only dead letters added since. Kafka's authentication comes
-from SPILLWAY_KAFKA_AUTH, SPILLWAY_KAFKA_TLS and
-SPILLWAY_KAFKA_SCRAM_SECRET_ARN, as for the relay.`},
 	"run": {"run the whole system on embedded DynamoDB and Kafka with a demo workload",
 		"run [--messages N] [--keys N] [--concurrency N] [--relay-timeout D] [--tracing off|otel] [--dynamodb-endpoint URL] [--serve] [--topics T,...] [--json] [-v]",
 		[]string{"spillway run", "spillway run --messages 20000 --concurrency 8", "spillway run --serve", "spillway run --serve --topics shipments",

@@ -92,7 +92,7 @@ func TestHelp(t *testing.T) {
 		for _, topic := range helpTopics() {
 			_, out, _ := cli(t, append([]string{"help"}, topic...)...)
 			name := strings.Join(topic, " ")
-			wantBrokers := name == "drain" || name == "bench" || name == "redrive"
+			wantBrokers := name == "drain" || name == "bench" || name == "inbox" || name == "inbox redrive"
 			if got := strings.Contains(out, "--brokers"); got != wantBrokers {
 				t.Errorf("help %s mentions --brokers: %v, want %v", name, got, wantBrokers)
 			}

@@ -1,7 +1,7 @@
 // Command spillway is the operator CLI of Spillway: it runs the whole system
 // on embedded backends, creates the table, enqueues messages, shows the state
-// of the leases and the backlog, drains the outbox and tells which bucket a
-// message lands in.
+// of the leases and the backlog, drains the outbox, re-drives an inbox
+// consumer's dead letters and tells which bucket a message lands in.
 //
 // Usage:
 //
@@ -45,6 +45,9 @@ var commands = map[string]runFunc{
 		{"seal", runGenerationSeal},
 		{"finish", runGenerationFinish},
 	}),
+	"inbox": verbs("inbox", []subcommand{
+		{"redrive", runInboxRedrive},
+	}),
 	"layout": verbs("layout", []subcommand{
 		{"record", runLayoutRecord},
 		{"prune", runLayoutPrune},
@@ -56,7 +59,6 @@ var commands = map[string]runFunc{
 		{"replay", runParkedReplay},
 		{"drop", runParkedDrop},
 	}),
-	"redrive": runRedrive,
 	"run":     runRun,
 	"status":  runStatus,
 	"version": runVersion,
@@ -140,13 +142,13 @@ func usage(w io.Writer) {
 // runFunc runs a command or subcommand on its arguments.
 type runFunc = func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
-// subcommand is one verb of a command with verbs (parked, generation).
+// subcommand is one verb of a command with verbs (parked, inbox, ...).
 type subcommand struct {
 	name string
 	run  runFunc
 }
 
-// verbs is a command made of verbs (parked, generation).
+// verbs is a command made of verbs (parked, inbox, ...).
 func verbs(command string, subs []subcommand) runFunc {
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return dispatch(ctx, command, subs, args, stdout, stderr)

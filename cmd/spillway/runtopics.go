@@ -6,7 +6,8 @@ import (
 	"strings"
 )
 
-// topicList is run's --topics: topic names, comma-separated, repeatable.
+// topicList is run's --topics and inbox redrive's --topic: topic names,
+// comma-separated, repeatable.
 type topicList []string
 
 func (l *topicList) String() string { return strings.Join(*l, ",") }

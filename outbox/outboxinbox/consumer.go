@@ -108,7 +108,7 @@ type ConsumerConfig struct {
 // Outcome dead-lettered (a record without a message id has none) and moves
 // its partition on. Reading the same delivery again (a crash before the
 // offset commit) is a duplicate; another delivery of the message, such as
-// a re-drive from the dead-letter topic (spillway redrive), runs the
+// a re-drive from the dead-letter topic (spillway inbox redrive), runs the
 // handler once more, and applies it once if it succeeds.
 type FailurePolicy int
 

@@ -35,6 +35,11 @@ type RedriveConfig struct {
 	// Topics are the dead-letter topics to re-drive. Default every topic
 	// of the cluster whose name ends in ".dlq".
 	Topics []string
+	// To, when set, sends the records of the one topic Topics names to
+	// this topic instead of the topic each was dead-lettered from, each to
+	// its key's partition there (see Redrive). Default: each record's own
+	// source topic.
+	To string
 	// Group is the consumer group recording how far each dead-letter
 	// partition was re-driven: a run starts at its committed offsets (the
 	// log start when it has none) and, when Apply is set, commits past
@@ -68,10 +73,11 @@ type RedriveReport struct {
 type RedriveRoute struct {
 	// DeadLetterTopic is where the records are.
 	DeadLetterTopic string `json:"deadLetterTopic"`
-	// Topic is where they go back to: the topic in their HeaderSource,
-	// else the dead-letter topic's name without ".dlq"; empty when neither
-	// names one (such records are not re-driven), and on the one row of a
-	// dead-letter topic with nothing to re-drive.
+	// Topic is where they go back to: RedriveConfig.To when set, else the
+	// topic in their HeaderSource, else the dead-letter topic's name
+	// without ".dlq"; empty when none names one (such records are not
+	// re-driven), and on the one row of a dead-letter topic with nothing
+	// to re-drive.
 	Topic string `json:"topic"`
 	// Records counts the records found after the group's committed
 	// offsets; Produced those produced (Apply).
@@ -86,7 +92,13 @@ type RedriveRoute struct {
 // applied it skips it as a duplicate.
 //
 // Each record goes to the partition it was dead-lettered from (its
-// HeaderSource), so records of one key keep their order, and keeps its
+// HeaderSource), so records of one key keep their order. With To, it goes
+// to its key's partition of To, where Kafka's default partitioner (and
+// the relay) puts the key's records: a key's re-driven records then share
+// one partition with each other and with the key's records on To, whatever
+// To's partition count (a source partition To happens to have would hold
+// other keys' records, and a key's own would be elsewhere). A record
+// without a key goes where the default partitioner puts one. Each keeps its
 // key, value and headers except those the dead-lettering added
 // (HeaderError, HeaderAttempts, HeaderSource, HeaderConsumer); its
 // timestamp is the time of the re-drive. A record naming no target stops
@@ -98,6 +110,9 @@ type RedriveRoute struct {
 func Redrive(ctx context.Context, cfg RedriveConfig) (RedriveReport, error) {
 	if len(cfg.ClientOpts) == 0 {
 		return RedriveReport{}, errors.New("outboxinbox: redrive: no client options (seed brokers)")
+	}
+	if err := checkRedriveTo(cfg); err != nil {
+		return RedriveReport{}, err
 	}
 	cfg.Group = cmp.Or(cfg.Group, DefaultRedriveGroup)
 	cfg.Idle = cmp.Or(cfg.Idle, DefaultRedriveIdle)
@@ -258,6 +273,20 @@ func fetchCommitted(ctx context.Context, cl *kgo.Client, group string, parts []t
 		}
 	}
 	return out, nil
+}
+
+// checkRedriveTo refuses a To that does not name one other topic for one
+// dead-letter topic.
+func checkRedriveTo(cfg RedriveConfig) error {
+	switch {
+	case cfg.To == "":
+		return nil
+	case len(cfg.Topics) != 1:
+		return fmt.Errorf("outboxinbox: redrive: To %s needs exactly one dead-letter topic in Topics, got %d", cfg.To, len(cfg.Topics))
+	case cfg.To == cfg.Topics[0]:
+		return fmt.Errorf("outboxinbox: redrive: To %s is the dead-letter topic itself", cfg.To)
+	}
+	return nil
 }
 
 // redriveTarget returns the topic and partition a dead letter goes back to

@@ -74,6 +74,15 @@ func (r *redrive) run(ctx context.Context) error {
 	return nil
 }
 
+// target returns the topic and partition rec goes to (partition -1: by
+// its key), or ok false when it names none.
+func (r *redrive) target(rec *kgo.Record) (topic string, partition int32, ok bool) {
+	if r.cfg.To != "" {
+		return r.cfg.To, -1, true
+	}
+	return redriveTarget(rec.Topic, rec.Headers)
+}
+
 // fetchError returns the first error of a poll that is not the end of its
 // wait.
 func fetchError(fetches kgo.Fetches) error {
@@ -111,7 +120,7 @@ func (r *redrive) batch(ctx context.Context, cl *kgo.Client, fetches kgo.Fetches
 			if !reading || rec.Offset >= end {
 				break
 			}
-			topic, partition, ok := redriveTarget(rec.Topic, rec.Headers)
+			topic, partition, ok := r.target(rec)
 			r.route(rec.Topic, topic).Records++
 			if !ok {
 				r.stopped = append(r.stopped, fmt.Sprintf("%s/%d@%d", rec.Topic, rec.Partition, rec.Offset))

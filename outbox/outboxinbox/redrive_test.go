@@ -120,15 +120,8 @@ func TestRedrive(t *testing.T) {
 		produce(t, k, s.recs)
 		var broken atomic.Bool
 		broken.Store(true)
-		h := func(ctx context.Context, rec outboxinbox.Record, tx *outboxinbox.Tx) error {
-			if string(rec.Key) != "key-0" && broken.Load() {
-				return errors.New("downstream refuses")
-			}
-			e.effect(rec, tx)
-			return nil
-		}
 		in := e.inbox(t, "billing", nil)
-		stop := running(e.consumer(t, k, in, h, deadLetterAfter(1)))
+		stop := running(e.consumer(t, k, in, refusingAllBut(e, "key-0", &broken), deadLetterAfter(1)))
 		waitFor(t, "8 dead letters", func() bool { return in.Metrics().Snapshot().DeadLettered == 8 })
 		broken.Store(false)
 		if rep, err := redrive(t, k, true, "orders.dlq"); err != nil || routes(rep) != "orders.dlq→orders 8/8" {
@@ -139,6 +132,77 @@ func TestRedrive(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.verify(t, &s)
+	})
+
+	// Sent to another topic (To) with fewer partitions, a key's dead
+	// letters go to the partition where that topic's producers put the
+	// key: behind the key's records already there, in their order. key-4
+	// came from orders/0 and belongs to orders-v2/1: sent to the source
+	// partition orders-v2 also has, it would pass the key's records there.
+	t.Run("ToAnotherTopic_EachKeyBehindItsRecordsThere", func(t *testing.T) {
+		e := newEnv(t)
+		k := outboxtest.NewKafka(t, "orders", "orders.dlq")
+		if err := k.CreateTopic(t.Context(), "orders-v2", 2); err != nil {
+			t.Fatal(err)
+		}
+		keys := []string{"key-0", "key-2", "key-4"}
+		var s stream
+		for i := range 12 {
+			s.add("orders", keys[i%3])
+		}
+		produce(t, k, s.recs)
+		var own []*kgo.Record // orders-v2's own records, one a key
+		for _, key := range keys {
+			own = append(own, &kgo.Record{Topic: "orders-v2", Key: []byte(key), Value: []byte(key + ":own")})
+		}
+		produce(t, k, own)
+		var broken atomic.Bool
+		broken.Store(true)
+		in := e.inbox(t, "billing", nil)
+		stop := running(e.consumer(t, k, in, refusingAllBut(e, "key-0", &broken), deadLetterAfter(1)))
+		waitFor(t, "8 dead letters", func() bool { return in.Metrics().Snapshot().DeadLettered == 8 })
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := outboxinbox.Redrive(t.Context(), outboxinbox.RedriveConfig{ClientOpts: k.ClientOpts(), Topics: []string{"orders.dlq"}, To: "orders-v2", Apply: true, Logger: quiet()})
+		if err != nil || routes(rep) != "orders.dlq→orders-v2 8/8" {
+			t.Fatalf("re-drive to orders-v2: %+v, %v", rep, err)
+		}
+		source := map[string]int32{}
+		for _, r := range outboxtest.ConsumeAll(t, k, "orders") {
+			source[string(r.Key)] = r.Partition
+		}
+		there := map[string]int32{} // the partition of the key's own record
+		got := map[string][]string{}
+		for _, r := range outboxtest.ConsumeAll(t, k, "orders-v2") {
+			key := string(r.Key)
+			if _, ok := there[key]; !ok {
+				there[key] = r.Partition
+			}
+			if r.Partition != there[key] {
+				t.Fatalf("%s's records on orders-v2 partitions %d and %d; want one", key, there[key], r.Partition)
+			}
+			got[key] = append(got[key], string(r.Value))
+		}
+		for _, key := range keys[1:] {
+			if want := append([]string{key + ":own"}, s.want[key]...); !slices.Equal(got[key], want) {
+				t.Fatalf("%s on orders-v2/%d: %v, want %v", key, there[key], got[key], want)
+			}
+		}
+		if p := source["key-4"]; p >= 2 || p == there["key-4"] {
+			t.Fatalf("key-4 came from orders/%d and belongs to orders-v2/%d: the test needs a source partition orders-v2 has, not the key's", p, there["key-4"])
+		}
+	})
+
+	// To needs one dead-letter topic, other than itself.
+	t.Run("ToWithoutOneOtherTopic_Refused", func(t *testing.T) {
+		opts := []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}
+		for _, topics := range [][]string{nil, {"a.dlq", "b.dlq"}, {"orders"}} {
+			_, err := outboxinbox.Redrive(t.Context(), outboxinbox.RedriveConfig{ClientOpts: opts, Topics: topics, To: "orders", Logger: quiet()})
+			if err == nil || !strings.Contains(err.Error(), "To orders") {
+				t.Errorf("To orders with Topics %v: %v, want a refusal", topics, err)
+			}
+		}
 	})
 
 	// A dead letter naming no topic stops its partition there with an
@@ -162,6 +226,18 @@ func TestRedrive(t *testing.T) {
 			t.Fatalf("after a failed re-drive the dead letter is still to re-drive: %s", routes(rep))
 		}
 	})
+}
+
+// refusingAllBut is a handler that applies the records of key and, while
+// broken is set, refuses every other.
+func refusingAllBut(e *env, key string, broken *atomic.Bool) outboxinbox.Handler {
+	return func(ctx context.Context, rec outboxinbox.Record, tx *outboxinbox.Tx) error {
+		if string(rec.Key) != key && broken.Load() {
+			return errors.New("downstream refuses")
+		}
+		e.effect(rec, tx)
+		return nil
+	}
 }
 
 func headers(r *kgo.Record) []outbox.Header {

@@ -22,8 +22,13 @@ import (
 // fails the idempotent sequence check. A record handed over after that
 // refusal would start the partition afresh and be appended ahead of the
 // refused record's retry; the client would send it at once while a Flush
-// runs. Between Flushes the client sends nothing, so every hand-over is
-// complete before any of its records leaves, and a refusal fails them all.
+// runs. Between Flushes the client starts no send, so a hand-over is
+// complete before a refusal of any of its records can come back, and a
+// refusal fails them all. A hand-over's records may still leave in several
+// requests, the first before the last is handed over: the client's sink
+// makes one more pass after a Flush returns, and takes a topic's first
+// records one at a time as its metadata arrives. A refusal of such a
+// request takes a broker round trip; a hand-over, a few Produce calls.
 //
 // Flushes are shared: hand-overs that start while a Flush runs join the
 // round after it at once, wait for the running Flush, then hand over, and

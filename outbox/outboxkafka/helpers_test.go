@@ -3,6 +3,7 @@ package outboxkafka
 import (
 	"context"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,6 +25,44 @@ func newCluster(t testing.TB, opts ...kfake.Opt) *kfake.Cluster {
 	}
 	t.Cleanup(c.Close)
 	return c
+}
+
+// producedRecords counts the records of each produce request a cluster
+// received, in order.
+type producedRecords struct {
+	mu      sync.Mutex
+	carried []int
+}
+
+// countProduced has c count the records of every produce request.
+func countProduced(c *kfake.Cluster) *producedRecords {
+	p := &producedRecords{}
+	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		n := 0
+		for _, tp := range r.(*kmsg.ProduceRequest).Topics {
+			for _, part := range tp.Partitions {
+				var b kmsg.RecordBatch
+				if err := b.ReadFrom(part.Records); err == nil {
+					n += int(b.NumRecords)
+				}
+			}
+		}
+		p.mu.Lock()
+		p.carried = append(p.carried, n)
+		p.mu.Unlock()
+		return nil, nil, false
+	})
+	return p
+}
+
+// take returns the counts so far and starts counting afresh.
+func (p *producedRecords) take() []int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	carried := p.carried
+	p.carried = nil
+	return carried
 }
 
 // newVirtualCluster is newCluster on an in-memory network, for a test in a

@@ -31,8 +31,9 @@ func (c Config) clientOpts(src *scramSource) ([]kgo.Opt, error) {
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordPartitioner(newPartitioner()),
 		kgo.RecordDeliveryTimeout(c.ProduceTimeout),
-		// Records leave only while a Flush runs, so the publisher can hand
-		// a batch over whole before any of it is sent (see flusher).
+		// Records leave only once a Flush starts them, so the publisher
+		// hands a batch over whole before the client starts sending it
+		// (see flusher).
 		kgo.ManualFlushing(),
 	)
 	if c.MaxBufferedBytes > 0 {

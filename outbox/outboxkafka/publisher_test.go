@@ -346,7 +346,13 @@ func TestPublisher(t *testing.T) {
 	// for (kgo.ErrMaxBuffered under manual flushing) are not sent yet, not
 	// refused: they follow once the records before them are acknowledged, in
 	// order, and the batch succeeds. The buffer holds two of the records, by
-	// count or by bytes (kgo's option or Config.MaxBufferedBytes).
+	// count or by bytes (kgo's option or Config.MaxBufferedBytes), so no
+	// produce request carries more than two. How many requests a Flush
+	// takes is the client's: the sink sends what it holds when it wakes, so
+	// a Flush's two records may go one by one (the topic's first Flush
+	// partitions them one at a time as its metadata arrives; the sink's
+	// drain makes one more pass after a Flush returns, which can take the
+	// first record of the next hand-over alone).
 	t.Run("PublishFullClientBufferIsNotAFailure", func(t *testing.T) {
 		t.Parallel()
 		var msgs []outbox.Message
@@ -371,7 +377,7 @@ func TestPublisher(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				c := newCluster(t, kfake.SeedTopics(1, "orders"))
-				produces := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Observe: true, Count: -1})
+				produced := countProduced(c)
 				p := newPublisher(t, c, limit)
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
@@ -379,9 +385,13 @@ func TestPublisher(t *testing.T) {
 				if res.Acked != 5 || res.Err != nil || len(res.AckedAt) != 5 {
 					t.Fatalf("acked %d (%d times), error %v; want 5, nil", res.Acked, len(res.AckedAt), res.Err)
 				}
-				// Two records a Flush: 2 + 2 + 1.
-				if h := produces.Hits(); h != 3 {
-					t.Fatalf("%d produce requests, want 3 (two records each)", h)
+				carried := produced.take()
+				sent, most := 0, 0
+				for _, n := range carried {
+					sent, most = sent+n, max(most, n)
+				}
+				if sent != 5 || most > 2 {
+					t.Fatalf("produce requests carried %v records; want the 5 records, at most two a request", carried)
 				}
 				var got []string
 				for _, r := range consume(t, c.ListenAddrs(), "orders", 5) {

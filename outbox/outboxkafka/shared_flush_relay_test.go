@@ -5,14 +5,12 @@ import (
 	"log/slog"
 	"runtime"
 	"slices"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxmem"
@@ -65,24 +63,7 @@ func TestSharedFlushRelay(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			c, dial := newVirtualCluster(t, kfake.SeedTopics(1, "small"),
 				kfake.BrokerConfigs(map[string]string{"message.max.bytes": "2048"}))
-			var mu sync.Mutex
-			var carried []int // records per produce request
-			c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
-				c.KeepControl()
-				n := 0
-				for _, tp := range r.(*kmsg.ProduceRequest).Topics {
-					for _, p := range tp.Partitions {
-						var b kmsg.RecordBatch
-						if err := b.ReadFrom(p.Records); err == nil {
-							n += int(b.NumRecords)
-						}
-					}
-				}
-				mu.Lock()
-				carried = append(carried, n)
-				mu.Unlock()
-				return nil, nil, false
-			})
+			produced := countProduced(c)
 			partner := &awaitPartner{}
 			p := newPublisher(t, c, func(cfg *Config) {
 				cfg.ExtraOpts = append(cfg.ExtraOpts, dial, kgo.WithHooks(partner))
@@ -119,9 +100,7 @@ func TestSharedFlushRelay(t *testing.T) {
 			if goodBucket == bigBucket {
 				t.Fatalf("keys good and big share bucket %d: the test needs two buckets", goodBucket)
 			}
-			mu.Lock()
-			carried = nil
-			mu.Unlock()
+			produced.take()
 
 			relay, err := outbox.NewRelay(outbox.RelayConfig{
 				Options: outbox.RelayOptions{
@@ -140,8 +119,7 @@ func TestSharedFlushRelay(t *testing.T) {
 				t.Fatalf("Run = %+v, %v; want drained", res, err)
 			}
 
-			mu.Lock()
-			defer mu.Unlock()
+			carried := produced.take()
 			// Both batches (4 records), then both head rows (2), shared a
 			// produce request; without the second the test proves nothing.
 			if !slices.Contains(carried, 4) || !slices.Contains(carried, 2) {

@@ -69,9 +69,9 @@ var (
 
 // ParseEnqueueRequest validates an enqueue request and builds its messages,
 // in request order, each with its bucket and id. Nothing is written. The
-// request is {"messages":[…]} or a single message object; see the README's
-// "Lambda functions" section for the fields. The error is a *FieldError for
-// the first problem found.
+// request is {"messages":[…]} or a single message object; docs/operations.md
+// ("Enqueue", under "Lambda functions") lists the fields. The error is a
+// *FieldError for the first problem found.
 //
 // Strings must be valid UTF-8 without lone surrogate escapes, and a member
 // may appear once per request and message (header names may repeat), so

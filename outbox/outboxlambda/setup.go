@@ -173,8 +173,9 @@ func newRelayFromEnv(ctx context.Context, getenv func(string) string, log *slog.
 
 // NewEnqueueFromEnv builds the enqueue function's handler: the DynamoDB
 // writer, whose notifier wakes SPILLWAY_RELAY_FUNCTION after each commit
-// (no wake-up when unset: the relay's schedule finds the messages), the
-// tracing of SPILLWAY_TRACING and EMF metrics.
+// (no wake-up when unset: the relay's schedule finds the messages, and a
+// warning says so unless SPILLWAY_DYNAMODB_ENDPOINT is local, where no
+// schedule runs), the tracing of SPILLWAY_TRACING and EMF metrics.
 func NewEnqueueFromEnv(ctx context.Context, getenv func(string) string, log *slog.Logger) (*EnqueueHandler, error) {
 	h, err := newEnqueueFromEnv(ctx, getenv, log)
 	return h, initError(err)
@@ -198,9 +199,14 @@ func newEnqueueFromEnv(ctx context.Context, getenv func(string) string, log *slo
 	}
 	wopts := cfg.WriterOptions()
 	wopts.Hooks, wopts.Logger = opts.Hooks, log
-	if notifier != nil {
+	switch {
+	case notifier != nil:
 		wopts.Notifier = notifier
-	} else {
+	case outboxconf.LocalEndpoint(cfg.DynamoDBEndpoint):
+		// No schedule runs beside a local endpoint: the relay is the one
+		// its user runs (spillway drain), which needs no warning.
+		log.Debug("no relay function configured: enqueued messages wait for a relay you run", "variable", outboxconf.EnvRelayFunction)
+	default:
 		log.Warn("no relay function configured: enqueued messages wait for the relay's schedule", "variable", outboxconf.EnvRelayFunction)
 	}
 	writer, err := outboxddb.NewWriter(in.DynamoDB(), wopts)

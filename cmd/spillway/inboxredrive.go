@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -19,7 +18,7 @@ import (
 // redriveClientID names the command to the brokers (quotas, logs).
 const redriveClientID = "spillway-redrive"
 
-// redriveOutput is what redrive --json prints.
+// redriveOutput is what inbox redrive --json prints.
 type redriveOutput struct {
 	Applied bool                       `json:"applied"`
 	Group   string                     `json:"group"`
@@ -27,30 +26,29 @@ type redriveOutput struct {
 	Error   string                     `json:"error,omitempty"`
 }
 
-// runRedrive sends dead letters back to their topics (outboxinbox.Redrive):
-// a dry run that counts unless --yes.
-func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("redrive", stdout)
+// runInboxRedrive sends dead letters back to their topics, or to --to
+// (outboxinbox.Redrive): a dry run that counts unless --yes.
+func runInboxRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("inbox redrive", stdout)
 	ef := (&endpointFlags{values: map[string]*string{}, names: map[string]string{}, fs: fs}).withBrokers()
-	topics := fs.String("topics", "", "dead-letter `TOPICS` to re-drive, comma-separated (default every topic whose name ends in .dlq)")
+	var topics topicList
+	fs.Var(&topics, "topic", "dead-letter `TOPIC` to re-drive, repeatable or comma-separated (default every topic whose name ends in .dlq)")
+	to := fs.String("to", "", "send the one --topic's records to `TOPIC` instead of their source topic, each to its key's partition there")
 	group := fs.String("group", outboxinbox.DefaultRedriveGroup, "consumer `GROUP` whose committed offsets record how far each dead-letter partition was re-driven; it must have no members")
 	yes := fs.Bool("yes", false, "produce the records and commit the group's offsets; without it, only count (a dry run)")
 	asJSON := fs.Bool("json", false, "print the counts as JSON")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	if err := checkRedriveTo(*to, topics); err != nil {
+		return err
+	}
 	opts, err := redriveClientOpts(ctx, ef)
 	if err != nil {
 		return err
 	}
-	var names []string
-	for t := range strings.SplitSeq(*topics, ",") {
-		if t = strings.TrimSpace(t); t != "" {
-			names = append(names, t)
-		}
-	}
 	rep, err := outboxinbox.Redrive(ctx, outboxinbox.RedriveConfig{
-		ClientOpts: opts, Topics: names, Group: *group, Apply: *yes,
+		ClientOpts: opts, Topics: topics, To: *to, Group: *group, Apply: *yes,
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if *asJSON {
@@ -67,6 +65,23 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	printRedrive(stdout, rep, *group)
 	return err
+}
+
+// checkRedriveTo refuses a --to that does not name one other topic for
+// one --topic.
+func checkRedriveTo(to string, topics topicList) error {
+	switch {
+	case to == "":
+		return nil
+	case len(topics) != 1:
+		return usagef("--to %s needs exactly one --topic: the dead-letter topic whose records go there", to)
+	case to == topics[0]:
+		return usagef("--to %s is the dead-letter topic itself", to)
+	}
+	if err := checkTopicName(to); err != nil {
+		return usagef("--to %s: %v", to, err)
+	}
+	return nil
 }
 
 // redriveClientOpts connects as the relay does: --brokers (or
