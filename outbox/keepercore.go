@@ -125,17 +125,17 @@ func (c *keeperCore) renewerTurn(now time.Time) turn {
 }
 
 // answered applies the answer, at now, of the renewal that started at
-// start: ok, or refused, or err. It returns the attempt's outcome and the
-// loss to report: a refused renewal loses the book, and so does one
+// start: ok, or refused, or err. It returns the loss to report and the
+// attempt's outcome: a refused renewal loses the book, and so does one
 // answered after the trusted lease ran out; a renewal that failed without
 // an answer leaves the book as it was, and renewals during a write back off.
-func (c *keeperCore) answered(start, now time.Time, ok bool, err error) (error, loss) {
+func (c *keeperCore) answered(start, now time.Time, ok bool, err error) (loss, error) {
 	switch {
 	case err != nil:
 		c.book = c.book.RenewFailed(start)
-		return errCycle("renew leases", err), loss{}
+		return loss{}, errCycle("renew leases", err)
 	case !ok:
-		return ErrLeaseLost, c.transition(lease.Book.Lost, LossRenewalRefused)
+		return c.transition(lease.Book.Lost, LossRenewalRefused), ErrLeaseLost
 	}
 	late := false
 	l := c.transition(func(b lease.Book) lease.Book {
@@ -144,7 +144,7 @@ func (c *keeperCore) answered(start, now time.Time, ok bool, err error) (error, 
 		return b
 	}, LossRenewalLate)
 	if late {
-		return ErrLeaseLost, l
+		return l, ErrLeaseLost
 	}
-	return nil, loss{}
+	return loss{}, nil
 }

@@ -62,11 +62,6 @@ func (k *leaseKeeper) apply(t func(lease.Book) lease.Book) {
 	k.step(func(c *keeperCore) loss { c.book = t(c.book); return loss{} })
 }
 
-// lose drops the owned set for reason (lease.Book.Lost) and reports it.
-func (k *leaseKeeper) lose(reason LossReason) {
-	k.step(func(c *keeperCore) loss { return c.transition(lease.Book.Lost, reason) })
-}
-
 // loseBucket drops one bucket the table says the relay no longer holds
 // (a write refused for its lease) and makes the next cycle run a round.
 func (k *leaseKeeper) loseBucket(bucket int, reason LossReason) {
@@ -155,7 +150,7 @@ func (k *leaseKeeper) renewer(ctx context.Context, renew func(context.Context, [
 			if len(t.owned) > 0 {
 				start := k.clock.Now()
 				ok, rerr := renew(ctx, t.owned)
-				k.step(func(c *keeperCore) (l loss) { err, l = c.answered(start, k.clock.Now(), ok, rerr); return l })
+				k.step(func(c *keeperCore) (l loss) { l, err = c.answered(start, k.clock.Now(), ok, rerr); return l })
 			}
 			k.step(func(c *keeperCore) loss { c.running = nil; return loss{} })
 			t.renew.err = err

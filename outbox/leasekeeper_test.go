@@ -84,7 +84,7 @@ func TestLeaseKeeper(t *testing.T) {
 			t.Fatalf("renewer at 10s: %+v, want attempt %p renewing [2 5]", tr, att)
 		}
 		// The table accepts at 10.2 s what was sent at 10 s.
-		err, l := c.answered(at(10*s), at(10200*time.Millisecond), true, nil)
+		l, err := c.answered(at(10*s), at(10200*time.Millisecond), true, nil)
 		noLoss(t, "answer", l)
 		if err != nil {
 			t.Fatalf("answer: %v", err)
@@ -118,7 +118,7 @@ func TestLeaseKeeper(t *testing.T) {
 		if tr.renew == nil {
 			t.Fatalf("renewer at 10s during a write: %+v, want a renewal", tr)
 		}
-		err, l := c.answered(at(10*s), at(10*s), false, nil)
+		l, err := c.answered(at(10*s), at(10*s), false, nil)
 		if !errors.Is(err, ErrLeaseLost) || l != (loss{LossRenewalRefused, 2}) {
 			t.Fatalf("refused: %v, %+v; want ErrLeaseLost and both buckets lost", err, l)
 		}
@@ -132,7 +132,7 @@ func TestLeaseKeeper(t *testing.T) {
 		c := setup(t)
 		// Sent at 10 s, accepted, but answered at 31 s: nothing proves the
 		// lease held between 30 and 31 s.
-		err, l := c.answered(at(10*s), at(31*s), true, nil)
+		l, err := c.answered(at(10*s), at(31*s), true, nil)
 		if !errors.Is(err, ErrLeaseLost) || l != (loss{LossRenewalLate, 2}) {
 			t.Fatalf("late answer: %v, %+v; want ErrLeaseLost and both buckets lost", err, l)
 		}
@@ -143,7 +143,7 @@ func TestLeaseKeeper(t *testing.T) {
 		c := setup(t)
 		c.writes++
 		boom := errors.New("throttled")
-		err, l := c.answered(at(10*s), at(10*s), false, boom)
+		l, err := c.answered(at(10*s), at(10*s), false, boom)
 		noLoss(t, "failure", l)
 		if !errors.Is(err, boom) || c.book.Phase(at(10*s)) != lease.PhaseRenewalDue {
 			t.Fatalf("failed renewal: %v, phase %d; want the error and the book as it was", err, c.book.Phase(at(10*s)))
