@@ -41,7 +41,10 @@ func (s *sim) newLambda() (*lambdasim.Function[*lab.RelayEnv], error) {
 		Publisher: func(*lab.RelayEnv) outbox.Publisher {
 			return &lab.Publisher{InitLatency: lat.KafkaInit, PingLatency: lat.Kafka, Latency: lat.Kafka, Acked: s.ledger.acked}
 		},
-		Store:         s.newEnvStore,
+		Store: s.newEnvStore,
+		HandlerConfig: func(re *lab.RelayEnv, hc *outboxlambda.RelayHandlerConfig) {
+			hc.Hooks = append(hc.Hooks, roundHook{s, envOf(re)})
+		},
 		Continuations: true,
 	})
 }
