@@ -9,7 +9,7 @@
 // Writers use the DynamoDB adapter, outboxddb, and this package's Message
 // types:
 //
-//	writer, err := outboxddb.WriterFromEnv(awsCfg, os.Getenv, nil)
+//	writer, err := outboxwake.WriterFromEnv(awsCfg, os.Getenv, nil)
 //	msg, err := outbox.NewMessage("orders", key, value, outbox.MessageOptions{})
 //	_, err = writer.Commit(ctx, func(ctx context.Context, tx *outboxddb.Tx) error {
 //		tx.Put(orderPut)       // the business item

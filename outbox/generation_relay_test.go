@@ -71,7 +71,7 @@ func (g *memGenerations) FinishGeneration(context.Context, generation.Generation
 }
 
 func (g *memGenerations) GenerationContents(ctx context.Context) (generation.Contents, error) {
-	pending, err := g.prev.PendingBuckets(ctx, []int{0, 1})
+	pending, err := g.prev.observed.PendingBuckets(ctx, []int{0, 1})
 	return generation.Contents{Checked: true, Messages: pending}, err
 }
 
@@ -102,7 +102,7 @@ func newGenEnv(t *testing.T, mode outbox.Mode) *genEnv {
 	log := slog.New(slog.DiscardHandler)
 	relay := func(s *memStore, g generation.Generation, mode outbox.Mode) *outbox.Relay {
 		r, err := outbox.NewRelay(outbox.RelayConfig{Options: outbox.RelayOptions{RelayID: "relay-a", BucketCount: g.BucketCount, Mode: mode},
-			Store: s, Publisher: e.pub, Clock: clk, Logger: log})
+			Store: s.observed, Publisher: e.pub, Clock: clk, Logger: log})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,8 +150,8 @@ func TestGenerationRelay(t *testing.T) {
 			if res.Published != 2 || e.gens.phase() != generation.PhaseOpen || e.cur.pending() != 1 {
 				t.Fatalf("%+v, phase %q, %d current pending; want the 2 old messages only", res, e.gens.phase(), e.cur.pending())
 			}
-			if e.cur.count("fetch") != 0 || e.cur.count("acquire") != 0 {
-				t.Fatalf("the current generation was touched: %d fetches, %d acquisitions", e.cur.count("fetch"), e.cur.count("acquire"))
+			if e.cur.count("fetch") != 0 || e.cur.count("heartbeat") != 0 {
+				t.Fatalf("the current generation was touched: %d fetches, %d acquisitions", e.cur.count("fetch"), e.cur.count("heartbeat"))
 			}
 			// One read before the pass; the marker is not read again after it.
 			if e.gens.reads != 1 {
@@ -221,7 +221,7 @@ func TestGenerationRelay(t *testing.T) {
 		clk := outbox.SystemClock{}
 		relay := func(count int, mode outbox.Mode) *outbox.Relay {
 			r, err := outbox.NewRelay(outbox.RelayConfig{Options: outbox.RelayOptions{RelayID: "r", BucketCount: count, Mode: mode},
-				Store: newMemStore(clk, count), Publisher: newMemPublisher(), Clock: clk})
+				Store: newMemStore(clk, count).observed, Publisher: newMemPublisher(), Clock: clk})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -72,7 +72,7 @@ func TestHeaderBlobs(t *testing.T) {
 		relay, err := outbox.NewRelay(outbox.RelayConfig{
 			Options: outbox.RelayOptions{RelayID: "relay-a", BucketCount: buckets, BatchSize: 3,
 				IdleTimeout: 50 * time.Millisecond, MaxIdleTimeout: 50 * time.Millisecond},
-			Store: store, Publisher: pub, Clock: clk, Tracer: tracer,
+			Store: store.observed, Publisher: pub, Clock: clk, Tracer: tracer,
 			Logger: slog.New(slog.DiscardHandler),
 		})
 		if err != nil {

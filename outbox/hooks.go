@@ -1,6 +1,10 @@
 package outbox
 
-import "time"
+import (
+	"time"
+
+	"github.com/spillway-dev/spillway/outbox/lease"
+)
 
 // Hook is a value that receives a relay's reports. It implements one or
 // more of HookLease, HookBatch, HookPark, HookRun, HookStranded and
@@ -18,8 +22,10 @@ type Hook any
 
 // HookLease receives a relay's lease bookkeeping.
 type HookLease interface {
-	// OnRound: an acquisition round ended after took; err is its failure.
-	OnRound(relayID string, took time.Duration, err error)
+	// OnRound: an acquisition round ended after took with acq (what the
+	// relay now holds, claimed and lost, and the round's standby and
+	// settled states); err is its failure, with acq as the round left it.
+	OnRound(relayID string, took time.Duration, acq lease.Acquisition, err error)
 	// OnLeases: the owned set changed, or a round confirmed it: owned
 	// buckets now, of which claimed were new, and released leases given
 	// up (rebalance or stop).
@@ -155,9 +161,9 @@ func newHooks(id string, hs []Hook) (hooks, error) {
 	return h, nil
 }
 
-func (h *hooks) round(took time.Duration, err error) {
+func (h *hooks) round(took time.Duration, acq lease.Acquisition, err error) {
 	for _, k := range h.lease {
-		k.OnRound(h.id, took, err)
+		k.OnRound(h.id, took, acq, err)
 	}
 }
 

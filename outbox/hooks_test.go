@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // event is one hook call as the recorder keeps it: the method's name and
@@ -45,7 +46,7 @@ func (r *recorder) add(e event) {
 	r.events = append(r.events, e)
 }
 
-func (r *recorder) OnRound(id string, took time.Duration, err error) {
+func (r *recorder) OnRound(id string, took time.Duration, _ lease.Acquisition, err error) {
 	r.add(event{kind: "round", relayID: id, dur: took, err: err})
 }
 
@@ -150,7 +151,7 @@ func TestRelayHooks(t *testing.T) {
 	t.Run("a hook implementing none of the interfaces is a misconfiguration", func(t *testing.T) {
 		clk := outbox.SystemClock{}
 		_, err := outbox.NewRelay(outbox.RelayConfig{Options: outbox.RelayOptions{RelayID: "relay-a", BucketCount: 1},
-			Store: newMemStore(clk, 1), Publisher: newMemPublisher(), Clock: clk, Hooks: []outbox.Hook{&recorder{}, struct{}{}}})
+			Store: newMemStore(clk, 1).observed, Publisher: newMemPublisher(), Clock: clk, Hooks: []outbox.Hook{&recorder{}, struct{}{}}})
 		if !errors.Is(err, outbox.ErrMisconfigured) {
 			t.Fatalf("NewRelay with a hook implementing nothing: %v, want a misconfiguration", err)
 		}

@@ -75,6 +75,7 @@ type Relay struct {
 	hooks    hooks
 	tracer   Tracer
 	log      *slog.Logger
+	roundLog *slog.Logger
 	maxHops  int
 	gate     GenerationGate
 	req      lease.Request
@@ -123,6 +124,10 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
+	if n := cfg.Store.BucketCount(); n != opts.BucketCount {
+		return nil, Misconfigured("new relay",
+			"the relay's bucket count %d differs from the store's %d; writers, store and relays must use one count", opts.BucketCount, n)
+	}
 	q, _ := cfg.Store.(Quarantine)
 	if opts.PoisonPolicy == PoisonQuarantine && q == nil {
 		return nil, Misconfigured("new relay", "PoisonPolicy %q needs a store that implements outbox.Quarantine; %T does not", PoisonQuarantine, cfg.Store)
@@ -148,22 +153,19 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	book := newParkedBook()
 	r.heads = newHeadRows(book, opts.RelayID)
 	r.park = &parking{r: r, store: q, poison: opts.PoisonPolicy == PoisonQuarantine, book: book}
-	timing := leaseTiming{lease: opts.LeaseDuration, interval: opts.LeaseRenewInterval,
-		margin: lease.KeepMargin(opts.LeaseDuration, opts.LeaseRenewInterval)}
-	if opts.KeepEveryRound {
-		timing.margin = opts.LeaseDuration - opts.LeaseRenewInterval
-	}
 	if r.clock == nil {
 		r.clock = SystemClock{}
 	}
 	r.strandedAt = r.clock.Now()
-	r.lease = newLeaseKeeper(r.clock, leaseBook{timing: timing, owner: opts.RelayID}, opts.ErrorBackoff, r.leaseLost)
+	r.lease = newLeaseKeeper(r.clock, lease.NewBook(r.req), opts.ErrorBackoff, r.leaseLost)
 	if r.tracer == nil {
 		r.tracer = NoopTracer{}
 	}
 	if r.log == nil {
 		r.log = slog.Default()
 	}
+	// The lease protocol names the relay in its own messages.
+	r.roundLog = r.log
 	r.log = r.log.With("relayId", opts.RelayID)
 	return r, nil
 }

@@ -18,7 +18,7 @@ func blockRelay(t *testing.T, e *relayEnv) *outbox.Relay {
 	t.Helper()
 	r, err := outbox.NewRelay(outbox.RelayConfig{
 		Options:   outbox.RelayOptions{RelayID: "relay-block", BucketCount: 1, BatchSize: 10, PoisonPolicy: outbox.PoisonBlock},
-		Store:     e.store,
+		Store:     e.store.observed,
 		Publisher: e.pub,
 		Clock:     e.clock,
 		Hooks:     []outbox.Hook{e.obs},
@@ -47,7 +47,7 @@ func parkKeyB(t *testing.T, e *relayEnv) (want []outbox.MessageID, poison outbox
 	}
 	e.pub.poison[poison] = outbox.ParkUnknownTopic
 	e.run(t, outbox.RunInput{})
-	if n := len(e.store.Parked(0)); n != 3 {
+	if n := len(e.store.mem.Parked(0)); n != 3 {
 		t.Fatalf("parked %d, want b's last 3", n)
 	}
 	e.pub.mu.Lock()
@@ -80,7 +80,7 @@ func TestRelayBlockParked(t *testing.T) {
 			if got := firstDeliveries(e.pub, "b"); !slices.Equal(got, want) {
 				t.Fatalf("b first delivered as %v, want %v", got, want)
 			}
-			if n := len(e.store.Parked(0)); n != 0 || len(e.store.requests()) != 0 {
+			if n := len(e.store.mem.Parked(0)); n != 0 || len(e.store.requests()) != 0 {
 				t.Fatalf("parked %d, requests %v after the replay; want none", n, e.store.requests())
 			}
 		})
@@ -106,8 +106,8 @@ func TestRelayBlockParked(t *testing.T) {
 			if got := firstDeliveries(e.pub, "b"); len(got) != 1 {
 				t.Fatalf("block drain delivered %d messages of b, want only the one before the parked ones", len(got))
 			}
-			if e.store.pending() != 0 || len(e.store.Parked(0)) != 6 {
-				t.Fatalf("pending %d, parked %d; want 0 and b's 6 held back", e.store.pending(), len(e.store.Parked(0)))
+			if e.store.pending() != 0 || len(e.store.mem.Parked(0)) != 6 {
+				t.Fatalf("pending %d, parked %d; want 0 and b's 6 held back", e.store.pending(), len(e.store.mem.Parked(0)))
 			}
 			for _, p := range e.store.parkings[3:] {
 				if p.Reason != outbox.ParkKeyQuarantined {

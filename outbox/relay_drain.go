@@ -123,7 +123,7 @@ func (d bucketDrain) drain() (res bucketResult) {
 			res.more = true
 			return res
 		}
-		if r.lease.snapshot().roundDue(now) {
+		if r.lease.snapshot().RoundDue(now) {
 			res.more = true
 			return res
 		}
@@ -325,7 +325,7 @@ func (r *Relay) publishUnderLease(ctx context.Context, bucket int, msgs []Messag
 		out = publishOutcome{acked, err, r.clock.Now()}
 	})
 	switch {
-	case !r.lease.snapshot().trusts(r.clock.Now()):
+	case !r.lease.snapshot().Trusts(r.clock.Now()):
 		span.Annotate(AnnotationOutcome, "lease-lost")
 		span.End(ErrLeaseLost)
 	case out.err != nil:

@@ -9,14 +9,15 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
-// cuttingStore ends every batch after cut messages with outbox.ErrBatchCut
-// when the bucket holds more, as a table store does before a transaction
-// its limit would split; while empty is set it answers every fetch with
-// no message and the sentinel. It records when each fetch was answered.
+// cuttingStore observes a store (outboxtest.ObservedStore) so that every
+// batch ends after cut messages with outbox.ErrBatchCut when the bucket
+// holds more, as a table store does before a transaction its limit would
+// split; while empty is set it answers every fetch with no message and the
+// sentinel. It records when each fetch was answered.
 type cuttingStore struct {
-	*memStore
 	cut int
 
 	mu      sync.Mutex
@@ -24,7 +25,11 @@ type cuttingStore struct {
 	fetched []time.Time
 }
 
-func (s *cuttingStore) FetchBatch(ctx context.Context, bucket, max int) ([]outbox.Message, error) {
+func (s *cuttingStore) observe(store outbox.Store) outbox.Store {
+	return outboxtest.Observe(outboxtest.ObservedStore{Store: store, FetchBatchFunc: s.fetchBatch})
+}
+
+func (s *cuttingStore) fetchBatch(ctx context.Context, bucket, max int, next func(context.Context, int, int) ([]outbox.Message, error)) ([]outbox.Message, error) {
 	s.mu.Lock()
 	s.fetched = append(s.fetched, time.Now())
 	empty := s.empty
@@ -32,7 +37,7 @@ func (s *cuttingStore) FetchBatch(ctx context.Context, bucket, max int) ([]outbo
 	if empty {
 		return nil, outbox.ErrBatchCut
 	}
-	ms, err := s.memStore.FetchBatch(ctx, bucket, max)
+	ms, err := next(ctx, bucket, max)
 	if err == nil && len(ms) > s.cut {
 		return ms[:s.cut], outbox.ErrBatchCut
 	}
@@ -53,8 +58,8 @@ func TestRelayDrain(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			var cs *cuttingStore
 			e := newRelayEnv(t, 1, func(c *outbox.RelayConfig) {
-				cs = &cuttingStore{memStore: c.Store.(*memStore), cut: 7}
-				c.Store = cs
+				cs = &cuttingStore{cut: 7}
+				c.Store = cs.observe(c.Store)
 			})
 			var want []int64
 			for range 30 {
@@ -88,8 +93,8 @@ func TestRelayDrain(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			var cs *cuttingStore
 			e := newRelayEnv(t, 1, func(c *outbox.RelayConfig) {
-				cs = &cuttingStore{memStore: c.Store.(*memStore), cut: 10, empty: true}
-				c.Store = cs
+				cs = &cuttingStore{cut: 10, empty: true}
+				c.Store = cs.observe(c.Store)
 			})
 			e.store.add(0, "k")
 			go func() {

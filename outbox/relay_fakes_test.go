@@ -4,24 +4,27 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/spillway-dev/spillway/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxmem"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
-// memStore is outboxmem's Store, whose lease round is the core's protocol,
-// with the hooks engine tests script: faults, delays, and callbacks at the
-// moments where a peer's or a commit's timing matters.
+// memStore is an outboxmem.Store (mem), whose lease round is the core's
+// protocol, and the store a relay is given (observed): mem observed
+// (outboxtest.ObservedStore) with the hooks engine tests script: faults,
+// delays, and callbacks at the moments where a peer's or a commit's timing
+// matters.
 type memStore struct {
-	*outboxmem.Store
-	clock   outbox.Clock
-	buckets int
+	mem      *outboxmem.Store
+	observed outbox.Store
+	clock    outbox.Clock
+	buckets  int
 
 	mu sync.Mutex // guards the records and the hooks set while a relay runs
 	// failPending fails that many pending probes (throttled).
@@ -35,7 +38,6 @@ type memStore struct {
 	// just after the look.
 	afterFetch   func(bucket int)
 	deletedOrder map[int][]int64
-	rounds       []int // RoundState.Round of every acquisition
 	// markDelay is how long a delete takes (a throttled BatchWriteItem
 	// retried with backoff); onMark runs after that wait, before the rows
 	// go: what peers do while the relay still deletes.
@@ -59,16 +61,27 @@ type memStore struct {
 }
 
 func newMemStore(clock outbox.Clock, buckets int) *memStore {
-	s, err := outboxmem.New(outboxmem.Options{BucketCount: buckets, Clock: clock, Logger: slog.New(slog.DiscardHandler)})
+	mem, err := outboxmem.New(outboxmem.Options{BucketCount: buckets, Clock: clock})
 	if err != nil {
 		panic(err)
 	}
-	return &memStore{Store: s, clock: clock, buckets: buckets,
+	s := &memStore{mem: mem, clock: clock, buckets: buckets,
 		deletedOrder: map[int][]int64{}, unreadable: map[int]map[int64]bool{}}
+	s.observed = outboxtest.Observe(outboxtest.ObservedStore{
+		Store:              mem,
+		WriteLeasesFunc:    s.writeLeases,
+		ReleaseLeasesFunc:  s.releaseLeases,
+		PendingBucketsFunc: s.pendingBuckets,
+		FetchBatchFunc:     s.fetchBatch,
+		MarkPublishedFunc:  s.markPublished,
+		ParkedKeysFunc:     s.parkedKeys,
+		ParkFunc:           s.park,
+	})
+	return s
 }
 
 // count is how many times op reached the store (outboxmem's names).
-func (s *memStore) count(op string) int { return s.Calls()[op] }
+func (s *memStore) count(op string) int { return s.mem.Calls()[op] }
 
 // newMsg is the message add enqueues into bucket b of buckets: the one
 // place the engine tests build a message.
@@ -81,55 +94,57 @@ func (s *memStore) add(b int, key string) outbox.Message { return s.put(b, newMs
 
 // put stores m in bucket b, whatever its key hashes to, and returns it as
 // stored.
-func (s *memStore) put(b int, m outbox.Message) outbox.Message { return s.Place(b, m) }
+func (s *memStore) put(b int, m outbox.Message) outbox.Message { return s.mem.Place(b, m) }
 
 func (s *memStore) pending() int {
 	n := 0
 	for b := range s.buckets {
-		n += len(s.Pending(b))
+		n += len(s.mem.Pending(b))
 	}
 	return n
 }
 
-func (s *memStore) hold(b int, owner string, until time.Time) { s.SetLease(b, owner, until) }
+func (s *memStore) hold(b int, owner string, until time.Time) { s.mem.SetLease(b, owner, until) }
 
-func (s *memStore) heartbeat(id string, stopped bool) { s.SetHeartbeat(id, s.clock.Now(), stopped) }
+func (s *memStore) heartbeat(id string, stopped bool) { s.mem.SetHeartbeat(id, s.clock.Now(), stopped) }
 
 func (s *memStore) leaseOwner(b int) string {
-	if l := s.Lease(b); !l.Expired(s.clock.Now()) {
+	if l := s.mem.Lease(b); !l.Expired(s.clock.Now()) {
 		return l.Owner
 	}
 	return ""
 }
 
-func (s *memStore) AcquireLeases(ctx context.Context, req lease.Request, st lease.RoundState) (lease.Acquisition, error) {
-	s.mu.Lock()
-	s.rounds = append(s.rounds, st.Round)
-	s.mu.Unlock()
-	return s.Store.AcquireLeases(ctx, req, st)
-}
-
-func (s *memStore) RenewLeases(ctx context.Context, req lease.Request, buckets []int) (bool, error) {
+// writeLeases scripts the renewals (lease.OpRenew): a delay, a failure, a
+// refusal of every bucket.
+func (s *memStore) writeLeases(ctx context.Context, relayID string, op lease.Op, writes []lease.Write, next func(context.Context, string, lease.Op, []lease.Write) ([]int, []int, error)) ([]int, []int, error) {
+	if op != lease.OpRenew {
+		return next(ctx, relayID, op, writes)
+	}
 	if s.renewDelay > 0 && !sleep.For(s.renewDelay, ctx.Done()) {
-		return false, ctx.Err()
+		return nil, nil, ctx.Err()
 	}
 	if s.renewErr != nil {
-		return false, s.renewErr
+		return nil, nil, s.renewErr
 	}
 	if s.refuseRenew {
-		return false, nil
+		refused := make([]int, len(writes))
+		for i, w := range writes {
+			refused[i] = w.Bucket
+		}
+		return nil, refused, nil
 	}
-	return s.Store.RenewLeases(ctx, req, buckets)
+	return next(ctx, relayID, op, writes)
 }
 
-func (s *memStore) ReleaseLeases(ctx context.Context, req lease.Request) (lease.Release, error) {
+func (s *memStore) releaseLeases(ctx context.Context, relayID string, next func(context.Context, string) (lease.Release, error)) (lease.Release, error) {
 	if s.onRelease != nil {
 		s.onRelease()
 	}
-	return s.Store.ReleaseLeases(ctx, req)
+	return next(ctx, relayID)
 }
 
-func (s *memStore) PendingBuckets(ctx context.Context, buckets []int) ([]int, error) {
+func (s *memStore) pendingBuckets(ctx context.Context, buckets []int, next func(context.Context, []int) ([]int, error)) ([]int, error) {
 	if s.beforePending != nil {
 		s.beforePending()
 	}
@@ -142,13 +157,13 @@ func (s *memStore) PendingBuckets(ctx context.Context, buckets []int) ([]int, er
 	if fail {
 		return nil, errors.New("throttled")
 	}
-	return s.Store.PendingBuckets(ctx, buckets)
+	return next(ctx, buckets)
 }
 
-// FetchBatch stops at the first unreadable row as a table store does: the
+// fetchBatch stops at the first unreadable row as a table store does: the
 // rows before it and an UnreadableRowError.
-func (s *memStore) FetchBatch(ctx context.Context, bucket, max int) ([]outbox.Message, error) {
-	ms, err := s.Store.FetchBatch(ctx, bucket, max)
+func (s *memStore) fetchBatch(ctx context.Context, bucket, max int, next func(context.Context, int, int) ([]outbox.Message, error)) ([]outbox.Message, error) {
+	ms, err := next(ctx, bucket, max)
 	s.mu.Lock()
 	hook := s.afterFetch
 	for i, m := range ms {
@@ -164,9 +179,9 @@ func (s *memStore) FetchBatch(ctx context.Context, bucket, max int) ([]outbox.Me
 	return ms, err
 }
 
-// MarkPublished also refuses a delete that is not the bucket's head in
+// markPublished also refuses a delete that is not the bucket's head in
 // order: the Store contract's prefix rule, which outboxmem does not check.
-func (s *memStore) MarkPublished(ctx context.Context, bucket int, msgs []outbox.Message) error {
+func (s *memStore) markPublished(ctx context.Context, bucket int, msgs []outbox.Message, next func(context.Context, int, []outbox.Message) error) error {
 	s.mu.Lock()
 	delay, hook := s.markDelay, s.onMark
 	s.onMark = nil
@@ -177,13 +192,13 @@ func (s *memStore) MarkPublished(ctx context.Context, bucket int, msgs []outbox.
 	if hook != nil {
 		hook()
 	}
-	ms := s.Pending(bucket)
+	ms := s.mem.Pending(bucket)
 	for i, m := range msgs {
 		if i >= len(ms) || ms[i].Sequence() != m.Sequence() {
 			return fmt.Errorf("mark out of order: bucket %d index %d sequence %d", bucket, i, m.Sequence())
 		}
 	}
-	if err := s.Store.MarkPublished(ctx, bucket, msgs); err != nil {
+	if err := next(ctx, bucket, msgs); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -194,22 +209,22 @@ func (s *memStore) MarkPublished(ctx context.Context, bucket int, msgs []outbox.
 	return nil
 }
 
-func (s *memStore) ParkedKeys(ctx context.Context, bucket int) (outbox.ParkedSet, error) {
-	set, err := s.Store.ParkedKeys(ctx, bucket)
+func (s *memStore) parkedKeys(ctx context.Context, bucket int, next func(context.Context, int) (outbox.ParkedSet, error)) (outbox.ParkedSet, error) {
+	set, err := next(ctx, bucket)
 	if s.afterParkedKeys != nil {
 		s.afterParkedKeys(bucket)
 	}
 	return set, err
 }
 
-func (s *memStore) Park(ctx context.Context, p outbox.Parking) error {
+func (s *memStore) park(ctx context.Context, p outbox.Parking, next func(context.Context, outbox.Parking) error) error {
 	if s.parkDelay > 0 && !sleep.For(s.parkDelay, ctx.Done()) {
 		return ctx.Err()
 	}
 	if s.beforePark != nil {
 		s.beforePark(p)
 	}
-	if err := s.Store.Park(ctx, p); err != nil {
+	if err := next(ctx, p); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -222,25 +237,25 @@ func (s *memStore) Park(ctx context.Context, p outbox.Parking) error {
 // bucket's request: what `spillway parked replay` does.
 func (s *memStore) replay(bucket int, key string) {
 	var seqs []int64
-	for _, m := range s.Parked(bucket) {
+	for _, m := range s.mem.Parked(bucket) {
 		if string(m.Key) == key {
 			seqs = append(seqs, m.Sequence())
 		}
 	}
-	if _, err := s.MarkReplay(context.Background(), bucket, seqs, ""); err != nil {
+	if _, err := s.mem.MarkReplay(context.Background(), bucket, seqs, ""); err != nil {
 		panic(err)
 	}
 }
 
 // marked counts bucket's parked rows marked for replay.
 func (s *memStore) marked(bucket int) int {
-	set, _ := s.Store.ParkedKeys(context.Background(), bucket)
+	set, _ := s.mem.ParkedKeys(context.Background(), bucket)
 	return len(set.Replays)
 }
 
 // requests is every bucket's replay request not yet carried out.
 func (s *memStore) requests() map[int]int64 {
-	r, _ := s.ReplayRequests(context.Background())
+	r, _ := s.mem.ReplayRequests(context.Background())
 	return r
 }
 

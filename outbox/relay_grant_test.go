@@ -18,7 +18,7 @@ func (e *relayEnv) peer(t *testing.T, id string) *outbox.Relay {
 	t.Helper()
 	r, err := outbox.NewRelay(outbox.RelayConfig{
 		Options: outbox.RelayOptions{RelayID: id, BucketCount: e.store.buckets, BatchSize: 10, PoisonPolicy: outbox.PoisonQuarantine},
-		Store:   e.store, Publisher: e.pub, Clock: e.clock, Logger: slog.New(slog.DiscardHandler),
+		Store:   e.store.observed, Publisher: e.pub, Clock: e.clock, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +109,7 @@ func TestRelayGrant(t *testing.T) {
 			var thin []string
 			e.pub.onPublish = func(msgs []outbox.Message) {
 				now := time.Now()
-				if l := e.store.Lease(0); l.Owner != "relay-a" || l.ExpiresAt.Sub(now) < margin {
+				if l := e.store.mem.Lease(0); l.Owner != "relay-a" || l.ExpiresAt.Sub(now) < margin {
 					thin = append(thin, fmt.Sprintf("%s at +%v: lease %s until +%v", msgs[0].Key, now.Sub(t0), l.Owner, l.ExpiresAt.Sub(t0)))
 				}
 			}
@@ -121,8 +121,8 @@ func TestRelayGrant(t *testing.T) {
 			if n, _ := e.obs.count("lost"); n != 0 {
 				t.Fatalf("%d lease losses, want none", n)
 			}
-			if got := keysSent(e.pub, 0); len(got) != 1 || got[0] != "x" || len(e.store.Parked(0)) != 500 {
-				t.Fatalf("sent %v, parked %d; want x alone and k's 500 messages parked", got, len(e.store.Parked(0)))
+			if got := keysSent(e.pub, 0); len(got) != 1 || got[0] != "x" || len(e.store.mem.Parked(0)) != 500 {
+				t.Fatalf("sent %v, parked %d; want x alone and k's 500 messages parked", got, len(e.store.mem.Parked(0)))
 			}
 		})
 	})
@@ -147,7 +147,7 @@ func TestRelayGrant(t *testing.T) {
 			if res.Deleted != 4 {
 				t.Fatalf("deleted %d, want the four messages deleted under the renewed lease", res.Deleted)
 			}
-			if n := e.store.count("renew"); n != 2 {
+			if n := e.store.count("write renew"); n != 2 {
 				t.Fatalf("renewals during the 25 s publishes = %d, want 2 (at 10 s and 20 s), shared by the four buckets", n)
 			}
 		})

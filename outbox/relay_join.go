@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/spillway-dev/spillway/internal/sleep"
+	"github.com/spillway-dev/spillway/outbox/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox/lease"
 )
 

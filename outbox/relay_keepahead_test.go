@@ -39,7 +39,7 @@ func TestRelayKeepAhead(t *testing.T) {
 			}
 			var left []time.Duration
 			e.pub.onPublish = func([]outbox.Message) {
-				l := e.store.Lease(0)
+				l := e.store.mem.Lease(0)
 				left = append(left, l.ExpiresAt.Sub(e.clock.Now()))
 			}
 			res := e.run(t, outbox.RunInput{Deadline: t0.Add(40 * time.Second)})

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/spillway-dev/spillway/internal/sleep"
+	"github.com/spillway-dev/spillway/outbox/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
@@ -30,10 +30,10 @@ func (u *run) acquire() error {
 	var prev []int
 	var st lease.RoundState
 	var expired bool
-	r.lease.apply(func(b leaseBook) leaseBook {
-		prev = b.owned
-		st = lease.RoundState{Round: u.fullRounds, Standby: b.standby, Settled: b.settled}
-		b, expired = b.roundStarted(start)
+	r.lease.apply(func(b lease.Book) lease.Book {
+		prev = b.Owned()
+		st = b.RoundState(u.fullRounds)
+		b, expired = b.RoundStarted(start)
 		return b
 	})
 	if expired {
@@ -42,22 +42,19 @@ func (u *run) acquire() error {
 
 	ctx, span := r.tracer.Start(u.ctx, SpanAcquire)
 	span.Annotate(AnnotationRelayID, r.opts.RelayID)
-	acq, err := r.store.AcquireLeases(ctx, r.req, st)
+	acq, err := lease.AcquireRound(ctx, r.store, r.roundLog, start, r.req, st)
 	u.res.Rounds++
 	elapsed := r.clock.Now().Sub(start)
 	if err != nil {
 		span.Annotate(AnnotationOutcome, "error")
 		span.End(err)
-		r.hooks.round(elapsed, err)
+		r.hooks.round(elapsed, acq, err)
 		if errors.Is(err, ErrMisconfigured) {
-			r.lease.apply(func(b leaseBook) leaseBook {
-				b.standby, b.settled = acq.Standby, acq.Settled
-				return b
-			})
+			r.lease.apply(func(b lease.Book) lease.Book { return b.Refused(acq) })
 			return err
 		}
 		// Ownership is unknown after a failed lease call: re-acquire.
-		r.lease.apply(func(b leaseBook) leaseBook { return b.roundFailed(acq) })
+		r.lease.apply(func(b lease.Book) lease.Book { return b.RoundFailed(acq) })
 		if len(prev) > 0 {
 			r.leaseLost(LossAcquisitionFailed, len(prev))
 		}
@@ -68,7 +65,7 @@ func (u *run) acquire() error {
 		u.fullRounds++
 	}
 
-	r.lease.apply(func(b leaseBook) leaseBook { return b.installed(start, acq) })
+	r.lease.apply(func(b lease.Book) lease.Book { return b.Installed(start, acq) })
 	r.listen(acq.Owned)
 	r.heads.retain(acq.Owned)
 	if expired {
@@ -81,7 +78,7 @@ func (u *run) acquire() error {
 	span.Annotate("owned", len(acq.Owned))
 	span.Annotate(AnnotationOutcome, "ok")
 	span.End(nil)
-	r.hooks.round(elapsed, nil)
+	r.hooks.round(elapsed, acq, nil)
 	if n := len(acq.Lost); n > 0 {
 		r.hooks.leaseLost(n, LossKeepRefused)
 	}
@@ -102,7 +99,7 @@ func (u *run) renewer() (stop func()) {
 	go func() {
 		defer close(done)
 		r.lease.renewer(ctx, func(ctx context.Context, owned []int) (bool, error) {
-			return r.store.RenewLeases(ctx, r.req, owned)
+			return lease.Renew(ctx, r.store, r.clock.Now(), r.req, owned)
 		})
 	}()
 	return func() {
@@ -122,8 +119,8 @@ type stopper struct{ *run }
 func (u stopper) stop() {
 	r := u.r
 	book := r.lease.snapshot()
-	owned := slices.Clone(book.owned)
-	if !book.attempted {
+	owned := slices.Clone(book.Owned())
+	if !book.Attempted() {
 		return
 	}
 	plan, signaled := u.plan()
@@ -141,11 +138,8 @@ func (u stopper) stop() {
 	defer cancel()
 	sctx, span := r.tracer.Start(ctx, SpanRelease)
 	span.Annotate(AnnotationRelayID, r.opts.RelayID)
-	r.lease.apply(func(b leaseBook) leaseBook {
-		b.standby = lease.Standby{}
-		return b
-	})
-	rel, err := r.store.ReleaseLeases(sctx, r.req)
+	r.lease.apply(lease.Book.Stopping)
+	rel, err := r.store.ReleaseLeases(sctx, r.opts.RelayID)
 	span.End(err)
 	r.resetLease()
 	released := 0
@@ -248,7 +242,7 @@ func (u stopper) wake(ctx context.Context, plan stopPlan, buckets []int) {
 
 // resetLease forgets all lease state so the next run starts with a round.
 func (r *Relay) resetLease() {
-	r.lease.apply(leaseBook.released)
+	r.lease.apply(lease.Book.Released)
 	r.listen(nil)
 	r.park.book.retain(nil, nil)
 }

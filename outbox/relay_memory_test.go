@@ -9,50 +9,56 @@ import (
 	"testing/synctest"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
-// copyingStore is a memStore whose fetches return fresh valueSize-byte
-// values, as a real store decodes each fetched item into new memory, and
-// which counts what the relay holds: fetched and not yet deleted.
-type copyingStore struct {
-	*memStore
+// heldCount counts what a relay holds, fetched and not yet deleted, over a
+// store observed (outboxtest.ObservedStore) so that its fetches return fresh
+// valueSize-byte values, as a real store decodes each fetched item into
+// new memory.
+type heldCount struct {
 	valueSize int
 
 	mu         sync.Mutex
 	held, peak int64
 }
 
-func (s *copyingStore) FetchBatch(ctx context.Context, bucket, limit int) ([]outbox.Message, error) {
+// observe returns store observed by c.
+func (c *heldCount) observe(store outbox.Store) outbox.Store {
+	return outboxtest.Observe(outboxtest.ObservedStore{Store: store, FetchBatchFunc: c.fetchBatch, MarkPublishedFunc: c.markPublished})
+}
+
+func (c *heldCount) fetchBatch(ctx context.Context, bucket, limit int, next func(context.Context, int, int) ([]outbox.Message, error)) ([]outbox.Message, error) {
 	// The last page is decoded while the batch's earlier messages exist:
 	// both count until the fetch returns.
-	s.count(outbox.FetchPageBytes)
-	msgs, err := s.memStore.FetchBatch(ctx, bucket, limit)
+	c.count(outbox.FetchPageBytes)
+	msgs, err := next(ctx, bucket, limit)
 	var held int64
 	for i := range msgs {
-		v := make([]byte, s.valueSize)
+		v := make([]byte, c.valueSize)
 		v[0] = byte(i)
 		msgs[i].Value = v
 		held += outbox.HeldSize(msgs[i])
 	}
-	s.count(held)
-	s.count(-outbox.FetchPageBytes)
+	c.count(held)
+	c.count(-outbox.FetchPageBytes)
 	return msgs, err
 }
 
-func (s *copyingStore) count(n int64) {
-	s.mu.Lock()
-	s.held += n
-	s.peak = max(s.peak, s.held)
-	s.mu.Unlock()
+func (c *heldCount) count(n int64) {
+	c.mu.Lock()
+	c.held += n
+	c.peak = max(c.peak, c.held)
+	c.mu.Unlock()
 }
 
-func (s *copyingStore) MarkPublished(ctx context.Context, bucket int, msgs []outbox.Message) error {
-	err := s.memStore.MarkPublished(ctx, bucket, msgs)
+func (c *heldCount) markPublished(ctx context.Context, bucket int, msgs []outbox.Message, next func(context.Context, int, []outbox.Message) error) error {
+	err := next(ctx, bucket, msgs)
 	var held int64
 	for _, m := range msgs {
 		held += outbox.HeldSize(m)
 	}
-	s.count(-held)
+	c.count(-held)
 	return err
 }
 
@@ -126,13 +132,12 @@ func relayWithinBudget(t *testing.T, memory int64) {
 	)
 	limit := outbox.MemoryBudgetFor(memory).MaxHeldBytes
 	meter := &heapMeter{}
-	var store *copyingStore
+	store := &heldCount{valueSize: valueSize}
 	e := newRelayEnv(t, buckets, func(c *outbox.RelayConfig) {
 		c.Options.BatchSize = 200
 		c.Options.MaxConcurrency = buckets
 		c.Options.MaxHeldBytes = limit
-		store = &copyingStore{memStore: c.Store.(*memStore), valueSize: valueSize}
-		c.Store = store
+		c.Store = store.observe(c.Store)
 		c.Publisher = meter
 	})
 	for b := range buckets {

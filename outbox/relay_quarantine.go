@@ -80,7 +80,7 @@ func (q *parking) park(ctx context.Context, p Parking, m *Message, key []byte) e
 	if err != nil {
 		return errCycle(fmt.Sprintf("park bucket %d row %d", p.Bucket, p.Sequence), err)
 	}
-	p.Lease = g.check()
+	p.Lease = LeaseCheck{Owner: g.Owner, Beyond: g.Beyond}
 	r.lease.during(func() { err = q.store.Park(ctx, p) })
 	if err != nil {
 		q.book.forget(p.Bucket)

@@ -94,8 +94,8 @@ func TestRelayQuarantine(t *testing.T) {
 			if count["a"] != 10 || count["c"] != 10 || count["b"] != 1 {
 				t.Fatalf("delivered per key %v, want a:10 c:10 b:1", count)
 			}
-			if e.store.pending() != 0 || len(e.store.Parked(0)) != 9 {
-				t.Fatalf("pending %d, parked %d; want 0 and 9 (b's poison and its 8 successors)", e.store.pending(), len(e.store.Parked(0)))
+			if e.store.pending() != 0 || len(e.store.mem.Parked(0)) != 9 {
+				t.Fatalf("pending %d, parked %d; want 0 and 9 (b's poison and its 8 successors)", e.store.pending(), len(e.store.mem.Parked(0)))
 			}
 			if got := e.store.parkings[0]; got.Reason != outbox.ParkUnknownTopic || got.Sequence != poison.Sequence() || got.Attempts != 1 {
 				t.Fatalf("first parking %+v, want the poison row, unknown-topic, 1 attempt", got)
@@ -123,8 +123,8 @@ func TestRelayQuarantine(t *testing.T) {
 					ids = append(ids, m.ID)
 				}
 			}
-			if len(ids) != 11 || e.store.pending() != 0 || len(e.store.Parked(0)) != 0 {
-				t.Fatalf("b delivered %d times, pending %d, parked %d; want 11, 0, 0", len(ids), e.store.pending(), len(e.store.Parked(0)))
+			if len(ids) != 11 || e.store.pending() != 0 || len(e.store.mem.Parked(0)) != 0 {
+				t.Fatalf("b delivered %d times, pending %d, parked %d; want 11, 0, 0", len(ids), e.store.pending(), len(e.store.mem.Parked(0)))
 			}
 			// b's messages in their original order: the poison message is b's
 			// second delivery, with its original id.
@@ -163,14 +163,14 @@ func TestRelayQuarantine(t *testing.T) {
 	t.Run("NeedsAQuarantineStore", func(t *testing.T) {
 		_, err := outbox.NewRelay(outbox.RelayConfig{
 			Options: outbox.RelayOptions{RelayID: "r", PoisonPolicy: outbox.PoisonQuarantine},
-			Store:   struct{ outbox.Store }{newMemStore(nil, 1)}, Publisher: newMemPublisher(),
+			Store:   struct{ outbox.Store }{newMemStore(nil, 1).observed}, Publisher: newMemPublisher(),
 		})
 		if !errors.Is(err, outbox.ErrMisconfigured) {
 			t.Fatalf("err = %v, want a misconfiguration", err)
 		}
 		_, err = outbox.NewRelay(outbox.RelayConfig{
 			Options: outbox.RelayOptions{RelayID: "r", PoisonPolicy: "skip"},
-			Store:   newMemStore(nil, 1), Publisher: newMemPublisher(),
+			Store:   newMemStore(nil, 1).observed, Publisher: newMemPublisher(),
 		})
 		if !errors.Is(err, outbox.ErrMisconfigured) {
 			t.Fatalf("err = %v, want a misconfiguration for an unknown policy", err)

@@ -51,7 +51,7 @@ func TestRelayReplay(t *testing.T) {
 					}
 					e.pub.poison[poison] = outbox.ParkUnknownTopic
 					e.run(t, outbox.RunInput{})
-					if n := len(e.store.Parked(0)); n != 3 {
+					if n := len(e.store.mem.Parked(0)); n != 3 {
 						t.Fatalf("parked %d, want b's last 3", n)
 					}
 
@@ -102,8 +102,8 @@ func TestRelayReplay(t *testing.T) {
 						}
 						t.Fatalf("b's messages (numbered in commit order) first delivered as %v", order)
 					}
-					if e.store.pending() != 0 || len(e.store.Parked(0)) != 0 {
-						t.Fatalf("pending %d, parked %d; want everything delivered", e.store.pending(), len(e.store.Parked(0)))
+					if e.store.pending() != 0 || len(e.store.mem.Parked(0)) != 0 {
+						t.Fatalf("pending %d, parked %d; want everything delivered", e.store.pending(), len(e.store.mem.Parked(0)))
 					}
 				})
 			})
@@ -126,9 +126,9 @@ func TestRelayReplay(t *testing.T) {
 			if n := len(e.pub.sent()); n != 0 {
 				t.Fatalf("published %d messages of b, want none: its first is still refused", n)
 			}
-			if len(e.store.Parked(0)) != 3 || e.store.marked(0) != 0 || len(e.store.requests()) != 0 {
+			if len(e.store.mem.Parked(0)) != 3 || e.store.marked(0) != 0 || len(e.store.requests()) != 0 {
 				t.Fatalf("parked %d, marked %d, requests %v; want b's 3 parked, none marked, no request",
-					len(e.store.Parked(0)), e.store.marked(0), e.store.requests())
+					len(e.store.mem.Parked(0)), e.store.marked(0), e.store.requests())
 			}
 		})
 	})

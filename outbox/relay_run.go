@@ -10,7 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/spillway-dev/spillway/internal/sleep"
+	"github.com/spillway-dev/spillway/outbox/internal/sleep"
+	"github.com/spillway-dev/spillway/outbox/lease"
 )
 
 // run is the state of one Run call.
@@ -245,7 +246,7 @@ func (u *run) loop() error {
 // messages were published.
 func (u *run) cycle(now time.Time) (int, error) {
 	r := u.r
-	if r.lease.snapshot().roundDue(now) || u.waitingAcquisitionDue(now) {
+	if r.lease.snapshot().RoundDue(now) || u.waitingAcquisitionDue(now) {
 		if err := u.acquire(); err != nil {
 			return 0, err
 		}
@@ -279,7 +280,7 @@ func (u *run) waiting() bool { return len(u.waitFor) > 0 && !u.holdsAll(u.waitFo
 // instead of every LeaseRenewInterval, so it claims the bucket it was woken
 // for as soon as the stopping holder released it.
 func (u *run) waitingAcquisitionDue(now time.Time) bool {
-	return u.waiting() && now.Sub(u.r.lease.snapshot().acquiredAt) >= u.r.opts.PollInterval
+	return u.waiting() && now.Sub(u.r.lease.snapshot().AcquiredAt()) >= u.r.opts.PollInterval
 }
 
 // holdsAll reports whether the relay owns every bucket of bs.
@@ -362,8 +363,8 @@ func (u *run) errorBackoff(published int) time.Duration {
 	}
 	u.fruitless++
 	d := r.heads.backoff(u.fruitless, base, renew)
-	if book := r.lease.snapshot(); u.fruitless > 1 && len(book.owned) > 0 {
-		if untilRenew := book.untilRound(r.clock.Now()); untilRenew < d {
+	if book := r.lease.snapshot(); u.fruitless > 1 && len(book.Owned()) > 0 {
+		if untilRenew := book.UntilRound(r.clock.Now()); untilRenew < d {
 			d = max(untilRenew, base)
 		}
 	}
@@ -375,12 +376,12 @@ func (u *run) errorBackoff(published int) time.Duration {
 func (u *run) idleDelay(now time.Time) time.Duration {
 	r := u.r
 	book := r.lease.snapshot()
-	d := book.untilRound(now)
-	if len(book.owned) > 0 {
-		d = min(d, probeDue(now, book.owned, u.ready, u.probeTimes(), r.opts.PollInterval, r.opts.TargetLatency).next)
+	d := book.UntilRound(now)
+	if owned := book.Owned(); len(owned) > 0 {
+		d = min(d, probeDue(now, owned, u.ready, u.probeTimes(), r.opts.PollInterval, r.opts.TargetLatency).next)
 	}
 	if u.waiting() {
-		d = min(d, max(r.opts.PollInterval-now.Sub(book.acquiredAt), 0))
+		d = min(d, max(r.opts.PollInterval-now.Sub(book.AcquiredAt()), 0))
 	}
 	if retry, ok := r.heads.earliestRetry(); ok {
 		d = min(d, max(retry.Sub(now), 0))
@@ -451,7 +452,7 @@ func (u *run) idleExit(now time.Time) (bool, error) {
 	}
 	// Pending work without a live owner: take part in the next round now
 	// instead of leaving it to the next schedule.
-	r.lease.apply(leaseBook.forced)
+	r.lease.apply(lease.Book.Forced)
 	u.lastWork = now
 	return false, nil
 }

@@ -146,7 +146,7 @@ func TestRelayStop(t *testing.T) {
 			stuck := &landing{log: log, delay: time.Minute, started: make(chan struct{})}
 			a, err := outbox.NewRelay(outbox.RelayConfig{
 				Options: outbox.RelayOptions{RelayID: "relay-a", BucketCount: 1, BatchSize: 10},
-				Store:   e.store, Publisher: stuck, Clock: e.clock, Logger: slog.New(slog.DiscardHandler),
+				Store:   e.store.observed, Publisher: stuck, Clock: e.clock, Logger: slog.New(slog.DiscardHandler),
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -175,7 +175,7 @@ func TestRelayStop(t *testing.T) {
 			}
 			b, err := outbox.NewRelay(outbox.RelayConfig{
 				Options: outbox.RelayOptions{RelayID: "relay-b", BucketCount: 1, BatchSize: 10},
-				Store:   e.store, Publisher: &landing{log: log, started: make(chan struct{})}, Clock: e.clock, Logger: slog.New(slog.DiscardHandler),
+				Store:   e.store.observed, Publisher: &landing{log: log, started: make(chan struct{})}, Clock: e.clock, Logger: slog.New(slog.DiscardHandler),
 			})
 			if err != nil {
 				t.Fatal(err)

@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
-// staleProbes is a store whose next head probes (after arm) answer from
-// before the latest commits: nothing pending, as an eventually consistent
-// read may. Fetches stay consistent.
+// staleProbes observes a store (outboxtest.ObservedStore) so that its
+// next head probes (after arm) answer from before the latest commits:
+// nothing pending, as an eventually consistent read may. Fetches stay
+// consistent.
 type staleProbes struct {
-	*memStore
 	mu     sync.Mutex
 	stale  int
 	missed int
@@ -27,30 +28,34 @@ func (s *staleProbes) arm(n int) {
 	s.stale = n
 }
 
-func (s *staleProbes) PendingBuckets(ctx context.Context, buckets []int) ([]int, error) {
+func (s *staleProbes) observe(store outbox.Store) outbox.Store {
+	return outboxtest.Observe(outboxtest.ObservedStore{Store: store, PendingBucketsFunc: s.pendingBuckets})
+}
+
+func (s *staleProbes) pendingBuckets(ctx context.Context, buckets []int, next func(context.Context, []int) ([]int, error)) ([]int, error) {
 	s.mu.Lock()
 	if s.stale > 0 {
 		s.stale--
 		s.missed++
 		s.mu.Unlock()
-		_, err := s.memStore.PendingBuckets(ctx, buckets) // counted like any probe
+		_, err := next(ctx, buckets) // counted like any probe
 		return nil, err
 	}
 	s.mu.Unlock()
-	return s.memStore.PendingBuckets(ctx, buckets)
+	return next(ctx, buckets)
 }
 
 // holdRelay runs a hold-mode relay with TargetLatency target in the
 // background for a minute; the returned func waits for its result, and
 // published receives each message's publish time.
-func holdRelay(t *testing.T, target time.Duration, wrap func(*memStore) outbox.Store) (e *relayEnv, wait func() outbox.RunResult, published <-chan time.Time) {
+func holdRelay(t *testing.T, target time.Duration, wrap func(outbox.Store) outbox.Store) (e *relayEnv, wait func() outbox.RunResult, published <-chan time.Time) {
 	t.Helper()
 	at := make(chan time.Time, 100)
 	e = newRelayEnv(t, 2, func(c *outbox.RelayConfig) {
 		c.Options.Mode = outbox.ModeHold
 		c.Options.TargetLatency = target
 		if wrap != nil {
-			c.Store = wrap(c.Store.(*memStore))
+			c.Store = wrap(c.Store)
 		}
 	})
 	e.pub.onPublish = func(msgs []outbox.Message) {
@@ -117,9 +122,9 @@ func TestRelayTarget(t *testing.T) {
 	t.Run("StaleProbeDelaysButNeitherLosesNorReorders", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			var stale *staleProbes
-			e, wait, published := holdRelay(t, 100*time.Millisecond, func(m *memStore) outbox.Store {
-				stale = &staleProbes{memStore: m}
-				return stale
+			e, wait, published := holdRelay(t, 100*time.Millisecond, func(s outbox.Store) outbox.Store {
+				stale = &staleProbes{}
+				return stale.observe(s)
 			})
 			var want []string
 			add := func(key string) {

@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/lease"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
 // t0 is where the clock of a synctest bubble starts.
@@ -39,7 +41,7 @@ func newRelayEnv(t *testing.T, buckets int, tweak func(*outbox.RelayConfig)) *re
 	e := &relayEnv{clock: clk, store: newMemStore(clk, buckets), pub: newMemPublisher(), obs: &recorder{}, wakes: &notifications{}}
 	cfg := outbox.RelayConfig{
 		Options:   outbox.RelayOptions{RelayID: "relay-a", BucketCount: buckets, BatchSize: 10},
-		Store:     e.store,
+		Store:     e.store.observed,
 		Publisher: e.pub,
 		Clock:     clk,
 		Notifier:  e.wakes,
@@ -274,8 +276,8 @@ func TestRelay(t *testing.T) {
 			if res.Reason != outbox.StopPeerLive || res.Joined {
 				t.Fatalf("reason %s joined %v", res.Reason, res.Joined)
 			}
-			if e.store.count("coordination") != 1 || e.store.count("acquire") != 0 || e.store.count("pending") != 0 {
-				t.Fatalf("calls %v: want one coordination read and nothing else", e.store.Calls())
+			if e.store.count("coordination") != 1 || e.store.count("heartbeat") != 0 || e.store.count("pending") != 0 {
+				t.Fatalf("calls %v: want one coordination read and nothing else", e.store.mem.Calls())
 			}
 		})
 	})
@@ -308,7 +310,7 @@ func TestRelay(t *testing.T) {
 			t.Run(c.name, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					e := newRelayEnv(t, 4, nil)
-					e.store.SetHeartbeat("peer", t0.Add(-c.heartbeat), false)
+					e.store.mem.SetHeartbeat("peer", t0.Add(-c.heartbeat), false)
 					if c.freed > 0 {
 						e.store.hold(2, "", t0.Add(-c.freed))
 					}
@@ -325,8 +327,8 @@ func TestRelay(t *testing.T) {
 					published := time.Duration(-1)
 					e.pub.onPublish = func([]outbox.Message) { published = e.clock.Now().Sub(t0) }
 					res := e.run(t, outbox.RunInput{Trigger: outbox.TriggerWake, Buckets: []int{2}, Hop: c.hop, Deadline: t0.Add(time.Minute)})
-					if published != c.join || c.join < 0 && (res.Joined || res.Reason != outbox.StopPeerLive || e.store.count("acquire") != 0) {
-						t.Fatalf("published at %v (joined %v, reason %s, acquisitions %d); want at %v", published, res.Joined, res.Reason, e.store.count("acquire"), c.join)
+					if published != c.join || c.join < 0 && (res.Joined || res.Reason != outbox.StopPeerLive || e.store.count("heartbeat") != 0) {
+						t.Fatalf("published at %v (joined %v, reason %s, acquisitions %d); want at %v", published, res.Joined, res.Reason, e.store.count("heartbeat"), c.join)
 					}
 				})
 			})
@@ -352,8 +354,8 @@ func TestRelay(t *testing.T) {
 				}
 				res := e.run(t, outbox.RunInput{Trigger: outbox.TriggerWake, Buckets: []int{2}, Deadline: t0.Add(time.Minute)})
 				switch {
-				case peerStarts && (res.Joined || res.Reason != outbox.StopPeerLive || e.store.count("acquire") != 0):
-					t.Fatalf("peer claimed the bucket: joined %v reason %s acquisitions %d; want no join", res.Joined, res.Reason, e.store.count("acquire"))
+				case peerStarts && (res.Joined || res.Reason != outbox.StopPeerLive || e.store.count("heartbeat") != 0):
+					t.Fatalf("peer claimed the bucket: joined %v reason %s acquisitions %d; want no join", res.Joined, res.Reason, e.store.count("heartbeat"))
 				case peerStarts && e.store.count("coordination") != 2:
 					t.Fatalf("coordination reads %d, want 2 (the pre-join check and its repetition)", e.store.count("coordination"))
 				case !peerStarts && (!res.Joined || res.Published != 1):
@@ -388,8 +390,8 @@ func TestRelay(t *testing.T) {
 			if res.Reason != outbox.StopNothingPending || res.Joined {
 				t.Fatalf("reason %s joined %v", res.Reason, res.Joined)
 			}
-			if e.store.count("pending") != 1 || e.store.count("acquire") != 0 || e.store.count("coordination") != 0 {
-				t.Fatalf("calls %v", e.store.Calls())
+			if e.store.count("pending") != 1 || e.store.count("heartbeat") != 0 || e.store.count("coordination") != 0 {
+				t.Fatalf("calls %v", e.store.mem.Calls())
 			}
 		})
 	})
@@ -407,14 +409,32 @@ func TestRelay(t *testing.T) {
 
 	t.Run("MisconfigurationIsFatal", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			// The relay's bucket count is not the store's.
-			e := newRelayEnv(t, 4, func(c *outbox.RelayConfig) { c.Options.BucketCount = 8 })
+			// The store refuses the round's read as misconfigured, as the
+			// DynamoDB store does when the table's layout record names
+			// another bucket count.
+			e := newRelayEnv(t, 4, func(c *outbox.RelayConfig) {
+				c.Store = outboxtest.Observe(outboxtest.ObservedStore{Store: c.Store,
+					SnapshotFunc: func(context.Context, func(context.Context) (lease.Coordination, error)) (lease.Coordination, error) {
+						return lease.Coordination{}, outbox.Misconfigured("read coordination", "the table's layout record names 8 buckets, the store 4")
+					}})
+			})
 			_, err := e.runErr(outbox.RunInput{})
 			if !errors.Is(err, outbox.ErrMisconfigured) {
 				t.Fatalf("err = %v, want misconfiguration", err)
 			}
-			if e.store.count("acquire") != 1 {
-				t.Fatalf("a misconfiguration was retried: %d acquisitions", e.store.count("acquire"))
+			if e.store.count("heartbeat") != 1 {
+				t.Fatalf("a misconfiguration was retried: %d rounds", e.store.count("heartbeat"))
+			}
+		})
+	})
+
+	t.Run("OfAnotherBucketCountThanItsStoreIsRefused", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			store := newMemStore(outbox.SystemClock{}, 4)
+			_, err := outbox.NewRelay(outbox.RelayConfig{Store: store.observed, Publisher: newMemPublisher(),
+				Options: outbox.RelayOptions{RelayID: "relay-a", BucketCount: 8}})
+			if !errors.Is(err, outbox.ErrMisconfigured) || len(store.mem.Calls()) != 0 {
+				t.Fatalf("err = %v, calls %v; want a misconfiguration before any call", err, store.mem.Calls())
 			}
 		})
 	})
@@ -424,8 +444,8 @@ func TestRelay(t *testing.T) {
 			e := newRelayEnv(t, 4, nil)
 			e.pub.initErr = errors.New("dial tcp 127.0.0.1:1: connection refused")
 			res, err := e.runErr(outbox.RunInput{})
-			if err == nil || res.Reason != outbox.StopFatal || e.store.count("acquire") != 0 {
-				t.Fatalf("err %v reason %s acquisitions %d", err, res.Reason, e.store.count("acquire"))
+			if err == nil || res.Reason != outbox.StopFatal || e.store.count("heartbeat") != 0 {
+				t.Fatalf("err %v reason %s acquisitions %d", err, res.Reason, e.store.count("heartbeat"))
 			}
 		})
 	})
@@ -437,7 +457,7 @@ func TestRelay(t *testing.T) {
 			// Kafka takes 25 s: longer than the renew interval, within the lease.
 			e.pub.delay = 25 * time.Second
 			res := e.run(t, outbox.RunInput{})
-			if n := e.store.count("renew"); n != 2 {
+			if n := e.store.count("write renew"); n != 2 {
 				t.Fatalf("in-flight renewals during a 25 s publish = %d, want 2 (at 10 s and 20 s)", n)
 			}
 			if res.Deleted != 1 {
@@ -499,7 +519,7 @@ func TestRelay(t *testing.T) {
 			e := newRelayEnv(t, 2, nil)
 			e.store.add(1, "first")
 			rb, err := outbox.NewRelay(outbox.RelayConfig{Options: outbox.RelayOptions{RelayID: "relay-b", BucketCount: 2},
-				Store: e.store, Publisher: e.pub, Clock: e.clock, Notifier: e.wakes, Logger: slog.New(slog.DiscardHandler), MaxHops: 3})
+				Store: e.store.observed, Publisher: e.pub, Clock: e.clock, Notifier: e.wakes, Logger: slog.New(slog.DiscardHandler), MaxHops: 3})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -596,8 +616,8 @@ func TestRelay(t *testing.T) {
 			if res.Joined || res.Reason != outbox.StopNothingPending {
 				t.Fatalf("joined %v reason %s", res.Joined, res.Reason)
 			}
-			if e.store.count("acquire") != 0 || e.store.count("fetch") != 1 {
-				t.Fatalf("calls %v: want one coordination read and one consistent fetch", e.store.Calls())
+			if e.store.count("heartbeat") != 0 || e.store.count("fetch") != 1 {
+				t.Fatalf("calls %v: want one coordination read and one consistent fetch", e.store.mem.Calls())
 			}
 			// Positive control: the same wake-up with a message joins.
 			e.store.add(1, "k")
@@ -638,28 +658,37 @@ func TestRelay(t *testing.T) {
 
 	// NumbersRoundsPerRun: every run, also a warm one of the same
 	// relay, starts with round 0, on which the lease round prunes stale
-	// heartbeat records.
+	// heartbeat records; its later rounds do not.
 	t.Run("NumbersRoundsPerRun", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			// Lingering 25 s makes three rounds per run (at 0, 10 and 20 s).
-			e := newRelayEnv(t, 2, func(c *outbox.RelayConfig) { c.Options.IdleTimeout = 25 * time.Second })
-			var firsts []int
+			// Lingering 25 s makes three rounds per run (at 0, 10 and 20 s),
+			// each starting with its heartbeat.
+			var rounds int
+			var prunedAt []int
+			e := newRelayEnv(t, 2, func(c *outbox.RelayConfig) {
+				c.Options.IdleTimeout = 25 * time.Second
+				c.Store = outboxtest.Observe(outboxtest.ObservedStore{Store: c.Store,
+					HeartbeatFunc: func(ctx context.Context, id string, now time.Time, mark bool, next func(context.Context, string, time.Time, bool) (bool, error)) (bool, error) {
+						rounds++
+						return next(ctx, id, now, mark)
+					},
+					PruneFunc: func(ctx context.Context, id string, p lease.PruneWrite, next func(context.Context, string, lease.PruneWrite) int) int {
+						prunedAt = append(prunedAt, rounds)
+						return next(ctx, id, p)
+					}})
+			})
 			for run := range 2 {
 				e.store.add(run%2, "k")
-				before := len(e.store.rounds)
-				if res := e.run(t, outbox.RunInput{}); res.Reason != outbox.StopDrained || res.Rounds != 3 {
-					t.Fatalf("run %d: %+v", run, res)
+				// A record silent for an hour is stale: the next pruning
+				// round removes it.
+				e.store.mem.SetHeartbeat(fmt.Sprintf("gone-%d", run), time.Now().Add(-time.Hour), false)
+				first := rounds + 1
+				if res := e.run(t, outbox.RunInput{}); res.Reason != outbox.StopDrained || res.Rounds != 3 || rounds != first+2 {
+					t.Fatalf("run %d: %+v, rounds %d to %d", run, res, first, rounds)
 				}
-				got := e.store.rounds[before:]
-				for i, r := range got {
-					if r != i {
-						t.Fatalf("run %d numbered its rounds %v, want 0, 1, 2, ...", run, got)
-					}
+				if !slices.Equal(prunedAt[run:], []int{first}) {
+					t.Fatalf("run %d (rounds %d to %d) pruned in rounds %v, want in its first alone", run, first, rounds, prunedAt[run:])
 				}
-				firsts = append(firsts, got[0])
-			}
-			if !slices.Equal(firsts, []int{0, 0}) {
-				t.Fatalf("first rounds %v", firsts)
 			}
 		})
 	})
@@ -674,7 +703,7 @@ func TestRelay(t *testing.T) {
 			e.store.add(0, "k")
 			e.store.markDelay = 45 * time.Second // past the 30 s lease
 			rb, err := outbox.NewRelay(outbox.RelayConfig{Options: outbox.RelayOptions{RelayID: "relay-b", BucketCount: 1},
-				Store: e.store, Publisher: e.pub, Clock: e.clock, Notifier: e.wakes, Logger: slog.New(slog.DiscardHandler)})
+				Store: e.store.observed, Publisher: e.pub, Clock: e.clock, Notifier: e.wakes, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -693,7 +722,7 @@ func TestRelay(t *testing.T) {
 			if second.Published != 0 || len(e.pub.sent()) != 1 {
 				t.Fatalf("the second relay published %d; %d publishes of one message", second.Published, len(e.pub.sent()))
 			}
-			if n := e.store.count("renew"); n < 4 {
+			if n := e.store.count("write renew"); n < 4 {
 				t.Fatalf("%d in-flight renewals during a 45 s delete, want one at 10, 20, 30 and 40 s", n)
 			}
 			if res.Deleted != 1 || e.store.pending() != 0 {
@@ -713,7 +742,7 @@ func TestRelay(t *testing.T) {
 			var lapsed []time.Duration
 			e.store.beforePending = func() {
 				now := e.clock.Now()
-				l := e.store.Lease(0)
+				l := e.store.mem.Lease(0)
 				if !l.ExpiresAt.After(now) {
 					lapsed = append(lapsed, now.Sub(t0))
 				}
@@ -727,7 +756,7 @@ func TestRelay(t *testing.T) {
 			if res.Published < 5 || len(lapsed) > 0 {
 				t.Fatalf("published %d; lease lapsed at %v", res.Published, lapsed)
 			}
-			if n := e.store.count("renew"); n != 0 {
+			if n := e.store.count("write renew"); n != 0 {
 				t.Fatalf("%d in-flight renewals; the rounds keep the lease", n)
 			}
 		})

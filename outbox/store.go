@@ -38,19 +38,25 @@ type StrandedCounter interface {
 	Stranded(ctx context.Context) (Stranded, error)
 }
 
-// Store is what the relay needs from the table holding the outbox. The
-// DynamoDB implementation is outboxddb.Store. A store holds a Clock and reads
-// it once per call.
+// Store is what the relay needs from the table holding the outbox. It is
+// implemented by outboxddb.Store (DynamoDB) and outboxmem.Store (memory),
+// and outboxtest.RunStoreTests is the contract both keep, which another
+// implementation must pass too.
+//
+// The seam runs one way: a store sends the requests it is given and
+// decides nothing. Its lease primitives (lease.IO) carry the lease
+// protocol's writes and reads, each with the time they name; the relay
+// runs the protocol over them (lease.AcquireRound for a round, lease.Renew
+// for a renewal during a slow publish) and never asks a store to.
 type Store interface {
-	// AcquireLeases runs one acquisition round — the protocol of
-	// lease.AcquireRound over the store's primitives, at the store clock's now —
-	// given what the relay carried from its earlier rounds.
-	AcquireLeases(ctx context.Context, req lease.Request, st lease.RoundState) (lease.Acquisition, error)
-	// RenewLeases extends still-valid leases on the given buckets during a
-	// slow publish; false means at least one was lost.
-	RenewLeases(ctx context.Context, req lease.Request, buckets []int) (bool, error)
-	// ReleaseLeases stamps the relay stopped and frees every lease naming it.
-	ReleaseLeases(ctx context.Context, req lease.Request) (lease.Release, error)
+	lease.IO
+	// BucketCount is the store's bucket count; a relay with another is a
+	// misconfiguration (NewRelay refuses it).
+	BucketCount() int
+	// ReleaseLeases is the graceful stop: it stamps relayID's heartbeat
+	// record stopped, later than every heartbeat this store sent, and frees
+	// every lease naming it, guarded by owner and the expiry it read.
+	ReleaseLeases(ctx context.Context, relayID string) (lease.Release, error)
 	// ReadCoordination returns one consistent view of leases and heartbeats
 	// without writing anything.
 	ReadCoordination(ctx context.Context) (lease.Coordination, error)

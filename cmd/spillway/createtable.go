@@ -35,7 +35,7 @@ func runCreateTable(ctx context.Context, args []string, stdout, stderr io.Writer
 	wctx, cancel := context.WithTimeout(ctx, *wait)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- outboxddb.CreateIfNotExists(wctx, client, cfg.StoreOptions()) }()
+	go func() { done <- outboxddb.CreateIfNotExists(wctx, client, cfg.TableOptions()) }()
 	err = awaitTable(wctx, client, cfg.Table, done, *progress, stdout)
 	var le *outboxddb.LayoutError
 	switch {
@@ -43,7 +43,7 @@ func runCreateTable(ctx context.Context, args []string, stdout, stderr io.Writer
 		// An existing table that records another count: refused when a
 		// count was given, shown otherwise.
 		if src := ef.bucketCountSource(); src.flagSet || src.envSet {
-			_, err := checkLayout(ctx, client, cfg.StoreOptions(), &cfg.BucketCount, src, true)
+			_, err := checkLayout(ctx, client, cfg.TableOptions(), &cfg.BucketCount, src, true)
 			return err
 		}
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
@@ -51,7 +51,7 @@ func runCreateTable(ctx context.Context, args []string, stdout, stderr io.Writer
 	case err != nil:
 		return err
 	}
-	l, found, err := outboxddb.ReadLayout(ctx, client, cfg.StoreOptions())
+	l, found, err := outboxddb.ReadLayout(ctx, client, cfg.TableOptions())
 	switch {
 	case err != nil:
 		return err

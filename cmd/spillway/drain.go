@@ -133,7 +133,7 @@ func newDrainFleet(ctx context.Context, o *drainOptions, stderr io.Writer) (*dra
 	if err != nil {
 		return nil, err
 	}
-	lay, err := checkLayout(ctx, client, o.cfg.StoreOptions(), &o.cfg.BucketCount, o.count, true)
+	lay, err := checkLayout(ctx, client, o.cfg.TableOptions(), &o.cfg.BucketCount, o.count, true)
 	if err != nil {
 		return nil, err
 	}

@@ -58,7 +58,7 @@ func (e *drainEnv) enqueue(t *testing.T) {
 
 func (e *drainEnv) store(t *testing.T, relayID string) *outboxddb.Store {
 	t.Helper()
-	s, err := outboxddb.NewStore(e.ddb.Client, outboxddb.Options{TableName: e.table})
+	s, err := outboxddb.NewStore(e.ddb.Client, outboxddb.StoreOptions{Options: outboxddb.Options{TableName: e.table}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestDrain(t *testing.T) {
 		// reports them.
 		t.Setenv(outboxconf.EnvIdleTimeout, "300ms")
 		dead := e.store(t, "dead")
-		acq, err := dead.AcquireLeases(t.Context(), lease.Request{RelayID: "dead-relay", BucketCount: 8, LeaseDuration: 4 * time.Second}, lease.RoundState{})
+		acq, err := lease.AcquireRound(t.Context(), dead, nil, time.Now(), lease.Request{RelayID: "dead-relay", BucketCount: 8, LeaseDuration: 4 * time.Second}, lease.RoundState{})
 		if err != nil || len(acq.Owned) != 8 {
 			t.Fatalf("the dead relay holds %v, %v; want every bucket", acq.Owned, err)
 		}
@@ -160,7 +160,7 @@ func TestDrain(t *testing.T) {
 		e.enqueue(t)
 		deleteLayout(t, e.ddb, e.table)
 		s := e.store(t, "peer")
-		acq, err := s.AcquireLeases(t.Context(), lease.Request{RelayID: "peer-relay", BucketCount: 8, LeaseDuration: time.Minute}, lease.RoundState{})
+		acq, err := lease.AcquireRound(t.Context(), s, nil, time.Now(), lease.Request{RelayID: "peer-relay", BucketCount: 8, LeaseDuration: time.Minute}, lease.RoundState{})
 		if err != nil || len(acq.Owned) != 8 {
 			t.Fatalf("peer holds %v, %v", acq.Owned, err)
 		}
@@ -195,7 +195,7 @@ func TestDrain(t *testing.T) {
 	// message's bucket and error, not the leases.
 	t.Run("StuckOnAPoisonHead_NamesTheBucketAndTheError", func(t *testing.T) {
 		e := newDrainEnv(t)
-		w, err := outboxddb.NewWriter(e.ddb.Client, outboxddb.Options{TableName: e.table})
+		w, err := outboxddb.NewWriter(e.ddb.Client, outboxddb.WriterOptions{Options: outboxddb.Options{TableName: e.table}})
 		if err != nil {
 			t.Fatal(err)
 		}

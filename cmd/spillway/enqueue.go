@@ -59,16 +59,16 @@ func runEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	} else {
 		log = slog.New(slog.DiscardHandler)
 	}
-	lay, err := checkLayout(ctx, client, cfg.StoreOptions(), &cfg.BucketCount, ef.bucketCountSource(), true)
+	lay, err := checkLayout(ctx, client, cfg.TableOptions(), &cfg.BucketCount, ef.bucketCountSource(), true)
 	if err != nil {
 		return err
 	}
-	opts := cfg.StoreOptions()
+	opts := cfg.WriterOptions()
 	opts.Logger = log
 	if !lay.found {
 		// No record to check against: what the items show stands in.
 		fmt.Fprintf(stderr, "warning: %s\n", lay.note)
-		if err := refuseOtherBucketCount(ctx, client, opts); err != nil {
+		if err := refuseOtherBucketCount(ctx, client, opts.Options); err != nil {
 			return err
 		}
 	}
@@ -123,7 +123,7 @@ func checkJSON(payload []byte) error {
 // about writers and are ignored). It costs a pending probe per bucket and
 // what findCounts costs.
 func refuseOtherBucketCount(ctx context.Context, client outboxddb.Client, opts outboxddb.Options) error {
-	store, err := outboxddb.NewStore(client, opts)
+	store, err := outboxddb.NewStore(client, outboxddb.StoreOptions{Options: opts})
 	if err != nil {
 		return err
 	}

@@ -48,11 +48,11 @@ func openGenerations(ctx context.Context, name string, args []string, stdout io.
 	// was given (required), the new one becomes the recorded one when it
 	// was not (its record is written when it opens).
 	writes := name != "status"
-	if _, err := checkLayout(ctx, client, cfg.PreviousStoreOptions(), &cfg.PreviousBucketCount,
+	if _, err := checkLayout(ctx, client, cfg.PreviousStoreOptions().Options, &cfg.PreviousBucketCount,
 		countFlag{flag: "previous-bucket-count", env: outboxconf.EnvPreviousBucketCount, flagSet: ef.set()["previous-bucket-count"], envSet: true}, writes); err != nil {
 		return nil, err
 	}
-	if _, err := checkLayout(ctx, client, cfg.StoreOptions(), &cfg.BucketCount, ef.bucketCountSource(), writes); err != nil {
+	if _, err := checkLayout(ctx, client, cfg.TableOptions(), &cfg.BucketCount, ef.bucketCountSource(), writes); err != nil {
 		return nil, err
 	}
 	previous, _ := cfg.Previous()

@@ -24,11 +24,11 @@ func TestGeneration(t *testing.T) {
 			return cli(t, append(append([]string{"generation"}, args...), flags...)...)
 		}
 		prevOpts := outboxddb.Options{TableName: table, BucketCount: 4}
-		prev, err := outboxddb.NewStore(ddb.Client, prevOpts)
+		prev, err := outboxddb.NewStore(ddb.Client, outboxddb.StoreOptions{Options: prevOpts})
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := outboxddb.NewWriter(ddb.Client, prevOpts)
+		w, err := outboxddb.NewWriter(ddb.Client, outboxddb.WriterOptions{Options: prevOpts})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +120,7 @@ func TestGeneration(t *testing.T) {
 	t.Run("Drain_OfTheNewGenerationAlone_WaitsForTheOldToDrain", func(t *testing.T) {
 		e := newDrainEnv(t)
 		prevOpts := outboxddb.Options{TableName: e.table, BucketCount: 4}
-		prev, err := outboxddb.NewStore(e.ddb.Client, prevOpts)
+		prev, err := outboxddb.NewStore(e.ddb.Client, outboxddb.StoreOptions{Options: prevOpts})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,7 +131,7 @@ func TestGeneration(t *testing.T) {
 		if _, err := prev.SealGeneration(t.Context(), next); err != nil {
 			t.Fatal(err)
 		}
-		w, err := outboxddb.NewWriter(e.ddb.Client, outboxddb.Options{TableName: e.table, KeyPrefix: "OUTBOX2", BucketCount: 16})
+		w, err := outboxddb.NewWriter(e.ddb.Client, outboxddb.WriterOptions{Options: outboxddb.Options{TableName: e.table, KeyPrefix: "OUTBOX2", BucketCount: 16}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -40,7 +40,7 @@ func openLayout(ctx context.Context, fs *flagSet, ef *endpointFlags, args []stri
 		return nil, err
 	}
 	e := &layoutEnv{cfg: cfg, client: client}
-	lay, err := checkLayout(ctx, client, cfg.StoreOptions(), &e.cfg.BucketCount, ef.bucketCountSource(), true)
+	lay, err := checkLayout(ctx, client, cfg.TableOptions(), &e.cfg.BucketCount, ef.bucketCountSource(), true)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +97,7 @@ func runLayoutRecord(ctx context.Context, args []string, stdout, stderr io.Write
 			count, e.cfg.KeyPrefix, e.cfg.Table)
 		return err
 	}
-	l, err := outboxddb.RecordLayout(ctx, e.client, e.cfg.StoreOptions(), RecordedByCLI, "spillway layout record")
+	l, err := outboxddb.RecordLayout(ctx, e.client, e.cfg.TableOptions(), RecordedByCLI, "spillway layout record")
 	if err != nil {
 		return err
 	}
@@ -212,7 +212,7 @@ func runLayoutRehome(ctx context.Context, args []string, stdout, stderr io.Write
 			st.Messages, st.Buckets, n)
 		return err
 	}
-	w, err := outboxddb.NewWriter(e.client, e.cfg.StoreOptions())
+	w, err := outboxddb.NewWriter(e.client, e.cfg.WriterOptions())
 	if err != nil {
 		return err
 	}

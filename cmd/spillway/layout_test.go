@@ -168,11 +168,11 @@ func TestLayout(t *testing.T) {
 		if code, _, errs := cli(t, append([]string{"layout", "record"}, flags...)...); code != 2 || !strings.Contains(errs, "state the count") {
 			t.Fatalf("record without a count: exit %d, %q", code, errs)
 		}
-		s, err := outboxddb.NewStore(ddb.Client, outboxddb.Options{TableName: table})
+		s, err := outboxddb.NewStore(ddb.Client, outboxddb.StoreOptions{Options: outboxddb.Options{TableName: table}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.AcquireLeases(t.Context(), lease.Request{RelayID: "relay-8", BucketCount: 8, LeaseDuration: time.Minute}, lease.RoundState{}); err != nil {
+		if _, err := lease.AcquireRound(t.Context(), s, nil, time.Now(), lease.Request{RelayID: "relay-8", BucketCount: 8, LeaseDuration: time.Minute}, lease.RoundState{}); err != nil {
 			t.Fatal(err)
 		}
 		code, _, errs = cli(t, append([]string{"layout", "record", "--bucket-count", "16", "--yes"}, flags...)...)
@@ -200,7 +200,7 @@ func TestLayout(t *testing.T) {
 	t.Run("Rehome_MovesStrandedMessages_StatusShowsThem", func(t *testing.T) {
 		e := newDrainEnv(t)
 		deleteLayout(t, e.ddb, e.table)
-		w, err := outboxddb.NewWriter(e.ddb.Client, outboxddb.Options{TableName: e.table, BucketCount: 16})
+		w, err := outboxddb.NewWriter(e.ddb.Client, outboxddb.WriterOptions{Options: outboxddb.Options{TableName: e.table, BucketCount: 16}})
 		if err != nil {
 			t.Fatal(err)
 		}

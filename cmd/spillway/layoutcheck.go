@@ -102,7 +102,7 @@ func noRecordNote(table, prefix string, count int) string {
 // the recorded count when none was given, and the note goes to stderr as a
 // warning.
 func (f *endpointFlags) applyLayout(ctx context.Context, client outboxddb.Client, cfg *outboxlambda.Config, writes bool, stderr io.Writer) error {
-	lay, err := checkLayout(ctx, client, cfg.StoreOptions(), &cfg.BucketCount, f.bucketCountSource(), writes)
+	lay, err := checkLayout(ctx, client, cfg.TableOptions(), &cfg.BucketCount, f.bucketCountSource(), writes)
 	if lay.note != "" {
 		fmt.Fprintf(stderr, "warning: %s\n", lay.note)
 	}

@@ -84,7 +84,7 @@ func TestParkedOrder(t *testing.T) {
 		}
 		ddb, table, flags, kafka, w := quarantinedCLI(t)
 		opts := outboxddb.Options{TableName: table}
-		s, err := outboxddb.NewStore(ddb.Client, opts)
+		s, err := outboxddb.NewStore(ddb.Client, outboxddb.StoreOptions{Options: opts})
 		if err != nil {
 			t.Fatal(err)
 		}

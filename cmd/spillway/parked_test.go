@@ -141,7 +141,7 @@ func quarantinedCLI(t *testing.T) (*outboxlocal.DynamoDB, string, []string, *out
 	ddb, table, flags := cliTable(t)
 	kafka := outboxtest.NewKafka(t, "orders")
 	t.Setenv(outboxconf.EnvPoisonPolicy, "quarantine")
-	w, err := outboxddb.NewWriter(ddb.Client, outboxddb.Options{TableName: table})
+	w, err := outboxddb.NewWriter(ddb.Client, outboxddb.WriterOptions{Options: outboxddb.Options{TableName: table}})
 	if err != nil {
 		t.Fatal(err)
 	}

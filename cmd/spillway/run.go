@@ -219,7 +219,7 @@ func (d *demo) startBackends(ctx context.Context, stdout io.Writer) (func(), err
 	if d.cfg, err = outboxlambda.LoadConfig(func(k string) string { return env[k] }); err != nil {
 		return closeAll, err
 	}
-	if err := outboxddb.CreateIfNotExists(ctx, d.ddb.Client, d.cfg.StoreOptions()); err != nil {
+	if err := outboxddb.CreateIfNotExists(ctx, d.ddb.Client, d.cfg.TableOptions()); err != nil {
 		return closeAll, err
 	}
 	d.kcfg, err = d.cfg.KafkaConfig(ctx, nil)
@@ -264,7 +264,7 @@ func (d *demo) newEnqueueHandler() (*outboxlambda.EnqueueHandler, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := d.cfg.StoreOptions()
+	opts := d.cfg.WriterOptions()
 	opts.Hooks, opts.Logger, opts.Notifier = []outbox.Hook{rec}, d.log, wakeups
 	writer, err := outboxddb.NewWriter(d.ddb.Client, opts)
 	if err != nil {

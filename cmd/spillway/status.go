@@ -78,7 +78,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	lay, err := checkLayout(ctx, client, cfg.StoreOptions(), &cfg.BucketCount, ef.bucketCountSource(), false)
+	lay, err := checkLayout(ctx, client, cfg.TableOptions(), &cfg.BucketCount, ef.bucketCountSource(), false)
 	if err != nil {
 		return err
 	}

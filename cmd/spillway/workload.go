@@ -206,7 +206,7 @@ func (d *demo) newServiceWriter(ctx context.Context) (*outboxddb.Writer, error) 
 	if err != nil {
 		return nil, err
 	}
-	opts := d.cfg.StoreOptions()
+	opts := d.cfg.WriterOptions()
 	opts.Logger, opts.Notifier = d.log, wakeups
 	return outboxddb.NewWriter(d.ddb.Client, opts)
 }

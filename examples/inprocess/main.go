@@ -52,7 +52,7 @@ func run(ctx context.Context, getenv func(string) string, logger *slog.Logger) e
 		}
 	})
 	// The table's options (bucket count, key prefix) must be the writers'.
-	store, err := outboxddb.NewStore(db, outboxddb.Options{TableName: getenv("SPILLWAY_TABLE"), Logger: logger})
+	store, err := outboxddb.NewStore(db, outboxddb.StoreOptions{Options: outboxddb.Options{TableName: getenv("SPILLWAY_TABLE"), Logger: logger}})
 	if err != nil {
 		return err
 	}

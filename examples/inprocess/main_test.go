@@ -41,7 +41,7 @@ func TestInProcessRelay(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- run(ctx, func(k string) string { return env[k] }, logger) }()
 
-		w, err := outboxddb.NewWriter(ddb.Client, outboxddb.Options{TableName: table})
+		w, err := outboxddb.NewWriter(ddb.Client, outboxddb.WriterOptions{Options: outboxddb.Options{TableName: table}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,7 +68,7 @@ func TestInProcessRelay(t *testing.T) {
 			t.Fatalf("the relay had not stopped %v after its context ended", stopTimeout)
 		}
 		took := time.Since(cancelled)
-		store, err := outboxddb.NewStore(ddb.Client, outboxddb.Options{TableName: table})
+		store, err := outboxddb.NewStore(ddb.Client, outboxddb.StoreOptions{Options: outboxddb.Options{TableName: table}})
 		if err != nil {
 			t.Fatal(err)
 		}

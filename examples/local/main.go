@@ -21,6 +21,7 @@ import (
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxinbox"
+	"github.com/spillway-dev/spillway/outbox/outboxwake"
 )
 
 func main() {
@@ -49,7 +50,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	// The outbox table, bucket count and topics from the SPILLWAY_*
 	// variables the stack sets; SPILLWAY_RELAY_FUNCTION makes every commit
 	// wake a relay.
-	writer, err := outboxddb.WriterFromEnv(cfg, getenv, nil)
+	writer, err := outboxwake.WriterFromEnv(cfg, getenv, nil)
 	if err != nil {
 		return err
 	}

@@ -42,7 +42,7 @@ func TestReadmeProgram(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := outboxddb.CreateIfNotExists(ctx, ddb.Client, cfg.StoreOptions()); err != nil {
+		if err := outboxddb.CreateIfNotExists(ctx, ddb.Client, cfg.TableOptions()); err != nil {
 			t.Fatal(err)
 		}
 		kcfg, err := cfg.KafkaConfig(ctx, nil)

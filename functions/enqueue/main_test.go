@@ -129,7 +129,7 @@ func TestEnqueueBinary(t *testing.T) {
 				t.Errorf("%s: the runtime received %s %s, want an {\"error\":…} answer", name, resp.ErrorType, truncate(resp.Payload))
 			}
 		}
-		store, err := outboxddb.NewStore(ddb.Client, outboxddb.Options{TableName: table})
+		store, err := outboxddb.NewStore(ddb.Client, outboxddb.StoreOptions{Options: outboxddb.Options{TableName: table}})
 		if err != nil {
 			t.Fatal(err)
 		}

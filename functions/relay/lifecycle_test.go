@@ -213,7 +213,7 @@ func (f *fixture) slowKafka(t *testing.T, n int, d time.Duration, onProduce func
 // writer is a writer on the fixture's table.
 func (f *fixture) writer(t *testing.T) *outboxddb.Writer {
 	t.Helper()
-	w, err := outboxddb.NewWriter(f.ddb.Client, outboxddb.Options{TableName: f.env[outboxconf.EnvTable]})
+	w, err := outboxddb.NewWriter(f.ddb.Client, outboxddb.WriterOptions{Options: outboxddb.Options{TableName: f.env[outboxconf.EnvTable]}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func (f *fixture) writer(t *testing.T) *outboxddb.Writer {
 // store is a store on the fixture's table, for the test's own reads.
 func (f *fixture) store(t *testing.T) *outboxddb.Store {
 	t.Helper()
-	s, err := outboxddb.NewStore(f.ddb.Client, outboxddb.Options{TableName: f.env[outboxconf.EnvTable]})
+	s, err := outboxddb.NewStore(f.ddb.Client, outboxddb.StoreOptions{Options: outboxddb.Options{TableName: f.env[outboxconf.EnvTable]}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func TestRelayPeakMemory(t *testing.T) {
 	const messages, valueSize = 3000, 16 << 10
 	f := newFixture(t)
 	table := f.env[outboxconf.EnvTable]
-	w, err := outboxddb.NewWriter(f.ddb.Client, outboxddb.Options{TableName: table})
+	w, err := outboxddb.NewWriter(f.ddb.Client, outboxddb.WriterOptions{Options: outboxddb.Options{TableName: table}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spillway-dev/spillway/internal/relayproc"
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
 
@@ -138,7 +139,7 @@ func newLatencyRig(ctx context.Context, b *Backends, ropts outbox.RelayOptions) 
 	}
 	rig := &latencyRig{opts: opts, pub: newAckPublisher(kp), work: NewWorkload(b.Topic, 1<<10, opts.BucketCount), owned: make(chan int, 64), close: kp.Close}
 	ropts.BucketCount = opts.BucketCount
-	proc, err := b.NewRelay(ctx, relayproc.Config{Store: opts, Publisher: rig.pub, Relay: ropts, Clock: outbox.SystemClock{}, Hooks: []outbox.Hook{ownedObserver(rig.owned)}})
+	proc, err := b.NewRelay(ctx, relayproc.Config{Store: outboxddb.StoreOptions{Options: opts}, Publisher: rig.pub, Relay: ropts, Clock: outbox.SystemClock{}, Hooks: []outbox.Hook{ownedObserver(rig.owned)}})
 	if err != nil {
 		kp.Close()
 		return nil, err
@@ -160,9 +161,9 @@ func (o ownedObserver) OnLeases(_ string, owned, _, _ int) {
 	}
 }
 
-func (ownedObserver) OnRound(string, time.Duration, error)       {}
-func (ownedObserver) OnLeaseLost(string, int, outbox.LossReason) {}
-func (ownedObserver) OnReleaseSkipped(string, int)               {}
+func (ownedObserver) OnRound(string, time.Duration, lease.Acquisition, error) {}
+func (ownedObserver) OnLeaseLost(string, int, outbox.LossReason)              {}
+func (ownedObserver) OnReleaseSkipped(string, int)                            {}
 
 // wakeInvoker stands in for Lambda's asynchronous invoke of the relay
 // function: a wake-up starts a run of the warm relay with the hinted
@@ -206,9 +207,7 @@ func measureWake(ctx context.Context, b *Backends, cfg LatencyConfig) (LatencySe
 	}
 	defer rig.close()
 	inv := &wakeInvoker{ctx: ctx, relay: rig.relay}
-	wopts := rig.opts
-	wopts.Notifier = inv
-	writer, err := outboxddb.NewWriter(b.DynamoDB.Client, wopts)
+	writer, err := outboxddb.NewWriter(b.DynamoDB.Client, outboxddb.WriterOptions{Options: rig.opts, Notifier: inv})
 	if err != nil {
 		return LatencySeries{}, err
 	}
@@ -250,7 +249,7 @@ func measurePoll(ctx context.Context, b *Backends, cfg LatencyConfig) (LatencySe
 		return LatencySeries{}, err
 	}
 	defer rig.close()
-	writer, err := outboxddb.NewWriter(b.DynamoDB.Client, rig.opts)
+	writer, err := outboxddb.NewWriter(b.DynamoDB.Client, outboxddb.WriterOptions{Options: rig.opts})
 	if err != nil {
 		return LatencySeries{}, err
 	}

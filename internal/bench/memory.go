@@ -202,7 +202,7 @@ var benchHeaders = []outbox.Header{
 // prefillLarge enqueues n messages with headers in transactions that stay
 // under DynamoDB's 4 MB per transaction.
 func prefillLarge(ctx context.Context, b *Backends, opts outboxddb.Options, valueSize, n int) error {
-	writer, err := outboxddb.NewWriter(b.DynamoDB.Client, opts)
+	writer, err := outboxddb.NewWriter(b.DynamoDB.Client, outboxddb.WriterOptions{Options: opts})
 	if err != nil {
 		return err
 	}

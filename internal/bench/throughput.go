@@ -16,6 +16,7 @@ import (
 
 	"github.com/spillway-dev/spillway/internal/relayproc"
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
 
@@ -180,7 +181,7 @@ func relayAll(ctx context.Context, env lab.Config, cfg ThroughputConfig, c Throu
 	relays := make([]*outbox.Relay, c.Relays)
 	for i := range relays {
 		// One publisher per relay, as one per execution environment.
-		p, err := b.NewRelay(ctx, relayproc.Config{Store: opts, Relay: outbox.RelayOptions{
+		p, err := b.NewRelay(ctx, relayproc.Config{Store: outboxddb.StoreOptions{Options: opts}, Relay: outbox.RelayOptions{
 			RelayID: fmt.Sprintf("relay-%d", i), BucketCount: c.Buckets, Mode: outbox.ModeHold,
 			LeaseRenewInterval: cfg.RenewInterval, LeaseDuration: cfg.LeaseDuration, BatchSize: cfg.BatchSize,
 		}, Clock: outbox.SystemClock{}, Hooks: []outbox.Hook{obs}})
@@ -237,7 +238,7 @@ func relayAll(ctx context.Context, env lab.Config, cfg ThroughputConfig, c Throu
 
 // prefill enqueues n messages in lists of 100 (one transaction each).
 func prefill(ctx context.Context, b *Backends, opts outboxddb.Options, c ThroughputCase, n int) error {
-	writer, err := outboxddb.NewWriter(b.DynamoDB.Client, opts)
+	writer, err := outboxddb.NewWriter(b.DynamoDB.Client, outboxddb.WriterOptions{Options: opts})
 	if err != nil {
 		return err
 	}
@@ -323,13 +324,13 @@ func (o *throughputObserver) OnDelete(_ string, _, deleted int) {
 	}
 }
 
-func (o *throughputObserver) OnRound(string, time.Duration, error)               {}
-func (o *throughputObserver) OnLeaseLost(string, int, outbox.LossReason)         {}
-func (o *throughputObserver) OnReleaseSkipped(string, int)                       {}
-func (o *throughputObserver) OnFetch(string, int, int)                           {}
-func (o *throughputObserver) OnPublish(string, int, int, []time.Duration, error) {}
-func (o *throughputObserver) OnBackoff(string, int, time.Duration, error)        {}
-func (o *throughputObserver) OnHeadRowRetry(string, int)                         {}
+func (o *throughputObserver) OnRound(string, time.Duration, lease.Acquisition, error) {}
+func (o *throughputObserver) OnLeaseLost(string, int, outbox.LossReason)              {}
+func (o *throughputObserver) OnReleaseSkipped(string, int)                            {}
+func (o *throughputObserver) OnFetch(string, int, int)                                {}
+func (o *throughputObserver) OnPublish(string, int, int, []time.Duration, error)      {}
+func (o *throughputObserver) OnBackoff(string, int, time.Duration, error)             {}
+func (o *throughputObserver) OnHeadRowRetry(string, int)                              {}
 
 // timing returns the elapsed time, when the leases settled (relative to
 // the start) and the delete rate after that.

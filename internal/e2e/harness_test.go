@@ -55,7 +55,7 @@ func newBackend(t testing.TB, inMemory bool, topics ...string) *backend {
 	b.ddb = outboxtest.NewDynamoDB(t, ddbOpts...)
 	b.kafka = outboxtest.NewKafkaWith(t, outboxlocal.KafkaConfig{Topics: append([]string{topic}, topics...), InMemory: inMemory})
 	b.opts = outboxddb.Options{TableName: outboxtest.CreateTable(t, b.ddb), Clock: b.clock, Logger: quiet()}
-	w, err := outboxddb.NewWriter(b.ddb.Client, b.opts)
+	w, err := outboxddb.NewWriter(b.ddb.Client, outboxddb.WriterOptions{Options: b.opts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ type rig struct {
 // newRig builds relay id with opts; tweak edits the config last.
 func (b *backend) newRig(t testing.TB, opts outbox.RelayOptions, tweak func(*outbox.RelayConfig)) *rig {
 	t.Helper()
-	s, err := outboxddb.NewStore(b.ddb.Client, b.opts)
+	s, err := outboxddb.NewStore(b.ddb.Client, outboxddb.StoreOptions{Options: b.opts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,8 +86,8 @@ func (b *backend) newRig(t testing.TB, opts outbox.RelayOptions, tweak func(*out
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
-	r := &rig{store: &trackedStore{Store: s}, pub: &trackedPublisher{inner: p, link: b.link}, obs: &recorder{}}
-	cfg := outbox.RelayConfig{Options: opts, Store: r.store, Publisher: r.pub, Clock: b.clock, Hooks: []outbox.Hook{r.obs}, Logger: quiet()}
+	r := &rig{store: newTrackedStore(s), pub: &trackedPublisher{inner: p, link: b.link}, obs: &recorder{}}
+	cfg := outbox.RelayConfig{Options: opts, Store: r.store.Store, Publisher: r.pub, Clock: b.clock, Hooks: []outbox.Hook{r.obs}, Logger: quiet()}
 	if tweak != nil {
 		tweak(&cfg)
 	}
@@ -109,7 +109,8 @@ func (r *rig) run(t testing.TB, in outbox.RunInput) outbox.RunResult {
 	return res
 }
 
-// trackedStore runs hooks before its calls: a hook may block or run
+// trackedStore is a relay's store (an outboxtest.ObservedStore, Store)
+// with the hooks a test runs before its calls: a hook may block or run
 // another relay (or cancel the call's context: a crash).
 type trackedStore struct {
 	outbox.Store
@@ -120,6 +121,25 @@ type trackedStore struct {
 	beforeCall    func() // before every call, after the call's own hook
 	// killed refuses every call: the relay's process is gone.
 	killed atomic.Bool
+}
+
+// newTrackedStore observes s, serving its quarantine but not its trust
+// check's narrower reads.
+func newTrackedStore(s *outboxddb.Store) *trackedStore {
+	t := &trackedStore{}
+	t.Store = outboxtest.Observe(outboxtest.ObservedStore{Store: struct {
+		outbox.Store
+		outbox.Quarantine
+	}{s, s}, Call: t.call, WriteLeasesFunc: t.writeLeases})
+	return t
+}
+
+// writeLeases runs a renewal's hook before its writes.
+func (s *trackedStore) writeLeases(ctx context.Context, relayID string, op lease.Op, writes []lease.Write, next func(context.Context, string, lease.Op, []lease.Write) ([]int, []int, error)) ([]int, []int, error) {
+	if h := s.hook(&s.beforeRenew); op == lease.OpRenew && h != nil {
+		h()
+	}
+	return next(ctx, relayID, op, writes)
 }
 
 // errKilled is what a killed relay's calls return.
@@ -153,12 +173,16 @@ func (s *trackedStore) setBeforeCall(fn func()) {
 	s.mu.Unlock()
 }
 
-// call runs fn after the hook at points to (nil for none) and then the
-// hook for every call.
-func call[T any](s *trackedStore, at *func(), fn func() (T, error)) (T, error) {
+// call runs a call after a release's own hook and then the hook for every
+// call; a renewal's hook runs after those, before its writes
+// (writeLeases).
+func (s *trackedStore) call(ctx context.Context, c outboxtest.StoreCall, next func(context.Context) error) error {
 	if s.killed.Load() {
-		var zero T
-		return zero, errKilled
+		return errKilled
+	}
+	var at *func()
+	if c.Method == "ReleaseLeases" {
+		at = &s.beforeRelease
 	}
 	for _, p := range []*func(){at, &s.beforeCall} {
 		if p == nil {
@@ -168,71 +192,7 @@ func call[T any](s *trackedStore, at *func(), fn func() (T, error)) (T, error) {
 			h()
 		}
 	}
-	return fn()
-}
-
-func (s *trackedStore) AcquireLeases(ctx context.Context, req lease.Request, st lease.RoundState) (lease.Acquisition, error) {
-	return call(s, nil, func() (lease.Acquisition, error) { return s.Store.AcquireLeases(ctx, req, st) })
-}
-
-func (s *trackedStore) RenewLeases(ctx context.Context, req lease.Request, buckets []int) (bool, error) {
-	return call(s, &s.beforeRenew, func() (bool, error) { return s.Store.RenewLeases(ctx, req, buckets) })
-}
-
-func (s *trackedStore) ReleaseLeases(ctx context.Context, req lease.Request) (lease.Release, error) {
-	return call(s, &s.beforeRelease, func() (lease.Release, error) { return s.Store.ReleaseLeases(ctx, req) })
-}
-
-func (s *trackedStore) ReadCoordination(ctx context.Context) (lease.Coordination, error) {
-	return call(s, nil, func() (lease.Coordination, error) { return s.Store.ReadCoordination(ctx) })
-}
-
-func (s *trackedStore) PendingBuckets(ctx context.Context, buckets []int) ([]int, error) {
-	return call(s, nil, func() ([]int, error) { return s.Store.PendingBuckets(ctx, buckets) })
-}
-
-func (s *trackedStore) FetchBatch(ctx context.Context, bucket, max int) ([]outbox.Message, error) {
-	return call(s, nil, func() ([]outbox.Message, error) { return s.Store.FetchBatch(ctx, bucket, max) })
-}
-
-func (s *trackedStore) MarkPublished(ctx context.Context, bucket int, msgs []outbox.Message) error {
-	_, err := call(s, nil, func() (struct{}, error) { return struct{}{}, s.Store.MarkPublished(ctx, bucket, msgs) })
-	return err
-}
-
-// The quarantine passes through, tracked like the rest.
-func (s *trackedStore) quarantine() outbox.Quarantine { return s.Store.(outbox.Quarantine) }
-
-func (s *trackedStore) ParkedKeys(ctx context.Context, bucket int) (outbox.ParkedSet, error) {
-	return call(s, nil, func() (outbox.ParkedSet, error) { return s.quarantine().ParkedKeys(ctx, bucket) })
-}
-
-func (s *trackedStore) Park(ctx context.Context, p outbox.Parking) error {
-	_, err := call(s, nil, func() (struct{}, error) { return struct{}{}, s.quarantine().Park(ctx, p) })
-	return err
-}
-
-func (s *trackedStore) ReplayRequests(ctx context.Context) (map[int]int64, error) {
-	return call(s, nil, func() (map[int]int64, error) { return s.quarantine().ReplayRequests(ctx) })
-}
-
-func (s *trackedStore) DeleteReplayed(ctx context.Context, bucket int, msgs []outbox.Message) error {
-	_, err := call(s, nil, func() (struct{}, error) { return struct{}{}, s.quarantine().DeleteReplayed(ctx, bucket, msgs) })
-	return err
-}
-
-func (s *trackedStore) RefuseReplay(ctx context.Context, bucket int, seq int64, reason string) error {
-	_, err := call(s, nil, func() (struct{}, error) { return struct{}{}, s.quarantine().RefuseReplay(ctx, bucket, seq, reason) })
-	return err
-}
-
-func (s *trackedStore) ReplayDone(ctx context.Context, bucket int, request int64) error {
-	_, err := call(s, nil, func() (struct{}, error) { return struct{}{}, s.quarantine().ReplayDone(ctx, bucket, request) })
-	return err
-}
-
-func (s *trackedStore) Backlog(ctx context.Context) (outbox.Backlog, error) {
-	return call(s, nil, func() (outbox.Backlog, error) { return s.Store.Backlog(ctx) })
+	return next(ctx)
 }
 
 // trackedPublisher publishes through inner. latency is how long each
@@ -319,9 +279,9 @@ type eventWaiter struct {
 	ch    chan struct{}
 }
 
-func (r *recorder) OnRound(string, time.Duration, error) {}
-func (r *recorder) OnReleaseSkipped(string, int)         {}
-func (r *recorder) OnFetch(string, int, int)             {}
+func (r *recorder) OnRound(string, time.Duration, lease.Acquisition, error) {}
+func (r *recorder) OnReleaseSkipped(string, int)                            {}
+func (r *recorder) OnFetch(string, int, int)                                {}
 
 func (r *recorder) OnLeases(_ string, _, claimed, _ int) {
 	if claimed > 0 {

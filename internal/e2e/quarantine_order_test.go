@@ -80,7 +80,7 @@ func TestQuarantineOrder(t *testing.T) {
 			if err := b.kafka.CreateTopic(t.Context(), late, 3); err != nil {
 				t.Fatal(err)
 			}
-			s, err := outboxddb.NewStore(b.ddb.Client, b.opts)
+			s, err := outboxddb.NewStore(b.ddb.Client, outboxddb.StoreOptions{Options: b.opts})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -127,7 +127,7 @@ func TestQuarantineOrder(t *testing.T) {
 			if got := keyDeliveries(t, b, topic, "k"); !slices.Equal(got, []string{stored[0].ID.String()}) {
 				t.Fatalf("k delivered %d messages, want only the one before the undecodable row", len(got))
 			}
-			s, err := outboxddb.NewStore(b.ddb.Client, b.opts)
+			s, err := outboxddb.NewStore(b.ddb.Client, outboxddb.StoreOptions{Options: b.opts})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -155,7 +155,7 @@ func TestQuarantineOrder(t *testing.T) {
 			if err := b.kafka.CreateTopic(t.Context(), late, 3); err != nil {
 				t.Fatal(err)
 			}
-			operator, err := outboxddb.NewStore(&failingUpdates{Client: b.ddb.Client, n: 10}, b.opts)
+			operator, err := outboxddb.NewStore(&failingUpdates{Client: b.ddb.Client, n: 10}, outboxddb.StoreOptions{Options: b.opts})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -176,7 +176,7 @@ func TestQuarantineOrder(t *testing.T) {
 				t.Fatalf("k delivered %d messages to %s after the interrupted replay, want the 9 marked ones after the first", len(got), topic)
 			}
 
-			s, err := outboxddb.NewStore(b.ddb.Client, b.opts)
+			s, err := outboxddb.NewStore(b.ddb.Client, outboxddb.StoreOptions{Options: b.opts})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -60,7 +60,7 @@ func TestQuarantine(t *testing.T) {
 			began := b.clock.Now()
 			limit := began.Add(fleetLimit)
 			errs := make(chan error, 4)
-			s, err := outboxddb.NewStore(b.ddb.Client, b.opts)
+			s, err := outboxddb.NewStore(b.ddb.Client, outboxddb.StoreOptions{Options: b.opts})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -19,6 +19,7 @@ import (
 	"github.com/spillway-dev/spillway/internal/lab"
 	"github.com/spillway-dev/spillway/internal/relayproc"
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlocal"
 )
@@ -171,7 +172,7 @@ func measureCost(ctx context.Context, env lab.Config, b *bench.Backends, cfg Cos
 	if err != nil {
 		return SizeCost{}, err
 	}
-	writer, err := outboxddb.NewWriter(b.DynamoDB.Client, opts)
+	writer, err := outboxddb.NewWriter(b.DynamoDB.Client, outboxddb.WriterOptions{Options: opts})
 	if err != nil {
 		return SizeCost{}, err
 	}
@@ -393,7 +394,7 @@ func (c *costRun) relay(ctx context.Context) (join, backlog, drain, stop PathCos
 		return
 	}
 	proc, err := c.b.NewRelay(sim.Context(), relayproc.Config{
-		Store: c.opts, Publisher: kp, Hooks: []outbox.Hook{obs},
+		Store: outboxddb.StoreOptions{Options: c.opts}, Publisher: kp, Hooks: []outbox.Hook{obs},
 		Relay: outbox.RelayOptions{RelayID: "cost", BucketCount: c.cfg.BucketCount, Mode: outbox.ModeDrain},
 	})
 	if err != nil {
@@ -467,7 +468,7 @@ type costObserver struct {
 }
 
 // OnRound implements outbox.HookLease.
-func (o *costObserver) OnRound(string, time.Duration, error) { o.first(&o.atJoin) }
+func (o *costObserver) OnRound(string, time.Duration, lease.Acquisition, error) { o.first(&o.atJoin) }
 
 // OnBacklog implements outbox.HookRun.
 func (o *costObserver) OnBacklog(string, int64, time.Duration) { o.first(&o.atSample) }

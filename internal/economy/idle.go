@@ -238,7 +238,7 @@ func (r *idleRun) startFunction(mode outbox.Mode, held bool) (func() lambdasim.S
 // container or host process runs it.
 func (r *idleRun) startAlwaysOn() (func() lambdasim.Stats, error) {
 	p, err := r.b.NewRelay(r.sim.Context(), relayproc.Config{
-		Store: r.opts, Publisher: r.pub,
+		Store: outboxddb.StoreOptions{Options: r.opts}, Publisher: r.pub,
 		Relay: outbox.RelayOptions{
 			RelayID: "always-on", BucketCount: r.cfg.BucketCount, Mode: outbox.ModeHold,
 			PollInterval: r.cfg.PollInterval, LeaseRenewInterval: r.cfg.RenewInterval,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -78,9 +79,8 @@ type env struct {
 	id       string
 	function string
 	clock    *hostClock
-	// store is the environment's outboxddb.Store, kafka its Kafka client:
-	// the environment's own calls wrap them (relayio.go).
-	store     outbox.Store
+	// kafka is the environment's Kafka client, whose calls the
+	// environment's own wrap (relayio.go).
 	kafka     *outboxkafka.Publisher
 	skewCause *cause
 	// stepped marks an environment a clock step left out of tolerance:
@@ -96,6 +96,11 @@ type env struct {
 
 	// The order menu's faults aimed at this environment.
 	late atomic.Pointer[lateCalls]
+	// mu guards round and renewal, what the environment remembers of its
+	// relay's lease round and renewal in progress (relayio.go).
+	mu      sync.Mutex
+	round   leaseRound
+	renewal leaseRenewal
 	// renewThrottled throttles the relay's in-flight renewals while a
 	// late park of it is held (FaultParkLate).
 	renewThrottled atomic.Bool
@@ -202,20 +207,20 @@ func (s *sim) newFunctions(cfg outboxlambda.Config) error {
 		},
 		Config: cfg,
 		Hooks:  []outbox.Hook{observer{s}},
-		// The quarantine side is the environment's outboxddb.Store itself.
 		Store: func(re *lab.RelayEnv, store *outboxddb.Store) outbox.Store {
-			e := envOf(re)
-			e.store = store
-			if s.cfg.quarantine() {
-				return quarantineStore{env: e, Quarantine: store}
-			}
-			return e
+			return envOf(re).storeOf(store, s.cfg.quarantine())
 		},
 		Publisher: func(re *lab.RelayEnv) outbox.Publisher { return envOf(re) },
 		HandlerConfig: func(re *lab.RelayEnv, hc *outboxlambda.RelayHandlerConfig) {
-			hc.Config.BatchSize = []int{5, 20, 50, 100}[envOf(re).batch]
+			e := envOf(re)
+			hc.Config.BatchSize = []int{5, 20, 50, 100}[e.batch]
+			// A relay of another language's habits (FaultMixedSkew) keeps
+			// every owned lease every round and heartbeats without the
+			// keep-ahead mark.
+			hc.Config.KeepEveryRound = e.plain
 			hc.Notifier = s
 			hc.Doorbell = s.bell.Listener()
+			hc.Hooks = append(hc.Hooks, envHook{e})
 		},
 	}
 	hold := relay

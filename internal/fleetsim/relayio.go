@@ -10,20 +10,19 @@ import (
 	"github.com/spillway-dev/spillway/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/lease"
+	"github.com/spillway-dev/spillway/outbox/outboxddb"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
 // errCrashed is what a crashed environment's calls return: the process is
 // gone, so nothing it would still send reaches DynamoDB or Kafka.
 var errCrashed = errors.New("fleetsim: execution environment crashed")
 
-// An environment is its relay's outbox.Store and outbox.Publisher: its
-// calls carry out the run's crash and pause plan, record the relay's lease
-// beliefs and membership, and trace what the relay does.
-var (
-	_ outbox.Store      = (*env)(nil)
-	_ outbox.Publisher  = (*env)(nil)
-	_ outbox.Quarantine = quarantineStore{}
-)
+// An environment is its relay's outbox.Publisher, and observes its
+// relay's outbox.Store (storeOf): the calls of both carry out the run's
+// crash and pause plan, record the relay's lease beliefs and membership,
+// and trace what the relay does.
+var _ outbox.Publisher = (*env)(nil)
 
 // call runs one call op of e's relay: it refuses the calls of a crashed
 // environment, carries out a crash or a pause the run planned before this
@@ -71,90 +70,247 @@ func bucketCall[T any](ctx context.Context, e *env, bucket int, op string, do fu
 	return call(e, op, do)
 }
 
-func (e *env) AcquireLeases(ctx context.Context, req lease.Request, st lease.RoundState) (lease.Acquisition, error) {
-	return call(e, "acquire", func() (lease.Acquisition, error) {
-		ref, start := e.clock.Now(), e.sim.clock.Now()
-		e.sim.joined(e)
-		acq, err := e.store.AcquireLeases(ctx, e.leaseRequest(req), st)
-		ret := e.sim.clock.Now()
-		if err != nil {
-			e.sim.leases.dropped(e.id, start)
-			e.sim.trace.add("acquire-error", e.id, -1, "%v", err)
-			return acq, err
-		}
-		if u := acq.UnrenewedExpiry; !u.IsZero() && u.Add(-req.LeaseDuration).Before(ref) {
-			// Leases the round left unrenewed last only until their stored
-			// expiry: the relay trusts them that long, no longer.
-			ref = u.Add(-req.LeaseDuration)
-		}
-		e.sim.leases.acquired(e.id, e.clock, ref, start, ret, acq.Owned, acq.Claimed)
-		e.sim.noteRound(start)
-		e.sim.trace.add("acquire", e.id, -1, "host=%s owned=%v claimed=%v released=%v lost=%v refused=%d heartbeat_refused=%v",
-			e.sim.hostOffset(ref), acq.Owned, acq.Claimed, acq.Released, acq.Lost, acq.Refused, acq.HeartbeatRefused)
-		return acq, nil
+// storeOf is e's relay's store: the environment's outboxddb.Store, with
+// its quarantine side under PoisonQuarantine (and neither trust-check read:
+// a trust check reads the whole coordination partition), observed
+// (outboxtest.ObservedStore) by e.
+func (e *env) storeOf(store *outboxddb.Store, quarantine bool) outbox.Store {
+	var inner outbox.Store = struct{ outbox.Store }{store}
+	if quarantine {
+		inner = struct {
+			outbox.Store
+			outbox.Quarantine
+		}{store, store}
+	}
+	return outboxtest.Observe(outboxtest.ObservedStore{
+		Store:              inner,
+		Call:               e.storeCall,
+		HeartbeatFunc:      e.heartbeat,
+		SnapshotFunc:       e.snapshot,
+		HeartbeatsFunc:     e.heartbeats,
+		WriteLeasesFunc:    e.writeLeases,
+		PruneFunc:          e.prune,
+		ReleaseLeasesFunc:  e.releaseLeases,
+		PendingBucketsFunc: e.pendingBuckets,
+		FetchBatchFunc:     e.fetchBatch,
+		BacklogFunc:        e.backlog,
+		MarkPublishedFunc:  e.markPublished,
+		ParkFunc:           e.park,
+		ParkedKeysFunc:     e.parkedKeys,
+		DeleteReplayedFunc: e.deleteReplayed,
 	})
 }
 
-func (e *env) RenewLeases(ctx context.Context, req lease.Request, buckets []int) (bool, error) {
-	return call(e, "renew", func() (bool, error) {
+// storeOps names the store calls that take part in the run's crash and
+// pause plan (call) as they are. A lease round and a renewal take part as
+// one call each, which their first request carries (heartbeat, renew), and
+// the quarantine's calls other than Park, which runs it itself (park), go
+// to the store directly.
+var storeOps = map[string]string{
+	"ReleaseLeases":    "release",
+	"ReadCoordination": "read-coordination",
+	"PendingBuckets":   "pending",
+	"FetchBatch":       "fetch",
+	"Backlog":          "backlog",
+	"MarkPublished":    "delete",
+}
+
+// storeCall runs a store call of e through call; a fetch or a delete is
+// staggered first (see stagger).
+func (e *env) storeCall(ctx context.Context, c outboxtest.StoreCall, next func(context.Context) error) error {
+	op, ok := storeOps[c.Method]
+	if !ok {
+		return next(ctx)
+	}
+	if c.Method == "FetchBatch" || c.Method == "MarkPublished" {
+		if err := stagger(ctx, c.Bucket); err != nil {
+			return err
+		}
+	}
+	_, err := call(e, op, func() (struct{}, error) { return struct{}{}, next(ctx) })
+	return err
+}
+
+// leaseRound is what e remembers of its relay's lease round in progress,
+// from its heartbeat to the relay's report of it (roundEnded).
+type leaseRound struct {
+	active     bool
+	ref, start time.Time // the relay's clock and the simulation's at its start
+}
+
+// leaseRenewal is a renewal whose writes were accepted, until its
+// heartbeat.
+type leaseRenewal struct {
+	pending    bool
+	ref, start time.Time
+	buckets    []int
+}
+
+// heartbeat is a lease round's first request, its one call in the run's
+// plan, or the end of a renewal.
+func (e *env) heartbeat(ctx context.Context, relayID string, now time.Time, keepsAhead bool, next func(context.Context, string, time.Time, bool) (bool, error)) (bool, error) {
+	e.mu.Lock()
+	rn := e.renewal
+	e.renewal = leaseRenewal{}
+	e.mu.Unlock()
+	if rn.pending {
+		if e.dead.Load() {
+			return false, errCrashed
+		}
+		recorded, err := next(ctx, relayID, now, keepsAhead)
+		ret := e.sim.clock.Now()
+		if err != nil {
+			e.sim.trace.add("renew-error", e.id, -1, "buckets=%v: %v", rn.buckets, err)
+		} else {
+			e.sim.leases.renewed(e.id, rn.ref, ret, rn.buckets)
+			e.sim.trace.add("renew", e.id, -1, "host=%s buckets=%v", e.sim.hostOffset(rn.ref), rn.buckets)
+		}
+		return recorded, err
+	}
+	return call(e, "acquire", func() (bool, error) {
+		e.mu.Lock()
+		e.round = leaseRound{active: true, ref: e.clock.Now(), start: e.sim.clock.Now()}
+		e.mu.Unlock()
+		e.sim.joined(e)
+		return next(ctx, relayID, now, keepsAhead)
+	})
+}
+
+// roundEnded is the relay's report of a lease round (envHook): what its
+// relay now believes it holds, from the round's start.
+func (e *env) roundEnded(acq lease.Acquisition, err error) {
+	e.mu.Lock()
+	r := e.round
+	e.round = leaseRound{}
+	e.mu.Unlock()
+	if !r.active {
+		return // refused before its heartbeat: the process is gone
+	}
+	if err != nil {
+		e.sim.leases.dropped(e.id, r.start)
+		e.sim.trace.add("acquire-error", e.id, -1, "%v", err)
+		return
+	}
+	ref, ret := r.ref, e.sim.clock.Now()
+	if u := acq.UnrenewedExpiry; !u.IsZero() && u.Add(-e.sim.cfg.LeaseDuration).Before(ref) {
+		// Leases the round left unrenewed last only until their stored
+		// expiry: the relay trusts them that long, no longer.
+		ref = u.Add(-e.sim.cfg.LeaseDuration)
+	}
+	e.sim.leases.acquired(e.id, e.clock, ref, r.start, ret, acq.Owned, acq.Claimed)
+	e.sim.noteRound(r.start)
+	e.sim.trace.add("acquire", e.id, -1, "host=%s owned=%v claimed=%v released=%v lost=%v refused=%d heartbeat_refused=%v",
+		e.sim.hostOffset(ref), acq.Owned, acq.Claimed, acq.Released, acq.Lost, acq.Refused, acq.HeartbeatRefused)
+}
+
+// snapshot, heartbeats and prune are a round's requests after its
+// heartbeat: refused once the process is gone.
+func (e *env) snapshot(ctx context.Context, next func(context.Context) (lease.Coordination, error)) (lease.Coordination, error) {
+	if e.dead.Load() {
+		return lease.Coordination{}, errCrashed
+	}
+	return next(ctx)
+}
+
+func (e *env) heartbeats(ctx context.Context, next func(context.Context) ([]lease.RelayState, error)) ([]lease.RelayState, error) {
+	if e.dead.Load() {
+		return nil, errCrashed
+	}
+	return next(ctx)
+}
+
+func (e *env) prune(ctx context.Context, relayID string, p lease.PruneWrite, next func(context.Context, string, lease.PruneWrite) int) int {
+	if e.dead.Load() {
+		return 0
+	}
+	return next(ctx, relayID, p)
+}
+
+// writeLeases is a round's lease writes, or a renewal's, which is its one
+// call in the run's plan.
+func (e *env) writeLeases(ctx context.Context, relayID string, op lease.Op, writes []lease.Write, next func(context.Context, string, lease.Op, []lease.Write) ([]int, []int, error)) (accepted, refused []int, err error) {
+	if op != lease.OpRenew {
+		if e.dead.Load() {
+			return nil, nil, errCrashed
+		}
+		return next(ctx, relayID, op, writes)
+	}
+	buckets := make([]int, len(writes))
+	for i, w := range writes {
+		buckets[i] = w.Bucket
+	}
+	_, err = call(e, "renew", func() (struct{}, error) {
 		if e.renewThrottled.Load() {
 			e.sim.trace.add("renew-error", e.id, -1, "buckets=%v: throttled while a late park is held", buckets)
-			return false, errThrottledRenewal
+			return struct{}{}, errThrottledRenewal
 		}
 		ref, start := e.clock.Now(), e.sim.clock.Now()
-		ok, err := e.store.RenewLeases(ctx, e.leaseRequest(req), buckets)
-		ret := e.sim.clock.Now()
+		var err error
+		accepted, refused, err = next(ctx, relayID, op, writes)
 		switch {
 		case err != nil:
 			e.sim.trace.add("renew-error", e.id, -1, "buckets=%v: %v", buckets, err)
-		case ok:
-			e.sim.leases.renewed(e.id, ref, ret, buckets)
-			e.sim.trace.add("renew", e.id, -1, "host=%s buckets=%v", e.sim.hostOffset(ref), buckets)
-		default:
+		case len(refused) > 0:
 			e.sim.leases.dropped(e.id, start)
 			e.sim.trace.add("renew-refused", e.id, -1, "buckets=%v", buckets)
+		default:
+			e.mu.Lock()
+			e.renewal = leaseRenewal{pending: true, ref: ref, start: start, buckets: buckets}
+			e.mu.Unlock()
 		}
-		return ok, err
-	})
-}
-
-func (e *env) ReleaseLeases(ctx context.Context, req lease.Request) (lease.Release, error) {
-	return call(e, "release", func() (lease.Release, error) {
-		e.sim.leases.dropped(e.id, e.sim.clock.Now())
-		rel, err := e.store.ReleaseLeases(ctx, req)
-		e.sim.trace.add("release", e.id, -1, "released=%v refused=%d unfinished=%v err=%v", rel.Released, rel.Refused, rel.Unfinished, err)
-		return rel, err
-	})
-}
-
-func (e *env) ReadCoordination(ctx context.Context) (lease.Coordination, error) {
-	return call(e, "read-coordination", func() (lease.Coordination, error) { return e.store.ReadCoordination(ctx) })
-}
-
-// PendingBuckets, FetchBatch and Backlog are the calls an armed late round
-// delays (runLate).
-func (e *env) PendingBuckets(ctx context.Context, buckets []int) ([]int, error) {
-	return call(e, "pending", func() ([]int, error) { e.runLate("pending"); return e.store.PendingBuckets(ctx, buckets) })
-}
-
-func (e *env) FetchBatch(ctx context.Context, bucket, max int) ([]outbox.Message, error) {
-	return bucketCall(ctx, e, bucket, "fetch", func() ([]outbox.Message, error) {
-		e.runLate("fetch")
-		return e.store.FetchBatch(ctx, bucket, max)
-	})
-}
-
-func (e *env) Backlog(ctx context.Context) (outbox.Backlog, error) {
-	return call(e, "backlog", func() (outbox.Backlog, error) { e.runLate("backlog"); return e.store.Backlog(ctx) })
-}
-
-func (e *env) MarkPublished(ctx context.Context, bucket int, msgs []outbox.Message) error {
-	_, err := bucketCall(ctx, e, bucket, "delete", func() (struct{}, error) {
-		e.leaseLeft("delete", bucket, msgs)
-		err := e.store.MarkPublished(ctx, bucket, msgs)
-		e.sim.trace.add("delete", e.id, bucket, "%s err=%v", seqRange(msgs), err)
 		return struct{}{}, err
 	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return accepted, refused, nil
+}
+
+func (e *env) releaseLeases(ctx context.Context, relayID string, next func(context.Context, string) (lease.Release, error)) (lease.Release, error) {
+	e.sim.leases.dropped(e.id, e.sim.clock.Now())
+	rel, err := next(ctx, relayID)
+	e.sim.trace.add("release", e.id, -1, "released=%v refused=%d unfinished=%v err=%v", rel.Released, rel.Refused, rel.Unfinished, err)
+	return rel, err
+}
+
+// envHook is e's relay's hook: the end of its lease rounds.
+type envHook struct{ e *env }
+
+// OnRound implements outbox.HookLease.
+func (h envHook) OnRound(_ string, _ time.Duration, acq lease.Acquisition, err error) {
+	h.e.roundEnded(acq, err)
+}
+
+// OnLeases implements outbox.HookLease.
+func (envHook) OnLeases(string, int, int, int) {}
+
+// OnLeaseLost implements outbox.HookLease.
+func (envHook) OnLeaseLost(string, int, outbox.LossReason) {}
+
+// OnReleaseSkipped implements outbox.HookLease.
+func (envHook) OnReleaseSkipped(string, int) {}
+
+// pendingBuckets, fetchBatch and backlog are the calls an armed late
+// round delays (runLate).
+func (e *env) pendingBuckets(ctx context.Context, buckets []int, next func(context.Context, []int) ([]int, error)) ([]int, error) {
+	e.runLate("pending")
+	return next(ctx, buckets)
+}
+
+func (e *env) fetchBatch(ctx context.Context, bucket, max int, next func(context.Context, int, int) ([]outbox.Message, error)) ([]outbox.Message, error) {
+	e.runLate("fetch")
+	return next(ctx, bucket, max)
+}
+
+func (e *env) backlog(ctx context.Context, next func(context.Context) (outbox.Backlog, error)) (outbox.Backlog, error) {
+	e.runLate("backlog")
+	return next(ctx)
+}
+
+func (e *env) markPublished(ctx context.Context, bucket int, msgs []outbox.Message, next func(context.Context, int, []outbox.Message) error) error {
+	e.leaseLeft("delete", bucket, msgs)
+	err := next(ctx, bucket, msgs)
+	e.sim.trace.add("delete", e.id, bucket, "%s err=%v", seqRange(msgs), err)
 	return err
 }
 
@@ -171,29 +327,10 @@ func (e *env) leaseLeft(op string, bucket int, msgs []outbox.Message) (time.Dura
 	return left, held
 }
 
-// leaseRequest is req as e's relay sends it: a relay that keeps every
-// round (FaultMixedSkew) keeps every owned lease each round and
-// heartbeats without the keep-ahead mark, as a relay of another language.
-func (e *env) leaseRequest(req lease.Request) lease.Request {
-	if e.plain {
-		req.KeepEveryRound = true
-	}
-	return req
-}
-
-// quarantineStore is an environment's store under PoisonQuarantine: the
-// environment, and the DynamoDB store's quarantine side, whose calls other
-// than Park go to it directly (they take part in no crash or pause plan).
-type quarantineStore struct {
-	*env
-	outbox.Quarantine
-}
-
-// Park implements outbox.Quarantine; an armed park-lost fault makes this
-// park's transaction apply and its response be lost, its retries
-// throttled.
-func (s quarantineStore) Park(ctx context.Context, p outbox.Parking) error {
-	e := s.env
+// park runs a park through the run's crash and pause plan (call); an
+// armed park-lost fault makes this park's transaction apply and its
+// response be lost, its retries throttled.
+func (e *env) park(ctx context.Context, p outbox.Parking, next func(context.Context, outbox.Parking) error) error {
 	if p.Behind == 0 {
 		// The first park of its key: a late one hides the key from the
 		// next holder (a park behind a parked message does not).
@@ -207,7 +344,7 @@ func (s quarantineStore) Park(ctx context.Context, p outbox.Parking) error {
 		if lost {
 			ctx = e.sim.ddb.Faults.LoseResponseIn(ctx, "TransactWriteItems", parkThrottles)
 		}
-		err := s.Quarantine.Park(ctx, p)
+		err := next(ctx, p)
 		if lost && err != nil {
 			e.sim.hit(causeParkLost, 1)
 		}
@@ -220,22 +357,21 @@ func (s quarantineStore) Park(ctx context.Context, p outbox.Parking) error {
 	return err
 }
 
-// ParkedKeys implements outbox.Quarantine; a late park another relay holds
+// parkedKeys reads a parked partition; a late park another relay holds
 // for the bucket lands right after the read.
-func (s quarantineStore) ParkedKeys(ctx context.Context, bucket int) (outbox.ParkedSet, error) {
-	set, err := s.Quarantine.ParkedKeys(ctx, bucket)
-	s.env.sim.parkedRead(s.env, bucket)
+func (e *env) parkedKeys(ctx context.Context, bucket int, next func(context.Context, int) (outbox.ParkedSet, error)) (outbox.ParkedSet, error) {
+	set, err := next(ctx, bucket)
+	e.sim.parkedRead(e, bucket)
 	return set, err
 }
 
 // errThrottledRenewal is a renewal refused by throttling (FaultParkLate).
 var errThrottledRenewal = errors.New("fleetsim: RenewLeases throttled (ProvisionedThroughputExceededException)")
 
-// DeleteReplayed implements outbox.Quarantine; it counts the replays a
-// relay under PoisonBlock carried out.
-func (s quarantineStore) DeleteReplayed(ctx context.Context, bucket int, msgs []outbox.Message) error {
-	err := s.Quarantine.DeleteReplayed(ctx, bucket, msgs)
-	if e := s.env; err == nil && e.blockPolicy() {
+// deleteReplayed counts the replays a relay under PoisonBlock carried out.
+func (e *env) deleteReplayed(ctx context.Context, bucket int, msgs []outbox.Message, next func(context.Context, int, []outbox.Message) error) error {
+	err := next(ctx, bucket, msgs)
+	if err == nil && e.blockPolicy() {
 		e.sim.hit(causeBlockHolds, len(msgs))
 		e.sim.trace.add("replayed", e.id, bucket, "%s under block", seqRange(msgs))
 	}

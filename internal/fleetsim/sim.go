@@ -276,7 +276,7 @@ func (s *sim) setup() error {
 	}
 	storeOpts := fn.StoreOptions()
 	storeOpts.Hooks, storeOpts.Logger = []outbox.Hook{observer{s}}, slog.New(slog.DiscardHandler)
-	create := storeOpts
+	create := storeOpts.Options
 	create.Clock = outbox.SystemClock{}
 	if err := outboxddb.CreateIfNotExists(ctx, s.ddb.Client, create); err != nil {
 		return err
@@ -308,14 +308,16 @@ func (s *sim) setup() error {
 	s.phases = genPhases(cfg)
 	s.faults = genFaults(cfg, s.phases)
 
-	writerOpts := storeOpts
-	writerOpts.Clock = s.clock
+	writerOpts := fn.WriterOptions()
+	writerOpts.Options, writerOpts.Clock = storeOpts.Options, s.clock
 	writerOpts.Notifier = s
 	if err := s.newFunctions(fn); err != nil {
 		return err
 	}
 	if cfg.quarantine() {
-		if s.replayStore, err = outboxddb.NewStore(s.newClient("operator", nil), writerOpts); err != nil {
+		operator := storeOpts
+		operator.Clock = s.clock
+		if s.replayStore, err = outboxddb.NewStore(s.newClient("operator", nil), operator); err != nil {
 			return err
 		}
 	}
@@ -346,7 +348,7 @@ func dynamoOptions(cfg Config) []outboxlocal.DynamoOption {
 }
 
 // startWriters starts the writer processes, each with its own client.
-func (s *sim) startWriters(opts outboxddb.Options) error {
+func (s *sim) startWriters(opts outboxddb.WriterOptions) error {
 	for i := range s.cfg.Writers {
 		client := s.newClient(fmt.Sprintf("writer-%d", i), nil)
 		w, err := outboxddb.NewWriter(client, opts)

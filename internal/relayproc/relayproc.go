@@ -24,7 +24,7 @@ type Config struct {
 	DynamoDB outboxddb.Client
 	// Store are the store's options; its Clock and Logger default to the
 	// relay's.
-	Store outboxddb.Options
+	Store outboxddb.StoreOptions
 	// Publisher is a publisher shared with other relays: the process uses
 	// it and does not close it. When nil, the process makes its own from
 	// Kafka, and InitPublisher initialises it at once, so that an

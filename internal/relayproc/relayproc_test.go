@@ -37,7 +37,7 @@ func TestProc(t *testing.T) {
 			if err := ddb.CreateTable(ctx, sopts.TableName); err != nil {
 				t.Fatal(err)
 			}
-			writer, err := outboxddb.NewWriter(ddb.Client, sopts)
+			writer, err := outboxddb.NewWriter(ddb.Client, outboxddb.WriterOptions{Options: sopts})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -51,7 +51,7 @@ func TestProc(t *testing.T) {
 				}
 			}
 			cfg := Config{
-				DynamoDB: ddb.Client, Store: sopts, InitPublisher: true,
+				DynamoDB: ddb.Client, Store: outboxddb.StoreOptions{Options: sopts}, InitPublisher: true,
 				Kafka:  outboxkafka.Config{Brokers: kafka.Brokers, ExtraOpts: kafka.ClientOpts()},
 				Relay:  outbox.RelayOptions{RelayID: "relay-a", BucketCount: 4},
 				Logger: slog.New(slog.DiscardHandler),
@@ -121,7 +121,7 @@ func TestProc(t *testing.T) {
 			}
 			old := outboxddb.Options{TableName: table, BucketCount: 2}
 			next := outboxddb.Options{TableName: table, BucketCount: 4, KeyPrefix: "OUTBOX2"}
-			oldStore, err := outboxddb.NewStore(ddb.Client, old)
+			oldStore, err := outboxddb.NewStore(ddb.Client, outboxddb.StoreOptions{Options: old})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -129,7 +129,7 @@ func TestProc(t *testing.T) {
 			if _, err := oldStore.OpenGeneration(ctx, succ); err != nil {
 				t.Fatal(err)
 			}
-			writer, err := outboxddb.NewWriter(ddb.Client, next)
+			writer, err := outboxddb.NewWriter(ddb.Client, outboxddb.WriterOptions{Options: next})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -141,7 +141,7 @@ func TestProc(t *testing.T) {
 				t.Fatal(err)
 			}
 			p, err := New(ctx, Config{
-				DynamoDB: ddb.Client, Store: next, InitPublisher: true,
+				DynamoDB: ddb.Client, Store: outboxddb.StoreOptions{Options: next}, InitPublisher: true,
 				Kafka:  outboxkafka.Config{Brokers: kafka.Brokers, ExtraOpts: kafka.ClientOpts()},
 				Relay:  outbox.RelayOptions{RelayID: "relay-next", BucketCount: 4},
 				Logger: slog.New(slog.DiscardHandler),

@@ -17,14 +17,15 @@ func TestDependencies(t *testing.T) {
 	// not import the core: the core and the stores call it, never the reverse.
 	// The generation protocol (outbox/generation) builds on the core and
 	// imports nothing else, so a service that changes its bucket count links
-	// no more than the core. The module's one interruptible wait
-	// (internal/sleep) is held to the standard library too, so the core may
-	// share it with everything else instead of exporting it.
+	// no more than the core. The library's one interruptible wait
+	// (outbox/internal/sleep) is held to the standard library too, so the
+	// core may share it with the other library packages instead of
+	// exporting it.
 	t.Run("AreStandardLibraryOnly", func(t *testing.T) {
 		t.Parallel()
 		const module = "github.com/spillway-dev/spillway"
 		murmur2 := module + "/outbox/internal/murmur2"
-		sleep := module + "/internal/sleep"
+		sleep := module + "/outbox/internal/sleep"
 		for _, c := range []struct {
 			dir, self string
 			// own are the module's packages it may import.
@@ -33,7 +34,7 @@ func TestDependencies(t *testing.T) {
 			{"../../outbox", module + "/outbox", []string{module + "/outbox/lease", murmur2, sleep}},
 			{"../../outbox/lease", module + "/outbox/lease", []string{murmur2}},
 			{"../../outbox/generation", module + "/outbox/generation", []string{module + "/outbox", module + "/outbox/lease", murmur2, sleep}},
-			{"../../internal/sleep", sleep, nil},
+			{"../../outbox/internal/sleep", sleep, nil},
 		} {
 			t.Run(c.self, func(t *testing.T) {
 				t.Parallel()
@@ -74,8 +75,9 @@ func TestDependencies(t *testing.T) {
 	// embedded backends for its local commands (run, bench) but never the
 	// testing package nor the lab's simulated studies, which run only inside
 	// testing/synctest bubbles; the Lambda functions link neither test code nor the embedded servers; a
-	// service's writer with wake-ups (outboxddb with outboxwake) links neither
-	// Kafka nor a tracing SDK; the in-memory store (outboxmem) links neither testing nor
+	// service's writer with wake-ups (outboxwake, which builds it) links neither
+	// Kafka nor a tracing SDK, and a store-only user of outboxddb links no
+	// Lambda client either; the in-memory store (outboxmem) links neither testing nor
 	// an AWS SDK, so services may link it.
 	t.Run("BinaryDependencies", func(t *testing.T) {
 		t.Parallel()
@@ -98,7 +100,8 @@ func TestDependencies(t *testing.T) {
 			{"../../outbox/outboxwake", "", append([]string{"github.com/twmb/franz-go/pkg/kgo", "github.com/aws/aws-xray-sdk-go/xray",
 				"go.opentelemetry.io/otel", module + "/outbox/outboxlambda"}, embedded...), "github.com/aws/aws-sdk-go-v2/service/lambda"},
 			{"../../outbox/outboxddb", "", append([]string{"github.com/twmb/franz-go/pkg/kgo", "github.com/aws/aws-xray-sdk-go/xray",
-				"go.opentelemetry.io/otel", module + "/outbox/outboxlambda"}, embedded...), module + "/outbox/outboxwake"},
+				"go.opentelemetry.io/otel", module + "/outbox/outboxlambda", module + "/outbox/outboxwake",
+				"github.com/aws/aws-sdk-go-v2/service/lambda"}, embedded...), "github.com/aws/aws-sdk-go-v2/service/dynamodb"},
 		} {
 			t.Run(c.dir+" "+c.tags, func(t *testing.T) {
 				t.Parallel()

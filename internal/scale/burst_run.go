@@ -20,6 +20,7 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxlambda"
 	"github.com/spillway-dev/spillway/outbox/outboxmem"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
 	"github.com/spillway-dev/spillway/outbox/outboxwake"
 )
 
@@ -194,7 +195,10 @@ func (b *burst) newFunction() (*lambdasim.Function[*lab.RelayEnv], error) {
 			return &lab.Publisher{InitLatency: publisherInit, Acked: b.acked}
 		},
 		Store: func(env *lab.RelayEnv, store *outboxddb.Store) outbox.Store {
-			return &relayStore{Store: store, ddb: store, b: b, id: env.RelayID}
+			return b.relayStore(env.RelayID, store)
+		},
+		HandlerConfig: func(env *lab.RelayEnv, hc *outboxlambda.RelayHandlerConfig) {
+			hc.Hooks = append(hc.Hooks, roundNotes{b})
 		},
 		// Invocations the emulator starts together (wake-ups retried at
 		// the same instant) would otherwise send their requests at the
@@ -336,67 +340,65 @@ func (b *burst) countLeftOwned(ctx context.Context) error {
 	return nil
 }
 
-// relayStore is an environment's store. Its lease calls go to its
-// outboxddb.Store on the backend and are noted for the report; its
-// messages are the burst's in memory, read and deleted at once and not
-// charged: the burst measures the coordination partition, not the message
-// partitions.
-type relayStore struct {
-	outbox.Store // the outboxddb.Store, for the lease calls not noted
-	ddb          *outboxddb.Store
-	b            *burst
-	id           string
+// relayStore is environment id's store, observed (outboxtest.ObservedStore):
+// its lease calls go to its outboxddb.Store on the backend, and releases
+// and claim checks are noted for the report (rounds through the relay's
+// hook, roundNotes); its messages are the
+// burst's in memory, read and deleted at once and not charged: the burst
+// measures the coordination partition, not the message partitions. It
+// serves the trust check's narrower reads as the relay function's store
+// does.
+func (b *burst) relayStore(id string, ddb *outboxddb.Store) outbox.Store {
+	return outboxtest.Observe(outboxtest.ObservedStore{
+		Store: struct {
+			outbox.Store
+			outbox.CoverageReader
+			outbox.LeaseReader
+		}{ddb, ddb, ddb},
+		ReleaseLeasesFunc: func(ctx context.Context, relayID string, next func(context.Context, string) (lease.Release, error)) (lease.Release, error) {
+			rel, err := next(ctx, relayID)
+			b.noteRelease(id, rel)
+			return rel, err
+		},
+		// The second read of a trust check that left its buckets to a
+		// claiming peer (the relay's claim confirmation) is a claim check.
+		ReadLeasesFunc: func(ctx context.Context, buckets []int, next func(context.Context, []int) ([]lease.State, error)) ([]lease.State, error) {
+			b.mu.Lock()
+			b.rep.ClaimChecks++
+			b.mu.Unlock()
+			return next(ctx, buckets)
+		},
+		PendingBucketsFunc: func(ctx context.Context, buckets []int, _ func(context.Context, []int) ([]int, error)) ([]int, error) {
+			return b.messages.PendingBuckets(ctx, buckets)
+		},
+		FetchBatchFunc: func(ctx context.Context, bucket, limit int, _ func(context.Context, int, int) ([]outbox.Message, error)) ([]outbox.Message, error) {
+			return b.messages.FetchBatch(ctx, bucket, limit)
+		},
+		MarkPublishedFunc: func(ctx context.Context, bucket int, msgs []outbox.Message, _ func(context.Context, int, []outbox.Message) error) error {
+			return b.messages.MarkPublished(ctx, bucket, msgs)
+		},
+		BacklogFunc: func(ctx context.Context, _ func(context.Context) (outbox.Backlog, error)) (outbox.Backlog, error) {
+			return b.messages.Backlog(ctx)
+		},
+	})
 }
 
-var (
-	_ outbox.Store          = (*relayStore)(nil)
-	_ outbox.CoverageReader = (*relayStore)(nil)
-	_ outbox.LeaseReader    = (*relayStore)(nil)
-)
+// roundNotes notes each relay's rounds for the report, as the relay
+// installs them.
+type roundNotes struct{ b *burst }
 
-func (s *relayStore) AcquireLeases(ctx context.Context, req lease.Request, rs lease.RoundState) (lease.Acquisition, error) {
-	acq, err := s.ddb.AcquireLeases(ctx, req, rs)
+// OnRound implements outbox.HookLease.
+func (n roundNotes) OnRound(relayID string, _ time.Duration, acq lease.Acquisition, err error) {
 	if err == nil {
-		s.b.noteRound(s.id, acq)
+		n.b.noteRound(relayID, acq)
 	}
-	return acq, err
 }
 
-func (s *relayStore) ReleaseLeases(ctx context.Context, req lease.Request) (lease.Release, error) {
-	rel, err := s.ddb.ReleaseLeases(ctx, req)
-	s.b.noteRelease(s.id, rel)
-	return rel, err
-}
+// OnLeases implements outbox.HookLease.
+func (roundNotes) OnLeases(string, int, int, int) {}
 
-// ReadCoverage passes the trust check's read of the hinted leases and the
-// heartbeats through, as the relay function's store serves it.
-func (s *relayStore) ReadCoverage(ctx context.Context, buckets []int) (lease.Coordination, bool, error) {
-	return s.ddb.ReadCoverage(ctx, buckets)
-}
+// OnLeaseLost implements outbox.HookLease.
+func (roundNotes) OnLeaseLost(string, int, outbox.LossReason) {}
 
-// ReadLeases is the second read of a trust check that left its buckets to
-// a claiming peer (the relay's claim confirmation): it counts a claim check.
-func (s *relayStore) ReadLeases(ctx context.Context, buckets []int) ([]lease.State, error) {
-	s.b.mu.Lock()
-	s.b.rep.ClaimChecks++
-	s.b.mu.Unlock()
-	return s.ddb.ReadLeases(ctx, buckets)
-}
-
-// PendingBuckets, FetchBatch, MarkPublished and Backlog go to the burst's
-// in-memory messages.
-func (s *relayStore) PendingBuckets(ctx context.Context, buckets []int) ([]int, error) {
-	return s.b.messages.PendingBuckets(ctx, buckets)
-}
-
-func (s *relayStore) FetchBatch(ctx context.Context, bucket, limit int) ([]outbox.Message, error) {
-	return s.b.messages.FetchBatch(ctx, bucket, limit)
-}
-
-func (s *relayStore) MarkPublished(ctx context.Context, bucket int, msgs []outbox.Message) error {
-	return s.b.messages.MarkPublished(ctx, bucket, msgs)
-}
-
-func (s *relayStore) Backlog(ctx context.Context) (outbox.Backlog, error) {
-	return s.b.messages.Backlog(ctx)
-}
+// OnReleaseSkipped implements outbox.HookLease.
+func (roundNotes) OnReleaseSkipped(string, int) {}

@@ -70,11 +70,11 @@ func newFleet(cfg Config, client outboxddb.Client, table string, start time.Time
 			continue
 		}
 		seen[id] = true
-		store, err := outboxddb.NewStore(client, outboxddb.Options{
+		store, err := outboxddb.NewStore(client, outboxddb.StoreOptions{Options: outboxddb.Options{
 			TableName:   table,
 			BucketCount: cfg.Buckets,
 			Logger:      slog.New(slog.DiscardHandler),
-		})
+		}})
 		if err != nil {
 			return nil, err
 		}
@@ -82,6 +82,14 @@ func newFleet(cfg Config, client outboxddb.Client, table string, start time.Time
 		f.relays = append(f.relays, &relay{id: id, store: store, first: start.Add(phase), seed: len(f.relays) < cfg.SeedRelays})
 	}
 	return f, nil
+}
+
+// acquire runs one lease round of req over store as a relay runs it
+// (lease.AcquireRound), at the store clock's now, logging to the store's
+// logger.
+func acquire(ctx context.Context, store *outboxddb.Store, req lease.Request, st lease.RoundState) (lease.Acquisition, error) {
+	o := store.Options()
+	return lease.AcquireRound(ctx, store, o.Logger, o.Clock.Now(), req, st)
 }
 
 // round runs r's acquisition round due at now.
@@ -92,7 +100,7 @@ func (f *fleet) round(ctx context.Context, r *relay, now time.Time) (lease.Acqui
 		// every owned lease every round.
 		req.RenewInterval = f.cfg.LeaseRenewInterval
 	}
-	acq, err := r.store.AcquireLeases(ctx, req, r.rounds)
+	acq, err := acquire(ctx, r.store, req, r.rounds)
 	r.rounds.Standby, r.rounds.Settled = acq.Standby, acq.Settled
 	if r.seed {
 		r.rounds.Settled = lease.Settled{}

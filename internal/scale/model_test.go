@@ -92,7 +92,7 @@ func testModelChargesRefusalsPrunesAndReleases(t *testing.T) {
 	for i, be := range backends {
 		stores[i] = map[string]*outboxddb.Store{}
 		for _, id := range []string{"relay-a", "relay-b", "relay-c"} {
-			s, err := outboxddb.NewStore(be.client(), outboxddb.Options{TableName: be.table(), BucketCount: 8, Clock: clock, Logger: slog.New(slog.DiscardHandler)})
+			s, err := outboxddb.NewStore(be.client(), outboxddb.StoreOptions{Options: outboxddb.Options{TableName: be.table(), BucketCount: 8, Clock: clock, Logger: slog.New(slog.DiscardHandler)}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -131,10 +131,10 @@ func testModelChargesRefusalsPrunesAndReleases(t *testing.T) {
 			req := lease.Request{RelayID: step.relay, BucketCount: 8, LeaseDuration: leaseDur}
 			var err error
 			if step.stop {
-				_, err = s.ReleaseLeases(ctx, req)
+				_, err = s.ReleaseLeases(ctx, req.RelayID)
 			} else {
 				var acq lease.Acquisition
-				acq, err = s.AcquireLeases(ctx, req, rounds[s])
+				acq, err = acquire(ctx, s, req, rounds[s])
 				st := lease.RoundState{Round: rounds[s].Round, Standby: acq.Standby}
 				if !acq.Rested {
 					st.Round++

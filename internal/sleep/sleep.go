@@ -1,8 +1,10 @@
-// Package sleep is the module's one interruptible wait: the relay's, the
-// stores' and writers' retries, the generation relay's polls and the
-// simulations' latencies all wait through For, so a wait that ignores its
-// caller's end cannot creep in anywhere. It imports only the standard
-// library, so the core may use it and stay free of other dependencies.
+// Package sleep is the lab's and the CLI's interruptible wait: the
+// simulations' latencies, stalls and backoffs and the CLI drain's retries
+// wait through For, so a wait that ignores its caller's end cannot creep
+// in. It is the library's (outbox/internal/sleep) on this side of the
+// ship/test line: the library imports nothing from the repository's
+// internal/, and Go's internal rule keeps the lab out of the library's
+// internals (docs/development.md, "What ships and what tests").
 package sleep
 
 import "time"

@@ -30,8 +30,8 @@ const (
 	kindMessageWrite = "message write"
 )
 
-// storeMethod names the outbox.Store call a request belongs to; envStore
-// puts it in the context so the classifier can tell a keep from a renewal.
+// storeMethod names the outbox.Store call a request belongs to; the
+// environment's observed store (newEnvStore) puts it in the context so the classifier can tell a keep from a renewal.
 type storeMethod string
 
 type storeMethodKey struct{}

@@ -2,12 +2,14 @@ package steady
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/spillway-dev/spillway/internal/lab"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
 // env is what the ledger tracks of one execution environment of the relay
@@ -22,76 +24,116 @@ type env struct {
 	running bool
 	owned   []int
 	leaseAt time.Time
+
+	// renewal is the start of a renewal whose writes were accepted and
+	// whose heartbeat is to come; renewing says one is.
+	mu       sync.Mutex
+	renewal  time.Time
+	renewing bool
+}
+
+func (e *env) renewalStarted(start time.Time) {
+	e.mu.Lock()
+	e.renewal, e.renewing = start, true
+	e.mu.Unlock()
+}
+
+func (e *env) renewalEnded() (start time.Time, renewing bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	start, renewing = e.renewal, e.renewing
+	e.renewing = false
+	return start, renewing
 }
 
 // envOf returns the ledger's record of a relay function's environment.
 func envOf(re *lab.RelayEnv) *env { return re.State.(*env) }
 
 // newEnvStore is the relay function's store hook: environment re's store
-// reports to the ledger through an envStore.
+// (an outboxtest.ObservedStore) names the store call in the context of its
+// requests (for the classifier) and tells the ledger of the relay's
+// renewals and releases; its rounds reach the ledger through the relay's
+// hook (roundHook). It serves the outboxddb.Store's trust-check reads
+// (outbox.CoverageReader, outbox.LeaseReader) as the relay function's
+// store does, so a trust check reads what it reads when deployed.
 func (s *sim) newEnvStore(re *lab.RelayEnv, store *outboxddb.Store) outbox.Store {
 	e := &env{relayID: re.RelayID}
 	re.State = e
-	return &envStore{Store: store, ddb: store, env: e, s: s}
+	return outboxtest.Observe(outboxtest.ObservedStore{
+		Store: struct {
+			outbox.Store
+			outbox.CoverageReader
+			outbox.LeaseReader
+		}{store, store, store},
+		Call: func(ctx context.Context, c outboxtest.StoreCall, next func(context.Context) error) error {
+			if m, ok := storeMethods[c.Method]; ok {
+				ctx = withMethod(ctx, m)
+			}
+			return next(ctx)
+		},
+		WriteLeasesFunc: func(ctx context.Context, relayID string, op lease.Op, writes []lease.Write, next func(context.Context, string, lease.Op, []lease.Write) ([]int, []int, error)) ([]int, []int, error) {
+			if op != lease.OpRenew {
+				return next(ctx, relayID, op, writes)
+			}
+			start := s.clock.Now()
+			accepted, refused, err := next(withMethod(ctx, methodRenew), relayID, op, writes)
+			if err != nil || len(refused) > 0 {
+				s.ledger.renewed(e, start, s.clock.Now(), false, err)
+			} else {
+				e.renewalStarted(start)
+			}
+			return accepted, refused, err
+		},
+		// The heartbeat that ends a renewal (lease.Renew) ends it for the
+		// ledger too.
+		HeartbeatFunc: func(ctx context.Context, relayID string, now time.Time, keepsAhead bool, next func(context.Context, string, time.Time, bool) (bool, error)) (bool, error) {
+			start, renewing := e.renewalEnded()
+			recorded, err := next(ctx, relayID, now, keepsAhead)
+			if renewing {
+				s.ledger.renewed(e, start, s.clock.Now(), err == nil, err)
+			}
+			return recorded, err
+		},
+		ReleaseLeasesFunc: func(ctx context.Context, relayID string, next func(context.Context, string) (lease.Release, error)) (lease.Release, error) {
+			s.ledger.releasing(e, s.clock.Now())
+			return next(ctx, relayID)
+		},
+	})
 }
 
-// envStore is an environment's outbox.Store: it names the store call in the
-// context of its requests (for the classifier) and tells the ledger what
-// the relay now believes it owns, as the engine does: from the
-// start of a successful round or renewal, until a release starts, a round
-// fails or a renewal is refused. It serves the outboxddb.Store's optional
-// interfaces (outbox.CoverageReader, outbox.LeaseReader) as the relay
-// function's store does, so a trust check reads what it reads when
-// deployed.
-type envStore struct {
-	// Store is the environment's outboxddb.Store, whose message calls
-	// (fetch, delete, backlog) pass through as they are.
-	outbox.Store
-	ddb *outboxddb.Store
-	env *env
-	s   *sim
+// storeMethods names the store calls whose requests the classifier sorts:
+// a round's reads and lease writes (a renewal's writes are named apart),
+// the stop, the trust check's reads; the message calls (fetch, delete,
+// backlog, probes) are left unnamed.
+var storeMethods = map[string]storeMethod{
+	"Snapshot":         methodAcquire,
+	"Heartbeats":       methodAcquire,
+	"WriteLeases":      methodAcquire,
+	"ReleaseLeases":    methodRelease,
+	"ReadCoordination": methodRead,
+	"ReadCoverage":     methodRead,
+	"ReadLeases":       methodRead,
 }
 
-var (
-	_ outbox.Store          = (*envStore)(nil)
-	_ outbox.CoverageReader = (*envStore)(nil)
-	_ outbox.LeaseReader    = (*envStore)(nil)
-)
-
-func (st *envStore) AcquireLeases(ctx context.Context, req lease.Request, rs lease.RoundState) (lease.Acquisition, error) {
-	start := st.s.clock.Now()
-	acq, err := st.Store.AcquireLeases(withMethod(ctx, methodAcquire), req, rs)
-	st.s.ledger.acquired(st.env, start, st.s.clock.Now(), acq, err)
-	return acq, err
+// roundHook tells the ledger of environment e's rounds: what the relay
+// believes it owns from the start of a successful round, nothing after a
+// failed one.
+type roundHook struct {
+	s *sim
+	e *env
 }
 
-func (st *envStore) RenewLeases(ctx context.Context, req lease.Request, buckets []int) (bool, error) {
-	start := st.s.clock.Now()
-	ok, err := st.Store.RenewLeases(withMethod(ctx, methodRenew), req, buckets)
-	st.s.ledger.renewed(st.env, start, st.s.clock.Now(), ok, err)
-	return ok, err
+// OnRound implements outbox.HookLease.
+func (h roundHook) OnRound(_ string, took time.Duration, acq lease.Acquisition, err error) {
+	now := h.s.clock.Now()
+	h.s.ledger.acquired(h.e, now.Add(-took), now, acq, err)
 }
 
-func (st *envStore) ReleaseLeases(ctx context.Context, req lease.Request) (lease.Release, error) {
-	st.s.ledger.releasing(st.env, st.s.clock.Now())
-	return st.Store.ReleaseLeases(withMethod(ctx, methodRelease), req)
-}
+// OnLeases implements outbox.HookLease.
+func (roundHook) OnLeases(string, int, int, int) {}
 
-func (st *envStore) ReadCoordination(ctx context.Context) (lease.Coordination, error) {
-	return st.Store.ReadCoordination(withMethod(ctx, methodRead))
-}
+// OnLeaseLost implements outbox.HookLease.
+func (roundHook) OnLeaseLost(string, int, outbox.LossReason) {}
 
-// ReadCoverage passes the trust check's read of the hinted buckets'
-// leases and the heartbeats through to the store (outbox.CoverageReader).
-// With the study's 8 buckets it is the whole coordination partition: a
-// narrower read would cost as much.
-func (st *envStore) ReadCoverage(ctx context.Context, buckets []int) (lease.Coordination, bool, error) {
-	return st.ddb.ReadCoverage(withMethod(ctx, methodRead), buckets)
-}
-
-// ReadLeases passes the trust check's second look at a bucket left to a
-// claiming peer through to the store (outbox.LeaseReader), as the relay
-// function's store serves it.
-func (st *envStore) ReadLeases(ctx context.Context, buckets []int) ([]lease.State, error) {
-	return st.ddb.ReadLeases(withMethod(ctx, methodRead), buckets)
-}
+// OnReleaseSkipped implements outbox.HookLease.
+func (roundHook) OnReleaseSkipped(string, int) {}

@@ -42,7 +42,8 @@ func (s *sim) newLambda() (*lambdasim.Function[*lab.RelayEnv], error) {
 			return &lab.Publisher{InitLatency: lat.KafkaInit, PingLatency: lat.Kafka, Latency: lat.Kafka, Acked: s.ledger.acked}
 		},
 		Store: s.newEnvStore,
-		HandlerConfig: func(_ *lab.RelayEnv, hc *outboxlambda.RelayHandlerConfig) {
+		HandlerConfig: func(re *lab.RelayEnv, hc *outboxlambda.RelayHandlerConfig) {
+			hc.Hooks = append(hc.Hooks, roundHook{s, envOf(re)})
 			if s.bell != nil {
 				hc.Doorbell = s.bell.Listener()
 			}

@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/spillway-dev/spillway/internal/lab"
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
@@ -130,12 +131,18 @@ func testRequestsAreClassifiedByKind(t *testing.T) {
 	}
 	t.Cleanup(s.stop)
 	before := ddb.Counter.Snapshot()
-	relay := func(id string) *envStore {
-		store, err := outboxddb.NewStore(s.client, outboxddb.Options{TableName: table, Clock: s.clock})
+	type relayStore struct {
+		outbox.Store
+		hook roundHook
+	}
+	relay := func(id string) relayStore {
+		store, err := outboxddb.NewStore(s.client, outboxddb.StoreOptions{Options: outboxddb.Options{TableName: table, Clock: s.clock}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &envStore{Store: store, ddb: store, env: &env{relayID: id}, s: s}
+		re := &lab.RelayEnv{RelayID: id}
+		st := s.newEnvStore(re, store)
+		return relayStore{st, roundHook{s, envOf(re)}}
 	}
 	req := func(id string) lease.Request {
 		return lease.Request{RelayID: id, BucketCount: 8, LeaseDuration: 30 * time.Second}
@@ -149,23 +156,30 @@ func testRequestsAreClassifiedByKind(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// round runs a relay's round as the relay does, telling the ledger
+	// through the relay's hook.
+	round := func(r relayStore, id string, st lease.RoundState) lease.Acquisition {
+		t.Helper()
+		start := s.clock.Now()
+		acq, err := lease.AcquireRound(ctx, r, nil, start, req(id), st)
+		r.hook.OnRound(id, s.clock.Now().Sub(start), acq, err)
+		must(err)
+		return acq
+	}
 
-	_, err = a.AcquireLeases(ctx, req("relay-a"), lease.RoundState{}) // heartbeat, read, 8 claims
-	must(err)
-	_, err = a.RenewLeases(ctx, req("relay-a"), all) // 8 renewals, heartbeat
+	round(a, "relay-a", lease.RoundState{})                          // heartbeat, read, 8 claims
+	_, err = lease.Renew(ctx, a, s.clock.Now(), req("relay-a"), all) // 8 renewals, heartbeat
 	must(err)
 	time.Sleep(10 * time.Second)
-	_, err = a.AcquireLeases(ctx, req("relay-a"), lease.RoundState{Round: 1}) // heartbeat, read, 8 keeps
-	must(err)
-	time.Sleep(60 * time.Second) // past the warm-up; relay-a's leases lapsed
-	if ok, err := b.RenewLeases(ctx, req("relay-b"), []int{0}); err != nil || ok {
+	round(a, "relay-a", lease.RoundState{Round: 1}) // heartbeat, read, 8 keeps
+	time.Sleep(60 * time.Second)                    // past the warm-up; relay-a's leases lapsed
+	if ok, err := lease.Renew(ctx, b, s.clock.Now(), req("relay-b"), []int{0}); err != nil || ok {
 		t.Fatalf("renewal of a bucket relay-b never held: %v %v, want refused", ok, err)
 	}
-	_, err = a.ReleaseLeases(ctx, req("relay-a")) // stamp, read, 8 releases, read
+	_, err = a.ReleaseLeases(ctx, "relay-a") // stamp, read, 8 releases, read
 	must(err)
 	time.Sleep(31 * time.Second)
-	acq, err := b.AcquireLeases(ctx, req("relay-b"), lease.RoundState{}) // heartbeat, read, 8 claims, prune relay-a
-	must(err)
+	acq := round(b, "relay-b", lease.RoundState{}) // heartbeat, read, 8 claims, prune relay-a
 	_, err = b.ReadCoordination(ctx)
 	must(err)
 

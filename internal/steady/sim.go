@@ -147,7 +147,7 @@ func (s *sim) build(ddb *outboxlocal.DynamoDB) error {
 	if s.lambda, err = s.newLambda(); err != nil {
 		return err
 	}
-	opts := fn.StoreOptions()
+	opts := fn.WriterOptions()
 	opts.Clock, opts.Logger = s.clock, discardLogger
 	if !cfg.WithoutWakeUps {
 		if s.notifier, err = s.newWriterNotifier(); err != nil {

@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 
-	"github.com/spillway-dev/spillway/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/internal/sleep"
 )
 
 // RelayConfig wires a relay that serves a previous and a current

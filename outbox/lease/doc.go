@@ -1,9 +1,11 @@
-// Package lease is Spillway's lease protocol: the acquisition round, its
-// planner and fair shares, the trust and claim-window rules, and the tick
-// timestamps the table stores. It imports only the standard library and
-// nothing of Spillway, so the seam points one way: the relay engine
-// (package outbox) and every store (outboxddb, outboxmem) call into it,
-// and a store never calls back into the engine.
+// Package lease is Spillway's lease protocol: the acquisition round and the
+// renewal, its planner and fair shares, the trust and claim-window rules,
+// the relay's book of what it holds (Book), and the tick timestamps the
+// table stores. It imports only the standard library and nothing of
+// Spillway, and the seam points one way: the relay engine (package outbox)
+// runs the protocol over its store's primitives (IO), and a store (outboxddb,
+// outboxmem) only sends the requests it is given, never calling into the
+// protocol or back into the engine.
 //
 // Time is always an input: every decision takes a now, so every rule is a
 // pure function table-tested with literal times, and the planner's golden

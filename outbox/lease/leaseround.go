@@ -91,6 +91,11 @@ const (
 	// OpClaim takes a free lease: no owner, no expiry, or an expiry at
 	// or before Now.
 	OpClaim Op = "claim"
+	// OpRenew extends an owned lease outside a round (Renew): the owner
+	// must be unchanged and the lease must last beyond Now, so a renewal
+	// never revives a lapsed lease, and the new expiry must not move it
+	// backwards.
+	OpRenew Op = "renew"
 )
 
 // Write is one conditional lease write, complete: a store sends it as

@@ -8,9 +8,11 @@ import (
 	"time"
 )
 
-// IO is what a store does for an acquisition round: it sends the
-// requests it is given and decides nothing. The protocol — when to rest,
-// what to keep, release, claim and prune — is AcquireRound's.
+// IO is a store's lease primitives, the one-way seam between the protocol
+// and a table: a store sends the requests it is given and decides nothing.
+// The protocol — when to rest, what to keep, release, claim, renew and
+// prune — is AcquireRound's and Renew's, which the relay runs over its
+// store (outbox.Store embeds IO).
 type IO interface {
 	// Heartbeat writes relayID's heartbeat at now, conditional on moving it
 	// forward, with the keep-ahead mark when keepsAhead

@@ -42,7 +42,7 @@ type BucketSample struct {
 	// Oldest is the CreatedAt of the bucket's head; zero when empty.
 	Oldest time.Time
 	// Parked counts the bucket's parked messages, capped like Pending;
-	// zero unless Options.CountParked.
+	// zero unless StoreOptions.CountParked.
 	Parked int64
 }
 

@@ -19,7 +19,7 @@ func TestBeyond(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(t)
 			e.withoutLayout(t)
-			w := e.writer(t, func(o *Options) { o.BucketCount = 16 })
+			w := e.writer(t, func(o *WriterOptions) { o.BucketCount = 16 })
 			enqueue(t, w, 3, 1)
 			enqueue(t, w, 10, 2)
 			enqueue(t, w, 12, 1)
@@ -66,8 +66,8 @@ func TestBeyond(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(t)
 			e.withoutLayout(t)
-			big := e.store(t, func(o *Options) { o.BucketCount = 16 })
-			if _, err := big.AcquireLeases(t.Context(), lease.Request{RelayID: "drain-16", BucketCount: 16, LeaseDuration: fleetLease}, lease.RoundState{}); err != nil {
+			big := e.store(t, func(o *StoreOptions) { o.BucketCount = 16 })
+			if _, err := big.acquire(t.Context(), lease.Request{RelayID: "drain-16", BucketCount: 16, LeaseDuration: fleetLease}, lease.RoundState{}); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := RecordLayout(t.Context(), e.client, e.opts, "operator", "test"); err != nil {
@@ -110,7 +110,7 @@ func TestBeyond(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(t)
 			e.withoutLayout(t)
-			big := e.writer(t, func(o *Options) { o.BucketCount = 16 })
+			big := e.writer(t, func(o *WriterOptions) { o.BucketCount = 16 })
 			var ids []outbox.MessageID
 			for i := range 30 {
 				m, err := big.Enqueue(t.Context(), newMessage(t, "t", "k"+strconv.Itoa(i), 10))
@@ -152,7 +152,7 @@ func TestBeyond(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(t)
 			e.withoutLayout(t)
-			eight, sixteen := e.writer(t), e.writer(t, func(o *Options) { o.BucketCount = 16 })
+			eight, sixteen := e.writer(t), e.writer(t, func(o *WriterOptions) { o.BucketCount = 16 })
 			enqueue(t, eight, 3, 1)
 			enqueue(t, sixteen, 3, 2)
 			enqueue(t, eight, 3, 1)

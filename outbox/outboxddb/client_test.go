@@ -55,7 +55,7 @@ func TestClient(t *testing.T) {
 			}
 			return &dynamodb.UpdateItemOutput{}, nil
 		}
-		acq, err := s.AcquireLeases(ctx, testLease, lease.RoundState{})
+		acq, err := s.acquire(ctx, testLease, lease.RoundState{})
 		if err != nil {
 			t.Fatalf("accepted claims reported failed: %v", err)
 		}

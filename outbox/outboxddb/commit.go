@@ -11,8 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/spillway-dev/spillway/internal/sleep"
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/internal/sleep"
 )
 
 // DefaultMaxCommitAttempts is how many times Commit builds and sends a
@@ -86,13 +86,13 @@ func (tx *Tx) Enqueue(msgs ...outbox.Message) error {
 }
 
 // Commit writes a business transaction and its messages all or nothing,
-// then wakes the relays (Options.Notifier) and returns the messages as
+// then wakes the relays (WriterOptions.Notifier) and returns the messages as
 // stored. build fills a fresh Tx on every attempt, so it must read the
 // state it decides on inside, as any optimistic transaction does.
 //
 // Each attempt reserves the messages' sequence numbers anew and sends one
 // TransactWriteItems: the business items in order, then the messages'
-// Puts, then the generation check with Options.GenerationCheck. A writer
+// Puts, then the generation check with WriterOptions.GenerationCheck. A writer
 // with a previous generation writes that one, with its check, as Enqueue
 // does; the attempt its seal refuses is built again for the new one. When
 // DynamoDB cancels it because a business item's condition failed or

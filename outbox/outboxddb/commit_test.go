@@ -17,11 +17,18 @@ import (
 )
 
 // commitEnv is an outbox table and a writer with a recording notifier.
-func commitEnv(t *testing.T, edit ...func(*Options)) (*env, *Writer, *recordingNotifier) {
+func commitEnv(t *testing.T, edit ...func(*WriterOptions)) (*env, *Writer, *recordingNotifier) {
 	t.Helper()
-	e := newEnv(t, edit...)
+	// The table is made with what the edits make of the shared options.
+	e := newEnv(t, func(o *Options) {
+		w := WriterOptions{Options: *o}
+		for _, ed := range edit {
+			ed(&w)
+		}
+		*o = w.Options
+	})
 	notifier := &recordingNotifier{}
-	w := e.writer(t, append([]func(*Options){func(o *Options) {
+	w := e.writer(t, append([]func(*WriterOptions){func(o *WriterOptions) {
 		o.Notifier, o.Topics = notifier, []string{"orders"}
 	}}, edit...)...)
 	return e, w, notifier
@@ -167,7 +174,7 @@ func TestCommit(t *testing.T) {
 
 	t.Run("GivesUpAfterMaxAttemptsWithAConflictError", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			e, w, notifier := commitEnv(t, func(o *Options) { o.MaxCommitAttempts = 3 })
+			e, w, notifier := commitEnv(t, func(o *WriterOptions) { o.MaxCommitAttempts = 3 })
 			msg, err := outbox.NewMessage("orders", []byte("order-1"), []byte("paid"), outbox.MessageOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -211,7 +218,7 @@ func TestCommit(t *testing.T) {
 	// its own count, on every path that enqueues.
 	t.Run("WriterAssignsTheBucketForItsOwnCount", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			e, w, _ := commitEnv(t, func(o *Options) { o.BucketCount = 16 })
+			e, w, _ := commitEnv(t, func(o *WriterOptions) { o.BucketCount = 16 })
 			// A key whose bucket differs between 8 and 16 buckets, so a writer
 			// that hashed for the default count would land it elsewhere.
 			var key []byte
@@ -234,7 +241,7 @@ func TestCommit(t *testing.T) {
 					return w.Commit(t.Context(), func(_ context.Context, tx *Tx) error { return tx.Enqueue(msg) })
 				},
 			}
-			store := e.store(t, func(o *Options) { o.BucketCount = 16 })
+			store := e.store(t, func(o *StoreOptions) { o.BucketCount = 16 })
 			for name, call := range calls {
 				stored, err := call()
 				if err != nil || len(stored) != 1 || stored[0].Bucket() != want {

@@ -23,17 +23,15 @@ func TestStoreContract(t *testing.T) {
 		d := outboxtest.NewDynamoDB(t)
 		opts := outboxddb.Options{TableName: outboxtest.CreateTable(t, d), BucketCount: bucketCount, Clock: clock,
 			Logger: slog.New(slog.DiscardHandler)}
-		store, err := outboxddb.NewStore(d.Client, opts)
+		store, err := outboxddb.NewStore(d.Client, outboxddb.StoreOptions{Options: opts})
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := outboxddb.NewWriter(d.Client, opts)
+		w, err := outboxddb.NewWriter(d.Client, outboxddb.WriterOptions{Options: opts})
 		if err != nil {
 			t.Fatal(err)
 		}
-		once := opts
-		once.MaxCommitAttempts = 1
-		abandoner, err := outboxddb.NewWriter(d.Client, once)
+		abandoner, err := outboxddb.NewWriter(d.Client, outboxddb.WriterOptions{Options: opts, MaxCommitAttempts: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +60,6 @@ func TestStoreContract(t *testing.T) {
 					return fmt.Errorf("a commit whose business condition fails: %v; want a conflict", err)
 				}
 				return nil
-			},
-			LeaseIO: store.LeaseIO()}
+			}}
 	})
 }

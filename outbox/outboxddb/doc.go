@@ -28,8 +28,8 @@
 // bucket count while the bucket count changes (Store.OpenGeneration,
 // SealGeneration, FinishGeneration), sort key PREDECESSOR names the
 // generation a new one replaces (Store.CheckServable). Writers switch at
-// the seal with Options.PreviousKeyPrefix, or are refused after it with
-// Options.GenerationCheck.
+// the seal with WriterOptions.PreviousKeyPrefix, or are refused after it with
+// WriterOptions.GenerationCheck.
 //
 // Timestamps are .NET UTC ticks. The layout, the attribute names and the
 // condition expressions are a contract shared with writers and relays in
@@ -48,9 +48,10 @@
 //
 // # Leases
 //
-// The lease protocol is package lease's (lease.AcquireRound, explained in
-// docs/protocol.md); Store.AcquireLeases only sends what it
-// plans. Each acquisition round writes a heartbeat, reads every lease and
+// The lease protocol is package lease's (lease.AcquireRound, lease.Renew,
+// explained in docs/protocol.md), which the relay runs over the store's
+// primitives (lease.IO: Heartbeat, Snapshot, Heartbeats, WriteLeases,
+// Prune); the store only sends what the protocol plans. Each acquisition round writes a heartbeat, reads every lease and
 // heartbeat with one strongly consistent query, and writes only the
 // relay's own part of the shared plan: relays that read the same state
 // write disjoint leases, so a healthy fleet makes no refused conditional

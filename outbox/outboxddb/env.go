@@ -7,7 +7,7 @@ import (
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 )
 
-// OptionsFromEnv reads a writer's or store's options from the variables the
+// WriterOptionsFromEnv reads a writer's options from the variables the
 // stack sets on its functions, so a service deployed next to the stack
 // shares them: SPILLWAY_TABLE (required), SPILLWAY_PARTITION_KEY,
 // SPILLWAY_SORT_KEY, SPILLWAY_KEY_PREFIX, SPILLWAY_BUCKET_COUNT,
@@ -16,22 +16,24 @@ import (
 // *outboxconf.VariableError naming the first unusable variable, or for what
 // no single variable decides (equal key attribute names) the options'
 // validation error; both match outbox.ErrMisconfigured.
-func OptionsFromEnv(getenv func(string) string) (Options, error) {
+func WriterOptionsFromEnv(getenv func(string) string) (WriterOptions, error) {
 	env := outboxconf.NewEnv(getenv)
-	o := Options{
-		TableName:       env.Required(outboxconf.EnvTable),
-		PartitionKey:    env.Name(outboxconf.EnvPartitionKey, DefaultPartitionKey),
-		SortKey:         env.Name(outboxconf.EnvSortKey, DefaultSortKey),
-		KeyPrefix:       env.Name(outboxconf.EnvKeyPrefix, DefaultKeyPrefix),
-		BucketCount:     env.Int(outboxconf.EnvBucketCount, outbox.DefaultBucketCount, 1, math.MaxInt32),
+	o := WriterOptions{
+		Options: Options{
+			TableName:    env.Required(outboxconf.EnvTable),
+			PartitionKey: env.Name(outboxconf.EnvPartitionKey, DefaultPartitionKey),
+			SortKey:      env.Name(outboxconf.EnvSortKey, DefaultSortKey),
+			KeyPrefix:    env.Name(outboxconf.EnvKeyPrefix, DefaultKeyPrefix),
+			BucketCount:  env.Int(outboxconf.EnvBucketCount, outbox.DefaultBucketCount, 1, math.MaxInt32),
+		},
 		Topics:          env.Topics(outboxconf.EnvTopics),
 		GenerationCheck: env.Bool(outboxconf.EnvGenerationCheck, false),
 	}
 	if err := env.Err(); err != nil {
-		return Options{}, err
+		return WriterOptions{}, err
 	}
 	if err := o.WithDefaults().Validate(); err != nil {
-		return Options{}, err
+		return WriterOptions{}, err
 	}
 	return o, nil
 }

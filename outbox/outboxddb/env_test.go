@@ -92,9 +92,9 @@ func createTable(t *testing.T, d *outboxlocal.DynamoDB, opts Options) {
 	}
 }
 
-func (e *env) store(t *testing.T, edit ...func(*Options)) *Store {
+func (e *env) store(t *testing.T, edit ...func(*StoreOptions)) *Store {
 	t.Helper()
-	opts := e.opts
+	opts := StoreOptions{Options: e.opts}
 	for _, ed := range edit {
 		ed(&opts)
 	}
@@ -105,9 +105,9 @@ func (e *env) store(t *testing.T, edit ...func(*Options)) *Store {
 	return s
 }
 
-func (e *env) writer(t *testing.T, edit ...func(*Options)) *Writer {
+func (e *env) writer(t *testing.T, edit ...func(*WriterOptions)) *Writer {
 	t.Helper()
-	opts := e.opts
+	opts := WriterOptions{Options: e.opts}
 	for _, ed := range edit {
 		ed(&opts)
 	}
@@ -230,7 +230,7 @@ func (c unstamping) TransactWriteItems(ctx context.Context, in *dynamodb.Transac
 // unstampedWriter is a writer whose messages carry no reservation stamp.
 func (e *env) unstampedWriter(t *testing.T) *Writer {
 	t.Helper()
-	w, err := NewWriter(unstamping{e.client}, e.opts)
+	w, err := NewWriter(unstamping{e.client}, WriterOptions{Options: e.opts})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,8 +28,8 @@ func ExampleWriter_Commit() {
 		}
 	}
 
-	writer, err := outboxddb.NewWriter(db.Client, outboxddb.Options{
-		TableName: "orders-outbox",
+	writer, err := outboxddb.NewWriter(db.Client, outboxddb.WriterOptions{
+		Options: outboxddb.Options{TableName: "orders-outbox"},
 		// The topics the relay publishes to: a typo is refused here, not
 		// stored where the relay could never publish it.
 		Topics: []string{"orders"},

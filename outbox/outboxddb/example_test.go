@@ -25,16 +25,16 @@ func ExampleWriter_Prepare() {
 	}
 	defer db.Close()
 
-	opts := outboxddb.Options{
-		TableName: "orders-outbox",
+	table := outboxddb.Options{TableName: "orders-outbox"}
+	if err := outboxddb.CreateIfNotExists(ctx, db.Client, table); err != nil {
+		log.Fatal(err)
+	}
+	writer, err := outboxddb.NewWriter(db.Client, outboxddb.WriterOptions{
+		Options: table,
 		// The topics the relay publishes to: a typo is refused here, not
 		// stored where the relay could never publish it.
 		Topics: []string{"orders"},
-	}
-	if err := outboxddb.CreateIfNotExists(ctx, db.Client, opts); err != nil {
-		log.Fatal(err)
-	}
-	writer, err := outboxddb.NewWriter(db.Client, opts)
+	})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func ExampleWriter_Prepare() {
 	prepared.Committed(ctx)
 	msg = prepared.Messages()[0]
 
-	store, err := outboxddb.NewStore(db.Client, opts)
+	store, err := outboxddb.NewStore(db.Client, outboxddb.StoreOptions{Options: table})
 	if err != nil {
 		log.Fatal(err)
 	}

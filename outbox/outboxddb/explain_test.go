@@ -41,13 +41,13 @@ func TestExplain(t *testing.T) {
 		db := outboxtest.NewDynamoDB(t)
 		missing := db.NewTableName()
 		fix := "table " + missing + " not found at " + db.Endpoint + ": check the table's name and the endpoint, or create it with `spillway create-table --table " + missing + "`"
-		w, err := NewWriter(db.Client, Options{TableName: missing})
+		w, err := NewWriter(db.Client, WriterOptions{Options: Options{TableName: missing}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = w.Commit(t.Context(), func(ctx context.Context, tx *Tx) error { return tx.Enqueue(msg) })
 		missingTable(t, err, `outboxddb: read LAYOUT of "OUTBOX#COORDINATION": operation error DynamoDB: Query, `+fix)
-		s, err := NewStore(db.Client, Options{TableName: missing, BucketCount: 1})
+		s, err := NewStore(db.Client, StoreOptions{Options: Options{TableName: missing, BucketCount: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +60,7 @@ func TestExplain(t *testing.T) {
 	t.Run("ATransactionNamesEachOfItsTables", func(t *testing.T) {
 		db := outboxtest.NewDynamoDB(t)
 		table, missing := outboxtest.CreateTable(t, db), db.NewTableName()
-		w, err := NewWriter(db.Client, Options{TableName: table})
+		w, err := NewWriter(db.Client, WriterOptions{Options: Options{TableName: table}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +79,7 @@ func TestExplain(t *testing.T) {
 	t.Run("ExplainingTwiceSaysItOnce", func(t *testing.T) {
 		db := outboxtest.NewDynamoDB(t)
 		client := dynamodb.New(db.Client.Options(), ExplainErrors)
-		s, err := NewStore(client, Options{TableName: db.NewTableName(), BucketCount: 1})
+		s, err := NewStore(client, StoreOptions{Options: Options{TableName: db.NewTableName(), BucketCount: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +102,7 @@ func TestExplain(t *testing.T) {
 			attempts++
 			return creds.Retrieve(ctx)
 		})})
-		s, err := NewStore(client, Options{TableName: outboxtest.CreateTable(t, db), BucketCount: 1})
+		s, err := NewStore(client, StoreOptions{Options: Options{TableName: outboxtest.CreateTable(t, db), BucketCount: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -212,7 +212,7 @@ type relayRun struct {
 func (r *relayRun) acquire(ctx context.Context, req lease.Request) (lease.Acquisition, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	acq, err := r.s.AcquireLeases(ctx, req, r.st)
+	acq, err := r.s.acquire(ctx, req, r.st)
 	// Carried like the relay engine carries them: the fleet's rounds read
 	// only heartbeats while the fleet stays settled.
 	r.st.Standby, r.st.Settled = acq.Standby, acq.Settled

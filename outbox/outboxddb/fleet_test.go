@@ -79,7 +79,7 @@ func (f *fleet) restart(id string) *Store {
 		clock = &skewClock{base: f.e.clock}
 		f.skews[id] = clock
 	}
-	s := f.e.store(f.t, func(o *Options) { o.Clock = clock })
+	s := f.e.store(f.t, func(o *StoreOptions) { o.Clock = clock })
 	f.stores[id] = s
 	f.runs[id] = &relayRun{s: s}
 	return s
@@ -286,7 +286,7 @@ func TestFleet(t *testing.T) {
 				var rel lease.Release
 				c := f.e.counts(func() {
 					var err error
-					if rel, err = f.relay("relay-b").ReleaseLeases(t.Context(), f.request("relay-b")); err != nil {
+					if rel, err = f.relay("relay-b").ReleaseLeases(t.Context(), "relay-b"); err != nil {
 						t.Fatal(err)
 					}
 				})
@@ -338,7 +338,7 @@ func TestFleet(t *testing.T) {
 				// into the next interval; it does not release. Same as a crash, from
 				// the renewal on.
 				time.Sleep(5 * time.Second)
-				if ok, err := f.relay("relay-b").RenewLeases(t.Context(), f.request("relay-b"), span(4, 7)); err != nil || !ok {
+				if ok, err := f.relay("relay-b").renew(t.Context(), f.request("relay-b"), span(4, 7)); err != nil || !ok {
 					t.Fatalf("renewal = %v, %v", ok, err)
 				}
 				for i := range 2 {
@@ -371,7 +371,7 @@ func TestFleet(t *testing.T) {
 				// clock runs a second ahead, the fleet's stays on the round),
 				// leaving 4-7 free; then relay-a's host clock steps back 25 s.
 				f.skews["relay-b"].set(time.Second)
-				if _, err := f.relay("relay-b").ReleaseLeases(t.Context(), f.request("relay-b")); err != nil {
+				if _, err := f.relay("relay-b").ReleaseLeases(t.Context(), "relay-b"); err != nil {
 					t.Fatal(err)
 				}
 				f.skews["relay-a"].set(-25 * time.Second)
@@ -405,7 +405,7 @@ func TestFleet(t *testing.T) {
 				var ok bool
 				c := f.e.counts(func() {
 					var err error
-					if ok, err = f.relay("relay-a").RenewLeases(t.Context(), f.request("relay-a"), span(0, 3)); err != nil {
+					if ok, err = f.relay("relay-a").renew(t.Context(), f.request("relay-a"), span(0, 3)); err != nil {
 						t.Fatal(err)
 					}
 				})
@@ -509,7 +509,7 @@ func TestFleet(t *testing.T) {
 				wantInts(t, "pod-c requests per round", cRequests, []int{2, 0, 2, 0, 2, 0})
 				// A bucket frees up: the first standby in id order steps in.
 				time.Sleep(time.Second)
-				if _, err := f.relay("pod-m").ReleaseLeases(t.Context(), f.request("pod-m")); err != nil {
+				if _, err := f.relay("pod-m").ReleaseLeases(t.Context(), "pod-m"); err != nil {
 					t.Fatal(err)
 				}
 				acqs, refused = f.round("pod-a", "pod-b", "pod-c", "pod-n")

@@ -81,7 +81,7 @@ func (s *Store) readMarker(ctx context.Context, g generation.Generation) (genera
 // readGenerationItem reads one item of a {P}#GENERATION partition by its
 // sort key, strongly consistent (one read unit); nil when absent.
 func (s *Store) readGenerationItem(ctx context.Context, k keys, sk string) (map[string]types.AttributeValue, error) {
-	return readGenerationItem(ctx, s.client, s.opts, s.tel, k, sk)
+	return readGenerationItem(ctx, s.client, s.opts.Options, s.tel, k, sk)
 }
 
 func readGenerationItem(ctx context.Context, client Client, opts Options, tel telemetry, k keys, sk string) (map[string]types.AttributeValue, error) {

@@ -109,7 +109,7 @@ func TestGeneration(t *testing.T) {
 					return s.SealGeneration(t.Context(), generation.Generation{KeyPrefix: "OUTBOX2", BucketCount: 16})
 				}, generation.ErrPhase},
 				{"seal from a store with another bucket count", func() (generation.Marker, error) {
-					return e.store(t, func(o *Options) { o.BucketCount = 16 }).SealGeneration(t.Context(), successor)
+					return e.store(t, func(o *StoreOptions) { o.BucketCount = 16 }).SealGeneration(t.Context(), successor)
 				}, generation.ErrPhase},
 				{"a successor on the same prefix", func() (generation.Marker, error) {
 					return s.SealGeneration(t.Context(), generation.Generation{KeyPrefix: DefaultKeyPrefix, BucketCount: 32})
@@ -165,7 +165,7 @@ func TestGeneration(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(t)
 			s := e.store(t)
-			plain, checked := e.writer(t), e.writer(t, func(o *Options) { o.GenerationCheck = true })
+			plain, checked := e.writer(t), e.writer(t, func(o *WriterOptions) { o.GenerationCheck = true })
 			c := e.counts(func() { enqueue(t, plain, 1, 1) })
 			wantRequests(t, c, map[string]int{"UpdateItem": 1, "PutItem": 1})
 			wantUnits(t, "plain enqueue", c, 0, 2)
@@ -231,7 +231,7 @@ func TestGeneration(t *testing.T) {
 			// lands after the first look passed bucket 2's parked partition and
 			// before the look at its messages.
 			e.client = &onQuery{Client: e.client, pk: "OUTBOX#MESSAGES#0", hook: move}
-			looker := e.store(t, func(o *Options) { o.MaxConcurrency = 1 })
+			looker := e.store(t, func(o *StoreOptions) { o.MaxConcurrency = 1 })
 			got, err := looker.GenerationContents(t.Context())
 			if err != nil || got.Empty() {
 				t.Fatalf("contents %+v, %v; want the parked message found", got, err)

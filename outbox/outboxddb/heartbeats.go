@@ -12,12 +12,12 @@ import (
 // partition: the same strongly consistent Query as the full read, limited
 // to sort keys starting with RELAY#. A settled relay's round reads this
 // instead of every lease item (lease.Settled).
-func (io leaseIO) Heartbeats(ctx context.Context) ([]lease.RelayState, error) {
-	items, err := io.s.readCoordinationItems(ctx, relayPrefix)
+func (s *Store) Heartbeats(ctx context.Context) ([]lease.RelayState, error) {
+	items, err := s.readCoordinationItems(ctx, relayPrefix)
 	if err != nil {
 		return nil, err
 	}
-	_, relays := io.s.keys.coordinationItems(items)
+	_, relays := s.keys.coordinationItems(items)
 	out := make([]lease.RelayState, 0, len(relays))
 	for _, r := range relays {
 		out = append(out, r.state())

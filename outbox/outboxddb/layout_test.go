@@ -127,7 +127,7 @@ func TestLayout(t *testing.T) {
 	t.Run("Writer_WithAnotherCount_WritesNothing", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(t)
-			w, err := NewWriter(e.client, func() Options { o := e.opts; o.BucketCount = 16; return o }())
+			w, err := NewWriter(e.client, WriterOptions{Options: func() Options { o := e.opts; o.BucketCount = 16; return o }()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -150,7 +150,7 @@ func TestLayout(t *testing.T) {
 			if err := w.CheckLayout(t.Context()); err == nil {
 				t.Fatal("CheckLayout accepted 16 buckets")
 			}
-			pending, err := e.store(t, func(o *Options) { o.BucketCount = 16 }).PendingBuckets(t.Context(), allBucketsUpTo(16))
+			pending, err := e.store(t, func(o *StoreOptions) { o.BucketCount = 16 }).PendingBuckets(t.Context(), allBucketsUpTo(16))
 			if err != nil || len(pending) != 0 {
 				t.Fatalf("pending buckets %v, %v; want none", pending, err)
 			}
@@ -160,7 +160,7 @@ func TestLayout(t *testing.T) {
 	t.Run("Writer_ReadsTheRecordOncePerWriter_NothingPerCommit", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(t)
-			w, err := NewWriter(e.client, e.opts)
+			w, err := NewWriter(e.client, WriterOptions{Options: e.opts})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -194,7 +194,7 @@ func TestLayout(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(t)
 			e.withoutLayout(t)
-			w, err := NewWriter(e.client, func() Options { o := e.opts; o.BucketCount = 16; return o }())
+			w, err := NewWriter(e.client, WriterOptions{Options: func() Options { o := e.opts; o.BucketCount = 16; return o }()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -214,10 +214,10 @@ func TestLayout(t *testing.T) {
 	t.Run("Relay_WithAnotherCount_ClaimsNothing", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(t)
-			s := e.store(t, func(o *Options) { o.BucketCount = 16 })
+			s := e.store(t, func(o *StoreOptions) { o.BucketCount = 16 })
 			var err error
 			c := e.counts(func() {
-				_, err = s.AcquireLeases(t.Context(), lease.Request{RelayID: "relay-16", BucketCount: 16, LeaseDuration: fleetLease}, lease.RoundState{})
+				_, err = s.acquire(t.Context(), lease.Request{RelayID: "relay-16", BucketCount: 16, LeaseDuration: fleetLease}, lease.RoundState{})
 			})
 			wantLayoutError(t, err, e.opts.TableName, 8, 16)
 			wantRequests(t, c, map[string]int{"PutItem": 1, "Query": 1})
@@ -273,7 +273,7 @@ func TestLayout(t *testing.T) {
 			if m, _ := e.store(t).ReadGeneration(t.Context()); m.Exists {
 				t.Fatalf("marker %+v written; want none", m)
 			}
-			if p, _ := e.store(t, replacing).ReadPredecessor(t.Context()); p.Exists {
+			if p, _ := e.store(t, successorStore).ReadPredecessor(t.Context()); p.Exists {
 				t.Fatalf("predecessor marker %+v written; want none", p)
 			}
 		})
@@ -287,7 +287,7 @@ func TestLayout(t *testing.T) {
 				UpdateExpression: aws.String("SET BucketCount = :v"), ExpressionAttributeValues: map[string]types.AttributeValue{":v": str("eight")}}); err != nil {
 				t.Fatal(err)
 			}
-			w, err := NewWriter(e.client, e.opts)
+			w, err := NewWriter(e.client, WriterOptions{Options: e.opts})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -17,46 +17,32 @@ import (
 // maxReleasePasses bounds the read-and-release passes of a graceful stop.
 const maxReleasePasses = 3
 
-// AcquireLeases runs one acquisition round for req.RelayID: the core's
-// protocol (lease.AcquireRound) over this store's primitives, with one
-// reading of the store's clock as the round's now. The store decides
-// nothing itself: resting, the keep guard, claims after a refused heartbeat
-// and the prune cadence are the protocol's, and st carries what it needs
-// from the relay's earlier rounds.
-//
-// A bucket count that differs from the store's is a misconfiguration. A
-// write error other than a refusal fails the round: the relay should then
-// treat its ownership as unknown.
-func (s *Store) AcquireLeases(ctx context.Context, req lease.Request, st lease.RoundState) (lease.Acquisition, error) {
-	const op = "acquire leases"
-	if req.BucketCount != s.opts.BucketCount {
-		return lease.Acquisition{}, outbox.Misconfigured(op,
-			"the relay's bucket count %d differs from the store's %d; writers, store and relays must use one count", req.BucketCount, s.opts.BucketCount)
-	}
-	if err := checkLeaseRequest(op, req); err != nil {
-		return lease.Acquisition{}, err
-	}
-	return lease.AcquireRound(ctx, leaseIO{s}, s.log, s.opts.Clock.Now(), req, st)
+// The lease primitives (lease.IO): the relay runs the protocol over them
+// (lease.AcquireRound, lease.Renew) and the store sends each request as
+// the table contract spells it, deciding nothing.
+
+var _ lease.IO = (*Store)(nil)
+
+// BucketCount is the store's bucket count (Options.BucketCount).
+func (s *Store) BucketCount() int { return s.opts.BucketCount }
+
+// Heartbeat is the conditional heartbeat PutItem: relayID's LastSeenUtc
+// = now, with the keep-ahead mark when keepsAhead, only if it moves the
+// stored one forward; false when DynamoDB refused it.
+func (s *Store) Heartbeat(ctx context.Context, relayID string, now time.Time, keepsAhead bool) (bool, error) {
+	return s.heartbeat(ctx, relayID, lease.Ticks(now), keepsAhead)
 }
 
-// leaseIO gives the lease round the store's primitives.
-type leaseIO struct{ s *Store }
-
-var _ lease.IO = leaseIO{}
-
-// Heartbeat is the conditional heartbeat PutItem.
-func (io leaseIO) Heartbeat(ctx context.Context, relayID string, now time.Time, keepsAhead bool) (bool, error) {
-	return io.s.heartbeat(ctx, relayID, lease.Ticks(now), keepsAhead)
+// Snapshot is the strongly consistent read of the coordination partition
+// (every page): the leases below the bucket count and every heartbeat.
+func (s *Store) Snapshot(ctx context.Context) (lease.Coordination, error) {
+	return s.coordination(ctx)
 }
 
-// Snapshot is the strongly consistent coordination read.
-func (io leaseIO) Snapshot(ctx context.Context) (lease.Coordination, error) {
-	return io.s.coordination(ctx)
-}
-
-// WriteLeases sends one conditional UpdateItem per write.
-func (io leaseIO) WriteLeases(ctx context.Context, relayID string, op lease.Op, writes []lease.Write) (accepted, refused []int, err error) {
-	return io.s.updateLeases(ctx, relayID, op, writes)
+// WriteLeases sends one conditional UpdateItem per write, up to
+// MaxConcurrency at once, with the condition of op.
+func (s *Store) WriteLeases(ctx context.Context, relayID string, op lease.Op, writes []lease.Write) (accepted, refused []int, err error) {
+	return s.updateLeases(ctx, relayID, op, writes)
 }
 
 // Prune deletes stale heartbeat records and returns how many deletes were
@@ -64,8 +50,7 @@ func (io leaseIO) WriteLeases(ctx context.Context, relayID string, op lease.Op, 
 // several relays prune the same record without a refusal. Other errors are
 // logged, not returned: pruning is housekeeping and must not cost a relay
 // its round.
-func (io leaseIO) Prune(ctx context.Context, relayID string, p lease.PruneWrite) int {
-	s := io.s
+func (s *Store) Prune(ctx context.Context, relayID string, p lease.PruneWrite) int {
 	refused := make([]bool, len(p.Relays))
 	_ = forEach(ctx, s.opts.MaxConcurrency, len(p.Relays), func(ctx context.Context, i int) error {
 		_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
@@ -99,46 +84,6 @@ func (io leaseIO) Prune(ctx context.Context, relayID string, p lease.PruneWrite)
 	return count
 }
 
-// RenewLeases extends the relay's leases on buckets during a slow publish:
-// each only while it still names the relay and has not expired (a renewal
-// never revives a lapsed lease, even one nobody took), and never backwards.
-// It reports false when any renewal was refused, or a bucket is outside
-// [0, BucketCount) (then without a request). When every renewal succeeded it
-// also refreshes the heartbeat; a refused heartbeat is ignored. An empty list
-// reports true without a request.
-func (s *Store) RenewLeases(ctx context.Context, req lease.Request, buckets []int) (bool, error) {
-	if len(buckets) == 0 {
-		return true, nil
-	}
-	if err := checkLeaseRequest("renew leases", req); err != nil {
-		return false, err
-	}
-	for _, b := range buckets {
-		if b < 0 || b >= s.opts.BucketCount {
-			return false, nil
-		}
-	}
-	now := s.now()
-	at, expiry := lease.TimeFromTicks(now), lease.TimeFromTicks(now+durationTicks(req.LeaseDuration))
-	writes := make([]lease.Write, len(buckets))
-	for i, b := range buckets {
-		writes[i] = lease.Write{Bucket: b, Now: at, Expiry: expiry}
-	}
-	_, refused, err := s.updateLeases(ctx, req.RelayID, leaseRenew, writes)
-	if err != nil {
-		return false, err
-	}
-	if len(refused) > 0 {
-		// A relay that lost a bucket must not look alive on the strength of
-		// this renewal.
-		return false, nil
-	}
-	if _, err := s.heartbeat(ctx, req.RelayID, now, req.KeepsAhead()); err != nil {
-		return false, err
-	}
-	return true, nil
-}
-
 // ReleaseLeases is the graceful stop. It first stamps the relay's heartbeat
 // record stopped (later than every heartbeat this store sent), so peers stop
 // counting it even if the release is cut short, and then frees every lease
@@ -146,11 +91,10 @@ func (s *Store) RenewLeases(ctx context.Context, req lease.Request, buckets []in
 // bucket count. Because a claim of the round the stop cancelled may still
 // land, it reads the leases again, up to three passes; leases still named
 // after the last pass lapse after the lease duration.
-func (s *Store) ReleaseLeases(ctx context.Context, req lease.Request) (lease.Release, error) {
-	if err := outbox.ValidateRelayID(req.RelayID); err != nil {
+func (s *Store) ReleaseLeases(ctx context.Context, relayID string) (lease.Release, error) {
+	if err := outbox.ValidateRelayID(relayID); err != nil {
 		return lease.Release{}, err
 	}
-	relayID := req.RelayID
 	var rel lease.Release
 	for pass := range maxReleasePasses {
 		now := s.now()

@@ -70,7 +70,7 @@ func TestLeases(t *testing.T) {
 			}
 			return &dynamodb.QueryOutput{Items: []item{relayItem("relay-b", ticksAt(-time.Second), false)}}, nil
 		}
-		acq, err := s.AcquireLeases(context.Background(), testLease, lease.RoundState{})
+		acq, err := s.acquire(context.Background(), testLease, lease.RoundState{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +84,7 @@ func TestLeases(t *testing.T) {
 	t.Run("Acquisition_RefusedKeepsAndClaims_AreNotOwned_AndAreCounted", func(t *testing.T) {
 		obs := &recordingObserver{}
 		f := &fakeDB{}
-		s, err := NewStore(f, Options{TableName: "outbox", BucketCount: 4, Clock: newStepClock(t0), Hooks: []outbox.Hook{obs}})
+		s, err := NewStore(f, StoreOptions{Options: Options{TableName: "outbox", BucketCount: 4, Clock: newStepClock(t0), Hooks: []outbox.Hook{obs}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +97,7 @@ func TestLeases(t *testing.T) {
 			}
 			return &dynamodb.UpdateItemOutput{}, nil
 		}
-		acq, err := s.AcquireLeases(context.Background(), testLease, lease.RoundState{})
+		acq, err := s.acquire(context.Background(), testLease, lease.RoundState{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,8 +116,8 @@ func TestLeases(t *testing.T) {
 		var logs bytes.Buffer
 		obs := &recordingObserver{}
 		f := &fakeDB{}
-		s, err := NewStore(f, Options{TableName: "outbox", BucketCount: 4, Clock: newStepClock(t0), Hooks: []outbox.Hook{obs},
-			Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		s, err := NewStore(f, StoreOptions{Options: Options{TableName: "outbox", BucketCount: 4, Clock: newStepClock(t0), Hooks: []outbox.Hook{obs},
+			Logger: slog.New(slog.NewTextHandler(&logs, nil))}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,7 +125,7 @@ func TestLeases(t *testing.T) {
 		f.query = func(*dynamodb.QueryInput) (*dynamodb.QueryOutput, error) {
 			return &dynamodb.QueryOutput{Items: []item{leaseItem(0, "relay-a", t0Plus5s)}}, nil
 		}
-		acq, err := s.AcquireLeases(context.Background(), testLease, lease.RoundState{})
+		acq, err := s.acquire(context.Background(), testLease, lease.RoundState{})
 		if err != nil {
 			t.Fatalf("a refused heartbeat failed the round: %v", err)
 		}
@@ -171,11 +171,11 @@ func TestLeases(t *testing.T) {
 				obs := &recordingObserver{}
 				f := &fakeDB{}
 				c.setup(f)
-				s, err := NewStore(f, Options{TableName: "outbox", BucketCount: 4, MaxConcurrency: 1, Clock: newStepClock(t0), Hooks: []outbox.Hook{obs}})
+				s, err := NewStore(f, StoreOptions{Options: Options{TableName: "outbox", BucketCount: 4, MaxConcurrency: 1, Clock: newStepClock(t0), Hooks: []outbox.Hook{obs}}})
 				if err != nil {
 					t.Fatal(err)
 				}
-				_, err = s.AcquireLeases(context.Background(), testLease, lease.RoundState{})
+				_, err = s.acquire(context.Background(), testLease, lease.RoundState{})
 				var pte *types.ProvisionedThroughputExceededException
 				if !errors.As(err, &pte) {
 					t.Fatalf("round = %v, want the throttle", err)
@@ -192,7 +192,7 @@ func TestLeases(t *testing.T) {
 		var logs bytes.Buffer
 		clock := newStepClock(t0)
 		f := &fakeDB{}
-		s, err := NewStore(f, Options{TableName: "outbox", BucketCount: 1, Clock: clock, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		s, err := NewStore(f, StoreOptions{Options: Options{TableName: "outbox", BucketCount: 1, Clock: clock, Logger: slog.New(slog.NewTextHandler(&logs, nil))}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -230,7 +230,7 @@ func TestLeases(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				clock := newStepClock(t0)
 				f := &fakeDB{}
-				s, err := NewStore(f, Options{TableName: "outbox", BucketCount: 1, Clock: clock})
+				s, err := NewStore(f, StoreOptions{Options: Options{TableName: "outbox", BucketCount: 1, Clock: clock}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -268,7 +268,7 @@ func TestLeases(t *testing.T) {
 			// A claim of the round the stop cancelled keeps landing.
 			return &dynamodb.QueryOutput{Items: []item{leaseItem(1, "relay-a", t0Plus5s), leaseItem(2, "relay-a", t0Plus5s)}}, nil
 		}
-		rel, err := s.ReleaseLeases(context.Background(), testLease)
+		rel, err := s.ReleaseLeases(context.Background(), testLease.RelayID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -290,7 +290,7 @@ func TestLeases(t *testing.T) {
 			return &dynamodb.QueryOutput{Items: []item{leaseItem(1, "relay-a", t0Plus5s), leaseItem(2, "relay-b", t0Plus5s)}}, nil
 		}
 		f.update = func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) { return nil, throttleErr }
-		if _, err := s.ReleaseLeases(context.Background(), testLease); err == nil {
+		if _, err := s.ReleaseLeases(context.Background(), testLease.RelayID); err == nil {
 			t.Fatal("a failed lease write did not fail the release")
 		}
 		wantOps(t, f, "PutItem", "Query", "UpdateItem")
@@ -304,7 +304,7 @@ func TestLeases(t *testing.T) {
 			}
 			return &dynamodb.UpdateItemOutput{}, nil
 		}
-		if ok, err := s.RenewLeases(context.Background(), testLease, []int{1, 2}); ok || err != nil {
+		if ok, err := s.renew(context.Background(), testLease, []int{1, 2}); ok || err != nil {
 			t.Fatalf("renewal = %v, %v", ok, err)
 		}
 		wantOps(t, f, "UpdateItem", "UpdateItem")
@@ -313,11 +313,11 @@ func TestLeases(t *testing.T) {
 		f.reset()
 		f.update = nil
 		f.put = func(*dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) { return nil, refusedErr }
-		if ok, err := s.RenewLeases(context.Background(), testLease, []int{1}); !ok || err != nil {
+		if ok, err := s.renew(context.Background(), testLease, []int{1}); !ok || err != nil {
 			t.Fatalf("renewal with a refused heartbeat = %v, %v", ok, err)
 		}
 		f.put = func(*dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) { return nil, throttleErr }
-		if ok, err := s.RenewLeases(context.Background(), testLease, []int{1}); ok || err == nil {
+		if ok, err := s.renew(context.Background(), testLease, []int{1}); ok || err == nil {
 			t.Fatalf("renewal with a throttled heartbeat = %v, %v", ok, err)
 		}
 	})

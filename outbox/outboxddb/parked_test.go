@@ -20,7 +20,7 @@ func TestParked(t *testing.T) {
 	t.Run("Park_MovesTheRowKeepingEveryAttribute_ThenMarkReplayAndDrop", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(t)
-			w, s := e.writer(t), e.store(t, func(o *Options) { o.CountParked = true })
+			w, s := e.writer(t), e.store(t, func(o *StoreOptions) { o.CountParked = true })
 			msgs := enqueue(t, w, 5, 3)
 			// Park message 1 as unknown-topic, then message 3 behind it (same key
 			// for the test's purpose: quarantine is by key, the store only moves).
@@ -217,7 +217,7 @@ func TestParked(t *testing.T) {
 			e := newEnv(t)
 			w, s := e.writer(t), e.store(t)
 			enqueue(t, w, 5, 3)
-			if _, err := s.AcquireLeases(t.Context(), lease.Request{RelayID: "relay-a", BucketCount: 8, LeaseDuration: fleetLease}, lease.RoundState{}); err != nil {
+			if _, err := s.acquire(t.Context(), lease.Request{RelayID: "relay-a", BucketCount: 8, LeaseDuration: fleetLease}, lease.RoundState{}); err != nil {
 				t.Fatal(err)
 			}
 			now := time.Now()

@@ -31,8 +31,8 @@ type Prepared struct {
 // pending message. Every message is validated before any request: errors
 // match outbox.ErrInvalidMessage. No message makes no request and no item.
 //
-// With Options.GenerationCheck, or while a writer with a previous
-// generation (Options.PreviousKeyPrefix) still writes that one, the items
+// With WriterOptions.GenerationCheck, or while a writer with a previous
+// generation (WriterOptions.PreviousKeyPrefix) still writes that one, the items
 // end with the generation check: one item more than msgs. Prepare inside
 // your retry loop: a transaction rebuilt from fresh state must reserve
 // again, and after a refusal for the seal the items are for the new
@@ -68,7 +68,7 @@ func (p *Prepared) Items() []types.TransactWriteItem { return p.items }
 // transaction commits: bucket and sequence set.
 func (p *Prepared) Messages() []outbox.Message { return p.msgs }
 
-// Committed wakes the relays for the messages' buckets (Options.Notifier).
+// Committed wakes the relays for the messages' buckets (WriterOptions.Notifier).
 // Call it only after the transaction committed. A notifier's error is
 // logged, never returned: relays still find the messages by polling.
 func (p *Prepared) Committed(ctx context.Context) { p.w.notify(ctx, p.msgs...) }

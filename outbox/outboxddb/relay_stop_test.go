@@ -11,6 +11,7 @@ import (
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/lease"
+	"github.com/spillway-dev/spillway/outbox/outboxtest"
 )
 
 // countingPublisher acknowledges every message.
@@ -41,22 +42,6 @@ func (w *wakeUps) Notify(_ context.Context, u outbox.WakeUp) error {
 	return nil
 }
 
-// commitDuringStop commits a message just before the relay releases its
-// leases: the owner is stopping, a woken peer would trust it, so only the
-// owner's own look after the release can find the message.
-type commitDuringStop struct {
-	*Store
-	commit func() error
-	err    error
-}
-
-func (s *commitDuringStop) ReleaseLeases(ctx context.Context, req lease.Request) (lease.Release, error) {
-	if s.commit != nil {
-		s.err, s.commit = s.commit(), nil
-	}
-	return s.Store.ReleaseLeases(ctx, req)
-}
-
 // run runs relay once; in the bubble its waits pass as soon as every
 // goroutine of the test is blocked.
 func run(t *testing.T, relay *outbox.Relay, in outbox.RunInput) outbox.RunResult {
@@ -78,11 +63,19 @@ func TestRelayStop(t *testing.T) {
 			e := newEnv(t, func(o *Options) { o.BucketCount = 2 })
 			e.d.Faults.StaleReads(time.Second)
 			w := e.writer(t)
-			store := &commitDuringStop{Store: e.store(t)}
-			store.commit = func() error {
-				_, err := w.Enqueue(context.Background(), newMessage(t, "t", strings.Repeat("k", 1), 1))
-				return err
-			}
+			// A message committed just before the owner releases its leases:
+			// the owner is stopping, a woken peer would trust it, so only the
+			// owner's own look after the release can find the message.
+			var commitErr error
+			committed := false
+			store := outboxtest.Observe(outboxtest.ObservedStore{Store: e.store(t),
+				ReleaseLeasesFunc: func(ctx context.Context, relayID string, next func(context.Context, string) (lease.Release, error)) (lease.Release, error) {
+					if !committed {
+						_, commitErr = w.Enqueue(context.Background(), newMessage(t, "t", strings.Repeat("k", 1), 1))
+						committed = true
+					}
+					return next(ctx, relayID)
+				}})
 			pub, wakes := &countingPublisher{}, &wakeUps{}
 			newRelay := func(id string, s outbox.Store) *outbox.Relay {
 				r, err := outbox.NewRelay(outbox.RelayConfig{
@@ -96,8 +89,8 @@ func TestRelayStop(t *testing.T) {
 			}
 
 			res := run(t, newRelay("relay-a", store), outbox.RunInput{})
-			if store.err != nil {
-				t.Fatal(store.err)
+			if commitErr != nil {
+				t.Fatal(commitErr)
 			}
 			if !slices.Equal(res.WorkLeft, []int{1}) || len(wakes.all) != 1 || !slices.Equal(wakes.all[0].Buckets, []int{1}) {
 				t.Fatalf("the stopping owner left %v and sent %+v; want one wake-up for bucket 1", res.WorkLeft, wakes.all)

@@ -41,7 +41,7 @@ func TestRequestShapesQuiet(t *testing.T) {
 			for _, b := range []int{2, 3} { // relay-b keeps its leases
 				expiry[b] = ticksAt(at + 25*time.Second)
 			}
-			acq, err := s.AcquireLeases(context.Background(), testLease, st)
+			acq, err := s.acquire(context.Background(), testLease, st)
 			if err != nil || acq.Refused != 0 || len(acq.Owned) != 2 {
 				t.Fatalf("round %d: %+v, %v", round, acq, err)
 			}
@@ -111,7 +111,7 @@ func TestRequestShapesQuiet(t *testing.T) {
 					}, c.peers...)}, nil
 				}
 				req := lease.Request{RelayID: "relay-a", BucketCount: 3, LeaseDuration: 30 * time.Second, RenewInterval: 10 * time.Second}
-				acq, err := s.AcquireLeases(context.Background(), req, lease.RoundState{Round: 3})
+				acq, err := s.acquire(context.Background(), req, lease.RoundState{Round: 3})
 				if err != nil {
 					t.Fatal(err)
 				}

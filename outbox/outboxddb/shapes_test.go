@@ -47,7 +47,7 @@ func shapeStore(t *testing.T, bucketCount int) (*Store, *fakeDB, *stepClock) {
 	t.Helper()
 	f := &fakeDB{}
 	clock := newStepClock(t0)
-	s, err := NewStore(f, Options{TableName: "outbox", BucketCount: bucketCount, MaxConcurrency: 1, Clock: clock})
+	s, err := NewStore(f, StoreOptions{Options: Options{TableName: "outbox", BucketCount: bucketCount, MaxConcurrency: 1, Clock: clock}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestRequestShapes(t *testing.T) {
 				relayItem("relay-stopped", ticksAt(-2*30*time.Second), true),
 			}}, nil
 		}
-		acq, err := s.AcquireLeases(context.Background(), testLease, lease.RoundState{})
+		acq, err := s.acquire(context.Background(), testLease, lease.RoundState{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,7 +200,7 @@ func TestRequestShapes(t *testing.T) {
 			// Bucket 1 names a relay but has no expiry: free, whatever it names.
 			return &dynamodb.QueryOutput{Items: []item{leaseItem(1, "relay-x", "")}}, nil
 		}
-		acq, err := s.AcquireLeases(context.Background(), lease.Request{RelayID: "relay-a", BucketCount: 2, LeaseDuration: 30 * time.Second}, lease.RoundState{})
+		acq, err := s.acquire(context.Background(), lease.Request{RelayID: "relay-a", BucketCount: 2, LeaseDuration: 30 * time.Second}, lease.RoundState{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -222,7 +222,7 @@ func TestRequestShapes(t *testing.T) {
 
 	t.Run("Renewal", func(t *testing.T) {
 		s, f, _ := shapeStore(t, 4)
-		ok, err := s.RenewLeases(context.Background(), testLease, []int{1, 3})
+		ok, err := s.renew(context.Background(), testLease, []int{1, 3})
 		if err != nil || !ok {
 			t.Fatalf("renew = %v, %v", ok, err)
 		}
@@ -256,13 +256,13 @@ func TestRequestShapes(t *testing.T) {
 		}
 		// The stopped stamp is later than every heartbeat this store sent, even
 		// with the clock set back after it.
-		if _, err := s.AcquireLeases(context.Background(), testLease, lease.RoundState{}); err != nil {
+		if _, err := s.acquire(context.Background(), testLease, lease.RoundState{}); err != nil {
 			t.Fatal(err)
 		}
 		f.reset()
 		reads = 0
 		clock.Set(t0.Add(-time.Minute))
-		rel, err := s.ReleaseLeases(context.Background(), testLease)
+		rel, err := s.ReleaseLeases(context.Background(), testLease.RelayID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -464,7 +464,7 @@ func TestRequestShapes(t *testing.T) {
 
 	t.Run("Writer_ReserveOncePerBucket_AndNumberInListOrder", func(t *testing.T) {
 		f := &fakeDB{update: counterAt(map[string]int64{"OUTBOX#SEQUENCE#5": 10})}
-		w := writerOn(t, f, Options{MaxConcurrency: 1})
+		w := writerOn(t, f, WriterOptions{Options: Options{MaxConcurrency: 1}})
 		in := []outbox.Message{testMessage(t, 5, "a"), testMessage(t, 2, "b"), testMessage(t, 5, "c"), testMessage(t, 5, "d"), testMessage(t, 2, "e")}
 		items, msgs, err := prepareItems(context.Background(), w, in)
 		if err != nil {
@@ -501,7 +501,7 @@ func TestRequestShapes(t *testing.T) {
 
 	t.Run("Enqueue_PutItemForOne_TransactionWithAFreshTokenForSeveral", func(t *testing.T) {
 		f := &fakeDB{update: counterAt(map[string]int64{})}
-		w := writerOn(t, f, Options{})
+		w := writerOn(t, f, WriterOptions{})
 		m, err := w.Enqueue(context.Background(), testMessage(t, 1, "k"))
 		if err != nil || m.Sequence() != 1 {
 			t.Fatalf("enqueue = %+v, %v", m, err)
@@ -568,7 +568,7 @@ func messageItem(bucket int, seq int64, id string) item {
 	}
 }
 
-func writerOn(t *testing.T, f *fakeDB, opts Options) *Writer {
+func writerOn(t *testing.T, f *fakeDB, opts WriterOptions) *Writer {
 	t.Helper()
 	opts.TableName = "outbox"
 	if opts.Clock == nil {

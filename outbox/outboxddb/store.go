@@ -32,7 +32,7 @@ import (
 // relay uses one Store.
 type Store struct {
 	client Client
-	opts   Options
+	opts   StoreOptions
 	keys   keys
 	tel    telemetry
 	log    *slog.Logger
@@ -48,7 +48,7 @@ type Store struct {
 var _ outbox.Store = (*Store)(nil)
 
 // NewStore returns a store for the outbox described by opts.
-func NewStore(client Client, opts Options) (*Store, error) {
+func NewStore(client Client, opts StoreOptions) (*Store, error) {
 	opts, err := opts.resolve()
 	if err != nil {
 		return nil, err
@@ -59,20 +59,17 @@ func NewStore(client Client, opts Options) (*Store, error) {
 	return &Store{
 		client: explain(client),
 		opts:   opts,
-		keys:   newKeys(opts),
+		keys:   newKeys(opts.Options),
 		tel:    newTelemetry(opts.Hooks),
 		log:    opts.Logger,
 	}, nil
 }
 
 // Options returns the store's options with defaults applied.
-func (s *Store) Options() Options { return s.opts }
+func (s *Store) Options() StoreOptions { return s.opts }
 
 // now reads the clock once, in ticks.
 func (s *Store) now() int64 { return lease.Ticks(s.opts.Clock.Now()) }
-
-// durationTicks converts a duration to .NET ticks (100 ns).
-func durationTicks(d time.Duration) int64 { return int64(d / 100) }
 
 // queryAll runs in and follows LastEvaluatedKey until the result is
 // complete, collecting every item. The pages are read one after another.
@@ -179,9 +176,6 @@ const (
 	outcomeRefused
 )
 
-// leaseRenew is the in-flight renewal, a lease write outside the round.
-const leaseRenew lease.Op = OpRenew
-
 // updateLeases sends one conditional UpdateItem per write, up to
 // MaxConcurrency at once, and splits the buckets into accepted and refused.
 // A refusal is reported to the observer; any other error fails the call.
@@ -236,7 +230,7 @@ func (s *Store) leaseUpdate(relayID string, op lease.Op, w lease.Write) (*dynamo
 	case lease.OpClaim:
 		update, condition = exprClaim, exprClaimCondition
 		values = map[string]types.AttributeValue{":me": me, ":now": num(lease.Ticks(w.Now)), ":expiry": num(lease.Ticks(w.Expiry))}
-	case leaseRenew:
+	case lease.OpRenew:
 		update, condition = exprSetExpiry, exprRenewCondition
 		values = map[string]types.AttributeValue{":me": me, ":now": num(lease.Ticks(w.Now)), ":expiry": num(lease.Ticks(w.Expiry))}
 	default:
@@ -282,16 +276,6 @@ func (s *Store) heartbeat(ctx context.Context, relayID string, now int64, keepsA
 		s.tel.failed(relayID, OpHeartbeat, noBucket, err)
 		return false, fmt.Errorf("outboxddb: heartbeat of relay %q: %w", relayID, err)
 	}
-}
-
-func checkLeaseRequest(op string, req lease.Request) error {
-	if err := outbox.ValidateRelayID(req.RelayID); err != nil {
-		return err
-	}
-	if req.LeaseDuration <= 0 {
-		return outbox.Misconfigured(op, "lease duration must be > 0, got %v", req.LeaseDuration)
-	}
-	return nil
 }
 
 // leaseItemsPerReadUnit is about how many lease items one read unit of a

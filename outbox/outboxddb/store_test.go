@@ -262,7 +262,7 @@ func TestStore(t *testing.T) {
 			e := newEnv(t)
 			e.withoutLayout(t)
 			s := e.store(t)
-			w := e.writer(t, func(o *Options) { o.BucketCount = 16 })
+			w := e.writer(t, func(o *WriterOptions) { o.BucketCount = 16 })
 			enqueue(t, w, 3, 1)
 			_, err := s.FetchBatch(t.Context(), 3, 10)
 			if !errors.Is(err, outbox.ErrMisconfigured) || !strings.Contains(err.Error(), "16") || !strings.Contains(err.Error(), "bucket 3") {
@@ -391,7 +391,7 @@ func TestStore(t *testing.T) {
 			e := newEnv(t)
 			bw := &batchWrites{Client: e.client}
 			w := e.writer(t)
-			s, err := NewStore(bw, e.opts)
+			s, err := NewStore(bw, StoreOptions{Options: e.opts})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -428,7 +428,7 @@ func TestStore(t *testing.T) {
 			// Every attempt of the retry loop meets the fault.
 			bw := &batchWrites{Client: e.client, before: func() { e.d.Faults.UnprocessedDeletes(3) }}
 			w := e.writer(t)
-			s, err := NewStore(bw, e.opts)
+			s, err := NewStore(bw, StoreOptions{Options: e.opts})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -466,7 +466,7 @@ func TestStore(t *testing.T) {
 	t.Run("Backlog_CountsUpToTheLimit_AndReportsTheOldestHead", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(t)
-			w, s := e.writer(t), e.store(t, func(o *Options) { o.PendingCountLimit = 10 })
+			w, s := e.writer(t), e.store(t, func(o *StoreOptions) { o.PendingCountLimit = 10 })
 			if got, err := s.Backlog(t.Context()); err != nil || got.Pending != 0 || !got.Oldest.IsZero() {
 				t.Fatalf("empty backlog = %+v, %v", got, err)
 			}
@@ -499,10 +499,9 @@ func TestStore(t *testing.T) {
 	t.Run("TwoOutboxes_ShareATableWithCustomKeyNames_WithoutSeeingEachOther", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(t, func(o *Options) { o.PartitionKey, o.SortKey, o.KeyPrefix = "pk", "sk", "ORDERS" })
-			billingOpts := func(o *Options) { o.KeyPrefix = "BILLING" }
-			orders, billing := e.store(t), e.store(t, billingOpts)
+			orders, billing := e.store(t), e.store(t, func(o *StoreOptions) { o.KeyPrefix = "BILLING" })
 			enqueue(t, e.writer(t), 3, 2)
-			enqueue(t, e.writer(t, billingOpts), 3, 1)
+			enqueue(t, e.writer(t, func(o *WriterOptions) { o.KeyPrefix = "BILLING" }), 3, 1)
 
 			for name, c := range map[string]struct {
 				s    *Store
@@ -523,7 +522,7 @@ func TestStore(t *testing.T) {
 			}
 			req := lease.Request{RelayID: "relay-a", BucketCount: 8, LeaseDuration: fleetLease}
 			for name, s := range map[string]*Store{"orders": orders, "billing": billing} {
-				acq, err := s.AcquireLeases(t.Context(), req, lease.RoundState{})
+				acq, err := s.acquire(t.Context(), req, lease.RoundState{})
 				if err != nil || len(acq.Owned) != 8 || acq.Refused != 0 {
 					t.Fatalf("%s acquisition %+v, %v: each outbox has its own leases", name, acq, err)
 				}
@@ -535,14 +534,15 @@ func TestStore(t *testing.T) {
 		})
 	})
 
-	t.Run("Acquisition_BucketCountsThatDiffer_AreAMisconfiguration_WithoutARequest", func(t *testing.T) {
+	t.Run("Acquisition_ARelayOfAnotherBucketCount_IsAMisconfiguration_WithoutARequest", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(t)
 			s := e.store(t)
 			c := e.counts(func() {
-				_, err := s.AcquireLeases(t.Context(), lease.Request{RelayID: "relay-a", BucketCount: 16, LeaseDuration: fleetLease}, lease.RoundState{})
+				_, err := outbox.NewRelay(outbox.RelayConfig{Store: s, Publisher: &countingPublisher{},
+					Options: outbox.RelayOptions{RelayID: "relay-a", BucketCount: 16, LeaseDuration: fleetLease}})
 				if !errors.Is(err, outbox.ErrMisconfigured) || !strings.Contains(err.Error(), "16") {
-					t.Fatalf("acquire = %v", err)
+					t.Fatalf("new relay = %v", err)
 				}
 			})
 			if c.TotalRequests() != 0 {
@@ -560,14 +560,14 @@ func TestStore(t *testing.T) {
 			// buckets 0-3 only and writes no lease beyond them. (With a record,
 			// the relay is refused: TestLayout.)
 			f.e.withoutLayout(t)
-			small, err := NewStore(f.e.client, func() Options { o := f.e.opts; o.BucketCount = 4; return o }())
+			small, err := NewStore(f.e.client, StoreOptions{Options: func() Options { o := f.e.opts; o.BucketCount = 4; return o }()})
 			if err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(fleetRenew)
 			var acq lease.Acquisition
 			c := f.e.counts(func() {
-				acq, err = small.AcquireLeases(t.Context(), lease.Request{RelayID: "relay-a", BucketCount: 4, LeaseDuration: fleetLease}, lease.RoundState{})
+				acq, err = small.acquire(t.Context(), lease.Request{RelayID: "relay-a", BucketCount: 4, LeaseDuration: fleetLease}, lease.RoundState{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -593,7 +593,7 @@ func TestStore(t *testing.T) {
 			var ok bool
 			c := f.e.counts(func() {
 				var err error
-				if ok, err = s.RenewLeases(t.Context(), f.request("relay-a"), []int{0, 1}); err != nil {
+				if ok, err = s.renew(t.Context(), f.request("relay-a"), []int{0, 1}); err != nil {
 					t.Fatal(err)
 				}
 			})
@@ -607,10 +607,10 @@ func TestStore(t *testing.T) {
 			}
 			// Outside the range: refused without a request.
 			c = f.e.counts(func() {
-				if ok, err := s.RenewLeases(t.Context(), f.request("relay-a"), []int{1, 2}); ok || err != nil {
+				if ok, err := s.renew(t.Context(), f.request("relay-a"), []int{1, 2}); ok || err != nil {
 					t.Fatalf("renewal outside the range = %v, %v", ok, err)
 				}
-				if ok, err := s.RenewLeases(t.Context(), f.request("relay-a"), nil); !ok || err != nil {
+				if ok, err := s.renew(t.Context(), f.request("relay-a"), nil); !ok || err != nil {
 					t.Fatalf("renewal of nothing = %v, %v", ok, err)
 				}
 			})
@@ -633,7 +633,7 @@ func TestStore(t *testing.T) {
 			stale := f.relay("relay-b")
 			cancelledRound := f.e.clock.Now()
 			time.Sleep(20 * time.Microsecond)
-			if _, err := stale.ReleaseLeases(t.Context(), f.request("relay-b")); err != nil {
+			if _, err := stale.ReleaseLeases(t.Context(), "relay-b"); err != nil {
 				t.Fatal(err)
 			}
 			ok, err := stale.heartbeat(t.Context(), "relay-b", lease.Ticks(cancelledRound), true)
@@ -649,7 +649,7 @@ func TestStore(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			f := newFleet(t, 2)
 			f.round("relay-a", "relay-b", "relay-c")
-			if _, err := f.relay("relay-c").ReleaseLeases(t.Context(), f.request("relay-c")); err != nil {
+			if _, err := f.relay("relay-c").ReleaseLeases(t.Context(), "relay-c"); err != nil {
 				t.Fatal(err)
 			}
 			relays := func() []string {

@@ -43,11 +43,11 @@ import (
 // A Writer is safe for concurrent use.
 type Writer struct {
 	client Client
-	opts   Options
+	opts   WriterOptions
 	keys   keys
 	tel    telemetry
 
-	// prev writes the generation this one replaces (Options.Previous…),
+	// prev writes the generation this one replaces (WriterOptions.Previous…),
 	// checking that it is open, until switched; nil without one.
 	prev *Writer
 	// switched: the writer saw the previous generation sealed. Sealed is
@@ -58,7 +58,7 @@ type Writer struct {
 }
 
 // NewWriter returns a writer for the outbox described by opts.
-func NewWriter(client Client, opts Options) (*Writer, error) {
+func NewWriter(client Client, opts WriterOptions) (*Writer, error) {
 	opts, err := opts.resolve()
 	if err != nil {
 		return nil, err
@@ -78,8 +78,8 @@ func NewWriter(client Client, opts Options) (*Writer, error) {
 	return w, nil
 }
 
-func newWriter(client Client, opts Options) *Writer {
-	return &Writer{client: client, opts: opts, keys: newKeys(opts), tel: newTelemetry(opts.Hooks), layout: newLayoutGate()}
+func newWriter(client Client, opts WriterOptions) *Writer {
+	return &Writer{client: client, opts: opts, keys: newKeys(opts.Options), tel: newTelemetry(opts.Hooks), layout: newLayoutGate()}
 }
 
 // Enqueue stores one message that has no business write, with one PutItem,
@@ -89,7 +89,7 @@ func newWriter(client Client, opts Options) *Writer {
 // copy under a new sequence number with the same message id (consumers
 // deduplicate on the id).
 //
-// With Options.GenerationCheck, and with a previous generation it still
+// With WriterOptions.GenerationCheck, and with a previous generation it still
 // writes to, it sends one TransactWriteItems with the generation check
 // instead, as EnqueueBatch does.
 func (w *Writer) Enqueue(ctx context.Context, msg outbox.Message) (outbox.Message, error) {
@@ -310,7 +310,7 @@ func withTrace(blob []byte, tc outbox.TraceContext) ([]byte, error) {
 }
 
 // Validate reports, without any request, the first of msgs the writer would
-// refuse: a zero id, an empty topic, a topic outside Options.Topics, a
+// refuse: a zero id, an empty topic, a topic outside WriterOptions.Topics, a
 // negative partition. The error matches outbox.ErrInvalidMessage. Every
 // enqueue validates its messages; Tx.Enqueue and the inbox's call this to
 // report a bad message where the caller adds it. Sizes are checked when
@@ -332,7 +332,7 @@ func (w *Writer) validate(m outbox.Message) error {
 	case m.Topic == "":
 		problem = "topic is empty"
 	case len(w.opts.Topics) > 0 && !slices.Contains(w.opts.Topics, m.Topic):
-		problem = fmt.Sprintf("topic %q is not one of the writer's topics %v (Options.Topics); the relay could not publish it", m.Topic, w.opts.Topics)
+		problem = fmt.Sprintf("topic %q is not one of the writer's topics %v (WriterOptions.Topics); the relay could not publish it", m.Topic, w.opts.Topics)
 	case m.Partition != nil && *m.Partition < 0:
 		problem = fmt.Sprintf("partition %d is negative", *m.Partition)
 	default:

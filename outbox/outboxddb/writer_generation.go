@@ -47,7 +47,7 @@ func (e *GenerationSealedError) Is(target error) bool { return target == generat
 // generationCheck returns a ConditionCheck on the writer's generation
 // marker: it passes while there is no marker or the marker is open, and
 // fails the transaction once the operator sealed the generation
-// (Options.GenerationCheck). It costs two write units per transaction.
+// (WriterOptions.GenerationCheck). It costs two write units per transaction.
 func (w *Writer) generationCheck() types.TransactWriteItem {
 	return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
 		TableName:                           aws.String(w.opts.TableName),
@@ -141,7 +141,7 @@ func (w *Writer) enqueueSwitching(ctx context.Context, msgs []outbox.Message) ([
 		}
 		if !se.Marker.Exists {
 			// The refusal carried no marker: read it.
-			item, readErr := readGenerationItem(ctx, t.client, t.opts, t.tel, t.keys, generationSortKey)
+			item, readErr := readGenerationItem(ctx, t.client, t.opts.Options, t.tel, t.keys, generationSortKey)
 			if readErr != nil {
 				return nil, errors.Join(err, readErr)
 			}

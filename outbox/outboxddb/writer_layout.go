@@ -24,7 +24,7 @@ func newLayoutGate() layoutGate { return layoutGate{turn: make(chan struct{}, 1)
 // write checks the generation it writes to before its first request, so a
 // writer with another count writes nothing; CheckLayout checks the one it
 // writes to now (the previous generation until the seal, with
-// Options.PreviousKeyPrefix), so a service can refuse to start instead.
+// WriterOptions.PreviousKeyPrefix), so a service can refuse to start instead.
 //
 // It costs one strongly consistent Query (one read unit) per writer: the
 // first call that gets an answer remembers it, and every later call, so
@@ -51,7 +51,7 @@ func (w *Writer) checkLayout(ctx context.Context) error {
 	if g.checked.Load() {
 		return g.err
 	}
-	l, found, err := ReadLayout(ctx, w.client, w.opts)
+	l, found, err := ReadLayout(ctx, w.client, w.opts.Options)
 	if err != nil {
 		return err
 	}

@@ -17,9 +17,14 @@ import (
 
 // replacing configures the successor generation (OUTBOX2/32) replacing
 // the default one (OUTBOX/8).
-func replacing(o *Options) {
+func replacing(o *WriterOptions) {
 	o.KeyPrefix, o.BucketCount = successor.KeyPrefix, successor.BucketCount
 	o.PreviousKeyPrefix, o.PreviousBucketCount = DefaultKeyPrefix, outbox.DefaultBucketCount
+}
+
+// successorStore makes a store of the successor generation.
+func successorStore(o *StoreOptions) {
+	o.KeyPrefix, o.BucketCount = successor.KeyPrefix, successor.BucketCount
 }
 
 // holds reports whether s's generation has a message in bucket.
@@ -50,7 +55,7 @@ func TestWriterSwitch(t *testing.T) {
 	t.Run("WithAPreviousGeneration_SwitchesAtTheSeal", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(t)
-			old, cur := e.store(t), e.store(t, replacing)
+			old, cur := e.store(t), e.store(t, successorStore)
 			w := e.writer(t, replacing)
 			enq := func(key string) (outbox.Message, outboxlocal.Counts) {
 				t.Helper()
@@ -164,7 +169,7 @@ func TestWriterSwitch(t *testing.T) {
 			if _, err := w.Enqueue(t.Context(), newMessage(t, "t", "a", 0)); !errors.Is(err, outbox.ErrMisconfigured) {
 				t.Fatalf("enqueue: %v; want ErrMisconfigured", err)
 			}
-			if holds(t, e.store(t, replacing), bucketOf(t, newMessage(t, "t", "a", 0), 32)) {
+			if holds(t, e.store(t, successorStore), bucketOf(t, newMessage(t, "t", "a", 0), 32)) {
 				t.Fatal("the message reached the new generation")
 			}
 		})
@@ -176,7 +181,7 @@ func TestWriterSwitch(t *testing.T) {
 	t.Run("Store_CheckServable_WaitsForThePredecessorToDrain", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(t)
-			old, cur := e.store(t), e.store(t, replacing)
+			old, cur := e.store(t), e.store(t, successorStore)
 			var err error
 			c := e.counts(func() { err = cur.CheckServable(t.Context()) })
 			if err != nil {
@@ -204,7 +209,7 @@ func TestWriterSwitch(t *testing.T) {
 			if _, err := old.FinishGeneration(t.Context(), successor); err != nil {
 				t.Fatal(err)
 			}
-			for _, s := range []*Store{cur, e.store(t, replacing)} {
+			for _, s := range []*Store{cur, e.store(t, successorStore)} {
 				c = e.counts(func() { err = s.CheckServable(t.Context()) })
 				if err != nil {
 					t.Fatalf("predecessor drained: %v", err)
@@ -216,7 +221,7 @@ func TestWriterSwitch(t *testing.T) {
 				}
 			}
 			// Another generation cannot name the same successor.
-			if _, err := e.store(t, func(o *Options) { o.KeyPrefix = "OTHER" }).OpenGeneration(t.Context(), successor); !errors.Is(err, outbox.ErrMisconfigured) {
+			if _, err := e.store(t, func(o *StoreOptions) { o.KeyPrefix = "OTHER" }).OpenGeneration(t.Context(), successor); !errors.Is(err, outbox.ErrMisconfigured) {
 				t.Fatalf("a second predecessor: %v; want ErrMisconfigured", err)
 			}
 		})
@@ -234,7 +239,7 @@ func TestWriterSwitch(t *testing.T) {
 			if _, err := old.SealGeneration(t.Context(), successor); err != nil {
 				t.Fatal(err)
 			}
-			w := e.writer(t, replacing, func(o *Options) { o.GenerationCheck = true })
+			w := e.writer(t, replacing, func(o *WriterOptions) { o.GenerationCheck = true })
 			if _, err := w.Enqueue(t.Context(), newMessage(t, "t", "a", 0)); err != nil {
 				t.Fatal(err)
 			}
@@ -279,7 +284,7 @@ func TestWriterSwitch(t *testing.T) {
 	t.Run("WithAPreviousGeneration_CommitWritesTheOldGenerationUntilTheSeal", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(t)
-			old, cur := e.store(t), e.store(t, replacing)
+			old, cur := e.store(t), e.store(t, successorStore)
 			w := e.writer(t, replacing)
 			commit := func(key string) outbox.Message {
 				t.Helper()

@@ -60,7 +60,7 @@ func TestWriterTrace(t *testing.T) {
 	t.Run("Enqueue_StoresTheCallersTraceContext", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(t)
-			w := e.writer(t, func(o *Options) { o.Getenv = lambdaEnv })
+			w := e.writer(t, func(o *WriterOptions) { o.Getenv = lambdaEnv })
 			ctx := outbox.WithTraceContext(t.Context(), outbox.TraceContext{TraceParent: traceParent, TraceState: "vendor=1", AmznTraceID: amznCtx})
 			if _, err := w.Enqueue(ctx, newMessage(t, "t", "k", 2)); err != nil {
 				t.Fatal(err)
@@ -77,7 +77,7 @@ func TestWriterTrace(t *testing.T) {
 	t.Run("EnqueueBatch_KeepsAMessagesOwnTraceHeaders", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(t)
-			w := e.writer(t, func(o *Options) { o.Getenv = noEnv })
+			w := e.writer(t, func(o *WriterOptions) { o.Getenv = noEnv })
 			own := "00-11111111111111111111111111111111-2222222222222222-01"
 			withOwn := newMessage(t, "t", "a", 3)
 			withOwn.Headers = outbox.EncodeHeaders([]outbox.Header{{Key: "app", Value: []byte("x")}, {Key: "Traceparent", Value: []byte(own)}})
@@ -112,7 +112,7 @@ func TestWriterTrace(t *testing.T) {
 	t.Run("TransactItems_CarryTheTraceContext", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(t)
-			w := e.writer(t, func(o *Options) { o.Getenv = noEnv })
+			w := e.writer(t, func(o *WriterOptions) { o.Getenv = noEnv })
 			ctx := outbox.WithTraceContext(t.Context(), outbox.TraceContext{AmznTraceID: amznCtx})
 			item, one, err := prepareItem(ctx, w, newMessage(t, "t", "a", 1))
 			if err != nil {
@@ -147,7 +147,7 @@ func TestWriterTrace(t *testing.T) {
 	t.Run("InLambda_FallsBackToTheInvocationsTrace", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(t)
-			w := e.writer(t, func(o *Options) { o.Getenv = lambdaEnv })
+			w := e.writer(t, func(o *WriterOptions) { o.Getenv = lambdaEnv })
 			//lint:ignore SA1029 the key is aws-lambda-go's, a plain string
 			invocation := context.WithValue(t.Context(), "x-amzn-trace-id", amznLambda)
 			if _, err := w.Enqueue(invocation, newMessage(t, "t", "a", 5)); err != nil {
@@ -176,7 +176,7 @@ func TestWriterTrace(t *testing.T) {
 	t.Run("WithoutTraceContext_AddsNoHeaders", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(t)
-			w := e.writer(t, func(o *Options) { o.Getenv = noEnv })
+			w := e.writer(t, func(o *WriterOptions) { o.Getenv = noEnv })
 			withBlob := newMessage(t, "t", "a", 6)
 			withBlob.Headers = outbox.EncodeHeaders([]outbox.Header{{Key: "app", Value: []byte("x")}})
 			// A malformed value in the context is no usable trace either.

@@ -71,7 +71,7 @@ func TestWriterUnit(t *testing.T) {
 				f.transact = func(*dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
 					return nil, &types.TransactionCanceledException{Message: aws.String("cancelled"), CancellationReasons: c.reasons}
 				}
-				w := writerOn(t, f, Options{Notifier: notifier})
+				w := writerOn(t, f, WriterOptions{Notifier: notifier})
 				stored, err := w.EnqueueBatch(context.Background(), []outbox.Message{a, b})
 				if c.own {
 					if err != nil || len(stored) != 2 || len(notifier.got()) != 1 {
@@ -109,7 +109,7 @@ func TestWriterUnit(t *testing.T) {
 				f.put = func(*dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) {
 					return nil, &types.ConditionalCheckFailedException{Message: aws.String("refused"), Item: c.stored}
 				}
-				w := writerOn(t, f, Options{Notifier: notifier})
+				w := writerOn(t, f, WriterOptions{Notifier: notifier})
 				stored, err := w.Enqueue(context.Background(), m)
 				if c.own {
 					if err != nil || stored.Sequence() != 7 || len(notifier.got()) != 1 {
@@ -131,7 +131,7 @@ func TestWriterUnit(t *testing.T) {
 
 	t.Run("Notify_SendsTheDistinctBuckets_AndNeverFails", func(t *testing.T) {
 		notifier := &recordingNotifier{}
-		w := writerOn(t, &fakeDB{}, Options{Notifier: notifier})
+		w := writerOn(t, &fakeDB{}, WriterOptions{Notifier: notifier})
 		stored := func(b int, key string) outbox.Message { return outbox.Stored(testMessage(t, b, key), b, 1) }
 		w.notify(context.Background(), stored(5, "a"), stored(1, "b"), stored(5, "c"))
 		w.notify(context.Background())
@@ -141,14 +141,14 @@ func TestWriterUnit(t *testing.T) {
 
 		var logs bytes.Buffer
 		failing := &recordingNotifier{err: errors.New("invoke refused")}
-		w = writerOn(t, &fakeDB{}, Options{Notifier: failing, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		w = writerOn(t, &fakeDB{}, WriterOptions{Notifier: failing, Options: Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}})
 		w.notify(context.Background(), testMessage(t, 3, "a"))
 		if len(failing.got()) != 1 || !strings.Contains(logs.String(), "invoke refused") {
 			t.Fatalf("failed wake-up not logged: %q", logs.String())
 		}
 
 		// Without a notifier: nothing, and no panic.
-		writerOn(t, &fakeDB{}, Options{}).notify(context.Background(), testMessage(t, 3, "a"))
+		writerOn(t, &fakeDB{}, WriterOptions{}).notify(context.Background(), testMessage(t, 3, "a"))
 	})
 
 	t.Run("Enqueue_NotifiesOnlyAfterTheWriteSucceeded", func(t *testing.T) {
@@ -160,7 +160,7 @@ func TestWriterUnit(t *testing.T) {
 			}
 			return &dynamodb.PutItemOutput{}, nil
 		}
-		w := writerOn(t, f, Options{Notifier: notifier})
+		w := writerOn(t, f, WriterOptions{Notifier: notifier})
 		if _, err := w.Enqueue(context.Background(), testMessage(t, 4, "a")); err != nil {
 			t.Fatal(err)
 		}
@@ -179,7 +179,7 @@ func TestWriterUnit(t *testing.T) {
 
 	t.Run("ReservationWithoutSequence_IsAnError", func(t *testing.T) {
 		f := &fakeDB{} // answers UpdateItem without attributes
-		w := writerOn(t, f, Options{})
+		w := writerOn(t, f, WriterOptions{})
 		_, _, err := prepareItem(context.Background(), w, testMessage(t, 1, "a"))
 		if err == nil || !strings.Contains(err.Error(), "Sequence") || !strings.Contains(err.Error(), "bucket 1") {
 			t.Fatalf("reservation without Sequence: %v", err)
@@ -188,7 +188,7 @@ func TestWriterUnit(t *testing.T) {
 
 	t.Run("ZeroCreatedAt_IsStampedFromTheClock", func(t *testing.T) {
 		f := &fakeDB{update: counterAt(map[string]int64{})}
-		w := writerOn(t, f, Options{})
+		w := writerOn(t, f, WriterOptions{})
 		m := testMessage(t, 1, "a")
 		m.CreatedAt = time.Time{}
 		_, got, err := prepareItem(context.Background(), w, m)
@@ -199,7 +199,7 @@ func TestWriterUnit(t *testing.T) {
 
 	t.Run("AllowedTopics_RefuseOthersBeforeAnyRequest", func(t *testing.T) {
 		f := &fakeDB{update: counterAt(map[string]int64{})}
-		w := writerOn(t, f, Options{Topics: []string{"payments"}})
+		w := writerOn(t, f, WriterOptions{Topics: []string{"payments"}})
 		bad := testMessage(t, 1, "a") // topic "orders"
 		for name, call := range map[string]func() error{
 			"Enqueue":      func() error { _, err := w.Enqueue(context.Background(), bad); return err },
@@ -223,7 +223,7 @@ func TestWriterUnit(t *testing.T) {
 		if _, _, err := prepareItem(context.Background(), w, ok); err != nil {
 			t.Fatalf("an allowed topic: %v", err)
 		}
-		if _, err := NewWriter(f, Options{TableName: "outbox", Topics: []string{" "}}); !errors.Is(err, outbox.ErrMisconfigured) {
+		if _, err := NewWriter(f, WriterOptions{Options: Options{TableName: "outbox"}, Topics: []string{" "}}); !errors.Is(err, outbox.ErrMisconfigured) {
 			t.Fatalf("a blank allowed topic: %v, want a misconfiguration", err)
 		}
 	})

@@ -238,7 +238,7 @@ func (in *Inbox) handle(ctx context.Context, rec Record, id outbox.MessageID, h 
 
 // attempt runs h once and commits its transaction with the marker.
 func (in *Inbox) attempt(ctx context.Context, rec Record, id outbox.MessageID, h Handler) (Outcome, error) {
-	tx := &Tx{}
+	tx := &Tx{writer: in.opts.Writer}
 	if err := in.handle(ctx, rec, id, h, tx); err != nil {
 		return 0, fmt.Errorf("outboxinbox: handle message %s (%s/%d@%d): %w", id, rec.Topic, rec.Partition, rec.Offset, err)
 	}

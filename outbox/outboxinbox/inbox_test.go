@@ -82,10 +82,11 @@ func TestInbox(t *testing.T) {
 
 		// Consume-transform-produce: one outbox message adds its sequence
 		// reservation (1 unit) and its transactional put (2).
-		w, err := outboxddb.NewWriter(e.ddb.Client, outboxddb.Options{TableName: e.table, Logger: quiet()})
+		w, err := outboxddb.NewWriter(e.ddb.Client, outboxddb.WriterOptions{Options: outboxddb.Options{TableName: e.table, Logger: quiet()}})
 		if err != nil {
 			t.Fatal(err)
 		}
+		forwarding := e.inbox(t, "billing", nil, func(o *outboxinbox.Options) { o.Writer = w })
 		forward := func(ctx context.Context, rec outboxinbox.Record, tx *outboxinbox.Tx) error {
 			if err := put(ctx, rec, tx); err != nil {
 				return err
@@ -94,11 +95,11 @@ func TestInbox(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			return tx.Enqueue(w, m)
+			return tx.Enqueue(m)
 		}
 		rec = record("orders", 0, 2, "order-2", "created", outbox.NewMessageID())
 		before = e.ddb.Counter.Snapshot()
-		if _, err := in.Process(t.Context(), rec, forward); err != nil {
+		if _, err := forwarding.Process(t.Context(), rec, forward); err != nil {
 			t.Fatal(err)
 		}
 		if got := e.ddb.Counter.Snapshot().Since(before).WriteUnits; got != 7 {
@@ -108,17 +109,17 @@ func TestInbox(t *testing.T) {
 
 	t.Run("Process_ConsumeTransformProduce_DuplicateEnqueuesNothing", func(t *testing.T) {
 		e := newEnv(t)
-		in := e.inbox(t, "billing", nil)
-		w, err := outboxddb.NewWriter(e.ddb.Client, outboxddb.Options{TableName: e.table, Logger: quiet()})
+		w, err := outboxddb.NewWriter(e.ddb.Client, outboxddb.WriterOptions{Options: outboxddb.Options{TableName: e.table, Logger: quiet()}})
 		if err != nil {
 			t.Fatal(err)
 		}
+		in := e.inbox(t, "billing", nil, func(o *outboxinbox.Options) { o.Writer = w })
 		forward := func(ctx context.Context, rec outboxinbox.Record, tx *outboxinbox.Tx) error {
 			m, err := outbox.NewMessage("invoices", rec.Key, rec.Value, outbox.MessageOptions{})
 			if err != nil {
 				return err
 			}
-			return tx.Enqueue(w, m)
+			return tx.Enqueue(m)
 		}
 		rec := record("orders", 0, 1, "order-1", "created", outbox.NewMessageID())
 		for range 3 {
@@ -312,20 +313,41 @@ func TestInbox(t *testing.T) {
 	// A message the writer would refuse is reported where the handler adds
 	// it, before any request; messages added in several calls for one writer
 	// share its reservation of a bucket.
-	t.Run("TxEnqueue_RefusesABadMessageAtOnce_AndMergesCallsPerWriter", func(t *testing.T) {
+	t.Run("TxEnqueue_WithoutAWriterIsAMisconfiguration", func(t *testing.T) {
 		e := newEnv(t)
 		in := e.inbox(t, "billing", nil)
-		w, err := outboxddb.NewWriter(e.ddb.Client, outboxddb.Options{TableName: e.table, Topics: []string{"invoices"}, Logger: quiet()})
+		var enqueueErr error
+		h := func(_ context.Context, _ outboxinbox.Record, tx *outboxinbox.Tx) error {
+			m, err := outbox.NewMessage("invoices", []byte("k"), nil, outbox.MessageOptions{})
+			if err != nil {
+				return err
+			}
+			enqueueErr = tx.Enqueue(m)
+			return enqueueErr
+		}
+		before := e.ddb.Counter.Snapshot()
+		if _, err := in.Process(t.Context(), record("orders", 0, 1, "order-1", "created", outbox.NewMessageID()), h); !errors.Is(err, outbox.ErrMisconfigured) || !errors.Is(enqueueErr, outbox.ErrMisconfigured) {
+			t.Fatalf("Process = %v after Enqueue = %v; want a misconfiguration from Enqueue", err, enqueueErr)
+		}
+		if c := e.ddb.Counter.Snapshot().Since(before); c.Requests["TransactWriteItems"] != 0 {
+			t.Fatalf("requests %v without a writer, want no transaction", c.Requests)
+		}
+	})
+
+	t.Run("TxEnqueue_RefusesABadMessageAtOnce_AndMergesItsCalls", func(t *testing.T) {
+		e := newEnv(t)
+		w, err := outboxddb.NewWriter(e.ddb.Client, outboxddb.WriterOptions{Options: outboxddb.Options{TableName: e.table, Logger: quiet()}, Topics: []string{"invoices"}})
 		if err != nil {
 			t.Fatal(err)
 		}
+		in := e.inbox(t, "billing", nil, func(o *outboxinbox.Options) { o.Writer = w })
 		bad, err := outbox.NewMessage("invoicse", []byte("k"), nil, outbox.MessageOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var enqueueErr error
 		refused := func(_ context.Context, _ outboxinbox.Record, tx *outboxinbox.Tx) error {
-			enqueueErr = tx.Enqueue(w, bad)
+			enqueueErr = tx.Enqueue(bad)
 			if tx.Len() != 0 {
 				t.Errorf("the refused message was added: %d actions", tx.Len())
 			}
@@ -346,7 +368,7 @@ func TestInbox(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				if err := tx.Enqueue(w, m); err != nil {
+				if err := tx.Enqueue(m); err != nil {
 					return err
 				}
 			}

@@ -88,6 +88,11 @@ type Options struct {
 	// and conflict (outboxobs/emf.InboxRecorder writes them as metrics).
 	// Default none.
 	Hooks []outbox.Hook
+	// Writer is the outbox writer through which the handlers' Tx.Enqueue
+	// adds messages (consume-transform-produce): they commit with the
+	// record's marker and the business writes, and the writer's relays are
+	// woken after the commit. Default none: Tx.Enqueue is then refused.
+	Writer *outboxddb.Writer
 }
 
 func (o Options) withDefaults() Options {

@@ -32,10 +32,10 @@ func newPipeline(t *testing.T) *pipeline {
 	p := &pipeline{env: newEnv(t), k: outboxtest.NewKafka(t, "orders", "orders.dlq")}
 	opts := outboxddb.Options{TableName: p.table, Logger: quiet()}
 	var err error
-	if p.writer, err = outboxddb.NewWriter(p.ddb.Client, opts); err != nil {
+	if p.writer, err = outboxddb.NewWriter(p.ddb.Client, outboxddb.WriterOptions{Options: opts}); err != nil {
 		t.Fatal(err)
 	}
-	if p.store, err = outboxddb.NewStore(p.ddb.Client, opts); err != nil {
+	if p.store, err = outboxddb.NewStore(p.ddb.Client, outboxddb.StoreOptions{Options: opts}); err != nil {
 		t.Fatal(err)
 	}
 	if p.pub, err = outboxkafka.New(outboxkafka.Config{Brokers: p.k.Brokers, ExtraOpts: outboxlocal.TestClientOpts()}); err != nil {

@@ -20,13 +20,9 @@ import (
 // concurrent use.
 type Tx struct {
 	items []types.TransactWriteItem
-	sent  []*sentMessages
-}
-
-// sentMessages are the outbox messages for one writer, prepared when the
-// transaction is sealed, for the wake-up after the commit and the
-// explanation of a refusal.
-type sentMessages struct {
+	// writer is Options.Writer; msgs are the messages added for it,
+	// prepared when the transaction is sealed (for the wake-up after the
+	// commit and the explanation of a refusal).
 	writer   *outboxddb.Writer
 	msgs     []outbox.Message
 	prepared *outboxddb.Prepared
@@ -37,48 +33,40 @@ type sentMessages struct {
 // and Process returns the error.
 func (tx *Tx) Add(items ...types.TransactWriteItem) { tx.items = append(tx.items, items...) }
 
-// Enqueue adds outbox messages for w, as outboxddb.Tx.Enqueue does for
-// Writer.Commit: a message w would refuse (outboxddb.Writer.Validate) is
-// reported here and not added; the inbox places the messages and reserves
-// their sequence numbers when it commits the record's transaction, which
-// publishes them only if it commits, and wakes the relays after it did.
-func (tx *Tx) Enqueue(w *outboxddb.Writer, msgs ...outbox.Message) error {
-	if w == nil {
-		return outbox.Misconfigured("enqueue in inbox transaction", "writer is nil")
+// Enqueue adds outbox messages through the inbox's writer (Options.Writer),
+// as outboxddb.Tx.Enqueue does for Writer.Commit: a message the writer
+// would refuse (outboxddb.Writer.Validate) is reported here and not added;
+// the inbox places the messages and reserves their sequence numbers when it
+// commits the record's transaction, which publishes them only if it
+// commits, and wakes the relays after it did. An inbox without a writer
+// refuses every message (a misconfiguration).
+func (tx *Tx) Enqueue(msgs ...outbox.Message) error {
+	if tx.writer == nil {
+		return outbox.Misconfigured("enqueue in inbox transaction", "the inbox has no outbox writer (Options.Writer)")
 	}
-	if err := w.Validate(msgs...); err != nil {
+	if err := tx.writer.Validate(msgs...); err != nil {
 		return fmt.Errorf("outboxinbox: enqueue %d messages: %w", len(msgs), err)
 	}
-	for _, s := range tx.sent {
-		if s.writer == w {
-			s.msgs = append(s.msgs, msgs...)
-			return nil
-		}
-	}
-	tx.sent = append(tx.sent, &sentMessages{writer: w, msgs: slices.Clone(msgs)})
+	tx.msgs = append(tx.msgs, msgs...)
 	return nil
 }
 
 // Len is the number of business writes and messages added so far; the
 // marker makes one more.
 func (tx *Tx) Len() int {
-	n := len(tx.items)
-	for _, s := range tx.sent {
-		n += len(s.msgs)
-	}
-	return n
+	return len(tx.items) + len(tx.msgs)
 }
 
 // seal prepares the messages, checks the limits with the marker counted
 // and returns the items to send, the marker last.
 func (tx *Tx) seal(ctx context.Context, id outbox.MessageID, marker types.TransactWriteItem) ([]types.TransactWriteItem, error) {
 	items := slices.Clone(tx.items)
-	for _, s := range tx.sent {
-		p, err := s.writer.Prepare(ctx, s.msgs...)
+	if len(tx.msgs) > 0 {
+		p, err := tx.writer.Prepare(ctx, tx.msgs...)
 		if err != nil {
-			return nil, fmt.Errorf("outboxinbox: enqueue %d messages: %w", len(s.msgs), err)
+			return nil, fmt.Errorf("outboxinbox: enqueue %d messages: %w", len(tx.msgs), err)
 		}
-		s.prepared = p
+		tx.prepared = p
 		items = append(items, p.Items()...)
 	}
 	items = append(items, marker)
@@ -115,22 +103,17 @@ func actionSize(it types.TransactWriteItem) int {
 
 // notify wakes the relays for the messages of a committed transaction.
 func (tx *Tx) notify(ctx context.Context) {
-	for _, s := range tx.sent {
-		s.prepared.Committed(ctx)
+	if tx.prepared != nil {
+		tx.prepared.Committed(ctx)
 	}
 }
 
-// explain lets each writer recognise a refusal of its own items (a reset
+// explain lets the writer recognise a refusal of its own items (a reset
 // sequence counter, a sealed generation); other errors come back as they
 // are.
 func (tx *Tx) explain(err error) error {
-	for _, s := range tx.sent {
-		if s.prepared == nil {
-			continue
-		}
-		if explained := s.prepared.Explain(err); explained != err {
-			return explained
-		}
+	if tx.prepared == nil {
+		return err
 	}
-	return err
+	return tx.prepared.Explain(err)
 }

@@ -3,6 +3,8 @@ package outboxkafka
 import (
 	"cmp"
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -22,13 +24,25 @@ import (
 // fails the idempotent sequence check. A record handed over after that
 // refusal would start the partition afresh and be appended ahead of the
 // refused record's retry; the client would send it at once while a Flush
-// runs. Between Flushes the client starts no send, so a hand-over is
-// complete before a refusal of any of its records can come back, and a
-// refusal fails them all. A hand-over's records may still leave in several
-// requests, the first before the last is handed over: the client's sink
-// makes one more pass after a Flush returns, and takes a topic's first
-// records one at a time as its metadata arrives. A refusal of such a
-// request takes a broker round trip; a hand-over, a few Produce calls.
+// runs. Between Flushes the client starts no send of its own accord, so
+// a hand-over is normally complete before a refusal of any of its records
+// can come back, and a refusal fails them all.
+//
+// Normally, not always: a hand-over's first records can leave before its
+// last are in. The sink's drain, started while a Flush ran, can make one
+// more pass after the Flush returned (franz-go sink.go, drain and
+// produce), and a topic's first records are partitioned, and sent, one at
+// a time as its metadata arrives. If such a record is refused before a
+// later record of its partition is handed over, the later one starts the
+// partition afresh. So every record carries a context that a failure of
+// any earlier record of its hand-over cancels: a record not yet handed over
+// then stays out, and a record handed over but not sent fails when the
+// client comes to send it (the client checks the context of a partition's
+// first unsent record before sending it; sink.go, tryAddBatch). One
+// window stays open: the client reports the refusal on its promise
+// goroutine after it failed the partition, and were that report to lag
+// behind the rest of the hand-over and the start of the next Flush, the
+// later record would be sent before its context is cancelled.
 //
 // Flushes are shared: hand-overs that start while a Flush runs join the
 // round after it at once, wait for the running Flush, then hand over, and
@@ -118,13 +132,40 @@ func (f *flusher) send(ctx context.Context, records []*kgo.Record, outcomes []ou
 		return 0, err
 	}
 	var wg sync.WaitGroup
+	// Each record's context is a child of its predecessor's, and a failure
+	// cancels the failed record's: the later records are held back (see
+	// flusher), the earlier ones are not, so the prefix keeps what it can.
+	fence, release := context.WithCancelCause(ctx)
+	defer release(nil)
 	f.produceMu.Lock()
 	n := f.room(records)
-	round.records = append(round.records, records[:n]...)
 	for i, r := range records[:n] {
+		if fence.Err() != nil {
+			// A failure is in: what is not handed over stays out.
+			err := heldBack(ctx, fence)
+			for j := i; j < n; j++ {
+				outcomes[j].err, outcomes[j].at = err, f.clock.Now()
+			}
+			break
+		}
+		rctx, failed := context.WithCancelCause(fence)
+		fence = rctx
+		round.records = append(round.records, r)
 		wg.Add(1)
 		o := &outcomes[i]
-		f.cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+		f.cl.Produce(rctx, r, func(_ *kgo.Record, err error) {
+			switch {
+			case err == nil:
+			case errors.Is(err, context.Canceled) && ctx.Err() == nil && rctx.Err() != nil:
+				err = heldBack(ctx, rctx)
+			case errors.Is(err, context.Canceled) && ctx.Err() == nil:
+				// Failed with another hand-over's record held back at
+				// the head of its partition: a failure like any other.
+				err = fmt.Errorf("outboxkafka: not sent: failed with its partition's first unsent record, held back by its own hand-over (%w)", err)
+				failed(err)
+			default:
+				failed(err)
+			}
 			// Promises run one at a time on the client's goroutine; the
 			// WaitGroup orders these writes before the caller's reads.
 			o.err, o.at = err, f.clock.Now()
@@ -152,6 +193,19 @@ func (f *flusher) send(ctx context.Context, records []*kgo.Record, outcomes []ou
 		}
 	}
 	return n, nil
+}
+
+// heldBack is the outcome of a record send kept from the broker because an
+// earlier record of its hand-over failed (fence is its context, or its
+// predecessor's): the caller's ctx error when that ended the hand-over,
+// otherwise an error that names the failure without wrapping it, so it
+// neither passes for the caller's stop nor condemns this record for
+// another's fault (classify).
+func heldBack(ctx, fence context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return fmt.Errorf("outboxkafka: not sent: an earlier record of its hand-over failed (%v)", context.Cause(fence))
 }
 
 // room returns how many of records, from the first, fit in the client's

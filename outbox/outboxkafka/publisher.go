@@ -136,11 +136,12 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) (int, er
 // the rows before it are published and awaited, nothing after it is sent,
 // so nothing of its key overtakes it. The records are then handed to the
 // client together, while no flush runs, and sent by the next flush, which
-// concurrent publishes share; when the broker refuses one, no record after
-// it is handed over. A single message the broker refused with its partition
-// batch while other records of that partition shared the Flush is not
-// condemned (the refusal may be theirs); its next publish alone, the
-// relay's head-row retry, goes out in a Flush of its own. Records the client's buffer has no room for follow
+// concurrent publishes share; once one has failed, no record after it is
+// handed over, nor sent if the client still holds it unsent. A single
+// message the broker refused with its partition batch while other records
+// of that partition shared the Flush is not condemned (the refusal may be
+// theirs); its next publish alone, the relay's head-row retry, goes out in
+// a Flush of its own. Records the client's buffer has no room for follow
 // once the records before them are acknowledged. An empty batch produces
 // nothing. ctx bounds the batch: when it ends while the batch waits for a
 // running flush, nothing is sent; records not yet sent fail with its error,

@@ -111,14 +111,14 @@ func setup(t *testing.T, o bundleOptions) *bundle {
 	}
 	hc := RelayHandlerConfig{Config: cfg, FunctionName: "outbox-relay", Store: b.relayStore, Publisher: pub, Notifier: notifier, Clock: clock, Logger: log}
 	if _, ok := cfg.Previous(); ok {
-		hc.PreviousStore = b.newStore(t, cfg.PreviousStoreOptions())
+		hc.PreviousStore = b.newStore(t, cfg.PreviousStoreOptions().Options)
 	}
 	b.pub = pub
 	b.relay, err = NewRelayHandler(hc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wopts := cfg.StoreOptions()
+	wopts := cfg.WriterOptions()
 	wopts.Notifier, wopts.Logger, wopts.Clock = notifier, log, clock
 	writer, err := outboxddb.NewWriter(b.ddb.Client, wopts)
 	if err != nil {
@@ -141,7 +141,7 @@ func (b *bundle) newStore(t *testing.T, opts ...outboxddb.Options) *outboxddb.St
 	t.Helper()
 	o := b.cfg.StoreOptions()
 	if len(opts) > 0 {
-		o = opts[0]
+		o = outboxddb.StoreOptions{Options: opts[0]}
 	}
 	o.Logger, o.Clock = testLogger(t), b.clock
 	s, err := outboxddb.NewStore(b.ddb.Client, o)

@@ -116,17 +116,23 @@ type Config struct {
 	// PoisonMaxAttempts parks a message under quarantine after that many
 	// failed attempts (SPILLWAY_POISON_MAX_ATTEMPTS). Default 10.
 	PoisonMaxAttempts int
+	// KeepEveryRound makes the relay keep every owned lease in every round
+	// and heartbeat without the keep-ahead mark, as relays of other
+	// languages do (outbox.RelayOptions.KeepEveryRound). It is not read
+	// from the environment: a deployed relay keeps every round by itself
+	// while such a relay is around. Default false.
+	KeepEveryRound bool
 	// PreviousKeyPrefix and PreviousBucketCount name the previous
 	// generation while the bucket count changes
 	// (SPILLWAY_PREVIOUS_KEY_PREFIX, SPILLWAY_PREVIOUS_BUCKET_COUNT; both or
 	// neither). The relay then drains it before it serves the current one
 	// (generation.Relay), and the enqueue function writes it until it
-	// is sealed (outboxddb.Options.PreviousKeyPrefix). Default: none.
+	// is sealed (outboxddb.WriterOptions.PreviousKeyPrefix). Default: none.
 	PreviousKeyPrefix   string
 	PreviousBucketCount int
 	// GenerationCheck makes the enqueue function's writes check that its
 	// generation is not sealed (SPILLWAY_GENERATION_CHECK, see
-	// outboxddb.Options.GenerationCheck). Default false.
+	// outboxddb.WriterOptions.GenerationCheck). Default false.
 	GenerationCheck bool
 }
 
@@ -277,17 +283,32 @@ func (c Config) checkTracing(getenv func(string) string) error {
 	return nil
 }
 
-// StoreOptions returns the DynamoDB store and writer options of c. The
-// caller adds the clock, observer, logger and notifier.
-func (c Config) StoreOptions() outboxddb.Options {
+// TableOptions returns the table of c as the DynamoDB store, the writer
+// and the table helpers share it (outboxddb.Options). The caller adds the
+// clock, hooks and logger.
+func (c Config) TableOptions() outboxddb.Options {
 	return outboxddb.Options{
 		TableName:    c.Table,
 		PartitionKey: c.PartitionKey,
 		SortKey:      c.SortKey,
 		KeyPrefix:    c.KeyPrefix,
 		BucketCount:  c.BucketCount,
-		Topics:       c.Topics,
-		CountParked:  c.PoisonPolicy == outbox.PoisonQuarantine,
+	}
+}
+
+// StoreOptions returns the DynamoDB store options of c: its table, and
+// backlog samples that count the parked partitions where relays
+// quarantine.
+func (c Config) StoreOptions() outboxddb.StoreOptions {
+	return outboxddb.StoreOptions{Options: c.TableOptions(), CountParked: c.PoisonPolicy == outbox.PoisonQuarantine}
+}
+
+// WriterOptions returns the DynamoDB writer options of c; the caller adds
+// the notifier.
+func (c Config) WriterOptions() outboxddb.WriterOptions {
+	return outboxddb.WriterOptions{
+		Options: c.TableOptions(),
+		Topics:  c.Topics,
 		// The writers' check, set only where it is asked for: it makes
 		// every enqueue a transaction.
 		GenerationCheck: c.GenerationCheck,
@@ -299,10 +320,9 @@ func (c Config) StoreOptions() outboxddb.Options {
 
 // PreviousStoreOptions returns StoreOptions on the previous generation's
 // key prefix and bucket count.
-func (c Config) PreviousStoreOptions() outboxddb.Options {
+func (c Config) PreviousStoreOptions() outboxddb.StoreOptions {
 	o := c.StoreOptions()
 	o.KeyPrefix, o.BucketCount = c.PreviousKeyPrefix, c.PreviousBucketCount
-	o.PreviousKeyPrefix, o.PreviousBucketCount = "", 0
 	return o
 }
 
@@ -323,5 +343,6 @@ func (c Config) RelayOptions(relayID string) outbox.RelayOptions {
 		MaxHeldBytes:       outbox.MemoryBudgetFor(int64(c.MemoryMB) << 20).MaxHeldBytes,
 		PoisonPolicy:       c.PoisonPolicy,
 		PoisonMaxAttempts:  c.PoisonMaxAttempts,
+		KeepEveryRound:     c.KeepEveryRound,
 	}.WithDefaults()
 }

@@ -35,7 +35,7 @@ func setupGenerations(t *testing.T) *genBundle {
 		outboxconf.EnvKeyPrefix: "OUTBOX2", outboxconf.EnvBucketCount: "16",
 		outboxconf.EnvPreviousKeyPrefix: "OUTBOX", outboxconf.EnvPreviousBucketCount: "4",
 	}})
-	return &genBundle{bundle: b, prev: b.newStore(t, b.cfg.PreviousStoreOptions()), cur: b.newStore(t)}
+	return &genBundle{bundle: b, prev: b.newStore(t, b.cfg.PreviousStoreOptions().Options), cur: b.newStore(t)}
 }
 
 // writer returns a writer of the old configuration (the previous
@@ -43,9 +43,10 @@ func setupGenerations(t *testing.T) *genBundle {
 // writes the previous one until the seal).
 func (g *genBundle) writer(t *testing.T, old bool) *outboxddb.Writer {
 	t.Helper()
-	opts := g.cfg.StoreOptions()
+	opts := g.cfg.WriterOptions()
 	if old {
-		opts = g.cfg.PreviousStoreOptions()
+		opts.Options = g.cfg.PreviousStoreOptions().Options
+		opts.PreviousKeyPrefix, opts.PreviousBucketCount = "", 0
 		opts.GenerationCheck = true
 	}
 	w, err := outboxddb.NewWriter(g.ddb.Client, opts)
@@ -72,7 +73,7 @@ func (g *genBundle) crash(t *testing.T) {
 	t.Helper()
 	g.restarts++
 	hc := RelayHandlerConfig{Config: g.cfg, RelayID: fmt.Sprintf("restarted-%d", g.restarts), Store: g.newStore(t),
-		PreviousStore: g.newStore(t, g.cfg.PreviousStoreOptions()), Publisher: g.pub, Logger: testLogger(t)}
+		PreviousStore: g.newStore(t, g.cfg.PreviousStoreOptions().Options), Publisher: g.pub, Logger: testLogger(t)}
 	var err error
 	if g.relay, err = NewRelayHandler(hc); err != nil {
 		t.Fatal(err)
@@ -345,7 +346,7 @@ func (g *genBundle) alone(t *testing.T, id string) *RelayHandler {
 	t.Helper()
 	cfg := g.cfg
 	cfg.PreviousKeyPrefix, cfg.PreviousBucketCount = "", 0
-	h, err := NewRelayHandler(RelayHandlerConfig{Config: cfg, RelayID: id, Store: g.newStore(t, cfg.StoreOptions()), Publisher: g.pub, Logger: testLogger(t)})
+	h, err := NewRelayHandler(RelayHandlerConfig{Config: cfg, RelayID: id, Store: g.newStore(t, cfg.TableOptions()), Publisher: g.pub, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,9 +23,9 @@ func TestLayout(t *testing.T) {
 	t.Run("RelayWithAnotherCount_FailsBeforeItWrites", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, bundleOptions{vars: map[string]string{outboxconf.EnvBucketCount: "16"}})
-		eight := b.cfg.StoreOptions()
+		eight := b.cfg.WriterOptions()
 		eight.BucketCount = 8
-		if _, err := outboxddb.RecordLayout(t.Context(), b.ddb.Client, eight, "test", "test"); err != nil {
+		if _, err := outboxddb.RecordLayout(t.Context(), b.ddb.Client, eight.Options, "test", "test"); err != nil {
 			t.Fatal(err)
 		}
 		w, err := outboxddb.NewWriter(b.ddb.Client, eight)
@@ -48,7 +48,7 @@ func TestLayout(t *testing.T) {
 		if leases := b.leases(t); len(leases) != 0 {
 			t.Fatalf("lease items %v; want none", leases)
 		}
-		view, err := b.newStore(t, eight).ReadCoordination(t.Context())
+		view, err := b.newStore(t, eight.Options).ReadCoordination(t.Context())
 		if err != nil || len(view.Relays) != 0 {
 			t.Fatalf("heartbeats %+v, %v; want none", view.Relays, err)
 		}

@@ -23,7 +23,7 @@ func TestQuarantine(t *testing.T) {
 	t.Run("ParksAKeyBehindAnUnknownTopicAndReplayDeliversItInOrder", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, bundleOptions{vars: map[string]string{outboxconf.EnvPoisonPolicy: "quarantine"}})
-		w, err := outboxddb.NewWriter(b.ddb.Client, b.cfg.StoreOptions())
+		w, err := outboxddb.NewWriter(b.ddb.Client, b.cfg.WriterOptions())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -209,7 +209,7 @@ func TestRelay(t *testing.T) {
 		b := setup(t, bundleOptions{})
 		peer := b.newStore(t)
 		req := lease.Request{RelayID: "peer-relay-0001", BucketCount: b.cfg.BucketCount, LeaseDuration: b.cfg.LeaseDuration}
-		acq, err := peer.AcquireLeases(t.Context(), req, lease.RoundState{})
+		acq, err := lease.AcquireRound(t.Context(), peer, nil, time.Now(), req, lease.RoundState{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -231,7 +231,7 @@ func TestRelay(t *testing.T) {
 
 		// Positive control: once the peer released its leases, the same
 		// wake-up joins and relays the message.
-		if _, err := peer.ReleaseLeases(t.Context(), req); err != nil {
+		if _, err := peer.ReleaseLeases(t.Context(), req.RelayID); err != nil {
 			t.Fatal(err)
 		}
 		resp = handleRelay(t, b, t.Context(), b.sample(t, "relay.notify.json"))

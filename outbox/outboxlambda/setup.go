@@ -226,9 +226,11 @@ func newEnqueueFromEnv(ctx context.Context, getenv func(string) string, log *slo
 	if err != nil {
 		return nil, err
 	}
+	wopts := cfg.WriterOptions()
+	wopts.Hooks, wopts.Logger = opts.Hooks, log
 	switch {
 	case notifier != nil:
-		opts.Notifier = notifier
+		wopts.Notifier = notifier
 	case outboxconf.LocalEndpoint(cfg.DynamoDBEndpoint):
 		// No schedule runs beside a local endpoint: the relay is the one
 		// its user runs (spillway drain), which needs no warning.
@@ -236,7 +238,7 @@ func newEnqueueFromEnv(ctx context.Context, getenv func(string) string, log *slo
 	default:
 		log.Warn("no relay function configured: enqueued messages wait for the relay's schedule", "variable", outboxconf.EnvRelayFunction)
 	}
-	writer, err := outboxddb.NewWriter(in.DynamoDB(), opts)
+	writer, err := outboxddb.NewWriter(in.DynamoDB(), wopts)
 	if err != nil {
 		return nil, err
 	}

@@ -91,7 +91,7 @@ func newTracingFixture(t *testing.T, mode string) *otelFixture {
 	if f.cfg, err = LoadConfig(os.Getenv); err != nil {
 		t.Fatal(err)
 	}
-	if f.writer, err = outboxddb.NewWriter(ddb.Client, f.cfg.StoreOptions()); err != nil {
+	if f.writer, err = outboxddb.NewWriter(ddb.Client, f.cfg.WriterOptions()); err != nil {
 		t.Fatal(err)
 	}
 	return f

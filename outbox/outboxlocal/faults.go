@@ -17,7 +17,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
-	"github.com/spillway-dev/spillway/internal/sleep"
+	"github.com/spillway-dev/spillway/outbox/internal/sleep"
 )
 
 // Throttling error types a fault can answer with.

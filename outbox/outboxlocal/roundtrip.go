@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/spillway-dev/spillway/internal/sleep"
+	"github.com/spillway-dev/spillway/outbox/internal/sleep"
 )
 
 // RoundTrip is a delay an embedded server adds to every request it answers,

@@ -3,7 +3,6 @@ package outboxmem
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -17,7 +16,6 @@ import (
 type Store struct {
 	clock   outbox.Clock
 	buckets int
-	log     *slog.Logger
 
 	mu       sync.Mutex
 	msgs     map[int][]outbox.Message // per bucket, ascending by sequence
@@ -53,8 +51,6 @@ type Options struct {
 	BucketCount int
 	// Clock is read once per call. Default outbox.SystemClock.
 	Clock outbox.Clock
-	// Logger receives the lease round's warnings. Default slog.Default().
-	Logger *slog.Logger
 }
 
 // New returns an empty store. A negative bucket count is a
@@ -69,11 +65,8 @@ func New(opts Options) (*Store, error) {
 	if opts.Clock == nil {
 		opts.Clock = outbox.SystemClock{}
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
 	return &Store{
-		clock: opts.Clock, buckets: opts.BucketCount, log: opts.Logger,
+		clock: opts.Clock, buckets: opts.BucketCount,
 		msgs: map[int][]outbox.Message{}, next: map[int]int64{},
 		leases: map[int]leaseItem{}, relays: map[string]relay{},
 		lastSent: map[string]int64{}, calls: map[string]int{},

@@ -2,7 +2,6 @@ package outboxmem_test
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 
 	"github.com/spillway-dev/spillway/outbox"
@@ -12,7 +11,7 @@ import (
 
 func TestStoreContract(t *testing.T) {
 	outboxtest.RunStoreTests(t, func(t *testing.T, clock outbox.Clock, bucketCount int) outboxtest.StoreUnderTest {
-		s, err := outboxmem.New(outboxmem.Options{BucketCount: bucketCount, Clock: clock, Logger: slog.New(slog.DiscardHandler)})
+		s, err := outboxmem.New(outboxmem.Options{BucketCount: bucketCount, Clock: clock})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -26,6 +25,6 @@ func TestStoreContract(t *testing.T) {
 			}
 			s.Reserve(b)
 			return nil
-		}, LeaseIO: s.LeaseIO()}
+		}}
 	})
 }

@@ -3,6 +3,7 @@ package outboxtest
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -61,10 +62,6 @@ type StoreUnderTest struct {
 	// stores nothing under it (a writer whose transaction failed after its
 	// reservation). The suite then checks fetches across gaps.
 	Abandon func(ctx context.Context, m outbox.Message) error
-	// LeaseIO, when set, is the store's lease primitives (lease.IO). The
-	// suite then checks each conditional lease write and the cause of its
-	// refusal, which a round alone cannot race into.
-	LeaseIO lease.IO
 }
 
 // NewStore builds an empty store of bucketCount buckets on clock for one
@@ -74,22 +71,34 @@ type NewStore func(t *testing.T, clock outbox.Clock, bucketCount int) StoreUnder
 // contractStart is the suite's clock at the start of every case.
 var contractStart = time.Date(2026, 9, 1, 8, 0, 0, 0, time.UTC)
 
+// quiet discards the lease protocol's logs.
+var quiet = slog.New(slog.DiscardHandler)
+
+// nopPublisher is the publisher of a relay the suite builds but never runs.
+type nopPublisher struct{}
+
+func (nopPublisher) Init(context.Context) error { return nil }
+
+func (nopPublisher) Publish(_ context.Context, msgs []outbox.Message) (int, error) {
+	return len(msgs), nil
+}
+
 // contractLease is the suite's lease: the defaults, and the table
 // contract's plain round (every owned lease kept every round).
 var contractLease = lease.Request{BucketCount: 4, LeaseDuration: outbox.DefaultLeaseDuration}
 
 // RunStoreTests runs the contract every outbox.Store keeps — the store
 // outboxddb gives on DynamoDB (the embedded server or DynamoDB Local) and
-// the in-memory one of outboxmem — as subtests of t: the lease round
-// (claims, keeps, shares, refusals and their causes, renewals, releases,
-// the prune), the messages (fetch in order, pending probes, deletes,
-// backlog, a batch cut short with messages behind it), the typed errors,
-// and, where the store offers them, the
-// requests the cost model counts (StoreUnderTest.Requests), the
+// the in-memory one of outboxmem — as subtests of t: the lease protocol
+// run over the store's primitives as a relay runs it (lease.AcquireRound,
+// lease.Renew: claims, keeps, shares, refusals and their causes, renewals,
+// releases, the prune), each conditional lease write alone, the messages
+// (fetch in order, pending probes, deletes, backlog, a batch cut short
+// with messages behind it), the typed errors, and, where the store offers
+// them, the requests the cost model counts (StoreUnderTest.Requests), the
 // quarantine's parks (with the lease they carry), replay marks and
 // requests (StoreUnderTest.MarkReplay), fetches across gaps
-// (StoreUnderTest.Abandon), single conditional lease writes
-// (StoreUnderTest.LeaseIO) and the generation marker (a store that is an
+// (StoreUnderTest.Abandon) and the generation marker (a store that is a
 // generation.Store). Each case builds its own store with newStore,
 // on a StepClock it moves itself.
 func RunStoreTests(t *testing.T, newStore NewStore) {
@@ -105,7 +114,7 @@ func RunStoreTests(t *testing.T, newStore NewStore) {
 		{"RenewLeases", contractRenew},
 		{"ReleaseFreesEveryLease_AndStampsTheRelayStopped", contractRelease},
 		{"PruneRemovesAStoppedRelayAfterOneLease", contractPrune},
-		{"OtherBucketCount_AMisconfiguredRelay_AnInvalidMessage", contractMisconfigured},
+		{"BucketCount_ARelayOfAnotherIsRefused_AnInvalidMessage", contractMisconfigured},
 		{"FetchInOrder_DeleteAPrefix_Backlog", contractMessages},
 		{"EmptyStore", contractEmpty},
 		{"RequestsOfARoundAndABatch", contractRequests},
@@ -137,7 +146,7 @@ func (c *contract) acquire(relayID string, st lease.RoundState) lease.Acquisitio
 	c.t.Helper()
 	req := contractLease
 	req.RelayID = relayID
-	acq, err := c.Store.AcquireLeases(c.t.Context(), req, st)
+	acq, err := lease.AcquireRound(c.t.Context(), c.Store, quiet, c.clock.Now(), req, st)
 	if err != nil {
 		c.t.Fatalf("acquire leases for %s: %v", relayID, err)
 	}
@@ -311,7 +320,7 @@ func contractTakeover(t *testing.T, c *contract) {
 	}
 	req := contractLease
 	req.RelayID = "relay-a"
-	renewed, err := c.Store.RenewLeases(t.Context(), req, allBuckets())
+	renewed, err := lease.Renew(t.Context(), c.Store, c.clock.Now(), req, allBuckets())
 	if err != nil || renewed {
 		t.Fatalf("relay-a renews buckets relay-b took: %v, %v; want false", renewed, err)
 	}
@@ -323,12 +332,12 @@ func contractTakeover(t *testing.T, c *contract) {
 func contractRenew(t *testing.T, c *contract) {
 	req := contractLease
 	req.RelayID = "relay-a"
-	if ok, err := c.Store.RenewLeases(t.Context(), req, nil); !ok || err != nil {
+	if ok, err := lease.Renew(t.Context(), c.Store, c.clock.Now(), req, nil); !ok || err != nil {
 		t.Fatalf("renewing nothing: %v, %v; want true", ok, err)
 	}
 	c.acquire("relay-a", lease.RoundState{})
 	c.clock.Add(5 * time.Second)
-	if ok, err := c.Store.RenewLeases(t.Context(), req, []int{1, 2}); !ok || err != nil {
+	if ok, err := lease.Renew(t.Context(), c.Store, c.clock.Now(), req, []int{1, 2}); !ok || err != nil {
 		t.Fatalf("renewing owned leases: %v, %v; want true", ok, err)
 	}
 	renewedUntil := c.clock.Now().Add(contractLease.LeaseDuration)
@@ -344,11 +353,11 @@ func contractRenew(t *testing.T, c *contract) {
 	if r, _ := c.relay("relay-a"); !r.LastSeen.Equal(c.clock.Now()) {
 		t.Fatalf("heartbeat %+v, want it refreshed by the renewal", r)
 	}
-	if ok, err := c.Store.RenewLeases(t.Context(), req, []int{contractLease.BucketCount}); ok || err != nil {
+	if ok, err := lease.Renew(t.Context(), c.Store, c.clock.Now(), req, []int{contractLease.BucketCount}); ok || err != nil {
 		t.Fatalf("renewing a bucket outside the store: %v, %v; want false", ok, err)
 	}
 	c.clock.Set(contractStart.Add(contractLease.LeaseDuration))
-	if ok, err := c.Store.RenewLeases(t.Context(), req, []int{0}); ok || err != nil {
+	if ok, err := lease.Renew(t.Context(), c.Store, c.clock.Now(), req, []int{0}); ok || err != nil {
 		t.Fatalf("renewing a lease at its expiry: %v, %v; want false (a renewal never revives a lapsed lease)", ok, err)
 	}
 }
@@ -358,7 +367,7 @@ func contractRelease(t *testing.T, c *contract) {
 	c.clock.Add(time.Second)
 	req := contractLease
 	req.RelayID = "relay-a"
-	rel, err := c.Store.ReleaseLeases(t.Context(), req)
+	rel, err := c.Store.ReleaseLeases(t.Context(), req.RelayID)
 	if err != nil || !slices.Equal(rel.Released, allBuckets()) || rel.Refused != 0 || rel.Unfinished {
 		t.Fatalf("release: %+v, %v; want every bucket released", rel, err)
 	}
@@ -380,7 +389,7 @@ func contractPrune(t *testing.T, c *contract) {
 	c.acquire("relay-a", lease.RoundState{})
 	req := contractLease
 	req.RelayID = "relay-a"
-	if _, err := c.Store.ReleaseLeases(t.Context(), req); err != nil {
+	if _, err := c.Store.ReleaseLeases(t.Context(), req.RelayID); err != nil {
 		t.Fatal(err)
 	}
 	c.clock.Add(time.Second)
@@ -396,15 +405,17 @@ func contractPrune(t *testing.T, c *contract) {
 }
 
 func contractMisconfigured(t *testing.T, c *contract) {
-	req := contractLease
-	req.RelayID, req.BucketCount = "relay-a", contractLease.BucketCount+1
-	_, err := c.Store.AcquireLeases(t.Context(), req, lease.RoundState{})
+	if n := c.Store.BucketCount(); n != contractLease.BucketCount {
+		t.Fatalf("BucketCount = %d, want the %d the store was built with", n, contractLease.BucketCount)
+	}
+	_, err := outbox.NewRelay(outbox.RelayConfig{Store: c.Store, Publisher: nopPublisher{},
+		Options: outbox.RelayOptions{RelayID: "relay-a", BucketCount: contractLease.BucketCount + 1}})
 	var mis *outbox.MisconfigurationError
 	if !errors.As(err, &mis) {
-		t.Fatalf("acquire with another bucket count: %v; want a MisconfigurationError", err)
+		t.Fatalf("a relay with another bucket count: %v; want a MisconfigurationError", err)
 	}
 	if owners := c.owners(); slices.ContainsFunc(owners, func(o string) bool { return o != "" }) {
-		t.Fatalf("owners %v after a misconfigured round, want none", owners)
+		t.Fatalf("owners %v after a misconfigured relay, want none", owners)
 	}
 	noTopic := outbox.Message{ID: outbox.NewMessageID(), Key: []byte("k")}
 	if _, err := c.Enqueue(t.Context(), noTopic); !errors.Is(err, outbox.ErrInvalidMessage) {

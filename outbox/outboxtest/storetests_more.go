@@ -157,10 +157,7 @@ func sequences(msgs []outbox.Message) []int64 {
 // round read or the lease names another relay, and a keep never moves the
 // expiry backwards. A lease lapses at its expiry.
 func contractLeaseWrites(t *testing.T, c *contract) {
-	io := c.LeaseIO
-	if io == nil {
-		t.Skip("the store's lease primitives are not reachable")
-	}
+	io := c.Store
 	c.acquire("relay-a", lease.RoundState{})
 	expiry := c.clock.Now().Add(contractLease.LeaseDuration)
 	c.clock.Add(time.Second)

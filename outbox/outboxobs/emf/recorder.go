@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
@@ -214,7 +215,7 @@ func (r *Recorder) relayEvent(relayID string) *state {
 func count(n int) float64 { return float64(max(n, 0)) }
 
 // OnRound implements outbox.HookLease.
-func (r *Recorder) OnRound(relayID string, _ time.Duration, _ error) {
+func (r *Recorder) OnRound(relayID string, _ time.Duration, _ lease.Acquisition, _ error) {
 	r.relayEvent(relayID)
 	r.mu.Unlock()
 }

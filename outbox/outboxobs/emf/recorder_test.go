@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
+	"github.com/spillway-dev/spillway/outbox/lease"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
 	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
@@ -31,7 +32,7 @@ func TestRecorder(t *testing.T) {
 		r := newRecorder(t, Config{Outbox: "orders", FunctionName: "spillway-relay"})
 		kafkaErr := errors.New("NOT_ENOUGH_REPLICAS")
 		const id = "spillway-relay-3f9a"
-		r.OnRound(id, time.Second, nil)
+		r.OnRound(id, time.Second, lease.Acquisition{}, nil)
 		r.OnLeases(id, 2, 2, 0)
 		r.OnBacklog(id, 50, 100*time.Second)
 		r.OnFetch(id, 3, 3)
@@ -46,8 +47,8 @@ func TestRecorder(t *testing.T) {
 		// Neither a lapsed lease nor shutdown cancellation is a Kafka failure.
 		r.OnPublish(id, 6, 0, nil, outbox.ErrLeaseLost)
 		r.OnPublish(id, 6, 0, nil, context.Canceled)
-		r.OnRound(id, time.Second, errors.New("throttled"))
-		r.OnRound(id, time.Second, nil)
+		r.OnRound(id, time.Second, lease.Acquisition{}, errors.New("throttled"))
+		r.OnRound(id, time.Second, lease.Acquisition{}, nil)
 		r.OnLeases(id, 3, 1, 0)
 		r.OnRefused(outboxddb.Request{Op: outboxddb.OpClaim, RelayID: id, Bucket: 4, OneBucket: true})
 		r.OnThrottle(outboxddb.Request{Op: outboxddb.OpDelete, Bucket: 4, OneBucket: true}, errors.New("slow down"))
@@ -323,7 +324,7 @@ func TestRecorder(t *testing.T) {
 		var published, enqueued, latencies float64
 		const id = "relay-x"
 		reports := []func(r *Recorder, n int, d time.Duration, err error){
-			func(r *Recorder, _ int, d time.Duration, err error) { r.OnRound(id, d, err) },
+			func(r *Recorder, _ int, d time.Duration, err error) { r.OnRound(id, d, lease.Acquisition{}, err) },
 			func(r *Recorder, n int, _ time.Duration, _ error) { r.OnLeases(id, n, n/2, n/3) },
 			func(r *Recorder, n int, _ time.Duration, _ error) { r.OnLeaseLost(id, n, outbox.LossKeepRefused) },
 			func(r *Recorder, n int, _ time.Duration, _ error) { r.OnReleaseSkipped(id, n) },

@@ -58,7 +58,7 @@ func TestRelayInterval(t *testing.T) {
 			}
 			var out syncBuffer
 			// One bucket whose only row never leaves: the broker refuses it.
-			store, err := outboxmem.New(outboxmem.Options{BucketCount: 1, Logger: discard()})
+			store, err := outboxmem.New(outboxmem.Options{BucketCount: 1})
 			if err != nil {
 				t.Fatal(err)
 			}

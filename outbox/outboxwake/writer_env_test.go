@@ -1,4 +1,4 @@
-package outboxddb
+package outboxwake_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
+	"github.com/spillway-dev/spillway/outbox/outboxddb"
 	"github.com/spillway-dev/spillway/outbox/outboxtest"
 	"github.com/spillway-dev/spillway/outbox/outboxwake"
 )
@@ -63,7 +64,7 @@ func TestWriterEnv(t *testing.T) {
 			outboxconf.EnvDynamoDBEndpoint: db.Endpoint,
 			outboxconf.EnvRelayFunction:    "spillway-relay",
 		}
-		w, err := WriterFromEnv(testAWSConfig(srv.URL), func(k string) string { return vars[k] }, slog.New(slog.DiscardHandler))
+		w, err := outboxwake.WriterFromEnv(testAWSConfig(srv.URL), func(k string) string { return vars[k] }, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +72,7 @@ func TestWriterEnv(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stored, err := w.Commit(t.Context(), func(_ context.Context, tx *Tx) error { return tx.Enqueue(msg) })
+		stored, err := w.Commit(t.Context(), func(_ context.Context, tx *outboxddb.Tx) error { return tx.Enqueue(msg) })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +108,7 @@ func TestWriterEnv(t *testing.T) {
 		} {
 			var logs strings.Builder
 			vars := map[string]string{outboxconf.EnvTable: "t", outboxconf.EnvDynamoDBEndpoint: endpoint}
-			if _, err := WriterFromEnv(testAWSConfig("http://127.0.0.1:1"), func(k string) string { return vars[k] }, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+			if _, err := outboxwake.WriterFromEnv(testAWSConfig("http://127.0.0.1:1"), func(k string) string { return vars[k] }, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
 				t.Fatal(err)
 			}
 			if got := strings.Contains(logs.String(), "wait for the relay's schedule"); got != warns {
@@ -129,7 +130,7 @@ func TestWriterEnv(t *testing.T) {
 			"lease duration":   {map[string]string{outboxconf.EnvTable: "t", outboxconf.EnvLeaseDuration: "30"}, outboxconf.EnvLeaseDuration},
 			"generation check": {map[string]string{outboxconf.EnvTable: "t", outboxconf.EnvGenerationCheck: "yes"}, outboxconf.EnvGenerationCheck},
 		} {
-			_, err := WriterFromEnv(testAWSConfig("http://127.0.0.1:1"), func(k string) string { return tc.vars[k] }, slog.New(slog.DiscardHandler))
+			_, err := outboxwake.WriterFromEnv(testAWSConfig("http://127.0.0.1:1"), func(k string) string { return tc.vars[k] }, slog.New(slog.DiscardHandler))
 			var ve *outboxconf.VariableError
 			if !errors.As(err, &ve) || ve.Variable != tc.variable || !errors.Is(err, outbox.ErrMisconfigured) {
 				t.Errorf("%s: error %v, want a *outboxconf.VariableError naming %s", name, err, tc.variable)

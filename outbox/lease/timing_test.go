@@ -1,19 +1,19 @@
-package outbox
+package lease
 
 import (
 	"testing"
 	"time"
 )
 
-// TestLeaseTiming: with the default timings (30 s lease, 10 s rounds,
+// TestTiming: with the default timings (30 s lease, 10 s rounds,
 // 10 s margin) the next round is due a round interval after the last one
 // started, or earlier, when the lease reference (dated back to a lease the
 // round left unrenewed) is down to the margin; a renewal before a publish
 // is due once the reference is down to the margin whatever the time since
 // the round, or once the round is overdue.
-func TestLeaseTiming(t *testing.T) {
+func TestTiming(t *testing.T) {
 	s := time.Second
-	lt := leaseTiming{lease: 30 * s, interval: 10 * s, margin: 10 * s}
+	lt := timing{lease: 30 * s, interval: 10 * s, margin: 10 * s}
 	for _, c := range []struct {
 		name           string
 		at, acquiredAt time.Time
@@ -43,7 +43,7 @@ func TestLeaseTiming(t *testing.T) {
 	}
 	// Rounds that keep every lease (a relay of another language, or one
 	// told to keep every round): the plain margin L − I changes nothing.
-	plain := leaseTiming{lease: 30 * s, interval: 10 * s, margin: 20 * s}
+	plain := timing{lease: 30 * s, interval: 10 * s, margin: 20 * s}
 	if got := plain.roundDue(at(0), at(0)); !got.Equal(at(10 * s)) {
 		t.Errorf("plain round due at %v, want 10s", got.Sub(rt))
 	}

@@ -1,16 +1,14 @@
-package outbox
+package lease
 
 import "time"
 
-// leaseTiming is when a relay acts on its leases: its rounds and its
-// renewals before and during a publish or a delete. Both are pure
-// functions of the lease reference at (the start of the round or renewal
-// that confirmed the owned set, dated back to the earliest stored expiry
-// of a lease a round left unrenewed, so the relay trusts the set until
-// at + lease) and acquiredAt, the start of the last round.
-type leaseTiming struct {
+// timing is when a relay acts on its leases: its rounds and its renewals
+// before and during a publish or a delete. Both are pure functions of the
+// lease reference at (see Book) and acquiredAt, the start of the last
+// round.
+type timing struct {
 	lease, interval time.Duration
-	// margin is the least lease kept ahead (lease.KeepMargin).
+	// margin is the least lease kept ahead (KeepMargin).
 	margin time.Duration
 }
 
@@ -20,7 +18,7 @@ type leaseTiming struct {
 // fetching, probing or sampling) and left leases unrenewed therefore
 // brings the next round forward instead of pushing it past their margin.
 // A zero reference (nothing trusted) leaves the interval alone.
-func (t leaseTiming) roundDue(at, acquiredAt time.Time) time.Time {
+func (t timing) roundDue(at, acquiredAt time.Time) time.Time {
 	next := acquiredAt.Add(t.interval)
 	if at.IsZero() {
 		return next
@@ -34,17 +32,10 @@ func (t leaseTiming) roundDue(at, acquiredAt time.Time) time.Time {
 // round, or once the reference and the last round are both an interval
 // old (the round is overdue, a publish or delete holds it up). So no
 // publish starts, and none goes on, with less than the margin left.
-func (t leaseTiming) renewDue(at, acquiredAt time.Time) time.Time {
+func (t timing) renewDue(at, acquiredAt time.Time) time.Time {
 	overdue := at.Add(t.interval)
 	if acquiredAt.After(at) {
 		overdue = acquiredAt.Add(t.interval)
 	}
 	return minTime(overdue, at.Add(t.lease-t.margin))
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }

@@ -1,4 +1,4 @@
-package outboxddb
+package outboxwake
 
 import (
 	"log/slog"
@@ -9,15 +9,14 @@ import (
 
 	"github.com/spillway-dev/spillway/outbox"
 	"github.com/spillway-dev/spillway/outbox/outboxconf"
-	"github.com/spillway-dev/spillway/outbox/outboxwake"
+	"github.com/spillway-dev/spillway/outbox/outboxddb"
 )
 
 // WriterFromEnv returns the writer of a service deployed next to the
 // stack, configured by the variables the stack sets on its enqueue
 // function (copy them to the service): the table and its layout
-// (OptionsFromEnv), SPILLWAY_DYNAMODB_ENDPOINT and, when
-// SPILLWAY_RELAY_FUNCTION is set, an outboxwake.Notifier that wakes that
-// function after
+// (outboxddb.WriterOptionsFromEnv), SPILLWAY_DYNAMODB_ENDPOINT and, when
+// SPILLWAY_RELAY_FUNCTION is set, a Notifier that wakes that function after
 // every commit and skips the wake-ups a live relay covers
 // (SPILLWAY_LEASE_DURATION, default 30s). Without SPILLWAY_RELAY_FUNCTION
 // the messages wait for the relay's schedule, and it logs a warning saying
@@ -26,11 +25,11 @@ import (
 // writer's warnings (nil: slog.Default()). getenv is os.Getenv outside
 // tests. The error is an *outboxconf.VariableError naming the first
 // unusable variable.
-func WriterFromEnv(cfg aws.Config, getenv func(string) string, log *slog.Logger) (*Writer, error) {
+func WriterFromEnv(cfg aws.Config, getenv func(string) string, log *slog.Logger) (*outboxddb.Writer, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	opts, err := OptionsFromEnv(getenv)
+	opts, err := outboxddb.WriterOptionsFromEnv(getenv)
 	if err != nil {
 		return nil, err
 	}
@@ -52,20 +51,20 @@ func WriterFromEnv(cfg aws.Config, getenv func(string) string, log *slog.Logger)
 		// No schedule runs beside a local endpoint: the relay is the one
 		// its user runs (spillway drain), which needs no warning.
 		log.Debug("no relay function configured: committed messages wait for a relay you run", "variable", outboxconf.EnvRelayFunction)
-		return NewWriter(client, opts)
+		return outboxddb.NewWriter(client, opts)
 	case function == "":
 		log.Warn("no relay function configured: committed messages wait for the relay's schedule", "variable", outboxconf.EnvRelayFunction)
-		return NewWriter(client, opts)
+		return outboxddb.NewWriter(client, opts)
 	}
-	owners, err := NewStore(client, opts)
+	owners, err := outboxddb.NewStore(client, outboxddb.StoreOptions{Options: opts.Options})
 	if err != nil {
 		return nil, err
 	}
-	notifier, err := outboxwake.NewNotifier(outboxwake.NotifierConfig{Client: lambda.NewFromConfig(cfg), FunctionName: function, Logger: log,
+	notifier, err := NewNotifier(NotifierConfig{Client: lambda.NewFromConfig(cfg), FunctionName: function, Logger: log,
 		Owners: owners, LeaseDuration: lease})
 	if err != nil {
 		return nil, err
 	}
 	opts.Notifier = notifier
-	return NewWriter(client, opts)
+	return outboxddb.NewWriter(client, opts)
 }
