@@ -296,14 +296,8 @@ func (s *sim) setup() error {
 	if s.wl, err = genWorkload(cfg, simPartitions); err != nil {
 		return err
 	}
-	// The orders that the workload's rejected transactions collide with.
-	for _, op := range s.wl.ops {
-		if op.kind != opTxnRejected {
-			continue
-		}
-		if _, err := s.raw.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(ordersTable), Item: orderItem(op.order)}); err != nil {
-			return fmt.Errorf("fleetsim: place order %s: %w", op.order, err)
-		}
+	if err := s.placeOrders(); err != nil {
+		return err
 	}
 	s.phases = genPhases(cfg)
 	s.faults = genFaults(cfg, s.phases)
@@ -333,6 +327,20 @@ func (s *sim) setup() error {
 	}
 	s.logf("seed %d: %d messages in %d operations over %v; %d scheduled faults; phases %s",
 		cfg.Seed, len(s.wl.msgs), len(s.wl.ops), cfg.WriteDuration, len(s.faults), strings.Join(phases, ", "))
+	return nil
+}
+
+// placeOrders writes the orders that the workload's rejected transactions
+// collide with.
+func (s *sim) placeOrders() error {
+	for _, op := range s.wl.ops {
+		if op.kind != opTxnRejected {
+			continue
+		}
+		if _, err := s.raw.PutItem(s.ctx, &dynamodb.PutItemInput{TableName: aws.String(ordersTable), Item: orderItem(op.order)}); err != nil {
+			return fmt.Errorf("fleetsim: place order %s: %w", op.order, err)
+		}
+	}
 	return nil
 }
 
