@@ -54,7 +54,7 @@ func TestContext(t *testing.T) {
 			"leaseRenewInterval": "15s", "batchSize": "250", "poisonPolicy": "quarantine", "poisonMaxAttempts": "4",
 			"scheduleRate": "rate(2 minutes)", "streamsTrigger": "true", "logRetentionDays": "90",
 			"mskClusterArn": "arn:aws:kafka:eu-west-1:123456789012:cluster/c/u", "topics": "a, b,,c",
-			"brokers": "b-1:9096,b-2:9096", "kafkaAuth": "scram-sha-512", "kafkaTls": "true",
+			"brokers": "b-1:9096,b-2:9096", "kafkaAuth": "scram-sha-512", "kafkaTls": "true", "doorbellTopic": "orders-doorbell",
 			"scramSecretArn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:AmazonMSK_x", "scramSecretKmsKeyArn": "arn:aws:kms:eu-west-1:123456789012:key/k",
 			"brokerPort": "9096", "mskPublicAccess": "false",
 			"vpcId": "vpc-1", "vpcCidr": "10.0.0.0/16", "subnetIds": "subnet-1,subnet-2", "routeTableIds": "rtb-1",
@@ -96,7 +96,7 @@ func TestContext(t *testing.T) {
 			StreamsTrigger: true, LogRetention: awslogs.RetentionDays_THREE_MONTHS,
 			Kafka: spillway.KafkaProps{
 				ClusterArn: "arn:aws:kafka:eu-west-1:123456789012:cluster/c/u", Brokers: []string{"b-1:9096", "b-2:9096"},
-				Topics: []string{"a", "b", "c"}, Auth: outboxconf.KafkaAuthScram, TLS: &tls,
+				Topics: []string{"a", "b", "c"}, DoorbellTopic: "orders-doorbell", Auth: outboxconf.KafkaAuthScram, TLS: &tls,
 				ScramSecretArn: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:AmazonMSK_x", ScramSecretKmsKeyArn: "arn:aws:kms:eu-west-1:123456789012:key/k",
 				Port: 9096,
 			},

@@ -24,6 +24,12 @@ type RelayConfig struct {
 	// Notifier sends the wake-up a stopping relay owes when work is left.
 	// Optional: without one the next schedule finds the work.
 	Notifier Notifier
+	// Doorbell, when set, brings the writers' rings for the buckets the
+	// relay holds: a rung bucket is fetched at once, without a probe, and
+	// busy buckets are no longer probed at TargetLatency unless it is set
+	// (the probes are the dial a relay without a doorbell has). The poll
+	// stays the floor. Optional.
+	Doorbell Doorbell
 	// Hooks receive the relay's reports, each through the Hook interfaces
 	// it implements. Optional.
 	Hooks []Hook
@@ -65,6 +71,7 @@ type Relay struct {
 	pub      Publisher
 	clock    Clock
 	notifier Notifier
+	bell     Doorbell
 	hooks    hooks
 	tracer   Tracer
 	log      *slog.Logger
@@ -102,6 +109,11 @@ type Relay struct {
 // invalid options are misconfigurations.
 func NewRelay(cfg RelayConfig) (*Relay, error) {
 	opts := cfg.Options.WithDefaults()
+	if cfg.Doorbell != nil && cfg.Options.TargetLatency == 0 {
+		// The rings tell the relay of a busy bucket's commits: probing
+		// it faster than the poll would only buy what they give.
+		opts.TargetLatency = opts.PollInterval
+	}
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -126,6 +138,7 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 		pub:      cfg.Publisher,
 		clock:    cfg.Clock,
 		notifier: cfg.Notifier,
+		bell:     cfg.Doorbell,
 		hooks:    hs,
 		tracer:   cfg.Tracer,
 		log:      cfg.Logger,

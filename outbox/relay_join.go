@@ -48,6 +48,7 @@ func (u joinCheck) shouldJoin() (bool, error) {
 		}
 		hinted = pending
 	}
+	u.firstLook = r.clock.Now()
 	orphans, err := u.uncovered(hinted)
 	if err != nil {
 		return false, err
@@ -61,7 +62,8 @@ func (u joinCheck) shouldJoin() (bool, error) {
 		// queued or duplicate notification). One strongly consistent read
 		// per orphaned bucket is far cheaper than joining for nothing, and
 		// unlike the eventually consistent probe it cannot miss the commit
-		// that sent the wake-up.
+		// that sent the wake-up. The first sweep fetches what it finds
+		// without probing again (firstSweep).
 		if orphans, err = u.withMessages(u.ctx, orphans); err != nil {
 			return false, err
 		}
@@ -69,6 +71,7 @@ func (u joinCheck) shouldJoin() (bool, error) {
 			u.res.Reason = StopNothingPending
 			return false, nil
 		}
+		u.knownPending = orphans
 	}
 	u.waitFor = orphans
 	return true, nil
@@ -83,7 +86,7 @@ func (u joinCheck) shouldJoin() (bool, error) {
 // stopped stamp and possibly a rebalance for nothing. It costs one read
 // per joining run, and only runs that checked before joining repeat it.
 func (u joinCheck) stillOrphaned() (bool, error) {
-	if len(u.waitFor) == 0 {
+	if len(u.waitFor) == 0 || !secondLookDue(u.firstLook, u.r.clock.Now()) {
 		return true, nil
 	}
 	orphans, err := u.uncovered(u.waitFor)

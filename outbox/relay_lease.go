@@ -16,6 +16,7 @@ import (
 // throughout may have been parked into or replayed by others.
 func (r *Relay) leaseLost(reason LossReason, n int) {
 	owned := r.lease.owned()
+	r.listen(owned)
 	r.park.book.retain(owned, nil)
 	r.log.Warn("dropping bucket ownership", "reason", string(reason), "buckets", n)
 	r.hooks.leaseLost(n, reason)
@@ -65,6 +66,7 @@ func (u *run) acquire() error {
 	}
 
 	r.lease.apply(func(b lease.Book) lease.Book { return b.Installed(start, acq) })
+	r.listen(acq.Owned)
 	r.heads.retain(acq.Owned)
 	if expired {
 		r.park.book.retain(nil, nil)
@@ -241,5 +243,13 @@ func (u stopper) wake(ctx context.Context, plan stopPlan, buckets []int) {
 // resetLease forgets all lease state so the next run starts with a round.
 func (r *Relay) resetLease() {
 	r.lease.apply(lease.Book.Released)
+	r.listen(nil)
 	r.park.book.retain(nil, nil)
+}
+
+// listen points the doorbell, if any, at the buckets the relay holds.
+func (r *Relay) listen(owned []int) {
+	if r.bell != nil {
+		r.bell.Listen(owned)
+	}
 }

@@ -35,6 +35,12 @@ type run struct {
 	// waitFor are hinted buckets whose holder is stopping or whose lease is
 	// about to lapse: the relay does not linger out before it got them.
 	waitFor []int
+	// firstLook is when the join check's trust check started;
+	// knownPending are the hinted buckets it found orphaned with a message
+	// at their head, which the first sweep fetches before the forced probe
+	// (firstSweep).
+	firstLook    time.Time
+	knownPending []int
 
 	// deleted counts the rows the draining buckets deleted (res.Deleted).
 	deleted atomic.Int64
@@ -70,6 +76,10 @@ func (u *run) execute() error {
 		u.res.Reason = StopCancelled
 		return nil
 	}
+	initialised := u.startInit()
+	// Every way out that does not join cuts the initialisation short and
+	// waits for it: Run leaves no goroutine behind.
+	defer initialised(false)
 	join, err := joinCheck{u}.shouldJoin()
 	switch {
 	case errors.Is(err, ErrMisconfigured):
@@ -94,7 +104,7 @@ func (u *run) execute() error {
 			return err
 		}
 	}
-	if err := u.initPublisher(); err != nil {
+	if err := initialised(true); err != nil {
 		u.res.Reason = StopFatal
 		return err
 	}
@@ -120,11 +130,49 @@ func (u *run) overBudget(now time.Time) bool {
 	return !u.budgetEnd.IsZero() && !now.Before(u.budgetEnd)
 }
 
+// startInit starts the publisher's initialisation and returns the wait
+// for it: its error when the run joins, nothing (the initialisation cut
+// short) when it does not; calls after the first return the first's
+// answer. A wake-up's run connects to Kafka while its join check reads
+// the table, as both stand on the path from a commit to its publish; a
+// schedule sweep, which seldom joins, connects only once it joins.
+func (u *run) startInit() (wait func(join bool) error) {
+	var err error
+	waited := false
+	if u.in.Trigger != TriggerWake {
+		return func(join bool) error {
+			if !waited && join {
+				err = u.initPublisher(u.ctx)
+			}
+			waited = true
+			return err
+		}
+	}
+	ctx, cancel := context.WithCancel(u.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		err = u.initPublisher(ctx)
+	}()
+	return func(join bool) error {
+		if waited {
+			return err
+		}
+		if !join {
+			cancel()
+		}
+		<-done
+		cancel()
+		waited = true
+		return err
+	}
+}
+
 // initPublisher connects to Kafka before the relay claims anything, bounded
 // by the budget, so a relay that cannot reach the brokers leaves its share
 // to peers that can.
-func (u *run) initPublisher() error {
-	ctx, cancel := u.untilSignal(u.ctx)
+func (u *run) initPublisher(ctx context.Context) error {
+	ctx, cancel := u.untilSignal(ctx)
 	defer cancel()
 	if !u.in.Deadline.IsZero() {
 		var cancel context.CancelFunc
@@ -190,7 +238,7 @@ func (u *run) loop() error {
 			u.res.Reason = StopDrained
 			return nil
 		}
-		u.wait(u.idleDelay(r.clock.Now()))
+		u.idle(u.idleDelay(r.clock.Now()))
 	}
 }
 
@@ -210,7 +258,11 @@ func (u *run) cycle(now time.Time) (int, error) {
 	if len(owned) == 0 {
 		return 0, nil
 	}
-	u.sampleBacklog(owned)
+	if len(firstSweep(u.forceDiscover, u.knownPending, owned)) == 0 {
+		// Not before a woken relay's first sweep: a backlog count is
+		// housekeeping, not on the wake-up's path to its publish.
+		u.sampleBacklog(owned)
+	}
 	if err := u.discover(owned); err != nil {
 		return 0, err
 	}
@@ -249,6 +301,18 @@ func (u *run) holdsAll(bs []int) bool {
 func (u *run) discover(owned []int) error {
 	r := u.r
 	now := r.clock.Now()
+	if r.bell != nil {
+		// A rung bucket is fetched without a probe: its writer committed
+		// before it rang, and the fetch is strongly consistent.
+		rung := intersect(r.bell.Take(), owned)
+		defer func() { u.ready = union(u.ready, rung) }()
+	}
+	if first := firstSweep(u.forceDiscover, u.knownPending, owned); len(first) > 0 {
+		u.knownPending = nil
+		u.ready = union(intersect(u.ready, owned), first)
+		return nil
+	}
+	u.knownPending = nil
 	plan := probeDue(now, owned, u.ready, u.probeTimes(), r.opts.PollInterval, r.opts.TargetLatency)
 	if u.forceDiscover {
 		plan = probePlan{buckets: owned, poll: true, busy: true}
@@ -395,6 +459,23 @@ func (u *run) idleExit(now time.Time) (bool, error) {
 
 // wait pauses the run for d, or until the caller's ctx ends.
 func (u *run) wait(d time.Duration) { sleep.For(d, u.stop.Done()) }
+
+// idle is the wait of a relay with nothing to do: it also ends when the
+// doorbell rings for a bucket the relay holds. A failed cycle's backoff
+// is a wait: rings do not shorten it.
+func (u *run) idle(d time.Duration) {
+	if u.r.bell == nil {
+		u.wait(d)
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-u.stop.Done():
+	case <-u.r.bell.Rung():
+	}
+}
 
 // backlogTimeout bounds one backlog sample.
 const backlogTimeout = 5 * time.Second

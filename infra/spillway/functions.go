@@ -138,11 +138,11 @@ func commonEnv(p OutboxProps, table *string, relayName *string) map[string]*stri
 func relayEnv(p OutboxProps, table, brokers *string) map[string]*string {
 	env := commonEnv(p, table, nil)
 	delete(env, outboxconf.EnvRelayFunction)
-	env[outboxconf.EnvKafkaBrokers] = brokers
-	env[outboxconf.EnvKafkaAuth] = jsii.String(p.Kafka.Auth)
-	env[outboxconf.EnvKafkaTLS] = jsii.String(strconv.FormatBool(*p.Kafka.TLS))
-	if p.Kafka.Auth == outboxconf.KafkaAuthScram {
-		env[outboxconf.EnvKafkaScramSecret] = jsii.String(p.Kafka.ScramSecretArn)
+	for k, v := range kafkaEnv(p, brokers) {
+		env[k] = v
+	}
+	if p.doorbell() {
+		env[outboxconf.EnvDoorbellTopic] = jsii.String(p.Kafka.DoorbellTopic)
 	}
 	env[outboxconf.EnvMode] = jsii.String(p.Mode)
 	env[outboxconf.EnvStopMargin] = jsii.String(p.StopMargin.String())

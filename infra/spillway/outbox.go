@@ -155,10 +155,12 @@ func NewOutbox(scope constructs.Construct, id string, props *OutboxProps) Outbox
 		code:        p.EnqueueCode,
 		timeoutSec:  p.EnqueueTimeout.Seconds(),
 		memoryMB:    p.EnqueueMemoryMB,
-		env:         commonEnv(p, o.table.TableName(), o.relay.fn.FunctionName()),
+		env:         enqueueEnv(p, o.table.TableName(), o.relay.fn.FunctionName(), brokers),
 		retention:   p.LogRetention,
 		tracing:     tracing,
+		configure:   configureEnqueue(p, network),
 	})
+	o.grantDoorbell()
 	for _, s := range o.writerStatements() {
 		o.enqueue.role.AddToPrincipalPolicy(s)
 	}
@@ -211,14 +213,7 @@ func (o *outbox) grantRelay(streamArn *string) {
 			role.AddToPrincipalPolicy(s)
 		}
 	case outboxconf.KafkaAuthScram:
-		role.AddToPrincipalPolicy(statement([]string{"secretsmanager:GetSecretValue"}, jsii.String(p.Kafka.ScramSecretArn)))
-		if p.Kafka.ScramSecretKmsKeyArn != "" {
-			// Only through Secrets Manager: the key decrypts the secret
-			// and nothing else for the relay.
-			s := statement([]string{"kms:Decrypt"}, jsii.String(p.Kafka.ScramSecretKmsKeyArn))
-			s.AddCondition(jsii.String("StringEquals"), map[string]interface{}{
-				"kms:ViaService": awscdk.Fn_Sub(jsii.String("secretsmanager.${AWS::Region}.amazonaws.com"), nil),
-			})
+		for _, s := range scramStatements(p.Kafka) {
 			role.AddToPrincipalPolicy(s)
 		}
 	}

@@ -236,6 +236,15 @@ type KafkaProps struct {
 	// Port is the broker port the relay's security group allows.
 	// Default 9098 (msk-iam), 9096 (SCRAM), 9094 (TLS), 9092 (plaintext).
 	Port int
+	// DoorbellTopic turns the doorbell on (SPILLWAY_DOORBELL_TOPIC on both
+	// functions): the enqueue function rings it after every commit and the
+	// relay, listening for the buckets it holds, publishes a commit tens of
+	// milliseconds after it instead of at its next probe. The enqueue
+	// function then reaches the brokers as the relay does (in its VPC, with
+	// its authentication), and with msk-iam gets Connect and WriteData on
+	// the topic, the relay DescribeTopic and ReadData. Create the topic
+	// first (docs/operations.md). Default: none.
+	DoorbellTopic string
 }
 
 // NetworkProps place the relay in existing private subnets. Nothing here is
@@ -457,6 +466,9 @@ func (k KafkaProps) validate() []error {
 		if t == "" || strings.ContainsAny(t, "/,* ") {
 			bad("topic %q is empty or contains '/', ',', '*' or a space", t)
 		}
+	}
+	if !k.validDoorbell() {
+		bad("doorbell topic %q contains '/', ',', '*' or a space", k.DoorbellTopic)
 	}
 	if k.ClusterArn != "" && !isToken(k.ClusterArn) {
 		if _, err := parseClusterArn(k.ClusterArn); err != nil {

@@ -11,75 +11,81 @@ import (
 	"github.com/spillway-dev/spillway/outbox"
 )
 
-// DefaultTargets are the latency dial's settings the curve measures, with
-// the relay's default (outbox.DefaultTargetLatency) among them.
-var DefaultTargets = []time.Duration{time.Second, 500 * time.Millisecond, 250 * time.Millisecond, 100 * time.Millisecond}
+// Setting is one way a relay learns of a commit that the curve measures:
+// the latency dial's probes (Target, SPILLWAY_TARGET_LATENCY) or the
+// doorbell (SPILLWAY_DOORBELL_TOPIC, the relay then probing at the poll).
+type Setting struct {
+	// Target is the dial; zero takes the function's default for the
+	// setting (the poll with a doorbell, outbox.DefaultTargetLatency
+	// without).
+	Target time.Duration `json:"targetNanos,omitempty"`
+	// Doorbell rings the relay holding the bucket after every commit.
+	Doorbell bool `json:"doorbell,omitempty"`
+	// Down loses every ring: the doorbell's path has failed (a fault).
+	Down bool `json:"down,omitempty"`
+}
 
-// CurveDuration is how long a rate's curve runs write: shorter than the
-// main table's at 1 and 10 msg/s (the probes of a 100 ms target are most
-// of a run's requests), long enough for a steady state and a p99 of a few
-// hundred messages.
-func CurveDuration(rate float64) time.Duration {
+// String names the setting in the curve's table.
+func (s Setting) String() string {
 	switch {
-	case rate < 10:
-		return 3 * time.Minute
-	case rate < 100:
-		return 2 * time.Minute
+	case s.Down:
+		return "doorbell, rings lost"
+	case s.Doorbell:
+		return "doorbell"
+	case s.Target >= time.Second:
+		return s.Target.String() + " poll"
 	}
-	return time.Minute
+	return s.Target.String() + " dial"
+}
+
+// DefaultSettings are the curve's settings: the cheapest bill (every
+// bucket probed at the 1 s poll), the dial's default without a doorbell,
+// the doorbell, and the doorbell with every ring lost.
+var DefaultSettings = []Setting{
+	{Target: time.Second}, {Target: outbox.DefaultTargetLatency}, {Doorbell: true}, {Doorbell: true, Down: true},
 }
 
 // DefaultCurveRates are the rates the curve measures, messages per second.
-var DefaultCurveRates = []float64{1, 10, 100}
+var DefaultCurveRates = []float64{0.1, 1, 10, 100}
 
 // CurvePoint is one drain-mode run of the curve: its latency and its
 // Spillway bill per month.
 type CurvePoint struct {
-	Rate   float64       `json:"rate"`
-	Target time.Duration `json:"targetNanos"`
-	// Default reports the relay's default target.
-	Default bool `json:"default,omitempty"`
-	// Run is the steady-scenario run; the main table's run at the default.
+	Rate    float64 `json:"rate"`
+	Setting Setting `json:"setting"`
+	// Run is the steady-scenario run; the main table's where it has the
+	// same setting.
 	Run Measured `json:"run"`
-	// USDPerMonth is the Spillway total at this target; Baseline at the
-	// largest target measured (the cheapest).
+	// USDPerMonth is the Spillway total with this setting; Baseline with
+	// the first setting measured (the 1 s poll: the cheapest).
 	USDPerMonth float64 `json:"usdPerMonth"`
 	Baseline    float64 `json:"baselineUsdPerMonth"`
 }
 
-// runCurve measures every target (and the relay's default) at every curve
-// rate for CurveDuration, reusing the main table's drain run where it has
-// the same target and duration.
+// runCurve measures every setting at every curve rate for the rate's
+// Duration, reusing the main table's drain run where it has the same
+// setting.
 func runCurve(ctx context.Context, cfg Config, res Result) ([]CurvePoint, error) {
-	targets := slices.Clone(cfg.Targets)
-	if !slices.Contains(targets, outbox.DefaultTargetLatency) {
-		targets = append(targets, outbox.DefaultTargetLatency)
-	}
-	slices.SortFunc(targets, func(a, b time.Duration) int { return int(b - a) })
-	curve := cfg
-	curve.Duration = CurveDuration
 	var out []CurvePoint
 	for _, rate := range cfg.CurveRates {
 		first := len(out)
-		for _, target := range targets {
+		for _, s := range cfg.Settings {
 			i := slices.IndexFunc(res.Runs, func(m Measured) bool {
-				return m.Config.Rate == rate && m.Relay.Mode == outbox.ModeDrain && m.Config.Duration == CurveDuration(rate) && m.Relay.TargetLatency == target
+				return m.Config.Rate == rate && m.Relay.Mode == outbox.ModeDrain && m.Setting == s
 			})
 			var m Measured
 			if i >= 0 {
 				m = res.Runs[i]
 			} else {
 				var err error
-				if m, err = measure(ctx, curve, rate, outbox.ModeDrain, target); err != nil {
+				if m, err = measure(ctx, cfg, rate, outbox.ModeDrain, s); err != nil {
 					return nil, err
 				}
 			}
-			out = append(out, CurvePoint{Rate: rate, Target: target, Default: target == outbox.DefaultTargetLatency,
-				Run: m, USDPerMonth: spillwayTotal(res.Prices, cfg, m)})
+			out = append(out, CurvePoint{Rate: rate, Setting: s, Run: m, USDPerMonth: spillwayTotal(res.Prices, cfg, m)})
 		}
-		cheapest := slices.MaxFunc(out[first:], func(a, b CurvePoint) int { return int(a.Target - b.Target) })
 		for i := first; i < len(out); i++ {
-			out[i].Baseline = cheapest.USDPerMonth
+			out[i].Baseline = out[first].USDPerMonth
 		}
 	}
 	return out, nil
@@ -98,23 +104,34 @@ func spillwayTotal(p Prices, cfg Config, m Measured) float64 {
 // curveTable renders the curve.
 func (r Result) curveTable() lab.Table {
 	t := lab.Table{
-		Title:  "Economy: the latency dial (SPILLWAY_TARGET_LATENCY): commit → publish and the Spillway bill per month by target, drain mode, priced as above",
-		Header: []string{"msg/s", "target", "p50", "p99", "slowest", "RRU/msg", "refused writes", "total/month", "vs the cheapest"},
+		Title:  "Economy: how a relay learns of a commit: commit → publish and the Spillway bill per month by setting, drain mode, priced as above",
+		Header: []string{"msg/s", "setting", "p50", "p99", "slowest", "RRU/msg", "refused writes", "doorbell rings", "total/month", "vs 1 s poll"},
 	}
 	for _, c := range r.Curve {
-		target := c.Target.String()
-		if c.Default {
-			target += " (default)"
+		rings := "-"
+		if c.Setting.Doorbell {
+			rings = fmt.Sprint(c.Run.Rings)
 		}
-		t.Rows = append(t.Rows, []string{fmtRate(c.Rate), target, fmtLatency(c.Run.Latency.P50), fmtLatency(c.Run.Latency.P99), fmtLatency(c.Run.Latency.Max),
-			fmt.Sprintf("%.2f", c.Run.Counter.ReadUnits/float64(max(c.Run.Relayed, 1))), fmt.Sprint(c.Run.Refused),
+		t.Rows = append(t.Rows, []string{fmtRate(c.Rate), c.Setting.String(), fmtLatency(c.Run.Latency.P50), fmtLatency(c.Run.Latency.P99), fmtLatency(c.Run.Latency.Max),
+			fmt.Sprintf("%.2f", c.Run.Counter.ReadUnits/float64(max(c.Run.Relayed, 1))), fmt.Sprint(c.Run.Refused), rings,
 			usd(c.USDPerMonth), fmt.Sprintf("%+.1f%%", 100*(c.USDPerMonth/c.Baseline-1))})
 	}
-	var windows []string
-	for _, rate := range DefaultCurveRates {
-		windows = append(windows, fmt.Sprintf("%v at %g msg/s", CurveDuration(rate), rate))
-	}
-	t.Notes = append(t.Notes, "runs of "+strings.Join(windows, ", ")+" of writes, shorter than the table's above at 1 and 10 msg/s to keep the study fast: their start and drain tail weigh more, so totals differ from the table's; compare targets within a rate")
-	t.Notes = append(t.Notes, "target: how soon a running relay looks for a message committed to a bucket it holds that had work in the last 10 s (probed that often, 0.5 read units a probe); other buckets are probed every second; at 1 s it only polls")
+	t.Notes = append(t.Notes,
+		"runs as the table's above (the doorbell's rows are its Spillway runs); RRU/msg is read units per message",
+		fmt.Sprintf("1 s poll: every bucket a relay holds probed every second (0.5 read units a probe), the cheapest bill; %v dial: busy buckets (work in the last 10 s) probed every %v, the default without a doorbell (SPILLWAY_TARGET_LATENCY)",
+			outbox.DefaultTargetLatency, outbox.DefaultTargetLatency),
+		"doorbell: the writer rings the relay holding the commit's bucket on a Kafka topic (one record per bucket, the produce and the relay's waiting fetch each a 10 ms round trip), the relay fetches it at once, every bucket probed at the 1 s poll (SPILLWAY_DOORBELL_TOPIC); rings lost: every ring produced and none delivered, the poll the floor",
+	)
 	return t
+}
+
+// curveLabel lists the curve's settings in the order measured.
+func (r Result) curveLabel() string {
+	var out []string
+	for _, c := range r.Curve {
+		if s := c.Setting.String(); !c.Setting.Down && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return strings.Join(out, ", ")
 }

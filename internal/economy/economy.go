@@ -38,17 +38,18 @@ const (
 // DefaultRates are the rates of the table, messages per second.
 var DefaultRates = []float64{0, 0.1, 1, 10, 100}
 
-// DefaultDuration is how long a rate is simulated: long enough for a few
-// dozen messages at low rates and for a steady state at high ones, short
-// enough to keep the run near a few minutes of wall time.
+// DefaultDuration is how long a rate is simulated: long enough for a
+// steady state and for a run's start (the first cold start, the linger
+// learning the traffic: a month's once) to weigh less than 1 % of its
+// messages, so a p99 is the traffic's, not the start's (about 170 messages
+// at 0.1 msg/s, 1,800 at 1 msg/s); short enough to keep the study near a
+// few minutes of wall time.
 func DefaultDuration(rate float64) time.Duration {
 	switch {
 	case rate <= 0:
 		return 10 * time.Minute
-	case rate < 1:
-		return 30 * time.Minute
 	case rate < 10:
-		return 10 * time.Minute
+		return 30 * time.Minute
 	case rate < 100:
 		return 5 * time.Minute
 	}
@@ -77,10 +78,14 @@ type Config struct {
 	// TargetLatency is the table's runs' latency dial
 	// (SPILLWAY_TARGET_LATENCY). Default: the function's.
 	TargetLatency time.Duration
-	// Targets are the latency dial's settings (SPILLWAY_TARGET_LATENCY)
-	// the curve measures at CurveRates, in drain mode. Default
-	// DefaultTargets; the main table runs the function's default.
-	Targets []time.Duration
+	// Doorbell makes the table's Spillway and Fargate relays listen on the
+	// doorbell and its writers ring it (SPILLWAY_DOORBELL_TOPIC). Default
+	// false; the economy study prices the deployment with it.
+	Doorbell bool
+	// Settings are how relays learn of commits that the curve measures at
+	// CurveRates, in drain mode, the first its baseline. Default
+	// DefaultSettings.
+	Settings []Setting
 	// CurveRates are the rates of the curve. Default none: no curve (the
 	// economy study measures DefaultCurveRates).
 	CurveRates []float64
@@ -97,8 +102,8 @@ func (c Config) withDefaults() Config {
 	if c.Duration == nil {
 		c.Duration = DefaultDuration
 	}
-	if len(c.Targets) == 0 {
-		c.Targets = DefaultTargets
+	if len(c.Settings) == 0 {
+		c.Settings = DefaultSettings
 	}
 	c.ValueSize = cmp.Or(c.ValueSize, DefaultValueSize)
 	c.Buckets = cmp.Or(c.Buckets, outbox.DefaultBucketCount)
@@ -131,9 +136,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := cfg.validate(); err != nil {
 		return Result{}, err
 	}
-	res := Result{Prices: OnDemandPrices, MemoryMB: cfg.MemoryMB, ValueSize: cfg.ValueSize, Buckets: cfg.Buckets, Seed: cfg.Seed}
+	res := Result{Prices: OnDemandPrices, MemoryMB: cfg.MemoryMB, ValueSize: cfg.ValueSize, Buckets: cfg.Buckets, Seed: cfg.Seed, Doorbell: cfg.Doorbell}
+	main := Setting{Target: cfg.TargetLatency, Doorbell: cfg.Doorbell}
 	for _, rate := range cfg.Rates {
-		m, err := measure(ctx, cfg, rate, outbox.ModeDrain, cfg.TargetLatency)
+		m, err := measure(ctx, cfg, rate, outbox.ModeDrain, main)
 		if err != nil {
 			return Result{}, err
 		}
@@ -141,7 +147,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		res.Lines = append(res.Lines, spillwayBill(res.Prices, cfg, m)...)
 		hold := modelledIdleHold(cfg, m)
 		if rate > 0 {
-			if hold, err = measure(ctx, cfg, rate, outbox.ModeHold, cfg.TargetLatency); err != nil {
+			if hold, err = measure(ctx, cfg, rate, outbox.ModeHold, main); err != nil {
 				return Result{}, err
 			}
 			res.Runs = append(res.Runs, hold)
@@ -166,6 +172,8 @@ const holdTail = 30 * time.Second
 // at no traffic), or its model where none ran.
 type Measured struct {
 	steady.Report
+	// Setting is how its relays learned of commits.
+	Setting Setting `json:"setting"`
 	// Modelled reports figures that were not run but modelled.
 	Modelled bool `json:"modelled,omitempty"`
 }
@@ -179,12 +187,13 @@ func (m Measured) perMonth(n float64) float64 {
 	return n * SecondsPerMonth / m.Config.Duration.Seconds()
 }
 
-// measure runs the steady scenario at rate in mode, with the latency dial
-// at target (0: the function's default).
-func measure(ctx context.Context, cfg Config, rate float64, mode outbox.Mode, target time.Duration) (Measured, error) {
+// measure runs the steady scenario at rate in mode, its relays learning
+// of commits as s says.
+func measure(ctx context.Context, cfg Config, rate float64, mode outbox.Mode, s Setting) (Measured, error) {
 	sc := steady.Config{
 		Rate: rate, Duration: cfg.Duration(rate), ValueSize: cfg.ValueSize, Buckets: cfg.Buckets,
-		Seed: cfg.Seed, Relay: outbox.RelayOptions{Mode: mode, TargetLatency: target},
+		Seed: cfg.Seed, Relay: outbox.RelayOptions{Mode: mode, TargetLatency: s.Target},
+		Doorbell: s.Doorbell, DoorbellDown: s.Down,
 	}
 	if mode == outbox.ModeDrain {
 		sc.Relay.IdleTimeout, sc.Relay.MaxIdleTimeout = cfg.IdleTimeout, cfg.MaxIdleTimeout
@@ -205,9 +214,9 @@ func measure(ctx context.Context, cfg Config, rate float64, mode outbox.Mode, ta
 		return Measured{}, fmt.Errorf("economy: %v msg/s, %s mode: %w", rate, mode, err)
 	}
 	if cfg.Progress != nil {
-		fmt.Fprintf(cfg.Progress, "economy: %v msg/s, %s mode: %d messages over %v simulated\n",
-			rate, mode, rep.Relayed, rep.Simulated.Round(time.Second))
+		fmt.Fprintf(cfg.Progress, "economy: %v msg/s, %s mode, %s: %d messages over %v simulated\n",
+			rate, mode, s, rep.Relayed, rep.Simulated.Round(time.Second))
 	}
 	rep.Config.Rate = rate // steady runs no traffic at a negative rate
-	return Measured{Report: rep}, nil
+	return Measured{Report: rep, Setting: s}, nil
 }

@@ -124,30 +124,42 @@ func TestEconomy(t *testing.T) {
 		}
 	})
 
-	// The curve: every target at a rate, the default among them, and a
-	// shorter target paid in read units (the probes), not in writes.
-	t.Run("CurvePricesTheLatencyDial", func(t *testing.T) {
-		res, err := run(t, Config{Rates: []float64{10}, Duration: func(float64) time.Duration { return 30 * time.Second },
-			CurveRates: []float64{10}, Targets: []time.Duration{time.Second, 100 * time.Millisecond}})
+	// The curve: the 1 s poll (the baseline), the dial's default paid in
+	// read units (the probes), the doorbell faster than both for fewer
+	// read units than the dial, and the doorbell's rings lost falling back
+	// to the poll.
+	t.Run("CurvePricesHowARelayLearnsOfACommit", func(t *testing.T) {
+		// Two minutes: the run's start (cold starts) weighs under 1 % of
+		// its messages.
+		res, err := run(t, Config{Rates: []float64{10}, Duration: func(float64) time.Duration { return 2 * time.Minute },
+			Doorbell: true, CurveRates: []float64{10}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(res.Curve) != 3 {
-			t.Fatalf("%d curve points, want 1 s, the default and 100 ms: %+v", len(res.Curve), res.Curve)
+		if len(res.Curve) != len(DefaultSettings) {
+			t.Fatalf("%d curve points, want one per setting: %+v", len(res.Curve), res.Curve)
 		}
-		slow, def, fast := res.Curve[0], res.Curve[1], res.Curve[2]
-		if slow.Target != time.Second || !def.Default || def.Target != outbox.DefaultTargetLatency || fast.Target != 100*time.Millisecond {
-			t.Fatalf("curve targets %v, %v, %v", slow.Target, def.Target, fast.Target)
+		poll, dial, bell, down := res.Curve[0], res.Curve[1], res.Curve[2], res.Curve[3]
+		if poll.Setting.Target != time.Second || dial.Setting.Target != outbox.DefaultTargetLatency || !bell.Setting.Doorbell || !down.Setting.Down {
+			t.Fatalf("curve settings %v, %v, %v, %v", poll.Setting, dial.Setting, bell.Setting, down.Setting)
 		}
-		if !(fast.Run.Latency.P99 < def.Run.Latency.P99 && def.Run.Latency.P99 < slow.Run.Latency.P99) || !(fast.Run.Counter.ReadUnits > def.Run.Counter.ReadUnits && def.Run.Counter.ReadUnits > slow.Run.Counter.ReadUnits) {
-			t.Errorf("p99 %v / %v / %v and read units %v / %v / %v: want both ordered by target",
-				slow.Run.Latency.P99, def.Run.Latency.P99, fast.Run.Latency.P99, slow.Run.Counter.ReadUnits, def.Run.Counter.ReadUnits, fast.Run.Counter.ReadUnits)
+		if bell.Run.Rings == 0 || bell.Run.Counter.ReadUnits != res.Runs[0].Counter.ReadUnits {
+			t.Errorf("the doorbell's point is not the table's run: %d rings", bell.Run.Rings)
 		}
-		if fast.Run.Latency.P99 > 100*time.Millisecond+50*time.Millisecond || fast.Run.Refused != 0 {
-			t.Errorf("100 ms target: p99 %v, %d refused writes; want ≤ 150ms and none", fast.Run.Latency.P99, fast.Run.Refused)
+		if !(bell.Run.Latency.P99 < dial.Run.Latency.P99 && dial.Run.Latency.P99 < poll.Run.Latency.P99) ||
+			!(dial.Run.Counter.ReadUnits > bell.Run.Counter.ReadUnits && bell.Run.Counter.ReadUnits > poll.Run.Counter.ReadUnits) {
+			t.Errorf("p99 %v / %v / %v and read units %v / %v / %v (poll, dial, doorbell): want the doorbell fastest for fewer reads than the dial",
+				poll.Run.Latency.P99, dial.Run.Latency.P99, bell.Run.Latency.P99, poll.Run.Counter.ReadUnits, dial.Run.Counter.ReadUnits, bell.Run.Counter.ReadUnits)
 		}
-		if slow.Baseline != slow.USDPerMonth || fast.USDPerMonth <= slow.USDPerMonth {
-			t.Errorf("bills: 1 s $%.2f (baseline $%.2f), 100 ms $%.2f", slow.USDPerMonth, slow.Baseline, fast.USDPerMonth)
+		if bell.Run.Latency.P99 > 100*time.Millisecond || bell.Run.Refused != 0 {
+			t.Errorf("doorbell: p99 %v, %d refused writes; want ≤ 100ms and none", bell.Run.Latency.P99, bell.Run.Refused)
+		}
+		if down.Run.Latency.P99 < 900*time.Millisecond || down.Run.Relayed != down.Run.Committed || down.Run.Delivered != 0 {
+			t.Errorf("rings lost: p99 %v, %d of %d relayed, %d rings delivered; want the poll's and every message",
+				down.Run.Latency.P99, down.Run.Relayed, down.Run.Committed, down.Run.Delivered)
+		}
+		if poll.Baseline != poll.USDPerMonth || dial.USDPerMonth <= bell.USDPerMonth {
+			t.Errorf("bills: poll $%.2f (baseline $%.2f), dial $%.2f, doorbell $%.2f", poll.USDPerMonth, poll.Baseline, dial.USDPerMonth, bell.USDPerMonth)
 		}
 		var svg bytes.Buffer
 		if err := res.WriteCurvePlot(&svg); err != nil || !strings.Contains(svg.String(), "<svg") {

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
-	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -35,7 +33,7 @@ func (r Result) WritePlot(w io.Writer) error {
 		if len(pts) == 0 {
 			continue
 		}
-		args = append(args, legend(d, r.MemoryMB), pts)
+		args = append(args, legend(d, r.MemoryMB, r.Doorbell), pts)
 	}
 	if len(args) == 0 {
 		return fmt.Errorf("economy: no rate above 0 to plot")
@@ -56,12 +54,12 @@ func (r Result) WritePlot(w io.Writer) error {
 	return err
 }
 
-// WriteCurvePlot draws the latency dial's curve as SVG: for each curve
-// rate, the p99 commit → publish latency against what the bill adds over
-// the cheapest target, one point per target.
+// WriteCurvePlot draws the curve as SVG: for each curve rate, the p99
+// commit → publish latency against what the bill adds over the 1 s poll,
+// one point per setting (the fault's left out: it is no choice).
 func (r Result) WriteCurvePlot(w io.Writer) error {
 	p := plot.New()
-	p.Title.Text = "The latency dial: p99 commit → publish and its price"
+	p.Title.Text = "How a relay learns of a commit: p99 commit → publish and its price"
 	p.X.Label.Text = "p99 commit → publish, ms"
 	p.Y.Label.Text = "bill per month over the 1 s poll, %"
 	p.Legend.Top = true
@@ -69,12 +67,12 @@ func (r Result) WriteCurvePlot(w io.Writer) error {
 	for _, rate := range DefaultCurveRates {
 		var pts plotter.XYs
 		for _, c := range r.Curve {
-			if c.Rate == rate && c.Baseline > 0 {
+			if c.Rate == rate && c.Baseline > 0 && !c.Setting.Down {
 				pts = append(pts, plotter.XY{X: float64(c.Run.Latency.P99.Milliseconds()), Y: 100 * (c.USDPerMonth/c.Baseline - 1)})
 			}
 		}
 		if len(pts) > 0 {
-			args = append(args, fmt.Sprintf("%g msg/s (targets %s)", rate, r.curveTargets()), pts)
+			args = append(args, fmt.Sprintf("%g msg/s (%s)", rate, r.curveLabel()), pts)
 		}
 	}
 	if len(args) == 0 {
@@ -92,20 +90,12 @@ func (r Result) WriteCurvePlot(w io.Writer) error {
 	return err
 }
 
-// curveTargets lists the curve's targets in the order measured.
-func (r Result) curveTargets() string {
-	var out []string
-	for _, c := range r.Curve {
-		if t := c.Target.String(); !slices.Contains(out, t) {
-			out = append(out, t)
-		}
-	}
-	return strings.Join(out, ", ")
-}
-
-func legend(d string, memoryMB int) string {
+func legend(d string, memoryMB int, doorbell bool) string {
 	switch d {
 	case Spillway:
+		if doorbell {
+			return fmt.Sprintf("Spillway with the doorbell (%d MB relay)", memoryMB)
+		}
 		return fmt.Sprintf("Spillway, default deployment (%d MB relay)", memoryMB)
 	case Fargate:
 		return "always-on relay on Fargate (0.25 vCPU, 0.5 GB)"

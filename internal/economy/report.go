@@ -17,12 +17,15 @@ type Result struct {
 	ValueSize int    `json:"valueSize"`
 	Buckets   int    `json:"buckets"`
 	Seed      uint64 `json:"seed"`
+	// Doorbell reports that the Spillway and Fargate relays listened on
+	// the doorbell (Config.Doorbell).
+	Doorbell bool `json:"doorbell,omitempty"`
 	// Lines holds one object per rate, deployment and part (and a total).
 	Lines []Line `json:"lines"`
 	// Runs are the steady-scenario runs the Spillway and Fargate figures
 	// come from.
 	Runs []Measured `json:"runs"`
-	// Curve is the latency dial's curve: latency and bill by target.
+	// Curve is latency and bill by how a relay learns of a commit.
 	Curve []CurvePoint `json:"curve"`
 	// Assumptions of the anchors' models and of the scaling.
 	Assumptions []string `json:"assumptions"`
@@ -34,15 +37,24 @@ func Assumptions(cfg Config) []string {
 	return []string{
 		fmt.Sprintf("prices: %s", OnDemandPrices.Source),
 		"all deployments: a 30-day month; free tiers ignored; Kafka (MSK), CloudWatch, X-Ray, NAT and data transfer are the same for all and left out",
-		fmt.Sprintf("spillway: the stack's defaults (drain mode, 1 s poll, busy buckets probed every %v (the target latency), 2 s idle timeout or 10 s under steady traffic, 15 min timeout, reserved concurrency %d), relay memory %d MB; every commit's writer notifies as the Go writer and the enqueue function do; one EventBridge Scheduler sweep a minute; a run's counts, drain tail included, are scaled from its write time to the month",
-			outbox.DefaultTargetLatency, cfg.Buckets, cfg.MemoryMB),
+		spillwayAssumption(cfg),
 		"spillway: Lambda duration is the invocations' simulated time (DynamoDB 5 ms, produce 10 ms, Invoke 15 ms, start 50 ms, cold start 250 ms); CPU time between requests is not simulated",
-		fmt.Sprintf("fargate: one ECS Fargate task (%.2g vCPU, %.2g GB, Linux/ARM) all month, polling like the seed: the relay in hold mode (1 s polls, 10 s renewals, 30 s leases) on the same traffic, its DynamoDB requests counted in the same scenario; at 0 msg/s modelled as one heartbeat and %d keeps every 10 s (1 WRU each) and %d head probes every second (0.5 RRU each); no load balancer, no public IPv4",
+		fmt.Sprintf("fargate: one ECS Fargate task (%.2g vCPU, %.2g GB, Linux/ARM) all month, polling like the seed: the relay in hold mode (1 s polls, 10 s renewals, 30 s leases) on the same traffic, learning of commits as Spillway's, its DynamoDB requests counted in the same scenario; at 0 msg/s modelled as one heartbeat and %d keeps every 10 s (1 WRU each) and %d head probes every second (0.5 RRU each); no load balancer, no public IPv4",
 			FargateVCPU, FargateMemoryGB, cfg.Buckets, cfg.Buckets),
 		fmt.Sprintf("streams: the outbox item (value + %d bytes) put inside the business transaction (2 WRU per KB), with a TTL of %v and no counter and no delete (TTL deletes are free); storage of the items the TTL keeps; stream reads by the Lambda trigger are free; batches of up to %d with a %v batching window on one shard; %v billed per batch at %d MB",
 			itemOverhead, StreamsTTL, StreamsBatchSize, StreamsWindow, StreamsInvocationTime, StreamsMemoryMB),
 		"streams does not give: durability past the stream's 24 h retention (a consumer down longer loses messages), per-key order across writers (records of different items land on different shards), backlog metrics, nor the shared table contract (other relays and tools cannot read or drain the outbox)",
 	}
+}
+
+// spillwayAssumption says which deployment the Spillway rows price.
+func spillwayAssumption(cfg Config) string {
+	learn := fmt.Sprintf("busy buckets probed every %v (the target latency)", outbox.DefaultTargetLatency)
+	if cfg.Doorbell {
+		learn = "the doorbell (Kafka.DoorbellTopic: every commit's writer rings the relay holding its bucket, which fetches it at once; every bucket probed at the 1 s poll)"
+	}
+	return fmt.Sprintf("spillway: the stack's defaults with %s (drain mode, 1 s poll, 2 s idle timeout or 10 s under steady traffic, 15 min timeout, reserved concurrency %d), relay memory %d MB; every commit's writer notifies as the Go writer and the enqueue function do; one EventBridge Scheduler sweep a minute; a run's counts, drain tail included, are scaled from its write time to the month",
+		learn, cfg.Buckets, cfg.MemoryMB)
 }
 
 // find returns the line of a deployment, rate and part.

@@ -20,8 +20,8 @@ func init() {
 		func(ctx context.Context, progress io.Writer) (IdleResult, error) {
 			return RunIdle(ctx, lab.Config{Settle: synctest.Wait, Progress: progress}, IdleConfig{})
 		})
-	lab.RegisterStudy("economy", "the whole AWS bill per month at 0, 0.1, 1, 10 and 100 msg/s: Spillway's default deployment measured, an always-on Fargate relay and the Streams → Lambda pattern",
+	lab.RegisterStudy("economy", "the whole AWS bill per month at 0, 0.1, 1, 10 and 100 msg/s: Spillway's deployment with the doorbell measured, an always-on Fargate relay and the Streams → Lambda pattern; latency and bill by how a relay learns of a commit",
 		func(ctx context.Context, progress io.Writer) (Result, error) {
-			return Run(ctx, Config{CurveRates: DefaultCurveRates, Progress: progress})
+			return Run(ctx, Config{Doorbell: true, CurveRates: DefaultCurveRates, Progress: progress})
 		})
 }

@@ -219,6 +219,7 @@ func (s *sim) newFunctions(cfg outboxlambda.Config) error {
 			// keep-ahead mark.
 			hc.Config.KeepEveryRound = e.plain
 			hc.Notifier = s
+			hc.Doorbell = s.bell.Listener()
 			hc.Hooks = append(hc.Hooks, envHook{e})
 		},
 	}

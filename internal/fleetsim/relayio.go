@@ -443,6 +443,10 @@ func seqRange(msgs []outbox.Message) string {
 // Notify is the Lambda service's asynchronous invoke as the writers and the
 // relays see it: it invokes the relay function (outbox.Notifier).
 func (s *sim) Notify(_ context.Context, w outbox.WakeUp) error {
+	if w.Hop == 0 && len(w.Buckets) > 0 {
+		// A writer's commit: its notifier rings the doorbell too.
+		s.ring(w.Buckets)
+	}
 	s.invoke(wakePayload(w))
 	return nil
 }

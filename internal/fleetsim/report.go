@@ -81,6 +81,8 @@ type Report struct {
 	ReadCommitted outboxlocal.ReadCommittedCounts
 	// Parked counts the messages the relays parked.
 	Parked int
+	// Doorbell counts the writers' rings and their drawn fates.
+	Doorbell DoorbellCounts
 	// ThinPublishes counts publishes that started with less than
 	// outbox.KeepMargin of the relay's lease left on its own clock, and LeastLeaseLeft is the least such lease.
 	ThinPublishes  int
@@ -116,6 +118,8 @@ func (r *Report) String() string {
 		fmt.Fprintf(&b, "  read-committed commits %d: reads that met one in part %d (of them counts %d), requests refused as conflicting %d\n",
 			rc.Commits, rc.PartialReads, rc.PartialCounts, rc.Conflicts)
 	}
+	fmt.Fprintf(&b, "  doorbell rings %d: lost %d, late %d, repeated %d; fetch answers %d\n",
+		r.Doorbell.Rings, r.Doorbell.Lost, r.Doorbell.Late, r.Doorbell.Repeated, r.Doorbell.Delivered)
 	fmt.Fprintf(&b, "  causes %s\n", render(r.Causes))
 	fmt.Fprintf(&b, "  DynamoDB attempts %d, throttled %d; %d steps, simulated %v, wall %v",
 		r.Requests, r.Throttles, r.Steps, r.SimDuration.Round(time.Second), r.Wall.Round(time.Millisecond))

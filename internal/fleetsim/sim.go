@@ -134,6 +134,9 @@ type sim struct {
 	replayStore *outboxddb.Store
 
 	kafkaDown atomic.Bool
+	// bell is the doorbell the writers ring and the relays listen on
+	// (doorbell.go).
+	bell *lab.Doorbell
 
 	mu      sync.Mutex
 	relayFn *lambdasim.Function[*lab.RelayEnv]
@@ -260,10 +263,14 @@ func (s *sim) setup() error {
 	s.raw = rawClient(s.ddb)
 	// The relays' configuration, whose store options the writers share, as
 	// the deployed functions read one configuration.
+	// With the doorbell (doorbell.go), as LoadConfig reads
+	// SPILLWAY_DOORBELL_TOPIC: busy buckets probed at the poll.
 	fn := outboxlambda.Config{
 		Table: outboxTable, BucketCount: cfg.BucketCount, LeaseDuration: cfg.LeaseDuration, LeaseRenewInterval: cfg.RenewInterval,
-		PollInterval: pollInterval, IdleTimeout: idleTimeout, StopMargin: stopMargin, Mode: outbox.ModeDrain, MaxHops: maxHops,
+		PollInterval: pollInterval, TargetLatency: pollInterval, IdleTimeout: idleTimeout, StopMargin: stopMargin, Mode: outbox.ModeDrain, MaxHops: maxHops,
+		DoorbellTopic: "spillway-doorbell",
 	}
+	s.bell = s.newDoorbell()
 	if cfg.quarantine() {
 		fn.PoisonPolicy = outbox.PoisonQuarantine
 	}
@@ -289,14 +296,8 @@ func (s *sim) setup() error {
 	if s.wl, err = genWorkload(cfg, simPartitions); err != nil {
 		return err
 	}
-	// The orders that the workload's rejected transactions collide with.
-	for _, op := range s.wl.ops {
-		if op.kind != opTxnRejected {
-			continue
-		}
-		if _, err := s.raw.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(ordersTable), Item: orderItem(op.order)}); err != nil {
-			return fmt.Errorf("fleetsim: place order %s: %w", op.order, err)
-		}
+	if err := s.placeOrders(); err != nil {
+		return err
 	}
 	s.phases = genPhases(cfg)
 	s.faults = genFaults(cfg, s.phases)
@@ -326,6 +327,20 @@ func (s *sim) setup() error {
 	}
 	s.logf("seed %d: %d messages in %d operations over %v; %d scheduled faults; phases %s",
 		cfg.Seed, len(s.wl.msgs), len(s.wl.ops), cfg.WriteDuration, len(s.faults), strings.Join(phases, ", "))
+	return nil
+}
+
+// placeOrders writes the orders that the workload's rejected transactions
+// collide with.
+func (s *sim) placeOrders() error {
+	for _, op := range s.wl.ops {
+		if op.kind != opTxnRejected {
+			continue
+		}
+		if _, err := s.raw.PutItem(s.ctx, &dynamodb.PutItemInput{TableName: aws.String(ordersTable), Item: orderItem(op.order)}); err != nil {
+			return fmt.Errorf("fleetsim: place order %s: %w", op.order, err)
+		}
+	}
 	return nil
 }
 
@@ -698,6 +713,7 @@ func (s *sim) report() *Report {
 	}
 	c := s.ddb.Counter.Snapshot()
 	r.Requests, r.RequestsByOp = c.TotalRequests(), c.Requests
+	r.Doorbell.Delivered = s.bell.Stats().Delivered
 	if r.ReadCommitted = s.ddb.ReadCommittedCounts(); r.ReadCommitted.PartialReads > 0 {
 		r.FaultsHit = maps.Clone(r.FaultsHit)
 		r.FaultsHit[string(FaultReadCommitted)] = r.ReadCommitted.PartialReads

@@ -160,7 +160,22 @@ func NewRelayFunction(rf RelayFunction) (*lambdasim.Function[*RelayEnv], error) 
 // LeaseRenewInterval, StopMargin, BatchSize), with the function's defaults
 // and validation for the rest.
 func FunctionConfig(table string, buckets int, o outbox.RelayOptions) (outboxlambda.Config, error) {
+	return FunctionConfigWith(table, buckets, o, nil)
+}
+
+// DoorbellEnv is the environment a relay function with the doorbell gets
+// beside FunctionConfig's (FunctionConfigWith): the topic and the brokers
+// it needs, which the simulation's publisher and lab.Doorbell stand in
+// for.
+var DoorbellEnv = map[string]string{outboxconf.EnvDoorbellTopic: "spillway-doorbell", outboxconf.EnvKafkaBrokers: "kafka.lab:9092"}
+
+// FunctionConfigWith is FunctionConfig with the variables of extra set
+// too (DoorbellEnv).
+func FunctionConfigWith(table string, buckets int, o outbox.RelayOptions, extra map[string]string) (outboxlambda.Config, error) {
 	env := map[string]string{outboxconf.EnvTable: table, outboxconf.EnvBucketCount: fmt.Sprint(buckets), outboxconf.EnvMode: string(o.Mode)}
+	for k, v := range extra {
+		env[k] = v
+	}
 	for name, d := range map[string]time.Duration{
 		outboxconf.EnvPollInterval: o.PollInterval, outboxconf.EnvTargetLatency: o.TargetLatency,
 		outboxconf.EnvIdleTimeout: o.IdleTimeout, outboxconf.EnvMaxIdleTimeout: o.MaxIdleTimeout,

@@ -119,6 +119,13 @@ type Config struct {
 	// and the relays' continuation wake-ups start relays. A control: the
 	// latency and ownership targets must then fail.
 	WithoutWakeUps bool
+	// Doorbell makes the writer ring the doorbell after each commit and
+	// every relay listen on it for the buckets it holds (lab.Doorbell, with
+	// Kafka's latency), as the functions do with SPILLWAY_DOORBELL_TOPIC,
+	// whose defaults the relays then take (TargetLatency at the poll).
+	// DoorbellDown loses every ring: the doorbell's path has failed, and
+	// the polls find the messages.
+	Doorbell, DoorbellDown bool
 	// Latency is the simulated round-trip times.
 	Latency Latency
 	// Seed fixes the commit times, keys, message ids and the schedule's
@@ -156,6 +163,10 @@ func (c Config) Validate() error {
 		return outbox.Misconfigured(op, "RelayTimeout must be at least 1s, got %v", c.RelayTimeout)
 	case c.StopMargin < 0 || c.StopMargin >= c.RelayTimeout:
 		return outbox.Misconfigured(op, "StopMargin must be >= 0 and below RelayTimeout %v, got %v", c.RelayTimeout, c.StopMargin)
+	case c.DoorbellDown && !c.Doorbell:
+		return outbox.Misconfigured(op, "DoorbellDown needs Doorbell")
+	case c.Doorbell && c.WithoutWakeUps:
+		return outbox.Misconfigured(op, "Doorbell needs the writer's notifier (not WithoutWakeUps)")
 	}
 	r := c.Relay
 	if r.RelayID != "" || r.BucketCount != 0 {
@@ -174,7 +185,11 @@ func (c Config) Validate() error {
 func (c Config) functionConfig(table string) (outboxlambda.Config, error) {
 	o := c.Relay
 	o.StopMargin = c.StopMargin
-	return lab.FunctionConfig(table, c.Buckets, o)
+	var env map[string]string
+	if c.Doorbell {
+		env = lab.DoorbellEnv
+	}
+	return lab.FunctionConfigWith(table, c.Buckets, o, env)
 }
 
 // StartBound is "one invocation start": the simulated time from a wake-up

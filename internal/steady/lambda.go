@@ -44,6 +44,9 @@ func (s *sim) newLambda() (*lambdasim.Function[*lab.RelayEnv], error) {
 		Store: s.newEnvStore,
 		HandlerConfig: func(re *lab.RelayEnv, hc *outboxlambda.RelayHandlerConfig) {
 			hc.Hooks = append(hc.Hooks, roundHook{s, envOf(re)})
+			if s.bell != nil {
+				hc.Doorbell = s.bell.Listener()
+			}
 		},
 		Continuations: true,
 	})

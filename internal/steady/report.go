@@ -64,6 +64,10 @@ type Report struct {
 	// WriterWakeUpsSkipped were not sent because a live relay covered
 	// their buckets.
 	WriterWakeUpsSkipped int64 `json:"writerWakeUpsSkipped"`
+	// The doorbell's Kafka traffic (Config.Doorbell): the records the
+	// writer produced, one per bucket rung, and the fetch answers that
+	// brought a listening relay at least one ring.
+	lab.DoorbellStats
 
 	// Refused conditional writes by kind, and those after the first
 	// minute (LateRefusals lists the first few).
@@ -172,8 +176,13 @@ func (r Report) Tables() []lab.Table {
 // title is one line describing the scenario.
 func (r Report) title() string {
 	wake := "a wake-up per commit"
-	if r.Config.WithoutWakeUps {
+	switch {
+	case r.Config.WithoutWakeUps:
 		wake = "no wake-ups"
+	case r.Config.DoorbellDown:
+		wake = "a wake-up and a doorbell ring per commit, every ring lost"
+	case r.Config.Doorbell:
+		wake = "a wake-up and a doorbell ring per commit"
 	}
 	return fmt.Sprintf("Steady traffic on Lambda: %g commits/s over %d buckets for %v, %s, schedule every %v, timeout %v, reserved concurrency %d, seed %d",
 		r.Config.Rate, r.Config.Buckets, r.Config.Duration, wake, scheduleInterval, r.Config.RelayTimeout, r.Config.Buckets, r.Config.Seed)
@@ -218,6 +227,9 @@ func (r Report) rows() [][]string {
 	add("  outcomes", formatCounts(r.InvocationsByReason), "")
 	add("wake-up invocations / exited without joining", fmt.Sprintf("%d / %d", r.WakeUpInvocations, r.WakeUpsWithoutJoining), "")
 	add("writer wake-ups sent / merged / skipped / failed", fmt.Sprintf("%d / %d / %d / %d", r.WriterWakeUps, r.WriterWakeUpsMerged, r.WriterWakeUpsSkipped, r.WriterWakeUpsFailed), "")
+	if r.Config.Doorbell {
+		add("doorbell rings produced / fetch answers to relays", fmt.Sprintf("%d / %d", r.Rings, r.Delivered), "")
+	}
 	add("relay invocations per message", fmt.Sprintf("%.4f", r.InvocationsPerMessage()), "")
 	add("invocations that joined / distinct relays", fmt.Sprintf("%d / %d", r.JoinedInvocations, r.JoinedRelays), "")
 	add("bucket claims / handovers", fmt.Sprintf("%d / %d", r.Claims, r.Handovers), "")
@@ -290,6 +302,9 @@ func (s *sim) report(counts outboxlocal.Counts) Report {
 		Latency:      percentiles(lat),
 		LatencyBound: s.cfg.LatencyBound(s.fn.PollInterval),
 		OrphanBound:  s.cfg.StartBound(),
+	}
+	if s.bell != nil {
+		r.DoorbellStats = s.bell.Stats()
 	}
 	if s.notifier != nil {
 		ws := s.notifier.Stats()

@@ -8,8 +8,8 @@ import (
 )
 
 func init() {
-	lab.RegisterStudy("steady", "steady traffic on Lambda: lease churn per message, wake-ups, handovers and latency over 10 simulated minutes",
+	lab.RegisterStudy("steady", "steady traffic on Lambda with the doorbell: lease churn per message, wake-ups, rings, handovers and latency over 10 simulated minutes",
 		func(ctx context.Context, progress io.Writer) (Report, error) {
-			return Run(ctx, Config{Progress: progress})
+			return Run(ctx, Config{Doorbell: true, Progress: progress})
 		})
 }

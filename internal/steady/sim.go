@@ -89,7 +89,8 @@ type sim struct {
 	// (nil WithoutWakeUps).
 	writer    *outboxddb.Writer
 	notifier  *outboxlambda.Notifier
-	rng       *rand.Rand // the commits' only (on the driver)
+	bell      *lab.Doorbell // nil without Config.Doorbell
+	rng       *rand.Rand    // the commits' only (on the driver)
 	commits   atomic.Int64
 	writesEnd time.Time
 	writesOn  atomic.Bool  // until writesEnd
@@ -139,6 +140,9 @@ func (s *sim) build(ddb *outboxlocal.DynamoDB) error {
 		Latency: func(any) time.Duration { return cfg.Latency.DynamoDB },
 		Observe: counted.observe,
 	}
+	if cfg.Doorbell {
+		s.bell = &lab.Doorbell{Sim: s.lab, Latency: cfg.Latency.Kafka, Down: cfg.DoorbellDown}
+	}
 	var err error
 	if s.lambda, err = s.newLambda(); err != nil {
 		return err
@@ -170,10 +174,14 @@ func (s *sim) newWriterNotifier() (*outboxlambda.Notifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	return outboxlambda.NewNotifier(outboxlambda.NotifierConfig{
+	cfg := outboxlambda.NotifierConfig{
 		Client: s.lambda, FunctionName: lab.RelayFunctionName, Clock: s.clock, Logger: discardLogger, Timeout: lab.NotifierTimeout,
 		Owners: ownerReader{store}, LeaseDuration: s.fn.LeaseDuration,
-	})
+	}
+	if s.bell != nil {
+		cfg.Doorbell = s.bell
+	}
+	return outboxlambda.NewNotifier(cfg)
 }
 
 // ownerReader marks a writer's reads of the coordination partition for

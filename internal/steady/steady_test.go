@@ -120,10 +120,36 @@ func TestSteady(t *testing.T) {
 		}
 	})
 
+	// TrafficWithTheDoorbellIsPublishedWithinATenthOfASecond: the writer
+	// rings the relay holding the commit's bucket, which fetches it at once
+	// instead of at its next probe; the rings only decide when a bucket is
+	// fetched, so the targets still hold. With every ring lost the relays'
+	// polls find the messages: latency falls back to the poll, nothing is
+	// lost or refused.
+	t.Run("TrafficWithTheDoorbellIsPublishedWithinATenthOfASecond", func(t *testing.T) {
+		d := 2 * time.Minute
+		rep := runScenario(t, Config{Duration: d, Doorbell: true, Seed: 4})
+		if err := rep.Check(); err != nil {
+			t.Errorf("targets missed with the doorbell:\n%v", err)
+		}
+		if rep.Latency.P99 > 100*time.Millisecond || rep.Rings != rep.Committed || rep.Delivered == 0 {
+			t.Errorf("p99 %v, %d rings for %d commits, %d fetch answers: want ≤ 100ms, one ring per commit, rings delivered",
+				rep.Latency.P99, rep.Rings, rep.Committed, rep.Delivered)
+		}
+		down := runScenario(t, Config{Duration: d, Doorbell: true, DoorbellDown: true, Seed: 4})
+		if err := down.Check(); err != nil {
+			t.Errorf("targets missed with every ring lost:\n%v", err)
+		}
+		if down.Latency.P99 < 900*time.Millisecond || down.Delivered != 0 || down.Refused != 0 {
+			t.Errorf("rings lost: p99 %v, %d delivered, %d refused writes; want the poll's (≥ 900ms), none delivered, none refused",
+				down.Latency.P99, down.Delivered, down.Refused)
+		}
+	})
+
 	// IsDeterministic runs the same short scenario twice: a run is a
 	// function of its Config, so the whole reports must be equal.
 	t.Run("IsDeterministic", func(t *testing.T) {
-		cfg := Config{Duration: time.Minute, Seed: 5}
+		cfg := Config{Duration: time.Minute, Seed: 5, Doorbell: true}
 		a, b := runScenario(t, cfg), runScenario(t, cfg)
 		if reflect.DeepEqual(a, b) {
 			return

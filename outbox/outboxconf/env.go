@@ -32,6 +32,9 @@ const (
 	EnvOutboxName         = "SPILLWAY_OUTBOX_NAME"
 	EnvMetricsNamespace   = "SPILLWAY_METRICS_NAMESPACE"
 	EnvTopics             = "SPILLWAY_TOPICS"
+	// EnvDoorbellTopic is the Kafka topic writers ring after a commit and
+	// relays listen on for the buckets they hold.
+	EnvDoorbellTopic = "SPILLWAY_DOORBELL_TOPIC"
 	// EnvMemoryMB is the memory, in MB, the relay sizes its held messages
 	// from; it overrides EnvLambdaMemory and is how a relay outside Lambda
 	// (the CLI) gets a bound.

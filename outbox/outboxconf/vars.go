@@ -225,6 +225,18 @@ func (p *Env) Topics(name string) []string {
 	return topics
 }
 
+// Topic reads one Kafka topic name; empty when unset.
+func (p *Env) Topic(name string) string {
+	v, ok := p.get(name)
+	if !ok {
+		return ""
+	}
+	if problem := TopicProblem(v); problem != "" {
+		p.fail(name, v, "topic %q: %s", v, problem)
+	}
+	return v
+}
+
 // ARN reads an ARN of the given service.
 func (p *Env) ARN(name, service string) string {
 	v, ok := p.get(name)

@@ -115,6 +115,12 @@ func TestPoison(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := newPublisher(t, c)
+		// The topic's metadata first: a topic's first records are
+		// partitioned, and may be sent, one at a time as it arrives, and
+		// the batch below must reach the broker as one request.
+		if res := p.PublishDetailed(ctx, []outbox.Message{message(t, 0, "small", []byte("a"), []byte("v"), nil, nil)}); res.Err != nil {
+			t.Fatal(res.Err)
+		}
 		big := message(t, 2, "small", []byte("a"), randomBytes(4000), nil, nil)
 		// In a batch, the broker refuses the whole partition batch: the good
 		// row before the big one fails with it, so nothing is condemned.

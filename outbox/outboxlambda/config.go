@@ -73,8 +73,16 @@ type Config struct {
 	// TargetLatency is how soon the relay looks for a message committed to
 	// a busy bucket it holds (SPILLWAY_TARGET_LATENCY;
 	// outbox.RelayOptions.TargetLatency). Default
-	// outbox.DefaultTargetLatency.
+	// outbox.DefaultTargetLatency, or PollInterval with a DoorbellTopic:
+	// the rings tell the relay of every commit, so busy buckets need no
+	// faster probe.
 	TargetLatency time.Duration
+	// DoorbellTopic is the Kafka topic of the doorbell
+	// (SPILLWAY_DOORBELL_TOPIC): the enqueue function rings it after every
+	// commit, and the relay listens on it for the buckets it holds and
+	// fetches a rung bucket at once. It needs KafkaBrokers. Default: none
+	// (the relay finds commits by probing).
+	DoorbellTopic string
 	// MaxIdleTimeout is the longer linger of a relay under steady traffic
 	// (SPILLWAY_MAX_IDLE_TIMEOUT; outbox.RelayOptions.MaxIdleTimeout), at
 	// least IdleTimeout. Default 5 × IdleTimeout (10s).
@@ -149,10 +157,10 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		KafkaAuth:           p.OneOf(outboxconf.EnvKafkaAuth, DefaultKafkaAuth, outboxconf.KafkaAuthNone, outboxconf.KafkaAuthScram, outboxconf.KafkaAuthIAM),
 		KafkaScramSecretARN: p.ARN(outboxconf.EnvKafkaScramSecret, "secretsmanager"),
 		Topics:              p.Topics(outboxconf.EnvTopics),
+		DoorbellTopic:       p.Topic(outboxconf.EnvDoorbellTopic),
 		RelayFunction:       p.Function(outboxconf.EnvRelayFunction),
 		Mode:                outbox.Mode(p.OneOf(outboxconf.EnvMode, string(outbox.ModeDrain), string(outbox.ModeDrain), string(outbox.ModeHold))),
 		PollInterval:        p.Duration(outboxconf.EnvPollInterval, outbox.DefaultPollInterval),
-		TargetLatency:       p.Duration(outboxconf.EnvTargetLatency, outbox.DefaultTargetLatency),
 		IdleTimeout:         p.Duration(outboxconf.EnvIdleTimeout, outbox.DefaultIdleTimeout),
 		StopMargin:          p.Duration(outboxconf.EnvStopMargin, outbox.DefaultStopMargin),
 		LeaseDuration:       p.Duration(outboxconf.EnvLeaseDuration, outbox.DefaultLeaseDuration),
@@ -172,6 +180,11 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		GenerationCheck:     p.Bool(outboxconf.EnvGenerationCheck, false),
 	}
 	c.KafkaTLS = p.Bool(outboxconf.EnvKafkaTLS, c.KafkaAuth != outboxconf.KafkaAuthNone)
+	target := outbox.DefaultTargetLatency
+	if c.DoorbellTopic != "" {
+		target = c.PollInterval
+	}
+	c.TargetLatency = p.Duration(outboxconf.EnvTargetLatency, target)
 	c.MaxIdleTimeout = p.Duration(outboxconf.EnvMaxIdleTimeout, outbox.DefaultMaxIdleTimeoutFactor*c.IdleTimeout)
 	if err := p.Err(); err != nil {
 		return Config{}, err
@@ -187,6 +200,10 @@ func (c Config) crossCheck(getenv func(string) string) error {
 	if c.KafkaAuth == outboxconf.KafkaAuthScram && c.KafkaScramSecretARN == "" {
 		return &ConfigError{Variable: outboxconf.EnvKafkaScramSecret, Value: "",
 			Problem: fmt.Sprintf("required when %s=%s", outboxconf.EnvKafkaAuth, outboxconf.KafkaAuthScram)}
+	}
+	if c.DoorbellTopic != "" && len(c.KafkaBrokers) == 0 {
+		return &ConfigError{Variable: outboxconf.EnvKafkaBrokers, Value: "",
+			Problem: fmt.Sprintf("required with %s: the doorbell is a Kafka topic", outboxconf.EnvDoorbellTopic)}
 	}
 	if c.LeaseRenewInterval >= c.LeaseDuration {
 		return &ConfigError{Variable: outboxconf.EnvLeaseRenewInterval, Value: getenv(outboxconf.EnvLeaseRenewInterval),

@@ -95,6 +95,7 @@ func TestConfig(t *testing.T) {
 				c.KafkaScramSecretARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:AmazonMSK_relay-AbCdEf"
 			}},
 			{outboxconf.EnvTopics, "orders,payments.v1", func(c *Config) { c.Topics = []string{"orders", "payments.v1"} }},
+			{outboxconf.EnvDoorbellTopic, "shop-doorbell", func(c *Config) { c.DoorbellTopic = "shop-doorbell" }},
 			{outboxconf.EnvRelayFunction, "shop-outbox-relay", func(c *Config) { c.RelayFunction = "shop-outbox-relay" }},
 			{outboxconf.EnvMode, "hold", func(c *Config) { c.Mode = outbox.ModeHold }},
 			{outboxconf.EnvPollInterval, "250ms", func(c *Config) { c.PollInterval = 250 * time.Millisecond }},
@@ -136,6 +137,32 @@ func TestConfig(t *testing.T) {
 		}
 		if err := opts.Validate(); err != nil {
 			t.Fatalf("relay options of a valid configuration: %v", err)
+		}
+	})
+
+	// With a doorbell the rings bring every commit of a held bucket, so
+	// busy buckets are probed at the poll unless a target is set.
+	t.Run("LoadConfigTargetLatencyFollowsTheDoorbell", func(t *testing.T) {
+		t.Parallel()
+		bell := map[string]string{outboxconf.EnvDoorbellTopic: "spillway-doorbell", outboxconf.EnvKafkaBrokers: "b-1.example:9098", outboxconf.EnvPollInterval: "2s"}
+		for _, tc := range []struct {
+			vars map[string]string
+			want time.Duration
+		}{
+			{nil, outbox.DefaultTargetLatency},
+			{bell, 2 * time.Second},
+			{map[string]string{outboxconf.EnvTargetLatency: "300ms"}, 300 * time.Millisecond},
+		} {
+			vars := withVars(tc.vars)
+			if tc.want == 300*time.Millisecond {
+				for k, v := range bell {
+					vars[k] = v
+				}
+			}
+			got, err := LoadConfig(env(vars))
+			if err != nil || got.TargetLatency != tc.want {
+				t.Errorf("%v: TargetLatency %v, err %v; want %v", vars, got.TargetLatency, err, tc.want)
+			}
 		}
 	})
 
@@ -191,6 +218,8 @@ func TestConfig(t *testing.T) {
 			{variable: outboxconf.EnvKafkaScramSecret, value: "arn:aws:ssm:us-east-1:1:parameter/x", problem: "not an ARN of secretsmanager"},
 			{variable: outboxconf.EnvKafkaAuth, value: "scram-sha-512", wantVariable: outboxconf.EnvKafkaScramSecret, problem: "required when SPILLWAY_KAFKA_AUTH=scram-sha-512"},
 			{variable: outboxconf.EnvTopics, value: "orders,bad topic", problem: `topic "bad topic"`},
+			{variable: outboxconf.EnvDoorbellTopic, value: "bell,bell", problem: `topic "bell,bell"`},
+			{variable: outboxconf.EnvDoorbellTopic, value: "spillway-doorbell", wantVariable: outboxconf.EnvKafkaBrokers, problem: "required with SPILLWAY_DOORBELL_TOPIC"},
 			{variable: outboxconf.EnvTopics, value: "orders,", problem: "empty element"},
 			{variable: outboxconf.EnvTopics, value: "..", problem: "not a legal Kafka topic name"},
 			{variable: outboxconf.EnvTopics, value: strings.Repeat("t", 250), problem: "at most 249"},

@@ -62,6 +62,10 @@ type RelayHandlerConfig struct {
 	PreviousStore GenerationStore
 	// Notifier sends continuation wake-ups. Optional.
 	Notifier outbox.Notifier
+	// Doorbell brings the writers' rings for the buckets the relay holds
+	// (outbox.RelayConfig.Doorbell); it lives as long as the execution
+	// environment. Optional.
+	Doorbell outbox.Doorbell
 	// Clock is the relay's clock; the invocation's deadline is converted to
 	// it. Default outbox.SystemClock.
 	Clock outbox.Clock
@@ -127,6 +131,7 @@ func NewRelayHandler(cfg RelayHandlerConfig) (*RelayHandler, error) {
 		Publisher: cfg.Publisher,
 		Clock:     cfg.Clock,
 		Notifier:  cfg.Notifier,
+		Doorbell:  cfg.Doorbell,
 		Hooks:     cfg.Hooks,
 		Tracer:    cfg.Tracer,
 		Logger:    cfg.Logger,

@@ -97,12 +97,30 @@ func (in *Init) DynamoDB() *dynamodb.Client {
 // notifier returns the wake-up notifier for function, nil when there is
 // no function to wake. A writer's notifier reads the leases through owners
 // to skip the wake-ups a live relay covers; a relay's has none.
-func (in *Init) notifier(function string, hooks []outbox.Hook, owners OwnerReader) (*Notifier, error) {
+func (in *Init) notifier(function string, hooks []outbox.Hook, owners OwnerReader, bell outbox.Ringer) (*Notifier, error) {
 	if function == "" {
 		return nil, nil
 	}
 	return NewNotifier(NotifierConfig{Client: lambda.NewFromConfig(in.AWS), FunctionName: function, Hooks: hooks, Logger: in.Logger,
-		Owners: owners, LeaseDuration: in.Config.LeaseDuration})
+		Owners: owners, LeaseDuration: in.Config.LeaseDuration, Doorbell: bell})
+}
+
+// doorbell returns the doorbell of SPILLWAY_DOORBELL_TOPIC for this
+// outbox's key prefix.
+func (in *Init) doorbell() outboxkafka.DoorbellConfig {
+	return outboxkafka.DoorbellConfig{Topic: in.Config.DoorbellTopic, KeyPrefix: in.Config.KeyPrefix, Logger: in.Logger}
+}
+
+// kafkaConfig returns the Kafka configuration, reading the SCRAM secret
+// once (bounded by initTimeout).
+func (in *Init) kafkaConfig(ctx context.Context) (outboxkafka.Config, error) {
+	var secrets SecretGetter
+	if in.Config.KafkaScramSecretARN != "" {
+		secrets = secretsmanager.NewFromConfig(in.AWS)
+	}
+	kctx, cancel := context.WithTimeout(ctx, initTimeout)
+	defer cancel()
+	return in.Config.KafkaConfig(kctx, secrets)
 }
 
 // NewRelayFromEnv builds the relay function's handler: DynamoDB store,
@@ -120,13 +138,7 @@ func newRelayFromEnv(ctx context.Context, getenv func(string) string, log *slog.
 		return nil, err
 	}
 	cfg := in.Config
-	var secrets SecretGetter
-	if cfg.KafkaScramSecretARN != "" {
-		secrets = secretsmanager.NewFromConfig(in.AWS)
-	}
-	kctx, cancel := context.WithTimeout(ctx, initTimeout)
-	defer cancel()
-	kcfg, err := cfg.KafkaConfig(kctx, secrets)
+	kcfg, err := in.kafkaConfig(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +155,7 @@ func newRelayFromEnv(ctx context.Context, getenv func(string) string, log *slog.
 	fn := getenv(EnvFunctionName)
 	// The engine reports its continuation wake-ups itself: the notifier
 	// gets no hooks, or they would count twice.
-	notifier, err := in.notifier(cmp.Or(cfg.RelayFunction, fn), nil, nil)
+	notifier, err := in.notifier(cmp.Or(cfg.RelayFunction, fn), nil, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -160,6 +172,11 @@ func newRelayFromEnv(ctx context.Context, getenv func(string) string, log *slog.
 	}
 	if notifier != nil {
 		hc.Notifier = notifier
+	}
+	if cfg.DoorbellTopic != "" {
+		if hc.Doorbell, err = pub.Listener(in.doorbell()); err != nil {
+			return nil, err
+		}
 	}
 	if _, ok := cfg.Previous(); ok {
 		popts := cfg.PreviousStoreOptions()
@@ -193,7 +210,19 @@ func newEnqueueFromEnv(ctx context.Context, getenv func(string) string, log *slo
 	if err != nil {
 		return nil, err
 	}
-	notifier, err := in.notifier(cfg.RelayFunction, []outbox.Hook{in.Metrics}, owners)
+	// With a doorbell the enqueue function rings the relay holding the
+	// buckets of every commit (SPILLWAY_DOORBELL_TOPIC).
+	var bell outbox.Ringer
+	if cfg.DoorbellTopic != "" && cfg.RelayFunction != "" {
+		kcfg, err := in.kafkaConfig(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if bell, err = outboxkafka.NewRinger(kcfg, in.doorbell()); err != nil {
+			return nil, err
+		}
+	}
+	notifier, err := in.notifier(cfg.RelayFunction, []outbox.Hook{in.Metrics}, owners, bell)
 	if err != nil {
 		return nil, err
 	}

@@ -58,6 +58,13 @@ type NotifierConfig struct {
 	// LeaseDuration is the relays' lease duration, which says for how long
 	// a heartbeat proves a relay alive. Default outbox.DefaultLeaseDuration.
 	LeaseDuration time.Duration
+	// Doorbell, when set, rings the relay holding the buckets of every
+	// writer's wake-up (hop 0, buckets named) before the notifier decides
+	// whether to invoke: a live holder listening on the doorbell fetches
+	// the message at once instead of at its next probe. outboxkafka's
+	// Ringer produces the ring; leave it nil for a process that does not
+	// link Kafka. Optional.
+	Doorbell outbox.Ringer
 }
 
 // OwnerReader reads the coordination partition: which relay holds which
@@ -103,16 +110,21 @@ type Notifier struct {
 	log      *slog.Logger
 	owners   OwnerReader
 	lease    time.Duration
+	bell     outbox.Ringer
 
 	mu       sync.Mutex
 	inFlight bool
 	pending  *outbox.WakeUp
 	// covered maps a bucket to when the notifier stops trusting that a
-	// relay looks at it; viewed reports a view was read at least once.
+	// relay looks at it; viewed reports a view was read at least once,
+	// held the buckets the last one showed a live relay holding.
 	covered map[int]time.Time
 	viewed  bool
+	held    map[int]bool
+	// lastSent is when the last wake-up went out.
+	lastSent time.Time
 
-	sent, failed, merged, skipped, reads atomic.Int64
+	sent, failed, merged, skipped, reads, rang, ringFailed atomic.Int64
 }
 
 var _ outbox.Notifier = (*Notifier)(nil)
@@ -141,6 +153,7 @@ func NewNotifier(cfg NotifierConfig) (*Notifier, error) {
 		clock:    cfg.Clock,
 		log:      cfg.Logger,
 		owners:   cfg.Owners,
+		bell:     cfg.Doorbell,
 		lease:    cmp.Or(cfg.LeaseDuration, outbox.DefaultLeaseDuration),
 		covered:  map[int]time.Time{},
 	}
@@ -168,12 +181,15 @@ type NotifierStats struct {
 	// buckets; OwnerReads the coordination views read to decide it.
 	Skipped    int64
 	OwnerReads int64
+	// Rang counts the wake-ups rung on the doorbell, RingFailed those
+	// whose ring the Ringer refused.
+	Rang, RingFailed int64
 }
 
 // Stats returns the counts so far.
 func (n *Notifier) Stats() NotifierStats {
 	return NotifierStats{Sent: n.sent.Load(), Failed: n.failed.Load(), Merged: n.merged.Load(),
-		Skipped: n.skipped.Load(), OwnerReads: n.reads.Load()}
+		Skipped: n.skipped.Load(), OwnerReads: n.reads.Load(), Rang: n.rang.Load(), RingFailed: n.ringFailed.Load()}
 }
 
 // Notify implements outbox.Notifier. It returns the error of its own invoke,
@@ -182,6 +198,7 @@ func (n *Notifier) Stats() NotifierStats {
 // follow-up returns nil at once, and a follow-up's failure is logged and
 // counted only.
 func (n *Notifier) Notify(ctx context.Context, w outbox.WakeUp) error {
+	n.ring(ctx, w)
 	n.mu.Lock()
 	if n.skippable(w) && n.coveredLocked(w.Buckets, n.clock.Now()) {
 		n.mu.Unlock()
@@ -214,6 +231,20 @@ func (n *Notifier) Notify(ctx context.Context, w outbox.WakeUp) error {
 	err := n.invoke(own, w)
 	n.followUps(base, limit)
 	return err
+}
+
+// ring rings the doorbell for a writer's wake-up. Its failure is logged
+// and counted only: the holder's poll finds the message.
+func (n *Notifier) ring(ctx context.Context, w outbox.WakeUp) {
+	if n.bell == nil || w.Hop != 0 || len(w.Buckets) == 0 {
+		return
+	}
+	if err := n.bell.Ring(ctx, w.Buckets); err != nil {
+		n.ringFailed.Add(1)
+		n.log.WarnContext(ctx, "ringing the doorbell failed; the relay's poll finds the message", "buckets", w.Buckets, "error", err)
+		return
+	}
+	n.rang.Add(1)
 }
 
 // callerFollowUps bounds the follow-ups a caller sends before it hands the
@@ -253,12 +284,11 @@ func (n *Notifier) invoke(ctx context.Context, w outbox.WakeUp) error {
 		return n.send(ctx, w)
 	}
 	n.mu.Lock()
-	viewed := n.viewed
+	first := readFirst(n.viewed, n.heldAtViewLocked(w.Buckets), n.lastSent, n.clock.Now())
 	n.mu.Unlock()
-	if viewed {
-		// The coverage lapsed: one read decides whether a relay still
-		// holds the buckets. Before the first view the invoke goes first,
-		// so a cold start is not delayed by the read.
+	if first {
+		// The coverage just lapsed: one read decides whether a relay
+		// still holds the buckets.
 		n.refresh(ctx)
 		n.mu.Lock()
 		covered := n.coveredLocked(w.Buckets, n.clock.Now())
@@ -270,12 +300,45 @@ func (n *Notifier) invoke(ctx context.Context, w outbox.WakeUp) error {
 	}
 	err := n.send(ctx, w)
 	if err == nil {
-		n.cover(w.Buckets, n.clock.Now().Add(lease.OwnerViewTTL))
+		now := n.clock.Now()
+		n.cover(w.Buckets, now.Add(lease.OwnerViewTTL))
+		n.mu.Lock()
+		n.lastSent = now
+		n.mu.Unlock()
 	}
-	if !viewed {
+	if !first {
 		n.refresh(ctx)
 	}
 	return err
+}
+
+// readFirst decides whether a wake-up whose buckets are not covered reads
+// the owners' view before it invokes (and skips the invoke if the view
+// covers them) or invokes first and reads the view afterwards, for the
+// wake-ups that follow. It reads first when the last view read showed a
+// live relay holding one of the buckets (heldAtView): that relay is
+// likely still there, lingering between messages; or when this notifier
+// woke a relay less than lease.OwnerViewTTL before now (lastSent), which
+// is claiming every bucket meanwhile: either way the read may save an
+// invocation. Before any view, or when the last one showed no relay
+// holding them and nothing was sent lately (the relay stopped, as between
+// the messages of sparse traffic), the invoke goes first, so the woken
+// relay's start is not delayed by the read.
+func readFirst(viewed bool, heldAtView []bool, lastSent, now time.Time) bool {
+	if !viewed {
+		return false
+	}
+	return slices.Contains(heldAtView, true) || (!lastSent.IsZero() && now.Sub(lastSent) < lease.OwnerViewTTL)
+}
+
+// heldAtViewLocked reports, for each bucket, whether the last view read
+// showed a live relay holding it.
+func (n *Notifier) heldAtViewLocked(buckets []int) []bool {
+	out := make([]bool, len(buckets))
+	for i, b := range buckets {
+		out[i] = n.held[b]
+	}
+	return out
 }
 
 // skippable reports whether w may be skipped: a writer's wake-up with its
@@ -321,10 +384,15 @@ func (n *Notifier) refresh(ctx context.Context) {
 		return
 	}
 	trustUntil := view.ReadAt.Add(lease.OwnerViewTTL)
+	heldUntil := view.HeldUntil(view.ReadAt, n.lease)
 	n.mu.Lock()
 	n.viewed = true
+	n.held = map[int]bool{}
+	for b := range heldUntil {
+		n.held[b] = true
+	}
 	n.mu.Unlock()
-	for b, until := range view.HeldUntil(view.ReadAt, n.lease) {
+	for b, until := range heldUntil {
 		if until.After(trustUntil) {
 			until = trustUntil
 		}

@@ -368,27 +368,38 @@ func TestNotifier(t *testing.T) {
 			if got := len(inv.invocations()); got != 1 || owners.reads != 1 {
 				t.Fatalf("first wake-up: %d invokes, %d reads; want 1, 1", got, owners.reads)
 			}
-			// Within OwnerViewTTL of the invoke, bucket 1 is covered; bucket 2 is not.
+			// Within OwnerViewTTL of the invoke, bucket 1 is covered; bucket 2
+			// is not, and the relay woken a moment ago may be claiming it: one
+			// read first, which shows nobody yet, and the invoke.
 			notify(outbox.WakeUp{Buckets: []int{1}})
 			notify(outbox.WakeUp{Buckets: []int{2}})
-			if got := len(inv.invocations()); got != 2 {
-				t.Fatalf("%d invokes, want 2 (bucket 1 covered, bucket 2 sent)", got)
+			if got := len(inv.invocations()); got != 2 || owners.reads != 2 {
+				t.Fatalf("%d invokes, %d reads; want 2, 2 (bucket 1 covered, bucket 2 read and sent)", got, owners.reads)
 			}
-			// Coverage lapsed: one read; a live holder covers the bucket, no invoke.
+			// Coverage lapsed, the last view showed nobody and nothing went
+			// out lately: the invoke first, then a view showing the relay.
+			time.Sleep(lease.OwnerViewTTL)
+			owners.set(heldBy(clock.Now(), "relay-a", 1, 2), nil)
+			notify(outbox.WakeUp{Buckets: []int{2}})
+			if got := len(inv.invocations()); got != 3 || owners.reads != 3 {
+				t.Fatalf("%d invokes, %d reads; want 3, 3 (invoked, then read)", got, owners.reads)
+			}
+			// Coverage lapsed after a view that showed the holder: one read
+			// first; the live holder covers the buckets, no invoke.
 			time.Sleep(lease.OwnerViewTTL)
 			owners.set(heldBy(clock.Now(), "relay-a", 1, 2), nil)
 			notify(outbox.WakeUp{Buckets: []int{1, 2}})
 			notify(outbox.WakeUp{Buckets: []int{2}})
-			if got := len(inv.invocations()); got != 2 || owners.reads != 3 {
-				t.Fatalf("live holder: %d invokes, %d reads; want 2, 3", got, owners.reads)
+			if got := len(inv.invocations()); got != 3 || owners.reads != 4 {
+				t.Fatalf("live holder: %d invokes, %d reads; want 3, 4", got, owners.reads)
 			}
 			// Joins and continuation hops are never skipped.
 			notify(outbox.WakeUp{Buckets: []int{1}, Join: true})
 			notify(outbox.WakeUp{Buckets: []int{1}, Hop: 1})
-			if got := len(inv.invocations()); got != 4 {
-				t.Fatalf("%d invokes, want 4 (join and hop sent)", got)
+			if got := len(inv.invocations()); got != 5 {
+				t.Fatalf("%d invokes, want 5 (join and hop sent)", got)
 			}
-			// The holder stopped: the next read after the coverage shows it, and
+			// The holder stopped: the read after the coverage shows it, and
 			// the wake-up is sent.
 			time.Sleep(lease.OwnerViewTTL)
 			stopped := heldBy(clock.Now(), "relay-a", 1, 2)
@@ -400,8 +411,106 @@ func TestNotifier(t *testing.T) {
 			owners.set(heldBy(clock.Now(), "relay-a", 1, 2), errors.New("throttled"))
 			notify(outbox.WakeUp{Buckets: []int{1}})
 			st := n.Stats()
-			if got := len(inv.invocations()); got != 6 || st.Skipped != 3 || st.OwnerReads != 5 || st.Sent != 6 {
-				t.Fatalf("%d invokes, stats %+v; want 6 invokes, 3 skipped, 5 reads", got, st)
+			if got := len(inv.invocations()); got != 7 || st.Skipped != 3 || st.OwnerReads != 6 || st.Sent != 7 {
+				t.Fatalf("%d invokes, stats %+v; want 7 invokes, 3 skipped, 6 reads", got, st)
+			}
+		})
+	})
+
+	// A wake-up whose buckets are not covered reads the view first when
+	// the last view showed a relay holding one of them (it lingers between
+	// messages: the read saves an invocation) or a relay was woken a moment
+	// ago (it is claiming), and invokes first otherwise (sparse traffic: the
+	// relay stopped, and the read would only delay the woken relay's start).
+	t.Run("ReadsTheViewFirstOnlyWhenARelayIsLikelyThere", func(t *testing.T) {
+		t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+		ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+		for _, tc := range []struct {
+			name     string
+			viewed   bool
+			held     []bool
+			lastSent time.Time
+			want     bool
+		}{
+			{"no view read yet", false, []bool{true}, ms(-100), false},
+			{"held at the last view", true, []bool{true}, time.Time{}, true},
+			{"free at the last view, nothing sent", true, []bool{false}, time.Time{}, false},
+			{"one bucket held at the last view", true, []bool{false, true}, time.Time{}, true},
+			{"free, a relay woken 100 ms ago claims", true, []bool{false}, ms(-100), true},
+			{"free, a relay woken just under a TTL ago", true, []bool{false}, ms(-999), true},
+			{"free, the last wake-up a TTL ago", true, []bool{false}, ms(-1000), false},
+			{"free, the last wake-up 9 s ago", true, []bool{false}, ms(-9000), false},
+		} {
+			if got := readFirst(tc.viewed, tc.held, tc.lastSent, t0); got != tc.want {
+				t.Errorf("%s: readFirst = %v, want %v", tc.name, got, tc.want)
+			}
+		}
+		synctest.Test(t, func(t *testing.T) {
+			clock := outbox.SystemClock{}
+			inv := &fakeInvoker{}
+			owners := &fakeOwners{clock: clock}
+			n, err := NewNotifier(NotifierConfig{Client: inv, FunctionName: "relay", Clock: clock, Owners: owners})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The first wake-up invokes, then reads a view showing nobody
+			// (the woken relay has not claimed yet).
+			_ = n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{1}})
+			time.Sleep(9 * time.Second)
+			// Free at the last view, nothing sent lately: the invoke goes
+			// first, the read after.
+			reads := owners.reads
+			owners.onRead = func() {
+				if got := len(inv.invocations()); got != 2 {
+					t.Errorf("the view was read with %d invokes sent, want 2: after the invoke", got)
+				}
+			}
+			owners.set(heldBy(clock.Now(), "relay-a", 1), nil)
+			_ = n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{1}})
+			if got := len(inv.invocations()); got != 2 || owners.reads != reads+1 {
+				t.Fatalf("%d invokes, %d reads; want 2 and one read", got, owners.reads-reads)
+			}
+			// That view showed relay-a holding bucket 1: 3 s later the next
+			// wake-up reads first and skips the invoke.
+			owners.onRead = nil
+			time.Sleep(3 * time.Second)
+			owners.set(heldBy(clock.Now(), "relay-a", 1), nil)
+			_ = n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{1}})
+			if got := len(inv.invocations()); got != 2 || n.Stats().Skipped != 1 {
+				t.Fatalf("%d invokes, stats %+v; want the wake-up skipped after a read", got, n.Stats())
+			}
+		})
+	})
+
+	// Every writer's wake-up with named buckets rings the doorbell, whether
+	// or not a live holder covers it and the invoke is skipped; a relay's
+	// continuation or an unknown bucket set does not. A ring's failure
+	// fails nothing.
+	t.Run("RingsTheDoorbellForWritersWakeUps", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			clock := outbox.SystemClock{}
+			inv := &fakeInvoker{}
+			owners := &fakeOwners{clock: clock}
+			bell := &fakeRinger{}
+			n, err := NewNotifier(NotifierConfig{Client: inv, FunctionName: "relay", Clock: clock, Owners: owners, Doorbell: bell})
+			if err != nil {
+				t.Fatal(err)
+			}
+			owners.set(heldBy(clock.Now(), "relay-a", 1, 2), nil)
+			for _, w := range []outbox.WakeUp{{Buckets: []int{1}}, {Buckets: []int{2}}, {Buckets: []int{1}, Hop: 1}, {}} {
+				if err := n.Notify(t.Context(), w); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got, want := bell.all(), [][]int{{1}, {2}}; !reflect.DeepEqual(got, want) {
+				t.Errorf("rang %v, want %v (the writer's wake-ups, skipped or not)", got, want)
+			}
+			bell.err = errors.New("kafka: not leader")
+			if err := n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{2}}); err != nil {
+				t.Errorf("a failed ring failed the notify: %v", err)
+			}
+			if st := n.Stats(); st.Rang != 2 || st.RingFailed != 1 || st.Skipped != 2 {
+				t.Errorf("stats %+v, want 2 rung, 1 ring failed, 2 skipped", st)
 			}
 		})
 	})
@@ -447,11 +556,16 @@ type fakeOwners struct {
 	view  lease.Coordination
 	err   error
 	reads int
+	// onRead runs at every read.
+	onRead func()
 }
 
 func (f *fakeOwners) ReadCoordination(context.Context) (lease.Coordination, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.onRead != nil {
+		f.onRead()
+	}
 	f.reads++
 	v := f.view
 	v.ReadAt = f.clock.Now()
@@ -475,3 +589,26 @@ func heldBy(now time.Time, relay string, buckets ...int) lease.Coordination {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// fakeRinger records the rings, or fails them with err.
+type fakeRinger struct {
+	mu    sync.Mutex
+	rings [][]int
+	err   error
+}
+
+func (f *fakeRinger) Ring(_ context.Context, buckets []int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return f.err
+	}
+	f.rings = append(f.rings, slices.Clone(buckets))
+	return nil
+}
+
+func (f *fakeRinger) all() [][]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.rings)
+}
