@@ -37,17 +37,19 @@ func (b *testBell) history() [][]int {
 // bellRelay runs a hold-mode relay with a doorbell over buckets in the
 // background until deadline; published receives each message's publish
 // time, wait waits for the run's result.
-func bellRelay(t *testing.T, buckets int, deadline time.Duration, tweak func(*outbox.RelayConfig)) (e *relayEnv, bell *testBell, wait func() outbox.RunResult, published <-chan time.Time) {
+func bellRelay(t *testing.T, buckets int, deadline time.Duration, prepare func(*relayEnv)) (e *relayEnv, bell *testBell, wait func() outbox.RunResult, published <-chan time.Time) {
 	t.Helper()
 	bell = newTestBell()
 	at := make(chan time.Time, 1000)
 	e = newRelayEnv(t, buckets, func(c *outbox.RelayConfig) {
 		c.Options.Mode = outbox.ModeHold
 		c.Doorbell = bell
-		if tweak != nil {
-			tweak(c)
-		}
 	})
+	if prepare != nil {
+		// Before the run starts: its goroutine may run its first round at
+		// once, before the test's next statement.
+		prepare(e)
+	}
 	e.pub.onPublish = func(msgs []outbox.Message) {
 		for range msgs {
 			at <- time.Now()
@@ -108,9 +110,10 @@ func TestRelayDoorbell(t *testing.T) {
 	// it stopped and released them.
 	t.Run("ListensForTheBucketsItHolds", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			e, bell, wait, _ := bellRelay(t, 4, 10*time.Second, nil)
-			e.store.hold(3, "peer", t0.Add(time.Minute))
-			e.store.heartbeat("peer", false)
+			e, bell, wait, _ := bellRelay(t, 4, 10*time.Second, func(e *relayEnv) {
+				e.store.hold(3, "peer", t0.Add(time.Minute))
+				e.store.heartbeat("peer", false)
+			})
 			time.Sleep(time.Second)
 			var held []int
 			for b := range 4 {
