@@ -49,7 +49,24 @@ func (u joinCheck) shouldJoin() (bool, error) {
 		hinted = pending
 	}
 	u.firstLook = r.clock.Now()
+	// A wake-up can arrive after the work it announced was drained (a
+	// queued or duplicate notification). One strongly consistent read per
+	// hinted bucket is far cheaper than joining for nothing, and unlike the
+	// eventually consistent probe it cannot miss the commit that sent the
+	// wake-up. It goes beside the trust check, both being on the path from
+	// the commit to its publish: a bucket the check leaves to a live peer
+	// wastes its read. The first sweep fetches what it finds without
+	// probing again (firstSweep).
+	var heads func() ([]int, error)
+	if u.in.Trigger == TriggerWake && len(u.validHints()) > 0 {
+		heads = beside(func() ([]int, error) { return u.withMessages(u.ctx, hinted) })
+	}
 	orphans, err := u.uncovered(hinted)
+	var pending []int
+	var headErr error
+	if heads != nil {
+		pending, headErr = heads()
+	}
 	if err != nil {
 		return false, err
 	}
@@ -57,17 +74,11 @@ func (u joinCheck) shouldJoin() (bool, error) {
 		u.res.Reason = StopPeerLive
 		return false, nil
 	}
-	if u.in.Trigger == TriggerWake && len(u.validHints()) > 0 {
-		// A wake-up can arrive after the work it announced was drained (a
-		// queued or duplicate notification). One strongly consistent read
-		// per orphaned bucket is far cheaper than joining for nothing, and
-		// unlike the eventually consistent probe it cannot miss the commit
-		// that sent the wake-up. The first sweep fetches what it finds
-		// without probing again (firstSweep).
-		if orphans, err = u.withMessages(u.ctx, orphans); err != nil {
-			return false, err
+	if heads != nil {
+		if headErr != nil {
+			return false, headErr
 		}
-		if len(orphans) == 0 {
+		if orphans = intersect(orphans, pending); len(orphans) == 0 {
 			u.res.Reason = StopNothingPending
 			return false, nil
 		}
@@ -99,6 +110,23 @@ func (u joinCheck) stillOrphaned() (bool, error) {
 	}
 	u.waitFor = orphans
 	return true, nil
+}
+
+// beside runs f in a goroutine and returns the wait for its answer.
+func beside[T any](f func() (T, error)) (wait func() (T, error)) {
+	type answer struct {
+		v   T
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		v, err := f()
+		done <- answer{v, err}
+	}()
+	return func() (T, error) {
+		a := <-done
+		return a.v, a.err
+	}
 }
 
 // withMessages returns the buckets of bs whose head holds a message, read
