@@ -59,7 +59,7 @@ func (u joinCheck) shouldJoin() (bool, error) {
 	// probing again (firstSweep).
 	var heads func() ([]int, error)
 	if u.in.Trigger == TriggerWake && len(u.validHints()) > 0 {
-		heads = beside(func() ([]int, error) { return u.withMessages(u.ctx, hinted) })
+		heads = beside(func() ([]int, error) { return u.withHeads(u.ctx, hinted) })
 	}
 	orphans, err := u.uncovered(hinted)
 	var pending []int
@@ -77,6 +77,14 @@ func (u joinCheck) shouldJoin() (bool, error) {
 	if heads != nil {
 		if headErr != nil {
 			return false, headErr
+		}
+		// A bucket with nothing at its head may still have a replay asked.
+		if rest := without(orphans, pending); len(rest) > 0 {
+			replays, err := r.park.replayReady(u.ctx, rest, true)
+			if err != nil {
+				return false, err
+			}
+			pending = union(pending, replays)
 		}
 		if orphans = intersect(orphans, pending); len(orphans) == 0 {
 			u.res.Reason = StopNothingPending
@@ -132,6 +140,20 @@ func beside[T any](f func() (T, error)) (wait func() (T, error)) {
 // withMessages returns the buckets of bs whose head holds a message, read
 // with the consistent fetch, or that have a replay request.
 func (u *run) withMessages(ctx context.Context, bs []int) ([]int, error) {
+	out, err := u.withHeads(ctx, bs)
+	if err != nil {
+		return nil, err
+	}
+	replays, err := u.r.park.replayReady(ctx, bs, true)
+	if err != nil {
+		return nil, err
+	}
+	return union(out, replays), nil
+}
+
+// withHeads returns the buckets of bs whose head holds a message, read
+// with the consistent fetch.
+func (u *run) withHeads(ctx context.Context, bs []int) ([]int, error) {
 	var out []int
 	for _, b := range bs {
 		msgs, err := u.r.store.FetchBatch(ctx, b, 1)
@@ -142,11 +164,7 @@ func (u *run) withMessages(ctx context.Context, bs []int) ([]int, error) {
 			out = append(out, b)
 		}
 	}
-	replays, err := u.r.park.replayReady(ctx, bs, true)
-	if err != nil {
-		return nil, err
-	}
-	return union(out, replays), nil
+	return out, nil
 }
 
 // validHints returns the hinted buckets inside the bucket range, ascending
@@ -222,6 +240,17 @@ func allBuckets(n int) []int {
 	out := make([]int, n)
 	for i := range out {
 		out[i] = i
+	}
+	return out
+}
+
+// without returns the elements of a that are not in b, in a's order.
+func without(a, b []int) []int {
+	var out []int
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			out = append(out, x)
+		}
 	}
 	return out
 }
