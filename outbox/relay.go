@@ -93,6 +93,9 @@ type Relay struct {
 	// of the traffic and samples the backlog once per interval.
 	work      recentWork
 	sampledAt time.Time
+	// pubInitialised: the publisher was initialised once, so its next
+	// initialisation is a check of a live connection (startInit).
+	pubInitialised bool
 	// strandedAt is when the last stranded count was taken (the relay's
 	// creation before the first).
 	strandedAt time.Time

@@ -49,7 +49,24 @@ func (u joinCheck) shouldJoin() (bool, error) {
 		hinted = pending
 	}
 	u.firstLook = r.clock.Now()
+	// A wake-up can arrive after the work it announced was drained (a
+	// queued or duplicate notification). One strongly consistent read per
+	// hinted bucket is far cheaper than joining for nothing, and unlike the
+	// eventually consistent probe it cannot miss the commit that sent the
+	// wake-up. It goes beside the trust check, both being on the path from
+	// the commit to its publish: a bucket the check leaves to a live peer
+	// wastes its read. The first sweep fetches what it finds without
+	// probing again (firstSweep).
+	var heads func() ([]int, error)
+	if u.in.Trigger == TriggerWake && len(u.validHints()) > 0 {
+		heads = beside(func() ([]int, error) { return u.withHeads(u.ctx, hinted) })
+	}
 	orphans, err := u.uncovered(hinted)
+	var pending []int
+	var headErr error
+	if heads != nil {
+		pending, headErr = heads()
+	}
 	if err != nil {
 		return false, err
 	}
@@ -57,17 +74,19 @@ func (u joinCheck) shouldJoin() (bool, error) {
 		u.res.Reason = StopPeerLive
 		return false, nil
 	}
-	if u.in.Trigger == TriggerWake && len(u.validHints()) > 0 {
-		// A wake-up can arrive after the work it announced was drained (a
-		// queued or duplicate notification). One strongly consistent read
-		// per orphaned bucket is far cheaper than joining for nothing, and
-		// unlike the eventually consistent probe it cannot miss the commit
-		// that sent the wake-up. The first sweep fetches what it finds
-		// without probing again (firstSweep).
-		if orphans, err = u.withMessages(u.ctx, orphans); err != nil {
-			return false, err
+	if heads != nil {
+		if headErr != nil {
+			return false, headErr
 		}
-		if len(orphans) == 0 {
+		// A bucket with nothing at its head may still have a replay asked.
+		if rest := without(orphans, pending); len(rest) > 0 {
+			replays, err := r.park.replayReady(u.ctx, rest, true)
+			if err != nil {
+				return false, err
+			}
+			pending = union(pending, replays)
+		}
+		if orphans = intersect(orphans, pending); len(orphans) == 0 {
 			u.res.Reason = StopNothingPending
 			return false, nil
 		}
@@ -101,9 +120,40 @@ func (u joinCheck) stillOrphaned() (bool, error) {
 	return true, nil
 }
 
+// beside runs f in a goroutine and returns the wait for its answer.
+func beside[T any](f func() (T, error)) (wait func() (T, error)) {
+	type answer struct {
+		v   T
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		v, err := f()
+		done <- answer{v, err}
+	}()
+	return func() (T, error) {
+		a := <-done
+		return a.v, a.err
+	}
+}
+
 // withMessages returns the buckets of bs whose head holds a message, read
 // with the consistent fetch, or that have a replay request.
 func (u *run) withMessages(ctx context.Context, bs []int) ([]int, error) {
+	out, err := u.withHeads(ctx, bs)
+	if err != nil {
+		return nil, err
+	}
+	replays, err := u.r.park.replayReady(ctx, bs, true)
+	if err != nil {
+		return nil, err
+	}
+	return union(out, replays), nil
+}
+
+// withHeads returns the buckets of bs whose head holds a message, read
+// with the consistent fetch.
+func (u *run) withHeads(ctx context.Context, bs []int) ([]int, error) {
 	var out []int
 	for _, b := range bs {
 		msgs, err := u.r.store.FetchBatch(ctx, b, 1)
@@ -114,11 +164,7 @@ func (u *run) withMessages(ctx context.Context, bs []int) ([]int, error) {
 			out = append(out, b)
 		}
 	}
-	replays, err := u.r.park.replayReady(ctx, bs, true)
-	if err != nil {
-		return nil, err
-	}
-	return union(out, replays), nil
+	return out, nil
 }
 
 // validHints returns the hinted buckets inside the bucket range, ascending
@@ -194,6 +240,17 @@ func allBuckets(n int) []int {
 	out := make([]int, n)
 	for i := range out {
 		out[i] = i
+	}
+	return out
+}
+
+// without returns the elements of a that are not in b, in a's order.
+func without(a, b []int) []int {
+	var out []int
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			out = append(out, x)
+		}
 	}
 	return out
 }

@@ -42,7 +42,11 @@ func (u *run) acquire() error {
 
 	ctx, span := r.tracer.Start(u.ctx, SpanAcquire)
 	span.Annotate(AnnotationRelayID, r.opts.RelayID)
-	acq, err := lease.AcquireRound(ctx, r.store, r.roundLog, start, r.req, st)
+	var io lease.IO = r.store
+	if u.initPending != nil {
+		io = awaitPublisher{Store: r.store, u: u}
+	}
+	acq, err := lease.AcquireRound(ctx, io, r.roundLog, start, r.req, st)
 	u.res.Rounds++
 	elapsed := r.clock.Now().Sub(start)
 	if err != nil {
@@ -86,6 +90,9 @@ func (u *run) acquire() error {
 	if !slices.Equal(prev, acq.Owned) {
 		r.log.LogAttrs(u.ctx, slog.LevelInfo, "owned buckets changed", slog.Any("owned", acq.Owned),
 			slog.Any("claimed", acq.Claimed), slog.Any("released", acq.Released))
+	}
+	if len(acq.Owned) > 0 {
+		return u.publisherReady()
 	}
 	return nil
 }

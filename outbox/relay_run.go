@@ -54,6 +54,12 @@ type run struct {
 	// fullRounds counts the acquisition rounds of this run that did not
 	// rest; the lease round prunes on the first and every lease.PruneEvery-th.
 	fullRounds int
+	// initPending waits for a publisher check still running when the run
+	// joined, initDone closes when it answers; the first round's lease
+	// writes await it until initBy (publisherReady).
+	initPending func(join bool) error
+	initDone    <-chan struct{}
+	initBy      time.Time
 }
 
 func (r *Relay) newRun(ctx context.Context, in RunInput) *run {
@@ -76,7 +82,8 @@ func (u *run) execute() error {
 		u.res.Reason = StopCancelled
 		return nil
 	}
-	initialised := u.startInit()
+	warm := r.pubInitialised // before this run's initialisation sets it
+	initialised, initDone := u.startInit()
 	// Every way out that does not join cuts the initialisation short and
 	// waits for it: Run leaves no goroutine behind.
 	defer initialised(false)
@@ -104,18 +111,29 @@ func (u *run) execute() error {
 			return err
 		}
 	}
-	if err := initialised(true); err != nil {
-		u.res.Reason = StopFatal
-		return err
-	}
-	if u.stop.Err() != nil {
-		u.res.Reason = StopCancelled
-		return nil
-	}
-	if still, err := (joinCheck{u}).stillOrphaned(); err != nil {
-		r.log.LogAttrs(u.ctx, slog.LevelWarn, "re-check before joining failed; joining", slog.Any("error", err))
-	} else if !still {
-		return nil
+	if warm && initDone != nil && !closed(initDone) {
+		// A warm publisher's initialisation is a check of its connection:
+		// it runs on beside the heartbeat and the round's read, and the
+		// round's first lease write awaits it (publisherReady). A cold one,
+		// or one that has answered already, is awaited here: a connection
+		// lasts long enough for a relay woken a moment earlier to claim
+		// the buckets, which the second look then sees, and a relay that
+		// already knows it cannot reach Kafka does not announce itself.
+		u.initPending, u.initDone, u.initBy = initialised, initDone, r.clock.Now().Add(lease.ClaimWindow)
+	} else {
+		if err := initialised(true); err != nil {
+			u.res.Reason = StopFatal
+			return err
+		}
+		if u.stop.Err() != nil {
+			u.res.Reason = StopCancelled
+			return nil
+		}
+		if still, err := (joinCheck{u}).stillOrphaned(); err != nil {
+			r.log.LogAttrs(u.ctx, slog.LevelWarn, "re-check before joining failed; joining", slog.Any("error", err))
+		} else if !still {
+			return nil
+		}
 	}
 	u.res.Joined = true
 	stopRenewer := u.renewer()
@@ -136,7 +154,7 @@ func (u *run) overBudget(now time.Time) bool {
 // answer. A wake-up's run connects to Kafka while its join check reads
 // the table, as both stand on the path from a commit to its publish; a
 // schedule sweep, which seldom joins, connects only once it joins.
-func (u *run) startInit() (wait func(join bool) error) {
+func (u *run) startInit() (wait func(join bool) error, done <-chan struct{}) {
 	var err error
 	waited := false
 	if u.in.Trigger != TriggerWake {
@@ -146,12 +164,12 @@ func (u *run) startInit() (wait func(join bool) error) {
 			}
 			waited = true
 			return err
-		}
+		}, nil
 	}
 	ctx, cancel := context.WithCancel(u.ctx)
-	done := make(chan struct{})
+	answered := make(chan struct{})
 	go func() {
-		defer close(done)
+		defer close(answered)
 		err = u.initPublisher(ctx)
 	}()
 	return func(join bool) error {
@@ -161,10 +179,20 @@ func (u *run) startInit() (wait func(join bool) error) {
 		if !join {
 			cancel()
 		}
-		<-done
+		<-answered
 		cancel()
 		waited = true
 		return err
+	}, answered
+}
+
+// closed reports whether ch is closed.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -182,7 +210,73 @@ func (u *run) initPublisher(ctx context.Context) error {
 	if err := u.r.pub.Init(ctx); err != nil {
 		return errCycle("initialise publisher", err)
 	}
+	u.r.pubInitialised = true
 	return nil
+}
+
+// errNoPublisher marks a run's end because the publisher check it joined
+// beside failed (publisherReady): the run stops, claiming nothing.
+var errNoPublisher = errors.New("outbox: no publisher, claiming nothing")
+
+// publisherReady waits for the publisher check the run joined beside, if
+// any, before the run's first lease write (awaitPublisher), and before its
+// first drain if a round left it owning a lease without a write: a relay
+// that cannot reach Kafka claims and keeps nothing, as step 3 of a relay
+// run says; having heartbeated, it then stops, which stamps its heartbeat
+// stopped and releases what it owns. A check still unanswered
+// lease.ClaimWindow after the run joined is a slow connection, not a
+// check: peers take a heartbeat that young for a claim in flight, and an
+// older one for a relay due its share, which one that claims nothing would
+// strand, so the relay leaves the fleet again (stampOut) and waits for it
+// as for a cold one before its next round.
+func (u *run) publisherReady() error {
+	if u.initPending == nil {
+		return nil
+	}
+	wait := u.initPending
+	u.initPending = nil
+	slow := sleep.For(u.initBy.Sub(u.r.clock.Now()), u.initDone)
+	if slow {
+		u.stampOut()
+	}
+	if err := wait(true); err != nil {
+		return fmt.Errorf("%w: %w", errNoPublisher, err)
+	}
+	if slow {
+		return errRejoin
+	}
+	return nil
+}
+
+// errRejoin fails the round of a relay that left the fleet while its
+// publisher connected (stampOut): its next round heartbeats again.
+var errRejoin = errors.New("outbox: rejoining once the publisher connected")
+
+// stampOut stamps the relay's heartbeat stopped and releases what it holds
+// (nothing, before its first lease write), so peers count it out while it
+// waits for a slow publisher.
+func (u *run) stampOut() {
+	r := u.r
+	if _, err := r.store.ReleaseLeases(u.ctx, r.opts.RelayID); err != nil {
+		r.log.LogAttrs(u.ctx, slog.LevelWarn, "stamping the heartbeat stopped while Kafka connects failed", slog.Any("error", err))
+	}
+	r.resetLease()
+}
+
+// awaitPublisher is the relay's store seen by its lease round: the round's
+// first lease write waits for the publisher check (publisherReady).
+type awaitPublisher struct {
+	Store
+	u *run
+}
+
+func (a awaitPublisher) WriteLeases(ctx context.Context, relayID string, op lease.Op, writes []lease.Write) (accepted, refused []int, err error) {
+	if len(writes) > 0 {
+		if err := a.u.publisherReady(); err != nil {
+			return nil, nil, err
+		}
+	}
+	return a.Store.WriteLeases(ctx, relayID, op, writes)
 }
 
 // loop runs cycles until the work is done, the budget is spent or ctx ends.
@@ -213,6 +307,14 @@ func (u *run) loop() error {
 					u.res.Reason = StopCancelled
 				}
 				return nil
+			}
+			if errors.Is(err, errRejoin) {
+				continue
+			}
+			if errors.Is(err, errNoPublisher) {
+				u.res.Reason = StopFatal
+				r.log.LogAttrs(u.ctx, slog.LevelError, "relay cannot reach Kafka; stopping", slog.Any("error", err))
+				return err
 			}
 			u.res.Errors++
 			delay := u.errorBackoff(published)

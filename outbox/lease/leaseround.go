@@ -135,9 +135,9 @@ type RoundInput struct {
 	State RoundState
 }
 
-// RoundPlan is every write of a full round after the heartbeat and the read,
-// in the order they are sent: keeps, releases, claims, prune. It never grants
-// ownership: the conditional writes do.
+// RoundPlan is every write of a full round after the heartbeat and the read:
+// keeps, releases and claims, sent in that order, and the prune, sent
+// beside them. It never grants ownership: the conditional writes do.
 type RoundPlan struct {
 	Keep    []Write
 	Release []Write

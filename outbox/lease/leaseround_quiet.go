@@ -133,19 +133,21 @@ func quietRound(ctx context.Context, io IO, log *slog.Logger, now time.Time, req
 	keep, unrenewed, guarded := planKeeps(req, t, s.kept, len(unmarked) > 0)
 	_, stale, ignored := classifyRelays(relays, t, lease)
 	logPlan(ctx, log, req.RelayID, true, RoundPlan{Guarded: guarded, IgnoredRelays: ignored, Unmarked: unmarked})
+	var prune *PruneWrite
+	if pruneDue(st.Round) {
+		prune = &PruneWrite{Relays: stale, DeadBefore: TimeFromTicks(t - DeadAfterLeases*lease), StoppedBefore: TimeFromTicks(t - lease)}
+	}
+	pruned := pruneBeside(ctx, io, req.RelayID, prune)
 	kept, lost, err := io.WriteLeases(ctx, req.RelayID, OpKeep, keep)
+	refusedPrunes := pruned()
 	if err != nil {
 		return Acquisition{}, err
 	}
 	for _, b := range lost {
 		log.InfoContext(ctx, "outbox: no longer owns bucket", "relayId", req.RelayID, "bucket", b)
 	}
-	acq := Acquisition{Owned: kept, Lost: lost, Refused: len(lost), StandbyRank: s.standbyRank, IgnoredRelays: ignored, Quiet: true}
+	acq := Acquisition{Owned: kept, Lost: lost, Refused: len(lost) + refusedPrunes, StandbyRank: s.standbyRank, IgnoredRelays: ignored, Quiet: true}
 	addUnrenewed(&acq, unrenewed)
-	if pruneDue(st.Round) && len(stale) > 0 {
-		acq.Refused += io.Prune(ctx, req.RelayID, PruneWrite{Relays: stale,
-			DeadBefore: TimeFromTicks(t - DeadAfterLeases*lease), StoppedBefore: TimeFromTicks(t - lease)})
-	}
 	if s.standbyRank >= req.BucketCount {
 		acq.Standby = Standby{relayID: req.RelayID, since: t, lastCall: t, rank: s.standbyRank}
 	}

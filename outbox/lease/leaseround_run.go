@@ -31,7 +31,8 @@ type IO interface {
 	Heartbeats(ctx context.Context) ([]RelayState, error)
 	// Prune deletes the given stale heartbeat records and returns how many
 	// deletes were refused (the relay came back). Failures are the store's
-	// to log: pruning is housekeeping and never fails a round.
+	// to log: pruning is housekeeping and never fails a round. A round
+	// sends it beside its lease writes, concurrently with WriteLeases.
 	Prune(ctx context.Context, relayID string, p PruneWrite) (refused int)
 }
 
@@ -52,7 +53,7 @@ type IO interface {
 //     KeepAhead: they stay owned, unrenewed), release what exceeds its
 //     share, claim what the shared plan gives it (nothing after a refused
 //     heartbeat), and on the run's first full round and every PruneEvery-th
-//     prune stale heartbeat records.
+//     prune stale heartbeat records, beside those writes (pruneBeside).
 //
 // The returned Acquisition carries the standby and settled states for the
 // next round. A
@@ -94,19 +95,34 @@ func AcquireRound(ctx context.Context, io IO, log *slog.Logger, now time.Time, r
 	if !recorded {
 		acq.Refused++
 	}
-	if err := writeRound(ctx, io, log, relayID, plan, &acq); err != nil {
+	pruned := pruneBeside(ctx, io, relayID, plan.Prune)
+	err = writeRound(ctx, io, log, relayID, plan, &acq)
+	acq.Refused += pruned()
+	if err != nil {
 		return Acquisition{}, err
 	}
 	addUnrenewed(&acq, plan.Unrenewed)
-	if plan.Prune != nil && len(plan.Prune.Relays) > 0 {
-		acq.Refused += io.Prune(ctx, relayID, *plan.Prune)
-	}
 	acq.Standby = plan.Standby
 	acq.Settled = settledAfter(req, now, snap, plan, acq, !st.Settled.IsSettled())
 	if plan.Standby.Distant() && !st.Standby.Distant() {
 		log.DebugContext(ctx, "outbox: relay is a distant standby; resting every other round", "relayId", relayID, "standbyRank", plan.StandbyRank)
 	}
 	return acq, nil
+}
+
+// pruneBeside sends the prune p (nil: none) beside the round's lease
+// writes and returns the wait for its refused deletes. The prune touches
+// only stale heartbeat records, which no write of the round reads or
+// conditions on, so the grant need not wait for it: on a run's first
+// round, the one a woken relay's first publish waits for, it would
+// otherwise add a round trip to that publish.
+func pruneBeside(ctx context.Context, io IO, relayID string, p *PruneWrite) (wait func() int) {
+	if p == nil || len(p.Relays) == 0 {
+		return func() int { return 0 }
+	}
+	done := make(chan int, 1)
+	go func() { done <- io.Prune(ctx, relayID, *p) }()
+	return func() int { return <-done }
 }
 
 // writeRound sends the plan's keeps, releases and claims, in that order,

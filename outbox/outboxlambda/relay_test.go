@@ -203,7 +203,8 @@ func TestRelay(t *testing.T) {
 	})
 
 	// WakeUpTrustsALivePeer: a wake-up for a bucket a live peer holds costs
-	// one consistent coordination query and no write.
+	// one consistent coordination query, the look at the bucket's head sent
+	// beside it (on the path of a wake-up that joins), and no write.
 	t.Run("WakeUpTrustsALivePeer", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, bundleOptions{})
@@ -224,7 +225,7 @@ func TestRelay(t *testing.T) {
 		if resp.Reason != string(outbox.StopPeerLive) || resp.Joined || resp.Published != 0 {
 			t.Fatalf("wake-up under a live peer: %+v", resp)
 		}
-		if want := map[string]int{"Query": 1}; !reflect.DeepEqual(used.Requests, want) || used.WriteUnits != 0 {
+		if want := map[string]int{"Query": 2}; !reflect.DeepEqual(used.Requests, want) || used.WriteUnits != 0 {
 			t.Fatalf("requests %v, %.1f write units; want %v and no write", used.Requests, used.WriteUnits, want)
 		}
 		t.Logf("trusted wake-up: %d request, %.1f read units", used.TotalRequests(), used.ReadUnits)

@@ -116,11 +116,14 @@ type Notifier struct {
 	inFlight bool
 	pending  *outbox.WakeUp
 	// covered maps a bucket to when the notifier stops trusting that a
-	// relay looks at it; viewed reports a view was read at least once,
-	// held the buckets the last one showed a live relay holding.
-	covered map[int]time.Time
-	viewed  bool
-	held    map[int]bool
+	// relay looks at it; viewedAt is when the last view was read (zero:
+	// never), held the buckets it showed a live relay holding; lingers
+	// that an invoke sent on an older view found the holder still there
+	// (readFirst).
+	covered  map[int]time.Time
+	viewedAt time.Time
+	held     map[int]bool
+	lingers  bool
 	// lastSent is when the last wake-up went out.
 	lastSent time.Time
 
@@ -284,14 +287,19 @@ func (n *Notifier) invoke(ctx context.Context, w outbox.WakeUp) error {
 		return n.send(ctx, w)
 	}
 	n.mu.Lock()
-	first := readFirst(n.viewed, n.heldAtViewLocked(w.Buckets), n.lastSent, n.clock.Now())
+	heldAtView := slices.Contains(n.heldAtViewLocked(w.Buckets), true)
+	first := readFirst(n.viewedAt, heldAtView, n.lingers, n.lastSent, n.clock.Now())
 	n.mu.Unlock()
 	if first {
 		// The coverage just lapsed: one read decides whether a relay
 		// still holds the buckets.
-		n.refresh(ctx)
+		read := n.refresh(ctx)
 		n.mu.Lock()
 		covered := n.coveredLocked(w.Buckets, n.clock.Now())
+		if read && !covered {
+			// The holder stopped: the relays linger as briefly as that.
+			n.lingers = false
+		}
 		n.mu.Unlock()
 		if covered {
 			n.skipped.Add(1)
@@ -306,8 +314,12 @@ func (n *Notifier) invoke(ctx context.Context, w outbox.WakeUp) error {
 		n.lastSent = now
 		n.mu.Unlock()
 	}
-	if !first {
-		n.refresh(ctx)
+	if !first && n.refresh(ctx) && heldAtView {
+		// The view was too old to trust: a holder still there lingers
+		// longer (steady traffic).
+		n.mu.Lock()
+		n.lingers = n.lingers || slices.Contains(n.heldAtViewLocked(w.Buckets), true)
+		n.mu.Unlock()
 	}
 	return err
 }
@@ -315,21 +327,42 @@ func (n *Notifier) invoke(ctx context.Context, w outbox.WakeUp) error {
 // readFirst decides whether a wake-up whose buckets are not covered reads
 // the owners' view before it invokes (and skips the invoke if the view
 // covers them) or invokes first and reads the view afterwards, for the
-// wake-ups that follow. It reads first when the last view read showed a
-// live relay holding one of the buckets (heldAtView): that relay is
-// likely still there, lingering between messages; or when this notifier
+// wake-ups that follow. It reads first when the last view, read at
+// viewedAt, showed a live relay holding one of the buckets (heldAtView)
+// less than that relay's likely linger before now (lingerGuess): the relay
+// is likely still there, lingering between messages; or when this notifier
 // woke a relay less than lease.OwnerViewTTL before now (lastSent), which
 // is claiming every bucket meanwhile: either way the read may save an
 // invocation. Before any view, or when the last one showed no relay
-// holding them and nothing was sent lately (the relay stopped, as between
-// the messages of sparse traffic), the invoke goes first, so the woken
-// relay's start is not delayed by the read.
-func readFirst(viewed bool, heldAtView []bool, lastSent, now time.Time) bool {
-	if !viewed {
+// holding them or is older than the linger, and nothing was sent lately
+// (the relay stopped, as between the messages of sparse traffic), the
+// invoke goes first, so the woken relay's start is not delayed by the
+// read.
+func readFirst(viewedAt time.Time, heldAtView, lingers bool, lastSent, now time.Time) bool {
+	if viewedAt.IsZero() {
 		return false
 	}
-	return slices.Contains(heldAtView, true) || (!lastSent.IsZero() && now.Sub(lastSent) < lease.OwnerViewTTL)
+	return (heldAtView && now.Sub(viewedAt) < lingerGuess(lingers)) ||
+		(!lastSent.IsZero() && now.Sub(lastSent) < lease.OwnerViewTTL)
 }
+
+// lingerGuess is how long a relay seen holding a bucket likely stays after
+// it: a drain-mode relay lingers outbox.DefaultIdleTimeout after its last
+// work, and the default MaxIdleTimeout under steady traffic (see
+// RelayOptions), which the notifier assumes once an invoke sent on an
+// older view found the holder still there (lingers), until a read finds
+// the buckets free. A guess too short costs a wake-up that finds the
+// relay live (an invocation and its trust check), one too long a read
+// before the invoke.
+func lingerGuess(lingers bool) time.Duration {
+	if lingers {
+		return relayDefaults.MaxIdleTimeout
+	}
+	return relayDefaults.IdleTimeout
+}
+
+// relayDefaults are the relay options whose linger a notifier assumes.
+var relayDefaults = outbox.RelayOptions{}.WithDefaults()
 
 // heldAtViewLocked reports, for each bucket, whether the last view read
 // showed a live relay holding it.
@@ -372,21 +405,21 @@ func (n *Notifier) cover(buckets []int, until time.Time) {
 }
 
 // refresh reads the owners and covers every bucket a live relay holds, for
-// at most lease.OwnerViewTTL from the read's start. A failed read covers
-// nothing: the wake-up is sent.
-func (n *Notifier) refresh(ctx context.Context) {
+// at most lease.OwnerViewTTL from the read's start, and reports whether it
+// read. A failed read covers nothing: the wake-up is sent.
+func (n *Notifier) refresh(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, n.timeout)
 	defer cancel()
 	view, err := n.owners.ReadCoordination(ctx)
 	n.reads.Add(1)
 	if err != nil {
 		n.log.WarnContext(ctx, "reading the relays' leases failed; sending the wake-up", "error", err)
-		return
+		return false
 	}
 	trustUntil := view.ReadAt.Add(lease.OwnerViewTTL)
 	heldUntil := view.HeldUntil(view.ReadAt, n.lease)
 	n.mu.Lock()
-	n.viewed = true
+	n.viewedAt = view.ReadAt
 	n.held = map[int]bool{}
 	for b := range heldUntil {
 		n.held[b] = true
@@ -398,6 +431,7 @@ func (n *Notifier) refresh(ctx context.Context) {
 		}
 		n.cover([]int{b}, until)
 	}
+	return true
 }
 
 // send invokes the relay function with one wake-up and reports it.

@@ -418,30 +418,35 @@ func TestNotifier(t *testing.T) {
 	})
 
 	// A wake-up whose buckets are not covered reads the view first when
-	// the last view showed a relay holding one of them (it lingers between
-	// messages: the read saves an invocation) or a relay was woken a moment
-	// ago (it is claiming), and invokes first otherwise (sparse traffic: the
-	// relay stopped, and the read would only delay the woken relay's start).
+	// the last view showed a relay holding one of them less than its
+	// likely linger ago (it lingers between messages: the read saves an
+	// invocation) or a relay was woken a moment ago (it is claiming), and
+	// invokes first otherwise (sparse traffic: the relay stopped, and the
+	// read would only delay the woken relay's start).
 	t.Run("ReadsTheViewFirstOnlyWhenARelayIsLikelyThere", func(t *testing.T) {
 		t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 		ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
 		for _, tc := range []struct {
 			name     string
-			viewed   bool
-			held     []bool
+			viewedAt time.Time
+			held     bool
+			lingers  bool
 			lastSent time.Time
 			want     bool
 		}{
-			{"no view read yet", false, []bool{true}, ms(-100), false},
-			{"held at the last view", true, []bool{true}, time.Time{}, true},
-			{"free at the last view, nothing sent", true, []bool{false}, time.Time{}, false},
-			{"one bucket held at the last view", true, []bool{false, true}, time.Time{}, true},
-			{"free, a relay woken 100 ms ago claims", true, []bool{false}, ms(-100), true},
-			{"free, a relay woken just under a TTL ago", true, []bool{false}, ms(-999), true},
-			{"free, the last wake-up a TTL ago", true, []bool{false}, ms(-1000), false},
-			{"free, the last wake-up 9 s ago", true, []bool{false}, ms(-9000), false},
+			{"no view read yet", time.Time{}, true, false, ms(-100), false},
+			{"held at a view 1 s old", ms(-1000), true, false, time.Time{}, true},
+			{"held at a view just under the linger old", ms(-1999), true, false, time.Time{}, true},
+			{"held at a view the linger old: the relay stopped", ms(-2000), true, false, time.Time{}, false},
+			{"held at a view 9 s old, relays seen lingering longer", ms(-9000), true, true, time.Time{}, true},
+			{"held at a view the longer linger old", ms(-10000), true, true, time.Time{}, false},
+			{"free at the last view, nothing sent", ms(-1000), false, false, time.Time{}, false},
+			{"free, a relay woken 100 ms ago claims", ms(-100), false, false, ms(-100), true},
+			{"free, a relay woken just under a TTL ago", ms(-999), false, false, ms(-999), true},
+			{"free, the last wake-up a TTL ago", ms(-1000), false, false, ms(-1000), false},
+			{"free, the last wake-up 9 s ago", ms(-9000), false, false, ms(-9000), false},
 		} {
-			if got := readFirst(tc.viewed, tc.held, tc.lastSent, t0); got != tc.want {
+			if got := readFirst(tc.viewedAt, tc.held, tc.lingers, tc.lastSent, t0); got != tc.want {
 				t.Errorf("%s: readFirst = %v, want %v", tc.name, got, tc.want)
 			}
 		}
@@ -470,14 +475,63 @@ func TestNotifier(t *testing.T) {
 			if got := len(inv.invocations()); got != 2 || owners.reads != reads+1 {
 				t.Fatalf("%d invokes, %d reads; want 2 and one read", got, owners.reads-reads)
 			}
-			// That view showed relay-a holding bucket 1: 3 s later the next
-			// wake-up reads first and skips the invoke.
+			// That view showed relay-a holding bucket 1: 1.5 s later, within
+			// a relay's linger, the next wake-up reads first and skips the
+			// invoke.
 			owners.onRead = nil
-			time.Sleep(3 * time.Second)
+			time.Sleep(1500 * time.Millisecond)
 			owners.set(heldBy(clock.Now(), "relay-a", 1), nil)
 			_ = n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{1}})
 			if got := len(inv.invocations()); got != 2 || n.Stats().Skipped != 1 {
 				t.Fatalf("%d invokes, stats %+v; want the wake-up skipped after a read", got, n.Stats())
+			}
+		})
+	})
+
+	// A view older than a relay's linger (2 s) says little: the invoke goes
+	// first. When the read after it still shows the holder, relays linger
+	// longer here (steady traffic), and views up to the longer linger (10 s)
+	// are read first again, until a read finds the bucket free.
+	t.Run("LearnsThatRelaysLingerLonger", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			clock := outbox.SystemClock{}
+			inv := &fakeInvoker{}
+			owners := &fakeOwners{clock: clock}
+			n, err := NewNotifier(NotifierConfig{Client: inv, FunctionName: "relay", Clock: clock, Owners: owners})
+			if err != nil {
+				t.Fatal(err)
+			}
+			notify := func(after time.Duration, held bool) (invokes int, readFirst bool) {
+				time.Sleep(after)
+				if held {
+					owners.set(heldBy(clock.Now(), "relay-a", 1), nil)
+				} else {
+					owners.set(lease.Coordination{}, nil)
+				}
+				before := len(inv.invocations())
+				owners.onRead = func() { readFirst = len(inv.invocations()) == before }
+				_ = n.Notify(t.Context(), outbox.WakeUp{Buckets: []int{1}})
+				owners.onRead = nil
+				return len(inv.invocations()) - before, readFirst
+			}
+			for i, step := range []struct {
+				after     time.Duration
+				held      bool
+				invokes   int
+				readFirst bool
+			}{
+				{0, true, 1, false},                      // no view yet: invoke, then a view showing relay-a
+				{3 * time.Second, true, 1, false},        // a 3 s old view: invoke first; relay-a still holds
+				{5 * time.Second, true, 0, true},         // it lingers longer: a 5 s old view is read first
+				{5 * time.Second, false, 1, true},        // read first, bucket free: invoke
+				{500 * time.Millisecond, true, 0, false}, // covered by the wake-up just sent: skipped
+				{5 * time.Second, true, 1, false},        // the last view showed it free: invoke first
+				{3 * time.Second, true, 1, false},        // back to the 2 s guess: a 3 s old view, invoke first
+			} {
+				invokes, first := notify(step.after, step.held)
+				if invokes != step.invokes || first != step.readFirst {
+					t.Fatalf("step %d: %d invokes, read first %v; want %d and %v", i, invokes, first, step.invokes, step.readFirst)
+				}
 			}
 		})
 	})
