@@ -74,6 +74,18 @@ func wantOps(t *testing.T, f *fakeDB, want ...string) {
 	}
 }
 
+// wantOpsThen checks that f received first, in order, then concurrent in
+// any order (requests the round sends side by side).
+func wantOpsThen(t *testing.T, f *fakeDB, first []string, concurrent ...string) {
+	t.Helper()
+	got := f.ops()
+	rest := slices.Sorted(slices.Values(concurrent))
+	if len(got) != len(first)+len(concurrent) || !slices.Equal(got[:len(first)], first) ||
+		!slices.Equal(slices.Sorted(slices.Values(got[len(first):])), rest) {
+		t.Fatalf("requests %v, want %v then %v in any order", got, first, concurrent)
+	}
+}
+
 func coordinationQuery() *dynamodb.QueryInput {
 	return &dynamodb.QueryInput{
 		TableName:                 aws.String("outbox"),
@@ -166,7 +178,8 @@ func TestRequestShapes(t *testing.T) {
 		if !slices.Equal(acq.Owned, []int{0, 1}) || !slices.Equal(acq.Released, []int{2}) || len(acq.Claimed) != 0 || acq.Refused != 0 {
 			t.Fatalf("acquisition %+v", acq)
 		}
-		wantOps(t, f, "PutItem", "Query", "UpdateItem", "UpdateItem", "UpdateItem", "DeleteItem", "DeleteItem")
+		// The keeps, the release and the prune's deletes go side by side.
+		wantOpsThen(t, f, []string{"PutItem", "Query"}, "UpdateItem", "UpdateItem", "UpdateItem", "DeleteItem", "DeleteItem")
 		wantShapes(t, f, "PutItem", heartbeatPut("relay-a", t0Ticks))
 		wantShapes(t, f, "Query", coordinationQuery())
 		keep := func(b int) *dynamodb.UpdateItemInput { return keepShape(b, t0Plus5s, t0PlusL) }
