@@ -292,27 +292,6 @@ func TestConfig(t *testing.T) {
 		}
 	})
 
-	// LoadConfigTracingModes is not parallel: it edits the registry of
-	// compiled-in modes, which parallel tests read.
-	t.Run("LoadConfigTracingModes", func(t *testing.T) {
-		for _, mode := range []string{"xray", "otel", "off"} {
-			// Another mode's protocol setting does not concern xray and off.
-			got, err := LoadConfig(env(withVars(map[string]string{outboxconf.EnvTracing: mode, outboxconf.EnvOTelProtocol: map[bool]string{true: "http/protobuf", false: "grpc"}[mode == "otel"]})))
-			if err != nil || got.Tracing != mode {
-				t.Errorf("%s: %+v, %v", mode, got.Tracing, err)
-			}
-		}
-		// A mode left out of the build is refused with the build tag named.
-		saved := tracingModes[outboxconf.TracingOTel]
-		t.Cleanup(func() { tracingModes[outboxconf.TracingOTel] = saved })
-		delete(tracingModes, outboxconf.TracingOTel)
-		_, err := LoadConfig(env(withVars(map[string]string{outboxconf.EnvTracing: "otel"})))
-		var ce *ConfigError
-		if !errors.As(err, &ce) || ce.Variable != outboxconf.EnvTracing || !strings.Contains(err.Error(), "built without it (build tag spillway.nootel)") {
-			t.Fatalf("otel left out: %v", err)
-		}
-	})
-
 	t.Run("KafkaConfigNeedsBrokers", func(t *testing.T) {
 		t.Parallel()
 		cfg, err := LoadConfig(env(withVars(nil)))
