@@ -246,15 +246,7 @@ func TestRelayDoorbell(t *testing.T) {
 			if !res.Joined || e.store.pending() != 0 {
 				t.Fatalf("joined %v, %d left", res.Joined, e.store.pending())
 			}
-			got := map[string][]outbox.MessageID{}
-			for _, m := range e.pub.sent() {
-				got[string(m.Key)] = append(got[string(m.Key)], m.ID)
-			}
-			for key, ids := range want {
-				if !slices.Equal(got[key], ids) {
-					t.Errorf("key %s: published %v, want %v (commit order, once each)", key, got[key], ids)
-				}
-			}
+			wantPublishedInOrder(t, e.pub, want)
 		})
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/spillway-dev/spillway/outbox"
@@ -338,4 +339,19 @@ func (n *notifications) all() []outbox.WakeUp {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return slices.Clone(n.wakes)
+}
+
+// wantPublishedInOrder checks that pub published each key's messages once
+// each, in the order of want (each key's commit order).
+func wantPublishedInOrder(t *testing.T, pub *memPublisher, want map[string][]outbox.MessageID) {
+	t.Helper()
+	got := map[string][]outbox.MessageID{}
+	for _, m := range pub.sent() {
+		got[string(m.Key)] = append(got[string(m.Key)], m.ID)
+	}
+	for key, ids := range want {
+		if !slices.Equal(got[key], ids) {
+			t.Errorf("key %s: published %v, want %v (commit order, once each)", key, got[key], ids)
+		}
+	}
 }
