@@ -150,6 +150,12 @@ func (f *flusher) send(ctx context.Context, records []*kgo.Record, outcomes []ou
 		}
 		rctx, failed := context.WithCancelCause(fence)
 		fence = rctx
+		if r.Context == nil {
+			// The client would make rctx the record's context, which the
+			// partitioner searches for an explicit partition: through the
+			// whole chain, each record one level deeper than the last.
+			r.Context = ctx
+		}
 		round.records = append(round.records, r)
 		wg.Add(1)
 		o := &outcomes[i]
